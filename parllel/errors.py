@@ -1,0 +1,91 @@
+"""One error hierarchy for parllel.
+
+Every error parllel raises on purpose derives from :class:`ParllelError`, so a
+training script can catch them all; the specific subclasses below say what
+went wrong and, where it helps, also derive from the matching builtin
+(``ValueError``, ``TypeError``, ...), so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+
+class ParllelError(Exception):
+    """Base class of every error raised by parllel."""
+
+
+class ShapeError(ParllelError, ValueError):
+    """A value's shape does not fit the array slot it is written to."""
+
+
+class DtypeError(ParllelError, TypeError):
+    """A value's dtype cannot be cast safely to the array's dtype."""
+
+
+class TreeStructureError(ParllelError, KeyError):
+    """A written value has missing, extra or ``None`` leaves.
+
+    The message names the leaf path (e.g. ``observation.pixels``).
+    """
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ArrayClosedError(ParllelError, RuntimeError):
+    """An array whose shared memory was released was used again."""
+
+
+class ConfigError(ParllelError, ValueError):
+    """A constructor argument or hyperparameter is invalid."""
+
+
+class CageError(ParllelError, RuntimeError):
+    """Base class of errors about cages (environment wrappers)."""
+
+
+class ClosedCageError(CageError):
+    """A cage was used after ``close()``."""
+
+
+class CageStateError(CageError):
+    """Calls on a cage came out of order (e.g. two ``step_async`` in a row)."""
+
+
+class EnvError(CageError):
+    """An environment raised; carries the env index and the original traceback.
+
+    Attributes:
+        env_index: global index of the env that raised.
+        worker_traceback: the formatted traceback from where the env ran.
+    """
+
+    def __init__(self, message: str, env_index: int | None = None,
+                 worker_traceback: str = "") -> None:
+        super().__init__(message)
+        self.env_index = env_index
+        self.worker_traceback = worker_traceback
+
+
+class WorkerDiedError(CageError):
+    """A worker process exited unexpectedly (e.g. killed by a signal).
+
+    Attributes:
+        worker_index: index of the worker within its cage.
+        env_indices: global indices of the envs the worker held.
+        exitcode: the process's exit code (negative: killed by that signal).
+    """
+
+    def __init__(self, message: str, worker_index: int,
+                 env_indices: tuple[int, ...], exitcode: int | None) -> None:
+        super().__init__(message)
+        self.worker_index = worker_index
+        self.env_indices = env_indices
+        self.exitcode = exitcode
+
+
+class SpaceMismatchError(CageError, ValueError):
+    """Environments in one cage disagree about their spaces."""
+
+
+class InvalidActionError(CageError, ValueError):
+    """An action does not fit the action space (shape or dtype)."""

@@ -1,0 +1,47 @@
+"""Names of the sample-tree fields, defined once.
+
+Samplers write these fields, transforms read and add to them, algorithms
+consume them. Using these constants instead of string literals means a typo is
+an ``AttributeError`` at import time rather than a silent miss.
+
+Layout (``T`` = batch length, ``B`` = number of envs):
+
+- ``OBSERVATION``: ``[T + 1, B, ...]``; index ``T`` holds the observation after
+  the last step (the bootstrap observation).
+- ``ACTION``, ``REWARD``, ``TERMINATED``, ``TRUNCATED``, ``DONE``: ``[T, B]``.
+- ``FINAL_OBSERVATION``: ``[T, B, ...]``; at a step that ended an episode, the
+  episode's last observation (the slot ``OBSERVATION[t + 1]`` then holds the
+  reset observation of the next episode).
+- ``ENV_INFO``: ``[T, B]`` tree of preallocated info keys.
+- ``AGENT_INFO``: ``[T, B]`` tree written by the agent (e.g. ``value``,
+  ``log_prob``).
+- ``PREV_ACTION``, ``PREV_REWARD``: zero at the first step of every episode.
+- ``VALID``: ``[T, B]`` bool, False for steps after an env finished and before
+  it was reset (wait-reset sampling).
+- ``BOOTSTRAP_VALUE``: ``[B]`` value of ``OBSERVATION[T]``.
+- ``FINAL_VALUE``: ``[T, B]`` value of ``FINAL_OBSERVATION`` where truncated.
+- ``ADVANTAGE``, ``RETURN``: written by advantage estimation.
+- ``INITIAL_STATE``: ``[B, ...]`` agent recurrent state at the batch start.
+"""
+
+from __future__ import annotations
+
+OBSERVATION = "observation"
+ACTION = "action"
+REWARD = "reward"
+TERMINATED = "terminated"
+TRUNCATED = "truncated"
+DONE = "done"
+FINAL_OBSERVATION = "final_observation"
+ENV_INFO = "env_info"
+AGENT_INFO = "agent_info"
+VALUE = "value"
+PREV_ACTION = "prev_action"
+PREV_REWARD = "prev_reward"
+VALID = "valid"
+BOOTSTRAP_VALUE = "bootstrap_value"
+FINAL_VALUE = "final_value"
+ADVANTAGE = "advantage"
+RETURN = "return_"
+INITIAL_STATE = "initial_state"
+LOG_PROB = "log_prob"
