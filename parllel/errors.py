@@ -59,8 +59,9 @@ class EnvError(CageError):
         worker_traceback: the formatted traceback from where the env ran.
     """
 
-    def __init__(self, message: str, env_index: int | None = None,
-                 worker_traceback: str = "") -> None:
+    def __init__(
+        self, message: str, env_index: int | None = None, worker_traceback: str = ""
+    ) -> None:
         super().__init__(message)
         self.env_index = env_index
         self.worker_traceback = worker_traceback
@@ -75,8 +76,13 @@ class WorkerDiedError(CageError):
         exitcode: the process's exit code (negative: killed by that signal).
     """
 
-    def __init__(self, message: str, worker_index: int,
-                 env_indices: tuple[int, ...], exitcode: int | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        worker_index: int,
+        env_indices: tuple[int, ...],
+        exitcode: int | None,
+    ) -> None:
         super().__init__(message)
         self.worker_index = worker_index
         self.env_indices = env_indices

@@ -1,0 +1,19 @@
+"""Preallocated batch arrays in local or shared memory (no torch needed).
+
+See :class:`Array` for indexing, padding and rotation semantics and
+:class:`SharedSegment` for the ownership rules of shared memory.
+"""
+
+from parllel.arrays.array import STORAGE_KINDS, Array, PaddedView, Storage
+from parllel.arrays.shared_memory import SharedSegment, list_segments
+from parllel.arrays.writing import check_value_dtype
+
+__all__ = [
+    "Array",
+    "PaddedView",
+    "SharedSegment",
+    "Storage",
+    "STORAGE_KINDS",
+    "check_value_dtype",
+    "list_segments",
+]

@@ -1,0 +1,152 @@
+"""Named OS shared-memory segments with strict ownership.
+
+A :class:`SharedSegment` is created by one process (its *owner*) and attached
+by name from any other process (fork, spawn or forkserver children). Only the
+owner unlinks the segment: on :meth:`SharedSegment.close`, when the segment is
+garbage collected, and at interpreter exit. Attaching processes never register
+the segment with any tracker, so a child that exits or crashes cannot remove
+memory the parent still uses, and a child's crash leaves nothing behind once
+the parent closes.
+
+On Linux segments are files in ``/dev/shm`` mapped with :mod:`mmap`; the file
+name is removed at close, the memory itself is released when the last numpy
+view of it is garbage collected (unmapping under live views would crash).
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import secrets
+import tempfile
+import weakref
+
+_SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+NAME_PREFIX = "parllel_"
+_counter = itertools.count()
+
+# Attached (not owned) mappings of this process, by segment name, so that
+# unpickling many arrays of one segment maps it once.
+_attached: weakref.WeakValueDictionary[str, SharedSegment] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def segment_path(name: str) -> str:
+    """Return the file path that backs the segment called ``name``."""
+    return os.path.join(_SHM_DIR, name)
+
+
+def _unlink_if_owner(path: str, owner_pid: int) -> None:
+    # Called by weakref.finalize (also at exit). A forked child inherits the
+    # finalizer but is not the owner, so it must never unlink.
+    if os.getpid() == owner_pid:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+class SharedSegment:
+    """A block of shared memory, owned by its creator, attachable by name.
+
+    Use :meth:`create` in the owning process and :meth:`attach` elsewhere.
+    ``segment.buffer`` is a writable ``mmap`` to build numpy views on.
+
+    Example:
+        >>> seg = SharedSegment.create(1024)
+        >>> other = SharedSegment.attach(seg.name, seg.size)  # e.g. in a child
+        >>> seg.close()  # owner: the name disappears from /dev/shm
+    """
+
+    def __init__(
+        self, name: str, size: int, buffer: mmap.mmap, owner_pid: int, owns: bool
+    ) -> None:
+        self.name = name
+        self.size = size
+        self.buffer = buffer
+        self.owner_pid = owner_pid
+        self._owns = owns
+        self._finalizer = weakref.finalize(
+            self, _unlink_if_owner, segment_path(name), owner_pid
+        )
+        if not owns:
+            self._finalizer.detach()
+
+    @classmethod
+    def create(cls, size: int) -> SharedSegment:
+        """Create a new zero-filled segment of ``size`` bytes owned by this process."""
+        size = max(int(size), 1)
+        while True:
+            name = f"{NAME_PREFIX}{os.getpid()}_{next(_counter)}_{secrets.token_hex(4)}"
+            path = segment_path(name)
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            except FileExistsError:
+                continue
+            break
+        try:
+            os.ftruncate(fd, size)
+            buffer = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        os.close(fd)
+        return cls(name, size, buffer, owner_pid=os.getpid(), owns=True)
+
+    @classmethod
+    def attach(cls, name: str, size: int, owner_pid: int = -1) -> SharedSegment:
+        """Map an existing segment by name (never unlinks it).
+
+        Raises:
+            FileNotFoundError: the owner already closed the segment.
+        """
+        segment = _attached.get(name)
+        if segment is not None:
+            return segment
+        try:
+            fd = os.open(segment_path(name), os.O_RDWR)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"shared-memory segment {name!r} no longer exists: its owner "
+                "closed it (or exited) before this process attached"
+            ) from None
+        try:
+            buffer = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        segment = cls(name, size, buffer, owner_pid=owner_pid, owns=False)
+        _attached[name] = segment
+        return segment
+
+    @property
+    def is_owner(self) -> bool:
+        """True in the process that created (and will unlink) the segment."""
+        return self._owns and self.owner_pid == os.getpid()
+
+    @property
+    def closed(self) -> bool:
+        """True once the owner has unlinked the segment."""
+        if self.is_owner:
+            return not self._finalizer.alive
+        return not os.path.exists(segment_path(self.name))
+
+    def close(self) -> None:
+        """Owner: unlink the name now (idempotent). Attachers: no-op.
+
+        The mapping itself stays valid for views that are still alive; the
+        kernel frees the memory when the last view is gone.
+        """
+        if self.is_owner:
+            self._finalizer()
+
+
+def list_segments(pid: int | None = None) -> list[str]:
+    """Names of the parllel segments that exist now, optionally of one owner pid."""
+    prefix = NAME_PREFIX if pid is None else f"{NAME_PREFIX}{pid}_"
+    try:
+        return sorted(n for n in os.listdir(_SHM_DIR) if n.startswith(prefix))
+    except FileNotFoundError:
+        return []
