@@ -85,7 +85,9 @@ def gae_kernel(
                 trunc = truncated[t, m]
                 final = final_value[t, m] if bootstrap_truncated else 0.0
                 next_value = 0.0 if term else (final if trunc else value[t + 1, m])
-                carry = 0.0 if (term or trunc) else gamma_lambda * advantage_out[t + 1, m]
+                carry = (
+                    0.0 if (term or trunc) else gamma_lambda * advantage_out[t + 1, m]
+                )
                 v = value[t, m]
                 advantage = reward[t, m] + gamma * next_value - v + carry
                 advantage_out[t, m] = advantage
@@ -97,7 +99,9 @@ def gae_kernel(
                 trunc = truncated[t, f]
                 final = final_value[t, m] if bootstrap_truncated else 0.0
                 next_value = 0.0 if term else (final if trunc else value[t + 1, m])
-                carry = 0.0 if (term or trunc) else gamma_lambda * advantage_out[t + 1, m]
+                carry = (
+                    0.0 if (term or trunc) else gamma_lambda * advantage_out[t + 1, m]
+                )
                 v = value[t, m]
                 advantage = reward[t, m] + gamma * next_value - v + carry
                 advantage_out[t, m] = advantage

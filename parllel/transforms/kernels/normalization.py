@@ -67,8 +67,9 @@ def update_moments_kernel(
             d = x[r, j] - scratch_mean[j]
             scratch_m2[j] += d * d
     for j in range(n_features):
-        _combine_moments(count[0], mean, m2, batch_count, scratch_mean[j],
-                         scratch_m2[j], j)
+        _combine_moments(
+            count[0], mean, m2, batch_count, scratch_mean[j], scratch_m2[j], j
+        )
     count[0] += batch_count
 
 
@@ -200,7 +201,7 @@ def normalize_reward_kernel(
         clip: bound of the normalized reward.
         update: whether to update the running moments.
         returns: ``[M]`` float64 running returns (updated).
-        count: ``[1]`` running count (updated; one shared count).
+        count: ``[N]`` running count per component (updated).
         mean: ``[N]`` running mean of the return (updated).
         m2: ``[N]`` running sum of squared deviations (updated).
         scratch_count: ``[N]`` float64 scratch space.
@@ -224,24 +225,32 @@ def normalize_reward_kernel(
                     continue
                 scratch_count[m % n_comp] += 1.0
                 scratch_mean[m % n_comp] += returns[m]
-            if scratch_count[0] > 0.0:
-                for j in range(n_comp):
+            for j in range(n_comp):
+                if scratch_count[j] > 0.0:
                     scratch_mean[j] /= scratch_count[j]
-                for m in range(n_columns):
-                    if use_mask and not mask[t, m // k]:
-                        continue
-                    d = returns[m] - scratch_mean[m % n_comp]
-                    scratch_m2[m % n_comp] += d * d
-                for j in range(n_comp):
-                    _combine_moments(count[0], mean, m2, scratch_count[j],
-                                     scratch_mean[j], scratch_m2[j], j)
-                count[0] += scratch_count[0]
-        n = count[0]
+            for m in range(n_columns):
+                if use_mask and not mask[t, m // k]:
+                    continue
+                d = returns[m] - scratch_mean[m % n_comp]
+                scratch_m2[m % n_comp] += d * d
+            for j in range(n_comp):
+                if scratch_count[j] > 0.0:
+                    _combine_moments(
+                        count[j],
+                        mean,
+                        m2,
+                        scratch_count[j],
+                        scratch_mean[j],
+                        scratch_m2[j],
+                        j,
+                    )
+                    count[j] += scratch_count[j]
         for m in range(n_columns):
             f = m // k
             if use_mask and not mask[t, f]:
                 continue
-            var = m2[m % n_comp] / n if n > 0.0 else 1.0
+            c = m % n_comp
+            var = m2[c] / count[c] if count[c] > 0.0 else 1.0
             y = reward[t, m] / np.sqrt(var + epsilon)
             reward[t, m] = min(max(y, -clip), clip)
             if terminated[t, f] or truncated[t, f]:

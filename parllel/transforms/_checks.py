@@ -1,0 +1,144 @@
+"""Argument checks shared by the functional API and the Transform objects.
+
+Everything a kernel would choke on (or silently get wrong) is caught here,
+before the kernel runs, with an error that names the offending field.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from parllel.errors import ConfigError, DtypeError, ShapeError
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def check_unit_interval(name: str, x: float) -> float:
+    """Return ``x`` as float if it lies in ``[0, 1]``, else raise ConfigError."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number in [0, 1], got {x!r}") from None
+    if not 0.0 <= x <= 1.0:
+        raise ConfigError(f"{name} must be in [0, 1], got {x}")
+    return x
+
+
+def check_positive(name: str, x: float, allow_inf: bool = False) -> float:
+    """Return ``x`` as float if it is > 0 (and finite unless allowed)."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a positive number, got {x!r}") from None
+    if not x > 0.0 or (math.isinf(x) and not allow_inf):
+        raise ConfigError(f"{name} must be a positive number, got {x}")
+    return x
+
+
+def check_float_array(name: str, array: object) -> np.ndarray:
+    """Return ``array`` as ndarray; raise DtypeError unless float32/float64."""
+    array = np.asarray(array)
+    if array.dtype not in FLOAT_DTYPES:
+        raise DtypeError(
+            f"field '{name}' must be float32 or float64, got dtype {array.dtype}"
+        )
+    return array
+
+
+def check_flag_array(name: str, array: object) -> np.ndarray:
+    """Return ``array`` as ndarray; raise DtypeError unless bool or integer."""
+    array = np.asarray(array)
+    if array.dtype.kind not in "biu":
+        raise DtypeError(
+            f"field '{name}' must be bool (or integer) flags, got dtype {array.dtype}"
+        )
+    return array
+
+
+def check_output(
+    name: str, array: object, shape: tuple, float_dtype: bool
+) -> np.ndarray:
+    """Check a preallocated output: an ndarray of ``shape``, writeable."""
+    if not isinstance(array, np.ndarray):
+        raise ConfigError(
+            f"output '{name}' must be a numpy array, got {type(array).__name__}"
+        )
+    if float_dtype:
+        check_float_array(name, array)
+    elif array.dtype != np.bool_:
+        raise DtypeError(f"output '{name}' must be bool, got dtype {array.dtype}")
+    check_shape(name, array, shape)
+    if not array.flags.writeable:
+        raise ConfigError(f"output '{name}' is read-only")
+    return array
+
+
+def check_shape(name: str, array: np.ndarray, shape: tuple) -> None:
+    """Raise ShapeError naming the field unless ``array.shape == shape``."""
+    if tuple(array.shape) != tuple(shape):
+        raise ShapeError(
+            f"field '{name}' must have shape {tuple(shape)}, got {tuple(array.shape)}"
+        )
+
+
+def as_columns(name: str, array: np.ndarray, n_leading: int) -> np.ndarray:
+    """View ``array`` with its trailing dims flattened: ``[*lead, M]``.
+
+    The first ``n_leading`` dims are kept; the rest are merged into one. Raises
+    ShapeError if that is impossible without a copy (a kernel writing into a
+    copy would lose its output).
+    """
+    shape = tuple(array.shape[: n_leading - 1]) + (-1,)
+    if n_leading == 1:
+        shape = (-1,)
+    if array.size == 0:
+        lead = tuple(array.shape[: n_leading - 1])
+        return array.reshape(lead + (int(np.prod(array.shape[n_leading - 1 :])),))
+    try:
+        return np.reshape(array, shape, copy=False)
+    except TypeError:  # numpy < 2.1 has no copy argument
+        view = array.view()
+        try:
+            view.shape = shape
+        except AttributeError:
+            pass
+        else:
+            return view
+    except ValueError:
+        pass
+    raise ShapeError(
+        f"field '{name}' with shape {array.shape} and strides {array.strides} "
+        "cannot be viewed as 2-D [T, B * features] without a copy; "
+        "make its feature dims contiguous"
+    )
+
+
+def flag_columns(
+    name: str, flags: np.ndarray, batch_shape: tuple, feature_shape: tuple
+) -> tuple[np.ndarray, int]:
+    """Flatten ``[T, B]`` or ``[T, B, *features]`` flags to ``[T, M / k]``.
+
+    Returns the 2-D flags and ``k`` (1 if there is one flag per component,
+    else the number of components per env).
+    """
+    flags = check_flag_array(name, flags)
+    n_features = int(np.prod(feature_shape)) if feature_shape else 1
+    if tuple(flags.shape) == tuple(batch_shape):
+        return flags, n_features
+    if tuple(flags.shape) == tuple(batch_shape) + tuple(feature_shape):
+        return as_columns(name, flags, 2), 1
+    raise ShapeError(
+        f"field '{name}' must have shape {tuple(batch_shape)} or "
+        f"{tuple(batch_shape) + tuple(feature_shape)}, got {tuple(flags.shape)}"
+    )
+
+
+def batch_and_feature_shape(name: str, array: np.ndarray) -> tuple[tuple, tuple]:
+    """Split ``[T, B, *features]`` into ``((T, B), features)``."""
+    if array.ndim < 2:
+        raise ShapeError(
+            f"field '{name}' must be at least 2-D [T, B, ...], got shape {array.shape}"
+        )
+    return tuple(array.shape[:2]), tuple(array.shape[2:])

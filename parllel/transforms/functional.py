@@ -1,0 +1,256 @@
+"""Checked functional entry points to the numba kernels.
+
+These take numpy arrays (``[T, B]`` or ``[T, B, *features]``), validate
+shapes and dtypes, flatten trailing dims to the kernels' 2-D ``[T, B * N]``
+layout (as views, never copies of outputs) and call the kernel. Outputs can be
+preallocated (``*_out=`` arguments) so the hot path never allocates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from parllel.errors import ConfigError, ShapeError
+from parllel.transforms._checks import (
+    as_columns,
+    batch_and_feature_shape,
+    check_flag_array,
+    check_float_array,
+    check_output,
+    check_shape,
+    check_unit_interval,
+    flag_columns,
+)
+from parllel.transforms.kernels.gae import discounted_return_kernel, gae_kernel
+from parllel.transforms.kernels.normalization import normalize_advantage_kernel
+from parllel.transforms.kernels.valid import valid_mask_kernel
+
+
+def generalized_advantage_estimation(
+    reward: np.ndarray,
+    value: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    bootstrap_value: np.ndarray,
+    final_value: np.ndarray | None = None,
+    *,
+    gamma: float,
+    lambda_: float,
+    truncation_as_termination: bool = False,
+    advantage_out: np.ndarray | None = None,
+    return_out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generalized advantage estimation with truncation bootstrapping.
+
+    A terminated step has no future (``next_value = 0``); a truncated step
+    continues from ``final_value[t]``, the value of the episode's final
+    observation; the last step of an unfinished episode continues from
+    ``bootstrap_value`` (the value of ``observation[T]``). Both kinds of episode
+    end cut the recursion. ``return = advantage + value``; with ``lambda_ = 1``
+    it is the discounted return bootstrapped from the values.
+
+    Args:
+        reward: ``[T, B, *F]`` rewards, float32 or float64.
+        value: ``[T, B, *F]`` values of ``observation[t]``.
+        terminated: ``[T, B]`` or ``[T, B, *F]`` flags.
+        truncated: like ``terminated``.
+        bootstrap_value: ``[B, *F]`` value of ``observation[T]``.
+        final_value: ``[T, B, *F]``, read where truncated. Required unless
+            ``truncation_as_termination``.
+        gamma: discount in ``[0, 1]``.
+        lambda_: GAE lambda in ``[0, 1]``.
+        truncation_as_termination: treat truncations as terminations (biased;
+            for comparison or envs without a final-observation value).
+        advantage_out: optional preallocated output, like ``reward``.
+        return_out: optional preallocated output, like ``reward``.
+
+    Returns:
+        ``(advantage, return_)``, the outputs.
+
+    Example:
+        >>> adv, ret = generalized_advantage_estimation(
+        ...     reward, value, terminated, truncated, bootstrap_value,
+        ...     final_value, gamma=0.99, lambda_=0.95)
+    """
+    gamma = check_unit_interval("gamma", gamma)
+    lambda_ = check_unit_interval("lambda_", lambda_)
+    reward = check_float_array("reward", reward)
+    value = check_float_array("value", value)
+    batch_shape, feature_shape = batch_and_feature_shape("reward", reward)
+    check_shape("value", value, reward.shape)
+    bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
+    check_shape("bootstrap_value", bootstrap_value, reward.shape[1:])
+    terminated2, k = flag_columns("terminated", terminated, batch_shape, feature_shape)
+    truncated2, k2 = flag_columns("truncated", truncated, batch_shape, feature_shape)
+    if k != k2:
+        raise ShapeError("fields 'terminated' and 'truncated' must have the same shape")
+    if final_value is None:
+        if not truncation_as_termination:
+            raise ConfigError(
+                "field 'final_value' is required to bootstrap truncated episodes; "
+                "pass truncation_as_termination=True to treat truncations as "
+                "terminations instead"
+            )
+        final_value = value  # never read
+    else:
+        final_value = check_float_array("final_value", final_value)
+        check_shape("final_value", final_value, reward.shape)
+    if advantage_out is None:
+        advantage_out = np.empty(reward.shape, dtype=value.dtype)
+    check_output("advantage", advantage_out, reward.shape, float_dtype=True)
+    if return_out is None:
+        return_out = np.empty(reward.shape, dtype=value.dtype)
+    check_output("return_", return_out, reward.shape, float_dtype=True)
+    gae_kernel(
+        as_columns("reward", reward, 2),
+        as_columns("value", value, 2),
+        terminated2,
+        truncated2,
+        as_columns("bootstrap_value", bootstrap_value, 1),
+        as_columns("final_value", final_value, 2),
+        gamma,
+        lambda_,
+        not truncation_as_termination,
+        k,
+        as_columns("advantage", advantage_out, 2),
+        as_columns("return_", return_out, 2),
+    )
+    return advantage_out, return_out
+
+
+def discounted_return(
+    reward: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    *,
+    gamma: float,
+    bootstrap_value: np.ndarray | None = None,
+    final_value: np.ndarray | None = None,
+    return_out: np.ndarray | None = None,
+) -> np.ndarray:
+    """Discounted return ``G[t] = r[t] + gamma * G[t + 1]`` without a critic.
+
+    Episode ends cut the sum. A truncated step continues from
+    ``final_value[t]`` if given (else 0, as if terminated); the tail of an
+    unfinished episode continues from ``bootstrap_value`` if given (else 0).
+
+    Args:
+        reward: ``[T, B, *F]`` rewards.
+        terminated: ``[T, B]`` or ``[T, B, *F]`` flags.
+        truncated: like ``terminated``.
+        gamma: discount in ``[0, 1]``.
+        bootstrap_value: optional ``[B, *F]`` value of ``observation[T]``.
+        final_value: optional ``[T, B, *F]`` value of final observations.
+        return_out: optional preallocated output (may be ``reward``).
+
+    Returns:
+        The returns, ``[T, B, *F]``.
+
+    Example:
+        >>> ret = discounted_return(reward, terminated, truncated, gamma=0.99)
+    """
+    gamma = check_unit_interval("gamma", gamma)
+    reward = check_float_array("reward", reward)
+    batch_shape, feature_shape = batch_and_feature_shape("reward", reward)
+    terminated2, k = flag_columns("terminated", terminated, batch_shape, feature_shape)
+    truncated2, k2 = flag_columns("truncated", truncated, batch_shape, feature_shape)
+    if k != k2:
+        raise ShapeError("fields 'terminated' and 'truncated' must have the same shape")
+    use_bootstrap = bootstrap_value is not None
+    if use_bootstrap:
+        bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
+        check_shape("bootstrap_value", bootstrap_value, reward.shape[1:])
+    else:
+        bootstrap_value = reward[0] if len(reward) else reward.reshape(reward.shape[1:])
+    use_final = final_value is not None
+    if use_final:
+        final_value = check_float_array("final_value", final_value)
+        check_shape("final_value", final_value, reward.shape)
+    else:
+        final_value = reward
+    if return_out is None:
+        return_out = np.empty(reward.shape, dtype=reward.dtype)
+    check_output("return_", return_out, reward.shape, float_dtype=True)
+    discounted_return_kernel(
+        as_columns("reward", reward, 2),
+        terminated2,
+        truncated2,
+        as_columns("bootstrap_value", bootstrap_value, 1),
+        as_columns("final_value", final_value, 2),
+        gamma,
+        use_bootstrap,
+        use_final,
+        k,
+        as_columns("return_", return_out, 2),
+    )
+    return return_out
+
+
+def normalize_advantage(
+    advantage: np.ndarray, valid: np.ndarray | None = None, *, epsilon: float = 1e-8
+) -> np.ndarray:
+    """Standardize advantages in place, optionally only over valid steps.
+
+    ``a <- (a - mean) / (std + epsilon)`` with mean and std (``ddof=0``) over
+    all entries, or over the entries where ``valid`` is True (the others are
+    left untouched).
+
+    Args:
+        advantage: ``[T, B, *F]`` float advantages (modified in place).
+        valid: optional ``[T, B]`` or ``[T, B, *F]`` bool mask.
+        epsilon: added to the std.
+
+    Returns:
+        ``advantage``.
+    """
+    check_output("advantage", advantage, np.shape(advantage), float_dtype=True)
+    batch_shape, feature_shape = batch_and_feature_shape("advantage", advantage)
+    if valid is None:
+        mask, k, use_mask = np.ones((1, 1), dtype=np.bool_), 1, False
+    else:
+        mask, k = flag_columns("valid", valid, batch_shape, feature_shape)
+        use_mask = True
+    normalize_advantage_kernel(
+        as_columns("advantage", advantage, 2), mask, use_mask, k, float(epsilon)
+    )
+    return advantage
+
+
+def valid_mask(
+    terminated: np.ndarray,
+    truncated: np.ndarray | None = None,
+    *,
+    valid_out: np.ndarray | None = None,
+) -> np.ndarray:
+    """The wait-reset valid mask from episode-end flags.
+
+    ``valid[0] = True`` and ``valid[t] = valid[t - 1] and not done[t - 1]``
+    with ``done = terminated or truncated``: the step that ends an episode is
+    valid, every later step of that env in the batch is not.
+
+    Args:
+        terminated: ``[T, B]`` flags (or ``done`` if ``truncated`` is None).
+        truncated: optional ``[T, B]`` flags.
+        valid_out: optional preallocated ``[T, B]`` bool output.
+
+    Returns:
+        The ``[T, B]`` bool mask.
+
+    Example:
+        >>> valid_mask(np.array([[False], [True], [False]]))[:, 0].tolist()
+        [True, True, False]
+    """
+    terminated = check_flag_array("terminated", terminated)
+    if terminated.ndim != 2:
+        raise ShapeError(
+            f"field 'terminated' must be 2-D [T, B], got shape {terminated.shape}"
+        )
+    if truncated is None:
+        truncated = terminated
+    truncated = check_flag_array("truncated", truncated)
+    check_shape("truncated", truncated, terminated.shape)
+    if valid_out is None:
+        valid_out = np.empty(terminated.shape, dtype=np.bool_)
+    check_output("valid", valid_out, terminated.shape, float_dtype=False)
+    valid_mask_kernel(terminated, truncated, valid_out)
+    return valid_out
