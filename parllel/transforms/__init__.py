@@ -1,0 +1,39 @@
+"""Batch transforms: numba kernels plus small Transform objects.
+
+Transforms turn a finished ``[T, B]`` sample tree into what the algorithm
+needs, in place: advantage estimation (GAE, discounted returns) with
+``terminated`` and ``truncated`` kept apart, advantage/observation/reward
+normalization, reward clipping and the wait-reset ``valid`` mask. Each
+Transform is built from an example sample tree (it checks what it reads and
+allocates what it writes) and :class:`Compose` chains them into the pipeline a
+sampler runs after every batch. Imports numpy and numba only, never torch.
+"""
+
+from parllel.transforms.advantage import EstimateAdvantage, NormalizeAdvantage
+from parllel.transforms.base import Compose, Transform
+from parllel.transforms.functional import (
+    discounted_return,
+    generalized_advantage_estimation,
+    normalize_advantage,
+    valid_mask,
+)
+from parllel.transforms.observation import NormalizeObservations
+from parllel.transforms.reward import ClipRewards, NormalizeRewards
+from parllel.transforms.running_stats import RunningMeanStd
+from parllel.transforms.valid import ComputeValidMask
+
+__all__ = [
+    "ClipRewards",
+    "Compose",
+    "ComputeValidMask",
+    "EstimateAdvantage",
+    "NormalizeAdvantage",
+    "NormalizeObservations",
+    "NormalizeRewards",
+    "RunningMeanStd",
+    "Transform",
+    "discounted_return",
+    "generalized_advantage_estimation",
+    "normalize_advantage",
+    "valid_mask",
+]

@@ -1,0 +1,139 @@
+"""Observation normalization by running mean and std, per Box leaf."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from parllel.errors import ConfigError, DtypeError
+from parllel.fields import OBSERVATION, VALID
+from parllel.transforms._checks import FLOAT_DTYPES, check_positive
+from parllel.transforms.base import Transform, as_ndarray, get_field
+from parllel.transforms.running_stats import RunningMeanStd
+
+
+def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """``(path, leaf)`` pairs of an observation tree ("" for a bare leaf)."""
+    if isinstance(node, Mapping):
+        pairs = []
+        for key in node:
+            path = f"{prefix}.{key}" if prefix else str(key)
+            pairs.extend(_leaves(node[key], path))
+        return pairs
+    return [(prefix, node)]
+
+
+def _leaf_at(node: Any, path: str) -> Any:
+    for key in path.split(".") if path else ():
+        node = node[key]
+    return node
+
+
+class NormalizeObservations(Transform):
+    """Normalize float observation leaves by running mean/std, in place.
+
+    Each selected leaf (by default every float32/float64 leaf of the
+    observation, nested or not; integer leaves such as images or discrete
+    observations are skipped unless named, which is an error) gets its own
+    :class:`RunningMeanStd` over its feature shape. Calling the transform on a
+    batch first merges the batch into the statistics (unless :attr:`frozen`,
+    e.g. for evaluation; with ``only_valid`` only valid steps count), then
+    writes ``clip((obs - mean) / sqrt(var + epsilon), -clip, clip)``.
+
+    Observations normalized in place must not be normalized again: if the
+    sampler carries ``observation[T]`` over to the next batch, call
+    :meth:`normalize` on each freshly written observation instead (with
+    ``update=True``) and let the agent see normalized observations.
+
+    Example:
+        >>> norm = NormalizeObservations(sample_tree, leaves=["position"], clip=5.0)
+        >>> norm(sample_tree); norm.frozen = True   # evaluation
+    """
+
+    def __init__(
+        self,
+        sample_tree: Any,
+        *,
+        leaves: Sequence[str] | None = None,
+        clip: float = 10.0,
+        epsilon: float = 1e-8,
+        only_valid: bool = False,
+        observation_field: str = OBSERVATION,
+    ) -> None:
+        self.observation_field = observation_field
+        self.clip = check_positive("clip", clip, allow_inf=True)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.only_valid = bool(only_valid)
+        self.frozen = False
+        observation = get_field(sample_tree, observation_field, "to normalize")
+        all_leaves = dict(_leaves(observation))
+        if leaves is None:
+            chosen = [
+                path
+                for path, leaf in all_leaves.items()
+                if as_ndarray(leaf, path).dtype in FLOAT_DTYPES
+            ]
+        else:
+            chosen = list(leaves)
+        if not chosen:
+            raise ConfigError(f"'{observation_field}' has no float leaves to normalize")
+        self.stats: dict[str, RunningMeanStd] = {}
+        for path in chosen:
+            name = f"{observation_field}.{path}" if path else observation_field
+            if path not in all_leaves:
+                raise ConfigError(
+                    f"sample tree is missing field '{name}'; "
+                    f"leaves: {sorted(all_leaves)}"
+                )
+            array = as_ndarray(all_leaves[path], name)
+            if array.dtype not in FLOAT_DTYPES:
+                raise DtypeError(
+                    f"field '{name}' has dtype {array.dtype}; only float32/float64 "
+                    "leaves can be normalized in place"
+                )
+            self.stats[path] = RunningMeanStd(array.shape[2:], epsilon=self.epsilon)
+        if self.only_valid:
+            get_field(
+                sample_tree, VALID, "only_valid=True; build ComputeValidMask first"
+            )
+
+    def __call__(self, sample_tree: Any) -> Any:
+        """Update statistics (unless frozen) and normalize the batch in place."""
+        observation = sample_tree[self.observation_field]
+        mask = as_ndarray(sample_tree[VALID], VALID) if self.only_valid else None
+        for path, stats in self.stats.items():
+            array = as_ndarray(_leaf_at(observation, path), path)
+            if not self.frozen:
+                stats.update(array, mask)
+            stats.normalize(array, out=array, clip=self.clip)
+        return sample_tree
+
+    def normalize(self, observation: Any, update: bool = False) -> Any:
+        """Normalize an observation (sub)tree of any leading shape in place.
+
+        Args:
+            observation: the observation leaf or tree, e.g. one time step
+                ``sample_tree.observation[t + 1]`` (numpy views).
+            update: also merge it into the statistics (ignored if frozen).
+        """
+        for path, stats in self.stats.items():
+            array = np.asarray(_leaf_at(observation, path))
+            if update and not self.frozen:
+                stats.update(array)
+            stats.normalize(array, out=array, clip=self.clip)
+        return observation
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return ``{leaf_path: running statistics}``."""
+        return {path: stats.state_dict() for path, stats in self.stats.items()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore statistics; the leaf paths must match."""
+        if sorted(state) != sorted(self.stats):
+            raise ConfigError(
+                f"state dict leaves {sorted(state)} do not match {sorted(self.stats)}"
+            )
+        for path, stats in self.stats.items():
+            stats.load_state_dict(state[path])
