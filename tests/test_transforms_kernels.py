@@ -90,13 +90,20 @@ def batches(draw):
 
 def flags_at(flags, shape, col):
     """The ``[T]`` flag column for output column ``col`` (broadcast per env)."""
-    full = np.broadcast_to(flags.reshape(flags.shape + (1,) * (len(shape) - flags.ndim)), shape)
+    full = np.broadcast_to(
+        flags.reshape(flags.shape + (1,) * (len(shape) - flags.ndim)), shape
+    )
     return full[(slice(None),) + col]
 
 
 # -- GAE and returns ---------------------------------------------------------
 @SETTINGS
-@given(batch=batches(), gamma=st.floats(0, 1), lam=st.floats(0, 1), boot_trunc=st.booleans())
+@given(
+    batch=batches(),
+    gamma=st.floats(0, 1),
+    lam=st.floats(0, 1),
+    boot_trunc=st.booleans(),
+)
 def test_gae_matches_reference(batch, gamma, lam, boot_trunc):
     adv, ret = generalized_advantage_estimation(
         **batch, gamma=gamma, lambda_=lam, truncation_as_termination=not boot_trunc
@@ -115,7 +122,12 @@ def test_gae_matches_reference(batch, gamma, lam, boot_trunc):
 
 
 @SETTINGS
-@given(batch=batches(), gamma=st.floats(0, 1), use_boot=st.booleans(), use_final=st.booleans())
+@given(
+    batch=batches(),
+    gamma=st.floats(0, 1),
+    use_boot=st.booleans(),
+    use_final=st.booleans(),
+)
 def test_discounted_return_matches_reference(batch, gamma, use_boot, use_final):
     boot = batch["bootstrap_value"] if use_boot else None
     final = batch["final_value"] if use_final else None
@@ -192,7 +204,9 @@ def test_normalize_advantage_matches_numpy(batch, use_mask):
     mask = np.ones(adv.shape, bool)
     if use_mask:
         valid = valid_mask(batch["terminated"].reshape(adv.shape[:2] + (-1,)).any(-1))
-        mask = np.broadcast_to(valid.reshape(valid.shape + (1,) * (adv.ndim - 2)), adv.shape)
+        mask = np.broadcast_to(
+            valid.reshape(valid.shape + (1,) * (adv.ndim - 2)), adv.shape
+        )
     normalize_advantage(adv, valid, epsilon=1e-8)
     selected = original[mask].astype(np.float64)
     expected = (selected - selected.mean()) / (selected.std() + 1e-8)
@@ -222,7 +236,12 @@ def test_valid_mask_matches_reference(batch):
 
 def test_valid_mask_example():
     done = np.array([[False, False], [True, False], [False, True], [False, False]])
-    assert valid_mask(done).tolist() == [[True, True], [True, True], [False, True], [False, False]]
+    assert valid_mask(done).tolist() == [
+        [True, True],
+        [True, True],
+        [False, True],
+        [False, False],
+    ]
 
 
 # -- bad input ---------------------------------------------------------------
@@ -255,7 +274,10 @@ def test_gae_bad_field_is_named(field, bad, error):
         generalized_advantage_estimation(**batch, gamma=0.99, lambda_=0.95)
 
 
-@pytest.mark.parametrize("name, gamma, lam", [("gamma", 1.5, 0.9), ("lambda_", 0.9, -0.1), ("gamma", float("nan"), 0.9)])
+@pytest.mark.parametrize(
+    "name, gamma, lam",
+    [("gamma", 1.5, 0.9), ("lambda_", 0.9, -0.1), ("gamma", float("nan"), 0.9)],
+)
 def test_gae_hyperparameters_out_of_range(name, gamma, lam):
     with pytest.raises(ConfigError, match=name):
         generalized_advantage_estimation(**good_batch(), gamma=gamma, lambda_=lam)
@@ -266,7 +288,9 @@ def test_gae_without_final_value_needs_explicit_choice():
     del batch["final_value"]
     with pytest.raises(ConfigError, match="final_value"):
         generalized_advantage_estimation(**batch, gamma=0.99, lambda_=0.95)
-    generalized_advantage_estimation(**batch, gamma=0.99, lambda_=0.95, truncation_as_termination=True)
+    generalized_advantage_estimation(
+        **batch, gamma=0.99, lambda_=0.95, truncation_as_termination=True
+    )
 
 
 def test_output_that_would_be_a_copy_is_refused():
@@ -276,8 +300,13 @@ def test_output_that_would_be_a_copy_is_refused():
     batch["bootstrap_value"] = np.zeros((2, 3), np.float32)
     out = np.zeros((6, 3, 2), np.float32).transpose(0, 2, 1)  # env/feature swapped
     with pytest.raises(ShapeError, match="advantage"):
-        generalized_advantage_estimation(**batch, gamma=0.9, lambda_=0.9, advantage_out=out)
+        generalized_advantage_estimation(
+            **batch, gamma=0.9, lambda_=0.9, advantage_out=out
+        )
     with pytest.raises(ShapeError, match="return_"):
         generalized_advantage_estimation(
-            **batch, gamma=0.9, lambda_=0.9, return_out=np.zeros((6, 2, 3), np.float64)[:, ::-1]
+            **batch,
+            gamma=0.9,
+            lambda_=0.9,
+            return_out=np.zeros((6, 2, 3), np.float64)[:, ::-1],
         )

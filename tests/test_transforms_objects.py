@@ -23,14 +23,18 @@ from parllel.transforms import (
 )
 from parllel.tree import ArrayDict
 
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def make_tree(n_steps=8, n_envs=3, dtype=np.float32, seed=0, storage="local"):
     rng = np.random.default_rng(seed)
 
     def arr(feature_shape=(), dt=dtype, batch=(n_steps, n_envs)):
-        a = Array(batch_shape=batch, feature_shape=feature_shape, dtype=dt, storage=storage)
+        a = Array(
+            batch_shape=batch, feature_shape=feature_shape, dtype=dt, storage=storage
+        )
         data = rng.random(a.shape) < 0.2 if dt == np.bool_ else rng.normal(size=a.shape)
         a.to_ndarray()[...] = data
         return a
@@ -82,7 +86,9 @@ def test_pipeline_runs_and_keeps_shared_storage():
     assert tree.valid.storage == "shared" and tree.advantage.storage == "shared"
     assert pipeline(tree) is tree
     valid = nd(tree.valid)
-    np.testing.assert_array_equal(valid, valid_mask(nd(tree.terminated), nd(tree.truncated)))
+    np.testing.assert_array_equal(
+        valid, valid_mask(nd(tree.terminated), nd(tree.truncated))
+    )
     adv = nd(tree.advantage)[valid].astype(np.float64)
     assert abs(adv.mean()) < 1e-5 and abs(adv.std() - 1) < 1e-4
     state = pipeline.state_dict()
@@ -104,9 +110,13 @@ def test_valid_mask_from_done_only():
 
 def test_state_dict_round_trip_restores_identical_outputs():
     tree_a, tree_b = make_tree(seed=1), make_tree(seed=1)
-    first = Compose([NormalizeRewards(tree_a, gamma=0.9), NormalizeObservations(tree_a)])
+    first = Compose(
+        [NormalizeRewards(tree_a, gamma=0.9), NormalizeObservations(tree_a)]
+    )
     first(make_tree(seed=2))  # accumulate some state
-    second = Compose([NormalizeRewards(tree_b, gamma=0.9), NormalizeObservations(tree_b)])
+    second = Compose(
+        [NormalizeRewards(tree_b, gamma=0.9), NormalizeObservations(tree_b)]
+    )
     second.load_state_dict(first.state_dict())
     first(tree_a)
     second(tree_b)
@@ -115,7 +125,9 @@ def test_state_dict_round_trip_restores_identical_outputs():
         nd(tree_a.observation.position), nd(tree_b.observation.position)
     )
     for key, value in first.state_dict()["0.NormalizeRewards"].items():
-        np.testing.assert_array_equal(value, second.state_dict()["0.NormalizeRewards"][key])
+        np.testing.assert_array_equal(
+            value, second.state_dict()["0.NormalizeRewards"][key]
+        )
 
 
 @SETTINGS
@@ -154,15 +166,25 @@ def test_running_stats_mask_and_normalize():
 @given(data=st.data())
 def test_obs_normalizer_stats_equal_numpy_over_batches(data):
     n_batches = data.draw(st.integers(1, 4))
-    trees = [make_tree(n_steps=data.draw(st.integers(1, 6)), seed=i) for i in range(n_batches)]
-    raw = [nd(t.observation.position).astype(np.float64).reshape(-1, 2).copy() for t in trees]
+    trees = [
+        make_tree(n_steps=data.draw(st.integers(1, 6)), seed=i)
+        for i in range(n_batches)
+    ]
+    raw = [
+        nd(t.observation.position).astype(np.float64).reshape(-1, 2).copy()
+        for t in trees
+    ]
     norm = NormalizeObservations(trees[0], clip=np.inf)
     assert list(norm.stats) == ["position"]  # uint8 pixels skipped by default
     for tree in trees:
         norm(tree)
     seen = np.concatenate(raw)
-    np.testing.assert_allclose(norm.stats["position"].mean, seen.mean(0), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(norm.stats["position"].var, seen.var(0), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        norm.stats["position"].mean, seen.mean(0), rtol=1e-9, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        norm.stats["position"].var, seen.var(0), rtol=1e-9, atol=1e-12
+    )
 
 
 def test_obs_normalizer_freeze_and_clip():
@@ -173,7 +195,9 @@ def test_obs_normalizer_freeze_and_clip():
     norm.frozen = True
     before = norm.state_dict()
     norm(make_tree(seed=3))
-    np.testing.assert_array_equal(before["position"]["count"], norm.state_dict()["position"]["count"])
+    np.testing.assert_array_equal(
+        before["position"]["count"], norm.state_dict()["position"]["count"]
+    )
     step = {"position": np.ones((3, 2), np.float32)}
     norm.normalize(step)
     assert np.abs(step["position"]).max() <= 0.5
@@ -197,7 +221,10 @@ def ref_reward_norm(reward, done, gamma, epsilon, clip):
 def test_reward_normalization_matches_reference(data, dtype):
     seed = data.draw(st.integers(0, 1000))
     n_steps, n_envs = data.draw(st.integers(1, 10)), data.draw(st.integers(1, 4))
-    trees = [make_tree(n_steps, n_envs, dtype, seed + i) for i in range(data.draw(st.integers(1, 3)))]
+    trees = [
+        make_tree(n_steps, n_envs, dtype, seed + i)
+        for i in range(data.draw(st.integers(1, 3)))
+    ]
     all_reward = np.concatenate([nd(t.reward).astype(np.float64) for t in trees])
     all_done = np.concatenate([nd(t.terminated) | nd(t.truncated) for t in trees])
     expected, seen = ref_reward_norm(all_reward, all_done, 0.9, 1e-8, 10.0)
@@ -220,7 +247,9 @@ def without(tree, *path):
     return ArrayDict(items) if node is tree else None
 
 
-@pytest.mark.parametrize("field", ["reward", "terminated", "truncated", "bootstrap_value", "final_value"])
+@pytest.mark.parametrize(
+    "field", ["reward", "terminated", "truncated", "bootstrap_value", "final_value"]
+)
 def test_estimate_advantage_missing_field(field):
     tree = without(make_tree(), field)
     with pytest.raises(ConfigError, match=field):
@@ -242,7 +271,10 @@ def test_estimate_advantage_missing_value_and_bad_dtype():
         EstimateAdvantage(tree, gamma=0.99, lambda_=0.95)
 
 
-@pytest.mark.parametrize("gamma, lam, name", [(1.01, 0.9, "gamma"), (0.9, 2.0, "lambda_"), (-0.1, 0.9, "gamma")])
+@pytest.mark.parametrize(
+    "gamma, lam, name",
+    [(1.01, 0.9, "gamma"), (0.9, 2.0, "lambda_"), (-0.1, 0.9, "gamma")],
+)
 def test_hyperparameters_checked_at_construction(gamma, lam, name):
     with pytest.raises(ConfigError, match=name):
         EstimateAdvantage(make_tree(), gamma=gamma, lambda_=lam)

@@ -90,6 +90,8 @@ def as_columns(name: str, array: np.ndarray, n_leading: int) -> np.ndarray:
     ShapeError if that is impossible without a copy (a kernel writing into a
     copy would lose its output).
     """
+    if array.ndim == n_leading:
+        return array  # already [T, M] (or [M]): the common scalar-reward case
     shape = tuple(array.shape[: n_leading - 1]) + (-1,)
     if n_leading == 1:
         shape = (-1,)
