@@ -1,0 +1,106 @@
+"""One-call construction of common actor-critic setups from gymnasium spaces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from torch import nn
+
+from parllel.errors import ConfigError
+from parllel.torch.distributions import Categorical, Gaussian, SquashedGaussian
+from parllel.torch.models.actor_critic import ActorCriticModel
+from parllel.torch.models.encoders import build_encoder
+from parllel.torch.models.heads import CategoricalHead, GaussianHead, ValueHead
+from parllel.torch.models.mlp import MLP
+from parllel.torch.models.recurrent import RecurrentCore
+
+__all__ = ["build_actor_critic"]
+
+
+def build_actor_critic(
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    *,
+    hidden_sizes: Sequence[int] = (64, 64),
+    activation: Callable[[], nn.Module] = nn.Tanh,
+    shared_trunk: bool = True,
+    recurrent_cell: str | None = None,
+    recurrent_size: int = 128,
+    squash: bool = False,
+    init_log_std: float = 0.0,
+) -> tuple[ActorCriticModel, Any]:
+    """Build an :class:`ActorCriticModel` and its distribution for two spaces.
+
+    Observations go through :func:`build_encoder`, then (optionally) a
+    :class:`RecurrentCore`, then MLP trunks of ``hidden_sizes``: one shared
+    trunk, or separate policy and value trunks (``shared_trunk=False``).
+    ``Discrete`` actions get a :class:`Categorical`; ``Box`` actions a
+    :class:`Gaussian` with a state-independent log-std, or a
+    :class:`SquashedGaussian` scaled to the bounds with ``squash=True``.
+
+    Args:
+        observation_space: observation space (or see :func:`build_encoder`).
+        action_space: ``Discrete`` or 1-D ``Box``.
+        hidden_sizes: trunk layer sizes.
+        activation: trunk activation.
+        shared_trunk: one trunk for both heads, or one each.
+        recurrent_cell: ``"lstm"``, ``"gru"`` or None (feed-forward).
+        recurrent_size: hidden size of the recurrent core.
+        squash: tanh-squash Box actions into their bounds.
+        init_log_std: initial log-std for Box actions.
+
+    Returns:
+        ``(model, distribution)``.
+    """
+    encoder = build_encoder(observation_space)
+    feature_size = encoder.output_size
+    core = None
+    if recurrent_cell is not None:
+        core = RecurrentCore(feature_size, recurrent_size, cell=recurrent_cell)
+        feature_size = core.output_size
+
+    def trunk() -> MLP:
+        return MLP(feature_size, hidden_sizes, activation=activation)
+
+    policy_trunk = trunk()
+    value_trunk = None if shared_trunk else trunk()
+    trunk_size = policy_trunk.output_size
+
+    if isinstance(action_space, gym.spaces.Discrete):
+        num_actions = int(action_space.n)
+        head: nn.Module = CategoricalHead(trunk_size, num_actions)
+        distribution: Any = Categorical(num_actions)
+    elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        action_dim = int(action_space.shape[0])
+        head = GaussianHead(trunk_size, action_dim, init_log_std=init_log_std)
+        if squash:
+            bounds = np.concatenate([action_space.low, action_space.high])
+            if not np.isfinite(bounds).all():
+                raise ConfigError("squash=True needs finite action bounds")
+            distribution = SquashedGaussian(
+                action_dim, action_space.low, action_space.high
+            )
+        else:
+            distribution = Gaussian(action_dim)
+    else:
+        raise ConfigError(
+            f"build_actor_critic supports Discrete and 1-D Box actions; got {action_space}"
+        )
+
+    if shared_trunk:
+        model = ActorCriticModel(
+            encoder, head, ValueHead(trunk_size), core=core, trunk=policy_trunk
+        )
+    else:
+        model = ActorCriticModel(
+            encoder,
+            head,
+            ValueHead(trunk_size),
+            core=core,
+            policy_trunk=policy_trunk,
+            value_trunk=value_trunk,
+        )
+    return model, distribution

@@ -1,0 +1,152 @@
+"""Observation encoders: vectors, discrete values, images and nested dicts.
+
+Every encoder maps an observation with any leading dims ``[..., *feature]``
+to flat features ``[..., output_size]`` and has an ``output_size`` attribute,
+so models can stack anything after it. :func:`build_encoder` picks encoders
+from a gymnasium space or an example observation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from parllel.errors import ConfigError, ShapeError
+from parllel.torch.models.cnn import CnnEncoder
+
+__all__ = ["DictEncoder", "FlattenEncoder", "OneHotEncoder", "build_encoder"]
+
+
+class FlattenEncoder(nn.Module):
+    """Flatten the trailing ``feature_shape`` dims and cast to float (no parameters).
+
+    Example:
+        >>> FlattenEncoder((2, 3))(torch.zeros(5, 2, 3)).shape
+        torch.Size([5, 6])
+
+    Args:
+        feature_shape: shape of one observation (``()`` for a scalar).
+    """
+
+    def __init__(self, feature_shape: Sequence[int]) -> None:
+        super().__init__()
+        self.feature_shape = tuple(int(d) for d in feature_shape)
+        self.output_size = math.prod(self.feature_shape)
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        """``[..., *feature_shape]`` to float ``[..., output_size]``."""
+        ndim = len(self.feature_shape)
+        if tuple(observation.shape[observation.dim() - ndim :]) != self.feature_shape:
+            raise ShapeError(
+                f"expected observations [..., {self.feature_shape}]; got "
+                f"{tuple(observation.shape)}"
+            )
+        leading = observation.shape[: observation.dim() - ndim]
+        flat = observation.reshape(*leading, self.output_size)
+        return flat if flat.is_floating_point() else flat.float()
+
+
+class OneHotEncoder(nn.Module):
+    """One-hot encode integer observations (e.g. a ``Discrete`` space).
+
+    Args:
+        n: number of distinct values.
+    """
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = int(n)
+        self.output_size = self.n
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        """Integer ``[...]`` to float ``[..., n]``."""
+        return nn.functional.one_hot(observation.long(), self.n).float()
+
+
+class DictEncoder(nn.Module):
+    """One encoder per key of a (nested) observation; features concatenated.
+
+    The observation may be any mapping (dict, ArrayDict) or a tuple whose
+    positions match the keys ``"0"``, ``"1"``, ...; nest DictEncoders for
+    nested observations. Keys are encoded in the order given.
+
+    Example:
+        >>> encoder = DictEncoder({"pixels": CnnEncoder((3, 64, 64)),
+        ...                        "joints": FlattenEncoder((7,))})
+        >>> features = encoder({"pixels": pixels, "joints": joints})  # [..., F]
+
+    Args:
+        encoders: mapping from key to an encoder with an ``output_size``.
+    """
+
+    def __init__(self, encoders: Mapping[str, nn.Module]) -> None:
+        super().__init__()
+        if not encoders:
+            raise ConfigError("DictEncoder needs at least one encoder")
+        self.encoders = nn.ModuleDict(dict(encoders))
+        self.output_size = sum(int(e.output_size) for e in self.encoders.values())
+
+    def forward(self, observation: Any) -> torch.Tensor:
+        """Encode every key and concatenate along the last dim."""
+        sequence = isinstance(observation, (tuple, list))
+        features = [
+            encoder(observation[int(key)] if sequence else observation[key])
+            for key, encoder in self.encoders.items()
+        ]
+        return torch.cat(features, dim=-1)  # [..., output_size]
+
+
+def build_encoder(
+    observation: Any,
+    *,
+    channels_last: bool | None = None,
+    cnn_kwargs: Mapping[str, Any] | None = None,
+) -> nn.Module:
+    """Choose an encoder for an observation space or an example observation.
+
+    Rules per leaf: a ``uint8`` array with 3 dims is an image
+    (:class:`CnnEncoder`; channels-last if its last dim is smaller than its
+    first, unless ``channels_last`` says otherwise); a ``Discrete`` space gets
+    a :class:`OneHotEncoder`; any other Box/array is flattened
+    (:class:`FlattenEncoder`). Dict and Tuple spaces (or dicts / tuples of
+    examples) get a :class:`DictEncoder`, recursively.
+
+    Args:
+        observation: a ``gymnasium.Space``, or an example observation
+            (ndarray, or nested mapping / tuple of them).
+        channels_last: force the image layout instead of guessing it.
+        cnn_kwargs: extra keyword arguments for every :class:`CnnEncoder`.
+
+    Returns:
+        An encoder module with an ``output_size`` attribute.
+    """
+    cnn_kwargs = dict(cnn_kwargs or {})
+    recurse = lambda sub: build_encoder(  # noqa: E731
+        sub, channels_last=channels_last, cnn_kwargs=cnn_kwargs
+    )
+    if isinstance(observation, gym.spaces.Dict) or isinstance(observation, Mapping):
+        items = observation.items()
+        return DictEncoder({str(k): recurse(v) for k, v in items})
+    if isinstance(observation, gym.spaces.Tuple) or isinstance(
+        observation, (tuple, list)
+    ):
+        return DictEncoder({str(i): recurse(v) for i, v in enumerate(observation)})
+    if isinstance(observation, gym.spaces.Discrete):
+        return OneHotEncoder(int(observation.n))
+    if isinstance(observation, gym.spaces.Space):
+        shape, dtype = observation.shape, observation.dtype
+        if shape is None:
+            raise ConfigError(f"cannot build an encoder for space {observation}")
+    else:
+        example = np.asarray(observation)
+        shape, dtype = example.shape, example.dtype
+    if np.dtype(dtype) == np.uint8 and len(shape) == 3:
+        last = shape[-1] < shape[0] if channels_last is None else channels_last
+        return CnnEncoder(shape, channels_last=last, **cnn_kwargs)
+    return FlattenEncoder(shape)
