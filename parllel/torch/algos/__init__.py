@@ -1,0 +1,21 @@
+"""Torch RL algorithms and the protocol they use to evaluate an agent's policy."""
+
+from parllel.torch.algos.batch import PolicyBatch
+from parllel.torch.algos.evaluator import (
+    ActorCriticEvaluator,
+    PolicyEvaluation,
+    PolicyEvaluator,
+)
+from parllel.torch.algos.ppo import PPO
+from parllel.torch.algos.schedules import Schedule, constant_schedule, linear_schedule
+
+__all__ = [
+    "PPO",
+    "ActorCriticEvaluator",
+    "PolicyBatch",
+    "PolicyEvaluation",
+    "PolicyEvaluator",
+    "Schedule",
+    "constant_schedule",
+    "linear_schedule",
+]

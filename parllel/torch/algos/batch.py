@@ -1,0 +1,218 @@
+"""Reading an on-policy batch and cutting it into minibatches.
+
+:class:`PolicyBatch` gathers what a policy-gradient update reads from the
+sample tree (torch tensors named by :mod:`parllel.fields`), checks their
+leading dims, and yields minibatches: shuffled samples (feed-forward) or
+shuffled whole env columns (recurrent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from parllel import fields
+from parllel.errors import ConfigError, ShapeError, TreeStructureError
+from parllel.torch.utils import tree_index
+from parllel.tree import tree_items, tree_map
+
+__all__ = ["PolicyBatch"]
+
+
+def _field(batch: Mapping[str, Any], name: str) -> Any:
+    try:
+        return batch[name]
+    except KeyError:
+        raise TreeStructureError(
+            f"the batch has no field {name!r} (fields: {list(batch)})"
+        ) from None
+
+
+def _agent_info_field(batch: Mapping[str, Any], name: str) -> torch.Tensor:
+    """``batch[AGENT_INFO][name]``, or ``batch[name]`` for a flat batch."""
+    if fields.AGENT_INFO in batch and name in batch[fields.AGENT_INFO]:
+        return batch[fields.AGENT_INFO][name]
+    if name in batch:
+        return batch[name]
+    raise TreeStructureError(
+        f"the batch has no field {fields.AGENT_INFO}.{name} (nor {name}); "
+        "the agent must record it while sampling"
+    )
+
+
+@dataclass(frozen=True)
+class PolicyBatch:
+    """The fields of one on-policy batch, all ``[T, B, ...]`` (or ``[N, ...]``).
+
+    Attributes:
+        observation: tensor or tree of tensors (without the bootstrap row).
+        action: stored actions.
+        advantage: advantage estimates.
+        return_: value targets.
+        old_log_prob: log-probabilities recorded while sampling.
+        old_value: values recorded while sampling.
+        valid: bool mask or None (all valid).
+        initial_state: ``[B, ...]`` recurrent state at the batch start, or None.
+        resets: ``[T, B]`` bool, True where a step starts a new episode, or None.
+        extra_inputs: further fields passed to the evaluator by name.
+    """
+
+    observation: Any
+    action: torch.Tensor
+    advantage: torch.Tensor
+    return_: torch.Tensor
+    old_log_prob: torch.Tensor
+    old_value: torch.Tensor
+    valid: torch.Tensor | None
+    initial_state: Any
+    resets: torch.Tensor | None
+    extra_inputs: dict[str, Any]
+
+    @classmethod
+    def from_sample_tree(
+        cls,
+        batch: Mapping[str, Any],
+        recurrent: bool,
+        extra_input_fields: Sequence[str] = (),
+    ) -> PolicyBatch:
+        """Read and check the fields PPO needs from a mapping of tensors.
+
+        Raises:
+            TreeStructureError: a required field is missing.
+            ShapeError: a field's leading dims differ from ``ADVANTAGE``'s
+                ``[T, B]`` (e.g. an observation with the bootstrap row).
+        """
+        advantage = _field(batch, fields.ADVANTAGE)
+        if advantage.dim() != 2:
+            raise ShapeError(
+                f"{fields.ADVANTAGE} must be [T, B]; got {tuple(advantage.shape)}"
+            )
+        leading = tuple(advantage.shape)
+        valid = batch.get(fields.VALID)
+        initial_state = resets = None
+        if recurrent:
+            initial_state = batch.get(fields.INITIAL_STATE)
+            if fields.DONE in batch:
+                done = batch[fields.DONE]
+            elif fields.TERMINATED in batch and fields.TRUNCATED in batch:
+                done = batch[fields.TERMINATED] | batch[fields.TRUNCATED]
+            else:
+                raise TreeStructureError(
+                    f"recurrent PPO needs {fields.DONE} (or {fields.TERMINATED} "
+                    f"and {fields.TRUNCATED}) in the batch to reset the state "
+                    "where episodes start"
+                )
+            done = done.to(torch.bool)
+            resets = torch.zeros_like(done)  # [T, B]
+            resets[1:] = done[:-1]
+        result = cls(
+            observation=_field(batch, fields.OBSERVATION),
+            action=_field(batch, fields.ACTION),
+            advantage=advantage,
+            return_=_field(batch, fields.RETURN),
+            old_log_prob=_agent_info_field(batch, fields.LOG_PROB),
+            old_value=_agent_info_field(batch, fields.VALUE),
+            valid=None if valid is None else valid.to(torch.bool),
+            initial_state=initial_state,
+            resets=resets,
+            extra_inputs={name: _field(batch, name) for name in extra_input_fields},
+        )
+        result._check_leading(leading)
+        return result
+
+    def _check_leading(self, leading: tuple[int, ...]) -> None:
+        checked = {
+            fields.OBSERVATION: self.observation,
+            fields.ACTION: self.action,
+            fields.RETURN: self.return_,
+            fields.LOG_PROB: self.old_log_prob,
+            fields.VALUE: self.old_value,
+            fields.VALID: self.valid,
+            **self.extra_inputs,
+        }
+        for name, tree in checked.items():
+            for path, leaf in tree_items(tree, name):
+                if leaf is not None and tuple(leaf.shape[:2]) != leading:
+                    hint = (
+                        " (pass the observation without its bootstrap row T)"
+                        if name == fields.OBSERVATION
+                        else ""
+                    )
+                    raise ShapeError(
+                        f"{path} has leading dims {tuple(leaf.shape[:2])}; "
+                        f"expected [T, B] = {leading} like {fields.ADVANTAGE}{hint}"
+                    )
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(T, B)``."""
+        return tuple(self.advantage.shape[:2])
+
+    def flatten_samples(self) -> PolicyBatch:
+        """Merge ``[T, B]`` into one sample dim ``[T * B]`` (feed-forward)."""
+        T, B = self.shape
+
+        def flat(leaf: Any) -> Any:
+            return None if leaf is None else leaf.reshape(T * B, *leaf.shape[2:])
+
+        return replace(
+            self,
+            observation=tree_map(flat, self.observation),
+            action=flat(self.action),
+            advantage=flat(self.advantage),
+            return_=flat(self.return_),
+            old_log_prob=flat(self.old_log_prob),
+            old_value=flat(self.old_value),
+            valid=flat(self.valid),
+            extra_inputs=tree_map(flat, self.extra_inputs),
+        )
+
+    def select(self, index: Any, state_index: Any = None) -> PolicyBatch:
+        """Index every per-step field with ``index`` and the state with ``state_index``."""
+        return replace(
+            self,
+            observation=tree_index(self.observation, index),
+            action=self.action[index],
+            advantage=self.advantage[index],
+            return_=self.return_[index],
+            old_log_prob=self.old_log_prob[index],
+            old_value=self.old_value[index],
+            valid=None if self.valid is None else self.valid[index],
+            initial_state=None
+            if self.initial_state is None or state_index is None
+            else tree_index(self.initial_state, state_index),
+            resets=None if self.resets is None else self.resets[index],
+            extra_inputs=tree_index(self.extra_inputs, index),
+        )
+
+    def minibatches(
+        self, num_minibatches: int, recurrent: bool
+    ) -> Iterator[PolicyBatch]:
+        """Yield ``num_minibatches`` shuffled minibatches covering the batch once.
+
+        Feed-forward: samples ``[T * B]`` shuffled, each minibatch ``[N, ...]``.
+        Recurrent: env columns shuffled, each minibatch ``[T, B_mb, ...]`` of
+        whole sequences with their initial states.
+
+        Raises:
+            ConfigError: the batch does not split evenly into minibatches.
+        """
+        T, B = self.shape
+        units = B if recurrent else T * B
+        what = "env columns B" if recurrent else "samples T * B"
+        if units % num_minibatches != 0:
+            raise ConfigError(
+                f"{what} = {units} does not split into {num_minibatches} equal "
+                "minibatches"
+            )
+        device = self.advantage.device
+        order = torch.randperm(units, device=device)
+        source = self if recurrent else self.flatten_samples()
+        for chunk in order.chunk(num_minibatches):
+            if recurrent:
+                yield source.select((slice(None), chunk), state_index=chunk)
+            else:
+                yield source.select(chunk)

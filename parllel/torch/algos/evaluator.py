@@ -1,0 +1,115 @@
+"""What an algorithm needs from an agent: re-evaluating stored actions.
+
+PPO does not know models or distributions. It calls
+:meth:`PolicyEvaluator.evaluate` on minibatches of the sample tree and gets
+back, for the stored actions, their log-probabilities under the current
+policy, the policy's entropy and the current value estimates. Any agent
+exposing such a method works; :class:`ActorCriticEvaluator` provides one for
+an :class:`~parllel.torch.models.ActorCriticModel` and a distribution.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import torch
+
+from parllel.torch.models.actor_critic import ActorCriticModel
+
+__all__ = ["ActorCriticEvaluator", "PolicyEvaluation", "PolicyEvaluator"]
+
+
+class PolicyEvaluation(NamedTuple):
+    """Current-policy quantities for stored actions, all with the actions' leading dims.
+
+    Attributes:
+        log_prob: ``log pi(action | observation)``, e.g. ``[N]`` or ``[T, B]``.
+        entropy: policy entropy at each observation.
+        value: value estimate at each observation.
+    """
+
+    log_prob: torch.Tensor
+    entropy: torch.Tensor
+    value: torch.Tensor
+
+
+@runtime_checkable
+class PolicyEvaluator(Protocol):
+    """The one method PPO calls on an agent.
+
+    Feed-forward (``PPO(recurrent=False)``): ``observation`` is a tensor (or
+    nested mapping of tensors) ``[N, ...]`` of shuffled samples,
+    ``action`` ``[N, ...]``, and ``initial_state`` and ``resets`` are None.
+
+    Recurrent (``PPO(recurrent=True)``): ``observation`` is ``[T, B_mb, ...]``
+    (whole env columns, in time order), ``action`` ``[T, B_mb, ...]``,
+    ``initial_state`` the ``INITIAL_STATE`` entries of those columns exactly
+    as stored in the batch (``[B_mb, ...]``, a tensor or a tree of them), and
+    ``resets`` ``[T, B_mb]`` bool, True where step ``t`` starts a new episode
+    (computed by PPO from ``DONE`` at ``t - 1``); the evaluator must zero the
+    state entering such steps.
+
+    Fields named in ``PPO(extra_input_fields=...)`` (e.g. ``PREV_ACTION``)
+    arrive as keyword arguments with the observation's leading dims.
+
+    Returns:
+        A :class:`PolicyEvaluation` (or a 3-tuple in that order) whose
+        tensors have the action's leading dims and carry gradients.
+    """
+
+    def evaluate(
+        self,
+        observation: Any,
+        action: torch.Tensor,
+        initial_state: Any,
+        resets: torch.Tensor | None,
+        **extra_inputs: torch.Tensor,
+    ) -> PolicyEvaluation:
+        """Evaluate stored actions under the current policy."""
+        ...
+
+
+class ActorCriticEvaluator:
+    """:class:`PolicyEvaluator` for an :class:`ActorCriticModel` and a distribution.
+
+    A stored recurrent state ``[B, num_states, num_layers, H]`` (see
+    :meth:`~parllel.torch.models.RecurrentCore.state_to_batch_first`) is
+    unpacked for the model's core; ``None`` starts from zeros.
+
+    Example:
+        >>> model, distribution = build_actor_critic(obs_space, action_space)
+        >>> ppo = PPO(ActorCriticEvaluator(model, distribution), optimizer)
+
+    Args:
+        model: the actor-critic model.
+        distribution: the action distribution matching its policy head.
+    """
+
+    def __init__(self, model: ActorCriticModel, distribution: Any) -> None:
+        self.model = model
+        self.distribution = distribution
+
+    def evaluate(
+        self,
+        observation: Any,
+        action: torch.Tensor,
+        initial_state: Any,
+        resets: torch.Tensor | None,
+        **extra_inputs: torch.Tensor,
+    ) -> PolicyEvaluation:
+        """Run the model and score ``action``; see :class:`PolicyEvaluator`."""
+        if extra_inputs:
+            raise TypeError(
+                "ActorCriticEvaluator takes no extra inputs; got "
+                f"{sorted(extra_inputs)} (write an evaluator that uses them)"
+            )
+        state = initial_state
+        core = self.model.core
+        if core is not None and isinstance(state, torch.Tensor):
+            state = core.state_from_batch_first(state)
+        out = self.model(observation, state, resets)
+        return PolicyEvaluation(
+            log_prob=self.distribution.log_likelihood(action, out.dist_params),
+            entropy=self.distribution.entropy(out.dist_params),
+            value=out.value,
+        )

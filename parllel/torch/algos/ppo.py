@@ -1,0 +1,369 @@
+"""Proximal Policy Optimization (clipped surrogate objective)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from parllel.errors import ConfigError
+from parllel.torch.algos.batch import PolicyBatch
+from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
+from parllel.torch.algos.schedules import Schedule
+from parllel.torch.utils import tree_to_device
+
+__all__ = ["PPO"]
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    if mask is None:
+        return x.mean()
+    mask = mask.to(x.dtype)
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def _explained_variance(
+    prediction: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None
+) -> float:
+    """``1 - Var(target - prediction) / Var(target)`` (NaN if the target is constant)."""
+    if mask is not None:
+        prediction, target = prediction[mask], target[mask]
+    if target.numel() < 2:
+        return math.nan
+    target_var = target.var()
+    if target_var <= 0:
+        return math.nan
+    return float(1.0 - (target - prediction).var() / target_var)
+
+
+def _check_positive_or_schedule(name: str, value: Any, allow_none: bool) -> None:
+    if value is None:
+        if not allow_none:
+            raise ConfigError(f"{name} must be given")
+        return
+    if callable(value):
+        try:
+            start, end = float(value(0.0)), float(value(1.0))
+        except Exception as exc:
+            raise ConfigError(
+                f"{name} schedule failed when called with progress 0 or 1: {exc!r}"
+            ) from exc
+        if not (start > 0 and end >= 0 and math.isfinite(start) and math.isfinite(end)):
+            raise ConfigError(
+                f"{name} schedule must give a positive value at progress 0 and a "
+                f"non-negative one at progress 1; got {start} and {end}"
+            )
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number or a schedule; got {value!r}")
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"{name} must be positive and finite; got {value}")
+
+
+class PPO:
+    """PPO with clipped surrogate, optional value clipping and KL early stopping.
+
+    Each :meth:`optimize` call runs ``epochs`` passes over one batch, each
+    split into ``minibatches`` shuffled minibatches, one optimizer step per
+    minibatch. Per minibatch (masked by ``VALID`` where present)::
+
+        ratio       = exp(log_prob - old_log_prob)
+        policy_loss = -mean(min(ratio * A, clip(ratio, 1 - c, 1 + c) * A))
+        value_loss  = 0.5 * mean((value - return)^2)   # or the max with the
+                                                       # clipped value's error
+        loss        = policy_loss + value_loss_coef * value_loss
+                      - entropy_coef * mean(entropy)
+
+    Feed-forward minibatches shuffle all ``T * B`` samples; recurrent ones
+    (``recurrent=True``) shuffle env columns and keep whole sequences with
+    their ``INITIAL_STATE`` and resets. With ``target_kl``, the update stops
+    as soon as a minibatch's approximate KL (``mean((r - 1) - log r)``,
+    measured before its step) exceeds ``target_kl``; that step is skipped.
+
+    Schedules are callables of training progress in ``[0, 1]`` (see
+    :mod:`parllel.torch.algos.schedules`). Progress is passed to
+    :meth:`optimize`, or derived from ``total_updates`` and the number of
+    calls so far.
+
+    Example:
+        >>> model, distribution = build_actor_critic(obs_space, action_space)
+        >>> optimizer = torch.optim.Adam(model.parameters(), lr=3e-4)
+        >>> ppo = PPO(ActorCriticEvaluator(model, distribution), optimizer,
+        ...           epochs=4, minibatches=4, target_kl=0.02)
+        >>> metrics = ppo.optimize(numpy_to_torch_tree(sample_tree))
+
+    Args:
+        evaluator: the agent side; see :class:`PolicyEvaluator`.
+        optimizer: optimizer over the evaluator's parameters (gradients are
+            clipped over all of its parameter groups).
+        learning_rate: None (keep the optimizer's), a float, or a schedule;
+            set on every parameter group at each :meth:`optimize`.
+        clip_range: ratio clip ``c`` (float or schedule).
+        value_clip_range: if given, clip the value change from the old value
+            to this range (float or schedule).
+        value_loss_coef: weight of the value loss.
+        entropy_coef: weight of the entropy bonus.
+        max_grad_norm: clip the global gradient norm (None: no clipping;
+            the norm is still reported).
+        epochs: passes over each batch.
+        minibatches: minibatches per pass.
+        target_kl: optional KL threshold for early stopping.
+        normalize_advantage: normalize advantages per minibatch (masked).
+        recurrent: minibatch over whole env columns and pass states/resets.
+        batch_shape: optional ``(T, B)``, checked against ``minibatches`` now
+            rather than at the first batch.
+        total_updates: number of :meth:`optimize` calls in training, used to
+            compute progress when it is not passed.
+        extra_input_fields: batch fields passed to the evaluator as keyword
+            arguments (e.g. ``(fields.PREV_ACTION, fields.PREV_REWARD)``).
+        device: if given, the batch is moved there first.
+
+    Raises:
+        ConfigError: any invalid hyperparameter, with the reason.
+    """
+
+    def __init__(
+        self,
+        evaluator: PolicyEvaluator,
+        optimizer: torch.optim.Optimizer,
+        *,
+        learning_rate: float | Schedule | None = None,
+        clip_range: float | Schedule = 0.2,
+        value_clip_range: float | Schedule | None = None,
+        value_loss_coef: float = 0.5,
+        entropy_coef: float = 0.0,
+        max_grad_norm: float | None = 0.5,
+        epochs: int = 4,
+        minibatches: int = 4,
+        target_kl: float | None = None,
+        normalize_advantage: bool = False,
+        recurrent: bool = False,
+        batch_shape: tuple[int, int] | None = None,
+        total_updates: int | None = None,
+        extra_input_fields: Sequence[str] = (),
+        device: torch.device | str | None = None,
+    ) -> None:
+        if not callable(getattr(evaluator, "evaluate", None)):
+            raise ConfigError(
+                "evaluator must have an evaluate(observation, action, "
+                f"initial_state, resets) method; got {type(evaluator).__name__}"
+            )
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise ConfigError(
+                f"optimizer must be a torch.optim.Optimizer; got {type(optimizer).__name__}"
+            )
+        _check_positive_or_schedule("learning_rate", learning_rate, allow_none=True)
+        _check_positive_or_schedule("clip_range", clip_range, allow_none=False)
+        _check_positive_or_schedule("value_clip_range", value_clip_range, True)
+        for name, value in (
+            ("value_loss_coef", value_loss_coef),
+            ("entropy_coef", entropy_coef),
+        ):
+            if not (value >= 0 and math.isfinite(value)):
+                raise ConfigError(f"{name} must be non-negative; got {value}")
+        for name, value in (("max_grad_norm", max_grad_norm), ("target_kl", target_kl)):
+            if value is not None and not value > 0:
+                raise ConfigError(f"{name} must be positive or None; got {value}")
+        for name, value in (("epochs", epochs), ("minibatches", minibatches)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1; got {value!r}")
+        if total_updates is not None and total_updates < 1:
+            raise ConfigError(f"total_updates must be >= 1; got {total_updates}")
+        if batch_shape is not None:
+            T, B = batch_shape
+            units, what = (B, "env columns B") if recurrent else (T * B, "T * B")
+            if units % minibatches != 0:
+                raise ConfigError(
+                    f"batch_shape {tuple(batch_shape)}: {what} = {units} is not "
+                    f"divisible into {minibatches} minibatches"
+                    + (
+                        " (recurrent PPO minibatches whole env columns)"
+                        if recurrent
+                        else ""
+                    )
+                )
+        self.evaluator = evaluator
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.clip_range = clip_range
+        self.value_clip_range = value_clip_range
+        self.value_loss_coef = float(value_loss_coef)
+        self.entropy_coef = float(entropy_coef)
+        self.max_grad_norm = max_grad_norm
+        self.epochs = epochs
+        self.minibatches = minibatches
+        self.target_kl = target_kl
+        self.normalize_advantage = normalize_advantage
+        self.recurrent = recurrent
+        self.total_updates = total_updates
+        self.extra_input_fields = tuple(extra_input_fields)
+        self.device = None if device is None else torch.device(device)
+        self.updates_done = 0
+        self.parameters = [p for g in optimizer.param_groups for p in g["params"]]
+
+    def _progress(self, progress: float | None) -> float:
+        if progress is not None:
+            return min(max(float(progress), 0.0), 1.0)
+        if self.total_updates is not None:
+            return min(self.updates_done / self.total_updates, 1.0)
+        if any(
+            callable(v)
+            for v in (self.learning_rate, self.clip_range, self.value_clip_range)
+        ):
+            raise ConfigError(
+                "PPO has a schedule but no way to know progress: pass "
+                "optimize(batch, progress=...) or PPO(total_updates=...)"
+            )
+        return 0.0
+
+    @staticmethod
+    def _resolve(value: float | Schedule | None, progress: float) -> float | None:
+        return value(progress) if callable(value) else value
+
+    def state_dict(self) -> dict[str, Any]:
+        """Checkpoint state: the optimizer's and the update counter."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "updates_done": self.updates_done,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates_done = int(state["updates_done"])
+
+    def optimize(
+        self, batch: Mapping[str, Any], progress: float | None = None
+    ) -> dict[str, float]:
+        """Run the PPO update on one batch.
+
+        Args:
+            batch: mapping of torch tensors with fields from
+                :mod:`parllel.fields`: ``OBSERVATION`` ``[T, B, ...]`` (no
+                bootstrap row), ``ACTION``, ``ADVANTAGE``, ``RETURN``,
+                ``AGENT_INFO.LOG_PROB`` and ``AGENT_INFO.VALUE`` (or top-level
+                ``LOG_PROB``/``VALUE``), optional ``VALID`` ``[T, B]``; for
+                recurrent PPO also ``INITIAL_STATE`` ``[B, ...]`` (optional:
+                zeros) and ``DONE`` (or ``TERMINATED`` and ``TRUNCATED``).
+            progress: training progress in ``[0, 1]`` for the schedules.
+
+        Returns:
+            Metrics: ``policy_loss``, ``value_loss``, ``entropy``,
+            ``approx_kl``, ``clip_fraction`` (means over evaluated
+            minibatches), ``grad_norm`` (mean over steps taken),
+            ``explained_variance`` (of the old values), ``learning_rate``,
+            ``clip_range``, ``epochs_run`` (fractional if stopped early),
+            ``minibatch_updates``, ``early_stopped`` (0 or 1).
+        """
+        progress = self._progress(progress)
+        if self.device is not None:
+            batch = tree_to_device(batch, self.device)
+        data = PolicyBatch.from_sample_tree(
+            batch, self.recurrent, self.extra_input_fields
+        )
+        if self.learning_rate is not None:
+            for group in self.optimizer.param_groups:
+                group["lr"] = self._resolve(self.learning_rate, progress)
+        clip_range = self._resolve(self.clip_range, progress)
+        value_clip_range = self._resolve(self.value_clip_range, progress)
+
+        sums: dict[str, float] = {}
+        evaluated = steps = 0
+        grad_norm_sum = 0.0
+        early_stopped = False
+        for _ in range(self.epochs):
+            for minibatch in data.minibatches(self.minibatches, self.recurrent):
+                loss, stats = self._loss(minibatch, clip_range, value_clip_range)
+                evaluated += 1
+                for key, value in stats.items():
+                    sums[key] = sums.get(key, 0.0) + value
+                if self.target_kl is not None and stats["approx_kl"] > self.target_kl:
+                    early_stopped = True
+                    break
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(
+                    self.parameters,
+                    self.max_grad_norm if self.max_grad_norm is not None else math.inf,
+                )
+                self.optimizer.step()
+                grad_norm_sum += float(grad_norm)
+                steps += 1
+            if early_stopped:
+                break
+        self.updates_done += 1
+
+        metrics = {key: value / max(evaluated, 1) for key, value in sums.items()}
+        metrics.update(
+            grad_norm=grad_norm_sum / steps if steps else 0.0,
+            explained_variance=_explained_variance(
+                data.old_value.detach(), data.return_.detach(), data.valid
+            ),
+            learning_rate=float(self.optimizer.param_groups[0]["lr"]),
+            clip_range=float(clip_range),
+            epochs_run=steps / self.minibatches,
+            minibatch_updates=float(steps),
+            early_stopped=float(early_stopped),
+        )
+        return metrics
+
+    def _loss(
+        self,
+        minibatch: PolicyBatch,
+        clip_range: float,
+        value_clip_range: float | None,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Loss of one minibatch and its detached statistics."""
+        evaluation = PolicyEvaluation(
+            *self.evaluator.evaluate(
+                minibatch.observation,
+                minibatch.action,
+                minibatch.initial_state,
+                minibatch.resets,
+                **minibatch.extra_inputs,
+            )
+        )
+        mask = minibatch.valid
+        advantage = minibatch.advantage
+        if self.normalize_advantage:
+            mean = _masked_mean(advantage, mask)
+            std = _masked_mean((advantage - mean).pow(2), mask).sqrt()
+            advantage = (advantage - mean) / (std + 1e-8)
+
+        log_ratio = evaluation.log_prob - minibatch.old_log_prob
+        ratio = log_ratio.exp()
+        surrogate = torch.min(
+            ratio * advantage,
+            ratio.clamp(1.0 - clip_range, 1.0 + clip_range) * advantage,
+        )
+        policy_loss = -_masked_mean(surrogate, mask)
+
+        value_error = (evaluation.value - minibatch.return_).pow(2)
+        if value_clip_range is not None:
+            clipped_value = minibatch.old_value + (
+                evaluation.value - minibatch.old_value
+            ).clamp(-value_clip_range, value_clip_range)
+            value_error = torch.max(
+                value_error, (clipped_value - minibatch.return_).pow(2)
+            )
+        value_loss = 0.5 * _masked_mean(value_error, mask)
+        entropy = _masked_mean(evaluation.entropy, mask)
+        loss = (
+            policy_loss
+            + self.value_loss_coef * value_loss
+            - self.entropy_coef * entropy
+        )
+        with torch.no_grad():
+            approx_kl = _masked_mean((ratio - 1.0) - log_ratio, mask)
+            clipped = ((ratio - 1.0).abs() > clip_range).to(ratio.dtype)
+            clip_fraction = _masked_mean(clipped, mask)
+        stats = {
+            "policy_loss": float(policy_loss.detach()),
+            "value_loss": float(value_loss.detach()),
+            "entropy": float(entropy.detach()),
+            "approx_kl": float(approx_kl),
+            "clip_fraction": float(clip_fraction),
+        }
+        return loss, stats
