@@ -20,8 +20,9 @@ __all__ = ["PPO"]
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     if mask is None:
         return x.mean()
-    mask = mask.to(x.dtype)
-    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+    # ``where`` rather than a product: invalid steps may hold anything, even NaN.
+    total = torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device))
+    return total.sum() / mask.sum().clamp(min=1).to(x.dtype)
 
 
 def _explained_variance(
@@ -326,13 +327,21 @@ class PPO:
             )
         )
         mask = minibatch.valid
-        advantage = minibatch.advantage
+        advantage, return_ = minibatch.advantage, minibatch.return_
+        old_log_prob, old_value = minibatch.old_log_prob, minibatch.old_value
+        if mask is not None:
+            # Zero stored data at invalid steps: masking the loss alone would
+            # still let NaN there reach the gradients (0 * NaN).
+            advantage, return_, old_log_prob, old_value = (
+                torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device))
+                for x in (advantage, return_, old_log_prob, old_value)
+            )
         if self.normalize_advantage:
             mean = _masked_mean(advantage, mask)
             std = _masked_mean((advantage - mean).pow(2), mask).sqrt()
             advantage = (advantage - mean) / (std + 1e-8)
 
-        log_ratio = evaluation.log_prob - minibatch.old_log_prob
+        log_ratio = evaluation.log_prob - old_log_prob
         ratio = log_ratio.exp()
         surrogate = torch.min(
             ratio * advantage,
@@ -340,14 +349,12 @@ class PPO:
         )
         policy_loss = -_masked_mean(surrogate, mask)
 
-        value_error = (evaluation.value - minibatch.return_).pow(2)
+        value_error = (evaluation.value - return_).pow(2)
         if value_clip_range is not None:
-            clipped_value = minibatch.old_value + (
-                evaluation.value - minibatch.old_value
-            ).clamp(-value_clip_range, value_clip_range)
-            value_error = torch.max(
-                value_error, (clipped_value - minibatch.return_).pow(2)
+            clipped_value = old_value + (evaluation.value - old_value).clamp(
+                -value_clip_range, value_clip_range
             )
+            value_error = torch.max(value_error, (clipped_value - return_).pow(2))
         value_loss = 0.5 * _masked_mean(value_error, mask)
         entropy = _masked_mean(evaluation.entropy, mask)
         loss = (
