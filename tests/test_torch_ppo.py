@@ -316,3 +316,35 @@ def test_ppo_learns_a_bandit():
     assert probs.argmax().item() == 2
     assert probs[2] > 0.9
     assert isinstance(PolicyEvaluation(*(torch.zeros(1),) * 3), tuple)
+
+
+@pytest.mark.parametrize("squash", [False, True])
+def test_continuous_ppo_moves_mean_toward_advantaged_actions(squash):
+    torch.manual_seed(0)
+    model, dist = build_actor_critic(
+        OBS_SPACE, gym.spaces.Box(-2, 2, (2,), np.float32), squash=squash
+    )
+    ppo = PPO(
+        ActorCriticEvaluator(model, dist),
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        epochs=4,
+        minibatches=2,
+    )
+    obs = torch.zeros(8, 4, 3)  # [T, B, obs_dim]
+    with torch.no_grad():
+        out = model(obs)
+        action = dist.sample(out.dist_params)  # [T, B, 2]
+        log_prob = dist.log_likelihood(action, out.dist_params)
+    advantage = action[..., 0] - action[..., 0].mean()  # prefer larger action[0]
+    before = dist.deterministic(model(obs[0, 0]).dist_params)[0].item()
+    ppo.optimize(
+        {
+            fields.OBSERVATION: obs,
+            fields.ACTION: action,
+            fields.ADVANTAGE: advantage,
+            fields.RETURN: out.value + advantage,
+            fields.AGENT_INFO: {fields.LOG_PROB: log_prob, fields.VALUE: out.value},
+        }
+    )
+    after = dist.deterministic(model(obs[0, 0]).dist_params)[0].item()
+    assert after > before
