@@ -6,10 +6,20 @@ See :class:`Array` for indexing, padding and rotation semantics and
 
 from parllel.arrays.array import STORAGE_KINDS, Array, PaddedView, Storage
 from parllel.arrays.shared_memory import SharedSegment, list_segments
+from parllel.arrays.views import (
+    NotSharedError,
+    ViewDescriptor,
+    attach_view,
+    describe_view,
+)
 from parllel.arrays.writing import check_value_dtype
 
 __all__ = [
     "Array",
+    "NotSharedError",
+    "ViewDescriptor",
+    "attach_view",
+    "describe_view",
     "PaddedView",
     "SharedSegment",
     "Storage",

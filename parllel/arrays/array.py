@@ -10,6 +10,7 @@ import numpy as np
 
 from parllel.arrays.indexing import LeadingIndexer
 from parllel.arrays.shared_memory import SharedSegment
+from parllel.arrays.views import register_segment
 from parllel.arrays.writing import check_value_dtype, shape_error
 from parllel.errors import ArrayClosedError, ConfigError
 
@@ -312,7 +313,9 @@ def _view_segment(
     segment: SharedSegment, dtype: np.dtype, shape: tuple[int, ...]
 ) -> np.ndarray:
     count = int(np.prod(shape, dtype=np.int64))
-    return np.frombuffer(segment.buffer, dtype=dtype, count=count).reshape(shape)
+    root = np.frombuffer(segment.buffer, dtype=dtype, count=count)
+    register_segment(segment, root)
+    return root.reshape(shape)
 
 
 def _restore(array: Array, state: dict[str, Any], storage: np.ndarray) -> Array:

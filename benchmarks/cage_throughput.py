@@ -1,0 +1,235 @@
+"""Env steps per second: raw loop, our cages and gymnasium's vector envs, one run.
+
+Random actions are pre-sampled. Contenders, per env setting:
+- ``raw``: a plain Python loop over the envs calling step/reset;
+- ``serial``: parllel SerialCage writing into a [T, B] buffer;
+- ``process``: parllel ProcessCage, best of a few worker layouts;
+- ``sync`` / ``async``: gymnasium SyncVectorEnv / AsyncVectorEnv(shared_memory=True).
+
+Last line: one JSON object with ``{env}_{contender}_sps`` and the ratios
+``cartpole64_process_vs_raw``, ``cartpole64_process_vs_async``,
+``cpu200us_process_vs_raw``, ``atari84_process_vs_raw``,
+``cartpole8_serial_vs_raw`` (and the chosen process layouts).
+
+Usage: python benchmarks/cage_throughput.py [--quick] [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import pin_threads, print_result  # noqa: E402
+from synthetic_envs import Atari84Env, CpuBoundEnv, busy_iterations  # noqa: E402
+
+from parllel import fields  # noqa: E402
+from parllel.cages import ProcessCage, SerialCage  # noqa: E402
+from parllel.tree import buffer_from_example  # noqa: E402
+
+
+def make_cartpole() -> gym.Env:
+    """CartPole-v1 without gymnasium's checker wrappers' per-step overhead."""
+    return gym.make("CartPole-v1", disable_env_checker=True)
+
+
+def settings(quick: bool) -> dict[str, dict]:
+    """Env name -> factory, kwargs, n_envs and vector steps per measurement."""
+    cpu_iters = busy_iterations(200e-6)
+    atari_iters = busy_iterations(100e-6)
+    scale = 0.05 if quick else 1.0
+    return {
+        "cartpole8": dict(
+            factory=make_cartpole, kwargs={}, n=8, steps=int(2000 * scale)
+        ),
+        "cartpole64": dict(
+            factory=make_cartpole, kwargs={}, n=64, steps=int(400 * scale)
+        ),
+        "cpu200us": dict(
+            factory=CpuBoundEnv,
+            kwargs={"iterations": cpu_iters},
+            n=8,
+            steps=int(300 * scale),
+        ),
+        "atari84": dict(
+            factory=Atari84Env,
+            kwargs={"iterations": atari_iters},
+            n=8,
+            steps=int(400 * scale),
+        ),
+    }
+
+
+def run_raw(spec: dict, actions: np.ndarray) -> float:
+    envs = [spec["factory"](**spec["kwargs"]) for _ in range(spec["n"])]
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+    start = time.perf_counter()
+    for step_actions in actions:
+        for env, action in zip(envs, step_actions):
+            _, _, terminated, truncated, _ = env.step(int(action))
+            if terminated or truncated:
+                env.reset()
+    elapsed = time.perf_counter() - start
+    for env in envs:
+        env.close()
+    return actions.size / elapsed
+
+
+def run_cage(cage_factory, spec: dict, actions: np.ndarray, rows: int = 64) -> float:
+    """Steady-state steps/s of a cage writing into a ``[rows, B]`` buffer.
+
+    Slots are reused cyclically, as a sampler reuses its batch buffer; one
+    warm-up pass over the rows (workers learn the slots) is not timed.
+    """
+    steps, n = actions.shape
+    rows = min(rows, steps)
+    with cage_factory() as cage:
+        example = cage.example
+        with (
+            buffer_from_example(
+                example[fields.OBSERVATION], (rows, n), storage="shared", padding=1
+            ) as observation,
+            buffer_from_example(
+                {
+                    fields.ACTION: example[fields.ACTION],
+                    fields.REWARD: np.float32(0),
+                    fields.TERMINATED: False,
+                    fields.TRUNCATED: False,
+                },
+                (rows, n),
+                storage="shared",
+            ) as tree,
+        ):
+            cage.reset(observation[0])
+            slots = [
+                {
+                    fields.OBSERVATION: observation[t + 1],
+                    fields.REWARD: tree.reward[t],
+                    fields.TERMINATED: tree.terminated[t],
+                    fields.TRUNCATED: tree.truncated[t],
+                }
+                for t in range(rows)
+            ]
+            action = tree.action
+            for t in range(rows):  # warm-up: workers attach every slot once
+                action[t] = actions[t]
+                cage.step(action[t], slots[t])
+            start = time.perf_counter()
+            for step in range(steps):
+                t = step % rows
+                action[t] = actions[step]
+                cage.step_async(action[t], slots[t])
+                cage.await_step()
+            elapsed = time.perf_counter() - start
+    return actions.size / elapsed
+
+
+def run_gym_vector(kind: str, spec: dict, actions: np.ndarray) -> float:
+    fns = [partial(spec["factory"], **spec["kwargs"]) for _ in range(spec["n"])]
+    if kind == "sync":
+        envs = gym.vector.SyncVectorEnv(fns)
+    else:
+        envs = gym.vector.AsyncVectorEnv(fns, shared_memory=True)
+    envs.reset(seed=0)
+    start = time.perf_counter()
+    for step_actions in actions:
+        envs.step(step_actions)
+    elapsed = time.perf_counter() - start
+    envs.close()
+    return actions.size / elapsed
+
+
+def process_layouts(n: int) -> dict[str, dict]:
+    """Worker layouts tried for the ProcessCage (best one is reported)."""
+    return {
+        "2workers": {"envs_per_worker": n // 2},
+        "main+1worker": {"main_process_envs": n // 2, "n_workers": 1},
+    }
+
+
+def make_contenders(spec: dict, actions: np.ndarray) -> dict:
+    """Name -> zero-argument callable returning steps/s, for one env setting."""
+
+    def serial() -> float:
+        return run_cage(
+            lambda: SerialCage(spec["factory"], spec["n"], spec["kwargs"], seed=0),
+            spec,
+            actions,
+        )
+
+    def process(layout: dict) -> float:
+        return run_cage(
+            lambda: ProcessCage(
+                spec["factory"], spec["n"], spec["kwargs"], seed=0, **layout
+            ),
+            spec,
+            actions,
+        )
+
+    contenders = {
+        "raw": lambda: run_raw(spec, actions),
+        "serial": serial,
+        "sync": lambda: run_gym_vector("sync", spec, actions),
+        "async": lambda: run_gym_vector("async", spec, actions),
+    }
+    for name, layout in process_layouts(spec["n"]).items():
+        contenders[f"process[{name}]"] = partial(process, layout)
+    return contenders
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny run for tests")
+    parser.add_argument("--repeats", type=int, default=None)
+    args = parser.parse_args()
+    pin_threads()
+    repeats = args.repeats or (1 if args.quick else 5)
+    rng = np.random.default_rng(0)
+    result: dict[str, float | str] = {}
+    for name, spec in settings(args.quick).items():
+        n_actions = spec["factory"](**spec["kwargs"]).action_space.n
+        actions = rng.integers(0, n_actions, (max(spec["steps"], 4), spec["n"]))
+        contenders = make_contenders(spec, actions)
+        samples: dict[str, list[float]] = {key: [] for key in contenders}
+        for _ in range(repeats):  # interleave contenders so drift hits all alike
+            for key, run in contenders.items():
+                samples[key].append(run())
+        medians = {key: statistics.median(values) for key, values in samples.items()}
+        best_layout = max(
+            (k for k in medians if k.startswith("process[")), key=medians.__getitem__
+        )
+        medians["process"] = medians[best_layout]
+        result[f"{name}_process_layout"] = best_layout[len("process[") : -1]
+        for key, value in medians.items():
+            print(f"{name:>11} {key:>22}: {value:10.0f} steps/s")
+            result[
+                f"{name}_{key.replace('[', '_').replace(']', '').replace('+', '_')}_sps"
+            ] = round(value, 1)
+    result["cartpole64_process_vs_raw"] = round(
+        result["cartpole64_process_sps"] / result["cartpole64_raw_sps"], 3
+    )
+    result["cartpole64_process_vs_async"] = round(
+        result["cartpole64_process_sps"] / result["cartpole64_async_sps"], 3
+    )
+    result["cpu200us_process_vs_raw"] = round(
+        result["cpu200us_process_sps"] / result["cpu200us_raw_sps"], 3
+    )
+    result["atari84_process_vs_raw"] = round(
+        result["atari84_process_sps"] / result["atari84_raw_sps"], 3
+    )
+    result["cartpole8_serial_vs_raw"] = round(
+        result["cartpole8_serial_sps"] / result["cartpole8_raw_sps"], 3
+    )
+    print_result(result)
+
+
+if __name__ == "__main__":
+    main()

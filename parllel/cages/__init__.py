@@ -1,0 +1,29 @@
+"""Cages: gymnasium envs stepped serially or in worker processes, into shared slots.
+
+- :class:`SerialCage` steps envs in the calling process.
+- :class:`ProcessCage` steps them in worker processes (several envs each),
+  which write straight into shared-memory buffers.
+- :class:`TrajInfo` collects per-episode statistics.
+
+No torch is imported here.
+"""
+
+from parllel.cages.cage import Cage, CageState
+from parllel.cages.env_group import EnvGroup, env_seed
+from parllel.cages.process import ProcessCage
+from parllel.cages.serial import SerialCage
+from parllel.cages.spaces import EnvSpaces, numeric_info_example, zero_example
+from parllel.cages.traj_info import TrajInfo
+
+__all__ = [
+    "Cage",
+    "CageState",
+    "EnvGroup",
+    "EnvSpaces",
+    "ProcessCage",
+    "SerialCage",
+    "TrajInfo",
+    "env_seed",
+    "numeric_info_example",
+    "zero_example",
+]

@@ -1,0 +1,271 @@
+"""The Cage interface: one state machine shared by serial and process cages."""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import cloudpickle
+
+from parllel import fields
+from parllel.cages.env_group import RESET_MODES
+from parllel.cages.spaces import ActionChecker, EnvSpaces
+from parllel.cages.traj_info import TrajInfo
+from parllel.errors import CageStateError, ClosedCageError, ConfigError
+
+
+class CageState(enum.Enum):
+    """What a cage is doing; calls out of order raise :class:`CageStateError`."""
+
+    IDLE = "idle"
+    STEPPING = "stepping"  # step_async sent, await_step pending
+    RESETTING = "resetting"  # reset_async sent, await_reset pending
+    CLOSED = "closed"
+
+
+def check_factory_pickles(env_factory: Callable[..., Any], env_kwargs: dict) -> bytes:
+    """Cloudpickle the env factory and kwargs, or raise ConfigError naming them."""
+    if not callable(env_factory):
+        raise ConfigError(f"env_factory must be callable, got {env_factory!r}")
+    try:
+        return cloudpickle.dumps((env_factory, env_kwargs))
+    except Exception as exc:
+        name = getattr(env_factory, "__qualname__", repr(env_factory))
+        raise ConfigError(
+            f"env factory {name!r} (or its env_kwargs) cannot be pickled with "
+            f"cloudpickle: {type(exc).__name__}: {exc}. Pass a function or class "
+            "that builds the env, not a live env or an object holding locks/sockets"
+        ) from exc
+
+
+class Cage(ABC):
+    """Steps ``n_envs`` gymnasium envs, writing results into preallocated slots.
+
+    A cage never receives a live env: it calls ``env_factory(**env_kwargs)``
+    once per env (in worker processes for :class:`ProcessCage`). Use it as::
+
+        cage.reset(sample_tree.observation[0])
+        cage.step_async(sample_tree.action[t], out=step_slots)
+        completed = cage.await_step()   # TrajInfos of finished episodes
+
+    where ``step_slots`` maps :mod:`parllel.fields` names to ``[n_envs]``
+    views: ``observation`` (the next-observation slots, e.g. ``obs[t + 1]``),
+    ``reward``, ``terminated``, ``truncated`` and optionally ``env_info``
+    (preallocated info keys) and ``final_observation`` (the last observation
+    of episodes ending in this step; in auto-reset mode the ``observation``
+    slot then receives the reset observation of the next episode).
+
+    Subclasses implement the ``_``-prefixed hooks; this class owns argument
+    checks and the call-order state machine.
+    """
+
+    def __init__(
+        self,
+        env_factory: Callable[..., Any],
+        n_envs: int,
+        env_kwargs: dict[str, Any] | None,
+        seed: int | None,
+        env_offset: int,
+        reset_mode: str,
+        traj_info_type: Callable[..., TrajInfo],
+        traj_info_kwargs: dict[str, Any] | None,
+    ) -> None:
+        if int(n_envs) < 1:
+            raise ConfigError(f"n_envs must be >= 1, got {n_envs}")
+        if reset_mode not in RESET_MODES:
+            raise ConfigError(
+                f"reset_mode must be one of {RESET_MODES}, got {reset_mode!r}"
+            )
+        self.n_envs = int(n_envs)
+        self.env_kwargs = dict(env_kwargs or {})
+        self.factory_bytes = check_factory_pickles(env_factory, self.env_kwargs)
+        self.env_factory = env_factory
+        self.seed = seed
+        self.env_offset = int(env_offset)
+        self.reset_mode = reset_mode
+        self.traj_info_type = traj_info_type
+        self.traj_info_kwargs = dict(traj_info_kwargs or {})
+        self.state = CageState.IDLE
+        self.spaces: EnvSpaces
+        self.example: dict[str, Any]
+        self._action_checker: ActionChecker
+
+    @property
+    def env_indices(self) -> range:
+        """Global indices of this cage's envs."""
+        return range(self.env_offset, self.env_offset + self.n_envs)
+
+    def _finish_init(self, spaces: EnvSpaces, example: dict[str, Any]) -> None:
+        self.spaces = spaces
+        self.example = example
+        self._action_checker = ActionChecker(spaces.action, self.n_envs)
+
+    def _require(self, expected: CageState, call: str) -> None:
+        if self.state is expected:
+            return
+        if self.state is CageState.CLOSED:
+            raise ClosedCageError(f"cannot {call}: the cage is closed")
+        hints = {
+            CageState.STEPPING: "await_step() first",
+            CageState.RESETTING: "await_reset() first",
+            CageState.IDLE: "nothing is pending",
+        }
+        raise CageStateError(
+            f"cannot {call} while {self.state.value}: {hints[self.state]}"
+        )
+
+    # -- stepping ------------------------------------------------------------
+    def step_async(self, action: Any, out: Any) -> None:
+        """Start stepping every env with ``action`` (``[n_envs, ...]``), writing into ``out``."""
+        self._require(CageState.IDLE, "step_async")
+        self._action_checker.check(action)
+        for key in (
+            fields.OBSERVATION,
+            fields.REWARD,
+            fields.TERMINATED,
+            fields.TRUNCATED,
+        ):
+            if key not in out:
+                raise ConfigError(f"step slots are missing {key!r}; got {list(out)}")
+        self._step_async(action, out)
+        self.state = CageState.STEPPING
+
+    def await_step(self) -> list[TrajInfo]:
+        """Wait for the step started by :meth:`step_async`; return finished episodes."""
+        self._require(CageState.STEPPING, "await_step")
+        try:
+            return self._await_step()
+        finally:
+            if self.state is CageState.STEPPING:
+                self.state = CageState.IDLE
+
+    def step(self, action: Any, out: Any) -> list[TrajInfo]:
+        """Blocking :meth:`step_async` + :meth:`await_step`."""
+        self.step_async(action, out)
+        return self.await_step()
+
+    # -- resetting -----------------------------------------------------------
+    def reset_async(
+        self, out_observation: Any, env_indices: Sequence[int] | None = None
+    ) -> None:
+        """Start resetting envs (all, or these cage-local indices) into ``out_observation``.
+
+        ``out_observation`` is an ``[n_envs, ...]`` view (or tree of views);
+        only the rows of the reset envs are written.
+        """
+        self._require(CageState.IDLE, "reset_async")
+        if env_indices is not None:
+            env_indices = [int(i) for i in env_indices]
+            bad = [i for i in env_indices if not 0 <= i < self.n_envs]
+            if bad:
+                raise ConfigError(
+                    f"env indices {bad} out of range for {self.n_envs} envs"
+                )
+        self._reset_async(out_observation, env_indices)
+        self.state = CageState.RESETTING
+
+    def await_reset(self) -> None:
+        """Wait for the reset started by :meth:`reset_async`."""
+        self._require(CageState.RESETTING, "await_reset")
+        try:
+            self._await_reset()
+        finally:
+            if self.state is CageState.RESETTING:
+                self.state = CageState.IDLE
+
+    def reset(
+        self, out_observation: Any, env_indices: Sequence[int] | None = None
+    ) -> None:
+        """Blocking :meth:`reset_async` + :meth:`await_reset`."""
+        self.reset_async(out_observation, env_indices)
+        self.await_reset()
+
+    def waiting_envs(self) -> list[int]:
+        """Cage-local indices of envs that finished and wait for a reset (wait mode)."""
+        self._require(CageState.IDLE, "waiting_envs")
+        return self._waiting_envs()
+
+    # -- env access ----------------------------------------------------------
+    def call(
+        self,
+        name: str,
+        *args: Any,
+        env_indices: Sequence[int] | None = None,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Call ``env.<name>(*args, **kwargs)`` per env (or read it, if not callable)."""
+        self._require(CageState.IDLE, f"call {name!r}")
+        indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
+        return self._call(name, args, kwargs, indices)
+
+    def get_attr(
+        self, name: str, env_indices: Sequence[int] | None = None
+    ) -> list[Any]:
+        """Read attribute ``name`` of each env."""
+        return self.call(name, env_indices=env_indices)
+
+    def set_attr(
+        self, name: str, values: Any, env_indices: Sequence[int] | None = None
+    ) -> None:
+        """Set attribute ``name`` of each env (one value for all, or one per env)."""
+        self._require(CageState.IDLE, f"set_attr {name!r}")
+        indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
+        if not isinstance(values, (list, tuple)):
+            values = [values] * len(indices)
+        if len(values) != len(indices):
+            raise ConfigError(f"got {len(values)} values for {len(indices)} envs")
+        self._set_attr(name, list(values), indices)
+
+    def render(self, env_indices: Sequence[int] | None = None) -> list[Any]:
+        """Return each env's ``render()`` (e.g. RGB arrays with render_mode='rgb_array')."""
+        return self.call("render", env_indices=env_indices)
+
+    # -- lifetime ------------------------------------------------------------
+    def close(self) -> None:
+        """Close envs and release workers and shared memory (idempotent)."""
+        if self.state is CageState.CLOSED:
+            return
+        self.state = CageState.CLOSED
+        self._close()
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self.state is CageState.CLOSED
+
+    def __enter__(self) -> Cage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- hooks ---------------------------------------------------------------
+    @abstractmethod
+    def _step_async(self, action: Any, out: Any) -> None: ...
+
+    @abstractmethod
+    def _await_step(self) -> list[TrajInfo]: ...
+
+    @abstractmethod
+    def _reset_async(
+        self, out_observation: Any, env_indices: list[int] | None
+    ) -> None: ...
+
+    @abstractmethod
+    def _await_reset(self) -> None: ...
+
+    @abstractmethod
+    def _waiting_envs(self) -> list[int]: ...
+
+    @abstractmethod
+    def _call(
+        self, name: str, args: tuple, kwargs: dict, indices: list[int]
+    ) -> list[Any]: ...
+
+    @abstractmethod
+    def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None: ...
+
+    @abstractmethod
+    def _close(self) -> None: ...

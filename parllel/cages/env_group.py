@@ -1,0 +1,243 @@
+"""EnvGroup: the envs one process steps, writing results straight into slots.
+
+Serial cages, worker processes and the main process's share of a process cage
+all step their envs through this one class, so their results are identical
+whatever the grouping.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from parllel import fields
+from parllel.cages.spaces import EnvSpaces, action_reader, check_spaces_agree
+from parllel.cages.traj_info import TrajInfo
+from parllel.errors import CageStateError, EnvError
+
+RESET_MODES = ("auto", "wait")
+
+
+def env_seed(seed: int | None, env_index: int) -> int | None:
+    """Seed of env ``env_index``, spawned deterministically from a master seed."""
+    if seed is None:
+        return None
+    sequence = np.random.SeedSequence(seed, spawn_key=(env_index,))
+    return int(sequence.generate_state(1, np.uint32)[0])
+
+
+def _env_error(env_index: int, what: str, exc: BaseException) -> EnvError:
+    return EnvError(
+        f"env {env_index} raised {type(exc).__name__} in {what}: {exc}",
+        env_index=env_index,
+        worker_traceback=traceback.format_exc(),
+    )
+
+
+class EnvGroup:
+    """Creates, seeds, steps and resets a group of envs of one process.
+
+    Args:
+        env_factory: callable returning a gymnasium env (called once per env).
+        env_kwargs: keyword arguments for ``env_factory``.
+        env_indices: global indices of the envs (they pick the seeds).
+        seed: master seed; env ``i`` is seeded from ``SeedSequence(seed,
+            spawn_key=(i,))`` at its first reset. None: unseeded.
+        reset_mode: ``"auto"`` resets an env in the step that ended its
+            episode (the next observation slot gets the reset observation);
+            ``"wait"`` leaves it finished until :meth:`reset` is called.
+        traj_info_type: TrajInfo class (or factory) used per episode.
+        traj_info_kwargs: extra keyword arguments for it (e.g. ``discount``).
+    """
+
+    def __init__(
+        self,
+        env_factory: Callable[..., Any],
+        env_kwargs: dict[str, Any],
+        env_indices: Sequence[int],
+        seed: int | None,
+        reset_mode: str,
+        traj_info_type: Callable[..., TrajInfo],
+        traj_info_kwargs: dict[str, Any],
+    ) -> None:
+        self.env_indices = tuple(env_indices)
+        self.reset_mode = reset_mode
+        self.traj_info_type = traj_info_type
+        self.traj_info_kwargs = traj_info_kwargs
+        self.seed = seed
+        self.envs: list[Any] = []
+        for index in self.env_indices:
+            try:
+                self.envs.append(env_factory(**env_kwargs))
+            except Exception as exc:
+                self.close()
+                raise _env_error(index, "its construction", exc) from exc
+        self.spaces = EnvSpaces(
+            self.envs[0].observation_space, self.envs[0].action_space
+        )
+        for index, env in zip(self.env_indices, self.envs):
+            check_spaces_agree(
+                self.spaces, EnvSpaces(env.observation_space, env.action_space), index
+            )
+        self._read_action = action_reader(self.spaces.action)
+        self._needs_seed = [seed is not None] * len(self.envs)
+        self._waiting = [True] * len(self.envs)  # not reset yet / finished (wait mode)
+        self._trajs = [self._new_traj(i) for i in self.env_indices]
+        for env, index in zip(self.envs, self.env_indices):
+            action_seed = env_seed(seed, index)
+            if action_seed is not None:
+                env.action_space.seed(action_seed)
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def _new_traj(self, env_index: int) -> TrajInfo:
+        return self.traj_info_type(env_index=env_index, **self.traj_info_kwargs)
+
+    def _reset_env(self, i: int) -> tuple[Any, dict]:
+        env = self.envs[i]
+        if self._needs_seed[i]:
+            self._needs_seed[i] = False
+            return env.reset(seed=env_seed(self.seed, self.env_indices[i]))
+        return env.reset()
+
+    # -- probing -------------------------------------------------------------
+    def example_step(self) -> dict[str, Any]:
+        """Reset env 0 and take one random step: example values for allocation.
+
+        The env is reset (seeded as usual) again before real use.
+        """
+        try:
+            observation, _ = self._reset_env(0)
+            action = self.spaces.action.sample()
+            next_observation, reward, terminated, truncated, info = self.envs[0].step(
+                action
+            )
+        except Exception as exc:
+            raise _env_error(self.env_indices[0], "its probe step", exc) from exc
+        self._needs_seed[0] = self.seed is not None
+        self._waiting[0] = True
+        return {
+            fields.OBSERVATION: next_observation,
+            fields.ACTION: action,
+            fields.REWARD: np.float32(reward),
+            fields.TERMINATED: bool(terminated),
+            fields.TRUNCATED: bool(truncated),
+            fields.ENV_INFO: info,
+        }
+
+    # -- resetting -----------------------------------------------------------
+    def reset(
+        self, out_observation: Any, local_indices: Sequence[int] | None = None
+    ) -> None:
+        """Reset envs (all, or ``local_indices``) and write their observations.
+
+        ``out_observation`` is indexed by local env index (a ``[n, ...]`` view
+        or a tree of them). Episode statistics of unfinished episodes of the
+        reset envs are discarded.
+        """
+        indices = range(len(self.envs)) if local_indices is None else local_indices
+        for i in indices:
+            try:
+                observation, _ = self._reset_env(i)
+                out_observation[i] = observation
+            except Exception as exc:
+                raise _env_error(self.env_indices[i], "reset", exc) from exc
+            self._waiting[i] = False
+            self._trajs[i] = self._new_traj(self.env_indices[i])
+
+    # -- stepping ------------------------------------------------------------
+    def step(self, action: Any, out: Any) -> list[TrajInfo]:
+        """Step every env with its action and write results into ``out``.
+
+        Args:
+            action: ``[n, ...]`` actions (or a tree of them), local env order.
+            out: mapping with ``observation`` (next-observation slots),
+                ``reward``, ``terminated``, ``truncated`` ``[n]`` views and
+                optionally ``env_info`` (tree of ``[n]`` views of preallocated
+                keys) and ``final_observation`` (slots for the last
+                observation of episodes that end in this step).
+
+        Returns:
+            TrajInfos of the episodes that ended in this step.
+        """
+        out_observation = out[fields.OBSERVATION]
+        out_info = out.get(fields.ENV_INFO)
+        info_items = list(out_info.items()) if out_info else ()
+        out_final = out.get(fields.FINAL_OBSERVATION)
+        n = len(self.envs)
+        rewards = [0.0] * n
+        terminateds = [False] * n
+        truncateds = [False] * n
+        completed: list[TrajInfo] = []
+        auto_reset = self.reset_mode == "auto"
+        read_action = self._read_action
+        for i, env in enumerate(self.envs):
+            if self._waiting[i]:
+                if auto_reset:
+                    raise CageStateError(
+                        f"env {self.env_indices[i]} was stepped before its first "
+                        "reset: call cage.reset(...) before stepping"
+                    )
+                continue  # wait mode: a finished env idles until reset
+            try:
+                env_action = read_action(action, i)
+                observation, reward, terminated, truncated, info = env.step(env_action)
+                traj = self._trajs[i]
+                traj.step(observation, env_action, reward, terminated, truncated, info)
+                rewards[i] = reward
+                terminateds[i] = terminated
+                truncateds[i] = truncated
+                for key, view in info_items:
+                    view[i] = info.get(key, 0)
+                if terminated or truncated:
+                    traj.finish(terminated, truncated, info)
+                    completed.append(traj)
+                    if out_final is not None:
+                        out_final[i] = observation
+                    if auto_reset:
+                        self._trajs[i] = self._new_traj(self.env_indices[i])
+                        observation, _ = env.reset()
+                    else:
+                        self._waiting[i] = True
+                out_observation[i] = observation
+            except Exception as exc:
+                raise _env_error(self.env_indices[i], "step", exc) from exc
+        out[fields.REWARD][:] = rewards
+        out[fields.TERMINATED][:] = terminateds
+        out[fields.TRUNCATED][:] = truncateds
+        return completed
+
+    def waiting(self) -> list[int]:
+        """Local indices of envs that finished and wait for a reset (wait mode)."""
+        return [i for i, waiting in enumerate(self._waiting) if waiting]
+
+    # -- env access ----------------------------------------------------------
+    def call(
+        self, name: str, args: tuple, kwargs: dict, local_indices: Sequence[int]
+    ) -> list:
+        """Call method ``name`` (or read attribute ``name`` if not callable) per env."""
+        results = []
+        for i in local_indices:
+            attr = getattr(self.envs[i], name)
+            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return results
+
+    def set_attr(
+        self, name: str, values: Sequence[Any], local_indices: Sequence[int]
+    ) -> None:
+        """Set attribute ``name`` of each env to the matching value."""
+        for i, value in zip(local_indices, values):
+            setattr(self.envs[i], name, value)
+
+    def close(self) -> None:
+        """Close every env, ignoring errors of envs that are already broken."""
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+        self.envs = []

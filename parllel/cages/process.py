@@ -1,0 +1,510 @@
+"""ProcessCage: envs stepped in worker processes, straight into shared memory."""
+
+from __future__ import annotations
+
+import math
+import os
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from parllel import fields
+from parllel.arrays import Array, NotSharedError, describe_view
+from parllel.arrays.views import view_address
+from parllel.cages import worker as protocol
+from parllel.cages.cage import Cage
+from parllel.cages.env_group import EnvGroup
+from parllel.cages.spaces import EnvSpaces, check_spaces_agree
+from parllel.cages.traj_info import TrajInfo
+from parllel.cages.workers import (
+    WorkerHandle,
+    WorkerLost,
+    default_context,
+    raise_replies,
+)
+from parllel.errors import ConfigError
+from parllel.tree import ArrayDict
+
+DEATH_POLICIES = ("raise", "restart")
+
+
+def flatten_slots(
+    tree: Any, prefix: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], Any]]:
+    """``(path, ndarray)`` for every leaf of nested mappings (Arrays become views)."""
+    if isinstance(tree, Mapping):
+        leaves = []
+        for key, value in tree.items():
+            leaves += flatten_slots(value, prefix + (str(key),))
+        return leaves
+    if isinstance(tree, Array):
+        tree = tree.to_ndarray()
+    return [(prefix, tree)]
+
+
+def slice_slots(tree: Any, lo: int, hi: int) -> Any:
+    """The same nesting (as ArrayDicts) with every leaf sliced to envs ``[lo, hi)``."""
+    if isinstance(tree, Mapping):
+        return ArrayDict(
+            {key: slice_slots(value, lo, hi) for key, value in tree.items()}
+        )
+    if isinstance(tree, Array):
+        tree = tree.to_ndarray()
+    return tree[lo:hi]
+
+
+def split_envs(
+    n_envs: int, n_main: int, envs_per_worker: int | None, n_workers: int | None
+) -> list[tuple[int, int]]:
+    """Cage-local ``[lo, hi)`` env ranges of the workers (main's share is ``[0, n_main)``)."""
+    remaining = n_envs - n_main
+    if remaining < 1:
+        raise ConfigError(
+            f"main_process_envs ({n_main}) leaves no env for the workers out of {n_envs}"
+        )
+    if envs_per_worker is not None:
+        if envs_per_worker < 1:
+            raise ConfigError(f"envs_per_worker must be >= 1, got {envs_per_worker}")
+        n_workers = math.ceil(remaining / envs_per_worker)
+    elif n_workers is None:
+        cores = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1)
+        )
+        n_workers = max(1, cores - (1 if n_main else 0))
+    if n_workers < 1:
+        raise ConfigError(f"n_workers must be >= 1, got {n_workers}")
+    n_workers = min(n_workers, remaining)
+    bounds = np.linspace(n_main, n_envs, n_workers + 1).round().astype(int)
+    return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+class _Resources:
+    """Everything a ProcessCage must release; shared with its GC/exit finalizer."""
+
+    def __init__(self) -> None:
+        self.workers: list[WorkerHandle] = []
+        self.control: Array | None = None
+        self.main_group: EnvGroup | None = None
+
+    def release(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        self.workers = []
+        if self.main_group is not None:
+            self.main_group.close()
+            self.main_group = None
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+
+
+class ProcessCage(Cage):
+    """Steps ``n_envs`` envs in worker processes, each holding several envs.
+
+    Workers write observations, rewards, flags and env info straight into the
+    shared-memory slots passed to :meth:`step_async` (allocate buffers with
+    ``storage="shared"``); per step only a few integers cross the process
+    boundary, with one synchronization per worker. The main process can step
+    a share of the envs itself while the workers step theirs
+    (``main_process_envs``), which is what pays on a 2-core machine with
+    cheap envs (see docs/cages.md for figures).
+
+    Args:
+        env_factory: picklable callable (cloudpickle) returning a gymnasium env.
+        n_envs: number of envs.
+        env_kwargs: keyword arguments for ``env_factory``.
+        envs_per_worker: envs per worker process (sets the worker count).
+        n_workers: worker count if ``envs_per_worker`` is None (default: one
+            per core, minus one if the main process steps envs).
+        main_process_envs: envs stepped by the main process itself (the first
+            ones), inside :meth:`await_step`.
+        seed, env_offset, reset_mode, traj_info_type, traj_info_kwargs: as for
+            :class:`~parllel.cages.SerialCage`; results are bit-identical to it.
+        on_worker_death: ``"raise"`` (:class:`~parllel.errors.WorkerDiedError`)
+            or ``"restart"``: recreate the worker's envs, reset them, report
+            their episodes as lost (``TrajInfo.lost``, truncated) and go on.
+        start_method: multiprocessing start method (default forkserver).
+        worker_spin_seconds: how long an idle worker polls before blocking.
+        main_spin_seconds: how long the main process polls for workers before
+            blocking (it yields the CPU while polling).
+        start_timeout: seconds to wait for workers to build their envs.
+
+    Example:
+        >>> with ProcessCage(make_env, n_envs=8, envs_per_worker=4, seed=0) as cage:
+        ...     cage.reset(sample_tree.observation[0])
+    """
+
+    def __init__(
+        self,
+        env_factory: Callable[..., Any],
+        n_envs: int = 1,
+        env_kwargs: dict[str, Any] | None = None,
+        *,
+        envs_per_worker: int | None = None,
+        n_workers: int | None = None,
+        main_process_envs: int = 0,
+        seed: int | None = None,
+        env_offset: int = 0,
+        reset_mode: str = "auto",
+        traj_info_type: Callable[..., TrajInfo] = TrajInfo,
+        traj_info_kwargs: dict[str, Any] | None = None,
+        on_worker_death: str = "raise",
+        start_method: str | None = None,
+        worker_spin_seconds: float = 0.002,
+        main_spin_seconds: float = 0.0005,
+        start_timeout: float = 120.0,
+    ) -> None:
+        super().__init__(
+            env_factory,
+            n_envs,
+            env_kwargs,
+            seed,
+            env_offset,
+            reset_mode,
+            traj_info_type,
+            traj_info_kwargs,
+        )
+        if on_worker_death not in DEATH_POLICIES:
+            raise ConfigError(
+                f"on_worker_death must be one of {DEATH_POLICIES}, got {on_worker_death!r}"
+            )
+        if not 0 <= main_process_envs < self.n_envs:
+            raise ConfigError(
+                f"main_process_envs must be in [0, n_envs), got {main_process_envs}"
+            )
+        self.main_process_envs = int(main_process_envs)
+        self.env_slices = split_envs(
+            self.n_envs, self.main_process_envs, envs_per_worker, n_workers
+        )
+        self.on_worker_death = on_worker_death
+        self.worker_spin_seconds = float(worker_spin_seconds)
+        self.main_spin_seconds = float(main_spin_seconds)
+        self.start_timeout = float(start_timeout)
+        self._ctx = (
+            default_context()
+            if start_method is None
+            else (__import__("multiprocessing").get_context(start_method))
+        )
+        self._resources = _Resources()
+        self._finalizer = weakref.finalize(self, self._resources.release)
+        self._view_ids: dict[tuple, int] = {}
+        self._descriptors: list[tuple[int, Any]] = []
+        self._layout_ids: dict[tuple, int] = {}
+        self._restarts = 0
+        self._pending: tuple | None = None
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- start-up ------------------------------------------------------------
+    def _group_kwargs(self, lo: int, hi: int, seed: int | None) -> dict[str, Any]:
+        return {
+            "env_indices": tuple(self.env_offset + i for i in range(lo, hi)),
+            "seed": seed,
+            "reset_mode": self.reset_mode,
+            "traj_info_type": self.traj_info_type,
+            "traj_info_kwargs": self.traj_info_kwargs,
+        }
+
+    def _spawn(self, index: int, seed: int | None, want_example: bool) -> WorkerHandle:
+        lo, hi = self.env_slices[index]
+        return WorkerHandle(
+            self._ctx,
+            index,
+            self._resources.control,
+            (lo, hi),
+            tuple(self.env_offset + i for i in range(lo, hi)),
+            self.factory_bytes,
+            self._group_kwargs(lo, hi, seed),
+            self.worker_spin_seconds,
+            want_example,
+        )
+
+    def _start(self) -> None:
+        resources = self._resources
+        resources.control = Array(
+            (len(self.env_slices),),
+            (protocol.CONTROL_WIDTH,),
+            np.int64,
+            storage="shared",
+        )
+        main = self.main_process_envs
+        for index in range(len(self.env_slices)):
+            resources.workers.append(
+                self._spawn(index, self.seed, index == 0 and not main)
+            )
+        example = None
+        if main:
+            resources.main_group = EnvGroup(
+                self.env_factory,
+                self.env_kwargs,
+                **self._group_kwargs(0, main, self.seed),
+            )
+            spaces = resources.main_group.spaces
+            example = resources.main_group.example_step()
+        for worker in resources.workers:
+            try:
+                worker_spaces, worker_example = worker.handshake(self.start_timeout)
+            except WorkerLost as lost:
+                raise lost.worker.died_error() from None
+            if example is None:
+                spaces, example = worker_spaces, worker_example
+            check_spaces_agree(spaces, worker_spaces, worker.env_indices[0])
+        self._finish_init(EnvSpaces(*spaces), example)
+
+    # -- dispatch --------------------------------------------------------------
+    def _slot_ids(
+        self, leaves: list[tuple[tuple[str, ...], Any]]
+    ) -> tuple[int, np.ndarray, list]:
+        """Layout id, view ids and new-descriptor messages for flattened slots."""
+        messages: list[tuple] = []
+        layout = tuple(path for path, _ in leaves)
+        layout_id = self._layout_ids.get(layout)
+        if layout_id is None:
+            if len(layout) > protocol.MAX_LEAVES:
+                raise ConfigError(f"too many slot leaves ({len(layout)}) for one step")
+            layout_id = self._layout_ids[layout] = len(self._layout_ids)
+            messages.append(("layout", layout_id, layout))
+        ids = np.empty(len(leaves), np.int64)
+        new = []
+        for j, (path, view) in enumerate(leaves):
+            key = (view_address(view), view.shape, view.strides, view.dtype.char)
+            view_id = self._view_ids.get(key)
+            if view_id is None:
+                if view.ndim == 0 or view.shape[0] != self.n_envs:
+                    raise ConfigError(
+                        f"slot {'.'.join(path)!r} has shape {view.shape}; its leading "
+                        f"dimension must be the cage's {self.n_envs} envs"
+                    )
+                try:
+                    descriptor = describe_view(view)
+                except NotSharedError as exc:
+                    raise NotSharedError(
+                        f"slot {'.'.join(path)!r}: {exc}. ProcessCage workers write "
+                        "straight into the buffer"
+                    ) from None
+                view_id = self._view_ids[key] = len(self._view_ids)
+                new.append((view_id, descriptor))
+                self._descriptors.append((view_id, descriptor))
+            ids[j] = view_id
+        if new:
+            messages.append(("views", new))
+        return layout_id, ids, messages
+
+    def _dispatch(
+        self, command: int, tree: dict[str, Any], extra_per_worker=None
+    ) -> None:
+        layout_id, ids, messages = self._slot_ids(flatten_slots(tree))
+        for worker in self._resources.workers:
+            extra = None if extra_per_worker is None else extra_per_worker(worker)
+            worker.command(command, messages, ids, layout_id, extra)
+
+    def _collect(self, worker: WorkerHandle, completed: list, errors: list) -> None:
+        for reply in worker.wait(self.main_spin_seconds):
+            if reply[0] == "trajs":
+                completed.extend(reply[1])
+            elif reply[0] == "error":
+                errors.append(reply)
+
+    # -- stepping --------------------------------------------------------------
+    def _step_async(self, action: Any, out: Any) -> None:
+        tree = {"action": action, "out": out}
+        self._dispatch(protocol.STEP, tree)
+        self._pending = (action, out)
+
+    def _await_step(self) -> list[TrajInfo]:
+        action, out = self._pending
+        self._pending = None
+        completed: list[TrajInfo] = []
+        errors: list[tuple] = []
+        main = self._resources.main_group
+        main_error = None
+        if main is not None:
+            n = self.main_process_envs
+            try:
+                completed += main.step(
+                    slice_slots(action, 0, n), slice_slots(out, 0, n)
+                )
+            except Exception as exc:  # still collect the workers before raising
+                main_error = exc
+        for worker in list(self._resources.workers):
+            try:
+                self._collect(worker, completed, errors)
+            except WorkerLost:
+                completed += self._handle_death(worker, out)
+        if main_error is not None:
+            raise main_error
+        raise_replies(errors)
+        return completed
+
+    # -- resetting -------------------------------------------------------------
+    def _reset_async(self, out_observation: Any, env_indices: list[int] | None) -> None:
+        def extra(worker: WorkerHandle) -> list[int]:
+            if env_indices is None:
+                return [-1]
+            lo, hi = worker.env_slice
+            local = [i - lo for i in env_indices if lo <= i < hi]
+            return [len(local)] + local
+
+        self._dispatch(protocol.RESET, {"observation": out_observation}, extra)
+        self._pending = (out_observation, env_indices)
+
+    def _await_reset(self) -> None:
+        out_observation, env_indices = self._pending
+        self._pending = None
+        errors: list[tuple] = []
+        main = self._resources.main_group
+        if main is not None:
+            n = self.main_process_envs
+            local = None if env_indices is None else [i for i in env_indices if i < n]
+            main.reset(slice_slots(out_observation, 0, n), local)
+        for worker in list(self._resources.workers):
+            try:
+                self._collect(worker, [], errors)
+            except WorkerLost:
+                self._handle_death(worker, None, out_observation)
+        raise_replies(errors)
+
+    # -- worker death ----------------------------------------------------------
+    def _handle_death(
+        self, worker: WorkerHandle, out: Any, out_observation: Any = None
+    ) -> list[TrajInfo]:
+        """Raise WorkerDiedError, or restart the worker and report its lost episodes."""
+        if self.on_worker_death == "raise":
+            error = worker.died_error()
+            self.close()
+            raise error
+        self._restarts += 1
+        seed = (
+            None
+            if self.seed is None
+            else int(
+                np.random.SeedSequence([self.seed, self._restarts]).generate_state(1)[0]
+            )
+        )
+        worker.stop()
+        new = self._spawn(worker.index, seed, want_example=False)
+        self._resources.workers[worker.index] = new
+        try:
+            new.handshake(self.start_timeout)
+        except WorkerLost as lost:
+            raise lost.worker.died_error() from None
+        # teach the new worker every slot known so far, then reset its envs
+        messages = [("layout", i, layout) for layout, i in self._layout_ids.items()]
+        messages.append(("views", list(self._descriptors)))
+        observation = out[fields.OBSERVATION] if out is not None else out_observation
+        layout_id, ids, more = self._slot_ids(
+            flatten_slots({"observation": observation})
+        )
+        new.command(protocol.RESET, messages + more, ids, layout_id, [-1])
+        errors: list[tuple] = []
+        self._collect(new, [], errors)
+        raise_replies(errors)
+        lost = []
+        if out is not None:
+            lo, hi = worker.env_slice
+            out[fields.REWARD][lo:hi] = 0
+            out[fields.TERMINATED][lo:hi] = False
+            out[fields.TRUNCATED][lo:hi] = True
+            for env_index in worker.env_indices:
+                traj = self.traj_info_type(env_index=env_index, **self.traj_info_kwargs)
+                traj.lost = traj.truncated = True
+                lost.append(traj)
+        return lost
+
+    # -- env access --------------------------------------------------------------
+    def _owner(self, index: int) -> tuple[Any, int]:
+        if index < self.main_process_envs:
+            return None, index
+        for worker in self._resources.workers:
+            lo, hi = worker.env_slice
+            if lo <= index < hi:
+                return worker, index - lo
+        raise ConfigError(f"env index {index} out of range for {self.n_envs} envs")
+
+    def _ask(
+        self,
+        per_env_message: Callable[[list[int]], tuple],
+        run_main: Callable[[list[int]], Any],
+        indices: list[int],
+    ) -> dict[int, Any]:
+        """Send a request to the owners of ``indices``; return results by index."""
+        by_owner: dict[Any, list[tuple[int, int]]] = {}
+        for index in indices:
+            owner, local = self._owner(index)
+            by_owner.setdefault(owner, []).append((index, local))
+        results: dict[int, Any] = {}
+        for owner, pairs in by_owner.items():
+            locals_ = [local for _, local in pairs]
+            if owner is None:
+                values = run_main(locals_)
+            else:
+                owner.command(
+                    protocol.MESSAGES_ONLY,
+                    [per_env_message(locals_)],
+                    np.empty(0, np.int64),
+                    0,
+                )
+                try:
+                    replies = raise_replies(owner.wait(self.main_spin_seconds))
+                except WorkerLost:
+                    raise owner.died_error() from None
+                values = replies[0][1]
+            if values is not None:
+                results.update(
+                    {index: value for (index, _), value in zip(pairs, values)}
+                )
+        return results
+
+    def _call(
+        self, name: str, args: tuple, kwargs: dict, indices: list[int]
+    ) -> list[Any]:
+        main = self._resources.main_group
+        results = self._ask(
+            lambda local: ("call", name, args, kwargs, local),
+            lambda local: main.call(name, args, kwargs, local),
+            indices,
+        )
+        return [results[i] for i in indices]
+
+    def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
+        main = self._resources.main_group
+        value_of = dict(zip(indices, values))
+        for worker in [None, *self._resources.workers]:
+            owned = [i for i in indices if self._owner(i)[0] is worker]
+            if not owned:
+                continue
+            local = [self._owner(i)[1] for i in owned]
+            vals = [value_of[i] for i in owned]
+            if worker is None:
+                main.set_attr(name, vals, local)
+            else:
+                self._ask(lambda loc, v=vals: ("set_attr", name, v, loc), None, owned)
+
+    def _waiting_envs(self) -> list[int]:
+        main = self._resources.main_group
+        waiting = list(main.waiting()) if main is not None else []
+        for worker in self._resources.workers:
+            worker.command(
+                protocol.MESSAGES_ONLY, [("waiting",)], np.empty(0, np.int64), 0
+            )
+            try:
+                replies = raise_replies(worker.wait(self.main_spin_seconds))
+            except WorkerLost:
+                raise worker.died_error() from None
+            waiting += [worker.env_slice[0] + i for i in replies[0][1]]
+        return sorted(waiting)
+
+    def _close(self) -> None:
+        self._finalizer()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers (for monitoring and tests)."""
+        return [w.process.pid for w in self._resources.workers]

@@ -1,0 +1,99 @@
+"""SerialCage: every env stepped in the calling process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from parllel.cages.cage import Cage
+from parllel.cages.env_group import EnvGroup
+from parllel.cages.traj_info import TrajInfo
+
+
+class SerialCage(Cage):
+    """Steps ``n_envs`` envs one after another in this process.
+
+    Same API and, for the same seed and actions, bit-identical results as
+    :class:`~parllel.cages.ProcessCage`: swap it in to debug (breakpoints and
+    tracebacks work as usual) or when envs are too cheap for processes to pay.
+
+    Args:
+        env_factory: picklable callable returning a gymnasium env.
+        n_envs: number of envs.
+        env_kwargs: keyword arguments for ``env_factory``.
+        seed: master seed (env ``i`` gets ``SeedSequence(seed, spawn_key=(i,))``).
+        env_offset: global index of this cage's first env (seeds and TrajInfo
+            indices), for setups with several cages.
+        reset_mode: ``"auto"`` or ``"wait"`` (see :class:`~parllel.cages.EnvGroup`).
+        traj_info_type: TrajInfo class (or factory) for episode statistics.
+        traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
+
+    Example:
+        >>> cage = SerialCage(lambda: gym.make("CartPole-v1"), n_envs=4, seed=0)
+        >>> cage.example[fields.OBSERVATION].shape
+        (4,)
+    """
+
+    def __init__(
+        self,
+        env_factory: Callable[..., Any],
+        n_envs: int = 1,
+        env_kwargs: dict[str, Any] | None = None,
+        *,
+        seed: int | None = None,
+        env_offset: int = 0,
+        reset_mode: str = "auto",
+        traj_info_type: Callable[..., TrajInfo] = TrajInfo,
+        traj_info_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            env_factory,
+            n_envs,
+            env_kwargs,
+            seed,
+            env_offset,
+            reset_mode,
+            traj_info_type,
+            traj_info_kwargs,
+        )
+        self._group = EnvGroup(
+            env_factory,
+            self.env_kwargs,
+            self.env_indices,
+            seed,
+            reset_mode,
+            traj_info_type,
+            self.traj_info_kwargs,
+        )
+        self._finish_init(self._group.spaces, self._group.example_step())
+        self._pending: tuple[Any, Any] | None = None
+
+    def _step_async(self, action: Any, out: Any) -> None:
+        self._pending = (action, out)
+
+    def _await_step(self) -> list[TrajInfo]:
+        action, out = self._pending
+        self._pending = None
+        return self._group.step(action, out)
+
+    def _reset_async(self, out_observation: Any, env_indices: list[int] | None) -> None:
+        self._pending = (out_observation, env_indices)
+
+    def _await_reset(self) -> None:
+        out_observation, env_indices = self._pending
+        self._pending = None
+        self._group.reset(out_observation, env_indices)
+
+    def _waiting_envs(self) -> list[int]:
+        return self._group.waiting()
+
+    def _call(
+        self, name: str, args: tuple, kwargs: dict, indices: list[int]
+    ) -> list[Any]:
+        return self._group.call(name, args, kwargs, indices)
+
+    def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
+        self._group.set_attr(name, values, indices)
+
+    def _close(self) -> None:
+        self._group.close()

@@ -1,0 +1,81 @@
+"""Per-episode statistics handed back by cages when episodes complete."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass
+class TrajInfo:
+    """Statistics of one episode (trajectory), filled while it runs.
+
+    The cage creates one per env and episode, calls :meth:`step` after every
+    env step and :meth:`finish` when the episode ends, then hands the object
+    back to the sampler. To record more, subclass and extend :meth:`step`
+    (call ``super().step(...)``) — e.g. read a key of ``env_info`` — and pass
+    the subclass to the cage as ``traj_info_type``. Instances must pickle
+    (they cross process boundaries when an episode ends in a worker).
+
+    Attributes:
+        env_index: global index of the env that ran the episode.
+        length: number of steps.
+        return_: undiscounted sum of rewards.
+        discounted_return: sum of ``discount**t * reward``.
+        terminated: the episode ended in a terminal state.
+        truncated: the episode was cut (time limit, or its worker was lost).
+        lost: the episode was cut because its worker process died.
+        extra: env-info entries of the last step that were not preallocated
+            (any keys, e.g. ``"ale.lives"`` or strings), kept as-is.
+
+    Example:
+        >>> class LivesTrajInfo(TrajInfo):
+        ...     def step(self, observation, action, reward, terminated, truncated, env_info):
+        ...         super().step(observation, action, reward, terminated, truncated, env_info)
+        ...         self.extra["lives"] = env_info.get("lives")
+    """
+
+    env_index: int = -1
+    discount: float = 0.99
+    length: int = 0
+    return_: float = 0.0
+    discounted_return: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    lost: bool = False
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    _current_discount: float = dataclasses.field(default=1.0, repr=False)
+
+    def step(
+        self,
+        observation: Any,
+        action: Any,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        env_info: dict[str, Any],
+    ) -> None:
+        """Account for one env step."""
+        self.length += 1
+        self.return_ += reward
+        self.discounted_return += self._current_discount * reward
+        self._current_discount *= self.discount
+
+    def finish(
+        self, terminated: bool, truncated: bool, env_info: dict[str, Any]
+    ) -> None:
+        """Close the episode; ``env_info`` is the info dict of its last step."""
+        self.terminated = bool(terminated)
+        self.truncated = bool(truncated)
+        for key, value in env_info.items():
+            self.extra.setdefault(key, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The public fields as a flat dict (``extra`` entries included)."""
+        data = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if not f.name.startswith("_") and f.name != "extra"
+        }
+        data.update(self.extra)
+        return data

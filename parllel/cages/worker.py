@@ -1,0 +1,176 @@
+"""The worker process: a plain function with a command loop.
+
+Hot-path protocol (one synchronization per worker per step): the main process
+writes a command and small integers into this worker's row of a shared
+``int64`` control array and releases ``command_ready``; the worker does the
+work, writing straight into shared-memory slots, sets its status and releases
+``work_done``. Slots are named by small integer ids; the descriptors behind
+the ids (segment name, offset, shape, strides) arrive over the pipe once, the
+first time a slot is used. Anything else (env calls, finished episodes,
+errors) travels over the pipe, and only when it exists.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import traceback
+from typing import Any
+
+import cloudpickle
+
+from parllel.arrays import attach_view
+from parllel.cages.env_group import EnvGroup
+from parllel.cages.sync import wait_for
+from parllel.tree import ArrayDict
+
+# control-array layout (one row per worker)
+CMD, N_MESSAGES, LAYOUT, N_IDS, IDS = 0, 1, 2, 3, 4
+STATUS = -1
+CONTROL_WIDTH = 256
+MAX_LEAVES = CONTROL_WIDTH - IDS - 1
+
+# commands
+STEP, RESET, MESSAGES_ONLY, CLOSE = 1, 2, 3, 4
+# status
+OK, HAS_MESSAGES = 0, 1
+
+
+class ParentGone(Exception):
+    """The main process died; the worker exits quietly."""
+
+
+def build_tree(layout: tuple[tuple[str, ...], ...], views: list[Any]) -> ArrayDict:
+    """Nest flat leaf views into ArrayDicts following their paths in ``layout``."""
+    root: dict[str, Any] = {}
+    for path, view in zip(layout, views):
+        node = root
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = view
+    return ArrayDict(root)
+
+
+def worker_main(
+    worker_index: int,
+    conn: Any,
+    control: Any,
+    command_ready: Any,
+    work_done: Any,
+    factory_bytes: bytes,
+    group_kwargs: dict[str, Any],
+    env_slice: tuple[int, int],
+    spin_seconds: float,
+    want_example: bool,
+) -> None:
+    """Entry point of a worker process (see the module docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
+    parent = mp.parent_process()
+    row = control.to_ndarray()[worker_index]
+    group = None
+
+    def check_parent() -> None:
+        if parent is not None and not parent.is_alive():
+            raise ParentGone
+
+    try:
+        env_factory, env_kwargs = cloudpickle.loads(factory_bytes)
+        group = EnvGroup(env_factory, env_kwargs, **group_kwargs)
+        example = group.example_step() if want_example else None
+        conn.send(("ready", group.spaces, example))
+    except BaseException as exc:
+        _send_error(conn, exc)
+        if group is not None:
+            group.close()
+        return
+    lo, hi = env_slice
+    views: dict[int, Any] = {}
+    layouts: dict[int, tuple] = {}
+    trees: dict[tuple, dict] = {}
+    try:
+        while True:
+            wait_for(command_ready, spin_seconds, check_parent, poll_seconds=0.5)
+            command = int(row[CMD])
+            row[STATUS] = OK
+            replies: list[tuple] = []
+            try:
+                for _ in range(int(row[N_MESSAGES])):
+                    replies += _handle_message(
+                        conn.recv(), group, views, layouts, lo, hi
+                    )
+                if command == STEP or command == RESET:
+                    key = (int(row[LAYOUT]),) + tuple(row[IDS : IDS + int(row[N_IDS])])
+                    tree = trees.get(key)
+                    if tree is None:
+                        layout = layouts[key[0]]
+                        tree = trees[key] = build_tree(
+                            layout, [views[i] for i in key[1:]]
+                        )
+                    if command == STEP:
+                        completed = group.step(tree["action"], tree["out"])
+                        if completed:
+                            replies.append(("trajs", completed))
+                    else:
+                        indices = _decode_indices(row, key)
+                        group.reset(tree["observation"], indices)
+                elif command == CLOSE:
+                    break
+            except ParentGone:
+                raise
+            except BaseException as exc:
+                replies.append(_error_reply(exc))
+            if replies:
+                row[STATUS] = HAS_MESSAGES
+                conn.send(replies)
+            work_done.release()
+    except (ParentGone, EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass
+    finally:
+        group.close()
+        conn.close()
+
+
+def _decode_indices(row: Any, key: tuple) -> list[int] | None:
+    # RESET stores the number of env indices after the view ids (-1: all)
+    start = IDS + len(key) - 1
+    count = int(row[start])
+    if count < 0:
+        return None
+    return [int(i) for i in row[start + 1 : start + 1 + count]]
+
+
+def _handle_message(
+    message: tuple, group: EnvGroup, views: dict, layouts: dict, lo: int, hi: int
+) -> list[tuple]:
+    kind = message[0]
+    if kind == "views":
+        for view_id, descriptor in message[1]:
+            views[view_id] = attach_view(descriptor)[lo:hi]
+        return []
+    if kind == "layout":
+        layouts[message[1]] = message[2]
+        return []
+    if kind == "call":
+        _, name, args, kwargs, indices = message
+        return [("result", group.call(name, args, kwargs, indices))]
+    if kind == "set_attr":
+        _, name, values, indices = message
+        group.set_attr(name, values, indices)
+        return [("result", None)]
+    if kind == "waiting":
+        return [("result", group.waiting())]
+    raise ValueError(f"unknown worker message {kind!r}")
+
+
+def _error_reply(exc: BaseException) -> tuple:
+    env_index = getattr(exc, "env_index", None)
+    tb = getattr(exc, "worker_traceback", "") or traceback.format_exc()
+    return ("error", f"{type(exc).__name__}: {exc}", env_index, tb, os.getpid())
+
+
+def _send_error(conn: Any, exc: BaseException) -> None:
+    try:
+        conn.send([_error_reply(exc)])
+    except Exception:
+        pass

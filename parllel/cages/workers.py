@@ -1,0 +1,202 @@
+"""Main-process handles of worker processes: start, command, wait, reap."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from typing import Any
+
+import numpy as np
+
+from parllel.cages import worker as protocol
+from parllel.cages.sync import wait_for
+from parllel.errors import EnvError, WorkerDiedError
+
+
+class WorkerLost(Exception):
+    """Internal: a worker process exited while the main process waited for it."""
+
+    def __init__(self, worker: WorkerHandle) -> None:
+        super().__init__(worker.index)
+        self.worker = worker
+
+
+class WorkerHandle:
+    """One worker process as seen from the main process.
+
+    Owns the process, its pipe end and its two semaphores; the control row
+    is a view of the cage's shared control array.
+    """
+
+    def __init__(
+        self,
+        ctx: Any,
+        index: int,
+        control: Any,
+        env_slice: tuple[int, int],
+        env_indices: tuple[int, ...],
+        factory_bytes: bytes,
+        group_kwargs: dict[str, Any],
+        spin_seconds: float,
+        want_example: bool,
+    ) -> None:
+        self.index = index
+        self.env_slice = env_slice
+        self.env_indices = env_indices
+        self.row = control.to_ndarray()[index]
+        self.row[:] = 0
+        self.command_ready = ctx.Semaphore(0)
+        self.work_done = ctx.Semaphore(0)
+        self.conn, child_conn = ctx.Pipe()
+        self.process = ctx.Process(
+            target=protocol.worker_main,
+            name=f"parllel-worker-{index}",
+            args=(
+                index,
+                child_conn,
+                control,
+                self.command_ready,
+                self.work_done,
+                factory_bytes,
+                group_kwargs,
+                env_slice,
+                spin_seconds,
+                want_example,
+            ),
+            daemon=True,
+        )
+        self.process.start()
+        child_conn.close()
+
+    # -- liveness ------------------------------------------------------------
+    def check_alive(self) -> None:
+        """Raise :class:`WorkerLost` if the process has exited."""
+        if self.process.exitcode is not None:
+            raise WorkerLost(self)
+
+    def died_error(self) -> WorkerDiedError:
+        """The user-facing error for this worker's death."""
+        code = self.process.exitcode
+        how = (
+            f"was killed by signal {-code}"
+            if code is not None and code < 0
+            else (f"exited with code {code}")
+        )
+        return WorkerDiedError(
+            f"worker {self.index} (envs {list(self.env_indices)}) {how}; its envs are "
+            "lost. Pass on_worker_death='restart' to the cage to recreate them instead",
+            worker_index=self.index,
+            env_indices=self.env_indices,
+            exitcode=code,
+        )
+
+    # -- messages --------------------------------------------------------------
+    def receive(self, timeout: float = 0.1) -> Any:
+        """Receive one pipe message, checking liveness while waiting."""
+        while not self.conn.poll(timeout):
+            self.check_alive()
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError):
+            self.process.join(1.0)
+            raise WorkerLost(self) from None
+
+    def handshake(self, timeout: float) -> tuple[Any, Any]:
+        """Wait for the worker's ``ready`` message; return ``(spaces, example)``."""
+        deadline = time.monotonic() + timeout
+        while not self.conn.poll(0.1):
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise WorkerDiedError(
+                    f"worker {self.index} did not start within {timeout} s",
+                    self.index,
+                    self.env_indices,
+                    None,
+                )
+        try:
+            message = self.conn.recv()
+        except (EOFError, OSError):
+            self.process.join(5.0)
+            raise WorkerLost(self) from None
+        if isinstance(message, list):  # an error while building the envs
+            raise_replies(message)
+        _, spaces, example = message
+        return spaces, example
+
+    def command(
+        self,
+        command: int,
+        messages: list[tuple],
+        ids: np.ndarray,
+        layout: int,
+        extra: list[int] | None = None,
+    ) -> None:
+        """Send ``messages`` over the pipe and ``command`` through the control row."""
+        row = self.row
+        for message in messages:
+            self.conn.send(message)
+        row[protocol.N_MESSAGES] = len(messages)
+        row[protocol.CMD] = command
+        row[protocol.LAYOUT] = layout
+        n = len(ids)
+        row[protocol.N_IDS] = n
+        row[protocol.IDS : protocol.IDS + n] = ids
+        if extra is not None:
+            row[protocol.IDS + n : protocol.IDS + n + len(extra)] = extra
+        self.command_ready.release()
+
+    def wait(self, spin_seconds: float) -> list[tuple]:
+        """Wait until the worker finished its command; return its replies."""
+        wait_for(self.work_done, spin_seconds, self.check_alive)
+        if self.row[protocol.STATUS] == protocol.HAS_MESSAGES:
+            return self.receive()
+        return []
+
+    # -- shutdown --------------------------------------------------------------
+    def stop(self, timeout: float = 2.0) -> None:
+        """Ask the worker to exit; terminate, then kill, if it does not."""
+        process = self.process
+        if process.exitcode is None:
+            try:
+                self.row[protocol.N_MESSAGES] = 0
+                self.row[protocol.CMD] = protocol.CLOSE
+                self.command_ready.release()
+            except Exception:
+                pass
+            process.join(timeout)
+        if process.exitcode is None:
+            process.terminate()
+            process.join(1.0)
+        if process.exitcode is None:
+            process.kill()
+            process.join(1.0)
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        try:
+            process.close()
+        except ValueError:
+            pass
+
+
+def raise_replies(replies: list[tuple]) -> list[Any]:
+    """Raise the first ``error`` reply as :class:`EnvError`; return the others."""
+    others = []
+    for reply in replies:
+        if reply[0] == "error":
+            _, message, env_index, tb, _pid = reply
+            where = f" (env {env_index})" if env_index is not None else ""
+            raise EnvError(
+                f"error in worker process{where}: {message}\n--- worker traceback ---\n{tb}",
+                env_index=env_index,
+                worker_traceback=tb,
+            )
+        others.append(reply)
+    return others
+
+
+def default_context() -> Any:
+    """forkserver where available (fast starts, safe with threads), else spawn."""
+    methods = mp.get_all_start_methods()
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")

@@ -1,0 +1,49 @@
+"""Every benchmark runs in --quick mode and ends with one JSON line (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+EXPECTED_KEYS = {
+    "arrays_bench.py": {
+        "tree_write_us",
+        "numpy_write_us",
+        "tree_write_ratio",
+        "pickle_bytes_small",
+        "pickle_bytes_large",
+    },
+    "cage_throughput.py": {
+        "cartpole64_process_vs_raw",
+        "cartpole64_process_vs_async",
+        "cpu200us_process_vs_raw",
+        "atari84_process_vs_raw",
+        "cartpole8_serial_vs_raw",
+        "cartpole8_raw_sps",
+        "cartpole64_process_sps",
+        "cpu200us_serial_sps",
+        "atari84_async_sps",
+        "cartpole64_sync_sps",
+    },
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("script", sorted(EXPECTED_KEYS))
+def test_quick_mode_prints_json(script):
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    missing = EXPECTED_KEYS[script] - set(result)
+    assert not missing, missing

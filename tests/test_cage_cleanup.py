@@ -1,0 +1,72 @@
+"""Ctrl-C and interpreter exit leave no worker process and no shared memory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from parllel.arrays import list_segments
+
+TESTS = Path(__file__).resolve().parent
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    from cage_helpers import allocate, slots
+    from envs import CountingEnv
+    from parllel.cages import ProcessCage
+
+    if __name__ == "__main__":
+        cage = ProcessCage(CountingEnv, 4, envs_per_worker=2, seed=0)
+        tree = allocate(cage, 8)
+        cage.reset(tree.observation[0])
+        print("PIDS", *cage.worker_pids, flush=True)
+        mode = sys.argv[1]
+        if mode == "exit":
+            sys.exit(0)  # no close(): interpreter exit must clean up
+        while True:
+            for t in range(8):
+                cage.step(tree.action[t], slots(tree, t))
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("mode", ["sigint", "exit"])
+def test_no_leftovers(mode, tmp_path):
+    script = tmp_path / "run_cage.py"
+    script.write_text(SCRIPT.format(tests=str(TESTS)))
+    proc = subprocess.Popen(
+        [sys.executable, str(script), mode], stdout=subprocess.PIPE, text=True
+    )
+    line = proc.stdout.readline()
+    assert line.startswith("PIDS"), line
+    pids = [int(p) for p in line.split()[1:]]
+    if mode == "sigint":
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in pids if _alive(p)]
+    assert list_segments(proc.pid) == []
