@@ -94,3 +94,19 @@ class Atari84Env(gym.Env):
         self._t += 1
         self._frame[..., self._t % 4] = (self._t + int(action)) % 256
         return self._frame.copy(), 1.0, False, self._t >= self.episode_length, {}
+
+
+class NoopEnv(gym.Env):
+    """Does nothing at all: stepping it measures pure synchronization cost."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self._observation = np.zeros(4, np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._observation, {}
+
+    def step(self, action):
+        return self._observation, 0.0, False, False, {}

@@ -11,8 +11,10 @@ truncations bootstrapped from ``final_value``) at several ``[T, B]`` sizes:
   on pre-converted ``[B, T, 1]`` tensors, one torch thread (``null`` if torchrl
   does not import).
 
-``gae_2048x16_vs_memcpy`` divides the numba time by one ``np.copyto`` of a
-``[2048, 16]`` float32 array. ``jit_compile_s`` is the first call's time in a
+``gae_2048x16_vs_memcpy`` divides the bare kernel's time
+(``gae_2048x16_kernel_us``, no argument checks) by the time of moving the same
+bytes: one ``np.copyto`` of every array the kernel reads or writes
+(``gae_2048x16_memcpy_us``), the memory-bound limit. ``jit_compile_s`` is the first call's time in a
 fresh process with an empty numba cache (normal runs load the cached kernel).
 The last printed line is one JSON object with these figures.
 
@@ -39,6 +41,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
 from parllel.transforms import generalized_advantage_estimation  # noqa: E402
+from parllel.transforms.kernels.gae import gae_kernel  # noqa: E402
 
 
 def make_batch(n_steps: int, n_envs: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -207,15 +210,41 @@ def main() -> None:
             np.testing.assert_allclose(out, reference, rtol=1e-3, atol=1e-3)
             results[f"{prefix}_torchrl_us"] = median_us(run_torchrl, repeats, target_s)
         if (n_steps, n_envs) == (2048, 16):
-            source, target = batch["reward"], np.empty_like(batch["reward"])
-            memcpy = median_us(
-                lambda t=target, s=source: np.copyto(t, s), repeats, target_s
-            )
+            # The memory-bound limit: move the same bytes the kernel moves,
+            # one np.copyto per array it reads or writes.
+            arrays = [*batch.values(), advantage, returns]
+            twins = [np.empty_like(a) for a in arrays]
+
+            def memcpy_all(arrays=arrays, twins=twins):
+                for target, source in zip(twins, arrays):
+                    np.copyto(target, source)
+
+            memcpy = median_us(memcpy_all, repeats, target_s)
+
+            def kernel_only(batch=batch, advantage=advantage, returns=returns):
+                gae_kernel(
+                    batch["reward"],
+                    batch["value"],
+                    batch["terminated"],
+                    batch["truncated"],
+                    batch["bootstrap_value"],
+                    batch["final_value"],
+                    GAMMA,
+                    LAMBDA,
+                    True,
+                    1,
+                    advantage,
+                    returns,
+                )
+
+            kernel_us = median_us(kernel_only, repeats, target_s)
             numba_us = results[f"{prefix}_numba_us"]
+            results["gae_2048x16_kernel_us"] = kernel_us
+            results["gae_2048x16_memcpy_us"] = memcpy
             results["gae_2048x16_numpy_loop_vs_numba"] = (
                 results[f"{prefix}_numpy_loop_us"] / numba_us
             )
-            results["gae_2048x16_vs_memcpy"] = numba_us / memcpy
+            results["gae_2048x16_vs_memcpy"] = kernel_us / memcpy
         for key, value in results.items():
             if key.startswith(prefix):
                 print(f"{key:36s} {'absent' if value is None else f'{value:12.1f}'}")

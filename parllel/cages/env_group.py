@@ -82,7 +82,9 @@ class EnvGroup:
             check_spaces_agree(
                 self.spaces, EnvSpaces(env.observation_space, env.action_space), index
             )
-        self._read_action = action_reader(self.spaces.action)
+        self._read_actions = action_reader(self.spaces.action)
+        # TrajInfo.step is inlined in step() unless a subclass overrides it
+        self._plain_stats = getattr(traj_info_type, "step", None) is TrajInfo.step
         self._needs_seed = [seed is not None] * len(self.envs)
         self._waiting = [True] * len(self.envs)  # not reset yet / finished (wait mode)
         self._trajs = [self._new_traj(i) for i in self.env_indices]
@@ -174,7 +176,8 @@ class EnvGroup:
         truncateds = [False] * n
         completed: list[TrajInfo] = []
         auto_reset = self.reset_mode == "auto"
-        read_action = self._read_action
+        actions = self._read_actions(action)
+        plain_stats = self._plain_stats
         for i, env in enumerate(self.envs):
             if self._waiting[i]:
                 if auto_reset:
@@ -184,10 +187,16 @@ class EnvGroup:
                     )
                 continue  # wait mode: a finished env idles until reset
             try:
-                env_action = read_action(action, i)
+                env_action = actions[i]
                 observation, reward, terminated, truncated, info = env.step(env_action)
                 traj = self._trajs[i]
-                traj.step(observation, env_action, reward, terminated, truncated, info)
+                if plain_stats:  # TrajInfo.step inlined (a call costs as much as a step)
+                    traj.length += 1
+                    traj.return_ += reward
+                    traj.discounted_return += traj._current_discount * reward
+                    traj._current_discount *= traj.discount
+                else:
+                    traj.step(observation, env_action, reward, terminated, truncated, info)
                 rewards[i] = reward
                 terminateds[i] = terminated
                 truncateds[i] = truncated

@@ -34,7 +34,10 @@ def flatten_slots(
     tree: Any, prefix: tuple[str, ...] = ()
 ) -> list[tuple[tuple[str, ...], Any]]:
     """``(path, ndarray)`` for every leaf of nested mappings (Arrays become views)."""
-    if isinstance(tree, Mapping):
+    kind = type(tree)
+    if kind is np.ndarray:
+        return [(prefix, tree)]
+    if kind is dict or kind is ArrayDict or isinstance(tree, Mapping):
         leaves = []
         for key, value in tree.items():
             leaves += flatten_slots(value, prefix + (str(key),))

@@ -101,22 +101,32 @@ def _space_leaves(space: gym.Space, prefix: str = "") -> list[tuple[str, gym.Spa
 
 
 def action_reader(space: gym.Space) -> Any:
-    """Return ``read(action_views, i)`` giving env ``i``'s action in the space's form.
+    """Return ``read(actions) -> list`` giving each env's action in the space's form.
 
     Discrete actions become Python ints, arrays are copied (the env may keep
     them; the buffer will be overwritten), Dict/Tuple actions are rebuilt.
+    One call per step converts all envs' actions at once.
     """
     if isinstance(space, gym.spaces.Dict):
         readers = {k: action_reader(s) for k, s in space.spaces.items()}
-        return lambda views, i: {k: r(views[k], i) for k, r in readers.items()}
+
+        def read_dict(views: Any) -> list:
+            columns = {k: r(views[k]) for k, r in readers.items()}
+            n = len(next(iter(columns.values())))
+            return [{k: column[i] for k, column in columns.items()} for i in range(n)]
+
+        return read_dict
     if isinstance(space, gym.spaces.Tuple):
         readers = [action_reader(s) for s in space.spaces]
-        return lambda views, i: tuple(
-            r(views[str(j)], i) for j, r in enumerate(readers)
-        )
+
+        def read_tuple(views: Any) -> list:
+            columns = [r(views[str(j)]) for j, r in enumerate(readers)]
+            return list(zip(*columns))
+
+        return read_tuple
     if isinstance(space, gym.spaces.Discrete):
-        return lambda view, i: int(view[i])
-    return lambda view, i: view[i].copy()
+        return lambda view: view.tolist()
+    return lambda view: list(np.array(view))
 
 
 def numeric_info_example(info: dict[str, Any]) -> dict[str, Any]:
