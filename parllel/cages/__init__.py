@@ -10,6 +10,7 @@ No torch is imported here.
 
 from parllel.cages.cage import Cage, CageState
 from parllel.cages.env_group import EnvGroup, env_seed
+from parllel.cages.layout import measure_step_seconds, suggest_layout, usable_cores
 from parllel.cages.process import ProcessCage
 from parllel.cages.serial import SerialCage
 from parllel.cages.spaces import EnvSpaces, numeric_info_example, zero_example
@@ -24,6 +25,9 @@ __all__ = [
     "SerialCage",
     "TrajInfo",
     "env_seed",
+    "measure_step_seconds",
+    "suggest_layout",
+    "usable_cores",
     "numeric_info_example",
     "zero_example",
 ]

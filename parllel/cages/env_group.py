@@ -190,13 +190,17 @@ class EnvGroup:
                 env_action = actions[i]
                 observation, reward, terminated, truncated, info = env.step(env_action)
                 traj = self._trajs[i]
-                if plain_stats:  # TrajInfo.step inlined (a call costs as much as a step)
+                if (
+                    plain_stats
+                ):  # TrajInfo.step inlined (a call costs as much as a step)
                     traj.length += 1
                     traj.return_ += reward
                     traj.discounted_return += traj._current_discount * reward
                     traj._current_discount *= traj.discount
                 else:
-                    traj.step(observation, env_action, reward, terminated, truncated, info)
+                    traj.step(
+                        observation, env_action, reward, terminated, truncated, info
+                    )
                 rewards[i] = reward
                 terminateds[i] = terminated
                 truncateds[i] = truncated
