@@ -95,3 +95,38 @@ class SpaceMismatchError(CageError, ValueError):
 
 class InvalidActionError(CageError, ValueError):
     """An action does not fit the action space (shape or dtype)."""
+
+
+class MissingDependencyError(ParllelError, ImportError):
+    """An optional package a feature needs is not installed.
+
+    The message names the package and the ``pip install`` line that adds it.
+    """
+
+
+class MetricError(ParllelError, TypeError):
+    """A logged metric is not a real number (or the key is not a string)."""
+
+
+class RunDirectoryError(ParllelError, OSError):
+    """A run directory is missing, incomplete, or cannot be created."""
+
+
+class CheckpointError(ParllelError, RuntimeError):
+    """Base class of errors about saving, finding or loading checkpoints."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """No checkpoint exists where one was asked for."""
+
+
+class CheckpointMismatchError(CheckpointError, ValueError):
+    """A checkpoint does not fit what it is loaded into.
+
+    The message names every differing config key or state-dict entry with
+    both values (e.g. a parameter's shape in the checkpoint and in the model).
+    """
+
+
+class ReplayError(ParllelError, RuntimeError):
+    """A replay buffer cannot do what was asked (e.g. sample before it holds enough)."""

@@ -1,0 +1,46 @@
+"""Loggers for training scripts: a protocol, sinks, a progress bar, episode stats.
+
+Build the loggers in the training script and pass them in; parllel keeps no
+global logger. Every sink implements :class:`Logger`
+(``log(step, metrics)``, ``close()``), and :class:`MultiLogger` fans out to
+several::
+
+    logger = MultiLogger([
+        StdoutTable(every=10),
+        CsvSink(run.progress_csv),
+        TensorBoardSink(run.tensorboard_dir),
+        ProgressBar(total=total_steps),
+    ])
+    stats = EpisodeStats(window=100)
+    ...
+    stats.extend(traj_infos)
+    logger.log(env_steps, {**stats.metrics(), "train/loss": loss})
+    logger.close()
+
+Optional packages (tensorboard, tqdm) are imported only when the sink that
+needs them is built.
+"""
+
+from __future__ import annotations
+
+from parllel.logging.base import Logger, MultiLogger, Sink, format_value, to_scalar
+from parllel.logging.csv_sink import CsvSink, read_progress
+from parllel.logging.progress import ProgressBar
+from parllel.logging.stats import EpisodeStats
+from parllel.logging.stdout import StdoutTable, format_table
+from parllel.logging.tensorboard import TensorBoardSink
+
+__all__ = [
+    "CsvSink",
+    "EpisodeStats",
+    "Logger",
+    "MultiLogger",
+    "ProgressBar",
+    "Sink",
+    "StdoutTable",
+    "TensorBoardSink",
+    "format_table",
+    "format_value",
+    "read_progress",
+    "to_scalar",
+]
