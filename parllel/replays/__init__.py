@@ -1,0 +1,29 @@
+"""Replay buffers over full-size rotating Arrays (no torch needed).
+
+The sampler writes into the ``[T, B]`` window of Arrays allocated with
+``full_size=N``; a replay reads those same rows (nothing is copied):
+
+- :class:`UniformReplay`: uniform sampling, optional n-step returns.
+- :class:`PrioritizedReplay`: proportional prioritization (numba sum tree).
+- :class:`ReplayBatch`: what both return.
+- :class:`ReplayStorage`: the shared bookkeeping of which rows are stored.
+- :class:`ReplayRatio`: whole gradient updates per collected batch.
+"""
+
+from parllel.replays.prioritized import PrioritizedReplay
+from parllel.replays.ratio import ReplayRatio
+from parllel.replays.storage import REQUIRED_FIELDS, ReplayStorage
+from parllel.replays.sum_tree import SumTree
+from parllel.replays.transitions import ReplayBatch, gather_transitions
+from parllel.replays.uniform import UniformReplay
+
+__all__ = [
+    "PrioritizedReplay",
+    "REQUIRED_FIELDS",
+    "ReplayBatch",
+    "ReplayRatio",
+    "ReplayStorage",
+    "SumTree",
+    "UniformReplay",
+    "gather_transitions",
+]

@@ -1,0 +1,134 @@
+"""Gather ``[batch]`` (n-step) transitions from stored rows."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from parllel import fields
+from parllel.replays.storage import ReplayStorage
+
+__all__ = ["ReplayBatch", "gather_transitions"]
+
+
+class ReplayBatch(NamedTuple):
+    """``[batch]`` transitions sampled from a replay (numpy arrays).
+
+    Observations are trees when the stored observation is (dicts of arrays).
+    For an n-step sample starting at step ``t`` that used ``k <= n`` steps::
+
+        reward           = sum_{j < k} discount^j * REWARD[t + j]
+        discount         = discount^k      (multiply the bootstrap value by it)
+        next_observation = FINAL_OBSERVATION[t + k - 1] if that step ended an
+                           episode, else OBSERVATION[t + k]
+        terminated       = TERMINATED[t + k - 1]  (no bootstrap)
+        truncated        = TRUNCATED[t + k - 1]   (bootstrap from next_observation)
+
+    ``k < n`` when an episode ended at step ``t + k - 1`` or no later step is
+    stored yet.
+
+    Attributes:
+        observation: ``[batch, ...]``.
+        action: ``[batch, ...]``.
+        reward: ``[batch]`` float32 (the discounted n-step sum).
+        next_observation: ``[batch, ...]``.
+        terminated: ``[batch]`` bool.
+        truncated: ``[batch]`` bool.
+        discount: ``[batch]`` float32, ``discount ** n_steps``.
+        n_steps: ``[batch]`` int64, the ``k`` above.
+        indices: ``[batch]`` int64 positions (pass to ``update_priorities``).
+        weights: ``[batch]`` float32 importance weights (ones when uniform).
+    """
+
+    observation: Any
+    action: Any
+    reward: np.ndarray
+    next_observation: Any
+    terminated: np.ndarray
+    truncated: np.ndarray
+    discount: np.ndarray
+    n_steps: np.ndarray
+    indices: np.ndarray
+    weights: np.ndarray
+
+
+def _take(tree: Any, rows: np.ndarray, envs: np.ndarray) -> Any:
+    if isinstance(tree, dict):
+        return {key: _take(value, rows, envs) for key, value in tree.items()}
+    return tree[rows, envs]
+
+
+def _select(mask: np.ndarray, if_true: Any, if_false: Any) -> Any:
+    if isinstance(if_true, dict):
+        return {key: _select(mask, if_true[key], if_false[key]) for key in if_true}
+    shape = mask.shape + (1,) * (if_true.ndim - 1)
+    return np.where(mask.reshape(shape), if_true, if_false)
+
+
+def gather_transitions(
+    storage: ReplayStorage,
+    positions: np.ndarray,
+    n_step: int,
+    discount: float,
+    weights: np.ndarray | None = None,
+) -> ReplayBatch:
+    """Read the (n-step) transitions that start at stored ``positions``.
+
+    Returns are accumulated step by step, vectorized over the batch: a sample
+    stops growing at the step that ended its episode (``TERMINATED`` or
+    ``TRUNCATED``) and at the newest stored step.
+
+    Args:
+        storage: the replay's :class:`ReplayStorage`.
+        positions: ``[batch]`` positions ``row * B + env`` of intact steps.
+        n_step: maximum number of steps summed (1: one-step transitions).
+        discount: per-step discount ``gamma``.
+        weights: optional importance weights (default ones).
+
+    Returns:
+        A :class:`ReplayBatch`.
+    """
+    rows_of = storage.rows
+    positions = np.asarray(positions, dtype=np.int64)
+    start, envs = storage.rows_envs(positions)
+    reward_rows = rows_of[fields.REWARD]
+    terminated_rows = rows_of[fields.TERMINATED]
+    truncated_rows = rows_of[fields.TRUNCATED]
+    available = storage.steps_available(start)
+
+    last = start.copy()
+    n_steps = np.ones_like(start)
+    reward = reward_rows[start, envs].astype(np.float64)
+    ended = terminated_rows[start, envs] | truncated_rows[start, envs]
+    active = ~ended
+    for j in range(1, n_step):
+        active &= j < available
+        if not active.any():
+            break
+        row = (start + j) % storage.full_size
+        reward[active] += discount**j * reward_rows[row[active], envs[active]]
+        last[active] = row[active]
+        n_steps[active] += 1
+        ended_here = terminated_rows[row, envs] | truncated_rows[row, envs]
+        active &= ~ended_here
+    terminated = terminated_rows[last, envs].astype(bool)
+    truncated = truncated_rows[last, envs].astype(bool)
+    final = _take(rows_of[fields.FINAL_OBSERVATION], last, envs)
+    # Row ``last + 1`` may be row N: the trailing bootstrap row (see storage).
+    following = _take(rows_of[fields.OBSERVATION], last + 1, envs)
+    next_observation = _select(terminated | truncated, final, following)
+    if weights is None:
+        weights = np.ones(len(positions), dtype=np.float32)
+    return ReplayBatch(
+        observation=_take(rows_of[fields.OBSERVATION], start, envs),
+        action=_take(rows_of[fields.ACTION], start, envs),
+        reward=reward.astype(np.float32),
+        next_observation=next_observation,
+        terminated=terminated,
+        truncated=truncated,
+        discount=(float(discount) ** n_steps).astype(np.float32),
+        n_steps=n_steps,
+        indices=positions,
+        weights=np.asarray(weights, dtype=np.float32),
+    )

@@ -1,0 +1,114 @@
+"""Uniform experience replay over full-size rotating Arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from parllel.replays.checks import (
+    check_can_sample,
+    check_replay_config,
+    rng_state,
+    set_rng_state,
+)
+from parllel.replays.storage import ReplayStorage
+from parllel.replays.transitions import ReplayBatch, gather_transitions
+
+__all__ = ["UniformReplay"]
+
+
+class UniformReplay:
+    """Sample stored transitions uniformly, with replacement.
+
+    The replay reads the Arrays the sampler writes: allocate the sample tree
+    with ``full_size=N`` (a multiple of ``T``) and padding 1 on the
+    observation, let the sampler fill the ``[T, B]`` window, call
+    :meth:`record_batch`, then rotate the tree (``tree.rotate()``) before the
+    next batch. The replay keeps the ``N - 1`` newest steps per env.
+
+    A sample's ``next_observation`` is the episode's ``FINAL_OBSERVATION``
+    where the step ended an episode, never the next episode's reset
+    observation; see :class:`~parllel.replays.ReplayBatch` for n-step samples.
+
+    Example:
+        >>> tree = ...  # leaves Array((T, B), ..., full_size=N), OBSERVATION padding=1
+        >>> replay = UniformReplay(tree, batch_size=256,
+        ...                        rng=np.random.default_rng(0), learning_starts=1000)
+        >>> sampler.collect(...); replay.record_batch(); tree.rotate()
+        >>> if replay.ready:
+        ...     batch = replay.sample()   # ReplayBatch of [256, ...] numpy arrays
+
+    Args:
+        tree: replay tree; see :class:`~parllel.replays.ReplayStorage`.
+        batch_size: transitions per :meth:`sample`.
+        rng: seeded ``np.random.Generator``.
+        learning_starts: transitions that must be stored before sampling.
+        n_step: steps summed per sample (1: plain transitions).
+        discount: ``gamma`` for n-step returns and the reported discount.
+
+    Raises:
+        ConfigError: invalid arguments.
+    """
+
+    def __init__(
+        self,
+        tree: Mapping[str, Any],
+        batch_size: int,
+        rng: np.random.Generator,
+        *,
+        learning_starts: int = 0,
+        n_step: int = 1,
+        discount: float = 0.99,
+    ) -> None:
+        self.storage = ReplayStorage(tree)
+        check_replay_config(
+            self.storage, batch_size, learning_starts, n_step, discount, rng
+        )
+        self.batch_size = int(batch_size)
+        self.learning_starts = int(learning_starts)
+        self.n_step = int(n_step)
+        self.discount = float(discount)
+        self.rng = rng
+
+    def __len__(self) -> int:
+        return self.storage.num_transitions
+
+    @property
+    def ready(self) -> bool:
+        """True once ``learning_starts`` (and at least a batch) are stored."""
+        stored = self.storage.num_transitions
+        return stored >= self.learning_starts and stored >= self.batch_size
+
+    def record_batch(self) -> int:
+        """Declare the tree's window filled by the sampler; see :class:`ReplayStorage`.
+
+        Returns:
+            The number of transitions the batch added (``T * B``).
+        """
+        return self.storage.record_batch()
+
+    def sample(self, batch_size: int | None = None) -> ReplayBatch:
+        """Draw ``batch_size`` (default: the configured size) transitions.
+
+        Raises:
+            ReplayError: before ``learning_starts`` or when fewer are stored.
+        """
+        batch_size = self.batch_size if batch_size is None else int(batch_size)
+        check_can_sample(self.storage, batch_size, self.learning_starts)
+        ages = self.rng.integers(0, self.storage.num_transitions, size=batch_size)
+        positions = self.storage.positions_from_age(ages)
+        return gather_transitions(self.storage, positions, self.n_step, self.discount)
+
+    def state_dict(self, include_contents: bool = False) -> dict[str, Any]:
+        """Counters, RNG state and, optionally, copies of every stored row."""
+        return {
+            "storage": self.storage.state_dict(include_contents),
+            "rng": rng_state(self.rng),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (see :meth:`ReplayStorage.load_state_dict`)."""
+        self.storage.load_state_dict(state["storage"])
+        set_rng_state(self.rng, state["rng"])
