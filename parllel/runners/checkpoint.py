@@ -1,0 +1,367 @@
+"""Atomic checkpoints, finding the latest one, compatibility checks, RNG state.
+
+A checkpoint is one file ``checkpoint_{step:012d}.pt`` holding any nested
+dict of tensors, numpy arrays and Python values (model and optimizer state
+dicts, transform and replay state, RNG states, counters). Files are written
+with ``torch.save`` into a temporary file in the same directory, flushed and
+fsynced, then moved over the final name with ``os.replace``: a crash at any
+moment leaves either the previous checkpoints or the new one, never a partial
+file. They are read with ``torch.load(weights_only=False)``, which unpickles:
+load only checkpoints you (or someone you trust) wrote.
+
+Example::
+
+    state = {"model": model.state_dict(), "algo": algo.state_dict(),
+             "rng": capture_rng_state(rng), "step": step}
+    save_checkpoint(run.checkpoints_dir, state, step=step, keep_last=3)
+    ...
+    state = load_checkpoint(latest_checkpoint(run.path))
+    check_state_dict(state["model"], model, name="model")
+    model.load_state_dict(state["model"])
+    restore_rng_state(state["rng"], rng)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from parllel.errors import (
+    CheckpointError,
+    CheckpointMismatchError,
+    CheckpointNotFoundError,
+)
+
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pt$")
+FORMAT_KEY = "parllel_checkpoint"
+FORMAT_VERSION = 1
+_TEMP_PREFIX = ".checkpoint_"
+
+
+def checkpoint_name(step: int) -> str:
+    """The file name of the checkpoint at ``step`` (sorts by step)."""
+    return f"checkpoint_{int(step):012d}.pt"
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Persist a rename on POSIX; a no-op where directories cannot be opened."""
+    with contextlib.suppress(OSError):
+        handle = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+
+
+def atomic_save(path: str | os.PathLike[str], obj: Any) -> Path:
+    """``torch.save(obj)`` to ``path`` atomically (temp file, fsync, replace).
+
+    Args:
+        path: the final file; its directory must exist.
+        obj: anything ``torch.save`` accepts.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+    """
+    path = Path(path)
+    handle, temp_name = tempfile.mkstemp(
+        prefix=f".{path.stem}_", suffix=".tmp", dir=path.parent
+    )
+    try:
+        with os.fdopen(handle, "wb") as file:
+            torch.save(obj, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+    return path
+
+
+def list_checkpoints(directory: str | os.PathLike[str]) -> list[Path]:
+    """Checkpoint files in ``directory`` (or its ``checkpoints/``), oldest first."""
+    directory = _checkpoint_dir(Path(directory))
+    if not directory.is_dir():
+        return []
+    found = [
+        (int(match.group(1)), entry)
+        for entry in directory.iterdir()
+        if (match := CHECKPOINT_PATTERN.match(entry.name)) and entry.is_file()
+    ]
+    return [entry for _, entry in sorted(found)]
+
+
+def _checkpoint_dir(directory: Path) -> Path:
+    """Accept a run directory (with ``checkpoints/``) or the directory itself."""
+    nested = directory / "checkpoints"
+    return nested if nested.is_dir() else directory
+
+
+def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path | None:
+    """The checkpoint with the highest step, or None if there is none.
+
+    Args:
+        run_dir: a run directory (its ``checkpoints/`` is searched) or a
+            directory of checkpoint files.
+    """
+    checkpoints = list_checkpoints(run_dir)
+    return checkpoints[-1] if checkpoints else None
+
+
+def save_checkpoint(
+    directory: str | os.PathLike[str],
+    state: Mapping[str, Any],
+    *,
+    step: int,
+    keep_last: int | None = 3,
+) -> Path:
+    """Save ``state`` atomically as ``directory/checkpoint_{step}.pt``.
+
+    Then delete all but the ``keep_last`` newest checkpoints (by step) and any
+    temporary files an earlier crash left behind. The old checkpoints are only
+    deleted after the new one is safely in place.
+
+    Args:
+        directory: where checkpoints go (created if needed); a run directory
+            is accepted and its ``checkpoints/`` used.
+        state: nested dict of tensors, numpy arrays and Python values.
+        step: the global step (env steps) the state belongs to.
+        keep_last: how many checkpoints to keep, or None to keep all.
+
+    Returns:
+        The path of the new checkpoint.
+    """
+    if keep_last is not None and keep_last < 1:
+        raise CheckpointError(f"keep_last must be >= 1 or None, got {keep_last}")
+    directory = _checkpoint_dir(Path(directory))
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob(f"{_TEMP_PREFIX}*.tmp"):
+        stale.unlink(missing_ok=True)
+    envelope = {FORMAT_KEY: FORMAT_VERSION, "step": int(step), "state": dict(state)}
+    path = atomic_save(directory / checkpoint_name(step), envelope)
+    if keep_last is not None:
+        for old in list_checkpoints(directory)[:-keep_last]:
+            old.unlink(missing_ok=True)
+    return path
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str], *, map_location: str | torch.device | None = "cpu"
+) -> dict[str, Any]:
+    """Load the state saved by :func:`save_checkpoint`.
+
+    Args:
+        path: a checkpoint file, or a directory (run or checkpoints), in which
+            case its latest checkpoint is loaded.
+        map_location: where tensors go (``torch.load``'s argument).
+
+    Returns:
+        The ``state`` dict as it was saved.
+
+    Raises:
+        CheckpointNotFoundError: if there is no such file or no checkpoint in
+            the directory.
+        CheckpointError: if the file is not a parllel checkpoint.
+    """
+    path = Path(path)
+    if path.is_dir():
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise CheckpointNotFoundError(f"no checkpoint_*.pt in {path}")
+        path = latest
+    if not path.is_file():
+        raise CheckpointNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        envelope = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as error:
+        raise CheckpointError(f"could not read checkpoint {path}: {error}") from error
+    if not isinstance(envelope, dict) or FORMAT_KEY not in envelope:
+        raise CheckpointError(f"{path} is not a parllel checkpoint")
+    if envelope[FORMAT_KEY] > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format {envelope[FORMAT_KEY]}; this parllel "
+            f"reads up to {FORMAT_VERSION}"
+        )
+    return envelope["state"]
+
+
+def checkpoint_step(path: str | os.PathLike[str]) -> int:
+    """The step encoded in a checkpoint's file name."""
+    match = CHECKPOINT_PATTERN.match(Path(path).name)
+    if match is None:
+        raise CheckpointError(f"{path} is not named like checkpoint_<step>.pt")
+    return int(match.group(1))
+
+
+# -- compatibility checks ------------------------------------------------------
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping) and value:
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(_flatten(item, f"{prefix}{key}."))
+        return flat
+    return {prefix[:-1]: value}
+
+
+def check_config(
+    saved: Mapping[str, Any],
+    current: Mapping[str, Any],
+    *,
+    keys: Iterable[str] | None = None,
+    ignore: Iterable[str] = (),
+) -> None:
+    """Refuse to resume when the configs differ in keys that matter.
+
+    Nested dicts are compared leaf by leaf under dotted names
+    (``"algo.learning_rate"``). Compare JSON forms (e.g. both read from or
+    written through :func:`~parllel.runners.run_directory.to_jsonable`), so
+    tuples and lists compare alike.
+
+    Args:
+        saved: the config the checkpoint was made with.
+        current: the config of the run that wants to load it.
+        keys: dotted names (or prefixes, e.g. ``"model"``) that must match;
+            None means every key.
+        ignore: dotted names or prefixes that may differ (e.g.
+            ``"total_steps"``, ``"log_interval"``).
+
+    Raises:
+        CheckpointMismatchError: naming each differing key with both values.
+    """
+    saved_flat, current_flat = _flatten(saved), _flatten(current)
+    wanted = list(keys) if keys is not None else None
+    ignored = list(ignore)
+
+    def matters(name: str) -> bool:
+        def under(prefixes: list[str]) -> bool:
+            return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+        return (wanted is None or under(wanted)) and not under(ignored)
+
+    missing = object()
+    problems = []
+    for name in sorted(set(saved_flat) | set(current_flat)):
+        if not matters(name):
+            continue
+        old, new = saved_flat.get(name, missing), current_flat.get(name, missing)
+        if old is missing or new is missing or old != new:
+            shown_old = "<absent>" if old is missing else repr(old)
+            shown_new = "<absent>" if new is missing else repr(new)
+            problems.append(f"  {name}: checkpoint {shown_old}, current {shown_new}")
+    if problems:
+        raise CheckpointMismatchError(
+            "config differs from the checkpoint's in keys that matter:\n"
+            + "\n".join(problems)
+        )
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None else None
+
+
+def check_state_dict(
+    saved: Mapping[str, Any], current: Any, *, name: str = "model"
+) -> None:
+    """Refuse a state dict whose keys or tensor shapes differ from ``current``'s.
+
+    Args:
+        saved: the state dict from the checkpoint.
+        current: the module (anything with ``state_dict()``) or state dict it
+            would be loaded into.
+        name: what it is, for the message (``"model"``, ``"critic"``, ...).
+
+    Raises:
+        CheckpointMismatchError: naming missing and unexpected entries and
+            every parameter whose shape differs, with both shapes.
+    """
+    if hasattr(current, "state_dict"):
+        current = current.state_dict()
+    problems = []
+    missing = [key for key in current if key not in saved]
+    unexpected = [key for key in saved if key not in current]
+    if missing:
+        problems.append(f"  missing from the checkpoint: {', '.join(missing)}")
+    if unexpected:
+        problems.append(f"  not in the current {name}: {', '.join(unexpected)}")
+    for key in current:
+        if key in saved:
+            old, new = _shape(saved[key]), _shape(current[key])
+            if old != new:
+                problems.append(
+                    f"  {name} parameter {key!r}: shape {old} in the checkpoint, "
+                    f"{new} in the current {name}"
+                )
+    if problems:
+        raise CheckpointMismatchError(
+            f"checkpoint does not fit the current {name}:\n" + "\n".join(problems)
+        )
+
+
+# -- RNG state -------------------------------------------------------------------
+
+
+def capture_rng_state(generator: np.random.Generator | None = None) -> dict[str, Any]:
+    """Snapshot python ``random``, numpy's global RNG, torch's CPU RNG (and CUDA's).
+
+    Args:
+        generator: also snapshot this numpy generator.
+
+    Returns:
+        A picklable dict for a checkpoint; give it to :func:`restore_rng_state`.
+    """
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["torch_cuda"] = torch.cuda.get_rng_state_all()
+    if generator is not None:
+        state["generator"] = generator.bit_generator.state
+    return state
+
+
+def restore_rng_state(
+    state: Mapping[str, Any], generator: np.random.Generator | None = None
+) -> None:
+    """Put back the RNG states :func:`capture_rng_state` returned.
+
+    Args:
+        state: the snapshot.
+        generator: a numpy generator to restore in place; the snapshot must
+            contain one, of the same bit generator type.
+
+    Raises:
+        CheckpointMismatchError: if ``generator`` is given but the snapshot has
+            no generator state or one of another bit generator.
+    """
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "torch_cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["torch_cuda"])
+    if generator is not None:
+        saved = state.get("generator")
+        if saved is None:
+            raise CheckpointMismatchError("the RNG snapshot holds no generator state")
+        kind = type(generator.bit_generator).__name__
+        if saved.get("bit_generator") != kind:
+            raise CheckpointMismatchError(
+                f"the RNG snapshot is of a {saved.get('bit_generator')} generator, "
+                f"the generator to restore is a {kind}"
+            )
+        generator.bit_generator.state = saved

@@ -1,0 +1,63 @@
+"""Learning-curve plotting from a run's progress.csv, in process and via the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from parllel.errors import ConfigError
+from parllel.logging import CsvSink
+from parllel.runners.run_directory import RunDirectory
+
+pytest.importorskip("matplotlib")
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def make_run(tmp_path):
+    run = RunDirectory.create(tmp_path, "plot")
+    with CsvSink(run.progress_csv) as sink:
+        for update in range(20):
+            metrics = {
+                "train/return_mean": 10.0 + update,
+                "train/return_std": 2.0,
+                "train/loss": 1.0 / (update + 1),
+            }
+            if update % 5 == 4:
+                metrics["eval/return_mean"] = 20.0 + update
+            sink.log((update + 1) * 1024, metrics)
+    return run
+
+
+def test_plot_cli_writes_png_in_subprocess(tmp_path):
+    run = make_run(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "parllel.plot", str(run.path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(run.learning_curve_path)
+    assert run.learning_curve_path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_plot_chosen_metrics_and_errors(tmp_path):
+    from parllel.plot import default_metrics, main, plot_learning_curve
+
+    run = make_run(tmp_path)
+    output = plot_learning_curve(
+        run.path, ["train/loss", "eval/return_mean"], output=tmp_path / "c.png"
+    )
+    assert output.read_bytes()[:8] == PNG_MAGIC
+    assert default_metrics(["step", "a/return_mean", "a/return_std"]) == [
+        "a/return_mean"
+    ]
+    with pytest.raises(ConfigError, match="nope"):
+        plot_learning_curve(run.path, ["nope"])
+    assert main([str(tmp_path / "empty")]) == 2
+    assert main([str(run.path), "--metrics", "nope"]) == 2
+    assert main([str(run.progress_csv), "--metrics", "train/loss"]) == 0
+    assert run.learning_curve_path.is_file()
