@@ -1,0 +1,29 @@
+"""Agent and Handler protocols and numpy agents (no torch needed).
+
+- :class:`Agent`: RL logic, a pure function of observations, previous
+  action/reward and recurrent state.
+- :class:`Handler`: runs an agent on sample-tree slots, writes its outputs in
+  place and keeps per-env recurrent state. :class:`NumpyHandler` is the
+  framework-free one; ``parllel.torch.handler.TorchHandler`` the torch one.
+- :class:`RandomAgent`, :class:`ScriptedAgent`: numpy agents.
+"""
+
+from parllel.agents.base import MODES, Agent, AgentExample, AgentStep, Handler
+from parllel.agents.numpy_handler import NumpyHandler, write_outputs
+from parllel.agents.scripted import RandomAgent, ScriptedAgent, sample_actions
+from parllel.agents.state import ALL, EnvStates
+
+__all__ = [
+    "ALL",
+    "MODES",
+    "Agent",
+    "AgentExample",
+    "AgentStep",
+    "EnvStates",
+    "Handler",
+    "NumpyHandler",
+    "RandomAgent",
+    "ScriptedAgent",
+    "sample_actions",
+    "write_outputs",
+]

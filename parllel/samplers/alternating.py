@@ -1,0 +1,141 @@
+"""AlternatingSampler: inference for one half of the envs while the other half steps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from parllel import fields
+from parllel.agents import Handler
+from parllel.cages import Cage, TrajInfo
+from parllel.errors import ConfigError
+from parllel.samplers.steps import (
+    GroupViews,
+    act,
+    bootstrap_values,
+    final_values_batched,
+    final_values_now,
+    finish_step,
+    group_views,
+    reset_envs,
+    start_batch,
+)
+from parllel.tree import ArrayDict
+
+
+class AlternatingSampler:
+    """Overlaps agent inference with env stepping, using two groups of envs.
+
+    The envs are split into two cages, ``A`` (the tree's first columns) and
+    ``B``. While A's envs step in their worker processes, the handler
+    computes B's actions; then B steps while the handler computes A's next
+    actions::
+
+        act(A, 0); A.step_async(0)
+        for t in range(T):
+            act(B, t); B.step_async(t)
+            A.await_step(); finish(A, t)
+            act(A, t + 1); A.step_async(t + 1)     # (if t + 1 < T)
+            B.await_step(); finish(B, t)
+
+    This pays when inference costs about as much as stepping (see
+    docs/samplers.md); use process cages whose envs all live in workers
+    (``main_process_envs=0``), since a cage's main-process share steps
+    inside ``await_step`` and does not overlap. The buffer layout and the
+    per-step semantics (previous action/reward, state resets, bootstrap and
+    final values, transforms) are those of the other samplers; recurrent
+    agents work too (the handler keeps each half's state rows).
+
+    Args:
+        cages: exactly two auto-reset cages.
+        handler: a :class:`~parllel.agents.Handler` for all envs of both cages.
+        sample_tree: from :func:`~parllel.samplers.build_sample_tree`.
+        transform: batch transform run after every batch.
+        observation_normalizer: optional ``NormalizeObservations``.
+        decorrelation_steps: random steps before the first batch.
+        seed: seed of the decorrelation's random actions.
+
+    Example:
+        >>> halves = [ProcessCage(make_env, 4, n_workers=1, seed=0),
+        ...           ProcessCage(make_env, 4, n_workers=1, seed=0, env_offset=4)]
+        >>> sampler = AlternatingSampler(halves, handler, sample_tree)
+    """
+
+    def __init__(
+        self,
+        cages: Sequence[Cage],
+        handler: Handler,
+        sample_tree: ArrayDict,
+        *,
+        transform: Callable[[ArrayDict], Any] | None = None,
+        observation_normalizer: Any = None,
+        decorrelation_steps: int = 0,
+        seed: int | None = None,
+    ) -> None:
+        self.cages = list(cages)
+        if len(self.cages) != 2:
+            raise ConfigError(
+                f"AlternatingSampler needs two cages, got {len(self.cages)}"
+            )
+        for cage in self.cages:
+            if cage.reset_mode != "auto":
+                raise ConfigError("AlternatingSampler needs auto-reset cages")
+        if handler.recurrent and fields.INITIAL_STATE not in sample_tree:
+            raise ConfigError(
+                "the agent is recurrent: allocate initial_state with "
+                "build_sample_tree(recurrent=True)"
+            )
+        self.handler = handler
+        self.sample_tree = sample_tree
+        self.transform = transform
+        self.observation_normalizer = observation_normalizer
+        self.decorrelation_steps = int(decorrelation_steps)
+        self.seed = seed
+        self.views = group_views(sample_tree, self.cages, handler)
+        self.batch_T = self.views[0].T
+        self._needs_reset = True
+
+    def reset(self) -> None:
+        """Reset every env and the agent's state (and decorrelate)."""
+        reset_envs(
+            self.cages,
+            self.views,
+            self.handler,
+            self.observation_normalizer,
+            self.decorrelation_steps,
+            self.seed,
+        )
+        self._needs_reset = False
+
+    def _finish(self, group: GroupViews, t: int) -> None:
+        ended = finish_step(group, t, self.observation_normalizer)
+        if ended is not None and self.handler.recurrent:
+            final_values_now(self.handler, group, t, ended)
+            self.handler.reset(group.lo + ended)
+
+    def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
+        """Collect one batch; return the sample tree and the finished episodes."""
+        if self._needs_reset:
+            self.reset()
+        tree, handler, T = self.sample_tree, self.handler, self.batch_T
+        (cage_a, cage_b), (a, b) = self.cages, self.views
+        start_batch(tree, handler)
+        completed: list[TrajInfo] = []
+        act(handler, a, 0)
+        cage_a.step_async(a.action[0], a.step_slots[0])
+        for t in range(T):
+            act(handler, b, t)  # overlaps with A stepping
+            cage_b.step_async(b.action[t], b.step_slots[t])
+            completed += cage_a.await_step()
+            self._finish(a, t)
+            if t + 1 < T:
+                act(handler, a, t + 1)  # overlaps with B stepping
+                cage_a.step_async(a.action[t + 1], a.step_slots[t + 1])
+            completed += cage_b.await_step()
+            self._finish(b, t)
+        bootstrap_values(handler, tree)
+        if not handler.recurrent:
+            final_values_batched(handler, tree)
+        if self.transform is not None:
+            self.transform(tree)
+        return tree, completed

@@ -1,0 +1,135 @@
+"""Allocate a sample tree from examples: the one place that lays out a batch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from parllel import fields
+from parllel.arrays import Array, Storage
+from parllel.cages import numeric_info_example
+from parllel.errors import ConfigError
+from parllel.tree import ArrayDict, buffer_from_example
+
+
+def build_sample_tree(
+    env_example: Mapping[str, Any],
+    agent_example: Any,
+    batch_T: int,
+    n_envs: int,
+    storage: Storage = "shared",
+    *,
+    recurrent: bool = False,
+    previous: bool | None = None,
+    bootstrap: bool | None = None,
+    final_observation: bool | None = None,
+    wait_reset: bool = False,
+    env_info: bool = True,
+) -> ArrayDict:
+    """Allocate every field a sampler writes, ``[T, B, ...]``, from examples.
+
+    Layout (``T = batch_T``, ``B = n_envs``; "pad" = one padding row each
+    side, so ``array[T]`` exists and ``array.padded[t - 1]`` is the previous
+    step even at ``t = 0``; :meth:`ArrayDict.rotate` carries them over):
+
+    =====================  ===============  ==========================================
+    field                  shape            notes
+    =====================  ===============  ==========================================
+    ``observation``        ``[T(+1), B]``   pad; ``observation[T]`` = next batch's 0
+    ``action``             ``[T, B]``       pad; from ``agent_example.action``
+    ``reward``             ``[T, B]``       pad; float32
+    ``terminated``         ``[T, B]``       bool
+    ``truncated``          ``[T, B]``       bool
+    ``done``               ``[T, B]``       bool, terminated or truncated
+    ``env_info``           ``[T, B]``       numeric keys of the env's info dict
+    ``agent_info``         ``[T, B]``       tree from ``agent_example.agent_info``
+    ``prev_action``        ``[T(+1), B]``   pad; zero at each episode's first step
+    ``prev_reward``        ``[T(+1), B]``   pad; zero at each episode's first step
+    ``final_observation``  ``[T, B]``       last observation where an episode ended
+    ``bootstrap_value``    ``[B]``          value of ``observation[T]``
+    ``final_value``        ``[T, B]``       value of ``final_observation`` if truncated
+    ``valid``              ``[T, B]``       bool, wait-reset only
+    ``initial_state``      ``[B]``          agent state at the batch start
+    =====================  ===============  ==========================================
+
+    Transforms then allocate their own fields (``advantage``, ``return_``).
+
+    Args:
+        env_example: a cage's ``example`` (observation, action, reward,
+            terminated, truncated, env_info).
+        agent_example: ``handler.example_outputs(...)`` (action, agent_info, state).
+        batch_T: time steps per batch.
+        n_envs: envs in all cages together.
+        storage: ``"shared"`` (needed by process cages) or ``"local"``.
+        recurrent: add ``initial_state`` (needs ``agent_example.state``).
+        previous: add ``prev_action``/``prev_reward`` (default: ``recurrent``).
+        bootstrap: add ``bootstrap_value`` and ``final_value`` (default: if
+            ``agent_info`` has a ``value``, i.e. advantage estimation can run).
+        final_observation: add ``final_observation`` (default: ``bootstrap``).
+        wait_reset: add ``valid``.
+        env_info: add the numeric env-info keys.
+
+    Returns:
+        An ArrayDict keyed by :mod:`parllel.fields` names.
+
+    Example:
+        >>> example = handler.example_outputs(cage.example[fields.OBSERVATION])
+        >>> tree = build_sample_tree(cage.example, example, 128, cage.n_envs)
+        >>> tree.observation.shape, tree.action.padded[-1].shape
+        ((128, 8, 4), (8,))
+    """
+    if int(batch_T) < 1 or int(n_envs) < 1:
+        raise ConfigError(f"batch_T and n_envs must be >= 1, got {batch_T}, {n_envs}")
+    shape = (int(batch_T), int(n_envs))
+    agent_info = dict(agent_example.agent_info or {})
+    action = agent_example.action
+    if action is None:
+        action = env_example[fields.ACTION]
+    if bootstrap is None:
+        bootstrap = fields.VALUE in agent_info
+    if bootstrap and fields.VALUE not in agent_info:
+        raise ConfigError(
+            f"bootstrap=True needs the agent to record {fields.AGENT_INFO}.{fields.VALUE}"
+        )
+    if final_observation is None:
+        final_observation = bootstrap
+    if previous is None:
+        previous = recurrent
+    reward = np.asarray(env_example[fields.REWARD], np.float32)[()]
+
+    def alloc(example: Any, batch_shape=shape, padding: int = 0) -> Any:
+        return buffer_from_example(example, batch_shape, storage, padding=padding)
+
+    tree = ArrayDict()
+    tree[fields.OBSERVATION] = alloc(env_example[fields.OBSERVATION], padding=1)
+    tree[fields.ACTION] = alloc(action, padding=1)
+    tree[fields.REWARD] = alloc(reward, padding=1)
+    for key in (fields.TERMINATED, fields.TRUNCATED, fields.DONE):
+        tree[key] = alloc(np.bool_(False))
+    if env_info:
+        info = numeric_info_example(dict(env_example.get(fields.ENV_INFO) or {}))
+        tree[fields.ENV_INFO] = alloc(info)
+    tree[fields.AGENT_INFO] = alloc(agent_info)
+    if previous:
+        tree[fields.PREV_ACTION] = alloc(action, padding=1)
+        tree[fields.PREV_REWARD] = alloc(reward, padding=1)
+    if final_observation:
+        tree[fields.FINAL_OBSERVATION] = alloc(env_example[fields.OBSERVATION])
+    if bootstrap:
+        value = np.asarray(agent_info[fields.VALUE])
+        tree[fields.BOOTSTRAP_VALUE] = Array(
+            (shape[1],), value.shape, value.dtype, storage=storage
+        )
+        if final_observation:
+            tree[fields.FINAL_VALUE] = alloc(value)
+    if wait_reset:
+        tree[fields.VALID] = alloc(np.bool_(True))
+    if recurrent:
+        if agent_example.state is None:
+            raise ConfigError(
+                "recurrent=True but the agent has no state (agent_example.state is None)"
+            )
+        tree[fields.INITIAL_STATE] = alloc(agent_example.state, batch_shape=shape[1:])
+    return tree

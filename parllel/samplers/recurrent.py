@@ -1,0 +1,160 @@
+"""RecurrentSampler: batches for agents with recurrent state, optional wait-reset."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from parllel import fields
+from parllel.agents import Handler
+from parllel.cages import Cage, TrajInfo
+from parllel.errors import ConfigError
+from parllel.samplers.steps import (
+    GroupViews,
+    act,
+    as_cages,
+    bootstrap_values,
+    final_values_now,
+    finish_step,
+    group_views,
+    normalize_rows,
+    reset_envs,
+    start_batch,
+    zero_previous,
+)
+from parllel.tree import ArrayDict
+
+
+class RecurrentSampler:
+    """Fills ``[T, B]`` batches for an agent with per-env recurrent state.
+
+    Like :class:`~parllel.samplers.FeedForwardSampler`, plus: the agent's
+    state is recorded into ``initial_state`` at every batch start; when an
+    episode ends (also mid-batch) the previous action/reward read by the
+    env's next step are zero and the agent's state is reset for exactly the
+    envs that finished; values of final observations of truncated episodes
+    are computed at once, with the state they ended in.
+
+    Wait-reset (``wait_reset=True``, cages built with ``reset_mode="wait"``):
+    a finished env idles until the batch ends, and ``valid[t, b]`` is False
+    for its idle steps; finished envs are reset between batches, so each
+    batch column holds at most one episode end (for full-episode training).
+
+    Args:
+        cages: one cage or several (their envs are the tree's columns, in order).
+        handler: a :class:`~parllel.agents.Handler` for all envs.
+        sample_tree: from :func:`~parllel.samplers.build_sample_tree` with
+            ``recurrent=True`` (and ``wait_reset=True`` for wait-reset).
+        transform: batch transform run after every batch.
+        wait_reset: wait-reset mode, as above.
+        observation_normalizer: optional ``NormalizeObservations`` applied to
+            each fresh observation.
+        decorrelation_steps: random steps before the first batch.
+        seed: seed of the decorrelation's random actions.
+
+    Example:
+        >>> tree = build_sample_tree(cage.example, example, 64, 8, recurrent=True)
+        >>> sampler = RecurrentSampler(cage, handler, tree, transform=gae)
+        >>> batch, trajs = sampler.collect_batch()
+    """
+
+    def __init__(
+        self,
+        cages: Cage | Sequence[Cage],
+        handler: Handler,
+        sample_tree: ArrayDict,
+        *,
+        transform: Callable[[ArrayDict], Any] | None = None,
+        wait_reset: bool = False,
+        observation_normalizer: Any = None,
+        decorrelation_steps: int = 0,
+        seed: int | None = None,
+    ) -> None:
+        self.cages = as_cages(cages)
+        self.wait_reset = bool(wait_reset)
+        mode = "wait" if self.wait_reset else "auto"
+        for cage in self.cages:
+            if cage.reset_mode != mode:
+                raise ConfigError(
+                    f"wait_reset={self.wait_reset} needs cages with reset_mode="
+                    f"{mode!r}; got {cage.reset_mode!r}"
+                )
+        if self.wait_reset and fields.VALID not in sample_tree:
+            raise ConfigError(
+                "wait_reset=True needs build_sample_tree(wait_reset=True)"
+            )
+        if handler.recurrent and fields.INITIAL_STATE not in sample_tree:
+            raise ConfigError(
+                "the agent is recurrent: allocate initial_state with "
+                "build_sample_tree(recurrent=True)"
+            )
+        self.handler = handler
+        self.sample_tree = sample_tree
+        self.transform = transform
+        self.observation_normalizer = observation_normalizer
+        self.decorrelation_steps = int(decorrelation_steps)
+        self.seed = seed
+        self.views = group_views(sample_tree, self.cages, handler)
+        B = sample_tree[fields.REWARD].shape[1]
+        self.all_envs = GroupViews(sample_tree, 0, B)
+        self.batch_T = self.all_envs.T
+        self._needs_reset = True
+
+    def reset(self) -> None:
+        """Reset every env and the agent's state (and decorrelate)."""
+        reset_envs(
+            self.cages,
+            self.views,
+            self.handler,
+            self.observation_normalizer,
+            self.decorrelation_steps,
+            self.seed,
+        )
+        self._needs_reset = False
+
+    def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
+        """Collect one batch; return the sample tree and the finished episodes."""
+        if self._needs_reset:
+            self.reset()
+        tree, handler, everyone = self.sample_tree, self.handler, self.all_envs
+        start_batch(tree, handler)
+        finished = np.zeros(everyone.n_envs, bool)  # wait-reset: idle envs
+        stepped: Any = slice(None)
+        completed: list[TrajInfo] = []
+        for t in range(self.batch_T):
+            if self.wait_reset:
+                np.logical_not(finished, out=everyone.valid[t])
+                stepped = np.flatnonzero(everyone.valid[t])
+            act(handler, everyone, t)
+            for cage, group in zip(self.cages, self.views):
+                cage.step_async(group.action[t], group.step_slots[t])
+            for cage in self.cages:
+                completed += cage.await_step()
+            ended = finish_step(everyone, t, self.observation_normalizer, stepped)
+            if ended is not None:
+                final_values_now(handler, everyone, t, ended)
+                if self.wait_reset:
+                    finished[ended] = True
+                else:
+                    handler.reset(ended)
+        if self.wait_reset and finished.any():
+            self._reset_finished(finished)
+        bootstrap_values(handler, tree)
+        if self.transform is not None:
+            self.transform(tree)
+        return tree, completed
+
+    def _reset_finished(self, finished: np.ndarray) -> None:
+        """Wait-reset: reset finished envs into ``observation[T]`` and their state."""
+        T = self.batch_T
+        for cage, group in zip(self.cages, self.views):
+            local = np.flatnonzero(finished[group.columns])
+            if not len(local):
+                continue
+            cage.reset(group.observation[T], env_indices=local.tolist())
+            zero_previous(group, T, local)
+            self.handler.reset(group.lo + local)
+            if self.observation_normalizer is not None:
+                normalize_rows(self.observation_normalizer, group.observation[T], local)

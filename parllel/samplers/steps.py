@@ -1,0 +1,314 @@
+"""The pieces every sampler's loop is made of, as small functions.
+
+:class:`GroupViews` precomputes, once, the views of one group of env columns
+(one cage) for every time step, so the hot loop only indexes Python lists.
+The functions below start a batch, finish a step (done flags, previous
+action/reward, valid mask, observation normalization), reset envs, and
+compute bootstrap and final-observation values after the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from parllel import fields
+from parllel.agents import Handler, sample_actions, write_outputs
+from parllel.arrays import Array
+from parllel.cages import Cage
+from parllel.errors import ConfigError
+from parllel.tree import ArrayDict, tree_items, tree_map
+
+
+def leaves(tree: Any) -> list[np.ndarray]:
+    """The ndarray leaves of a tree of views (or ``[tree]`` for one array)."""
+    return [leaf for _, leaf in tree_items(tree)]
+
+
+def rows(tree: Any, index: Any) -> Any:
+    """Every leaf of ``tree`` (Arrays or ndarrays) indexed by ``index``."""
+
+    def take(leaf: Any) -> Any:
+        return (leaf.to_ndarray() if isinstance(leaf, Array) else leaf)[index]
+
+    return tree_map(take, tree)
+
+
+class GroupViews:
+    """Views of env columns ``[lo, hi)`` of a sample tree, per time step.
+
+    Attributes hold lists indexed by ``t``: ``observation`` (``T + 1``
+    entries), ``action``, ``agent_info``, ``reward``, ``terminated``,
+    ``truncated``, ``done``, ``final_observation``, ``valid`` and
+    ``prev_action``/``prev_reward`` (``T + 1``), plus ``step_slots[t]``, the
+    ``out`` mapping for ``cage.step_async``. Missing fields give None.
+    The views stay valid across :meth:`ArrayDict.rotate` (the batch window
+    of a sample tree never moves in memory).
+
+    Example:
+        >>> views = GroupViews(sample_tree, 0, 4)
+        >>> cage.step_async(views.action[t], views.step_slots[t])
+    """
+
+    def __init__(self, sample_tree: ArrayDict, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+        self.columns = slice(lo, hi)
+        self.n_envs = hi - lo
+        T = len(sample_tree[fields.REWARD])
+        self.T = T
+
+        def per_step(key: str, count: int) -> list | None:
+            if key not in sample_tree:
+                return None
+            leaf = sample_tree[key]
+            return [leaf[t][self.columns] for t in range(count)]
+
+        self.observation = per_step(fields.OBSERVATION, T + 1)
+        self.action = per_step(fields.ACTION, T)
+        self.agent_info = per_step(fields.AGENT_INFO, T)
+        self.reward = per_step(fields.REWARD, T)
+        self.terminated = per_step(fields.TERMINATED, T)
+        self.truncated = per_step(fields.TRUNCATED, T)
+        self.done = per_step(fields.DONE, T)
+        self.final_observation = per_step(fields.FINAL_OBSERVATION, T)
+        self.final_value = per_step(fields.FINAL_VALUE, T)
+        self.valid = per_step(fields.VALID, T)
+        self.prev_action = per_step(fields.PREV_ACTION, T + 1)
+        self.prev_reward = per_step(fields.PREV_REWARD, T + 1)
+        env_info = sample_tree.get(fields.ENV_INFO)
+        has_info = env_info is not None and len(env_info) > 0
+        self.step_slots = []
+        self.previous_pairs = []
+        for t in range(T):
+            slots = {
+                fields.OBSERVATION: self.observation[t + 1],
+                fields.REWARD: self.reward[t],
+                fields.TERMINATED: self.terminated[t],
+                fields.TRUNCATED: self.truncated[t],
+            }
+            if has_info:
+                slots[fields.ENV_INFO] = env_info[t][self.columns]
+            if self.final_observation is not None:
+                slots[fields.FINAL_OBSERVATION] = self.final_observation[t]
+            self.step_slots.append(slots)
+            pairs = []
+            if self.prev_action is not None:
+                pairs += zip(leaves(self.prev_action[t + 1]), leaves(self.action[t]))
+                pairs.append((self.prev_reward[t + 1], self.reward[t]))
+            self.previous_pairs.append(pairs)
+
+    def previous(self, t: int) -> tuple[Any, Any]:
+        """``(prev_action[t], prev_reward[t])`` for the handler (None if not kept)."""
+        if self.prev_action is None:
+            return None, None
+        return self.prev_action[t], self.prev_reward[t]
+
+
+def group_views(
+    sample_tree: ArrayDict, cages: Sequence[Cage], handler: Handler
+) -> list[GroupViews]:
+    """Check that cages, handler and tree agree; return one GroupViews per cage."""
+    B = sample_tree[fields.REWARD].shape[1]
+    total = sum(cage.n_envs for cage in cages)
+    if total != B or handler.n_envs != B:
+        raise ConfigError(
+            f"the cages hold {total} envs and the handler {handler.n_envs}, but the "
+            f"sample tree has B = {B} columns; they must agree"
+        )
+    for path, leaf in sample_tree.items_flat():
+        if isinstance(leaf, Array) and leaf.full_size != leaf.batch_shape[0]:
+            raise ConfigError(f"sample-tree field {path!r} must not be full-size")
+    views, lo = [], 0
+    for cage in cages:
+        views.append(GroupViews(sample_tree, lo, lo + cage.n_envs))
+        lo += cage.n_envs
+    return views
+
+
+def as_cages(cages: Cage | Sequence[Cage]) -> list[Cage]:
+    """A list of cages from one cage or a sequence of them."""
+    return [cages] if isinstance(cages, Cage) else list(cages)
+
+
+def normalize_rows(normalizer: Any, observation: Any, index: Any) -> None:
+    """Normalize rows ``index`` of an observation view in place, updating statistics."""
+    if isinstance(index, slice):
+        normalizer.normalize(observation, update=True)
+        return
+    part = rows(observation, index)
+    normalizer.normalize(part, update=True)
+    for target, value in zip(leaves(observation), leaves(part)):
+        target[index] = value
+
+
+def carry_previous(views: GroupViews, t: int) -> np.ndarray | None:
+    """Write ``done[t]`` and the previous action/reward read at ``t + 1``.
+
+    ``prev_action[t + 1] = action[t]`` and ``prev_reward[t + 1] = reward[t]``,
+    except zero where the episode ended at ``t`` (the next step starts a new
+    one). Returns the local indices of the envs done at ``t`` (None if none).
+    """
+    done = views.done[t]
+    np.logical_or(views.terminated[t], views.truncated[t], out=done)
+    for target, source in views.previous_pairs[t]:
+        np.copyto(target, source, casting="same_kind")
+    if not done.any():
+        return None
+    ended = np.flatnonzero(done)
+    for target, _ in views.previous_pairs[t]:
+        target[ended] = 0
+    return ended
+
+
+def finish_step(
+    views: GroupViews,
+    t: int,
+    normalizer: Any = None,
+    stepped: Any = slice(None),
+) -> np.ndarray | None:
+    """:func:`carry_previous`, then normalize the fresh observations (if a normalizer).
+
+    ``stepped``: rows whose ``observation[t + 1]`` was written (all in
+    auto-reset mode). Final observations of ended episodes are normalized
+    with the same (frozen-for-them) statistics, not counted again.
+    """
+    ended = carry_previous(views, t)
+    if normalizer is not None:
+        normalize_rows(normalizer, views.observation[t + 1], stepped)
+        if ended is not None and views.final_observation is not None:
+            part = rows(views.final_observation[t], ended)
+            normalizer.normalize(part, update=False)
+            for target, value in zip(leaves(views.final_observation[t]), leaves(part)):
+                target[ended] = value
+    return ended
+
+
+def act(handler: Handler, views: GroupViews, t: int) -> None:
+    """Ask the handler for the actions of ``views``'s envs at step ``t``."""
+    prev_action, prev_reward = views.previous(t)
+    handler.step(
+        views.observation[t],
+        prev_action,
+        prev_reward,
+        out_action=views.action[t],
+        out_agent_info=views.agent_info[t],
+        env_indices=views.columns,
+    )
+
+
+def final_values_now(
+    handler: Handler, views: GroupViews, t: int, ended: np.ndarray
+) -> None:
+    """Value of the final observations of episodes truncated at ``t`` (current state)."""
+    truncated = ended[~views.terminated[t][ended] & views.truncated[t][ended]]
+    if views.final_value is None or not len(truncated):
+        return
+    has_previous = views.prev_action is not None
+    views.final_value[t][truncated] = handler.value(
+        rows(views.final_observation[t], truncated),
+        rows(views.action[t], truncated) if has_previous else None,
+        views.reward[t][truncated] if has_previous else None,
+        env_indices=views.lo + truncated,
+    )
+
+
+def final_values_batched(handler: Handler, sample_tree: ArrayDict) -> None:
+    """Value of every final observation of a truncated episode, in one call."""
+    if fields.FINAL_VALUE not in sample_tree:
+        return
+    terminated = sample_tree[fields.TERMINATED].to_ndarray()
+    truncated = sample_tree[fields.TRUNCATED].to_ndarray()
+    t_index, b_index = np.nonzero(truncated & ~terminated)
+    if not len(t_index):
+        return
+    index = (t_index, b_index)
+    has_previous = fields.PREV_ACTION in sample_tree
+    sample_tree[fields.FINAL_VALUE].to_ndarray()[index] = handler.value(
+        rows(sample_tree[fields.FINAL_OBSERVATION], index),
+        rows(sample_tree[fields.ACTION], index) if has_previous else None,
+        rows(sample_tree[fields.REWARD], index) if has_previous else None,
+        env_indices=b_index,
+    )
+
+
+def bootstrap_values(handler: Handler, sample_tree: ArrayDict) -> None:
+    """Write ``bootstrap_value`` = value of ``observation[T]`` (if the tree has it)."""
+    if fields.BOOTSTRAP_VALUE not in sample_tree:
+        return
+    T = len(sample_tree[fields.REWARD])
+    has_previous = fields.PREV_ACTION in sample_tree
+    sample_tree[fields.BOOTSTRAP_VALUE].to_ndarray()[...] = handler.value(
+        sample_tree[fields.OBSERVATION][T],
+        sample_tree[fields.PREV_ACTION][T] if has_previous else None,
+        sample_tree[fields.PREV_REWARD][T] if has_previous else None,
+    )
+
+
+def start_batch(sample_tree: ArrayDict, handler: Handler) -> None:
+    """Rotate the tree (``observation[0]`` = last ``observation[T]``), record the state."""
+    sample_tree.rotate()
+    if fields.INITIAL_STATE in sample_tree:
+        handler.write_state(sample_tree[fields.INITIAL_STATE])
+    if fields.FINAL_VALUE in sample_tree:
+        sample_tree[fields.FINAL_VALUE].to_ndarray()[...] = 0
+
+
+def zero_previous(views: GroupViews, t: int, index: Any) -> None:
+    """Zero ``prev_action[t]`` and ``prev_reward[t]`` at rows ``index``."""
+    if views.prev_action is None:
+        return
+    for leaf in leaves(views.prev_action[t]):
+        leaf[index] = 0
+    views.prev_reward[t][index] = 0
+
+
+def reset_envs(
+    cages: Sequence[Cage],
+    views: Sequence[GroupViews],
+    handler: Handler,
+    normalizer: Any = None,
+    decorrelation_steps: int = 0,
+    seed: int | None = None,
+) -> None:
+    """Reset every env into ``observation[T]`` (the next batch's step 0).
+
+    With ``decorrelation_steps > 0`` every env then takes that many random
+    steps and is reset once more after a random number of them, so the envs
+    start the first batch at different points of their episodes. Previous
+    action/reward are set to match; TrajInfos of these steps are dropped.
+    """
+    rng = np.random.default_rng(seed)
+    for cage, group in zip(cages, views):
+        T = group.T
+        row = 1 if decorrelation_steps else T
+        cage.reset(group.observation[row])
+        zero_previous(group, row, slice(None))
+        if not decorrelation_steps:
+            continue
+        restart_after = rng.integers(0, decorrelation_steps, group.n_envs)
+        for k in range(decorrelation_steps):
+            actions = sample_actions(cage.spaces.action, group.n_envs, rng)
+            write_outputs(group.action[0], actions)
+            cage.step(group.action[0], group.step_slots[0])
+            carry_previous(group, 0)
+            again = set(np.flatnonzero(restart_after == k).tolist())
+            if cage.reset_mode == "wait":
+                again.update(cage.waiting_envs())
+            if again:
+                again = sorted(again)
+                cage.reset(group.observation[1], env_indices=again)
+                zero_previous(group, 1, again)
+        for source, target in (
+            (group.observation, group.observation),
+            (group.prev_action, group.prev_action),
+            (group.prev_reward, group.prev_reward),
+        ):
+            if source is not None and T != 1:
+                for a, b in zip(leaves(target[T]), leaves(source[1])):
+                    np.copyto(a, b)
+    handler.reset()
+    if normalizer is not None:
+        for group in views:
+            normalize_rows(normalizer, group.observation[group.T], slice(None))

@@ -1,0 +1,88 @@
+"""ActorCriticAgent: an actor-critic model and its distribution as an Agent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from parllel import fields
+from parllel.agents.base import AgentStep, check_mode
+from parllel.torch.models.actor_critic import ActorCriticModel
+
+__all__ = ["ActorCriticAgent"]
+
+
+class ActorCriticAgent:
+    """:class:`~parllel.agents.Agent` for an :class:`ActorCriticModel`.
+
+    ``step`` samples actions (the distribution's mode in ``"eval"`` mode) and
+    records ``agent_info = {log_prob, value}``. A recurrent model's state is
+    kept batch-first, ``[N, num_states, num_layers, H]``, the layout PPO's
+    :class:`~parllel.torch.algos.ActorCriticEvaluator` reads from
+    ``initial_state``. Previous action and reward are not model inputs here.
+
+    Args:
+        model: the actor-critic model.
+        distribution: the action distribution matching its policy head.
+        device: move the model there (default: where its parameters are).
+
+    Example:
+        >>> agent = ActorCriticAgent(*build_actor_critic(obs_space, action_space))
+        >>> handler = TorchHandler(agent, n_envs=8)
+    """
+
+    def __init__(
+        self, model: ActorCriticModel, distribution: Any, device: Any = None
+    ) -> None:
+        if device is not None:
+            model = model.to(device)
+        self.model = model
+        self.distribution = distribution
+        parameter = next(model.parameters(), None)
+        self.device = parameter.device if parameter is not None else torch.device("cpu")
+        self.deterministic = False
+
+    def initial_state(self, n_envs: int) -> torch.Tensor | None:
+        """Zero state ``[n_envs, num_states, num_layers, H]`` (None if feed-forward)."""
+        if self.model.core is None:
+            return None
+        state = self.model.initial_state(n_envs, self.device)
+        return self.model.core.state_to_batch_first(state)
+
+    def _unpack(self, state: torch.Tensor | None) -> Any:
+        if state is None or self.model.core is None:
+            return None
+        return self.model.core.state_from_batch_first(state)
+
+    def step(
+        self, observation: Any, prev_action: Any, prev_reward: Any, state: Any
+    ) -> AgentStep:
+        """Sample (or, in eval mode, pick the mode of) actions; record log-prob and value."""
+        out = self.model(observation, self._unpack(state))
+        params = out.dist_params
+        if self.deterministic:
+            action = self.distribution.deterministic(params)
+        else:
+            action = self.distribution.sample(params)
+        info = {
+            fields.LOG_PROB: self.distribution.log_likelihood(action, params),
+            fields.VALUE: out.value,
+        }
+        new_state = None
+        if out.state is not None:
+            new_state = self.model.core.state_to_batch_first(out.state)
+        return AgentStep(action, info, new_state)
+
+    def value(
+        self, observation: Any, prev_action: Any, prev_reward: Any, state: Any
+    ) -> torch.Tensor:
+        """State values ``[N]`` (the state is not advanced)."""
+        return self.model(observation, self._unpack(state)).value
+
+    def set_mode(self, mode: str) -> None:
+        """``train``: ``model.train()``; ``sample``/``eval``: ``model.eval()``;
+        ``eval`` also makes actions deterministic."""
+        check_mode(mode)
+        self.model.train(mode == "train")
+        self.deterministic = mode == "eval"

@@ -1,0 +1,182 @@
+"""TorchHandler: runs a torch agent on numpy sample-tree slots, zero-copy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from parllel.agents.base import Agent, AgentExample, check_mode
+from parllel.agents.numpy_handler import batch_of_one, zero_batch_of_one
+from parllel.agents.state import ALL, EnvStates, as_index
+from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
+from parllel.tree import tree_items, tree_map
+
+MAX_CACHED_VIEWS = 4096
+
+
+def _copy_into(out: Any, value: Any) -> None:
+    """Copy tensor ``value`` (or a tree) into the tensor views ``out``."""
+    if isinstance(out, torch.Tensor):
+        out.copy_(value)
+        return
+    for key in out:
+        _copy_into(out[key], value[key])
+
+
+def _to_numpy(tree: Any) -> Any:
+    return tree_map(lambda leaf: leaf.detach().cpu().numpy(), tree)
+
+
+class TorchHandler:
+    """:class:`~parllel.agents.Handler` for a torch :class:`~parllel.agents.Agent`.
+
+    The sampler passes numpy views of the sample tree; the handler wraps each
+    view once with ``torch.from_numpy`` (zero-copy; cached by view, since the
+    sampler reuses its per-step views every batch), moves inputs to the
+    agent's device (a no-op on CPU), calls the agent under
+    ``torch.no_grad()``, and copies actions and agent info into the output
+    views. It keeps the per-env recurrent state on the device, batch-first
+    (``[n_envs, ...]``), gathers and scatters the rows of the envs being
+    stepped, and resets rows at the sampler's command.
+
+    Args:
+        agent: a torch agent (e.g. :class:`~parllel.torch.agents.ActorCriticAgent`).
+        n_envs: number of envs whose state this handler keeps.
+        device: where the agent runs (default: ``agent.device``, else CPU).
+
+    Example:
+        >>> agent = ActorCriticAgent(*build_actor_critic(obs_space, action_space))
+        >>> handler = TorchHandler(agent, n_envs=8)
+        >>> example = handler.example_outputs(cage.example[fields.OBSERVATION])
+    """
+
+    def __init__(self, agent: Agent, n_envs: int, device: Any = None) -> None:
+        self.agent = agent
+        self.n_envs = int(n_envs)
+        self.device = torch.device(device or getattr(agent, "device", "cpu"))
+        with torch.no_grad():
+            state = tree_to_device(agent.initial_state(self.n_envs), self.device)
+            one = tree_to_device(agent.initial_state(1), self.device)
+        self._states = EnvStates(state, one)
+        self._views: dict[int, tuple[Any, Any]] = {}
+        self._mode = "sample"
+        agent.set_mode(self._mode)
+
+    @property
+    def recurrent(self) -> bool:
+        """True if the agent has recurrent state."""
+        return not self._states.empty
+
+    @property
+    def mode(self) -> str:
+        """The agent's current mode."""
+        return self._mode
+
+    def set_mode(self, mode: str) -> None:
+        """Switch the agent to ``"train"``, ``"sample"`` or ``"eval"``."""
+        self._mode = check_mode(mode)
+        self.agent.set_mode(mode)
+
+    # -- numpy to torch ------------------------------------------------------
+    def _view(self, tree: Any) -> Any:
+        """Cached zero-copy torch view of a numpy view (or tree) that the caller reuses."""
+        if tree is None:
+            return None
+        hit = self._views.get(id(tree))
+        if hit is None or hit[0] is not tree:
+            if len(self._views) >= MAX_CACHED_VIEWS:
+                self._views.clear()
+            hit = self._views[id(tree)] = (tree, numpy_to_torch_tree(tree))
+        return hit[1]
+
+    def _input(self, tree: Any, cached: bool = True) -> Any:
+        if tree is None:
+            return None
+        tensors = self._view(tree) if cached else numpy_to_torch_tree(tree)
+        if self.device.type == "cpu":
+            return tensors
+        return tree_to_device(tensors, self.device, non_blocking=True)
+
+    def _index(self, env_indices: Any) -> Any:
+        index = as_index(env_indices)
+        if isinstance(index, np.ndarray):
+            return torch.from_numpy(index).to(self.device)
+        return index
+
+    # -- the Handler protocol --------------------------------------------------
+    def example_outputs(
+        self, observation: Any, action: Any = None, reward: Any = None
+    ) -> AgentExample:
+        """One env's action, agent info and state (numpy) for ``observation``."""
+        with torch.no_grad():
+            step = self.agent.step(
+                self._input(batch_of_one(observation), cached=False),
+                self._input(zero_batch_of_one(action), cached=False),
+                self._input(zero_batch_of_one(reward), cached=False),
+                tree_to_device(self.agent.initial_state(1), self.device),
+            )
+        first = tree_map(lambda leaf: leaf[0], _to_numpy(step[:2]))
+        state = None if step.state is None else _to_numpy(step.state[0])
+        return AgentExample(first[0], first[1], state)
+
+    def step(
+        self,
+        observation: Any,
+        prev_action: Any,
+        prev_reward: Any,
+        *,
+        out_action: Any,
+        out_agent_info: Any,
+        env_indices: Any = ALL,
+    ) -> None:
+        """Run the agent for ``env_indices`` and copy its outputs into the slots."""
+        index = self._index(env_indices)
+        with torch.no_grad():
+            step = self.agent.step(
+                self._input(observation),
+                self._input(prev_action),
+                self._input(prev_reward),
+                self._states.gather(index),
+            )
+            _copy_into(self._view(out_action), step.action)
+            if len(out_agent_info):
+                _copy_into(self._view(out_agent_info), step.agent_info)
+            self._states.scatter(index, step.state)
+
+    def value(
+        self,
+        observation: Any,
+        prev_action: Any,
+        prev_reward: Any,
+        env_indices: Any = ALL,
+    ) -> np.ndarray:
+        """Values (numpy) of ``observation`` with the current state of ``env_indices``."""
+        with torch.no_grad():
+            value = self.agent.value(
+                self._input(observation, cached=False),
+                self._input(prev_action, cached=False),
+                self._input(prev_reward, cached=False),
+                self._states.gather(self._index(env_indices)),
+            )
+        return value.detach().cpu().numpy()
+
+    def reset(self, env_indices: Any = None) -> None:
+        """Reset the state of ``env_indices`` (all envs if None)."""
+        with torch.no_grad():
+            self._states.reset(self._index(env_indices))
+
+    def reset_one(self, env_index: int) -> None:
+        """Reset the state of one env."""
+        self.reset(slice(int(env_index), int(env_index) + 1))
+
+    def write_state(self, out: Any) -> None:
+        """Copy the current state ``[n_envs, ...]`` into ``out`` (e.g. INITIAL_STATE)."""
+        if self._states.empty:
+            return
+        targets = [leaf for _, leaf in tree_items(numpy_to_torch_tree(out))]
+        states = [leaf for _, leaf in tree_items(self._states.state)]
+        with torch.no_grad():
+            for target, state in zip(targets, states):
+                target.copy_(state)
