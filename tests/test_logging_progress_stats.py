@@ -77,6 +77,7 @@ def test_progress_bar_shows_rate_and_return():
 
 
 def test_progress_bar_in_multi_logger_and_missing_tqdm(monkeypatch):
+    pytest.importorskip("tqdm")
     stream = io.StringIO()
     logger = MultiLogger([ProgressBar(stream=stream, disable=False, postfix=["x"])])
     logger.log(3, {"x": 2})

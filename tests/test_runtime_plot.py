@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -11,7 +12,9 @@ from parllel.errors import ConfigError
 from parllel.logging import CsvSink
 from parllel.runners.run_directory import RunDirectory
 
-pytest.importorskip("matplotlib")
+needs_matplotlib = pytest.mark.skipif(
+    importlib.util.find_spec("matplotlib") is None, reason="matplotlib not installed"
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -31,6 +34,7 @@ def make_run(tmp_path):
     return run
 
 
+@needs_matplotlib
 def test_plot_cli_writes_png_in_subprocess(tmp_path):
     run = make_run(tmp_path)
     result = subprocess.run(
@@ -44,6 +48,7 @@ def test_plot_cli_writes_png_in_subprocess(tmp_path):
     assert run.learning_curve_path.read_bytes()[:8] == PNG_MAGIC
 
 
+@needs_matplotlib
 def test_plot_chosen_metrics_and_errors(tmp_path):
     from parllel.plot import default_metrics, main, plot_learning_curve
 
@@ -61,3 +66,14 @@ def test_plot_chosen_metrics_and_errors(tmp_path):
     assert main([str(run.path), "--metrics", "nope"]) == 2
     assert main([str(run.progress_csv), "--metrics", "train/loss"]) == 0
     assert run.learning_curve_path.is_file()
+
+
+def test_missing_matplotlib_gives_clear_error(tmp_path, monkeypatch):
+    from parllel.errors import MissingDependencyError
+    from parllel.plot import main, plot_learning_curve
+
+    run = make_run(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(MissingDependencyError, match="pip install matplotlib"):
+        plot_learning_curve(run.path)
+    assert main([str(run.path)]) == 2
