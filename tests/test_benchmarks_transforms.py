@@ -28,7 +28,7 @@ def test_quick_benchmark_prints_expected_json():
         for t, b in ((128, 8), (2048, 16), (1024, 64))
         for impl in ("numba", "numpy_loop", "python_loop", "torchrl")
     } | {"gae_2048x16_numpy_loop_vs_numba", "gae_2048x16_vs_memcpy", "jit_compile_s"}
-    assert set(summary) == expected
+    assert expected <= set(summary)
     for key, value in summary.items():
         if value is None:
             assert "torchrl" in key  # only torchrl may be absent
