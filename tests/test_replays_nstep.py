@@ -72,4 +72,6 @@ def test_n_step_matches_reference(T, B, laps, batches, n_step, discount, ends, s
         assert state_of(batch.next_observation, k) == last.next_observation
         assert bool(batch.terminated[k]) == last.terminated
         assert bool(batch.truncated[k]) == last.truncated
-        assert state_of(batch.observation, k) == sampler.history[(step, env)].observation
+        assert (
+            state_of(batch.observation, k) == sampler.history[(step, env)].observation
+        )

@@ -87,7 +87,9 @@ def test_importance_weights():
 
 
 def test_new_data_gets_max_priority_and_dropped_rows_zero():
-    tree, sampler, replay = _filled(batch_size=8, batches=4, N=8)  # wraps: capacity 7 rows
+    tree, sampler, replay = _filled(
+        batch_size=8, batches=4, N=8
+    )  # wraps: capacity 7 rows
     stored = _stored_positions(replay)
     leaves = replay.priorities.priorities
     assert set(np.flatnonzero(leaves)) == set(stored.tolist())
@@ -97,7 +99,9 @@ def test_new_data_gets_max_priority_and_dropped_rows_zero():
     sampler.collect()
     replay.record_batch()
     newest = replay.storage.new_window_positions()
-    np.testing.assert_allclose(replay.priorities.priorities[newest], replay.max_priority)
+    np.testing.assert_allclose(
+        replay.priorities.priorities[newest], replay.max_priority
+    )
     # Rows 1-4 dropped out; 1-3 were overwritten by the new window, row 4 (the
     # new bootstrap row) holds no intact transition any more.
     assert replay.storage.oldest_row == 5
@@ -145,4 +149,6 @@ def test_state_dict_round_trip_and_errors():
     with pytest.raises(ConfigError, match="priorities"):
         replay.update_priorities(np.array([0]), np.array([np.nan]))
     with pytest.raises(ConfigError, match="alpha"):
-        PrioritizedReplay(build_replay_tree(4, 2, 16), 4, np.random.default_rng(), alpha=-1)
+        PrioritizedReplay(
+            build_replay_tree(4, 2, 16), 4, np.random.default_rng(), alpha=-1
+        )

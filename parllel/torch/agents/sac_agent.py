@@ -1,0 +1,184 @@
+"""SAC models (squashed Gaussian actor, twin Q critic) and the SAC agent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from parllel.agents.base import AgentStep, check_mode
+from parllel.errors import ConfigError
+from parllel.torch.distributions import GaussianParams, SquashedGaussian
+from parllel.torch.models.encoders import build_encoder
+from parllel.torch.models.heads import GaussianHead
+from parllel.torch.models.mlp import MLP
+
+__all__ = ["SacActor", "SacAgent", "TwinQ", "build_sac_agent"]
+
+
+class SacActor(nn.Module):
+    """Encoder, MLP trunk and a state-dependent Gaussian head.
+
+    Args:
+        encoder: observation encoder with an ``output_size``.
+        trunk: MLP on the encoder's features.
+        head: :class:`~parllel.torch.models.GaussianHead` with
+            ``state_dependent_std=True``.
+    """
+
+    def __init__(self, encoder: nn.Module, trunk: MLP, head: GaussianHead) -> None:
+        super().__init__()
+        self.encoder, self.trunk, self.head = encoder, trunk, head
+
+    def forward(self, observation: Any) -> GaussianParams:
+        """Observations ``[..., *obs]`` to pre-squash ``GaussianParams [..., A]``."""
+        return self.head(self.trunk(self.encoder(observation)))
+
+
+class TwinQ(nn.Module):
+    """Two independent Q networks ``Q_i(observation, action)``.
+
+    Each has its own encoder; features and the action are concatenated and
+    fed to an MLP with one output.
+
+    Args:
+        make_encoder: builds a fresh observation encoder (called twice).
+        action_dim: size of the action vector.
+        hidden_sizes: MLP hidden sizes.
+        activation: MLP activation.
+    """
+
+    def __init__(
+        self,
+        make_encoder: Callable[[], nn.Module],
+        action_dim: int,
+        hidden_sizes: Sequence[int] = (256, 256),
+        activation: Callable[[], nn.Module] = nn.ReLU,
+    ) -> None:
+        super().__init__()
+        self.encoders = nn.ModuleList([make_encoder(), make_encoder()])
+        self.mlps = nn.ModuleList(
+            [
+                MLP(enc.output_size + action_dim, hidden_sizes, 1, activation)
+                for enc in self.encoders
+            ]
+        )
+
+    def forward(
+        self, observation: Any, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both Q values ``[...]`` for observations and actions ``[..., A]``."""
+        values = []
+        for encoder, mlp in zip(self.encoders, self.mlps):
+            features = torch.cat([encoder(observation), action.to(torch.float32)], -1)
+            values.append(mlp(features).squeeze(-1))
+        return values[0], values[1]
+
+
+class SacAgent:
+    """:class:`~parllel.agents.Agent` for SAC: actor, twin critic, distribution.
+
+    ``step`` samples squashed actions (``"eval"`` mode: ``squash(mean)``);
+    ``agent_info`` is empty. :class:`~parllel.torch.algos.sac.SAC` trains
+    :attr:`actor` and :attr:`critic` and keeps its own target critic.
+
+    Example:
+        >>> agent = build_sac_agent(env.observation_space, env.action_space)
+        >>> action, log_prob = agent.sample_with_log_prob(observation)
+
+    Args:
+        actor: module mapping observations to ``GaussianParams``.
+        critic: module mapping ``(observation, action)`` to ``(q1, q2)``.
+        distribution: :class:`~parllel.torch.distributions.SquashedGaussian`.
+    """
+
+    def __init__(self, actor: nn.Module, critic: nn.Module, distribution: Any) -> None:
+        self.actor = actor
+        self.critic = critic
+        self.distribution = distribution
+        self.action_dim = int(distribution.action_dim)
+        self.deterministic = False
+
+    def sample_with_log_prob(
+        self, observation: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterized actions ``[..., A]`` and their log-probs ``[...]``."""
+        return self.distribution.sample_with_log_prob(self.actor(observation))
+
+    def q_values(
+        self, observation: Any, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q1, q2)``, each ``[...]``."""
+        return self.critic(observation, action)
+
+    def initial_state(self, n_envs: int) -> None:
+        """Feed-forward: no state."""
+        return None
+
+    @torch.no_grad()
+    def step(
+        self, observation: Any, prev_action: Any, prev_reward: Any, state: Any
+    ) -> AgentStep:
+        """Sampled (or, in eval mode, deterministic) actions; no agent info."""
+        params = self.actor(observation)
+        if self.deterministic:
+            action = self.distribution.deterministic(params)
+        else:
+            action = self.distribution.sample(params)
+        return AgentStep(action, {}, None)
+
+    @torch.no_grad()
+    def value(
+        self, observation: Any, prev_action: Any, prev_reward: Any, state: Any
+    ) -> torch.Tensor:
+        """``min(q1, q2)`` at a sampled action, ``[N]`` (SAC does not need it)."""
+        action, _ = self.sample_with_log_prob(observation)
+        return torch.minimum(*self.critic(observation, action))
+
+    def set_mode(self, mode: str) -> None:
+        """``train``/``sample``/``eval``; ``eval`` makes actions deterministic."""
+        check_mode(mode)
+        self.actor.train(mode == "train")
+        self.critic.train(mode == "train")
+        self.deterministic = mode == "eval"
+
+
+def build_sac_agent(
+    observation_space: gym.Space,
+    action_space: gym.spaces.Box,
+    *,
+    hidden_sizes: Sequence[int] = (256, 256),
+    activation: Callable[[], nn.Module] = nn.ReLU,
+    min_log_std: float = -20.0,
+    max_log_std: float = 2.0,
+) -> SacAgent:
+    """Build a :class:`SacAgent` with MLP actor and twin Q for a 1-D Box action space.
+
+    Args:
+        observation_space: space (or example) passed to ``build_encoder``.
+        action_space: 1-D ``Box`` with finite bounds.
+        hidden_sizes: hidden sizes of the actor trunk and each Q MLP.
+        activation: activation of every MLP.
+        min_log_std: lower clip of the actor's log-std.
+        max_log_std: upper clip of the actor's log-std.
+
+    Raises:
+        ConfigError: the action space is not a bounded 1-D Box.
+    """
+    if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1:
+        raise ConfigError(f"SAC needs a 1-D Box action space; got {action_space}")
+    action_dim = int(action_space.shape[0])
+    encoder = build_encoder(observation_space)
+    trunk = MLP(encoder.output_size, hidden_sizes, activation=activation)
+    head = GaussianHead(trunk.output_size, action_dim, state_dependent_std=True)
+    actor = SacActor(encoder, trunk, head)
+    critic = TwinQ(
+        lambda: build_encoder(observation_space), action_dim, hidden_sizes, activation
+    )
+    distribution = SquashedGaussian(
+        action_dim, action_space.low, action_space.high, min_log_std, max_log_std
+    )
+    return SacAgent(actor, critic, distribution)

@@ -1,0 +1,130 @@
+"""Pieces shared by off-policy algorithms: update counts, batches, target networks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from parllel.errors import ConfigError
+from parllel.replays.ratio import ReplayRatio
+from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
+
+__all__ = [
+    "Replay",
+    "UpdateCount",
+    "hard_update",
+    "polyak_update",
+    "replay_batch_to_torch",
+]
+
+
+class Replay(Protocol):
+    """What off-policy algorithms need from a replay (see :mod:`parllel.replays`)."""
+
+    def sample(self) -> Any:
+        """A :class:`~parllel.replays.ReplayBatch` of numpy arrays."""
+        ...
+
+
+class UpdateCount:
+    """How many gradient updates one ``optimize`` call runs.
+
+    Either a fixed ``updates_per_optimize``, or a replay ratio (updates per
+    environment step, fractions carried over): then ``optimize`` must be told
+    the number of new environment steps.
+
+    Args:
+        updates_per_optimize: fixed updates per call (default 1 when no ratio).
+        replay_ratio: gradient updates per environment step, over all envs.
+
+    Raises:
+        ConfigError: both or an invalid value given.
+    """
+
+    def __init__(
+        self, updates_per_optimize: int | None, replay_ratio: float | None
+    ) -> None:
+        if updates_per_optimize is not None and replay_ratio is not None:
+            raise ConfigError("give updates_per_optimize or replay_ratio, not both")
+        if updates_per_optimize is not None and (
+            isinstance(updates_per_optimize, bool)
+            or not isinstance(updates_per_optimize, int)
+            or updates_per_optimize < 1
+        ):
+            raise ConfigError(
+                f"updates_per_optimize must be an integer >= 1; got {updates_per_optimize!r}"
+            )
+        self.fixed = 1 if updates_per_optimize is None else updates_per_optimize
+        self.ratio = None if replay_ratio is None else ReplayRatio(replay_ratio)
+
+    def __call__(self, new_steps: int | None) -> int:
+        """Updates to run now."""
+        if self.ratio is None:
+            return self.fixed
+        if new_steps is None:
+            raise ConfigError(
+                "with a replay_ratio, pass optimize(replay, new_steps=T * B) so the "
+                "number of updates can follow the environment steps"
+            )
+        return self.ratio.updates(new_steps)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The replay ratio's carry (empty when fixed)."""
+        return {} if self.ratio is None else self.ratio.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        if self.ratio is not None:
+            self.ratio.load_state_dict(state)
+
+
+def replay_batch_to_torch(batch: Any, device: torch.device | None) -> Any:
+    """A numpy ``ReplayBatch`` as tensors (zero-copy on CPU), on ``device``."""
+    batch = numpy_to_torch_tree(batch)
+    return batch if device is None else tree_to_device(batch, device)
+
+
+@torch.no_grad()
+def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """``target <- (1 - tau) * target + tau * online``, parameters and buffers."""
+    for target_tensor, online_tensor in _tensors(target, online):
+        if target_tensor.is_floating_point():
+            target_tensor.lerp_(online_tensor, tau)
+        else:
+            target_tensor.copy_(online_tensor)
+
+
+@torch.no_grad()
+def hard_update(target: nn.Module, online: nn.Module) -> None:
+    """Copy every parameter and buffer of ``online`` into ``target``."""
+    for target_tensor, online_tensor in _tensors(target, online):
+        target_tensor.copy_(online_tensor)
+
+
+def _tensors(
+    target: nn.Module, online: nn.Module
+) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+    yield from zip(target.parameters(), online.parameters())
+    yield from zip(target.buffers(), online.buffers())
+
+
+def check_fraction(name: str, value: float, allow_zero: bool = False) -> None:
+    """Raise ConfigError unless ``value`` is in ``(0, 1]`` (or ``[0, 1]``)."""
+    low_ok = value >= 0 if allow_zero else value > 0
+    if not (low_ok and value <= 1):
+        raise ConfigError(
+            f"{name} must be in {'[' if allow_zero else '('}0, 1]; got {value}"
+        )
+
+
+def mean_metrics(history: list[dict[str, float]]) -> dict[str, float]:
+    """Average per-update metrics over the updates of one ``optimize`` call."""
+    if not history:
+        return {"updates": 0.0}
+    keys = history[0].keys()
+    metrics = {key: sum(h[key] for h in history) / len(history) for key in keys}
+    metrics["updates"] = float(len(history))
+    return metrics

@@ -1,0 +1,266 @@
+"""Soft Actor-Critic: twin Q, polyak targets, automatic entropy tuning."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from parllel.errors import ConfigError
+from parllel.torch.algos.off_policy import (
+    Replay,
+    UpdateCount,
+    check_fraction,
+    mean_metrics,
+    polyak_update,
+    replay_batch_to_torch,
+)
+
+__all__ = ["SAC"]
+
+
+class SAC:
+    """Soft Actor-Critic over batches sampled from a replay.
+
+    Per update, on a batch ``(s, a, r, s', terminated, discount, weights)``
+    (``discount = gamma^k`` from an n-step replay, ``weights`` importance
+    weights, ones for uniform replay)::
+
+        a', log_pi' ~ pi(s')
+        y       = r + discount * (1 - terminated)
+                      * (min_i Q_targ_i(s', a') - alpha * log_pi')
+        q_loss  = mean(weights * ((Q_1(s, a) - y)^2 + (Q_2(s, a) - y)^2)) / 2
+        pi_loss = mean(alpha * log_pi(a~|s) - min_i Q_i(s, a~)),  a~ ~ pi(s)
+        alpha_loss = -mean(log_alpha * (log_pi(a~|s) + target_entropy))
+        Q_targ <- (1 - tau) * Q_targ + tau * Q
+
+    A truncated step bootstraps from its final observation (the replay's
+    ``next_observation``); only ``terminated`` stops the bootstrap.
+
+    Example:
+        >>> agent = build_sac_agent(obs_space, action_space)
+        >>> sac = SAC(agent, learning_rate=3e-4, replay_ratio=1.0)
+        >>> metrics = sac.optimize(replay, new_steps=T * B)
+
+    Args:
+        agent: a :class:`~parllel.torch.agents.sac_agent.SacAgent` (or any
+            object with ``actor`` and ``critic`` modules, ``action_dim`` and
+            ``sample_with_log_prob(observation)``; ``critic(observation,
+            action)`` returns ``(q1, q2)``).
+        actor_optimizer: optimizer over the actor's parameters (default Adam).
+        critic_optimizer: optimizer over the critic's parameters (default Adam).
+        alpha_optimizer: optimizer over :attr:`log_alpha` (default Adam).
+        learning_rate: learning rate of the default optimizers.
+        tau: polyak coefficient of the target update, in ``(0, 1]``.
+        initial_alpha: entropy coefficient at the start.
+        learn_alpha: tune alpha automatically towards ``target_entropy``.
+        target_entropy: default ``-action_dim``.
+        updates_per_optimize: fixed gradient updates per :meth:`optimize`.
+        replay_ratio: or gradient updates per environment step.
+        max_grad_norm: optional gradient-norm clip for actor and critic.
+        device: where batches are moved (default: the critic's device).
+
+    Raises:
+        ConfigError: invalid hyperparameters.
+    """
+
+    def __init__(
+        self,
+        agent: Any,
+        *,
+        actor_optimizer: torch.optim.Optimizer | None = None,
+        critic_optimizer: torch.optim.Optimizer | None = None,
+        alpha_optimizer: torch.optim.Optimizer | None = None,
+        learning_rate: float = 3e-4,
+        tau: float = 0.005,
+        initial_alpha: float = 1.0,
+        learn_alpha: bool = True,
+        target_entropy: float | None = None,
+        updates_per_optimize: int | None = None,
+        replay_ratio: float | None = None,
+        max_grad_norm: float | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        for name in ("actor", "critic"):
+            if not isinstance(getattr(agent, name, None), torch.nn.Module):
+                raise ConfigError(f"agent.{name} must be a torch.nn.Module")
+        check_fraction("tau", tau)
+        if not (learning_rate > 0 and math.isfinite(learning_rate)):
+            raise ConfigError(f"learning_rate must be positive; got {learning_rate}")
+        if not (initial_alpha > 0 and math.isfinite(initial_alpha)):
+            raise ConfigError(f"initial_alpha must be positive; got {initial_alpha}")
+        if max_grad_norm is not None and not max_grad_norm > 0:
+            raise ConfigError(f"max_grad_norm must be positive; got {max_grad_norm}")
+        self.agent = agent
+        self.update_count = UpdateCount(updates_per_optimize, replay_ratio)
+        self.tau = float(tau)
+        self.max_grad_norm = max_grad_norm
+        parameter = next(agent.critic.parameters())
+        self.device = torch.device(device) if device is not None else parameter.device
+        self.target_critic = copy.deepcopy(agent.critic).requires_grad_(False)
+        self.learn_alpha = learn_alpha
+        self.target_entropy = (
+            -float(agent.action_dim)
+            if target_entropy is None
+            else float(target_entropy)
+        )
+        self.log_alpha = torch.tensor(
+            math.log(initial_alpha), device=self.device, requires_grad=learn_alpha
+        )
+        self.actor_optimizer = actor_optimizer or torch.optim.Adam(
+            agent.actor.parameters(), lr=learning_rate
+        )
+        self.critic_optimizer = critic_optimizer or torch.optim.Adam(
+            agent.critic.parameters(), lr=learning_rate
+        )
+        self.alpha_optimizer = None
+        if learn_alpha:
+            self.alpha_optimizer = alpha_optimizer or torch.optim.Adam(
+                [self.log_alpha], lr=learning_rate
+            )
+        self.updates_done = 0
+
+    @property
+    def alpha(self) -> float:
+        """The current entropy coefficient."""
+        return float(self.log_alpha.detach().exp())
+
+    @torch.no_grad()
+    def target_q(self, batch: Any) -> torch.Tensor:
+        """Critic targets ``y`` ``[batch]`` for a torch ``ReplayBatch``."""
+        next_action, next_log_prob = self.agent.sample_with_log_prob(
+            batch.next_observation
+        )
+        q1, q2 = self.target_critic(batch.next_observation, next_action)
+        soft_value = torch.minimum(q1, q2) - self.log_alpha.exp() * next_log_prob
+        not_terminated = (~batch.terminated).to(soft_value.dtype)
+        return batch.reward + batch.discount * not_terminated * soft_value
+
+    def _clip(self, module: torch.nn.Module) -> float:
+        norm = torch.nn.utils.clip_grad_norm_(
+            module.parameters(),
+            self.max_grad_norm if self.max_grad_norm is not None else math.inf,
+        )
+        return float(norm)
+
+    def update(self, batch: Any) -> dict[str, float]:
+        """One gradient step of critic, actor and alpha on a torch ``ReplayBatch``.
+
+        Returns:
+            ``q1_loss``, ``q2_loss``, ``pi_loss``, ``alpha_loss``, ``alpha``,
+            ``entropy`` (``-mean(log_pi)``), ``q1``, ``q2``, ``target_q``
+            (batch means), ``critic_grad_norm``, ``actor_grad_norm``.
+        """
+        agent = self.agent
+        target = self.target_q(batch)
+        q1, q2 = agent.critic(batch.observation, batch.action)
+        weights = batch.weights
+        q1_loss = 0.5 * (weights * (q1 - target).pow(2)).mean()
+        q2_loss = 0.5 * (weights * (q2 - target).pow(2)).mean()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        (q1_loss + q2_loss).backward()
+        critic_grad_norm = self._clip(agent.critic)
+        self.critic_optimizer.step()
+
+        action, log_prob = agent.sample_with_log_prob(batch.observation)
+        critic_params = list(agent.critic.parameters())
+        for p in critic_params:  # the actor loss must not train the critic
+            p.requires_grad_(False)
+        try:
+            q_new = torch.minimum(*agent.critic(batch.observation, action))
+        finally:
+            for p in critic_params:
+                p.requires_grad_(True)
+        alpha = self.log_alpha.detach().exp()
+        pi_loss = (alpha * log_prob - q_new).mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        pi_loss.backward()
+        actor_grad_norm = self._clip(agent.actor)
+        self.actor_optimizer.step()
+
+        alpha_loss = torch.zeros(())
+        if self.alpha_optimizer is not None:
+            alpha_loss = -(
+                self.log_alpha * (log_prob.detach() + self.target_entropy)
+            ).mean()
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_optimizer.step()
+
+        polyak_update(self.target_critic, agent.critic, self.tau)
+        self.updates_done += 1
+        return {
+            "q1_loss": float(q1_loss.detach()),
+            "q2_loss": float(q2_loss.detach()),
+            "pi_loss": float(pi_loss.detach()),
+            "alpha_loss": float(alpha_loss.detach()),
+            "alpha": self.alpha,
+            "entropy": float(-log_prob.detach().mean()),
+            "q1": float(q1.detach().mean()),
+            "q2": float(q2.detach().mean()),
+            "target_q": float(target.mean()),
+            "critic_grad_norm": critic_grad_norm,
+            "actor_grad_norm": actor_grad_norm,
+        }
+
+    def optimize(
+        self, replay: Replay, new_steps: int | None = None
+    ) -> dict[str, float]:
+        """Run this call's updates, each on a fresh batch from ``replay``.
+
+        Prioritized replays (with ``update_priorities``) get the mean
+        absolute TD error of the two critics as new priorities.
+
+        Args:
+            replay: a :mod:`parllel.replays` replay (ready to sample).
+            new_steps: environment steps since the last call (needed with a
+                ``replay_ratio``).
+
+        Returns:
+            Metrics of :meth:`update` averaged over the updates, plus
+            ``updates`` (their number).
+        """
+        history = []
+        for _ in range(self.update_count(new_steps)):
+            batch = replay_batch_to_torch(replay.sample(), self.device)
+            history.append(self.update(batch))
+            if hasattr(replay, "update_priorities"):
+                with torch.no_grad():
+                    q1, q2 = self.agent.critic(batch.observation, batch.action)
+                    target = self.target_q(batch)
+                    error = 0.5 * ((q1 - target).abs() + (q2 - target).abs())
+                replay.update_priorities(
+                    batch.indices.cpu().numpy(), error.cpu().numpy()
+                )
+        return mean_metrics(history)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Optimizers, target critic, ``log_alpha``, counters (not the agent)."""
+        return {
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "alpha_optimizer": (
+                None
+                if self.alpha_optimizer is None
+                else self.alpha_optimizer.state_dict()
+            ),
+            "target_critic": self.target_critic.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "updates_done": self.updates_done,
+            "update_count": self.update_count.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        if self.alpha_optimizer is not None and state["alpha_optimizer"] is not None:
+            self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        self.target_critic.load_state_dict(state["target_critic"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.updates_done = int(state["updates_done"])
+        self.update_count.load_state_dict(state["update_count"])
