@@ -1,0 +1,146 @@
+"""Q-network and the epsilon-greedy DQN agent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from parllel.agents.base import AgentStep, check_mode
+from parllel.errors import ConfigError
+from parllel.torch.models.encoders import build_encoder
+from parllel.torch.models.mlp import MLP
+
+__all__ = ["DqnAgent", "QNetwork", "build_dqn_agent"]
+
+
+class QNetwork(nn.Module):
+    """Encoder and MLP to one Q value per action, ``[..., num_actions]``.
+
+    Args:
+        encoder: observation encoder with an ``output_size``.
+        num_actions: number of discrete actions.
+        hidden_sizes: MLP hidden sizes.
+        activation: MLP activation.
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        num_actions: int,
+        hidden_sizes: Sequence[int] = (64, 64),
+        activation: Callable[[], nn.Module] = nn.ReLU,
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.mlp = MLP(encoder.output_size, hidden_sizes, num_actions, activation)
+
+    def forward(self, observation: Any) -> torch.Tensor:
+        """Q values ``[..., num_actions]``."""
+        return self.mlp(self.encoder(observation))
+
+
+class DqnAgent:
+    """:class:`~parllel.agents.Agent` acting epsilon-greedily on a Q-network.
+
+    Set :attr:`epsilon` from a schedule as training goes (see
+    :func:`parllel.torch.algos.dqn.epsilon_schedule`); ``"eval"`` mode acts
+    greedily (or with :attr:`eval_epsilon`).
+
+    Example:
+        >>> agent = build_dqn_agent(env.observation_space, env.action_space)
+        >>> agent.epsilon = schedule(global_step)
+
+    Args:
+        q_network: module mapping observations to ``[..., num_actions]``.
+        num_actions: number of discrete actions.
+        epsilon: initial probability of a uniformly random action.
+        eval_epsilon: epsilon in ``"eval"`` mode.
+        generator: optional torch generator for the exploration draws.
+    """
+
+    def __init__(
+        self,
+        q_network: nn.Module,
+        num_actions: int,
+        epsilon: float = 1.0,
+        eval_epsilon: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        if num_actions < 1:
+            raise ConfigError(f"num_actions must be >= 1; got {num_actions}")
+        self.q_network = q_network
+        self.num_actions = int(num_actions)
+        self.epsilon = float(epsilon)
+        self.eval_epsilon = float(eval_epsilon)
+        self.generator = generator
+        self.evaluating = False
+
+    def q_values(self, observation: Any) -> torch.Tensor:
+        """Q values ``[..., num_actions]``."""
+        return self.q_network(observation)
+
+    def initial_state(self, n_envs: int) -> None:
+        """Feed-forward: no state."""
+        return None
+
+    @torch.no_grad()
+    def act(self, observation: Any, epsilon: float) -> torch.Tensor:
+        """Greedy actions, each replaced by a uniform one with probability ``epsilon``."""
+        q = self.q_values(observation)
+        greedy = q.argmax(-1)
+        if epsilon <= 0.0:
+            return greedy
+        device = greedy.device
+        explore = (
+            torch.rand(greedy.shape, generator=self.generator, device=device) < epsilon
+        )
+        random = torch.randint(
+            self.num_actions, greedy.shape, generator=self.generator, device=device
+        )
+        return torch.where(explore, random, greedy)
+
+    def step(
+        self, observation: Any, prev_action: Any, prev_reward: Any, state: Any
+    ) -> AgentStep:
+        """Epsilon-greedy actions; no agent info."""
+        epsilon = self.eval_epsilon if self.evaluating else self.epsilon
+        return AgentStep(self.act(observation, epsilon), {}, None)
+
+    @torch.no_grad()
+    def value(
+        self, observation: Any, prev_action: Any, prev_reward: Any, state: Any
+    ) -> torch.Tensor:
+        """``max_a Q(observation, a)``, ``[N]``."""
+        return self.q_values(observation).max(-1).values
+
+    def set_mode(self, mode: str) -> None:
+        """``train``/``sample``/``eval``; ``eval`` uses :attr:`eval_epsilon`."""
+        check_mode(mode)
+        self.q_network.train(mode == "train")
+        self.evaluating = mode == "eval"
+
+
+def build_dqn_agent(
+    observation_space: gym.Space,
+    action_space: gym.spaces.Discrete,
+    *,
+    hidden_sizes: Sequence[int] = (64, 64),
+    activation: Callable[[], nn.Module] = nn.ReLU,
+    epsilon: float = 1.0,
+) -> DqnAgent:
+    """Build a :class:`DqnAgent` with an MLP :class:`QNetwork`.
+
+    Raises:
+        ConfigError: the action space is not ``Discrete``.
+    """
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ConfigError(f"DQN needs a Discrete action space; got {action_space}")
+    num_actions = int(action_space.n)
+    q_network = QNetwork(
+        build_encoder(observation_space), num_actions, hidden_sizes, activation
+    )
+    return DqnAgent(q_network, num_actions, epsilon=epsilon)

@@ -1,0 +1,237 @@
+"""DQN with double-Q targets, a target network, Huber loss and replay weights."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from parllel.errors import ConfigError
+from parllel.torch.algos.off_policy import (
+    Replay,
+    UpdateCount,
+    check_fraction,
+    hard_update,
+    mean_metrics,
+    polyak_update,
+    replay_batch_to_torch,
+)
+
+__all__ = ["DQN", "epsilon_schedule"]
+
+
+def epsilon_schedule(
+    start: float = 1.0, end: float = 0.05, decay_steps: int = 10_000
+) -> Callable[[int], float]:
+    """Epsilon for epsilon-greedy exploration as a function of the env step.
+
+    Decays linearly from ``start`` to ``end`` over ``decay_steps`` steps, then
+    stays at ``end``.
+
+    Example:
+        >>> schedule = epsilon_schedule(1.0, 0.1, decay_steps=100)
+        >>> schedule(0), schedule(50), schedule(1000)
+        (1.0, 0.55, 0.1)
+
+    Raises:
+        ConfigError: epsilons outside ``[0, 1]`` or ``decay_steps < 1``.
+    """
+    check_fraction("start", start, allow_zero=True)
+    check_fraction("end", end, allow_zero=True)
+    if decay_steps < 1:
+        raise ConfigError(f"decay_steps must be >= 1; got {decay_steps}")
+
+    def schedule(step: int) -> float:
+        if step >= decay_steps:
+            return end
+        return start + (end - start) * max(step, 0) / decay_steps
+
+    return schedule
+
+
+class DQN:
+    """Deep Q-learning over batches sampled from a replay.
+
+    Per update, on a batch ``(s, a, r, s', terminated, discount, weights)``
+    (``discount = gamma^k`` from an n-step replay)::
+
+        a*     = argmax_a Q(s', a)             (double DQN; else the target's)
+        y      = r + discount * (1 - terminated) * Q_targ(s', a*)
+        loss   = mean(weights * huber(Q(s, a) - y))
+        new priorities = |Q(s, a) - y|
+
+    A truncated step bootstraps from its final observation; only
+    ``terminated`` stops the bootstrap. The target network is copied every
+    ``target_update_interval`` updates, or polyak-averaged with ``tau`` after
+    every update.
+
+    Example:
+        >>> agent = build_dqn_agent(obs_space, action_space)
+        >>> dqn = DQN(agent, learning_rate=1e-3, target_update_interval=500)
+        >>> metrics = dqn.optimize(replay)
+
+    Args:
+        agent: a :class:`~parllel.torch.agents.dqn_agent.DqnAgent` (or any
+            object with a ``q_network`` module mapping observations to
+            ``[..., num_actions]``).
+        optimizer: optimizer over the Q-network (default Adam).
+        learning_rate: learning rate of the default optimizer.
+        double_dqn: choose next actions with the online network.
+        target_update_interval: hard target update every this many updates
+            (default 1000 when ``tau`` is not given).
+        tau: or polyak coefficient per update (exclusive with the interval).
+        huber_delta: threshold of the Huber loss.
+        max_grad_norm: optional gradient-norm clip.
+        updates_per_optimize: fixed gradient updates per :meth:`optimize`.
+        replay_ratio: or gradient updates per environment step.
+        device: where batches are moved (default: the Q-network's device).
+
+    Raises:
+        ConfigError: invalid hyperparameters.
+    """
+
+    def __init__(
+        self,
+        agent: Any,
+        optimizer: torch.optim.Optimizer | None = None,
+        *,
+        learning_rate: float = 1e-3,
+        double_dqn: bool = True,
+        target_update_interval: int | None = None,
+        tau: float | None = None,
+        huber_delta: float = 1.0,
+        max_grad_norm: float | None = 10.0,
+        updates_per_optimize: int | None = None,
+        replay_ratio: float | None = None,
+        device: torch.device | str | None = None,
+    ) -> None:
+        network = getattr(agent, "q_network", None)
+        if not isinstance(network, torch.nn.Module):
+            raise ConfigError("agent.q_network must be a torch.nn.Module")
+        if tau is not None:
+            if target_update_interval is not None:
+                raise ConfigError("give target_update_interval or tau, not both")
+            check_fraction("tau", tau)
+        elif target_update_interval is None:
+            target_update_interval = 1000
+        if target_update_interval is not None and target_update_interval < 1:
+            raise ConfigError(
+                "target_update_interval must be >= 1 (or give tau); got "
+                f"{target_update_interval}"
+            )
+        if not (learning_rate > 0 and math.isfinite(learning_rate)):
+            raise ConfigError(f"learning_rate must be positive; got {learning_rate}")
+        if not huber_delta > 0:
+            raise ConfigError(f"huber_delta must be positive; got {huber_delta}")
+        if max_grad_norm is not None and not max_grad_norm > 0:
+            raise ConfigError(f"max_grad_norm must be positive; got {max_grad_norm}")
+        self.agent = agent
+        self.q_network = network
+        self.target_network = copy.deepcopy(network).requires_grad_(False)
+        self.optimizer = optimizer or torch.optim.Adam(
+            network.parameters(), lr=learning_rate
+        )
+        self.double_dqn = double_dqn
+        self.target_update_interval = target_update_interval
+        self.tau = tau
+        self.huber_delta = float(huber_delta)
+        self.max_grad_norm = max_grad_norm
+        self.update_count = UpdateCount(updates_per_optimize, replay_ratio)
+        parameter = next(network.parameters())
+        self.device = torch.device(device) if device is not None else parameter.device
+        self.updates_done = 0
+
+    @torch.no_grad()
+    def target_values(self, batch: Any) -> torch.Tensor:
+        """Targets ``y`` ``[batch]`` for a torch ``ReplayBatch``."""
+        next_target_q = self.target_network(batch.next_observation)  # [batch, A]
+        if self.double_dqn:
+            next_action = self.q_network(batch.next_observation).argmax(-1)
+            next_q = next_target_q.gather(-1, next_action.unsqueeze(-1)).squeeze(-1)
+        else:
+            next_q = next_target_q.max(-1).values
+        not_terminated = (~batch.terminated).to(next_q.dtype)
+        return batch.reward + batch.discount * not_terminated * next_q
+
+    def update(self, batch: Any) -> tuple[dict[str, float], torch.Tensor]:
+        """One gradient step on a torch ``ReplayBatch``.
+
+        Returns:
+            Metrics (``loss``, ``q``, ``target``, ``td_abs``, ``grad_norm``)
+            and the new priorities ``|TD error|`` ``[batch]`` (detached).
+        """
+        target = self.target_values(batch)
+        q_all = self.q_network(batch.observation)  # [batch, A]
+        action = batch.action.long().reshape(q_all.shape[:-1])
+        q = q_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+        losses = F.huber_loss(q, target, reduction="none", delta=self.huber_delta)
+        loss = (batch.weights * losses).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.q_network.parameters(),
+            self.max_grad_norm if self.max_grad_norm is not None else math.inf,
+        )
+        self.optimizer.step()
+        self.updates_done += 1
+        if self.tau is not None:
+            polyak_update(self.target_network, self.q_network, self.tau)
+        elif self.updates_done % self.target_update_interval == 0:
+            hard_update(self.target_network, self.q_network)
+        td_abs = (q.detach() - target).abs()
+        metrics = {
+            "loss": float(loss.detach()),
+            "q": float(q.detach().mean()),
+            "target": float(target.mean()),
+            "td_abs": float(td_abs.mean()),
+            "grad_norm": float(grad_norm),
+        }
+        return metrics, td_abs
+
+    def optimize(
+        self, replay: Replay, new_steps: int | None = None
+    ) -> dict[str, float]:
+        """Run this call's updates, each on a fresh batch from ``replay``.
+
+        A prioritized replay (with ``update_priorities``) receives
+        ``|TD error|`` of each sample after its update.
+
+        Args:
+            replay: a :mod:`parllel.replays` replay (ready to sample).
+            new_steps: environment steps since the last call (needed with a
+                ``replay_ratio``).
+
+        Returns:
+            Metrics of :meth:`update` averaged over the updates, plus
+            ``updates``.
+        """
+        history = []
+        for _ in range(self.update_count(new_steps)):
+            batch = replay_batch_to_torch(replay.sample(), self.device)
+            metrics, priorities = self.update(batch)
+            history.append(metrics)
+            if hasattr(replay, "update_priorities"):
+                replay.update_priorities(
+                    batch.indices.cpu().numpy(), priorities.cpu().numpy()
+                )
+        return mean_metrics(history)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Optimizer, target network and counters (not the agent)."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "target_network": self.target_network.state_dict(),
+            "updates_done": self.updates_done,
+            "update_count": self.update_count.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.target_network.load_state_dict(state["target_network"])
+        self.updates_done = int(state["updates_done"])
+        self.update_count.load_state_dict(state["update_count"])
