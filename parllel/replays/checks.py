@@ -56,7 +56,7 @@ def check_replay_config(
         raise ConfigError(
             f"n_step must be an integer in [1, {storage.capacity}]; got {n_step!r}"
         )
-    if not (isinstance(discount, (int, float)) and 0.0 <= discount <= 1.0):
+    if not (isinstance(discount, (int, float, np.floating)) and 0.0 <= discount <= 1.0):
         raise ConfigError(f"discount must be in [0, 1]; got {discount!r}")
     if not math.isfinite(discount):
         raise ConfigError(f"discount must be finite; got {discount!r}")
