@@ -12,7 +12,7 @@ from parllel.errors import ConfigError
 from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
 from parllel.torch.algos.schedules import Schedule
-from parllel.torch.utils import tree_to_device
+from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
 
 __all__ = ["PPO"]
 
@@ -259,6 +259,7 @@ class PPO:
             ``minibatch_updates``, ``early_stopped`` (0 or 1).
         """
         progress = self._progress(progress)
+        batch = numpy_to_torch_tree(batch)  # zero-copy views of a sampler's tree
         if self.device is not None:
             batch = tree_to_device(batch, self.device)
         data = PolicyBatch.from_sample_tree(

@@ -1,0 +1,171 @@
+"""Train PPO on CartPole-v1 with envs stepped in worker processes.
+
+    python examples/cartpole/train_ppo.py            # solves CartPole in ~1 min
+    python examples/cartpole/train_ppo.py --quick    # a tiny smoke run
+    python examples/cartpole/train_ppo.py --serial   # same batches, no processes
+    python examples/cartpole/train_ppo.py --resume runs/cartpole-ppo-...
+
+Writes a run directory (config, metadata, progress.csv, TensorBoard logs,
+checkpoints, learning_curve.png) under ``runs/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import gymnasium as gym
+import torch
+
+from parllel.logging import (
+    CsvSink,
+    MultiLogger,
+    ProgressBar,
+    StdoutTable,
+    TensorBoardSink,
+)
+from parllel.patterns import (
+    add_advantage_estimation,
+    build_cages,
+    build_eval_sampler,
+    build_sample_tree,
+)
+from parllel.plot import plot_learning_curve
+from parllel.runners import OnPolicyRunner, RunDirectory, Seeds, seed_everything
+from parllel.samplers import FeedForwardSampler
+from parllel.torch.agents import ActorCriticAgent
+from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
+from parllel.torch.handler import TorchHandler
+from parllel.torch.models import build_actor_critic
+from parllel.transforms import Compose
+
+
+@dataclasses.dataclass
+class Config:
+    seed: int = 0
+    n_envs: int = 8
+    batch_T: int = 32  # env steps per env per batch: 256 samples per update
+    total_steps: int = 100_000
+    gamma: float = 0.98
+    gae_lambda: float = 0.8
+    learning_rate: float = 1e-3  # decays linearly to 0
+    clip_range: float = 0.2  # decays linearly to 0
+    epochs: int = 20
+    minibatches: int = 1
+    entropy_coef: float = 0.0
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    eval_interval_steps: int = 5_000
+    eval_episodes: int = 10
+    parallel: str = "process"  # "process", "serial" or "auto"
+    run_root: str = "runs"
+
+
+def make_env() -> gym.Env:
+    return gym.make("CartPole-v1")
+
+
+def main(config: Config, resume: str | None = None) -> dict:
+    torch.set_num_threads(1)
+    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs)
+    seed_everything(seeds)
+    run = (
+        RunDirectory.open(resume)
+        if resume
+        else RunDirectory.create(
+            config.run_root, "cartpole-ppo", config=config, seeds=seeds
+        )
+    )
+
+    # environments (in worker processes) and the agent
+    cage = build_cages(
+        make_env, config.n_envs, parallel=config.parallel, seed=seeds.master
+    )
+    model, distribution = build_actor_critic(
+        cage.spaces.observation, cage.spaces.action, hidden_sizes=config.hidden_sizes
+    )
+    agent = ActorCriticAgent(model, distribution)
+    handler = TorchHandler(agent, n_envs=cage.n_envs)
+
+    # the batch buffer [T, B] and what runs on it after each batch
+    sample_tree = build_sample_tree(cage, handler, config.batch_T)
+    transform = Compose(
+        add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda)
+    )
+    sampler = FeedForwardSampler(cage, handler, sample_tree, transform=transform)
+    eval_sampler, eval_cage = build_eval_sampler(
+        make_env,
+        TorchHandler(agent, n_envs=4),
+        4,
+        config.eval_episodes,
+        seed=seeds.master + 1,
+    )
+
+    # the algorithm
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    ppo = PPO(
+        ActorCriticEvaluator(model, distribution),
+        optimizer,
+        learning_rate=linear_schedule(config.learning_rate, 0.0),
+        clip_range=linear_schedule(config.clip_range, 0.0),
+        epochs=config.epochs,
+        minibatches=config.minibatches,
+        entropy_coef=config.entropy_coef,
+    )
+
+    logger = MultiLogger(
+        [
+            StdoutTable(every=4),
+            CsvSink(run.progress_csv, resume=bool(resume)),
+            TensorBoardSink(run.tensorboard_dir),
+            ProgressBar(total=config.total_steps),
+        ]
+    )
+    runner = OnPolicyRunner(
+        sampler,
+        ppo,
+        config.total_steps,
+        eval_sampler=eval_sampler,
+        eval_interval_steps=config.eval_interval_steps,
+        logger=logger,
+        log_interval_steps=config.eval_interval_steps,
+        checkpoint_dir=run.checkpoints_dir,
+        checkpoint_interval_steps=25_000,
+        checkpoint_objects={"model": model, "ppo": ppo, "transform": transform},
+        config=dataclasses.asdict(config),
+        config_keys=["n_envs", "batch_T", "hidden_sizes"],
+    )
+    if resume:
+        runner.load(run.checkpoints_dir)
+    try:
+        summary = runner.run()
+    finally:
+        logger.close()
+        cage.close()
+        eval_cage.close()
+        sample_tree.close()
+    plot_learning_curve(run.path)
+    print(
+        f"eval return {summary.get('eval/return_mean', float('nan')):.1f}; run in {run.path}"
+    )
+    return summary
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
+    parser.add_argument(
+        "--serial", action="store_true", help="step envs in this process"
+    )
+    parser.add_argument("--resume", help="run directory to resume from")
+    parser.add_argument("--steps", type=int, help="override total_steps")
+    args = parser.parse_args()
+    config = Config()
+    if args.quick:
+        config = dataclasses.replace(
+            config, total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2
+        )
+    if args.serial:
+        config = dataclasses.replace(config, parallel="serial")
+    if args.steps:
+        config = dataclasses.replace(config, total_steps=args.steps)
+    main(config, args.resume)

@@ -1,0 +1,183 @@
+"""Small functions that wire the common setups; every object stays replaceable.
+
+A training script calls these instead of repeating the wiring, but still
+holds every object they return (cages, handler, sample tree, transforms,
+samplers) and can swap any of them. Nothing here hides the algorithm.
+
+Example:
+    >>> cage = build_cages(make_env, n_envs=8, seed=0)
+    >>> handler = TorchHandler(agent, n_envs=cage.n_envs)
+    >>> sample_tree = build_sample_tree(cage, handler, batch_T=128)
+    >>> transform = Compose([add_advantage_estimation(sample_tree, 0.99, 0.95)])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from parllel import fields
+from parllel.agents import Handler
+from parllel.cages import (
+    Cage,
+    ProcessCage,
+    SerialCage,
+    TrajInfo,
+    measure_step_seconds,
+    suggest_layout,
+)
+from parllel.errors import ConfigError
+from parllel.samplers import EvalSampler
+from parllel.samplers import build_sample_tree as allocate_sample_tree
+from parllel.transforms import (
+    ClipRewards,
+    EstimateAdvantage,
+    NormalizeAdvantage,
+    NormalizeObservations,
+    NormalizeRewards,
+)
+from parllel.tree import ArrayDict
+
+PARALLEL_CHOICES = ("auto", "process", "serial")
+
+
+def build_cages(
+    env_factory: Callable[..., Any],
+    n_envs: int,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    parallel: str = "auto",
+    seed: int | None = None,
+    env_offset: int = 0,
+    reset_mode: str = "auto",
+    traj_info_type: Callable[..., TrajInfo] = TrajInfo,
+    traj_info_kwargs: dict[str, Any] | None = None,
+    **process_kwargs: Any,
+) -> Cage:
+    """One cage for ``n_envs`` envs: in worker processes, or serial.
+
+    ``parallel="auto"`` times a few steps of one env and asks
+    :func:`~parllel.cages.suggest_layout` whether processes can win on this
+    machine (and with which layout); ``"process"`` always uses a
+    :class:`~parllel.cages.ProcessCage` (layout from ``process_kwargs``, or
+    suggested, falling back to one worker per core); ``"serial"`` a
+    :class:`~parllel.cages.SerialCage`. Same seed, same results either way.
+    """
+    if parallel not in PARALLEL_CHOICES:
+        raise ConfigError(
+            f"parallel must be one of {PARALLEL_CHOICES}, got {parallel!r}"
+        )
+    common = dict(
+        seed=seed,
+        env_offset=env_offset,
+        reset_mode=reset_mode,
+        traj_info_type=traj_info_type,
+        traj_info_kwargs=traj_info_kwargs,
+    )
+    layout = None
+    if parallel != "serial" and not {"envs_per_worker", "n_workers"} & set(
+        process_kwargs
+    ):
+        layout = suggest_layout(n_envs, measure_step_seconds(env_factory, env_kwargs))
+    if parallel == "serial" or (parallel == "auto" and layout is None):
+        return SerialCage(env_factory, n_envs, env_kwargs, **common)
+    return ProcessCage(
+        env_factory,
+        n_envs,
+        env_kwargs,
+        **{**(layout or {}), **process_kwargs},
+        **common,
+    )
+
+
+def build_sample_tree(
+    cage: Cage,
+    handler: Handler,
+    batch_T: int,
+    *,
+    storage: str | None = None,
+    **options: Any,
+) -> ArrayDict:
+    """Allocate the sample tree for ``cage`` and ``handler`` (see
+    :func:`parllel.samplers.build_sample_tree` for the layout and ``options``).
+
+    Storage defaults to shared memory for process cages, local otherwise.
+    """
+    if storage is None:
+        storage = "shared" if isinstance(cage, ProcessCage) else "local"
+    agent_example = handler.example_outputs(cage.example[fields.OBSERVATION])
+    return allocate_sample_tree(
+        cage.example, agent_example, batch_T, cage.n_envs, storage, **options
+    )
+
+
+def add_advantage_estimation(
+    sample_tree: ArrayDict,
+    gamma: float,
+    gae_lambda: float,
+    *,
+    normalize: bool = False,
+    only_valid: bool = False,
+) -> list:
+    """GAE transforms (bootstrapping truncations), optionally normalizing advantages.
+
+    Returns the transforms to put in the pipeline, in order.
+    """
+    transforms: list = [EstimateAdvantage(sample_tree, gamma, gae_lambda)]
+    if normalize:
+        transforms.append(NormalizeAdvantage(sample_tree, only_valid=only_valid))
+    return transforms
+
+
+def add_obs_normalization(
+    sample_tree: ArrayDict, **kwargs: Any
+) -> NormalizeObservations:
+    """An observation normalizer for the sampler (``observation_normalizer=``).
+
+    The sampler normalizes every fresh observation with it before the agent
+    acts, and freezes it during evaluation.
+    """
+    return NormalizeObservations(sample_tree, **kwargs)
+
+
+def add_reward_normalization(
+    sample_tree: ArrayDict, gamma: float, *, clip: float | None = None
+) -> list:
+    """Reward normalization by the running std of the discounted return, then clipping.
+
+    Put these before advantage estimation in the pipeline.
+    """
+    transforms: list = [NormalizeRewards(sample_tree, gamma)]
+    if clip is not None:
+        transforms.append(ClipRewards(sample_tree, clip))
+    return transforms
+
+
+def build_eval_sampler(
+    env_factory: Callable[..., Any],
+    handler: Handler,
+    n_envs: int,
+    n_episodes: int,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    seed: int | None = None,
+    observation_normalizer: Any = None,
+    max_steps: int | None = None,
+) -> tuple[EvalSampler, Cage]:
+    """A serial eval cage plus an :class:`~parllel.samplers.EvalSampler` on it.
+
+    ``handler`` must be built for ``n_envs`` envs (it may wrap the training
+    agent: evaluation switches it to deterministic ``"eval"`` mode and back).
+    Returns the sampler and its cage (close the cage when done).
+    """
+    cage = SerialCage(env_factory, n_envs, env_kwargs, seed=seed)
+    tree = build_sample_tree(cage, handler, batch_T=1, storage="local")
+    sampler = EvalSampler(
+        cage,
+        handler,
+        tree,
+        n_episodes,
+        observation_normalizer=observation_normalizer,
+        max_steps=max_steps,
+    )
+    return sampler, cage

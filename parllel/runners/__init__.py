@@ -1,0 +1,30 @@
+"""Outer loops and run-time services: the on-policy runner, checkpoints,
+run directories and seeding."""
+
+from parllel.runners.checkpoint import (
+    capture_rng_state,
+    check_config,
+    check_state_dict,
+    latest_checkpoint,
+    load_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+)
+from parllel.runners.on_policy import Callback, OnPolicyRunner
+from parllel.runners.run_directory import RunDirectory
+from parllel.runners.seeding import Seeds, seed_everything
+
+__all__ = [
+    "Callback",
+    "OnPolicyRunner",
+    "RunDirectory",
+    "Seeds",
+    "capture_rng_state",
+    "check_config",
+    "check_state_dict",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "restore_rng_state",
+    "save_checkpoint",
+    "seed_everything",
+]
