@@ -1,0 +1,367 @@
+"""Full ``collect_batch()`` steps/s: parllel samplers vs hand-written gymnasium loops.
+
+CartPole-v1, 64 envs, T = 128, a 2x64 MLP actor-critic on CPU (torch pinned to
+one thread); every contender does the same work per batch: policy inference
+(sampled action, log-prob, value) for every step, env stepping, storing into
+preallocated ``[T, B]`` buffers, the bootstrap value and GAE. Contenders:
+
+- ``ff_serial``: FeedForwardSampler + SerialCage;
+- ``ff_process``: FeedForwardSampler + ProcessCage (main process steps half
+  the envs, one worker the other half);
+- ``alternating_process``: AlternatingSampler + two ProcessCages (one worker each);
+- ``gym_sync`` / ``gym_async``: the CleanRL-style loop over a gymnasium
+  ``SyncVectorEnv`` / ``AsyncVectorEnv`` filling preallocated torch buffers,
+  GAE in a reverse loop as in CleanRL's ``ppo.py``.
+
+Alternating sampling pays only when inference costs about as much as env
+stepping: the second part uses the ``cpu200us`` synthetic env (8 envs) and a
+policy whose per-sample cost is calibrated so that inference for all 8 envs
+takes about as long as stepping them serially (both times are reported), and
+compares AlternatingSampler with the best FeedForwardSampler process layout.
+
+Last line: one JSON object with ``cartpole_{contender}_sps``,
+``cartpole_best_vs_best_gym_loop``, ``cpu200us_*`` figures and
+``alternating_vs_feedforward``. Usage: python benchmarks/sampler_throughput.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import pin_threads, print_result  # noqa: E402
+from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
+
+from parllel import fields  # noqa: E402
+from parllel.agents import AgentStep  # noqa: E402
+from parllel.cages import ProcessCage, SerialCage  # noqa: E402
+from parllel.samplers import (  # noqa: E402
+    AlternatingSampler,
+    FeedForwardSampler,
+    build_sample_tree,
+)
+from parllel.torch.agents import ActorCriticAgent  # noqa: E402
+from parllel.torch.distributions import Categorical  # noqa: E402
+from parllel.torch.handler import TorchHandler  # noqa: E402
+from parllel.torch.models import build_actor_critic  # noqa: E402
+from parllel.transforms import EstimateAdvantage  # noqa: E402
+
+GAMMA, LAMBDA = 0.99, 0.95
+
+
+def make_cartpole() -> gym.Env:
+    return gym.make("CartPole-v1", disable_env_checker=True)
+
+
+def cartpole_agent() -> ActorCriticAgent:
+    torch.manual_seed(0)
+    space = make_cartpole()
+    return ActorCriticAgent(
+        *build_actor_critic(space.observation_space, space.action_space)
+    )
+
+
+# -- parllel contenders ---------------------------------------------------------
+def run_sampler(make_cages, make_agent, sampler_type, T, B, batches) -> float:
+    """Steps/s of ``collect_batch()`` after one untimed warm-up batch."""
+    cages = make_cages()
+    try:
+        handler = TorchHandler(make_agent(), B)
+        example = handler.example_outputs(cages[0].example[fields.OBSERVATION])
+        with build_sample_tree(cages[0].example, example, T, B) as tree:
+            gae = EstimateAdvantage(tree, GAMMA, LAMBDA)
+            sampler = sampler_type(cages, handler, tree, transform=gae)
+            sampler.collect_batch()
+            start = time.perf_counter()
+            for _ in range(batches):
+                sampler.collect_batch()
+            elapsed = time.perf_counter() - start
+    finally:
+        for cage in cages:
+            cage.close()
+    return batches * T * B / elapsed
+
+
+def halves(factory, B, kwargs=None) -> list[ProcessCage]:
+    return [
+        ProcessCage(factory, B // 2, kwargs, n_workers=1, seed=0),
+        ProcessCage(factory, B // 2, kwargs, n_workers=1, seed=0, env_offset=B // 2),
+    ]
+
+
+# -- the CleanRL-style loop -------------------------------------------------------
+def run_gym_loop(kind: str, T: int, B: int, batches: int) -> float:
+    """SyncVectorEnv/AsyncVectorEnv + torch policy filling preallocated [T, B] buffers."""
+    fns = [make_cartpole for _ in range(B)]
+    envs = (
+        gym.vector.SyncVectorEnv(fns)
+        if kind == "sync"
+        else gym.vector.AsyncVectorEnv(fns)
+    )
+    agent = cartpole_agent()
+    model, distribution = agent.model, agent.distribution
+    model.eval()
+    obs_shape = envs.single_observation_space.shape
+    observations = torch.zeros((T, B) + obs_shape)  # [T, B, 4]
+    actions = torch.zeros((T, B), dtype=torch.long)
+    log_probs = torch.zeros((T, B))
+    rewards = torch.zeros((T, B))
+    dones = torch.zeros((T, B))
+    values = torch.zeros((T, B))
+    next_obs, _ = envs.reset(seed=0)
+    next_obs = torch.as_tensor(next_obs)
+    next_done = torch.zeros(B)
+
+    def batch() -> None:
+        nonlocal next_obs, next_done
+        for t in range(T):  # rollout
+            observations[t] = next_obs
+            dones[t] = next_done
+            with torch.no_grad():
+                out = model(next_obs)
+                action = distribution.sample(out.dist_params)
+                log_probs[t] = distribution.log_likelihood(action, out.dist_params)
+                values[t] = out.value
+            actions[t] = action
+            obs, reward, terminated, truncated, _ = envs.step(action.numpy())
+            rewards[t] = torch.as_tensor(reward)
+            next_obs = torch.as_tensor(obs)
+            next_done = torch.as_tensor(
+                np.logical_or(terminated, truncated), dtype=torch.float32
+            )
+        with torch.no_grad():  # bootstrap and GAE, as in CleanRL's ppo.py
+            next_value = model(next_obs).value
+            advantages = torch.zeros_like(rewards)
+            last = 0
+            for t in reversed(range(T)):
+                if t == T - 1:
+                    not_done, following = 1.0 - next_done, next_value
+                else:
+                    not_done, following = 1.0 - dones[t + 1], values[t + 1]
+                delta = rewards[t] + GAMMA * following * not_done - values[t]
+                advantages[t] = last = delta + GAMMA * LAMBDA * not_done * last
+            _ = advantages + values  # returns
+
+    try:
+        batch()  # warm-up
+        start = time.perf_counter()
+        for _ in range(batches):
+            batch()
+        elapsed = time.perf_counter() - start
+    finally:
+        envs.close()
+    return batches * T * B / elapsed
+
+
+# -- a policy whose cost scales with the batch, for the cpu200us env ---------------
+class TokenPolicy(nn.Module):
+    """Each observation is lifted into ``tokens`` learned tokens, run through an
+    MLP per token and mean-pooled; cost is proportional to batch x tokens."""
+
+    def __init__(self, tokens: int, width: int = 256) -> None:
+        super().__init__()
+        self.tokens = nn.Parameter(torch.randn(tokens, width) * 0.1)
+        self.lift = nn.Linear(4, width)
+        self.mix = nn.Sequential(nn.Tanh(), nn.Linear(width, width), nn.Tanh())
+        self.policy = nn.Linear(width, 2)
+        self.value_head = nn.Linear(width, 1)
+
+    def forward(self, observation: torch.Tensor):
+        hidden = self.lift(observation)[:, None, :] + self.tokens  # [N, K, W]
+        pooled = self.mix(hidden).mean(1)  # [N, W]
+        return self.policy(pooled), self.value_head(pooled).squeeze(-1)
+
+
+class TokenAgent:
+    """Torch :class:`~parllel.agents.Agent` around :class:`TokenPolicy`."""
+
+    def __init__(self, policy: TokenPolicy) -> None:
+        self.policy = policy
+        self.distribution = Categorical(2)
+
+    def initial_state(self, n_envs: int) -> None:
+        return None
+
+    def step(self, observation, prev_action, prev_reward, state) -> AgentStep:
+        logits, value = self.policy(observation)
+        params = self.distribution_params(logits)
+        action = self.distribution.sample(params)
+        info = {
+            fields.LOG_PROB: self.distribution.log_likelihood(action, params),
+            fields.VALUE: value,
+        }
+        return AgentStep(action, info)
+
+    def distribution_params(self, logits):
+        from parllel.torch.distributions import DistParams
+
+        return DistParams(logits)
+
+    def value(self, observation, prev_action, prev_reward, state):
+        return self.policy(observation)[1]
+
+    def set_mode(self, mode: str) -> None:
+        self.policy.train(mode == "train")
+
+
+def seconds_per_call(fn, repeats: int = 30) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def calibrate_tokens(env_step_seconds: float) -> int:
+    """Tokens making inference for 8 envs take about ``env_step_seconds``."""
+    x = torch.zeros(8, 4)
+    tokens = 8
+    with torch.no_grad():
+        for _ in range(3):  # fixed-point iterations: per-call overhead is not per token
+            seconds = seconds_per_call(lambda: TokenPolicy(tokens)(x), 10)
+            tokens = max(1, round(tokens * env_step_seconds / seconds))
+    return tokens
+
+
+def cpu200us_env_step_seconds(iterations: int) -> float:
+    """Serial time to step 8 cpu200us envs once."""
+    env = CpuBoundEnv(iterations=iterations)
+    env.reset(seed=0)
+    return 8 * seconds_per_call(lambda: env.step(0), 50)
+
+
+# -- main -----------------------------------------------------------------------------
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny run for tests")
+    parser.add_argument("--repeats", type=int, default=None)
+    args = parser.parse_args()
+    pin_threads()
+    repeats = args.repeats or (1 if args.quick else 5)
+    T, B, batches = (16, 8, 1) if args.quick else (128, 64, 3)
+    result: dict[str, float] = {}
+
+    cartpole = {
+        "ff_serial": lambda: run_sampler(
+            lambda: [SerialCage(make_cartpole, B, seed=0)],
+            cartpole_agent,
+            FeedForwardSampler,
+            T,
+            B,
+            batches,
+        ),
+        "ff_process": lambda: run_sampler(
+            lambda: [
+                ProcessCage(
+                    make_cartpole, B, seed=0, main_process_envs=B // 2, n_workers=1
+                )
+            ],
+            cartpole_agent,
+            FeedForwardSampler,
+            T,
+            B,
+            batches,
+        ),
+        "alternating_process": lambda: run_sampler(
+            lambda: halves(make_cartpole, B),
+            cartpole_agent,
+            AlternatingSampler,
+            T,
+            B,
+            batches,
+        ),
+        "gym_sync": lambda: run_gym_loop("sync", T, B, batches),
+        "gym_async": lambda: run_gym_loop("async", T, B, batches),
+    }
+    samples: dict[str, list[float]] = {key: [] for key in cartpole}
+    for _ in range(repeats):  # interleaved, so drift hits every contender alike
+        for key, run in cartpole.items():
+            samples[key].append(run())
+    for key, values in samples.items():
+        result[f"cartpole_{key}_sps"] = round(statistics.median(values), 1)
+        print(f"cartpole {key:>20}: {result[f'cartpole_{key}_sps']:10.0f} steps/s")
+    ours = max(
+        result[f"cartpole_{k}_sps"]
+        for k in ("ff_serial", "ff_process", "alternating_process")
+    )
+    gym_best = max(result["cartpole_gym_sync_sps"], result["cartpole_gym_async_sps"])
+    result["cartpole_best_vs_best_gym_loop"] = round(ours / gym_best, 3)
+
+    iterations = busy_iterations(200e-6)
+    env_seconds = cpu200us_env_step_seconds(iterations)
+    tokens = calibrate_tokens(env_seconds)
+    policy = TokenPolicy(tokens)
+    with torch.no_grad():
+        full = seconds_per_call(lambda: policy(torch.zeros(8, 4)))
+        half = seconds_per_call(lambda: policy(torch.zeros(4, 4)))
+    result["cpu200us_env_step_ms"] = round(env_seconds * 1e3, 3)
+    result["cpu200us_inference_ms"] = round(full * 1e3, 3)
+    result["cpu200us_inference_half_ms"] = round(half * 1e3, 3)
+    result["cpu200us_policy_tokens"] = tokens
+    cpu_T, cpu_batches = (8, 1) if args.quick else (64, 2)
+    factory, kwargs = CpuBoundEnv, {"iterations": iterations}
+
+    def make_agent() -> TokenAgent:
+        torch.manual_seed(0)
+        return TokenAgent(TokenPolicy(tokens))
+
+    cpu = {
+        "ff_process_main_1worker": lambda: run_sampler(
+            lambda: [
+                ProcessCage(
+                    factory, 8, kwargs, seed=0, main_process_envs=4, n_workers=1
+                )
+            ],
+            make_agent,
+            FeedForwardSampler,
+            cpu_T,
+            8,
+            cpu_batches,
+        ),
+        "ff_process_2workers": lambda: run_sampler(
+            lambda: [ProcessCage(factory, 8, kwargs, seed=0, envs_per_worker=4)],
+            make_agent,
+            FeedForwardSampler,
+            cpu_T,
+            8,
+            cpu_batches,
+        ),
+        "alternating_process": lambda: run_sampler(
+            lambda: halves(factory, 8, kwargs),
+            make_agent,
+            AlternatingSampler,
+            cpu_T,
+            8,
+            cpu_batches,
+        ),
+    }
+    samples = {key: [] for key in cpu}
+    for _ in range(repeats):
+        for key, run in cpu.items():
+            samples[key].append(run())
+    for key, values in samples.items():
+        result[f"cpu200us_{key}_sps"] = round(statistics.median(values), 1)
+        print(f"cpu200us {key:>24}: {result[f'cpu200us_{key}_sps']:10.0f} steps/s")
+    feedforward = max(
+        result["cpu200us_ff_process_main_1worker_sps"],
+        result["cpu200us_ff_process_2workers_sps"],
+    )
+    result["alternating_vs_feedforward"] = round(
+        result["cpu200us_alternating_process_sps"] / feedforward, 3
+    )
+    print_result(result)
+
+
+if __name__ == "__main__":
+    main()
