@@ -10,14 +10,18 @@ from parllel.runners.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from parllel.runners.on_policy import Callback, OnPolicyRunner
+from parllel.runners.off_policy import OffPolicyRunner
+from parllel.runners.on_policy import OnPolicyRunner
 from parllel.runners.run_directory import RunDirectory
+from parllel.runners.runner import Callback, Runner
 from parllel.runners.seeding import Seeds, seed_everything
 
 __all__ = [
     "Callback",
+    "OffPolicyRunner",
     "OnPolicyRunner",
     "RunDirectory",
+    "Runner",
     "Seeds",
     "capture_rng_state",
     "check_config",
