@@ -229,7 +229,8 @@ def calibrate_tokens(env_step_seconds: float) -> int:
     tokens = 8
     with torch.no_grad():
         for _ in range(3):  # fixed-point iterations: per-call overhead is not per token
-            seconds = seconds_per_call(lambda: TokenPolicy(tokens)(x), 10)
+            policy = TokenPolicy(tokens)
+            seconds = seconds_per_call(lambda policy=policy: policy(x), 10)
             tokens = max(1, round(tokens * env_step_seconds / seconds))
     return tokens
 

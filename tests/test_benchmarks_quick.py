@@ -31,6 +31,17 @@ EXPECTED_KEYS = {
         "atari84_async_sps",
         "cartpole64_sync_sps",
     },
+    "sampler_throughput.py": {
+        "cartpole_ff_serial_sps",
+        "cartpole_ff_process_sps",
+        "cartpole_alternating_process_sps",
+        "cartpole_gym_sync_sps",
+        "cartpole_gym_async_sps",
+        "cartpole_best_vs_best_gym_loop",
+        "cpu200us_env_step_ms",
+        "cpu200us_inference_ms",
+        "alternating_vs_feedforward",
+    },
 }
 
 

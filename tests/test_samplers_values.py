@@ -71,7 +71,10 @@ def test_truncated_episodes_bootstrap_from_final_observation_values(
                     tree.bootstrap_value.to_ndarray(), 10.0 + obs[T, :, 2]
                 )
                 np.testing.assert_allclose(
-                    tree.advantage.to_ndarray(), reference_gae(tree), rtol=1e-5, atol=1e-5
+                    tree.advantage.to_ndarray(),
+                    reference_gae(tree),
+                    rtol=1e-5,
+                    atol=1e-5,
                 )
                 truncations += truncated.sum()
             assert truncations > 0

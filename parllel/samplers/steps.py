@@ -275,39 +275,31 @@ def reset_envs(
     """Reset every env into ``observation[T]`` (the next batch's step 0).
 
     With ``decorrelation_steps > 0`` every env then takes that many random
-    steps and is reset once more after a random number of them, so the envs
-    start the first batch at different points of their episodes. Previous
-    action/reward are set to match; TrajInfos of these steps are dropped.
+    steps (through the slots of step ``T - 1``, as if they ended a previous
+    batch, so ``action.padded[-1]`` and the previous action/reward of the
+    first batch are those of the last random step) and is reset once more
+    after a random number of them, so that the envs start the first batch at
+    different points of their episodes. TrajInfos of these steps are
+    dropped. The agent's state is reset at the end.
     """
     rng = np.random.default_rng(seed)
     for cage, group in zip(cages, views):
-        T = group.T
-        row = 1 if decorrelation_steps else T
-        cage.reset(group.observation[row])
-        zero_previous(group, row, slice(None))
-        if not decorrelation_steps:
-            continue
-        restart_after = rng.integers(0, decorrelation_steps, group.n_envs)
+        last = group.T - 1
+        cage.reset(group.observation[last + 1])
+        zero_previous(group, last + 1, slice(None))
+        restart_after = rng.integers(0, max(decorrelation_steps, 1), group.n_envs)
         for k in range(decorrelation_steps):
             actions = sample_actions(cage.spaces.action, group.n_envs, rng)
-            write_outputs(group.action[0], actions)
-            cage.step(group.action[0], group.step_slots[0])
-            carry_previous(group, 0)
+            write_outputs(group.action[last], actions)
+            cage.step(group.action[last], group.step_slots[last])
+            carry_previous(group, last)
             again = set(np.flatnonzero(restart_after == k).tolist())
             if cage.reset_mode == "wait":
                 again.update(cage.waiting_envs())
             if again:
                 again = sorted(again)
-                cage.reset(group.observation[1], env_indices=again)
-                zero_previous(group, 1, again)
-        for source, target in (
-            (group.observation, group.observation),
-            (group.prev_action, group.prev_action),
-            (group.prev_reward, group.prev_reward),
-        ):
-            if source is not None and T != 1:
-                for a, b in zip(leaves(target[T]), leaves(source[1])):
-                    np.copyto(a, b)
+                cage.reset(group.observation[last + 1], env_indices=again)
+                zero_previous(group, last + 1, again)
     handler.reset()
     if normalizer is not None:
         for group in views:
