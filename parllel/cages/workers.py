@@ -45,6 +45,7 @@ class WorkerHandle:
         self.env_indices = env_indices
         self.row = control.to_ndarray()[index]
         self.row[:] = 0
+        self._wait_average = 0.0  # moving average of wait() durations, seconds
         self.command_ready = ctx.Semaphore(0)
         self.work_done = ctx.Semaphore(0)
         self.conn, child_conn = ctx.Pipe()
@@ -146,8 +147,19 @@ class WorkerHandle:
         self.command_ready.release()
 
     def wait(self, spin_seconds: float) -> list[tuple]:
-        """Wait until the worker finished its command; return its replies."""
-        wait_for(self.work_done, spin_seconds, self.check_alive)
+        """Wait until the worker finished its command; return its replies.
+
+        The main process polls (yielding the CPU) only while a short wait is
+        expected: up to twice the recent average wait, capped at
+        ``spin_seconds``. Long waits (the worker has much more to do) block
+        at once, so the main process never burns a core the workers need.
+        """
+        expected = self._wait_average
+        budget = min(spin_seconds, 2.0 * expected) if expected < spin_seconds else 0.0
+        start = time.perf_counter()
+        wait_for(self.work_done, budget, self.check_alive)
+        waited = time.perf_counter() - start
+        self._wait_average += 0.1 * (waited - expected)
         if self.row[protocol.STATUS] == protocol.HAS_MESSAGES:
             return self.receive()
         return []
