@@ -50,7 +50,7 @@ from parllel.samplers import (  # noqa: E402
     build_sample_tree,
 )
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
-from parllel.torch.distributions import Categorical  # noqa: E402
+from parllel.torch.distributions import Categorical, DistParams  # noqa: E402
 from parllel.torch.handler import TorchHandler  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.transforms import EstimateAdvantage  # noqa: E402
@@ -193,18 +193,13 @@ class TokenAgent:
 
     def step(self, observation, prev_action, prev_reward, state) -> AgentStep:
         logits, value = self.policy(observation)
-        params = self.distribution_params(logits)
+        params = DistParams(logits)
         action = self.distribution.sample(params)
         info = {
             fields.LOG_PROB: self.distribution.log_likelihood(action, params),
             fields.VALUE: value,
         }
         return AgentStep(action, info)
-
-    def distribution_params(self, logits):
-        from parllel.torch.distributions import DistParams
-
-        return DistParams(logits)
 
     def value(self, observation, prev_action, prev_reward, state):
         return self.policy(observation)[1]
