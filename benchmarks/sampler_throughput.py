@@ -30,6 +30,7 @@ import argparse
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import gymnasium as gym
@@ -91,11 +92,68 @@ def run_sampler(make_cages, make_agent, sampler_type, T, B, batches) -> float:
     return batches * T * B / elapsed
 
 
-def halves(factory, B, kwargs=None) -> list[ProcessCage]:
+def halves(factory, B, kwargs=None, **layout) -> list[ProcessCage]:
+    """Two ProcessCages of ``B // 2`` envs, one worker each (for alternating)."""
     return [
-        ProcessCage(factory, B // 2, kwargs, n_workers=1, seed=0),
-        ProcessCage(factory, B // 2, kwargs, n_workers=1, seed=0, env_offset=B // 2),
+        ProcessCage(factory, B // 2, kwargs, n_workers=1, seed=0, **layout),
+        ProcessCage(
+            factory, B // 2, kwargs, n_workers=1, seed=0, env_offset=B // 2, **layout
+        ),
     ]
+
+
+# Layouts tried per contender; the best median is reported (with its name).
+FF_LAYOUTS = {
+    "main+1worker": lambda B: {"main_process_envs": B // 2, "n_workers": 1},
+    "2workers": lambda B: {"envs_per_worker": B // 2},
+}
+ALTERNATING_LAYOUTS = {
+    "spin": {},  # idle workers poll 2 ms before blocking (the cage default)
+    "block": {"worker_spin_seconds": 0.0},  # idle workers leave the CPU at once
+}
+
+
+def contenders(factory, kwargs, make_agent, T, B, batches, serial: bool) -> dict:
+    """Name -> zero-argument callable returning steps/s for one env setting."""
+    runs = {}
+    if serial:
+        runs["ff_serial"] = lambda: run_sampler(
+            lambda: [SerialCage(factory, B, kwargs, seed=0)],
+            make_agent, FeedForwardSampler, T, B, batches,
+        )  # fmt: skip
+    for name, layout in FF_LAYOUTS.items():
+        runs[f"ff_process[{name}]"] = partial(
+            run_sampler,
+            lambda layout=layout: [ProcessCage(factory, B, kwargs, seed=0, **layout(B))],
+            make_agent, FeedForwardSampler, T, B, batches,
+        )  # fmt: skip
+    for name, layout in ALTERNATING_LAYOUTS.items():
+        runs[f"alternating_process[{name}]"] = partial(
+            run_sampler,
+            lambda layout=layout: halves(factory, B, kwargs, **layout),
+            make_agent, AlternatingSampler, T, B, batches,
+        )  # fmt: skip
+    return runs
+
+
+def measure(runs: dict, repeats: int, prefix: str, result: dict) -> None:
+    """Interleaved repeats; write medians and the best layout per contender."""
+    samples: dict[str, list[float]] = {key: [] for key in runs}
+    for _ in range(repeats):  # interleaved, so drift hits every contender alike
+        for key, run in runs.items():
+            samples[key].append(run())
+    medians = {key: statistics.median(values) for key, values in samples.items()}
+    for key, value in medians.items():
+        print(f"{prefix} {key:>34}: {value:10.0f} steps/s")
+        base = key.split("[")[0]
+        if "[" in key:
+            result[
+                f"{prefix}_{base}_{key.split('[')[1][:-1].replace('+', '_')}_sps"
+            ] = round(value, 1)
+        if value >= result.get(f"{prefix}_{base}_sps", 0):
+            result[f"{prefix}_{base}_sps"] = round(value, 1)
+            if "[" in key:
+                result[f"{prefix}_{base}_layout"] = key.split("[")[1][:-1]
 
 
 # -- the CleanRL-style loop -------------------------------------------------------
@@ -245,48 +303,13 @@ def main() -> None:
     args = parser.parse_args()
     pin_threads()
     repeats = args.repeats or (1 if args.quick else 5)
-    T, B, batches = (16, 8, 1) if args.quick else (128, 64, 3)
-    result: dict[str, float] = {}
+    T, B, batches = (16, 8, 1) if args.quick else (128, 64, 4)
+    result: dict[str, float | str] = {}
 
-    cartpole = {
-        "ff_serial": lambda: run_sampler(
-            lambda: [SerialCage(make_cartpole, B, seed=0)],
-            cartpole_agent,
-            FeedForwardSampler,
-            T,
-            B,
-            batches,
-        ),
-        "ff_process": lambda: run_sampler(
-            lambda: [
-                ProcessCage(
-                    make_cartpole, B, seed=0, main_process_envs=B // 2, n_workers=1
-                )
-            ],
-            cartpole_agent,
-            FeedForwardSampler,
-            T,
-            B,
-            batches,
-        ),
-        "alternating_process": lambda: run_sampler(
-            lambda: halves(make_cartpole, B),
-            cartpole_agent,
-            AlternatingSampler,
-            T,
-            B,
-            batches,
-        ),
-        "gym_sync": lambda: run_gym_loop("sync", T, B, batches),
-        "gym_async": lambda: run_gym_loop("async", T, B, batches),
-    }
-    samples: dict[str, list[float]] = {key: [] for key in cartpole}
-    for _ in range(repeats):  # interleaved, so drift hits every contender alike
-        for key, run in cartpole.items():
-            samples[key].append(run())
-    for key, values in samples.items():
-        result[f"cartpole_{key}_sps"] = round(statistics.median(values), 1)
-        print(f"cartpole {key:>20}: {result[f'cartpole_{key}_sps']:10.0f} steps/s")
+    runs = contenders(make_cartpole, None, cartpole_agent, T, B, batches, serial=True)
+    runs["gym_sync"] = lambda: run_gym_loop("sync", T, B, batches)
+    runs["gym_async"] = lambda: run_gym_loop("async", T, B, batches)
+    measure(runs, repeats, "cartpole", result)
     ours = max(
         result[f"cartpole_{k}_sps"]
         for k in ("ff_serial", "ff_process", "alternating_process")
@@ -305,56 +328,20 @@ def main() -> None:
     result["cpu200us_inference_ms"] = round(full * 1e3, 3)
     result["cpu200us_inference_half_ms"] = round(half * 1e3, 3)
     result["cpu200us_policy_tokens"] = tokens
-    cpu_T, cpu_batches = (8, 1) if args.quick else (64, 2)
-    factory, kwargs = CpuBoundEnv, {"iterations": iterations}
 
     def make_agent() -> TokenAgent:
         torch.manual_seed(0)
         return TokenAgent(TokenPolicy(tokens))
 
-    cpu = {
-        "ff_process_main_1worker": lambda: run_sampler(
-            lambda: [
-                ProcessCage(
-                    factory, 8, kwargs, seed=0, main_process_envs=4, n_workers=1
-                )
-            ],
-            make_agent,
-            FeedForwardSampler,
-            cpu_T,
-            8,
-            cpu_batches,
-        ),
-        "ff_process_2workers": lambda: run_sampler(
-            lambda: [ProcessCage(factory, 8, kwargs, seed=0, envs_per_worker=4)],
-            make_agent,
-            FeedForwardSampler,
-            cpu_T,
-            8,
-            cpu_batches,
-        ),
-        "alternating_process": lambda: run_sampler(
-            lambda: halves(factory, 8, kwargs),
-            make_agent,
-            AlternatingSampler,
-            cpu_T,
-            8,
-            cpu_batches,
-        ),
-    }
-    samples = {key: [] for key in cpu}
-    for _ in range(repeats):
-        for key, run in cpu.items():
-            samples[key].append(run())
-    for key, values in samples.items():
-        result[f"cpu200us_{key}_sps"] = round(statistics.median(values), 1)
-        print(f"cpu200us {key:>24}: {result[f'cpu200us_{key}_sps']:10.0f} steps/s")
-    feedforward = max(
-        result["cpu200us_ff_process_main_1worker_sps"],
-        result["cpu200us_ff_process_2workers_sps"],
-    )
+    cpu_T, cpu_batches = (8, 1) if args.quick else (64, 2)
+    runs = contenders(
+        CpuBoundEnv, {"iterations": iterations}, make_agent, cpu_T, 8, cpu_batches,
+        serial=False,
+    )  # fmt: skip
+    measure(runs, repeats, "cpu200us", result)
     result["alternating_vs_feedforward"] = round(
-        result["cpu200us_alternating_process_sps"] / feedforward, 3
+        result["cpu200us_alternating_process_sps"] / result["cpu200us_ff_process_sps"],
+        3,
     )
     print_result(result)
 
