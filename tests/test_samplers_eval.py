@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 import pytest
 from envs import CountingEnv
-from test_samplers_alignment import CountingAgent, build, check_batch
+from test_samplers_alignment import CountingAgent, T, build, check_batch
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
@@ -158,3 +158,45 @@ def test_configuration_errors_are_named():
             build_sample_tree(cage.example, example, 3, 2, recurrent=True)
         with pytest.raises(ConfigError, match="mode"):
             handler.set_mode("greedy")
+
+
+@pytest.mark.timeout(30)
+def test_alternating_sampler_computes_one_half_while_the_other_steps():
+    """Call order: B's actions are computed between A's step_async and await_step."""
+    sampler, tree, cages = build("alternating", "serial", {}, recurrent=False)
+    calls = []
+
+    def record(name, fn):
+        def wrapper(*args, **kwargs):
+            calls.append(name)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    for cage, half in zip(cages, "AB"):
+        cage.step_async = record(f"{half}.step_async", cage.step_async)
+        cage.await_step = record(f"{half}.await_step", cage.await_step)
+    step = sampler.handler.step
+
+    def act(*args, env_indices, **kwargs):
+        calls.append("act " + ("A" if env_indices.start == 0 else "B"))
+        return step(*args, env_indices=env_indices, **kwargs)
+
+    sampler.handler.step = act
+    with tree:
+        try:
+            sampler.collect_batch()
+        finally:
+            for cage in cages:
+                cage.close()
+    per_step = [
+        "act B", "B.step_async", "A.await_step", "act A", "A.step_async", "B.await_step",
+    ]  # fmt: skip
+    assert calls[:2] == ["act A", "A.step_async"]
+    assert calls[2 : 2 + 6 * (T - 1)] == per_step * (T - 1)
+    assert calls[2 + 6 * (T - 1) :] == [
+        "act B",
+        "B.step_async",
+        "A.await_step",
+        "B.await_step",
+    ]
