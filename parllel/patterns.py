@@ -111,6 +111,42 @@ def build_sample_tree(
     )
 
 
+def build_replay_tree(
+    cage: Cage,
+    handler: Handler,
+    batch_T: int,
+    full_size: int,
+    *,
+    storage: str = "local",
+) -> ArrayDict:
+    """Allocate a replay tree of full-size Arrays (``full_size`` rows per env).
+
+    It has the sample tree's layout (observation with its bootstrap row,
+    action, reward, terminated, truncated, final observation) so
+    ``replay.record_batch(sample_tree)`` copies each batch in. ``full_size``
+    is rounded up to a multiple of ``batch_T``; the replay keeps
+    ``full_size - 1`` steps per env. Local memory by default: only the main
+    process reads it.
+
+    Example:
+        >>> sample_tree = build_sample_tree(cage, handler, 1, final_observation=True)
+        >>> replay_tree = build_replay_tree(cage, handler, 1, full_size=1_000_000)
+        >>> replay = UniformReplay(replay_tree, 256, np.random.default_rng(0))
+    """
+    rows = -(-int(full_size) // int(batch_T)) * int(batch_T)
+    return build_sample_tree(
+        cage,
+        handler,
+        batch_T,
+        storage=storage,
+        full_size=rows,
+        env_info=False,
+        bootstrap=False,
+        final_observation=True,
+        previous=False,
+    )
+
+
 def add_advantage_estimation(
     sample_tree: ArrayDict,
     gamma: float,

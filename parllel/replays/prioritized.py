@@ -109,8 +109,9 @@ class PrioritizedReplay:
         stored = self.storage.num_transitions
         return stored >= self.learning_starts and stored >= self.batch_size
 
-    def record_batch(self) -> int:
-        """Declare the tree's window filled; give it the maximal priority.
+    def record_batch(self, batch: Mapping[str, Any] | None = None) -> int:
+        """Declare a batch stored (see :meth:`UniformReplay.record_batch`); give
+        it the maximal priority.
 
         Steps that drop out of the replay get priority 0.
 
@@ -119,7 +120,7 @@ class PrioritizedReplay:
         """
         storage = self.storage
         old_oldest, old_size = storage.oldest_row, storage.size
-        added = storage.record_batch()
+        added = storage.record_batch(batch)
         dropped = storage.batch_length + old_size - storage.size
         if dropped:
             rows = (old_oldest + np.arange(dropped)) % storage.full_size

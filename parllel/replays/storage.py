@@ -141,6 +141,9 @@ class ReplayStorage:
         self.cursor = 0  # row where the next recorded window starts
         self.size = 0  # intact stored steps per env
         self.steps_recorded = 0  # steps per env recorded since construction
+        self._copy_source: Any = None  # sample tree last copied from
+        self._copy_pairs: list[tuple[Array, Array, bool]] = []
+        self._episode_break = False  # set on resume: the envs were reset
 
     # -- recording ---------------------------------------------------------
     def window_start(self, leaf: Array | None = None) -> int:
@@ -150,16 +153,31 @@ class ReplayStorage:
         row_stride = base.strides[0]
         return (_address(leaf.to_ndarray()) - _address(base)) // row_stride
 
-    def record_batch(self) -> int:
-        """Declare the tree's current window filled; return the new transitions.
+    def record_batch(self, batch: Mapping[str, Any] | None = None) -> int:
+        """Declare a batch stored; return the number of new transitions.
 
-        Call once per collected batch, after the sampler filled the window and
-        before the tree is rotated for the next batch.
+        Two ways to fill the replay:
+
+        - ``batch=None`` (zero-copy): the sampler wrote straight into this
+          tree's window. Call once per collected batch, before the tree is
+          rotated for the next one (a sampler that rotates at the *start* of
+          each batch does exactly that). The first batch of an empty replay
+          may start at any row; later ones must follow on.
+        - ``batch=sample_tree`` (copy): the sampler wrote into its own
+          ``[T, B]`` tree; its window (``OBSERVATION`` rows ``0..T``) is
+          copied into this tree's window, recorded, and this tree is rotated
+          to the next window. Nobody else rotates the replay tree then.
 
         Raises:
             ReplayError: the window is not where the next batch belongs
                 (a batch was recorded twice, or the tree rotated without one).
+            ConfigError: ``batch`` does not match the replay tree.
         """
+        copying = batch is not None and batch is not self.tree
+        if copying:
+            self._write_batch(batch)
+        if self.size == 0:
+            self.cursor = self.window_start()
         for path, leaf in self._leaves:
             start = self.window_start(leaf)
             if start != self.cursor:
@@ -171,7 +189,47 @@ class ReplayStorage:
         self.cursor = (self.cursor + self.batch_length) % self.full_size
         self.size = min(self.size + self.batch_length, self.capacity)
         self.steps_recorded += self.batch_length
+        if copying:
+            self.tree.rotate()
         return self.batch_length * self.num_envs
+
+    def _write_batch(self, batch: Mapping[str, Any]) -> None:
+        """Copy ``batch``'s window into this tree's window (see :meth:`record_batch`)."""
+        if self._copy_source is not batch:
+            self._copy_pairs = _copy_pairs(self._leaves, batch, self.batch_length)
+            self._copy_source = batch
+        if self._episode_break and self.size:
+            self._cut_episodes()
+        self._episode_break = False
+        T = self.batch_length
+        for source, target, rows in self._copy_pairs:
+            np.copyto(_window(target, rows, T), _window(source, rows, T))
+
+    def _cut_episodes(self) -> None:
+        """Truncate the newest stored step where the next batch starts a new episode.
+
+        After a resume the sampler resets its envs, so the next window's first
+        observation is a reset observation, not the next observation of the
+        newest stored step. Before it is overwritten, that true next
+        observation becomes the step's final observation and the step is
+        marked truncated (it still bootstraps from it).
+        """
+        newest = (self.cursor - 1) % self.full_size
+        observation = self.tree[fields.OBSERVATION]
+        final = self.tree[fields.FINAL_OBSERVATION]
+        ended = (
+            self.rows[fields.TERMINATED][newest] | self.rows[fields.TRUNCATED][newest]
+        )
+        open_envs = np.flatnonzero(~ended)
+        if not open_envs.size:
+            return
+        for (_, obs_leaf), (_, final_leaf) in zip(
+            tree_items(observation), tree_items(final)
+        ):
+            _writable_rows(final_leaf)[newest, open_envs] = obs_leaf.to_ndarray()[
+                0, open_envs
+            ]
+        _writable_rows(self.tree[fields.TRUNCATED])[newest, open_envs] = True
 
     # -- positions ---------------------------------------------------------
     @property
@@ -250,6 +308,7 @@ class ReplayStorage:
                 f"({self.full_size}, {shape})"
             )
         self.steps_recorded = int(state["steps_recorded"])
+        self._episode_break = True
         if "contents" not in state:
             self.cursor, self.size = self.window_start(), 0
             return
@@ -267,6 +326,60 @@ def _tree_map_leaves(tree: Any, fn: Any) -> Any:
     if isinstance(tree, Mapping):
         return {key: _tree_map_leaves(value, fn) for key, value in tree.items()}
     return fn(tree)
+
+
+def _writable_rows(array: Array) -> np.ndarray:
+    """Writable ``[full_size (+ padding), B, ...]`` view of ``array``'s rows."""
+    start = array.full
+    rows = array.full_size + array.padding
+    return as_strided(start, shape=(rows,) + start.shape[1:], strides=start.strides)
+
+
+def _window(array: Array, observation_rows: bool, T: int) -> np.ndarray:
+    """``array``'s window: rows ``0..T`` (with the bootstrap row) or ``0..T-1``."""
+    if observation_rows:
+        p = array.padding
+        return array.padded_ndarray()[p : p + T + 1]
+    return array.to_ndarray()
+
+
+def _copy_pairs(
+    leaves: list[tuple[str, Array]], batch: Mapping[str, Any], T: int
+) -> list[tuple[Array, Array, bool]]:
+    """Match the replay tree's leaves with a sample tree's; check they fit.
+
+    Raises:
+        ConfigError: a field is missing or a leaf has another shape or dtype.
+    """
+    pairs = []
+    for path, target in leaves:
+        source: Any = batch
+        try:
+            for key in path.split("."):
+                source = source[key]
+        except (KeyError, TypeError):
+            raise ConfigError(
+                f"the sample tree passed to record_batch() lacks {path!r}"
+            ) from None
+        observation_rows = path.split(".")[0] == fields.OBSERVATION
+        if not isinstance(source, Array) or source.shape != target.shape:
+            shape = getattr(source, "shape", None)
+            raise ConfigError(
+                f"sample-tree leaf {path!r} has shape {shape}; the replay tree's "
+                f"window is {target.shape} (same T, B and feature shape needed)"
+            )
+        if not np.can_cast(source.dtype, target.dtype, "same_kind"):
+            raise ConfigError(
+                f"sample-tree leaf {path!r} is {source.dtype}; the replay stores "
+                f"{target.dtype}"
+            )
+        if observation_rows and source.padding < 1:
+            raise ConfigError(
+                f"sample-tree leaf {path!r} needs padding >= 1 (row T is copied too)"
+            )
+        _window(source, observation_rows, T)  # in bounds
+        pairs.append((source, target, observation_rows))
+    return pairs
 
 
 def _write_rows(tree: Any, contents: Any) -> None:

@@ -81,13 +81,17 @@ class UniformReplay:
         stored = self.storage.num_transitions
         return stored >= self.learning_starts and stored >= self.batch_size
 
-    def record_batch(self) -> int:
-        """Declare the tree's window filled by the sampler; see :class:`ReplayStorage`.
+    def record_batch(self, batch: Mapping[str, Any] | None = None) -> int:
+        """Declare a collected batch stored: written in place, or copied from ``batch``.
+
+        See :meth:`ReplayStorage.record_batch`: without ``batch`` the sampler
+        wrote into this tree's window; with the sampler's own ``[T, B]`` tree
+        its window is copied in and this tree rotated to the next window.
 
         Returns:
             The number of transitions the batch added (``T * B``).
         """
-        return self.storage.record_batch()
+        return self.storage.record_batch(batch)
 
     def sample(self, batch_size: int | None = None) -> ReplayBatch:
         """Draw ``batch_size`` (default: the configured size) transitions.

@@ -2,47 +2,130 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from parllel.runners.runner import Runner
+from parllel.errors import ConfigError
+from parllel.runners.runner import Callback, Runner
+
+__all__ = ["AttributeSchedule", "OffPolicyRunner", "ReplayCheckpoint"]
+
+
+class ReplayCheckpoint:
+    """A replay as a checkpoint object, with or without its stored rows.
+
+    Counters, window position and RNG state are always saved; the rows
+    (``include_contents=True``) can be large, so they are optional. Without
+    them a resumed run refills the replay (``learning_starts`` again).
+
+    Args:
+        replay: a :mod:`parllel.replays` replay.
+        include_contents: also save every stored transition.
+    """
+
+    def __init__(self, replay: Any, include_contents: bool = False) -> None:
+        self.replay = replay
+        self.include_contents = bool(include_contents)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The replay's state (see ``replay.state_dict``)."""
+        return self.replay.state_dict(include_contents=self.include_contents)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the replay (empty again if the checkpoint has no rows)."""
+        self.replay.load_state_dict(state)
+
+
+class AttributeSchedule(Callback):
+    """Set ``target.<name> = schedule(runner.env_steps)`` before every batch.
+
+    For exploration and annealing that follow the env step: DQN's epsilon,
+    a prioritized replay's ``beta``.
+
+    Example:
+        >>> AttributeSchedule(agent, "epsilon", epsilon_schedule(1.0, 0.05, 10_000))
+        >>> AttributeSchedule(replay, "beta", lambda step: min(1.0, 0.4 + step / 1e5))
+
+    Args:
+        target: the object whose attribute is set.
+        name: attribute name.
+        schedule: env steps -> value.
+    """
+
+    def __init__(
+        self, target: Any, name: str, schedule: Callable[[int], float]
+    ) -> None:
+        if not hasattr(target, name):
+            raise ConfigError(f"{type(target).__name__} has no attribute {name!r}")
+        self.target, self.name, self.schedule = target, name, schedule
+
+    def _set(self, runner: Any) -> None:
+        setattr(self.target, self.name, self.schedule(runner.env_steps))
+
+    def on_train_start(self, runner: Any) -> None:
+        """Value for the first batch (after a resume: at the restored step)."""
+        self._set(runner)
+
+    def on_update_end(self, runner: Any, metrics: dict[str, float]) -> None:
+        """Value for the next batch; logged as ``schedule/<name>``."""
+        self._set(runner)
+        metrics[f"schedule/{self.name}"] = float(getattr(self.target, self.name))
 
 
 class OffPolicyRunner(Runner):
     """Off-policy training: collect, record into the replay, optimize from it.
 
-    Each iteration the sampler fills the next window of the replay's
-    full-size tree, ``replay.record_batch()`` declares it stored, and, once
-    ``replay.ready`` (``learning_starts`` reached), the algorithm updates from
-    sampled transitions: ``algorithm.optimize(replay, new_steps=T * B)`` (the
-    algorithm's replay ratio decides how many updates). The replay is
-    checkpointed with the other objects when listed in ``checkpoint_objects``.
-    Everything else is :class:`~parllel.runners.Runner`'s.
+    Each iteration the sampler collects one ``[T, B]`` batch,
+    ``replay.record_batch(batch)`` stores it (copying the window into the
+    replay's full-size tree, or, if the sampler wrote into that tree itself,
+    declaring its window stored) and, once ``replay.ready``
+    (``learning_starts`` reached), ``algorithm.optimize(replay,
+    new_steps=T * B)`` runs the updates the algorithm's replay ratio asks
+    for. ``runner.updates`` counts gradient updates.
 
-    Args:
-        sampler: writes into the replay's tree.
-        replay: a :class:`~parllel.replays.UniformReplay` or
-            :class:`~parllel.replays.PrioritizedReplay` over the same tree.
-        algorithm: e.g. :class:`~parllel.torch.algos.sac.SAC` or ``DQN``.
-        total_steps: env steps to train for.
-        **kwargs: see :class:`~parllel.runners.Runner`.
+    The replay joins the checkpoint objects as ``"replay"`` (counters, RNG,
+    and with ``checkpoint_replay_contents=True`` every stored row). Logging,
+    evaluation, callbacks, checkpoints, resume and seeding are
+    :class:`~parllel.runners.Runner`'s.
 
     Example:
         >>> runner = OffPolicyRunner(sampler, replay, sac, total_steps=20_000,
-        ...                          eval_sampler=evaluator, eval_interval_steps=1_000)
+        ...                          eval_sampler=evaluator, eval_interval_steps=1_000,
+        ...                          checkpoint_objects={"agent": model, "sac": sac})
+        >>> summary = runner.run()
+
+    Args:
+        sampler: fills ``[T, B]`` batches (``collect_batch()``).
+        replay: a :class:`~parllel.replays.UniformReplay` or
+            :class:`~parllel.replays.PrioritizedReplay`.
+        algorithm: e.g. :class:`~parllel.torch.algos.SAC` or ``DQN``.
+        total_steps: env steps to train for.
+        checkpoint_replay_contents: save the replay's rows in checkpoints.
+        **kwargs: see :class:`~parllel.runners.Runner`.
     """
 
     def __init__(
-        self, sampler: Any, replay: Any, algorithm: Any, total_steps: int, **kwargs: Any
+        self,
+        sampler: Any,
+        replay: Any,
+        algorithm: Any,
+        total_steps: int,
+        *,
+        checkpoint_replay_contents: bool = False,
+        **kwargs: Any,
     ) -> None:
         super().__init__(sampler, algorithm, total_steps, **kwargs)
         self.replay = replay
+        if self.checkpoint_dir is not None or self.checkpoint_objects:
+            self.checkpoint_objects.setdefault(
+                "replay", ReplayCheckpoint(replay, checkpoint_replay_contents)
+            )
 
     def _iterate(self) -> Mapping[str, float]:
-        self._collect()
-        self.replay.record_batch()
+        batch = self._collect()
+        self.replay.record_batch(batch)
         if not self.replay.ready:
-            return {}
+            return {}  # no catching up on the steps before learning starts
         metrics = self.algorithm.optimize(self.replay, new_steps=self.steps_per_batch)
-        self.updates += 1
+        self.updates += int(metrics.get("updates", 1))
         return metrics

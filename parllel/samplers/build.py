@@ -27,6 +27,7 @@ def build_sample_tree(
     final_observation: bool | None = None,
     wait_reset: bool = False,
     env_info: bool = True,
+    full_size: int | None = None,
 ) -> ArrayDict:
     """Allocate every field a sampler writes, ``[T, B, ...]``, from examples.
 
@@ -70,6 +71,10 @@ def build_sample_tree(
         final_observation: add ``final_observation`` (default: ``bootstrap``).
         wait_reset: add ``valid``.
         env_info: add the numeric env-info keys.
+        full_size: allocate the ``[T, B]`` fields as full-size rotating Arrays
+            of ``full_size`` rows (a multiple of ``T``), e.g. a replay tree
+            (:func:`parllel.patterns.build_replay_tree`); ``[B]`` fields stay
+            as they are. Samplers write into ordinary trees.
 
     Returns:
         An ArrayDict keyed by :mod:`parllel.fields` names.
@@ -100,7 +105,10 @@ def build_sample_tree(
     reward = np.asarray(env_example[fields.REWARD], np.float32)[()]
 
     def alloc(example: Any, batch_shape=shape, padding: int = 0) -> Any:
-        return buffer_from_example(example, batch_shape, storage, padding=padding)
+        rows = full_size if len(batch_shape) == 2 else None
+        return buffer_from_example(
+            example, batch_shape, storage, padding=padding, full_size=rows
+        )
 
     tree = ArrayDict()
     tree[fields.OBSERVATION] = alloc(env_example[fields.OBSERVATION], padding=1)

@@ -14,7 +14,9 @@ from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
 
 __all__ = [
     "Replay",
+    "TargetAverager",
     "UpdateCount",
+    "adam",
     "hard_update",
     "polyak_update",
     "replay_batch_to_torch",
@@ -87,14 +89,57 @@ def replay_batch_to_torch(batch: Any, device: torch.device | None) -> Any:
     return batch if device is None else tree_to_device(batch, device)
 
 
-@torch.no_grad()
-def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """``target <- (1 - tau) * target + tau * online``, parameters and buffers."""
-    for target_tensor, online_tensor in _tensors(target, online):
-        if target_tensor.is_floating_point():
-            target_tensor.lerp_(online_tensor, tau)
-        else:
+def adam(params: Any, learning_rate: float) -> torch.optim.Optimizer:
+    """Adam, fused into one kernel per step where torch supports it (CPU, CUDA)."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=learning_rate, fused=True)
+    except (RuntimeError, TypeError, ValueError):  # e.g. a device without fused Adam
+        return torch.optim.Adam(params, lr=learning_rate)
+
+
+class TargetAverager:
+    """Polyak-average a target network towards its online network, cheaply.
+
+    The tensor lists are gathered once; each call is one fused
+    ``torch._foreach_lerp_`` over the floating-point tensors (others, e.g.
+    counters, are copied). Build a new one if either module's tensors are
+    replaced.
+
+    Example:
+        >>> average = TargetAverager(target_critic, critic)
+        >>> average(0.005)   # target <- 0.995 * target + 0.005 * critic
+
+    Args:
+        target: the target network.
+        online: the network it follows (same structure).
+    """
+
+    def __init__(self, target: nn.Module, online: nn.Module) -> None:
+        self.floats: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
+        self.others: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for target_tensor, online_tensor in _tensors(target, online):
+            if target_tensor.is_floating_point():
+                self.floats[0].append(target_tensor)
+                self.floats[1].append(online_tensor)
+            else:
+                self.others.append((target_tensor, online_tensor))
+
+    @torch.no_grad()
+    def __call__(self, tau: float) -> None:
+        """``target <- (1 - tau) * target + tau * online``."""
+        if self.floats[0]:
+            torch._foreach_lerp_(self.floats[0], self.floats[1], tau)
+        for target_tensor, online_tensor in self.others:
             target_tensor.copy_(online_tensor)
+
+
+def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """``target <- (1 - tau) * target + tau * online``, parameters and buffers.
+
+    One-off form of :class:`TargetAverager` (which caches the tensor lists).
+    """
+    TargetAverager(target, online)(tau)
 
 
 @torch.no_grad()

@@ -12,10 +12,11 @@ import torch
 from parllel.errors import ConfigError
 from parllel.torch.algos.off_policy import (
     Replay,
+    TargetAverager,
     UpdateCount,
+    adam,
     check_fraction,
     mean_metrics,
-    polyak_update,
     replay_batch_to_torch,
 )
 
@@ -35,7 +36,16 @@ class SAC:
         q_loss  = mean(weights * ((Q_1(s, a) - y)^2 + (Q_2(s, a) - y)^2)) / 2
         pi_loss = mean(alpha * log_pi(a~|s) - min_i Q_i(s, a~)),  a~ ~ pi(s)
         alpha_loss = -mean(log_alpha * (log_pi(a~|s) + target_entropy))
+        one backward pass of q_loss + pi_loss + alpha_loss, every optimizer steps
         Q_targ <- (1 - tau) * Q_targ + tau * Q
+
+    All three losses use the parameters before the step (the actor's loss
+    does not reach the critic's parameters), so one backward pass serves
+    them all; with one env and one update per step this halves the autograd
+    work per step compared with updating critic and actor one after another.
+    Default optimizers are fused Adam; targets are computed under
+    ``torch.no_grad``; the target update is one fused ``lerp`` over all
+    tensors.
 
     A truncated step bootstraps from its final observation (the replay's
     ``next_observation``); only ``terminated`` stops the bootstrap.
@@ -101,6 +111,7 @@ class SAC:
         parameter = next(agent.critic.parameters())
         self.device = torch.device(device) if device is not None else parameter.device
         self.target_critic = copy.deepcopy(agent.critic).requires_grad_(False)
+        self._average_target = TargetAverager(self.target_critic, agent.critic)
         self.learn_alpha = learn_alpha
         self.target_entropy = (
             -float(agent.action_dim)
@@ -110,18 +121,26 @@ class SAC:
         self.log_alpha = torch.tensor(
             math.log(initial_alpha), device=self.device, requires_grad=learn_alpha
         )
-        self.actor_optimizer = actor_optimizer or torch.optim.Adam(
-            agent.actor.parameters(), lr=learning_rate
+        self._actor_params = list(agent.actor.parameters())
+        self._critic_params = list(agent.critic.parameters())
+        self.actor_optimizer = actor_optimizer or adam(
+            self._actor_params, learning_rate
         )
-        self.critic_optimizer = critic_optimizer or torch.optim.Adam(
-            agent.critic.parameters(), lr=learning_rate
+        self.critic_optimizer = critic_optimizer or adam(
+            self._critic_params, learning_rate
         )
         self.alpha_optimizer = None
         if learn_alpha:
-            self.alpha_optimizer = alpha_optimizer or torch.optim.Adam(
-                [self.log_alpha], lr=learning_rate
+            self.alpha_optimizer = alpha_optimizer or adam(
+                [self.log_alpha], learning_rate
             )
+        self._optimizers = [
+            o
+            for o in (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)
+            if o is not None
+        ]
         self.updates_done = 0
+        self.last_td_error: torch.Tensor | None = None
 
     @property
     def alpha(self) -> float:
@@ -139,72 +158,77 @@ class SAC:
         not_terminated = (~batch.terminated).to(soft_value.dtype)
         return batch.reward + batch.discount * not_terminated * soft_value
 
-    def _clip(self, module: torch.nn.Module) -> float:
-        norm = torch.nn.utils.clip_grad_norm_(
-            module.parameters(),
-            self.max_grad_norm if self.max_grad_norm is not None else math.inf,
-        )
-        return float(norm)
+    def _frozen_critic_q(self, observation: Any, action: torch.Tensor) -> torch.Tensor:
+        """``min(Q_1, Q_2)(s, action)`` with gradients to ``action`` only."""
+        for p in self._critic_params:
+            p.requires_grad_(False)
+        try:
+            return torch.minimum(*self.agent.critic(observation, action))
+        finally:
+            for p in self._critic_params:
+                p.requires_grad_(True)
 
     def update(self, batch: Any) -> dict[str, float]:
         """One gradient step of critic, actor and alpha on a torch ``ReplayBatch``.
 
+        The three losses are built on the same batch and parameters (the
+        actor's loss sees the critic before this step, its gradient does not
+        reach the critic), summed, and back-propagated once; then every
+        optimizer steps and the target critic is polyak-averaged.
+
         Returns:
             ``q1_loss``, ``q2_loss``, ``pi_loss``, ``alpha_loss``, ``alpha``,
             ``entropy`` (``-mean(log_pi)``), ``q1``, ``q2``, ``target_q``
-            (batch means), ``critic_grad_norm``, ``actor_grad_norm``.
+            (batch means), and with ``max_grad_norm`` ``critic_grad_norm``,
+            ``actor_grad_norm``. :attr:`last_td_error` keeps ``|TD error|``
+            ``[batch]`` (mean of both critics) for prioritized replay.
         """
         agent = self.agent
-        target = self.target_q(batch)
-        q1, q2 = agent.critic(batch.observation, batch.action)
-        weights = batch.weights
-        q1_loss = 0.5 * (weights * (q1 - target).pow(2)).mean()
-        q2_loss = 0.5 * (weights * (q2 - target).pow(2)).mean()
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        (q1_loss + q2_loss).backward()
-        critic_grad_norm = self._clip(agent.critic)
-        self.critic_optimizer.step()
-
+        target = self.target_q(batch)  # [batch], no gradient
+        q1, q2 = agent.critic(batch.observation, batch.action)  # [batch] each
         action, log_prob = agent.sample_with_log_prob(batch.observation)
-        critic_params = list(agent.critic.parameters())
-        for p in critic_params:  # the actor loss must not train the critic
-            p.requires_grad_(False)
-        try:
-            q_new = torch.minimum(*agent.critic(batch.observation, action))
-        finally:
-            for p in critic_params:
-                p.requires_grad_(True)
-        alpha = self.log_alpha.detach().exp()
-        pi_loss = (alpha * log_prob - q_new).mean()
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        pi_loss.backward()
-        actor_grad_norm = self._clip(agent.actor)
-        self.actor_optimizer.step()
-
-        alpha_loss = torch.zeros(())
+        q_new = self._frozen_critic_q(batch.observation, action)
+        td1, td2 = q1 - target, q2 - target
+        weights = batch.weights
+        q1_loss = 0.5 * (weights * td1.square()).mean()
+        q2_loss = 0.5 * (weights * td2.square()).mean()
+        log_alpha = self.log_alpha
+        pi_loss = (log_alpha.detach().exp() * log_prob - q_new).mean()
+        loss = q1_loss + q2_loss + pi_loss
+        log_prob_detached = log_prob.detach()
         if self.alpha_optimizer is not None:
-            alpha_loss = -(
-                self.log_alpha * (log_prob.detach() + self.target_entropy)
-            ).mean()
-            self.alpha_optimizer.zero_grad(set_to_none=True)
-            alpha_loss.backward()
-            self.alpha_optimizer.step()
-
-        polyak_update(self.target_critic, agent.critic, self.tau)
+            alpha_loss = -(log_alpha * (log_prob_detached + self.target_entropy)).mean()
+            loss = loss + alpha_loss
+        else:
+            alpha_loss = torch.zeros(())
+        for optimizer in self._optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        metrics = {}
+        if self.max_grad_norm is not None:
+            for name, params in (
+                ("critic_grad_norm", self._critic_params),
+                ("actor_grad_norm", self._actor_params),
+            ):
+                norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+                metrics[name] = float(norm)
+        for optimizer in self._optimizers:
+            optimizer.step()
+        self._average_target(self.tau)
         self.updates_done += 1
-        return {
-            "q1_loss": float(q1_loss.detach()),
-            "q2_loss": float(q2_loss.detach()),
-            "pi_loss": float(pi_loss.detach()),
-            "alpha_loss": float(alpha_loss.detach()),
-            "alpha": self.alpha,
-            "entropy": float(-log_prob.detach().mean()),
-            "q1": float(q1.detach().mean()),
-            "q2": float(q2.detach().mean()),
-            "target_q": float(target.mean()),
-            "critic_grad_norm": critic_grad_norm,
-            "actor_grad_norm": actor_grad_norm,
-        }
+        self.last_td_error = 0.5 * (td1.detach().abs() + td2.detach().abs())
+        metrics.update(
+            q1_loss=q1_loss.item(),
+            q2_loss=q2_loss.item(),
+            pi_loss=pi_loss.item(),
+            alpha_loss=alpha_loss.item(),
+            alpha=self.alpha,
+            entropy=-float(log_prob_detached.mean()),
+            q1=float(q1.detach().mean()),
+            q2=float(q2.detach().mean()),
+            target_q=float(target.mean()),
+        )
+        return metrics
 
     def optimize(
         self, replay: Replay, new_steps: int | None = None
@@ -224,16 +248,13 @@ class SAC:
             ``updates`` (their number).
         """
         history = []
+        prioritized = hasattr(replay, "update_priorities")
         for _ in range(self.update_count(new_steps)):
             batch = replay_batch_to_torch(replay.sample(), self.device)
             history.append(self.update(batch))
-            if hasattr(replay, "update_priorities"):
-                with torch.no_grad():
-                    q1, q2 = self.agent.critic(batch.observation, batch.action)
-                    target = self.target_q(batch)
-                    error = 0.5 * ((q1 - target).abs() + (q2 - target).abs())
+            if prioritized:
                 replay.update_priorities(
-                    batch.indices.cpu().numpy(), error.cpu().numpy()
+                    batch.indices.cpu().numpy(), self.last_td_error.cpu().numpy()
                 )
         return mean_metrics(history)
 

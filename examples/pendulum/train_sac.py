@@ -1,0 +1,190 @@
+"""Train SAC on Pendulum-v1: one env, one gradient update per env step.
+
+    python examples/pendulum/train_sac.py            # eval return >= -200 in ~5k steps
+    python examples/pendulum/train_sac.py --quick    # a tiny smoke run
+    python examples/pendulum/train_sac.py --resume runs/pendulum-sac-...
+
+Writes a run directory (config, metadata, progress.csv, TensorBoard logs,
+checkpoints, learning_curve.png) under ``runs/``. Stops early once the mean
+eval return reaches ``target_return``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from parllel.logging import CsvSink, MultiLogger, StdoutTable, TensorBoardSink
+from parllel.patterns import (
+    build_cages,
+    build_eval_sampler,
+    build_replay_tree,
+    build_sample_tree,
+)
+from parllel.plot import plot_learning_curve
+from parllel.replays import UniformReplay
+from parllel.runners import (
+    Callback,
+    OffPolicyRunner,
+    RunDirectory,
+    Seeds,
+    seed_everything,
+)
+from parllel.samplers import FeedForwardSampler
+from parllel.torch.agents import build_sac_agent
+from parllel.torch.algos import SAC
+from parllel.torch.handler import TorchHandler
+
+
+@dataclasses.dataclass
+class Config:
+    seed: int = 0
+    batch_T: int = 1  # env steps per batch (one env): update after every step
+    total_steps: int = 20_000
+    replay_size: int = 1_000_000
+    batch_size: int = 256
+    learning_starts: int = 256
+    replay_ratio: float = 1.0  # gradient updates per env step
+    learning_rate: float = 1e-3
+    gamma: float = 0.99
+    tau: float = 0.005
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    eval_interval_steps: int = 1_000
+    eval_episodes: int = 10
+    target_return: float | None = -200.0  # stop once reached (None: never)
+    checkpoint_replay_contents: bool = False
+    run_root: str = "runs"
+
+
+def make_env() -> gym.Env:
+    return gym.make("Pendulum-v1")
+
+
+class StopAtReturn(Callback):
+    """Ends training after the first evaluation whose mean return reaches a target."""
+
+    def __init__(self, target: float | None) -> None:
+        self.target = target
+
+    def on_eval_end(self, runner, eval_metrics) -> None:
+        if self.target is not None and eval_metrics["eval/return_mean"] >= self.target:
+            runner.request_stop()
+
+
+def main(config: Config, resume: str | None = None) -> dict:
+    torch.set_num_threads(1)
+    seeds = Seeds.from_master(config.seed, n_envs=1)
+    seed_everything(seeds)
+    run = (
+        RunDirectory.open(resume)
+        if resume
+        else RunDirectory.create(
+            config.run_root, "pendulum-sac", config=config, seeds=seeds
+        )
+    )
+
+    # one env in this process, the agent (squashed Gaussian actor, twin Q)
+    cage = build_cages(make_env, 1, parallel="serial", seed=seeds.master)
+    agent = build_sac_agent(
+        cage.spaces.observation, cage.spaces.action, hidden_sizes=config.hidden_sizes
+    )
+    handler = TorchHandler(agent, n_envs=1)
+
+    # the [T, B] batch the sampler fills, and the full-size replay it is copied into
+    sample_tree = build_sample_tree(
+        cage, handler, config.batch_T, final_observation=True
+    )
+    replay_tree = build_replay_tree(cage, handler, config.batch_T, config.replay_size)
+    replay = UniformReplay(
+        replay_tree,
+        config.batch_size,
+        np.random.default_rng(seeds.master),
+        learning_starts=config.learning_starts,
+        discount=config.gamma,
+    )
+    sampler = FeedForwardSampler(cage, handler, sample_tree)
+    eval_sampler, eval_cage = build_eval_sampler(
+        make_env,
+        TorchHandler(agent, n_envs=config.eval_episodes),
+        config.eval_episodes,
+        config.eval_episodes,
+        seed=seeds.master + 1,
+    )
+
+    # the algorithm: one update per env step
+    sac = SAC(
+        agent,
+        learning_rate=config.learning_rate,
+        tau=config.tau,
+        replay_ratio=config.replay_ratio,
+    )
+
+    logger = MultiLogger(
+        [
+            StdoutTable(every=5),
+            CsvSink(run.progress_csv, resume=bool(resume)),
+            TensorBoardSink(run.tensorboard_dir),
+        ]
+    )
+    runner = OffPolicyRunner(
+        sampler,
+        replay,
+        sac,
+        config.total_steps,
+        eval_sampler=eval_sampler,
+        eval_interval_steps=config.eval_interval_steps,
+        logger=logger,
+        log_interval_steps=config.eval_interval_steps,
+        checkpoint_dir=run.checkpoints_dir,
+        checkpoint_interval_steps=5_000,
+        checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
+        checkpoint_replay_contents=config.checkpoint_replay_contents,
+        config=dataclasses.asdict(config),
+        config_keys=["batch_T", "replay_size", "hidden_sizes"],
+        callbacks=[StopAtReturn(config.target_return)],
+    )
+    if resume:
+        runner.load(run.checkpoints_dir)
+    try:
+        summary = runner.run()
+    finally:
+        logger.close()
+        cage.close()
+        eval_cage.close()
+        sample_tree.close()
+    plot_learning_curve(run.path)
+    print(
+        f"eval return {summary.get('eval/return_mean', float('nan')):.1f} after "
+        f"{runner.env_steps} steps, {summary.get('time/elapsed_s', 0.0):.0f} s; "
+        f"run in {run.path}"
+    )
+    return summary
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
+    parser.add_argument("--resume", help="run directory to resume from")
+    parser.add_argument("--steps", type=int, help="override total_steps")
+    parser.add_argument("--seed", type=int, help="override the seed")
+    args = parser.parse_args()
+    config = Config()
+    if args.quick:
+        config = dataclasses.replace(
+            config,
+            total_steps=400,
+            learning_starts=64,
+            batch_size=64,
+            hidden_sizes=(32, 32),
+            eval_interval_steps=200,
+            eval_episodes=2,
+        )
+    if args.steps:
+        config = dataclasses.replace(config, total_steps=args.steps)
+    if args.seed is not None:
+        config = dataclasses.replace(config, seed=args.seed)
+    main(config, args.resume)
