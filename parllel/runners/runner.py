@@ -173,10 +173,15 @@ class Runner:
         """Train until ``total_steps`` (or a stop request); return the last metrics."""
         self._start_time = time.perf_counter()
         self._last_log = (self._start_time, self.env_steps)
+        # The next event of each schedule is the next multiple of its interval,
+        # so a resumed run keeps the cadence of the run it continues.
         self._next = {
-            "log": self.env_steps + (self.log_interval_steps or 0),
-            "eval": self.env_steps + (self.eval_interval_steps or 0),
-            "checkpoint": self.env_steps + (self.checkpoint_interval_steps or 0),
+            what: (self.env_steps // interval + 1) * interval if interval else 0
+            for what, interval in (
+                ("log", self.log_interval_steps),
+                ("eval", self.eval_interval_steps),
+                ("checkpoint", self.checkpoint_interval_steps),
+            )
         }
         self._call("on_train_start")
         metrics: dict[str, float] = {}
@@ -184,11 +189,13 @@ class Runner:
             algo_metrics = self._iterate()
             metrics = self._metrics(algo_metrics)
             self._call("on_update_end", metrics)
-            if self._due("eval", self.eval_interval_steps):
+            evaluated = self._due("eval", self.eval_interval_steps)
+            if evaluated:
                 metrics.update(self.evaluate())
-            if self.log_interval_steps is None or self._due(
+            log_due = self.log_interval_steps is None or self._due(
                 "log", self.log_interval_steps
-            ):
+            )
+            if log_due or evaluated:  # evaluation results are always logged
                 self._log(metrics)
             if self._due("checkpoint", self.checkpoint_interval_steps):
                 self.save()
@@ -198,6 +205,8 @@ class Runner:
         ):
             metrics.update(self.evaluate())
             self._log(metrics)
+        elif metrics and self._last_log[1] != self.env_steps:
+            self._log(metrics)  # the final step always gets a log line
         if self.checkpoint_dir is not None:
             self.save()
         self._call("on_train_end")
