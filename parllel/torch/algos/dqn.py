@@ -14,6 +14,7 @@ from parllel.errors import ConfigError
 from parllel.torch.algos.off_policy import (
     Replay,
     UpdateCount,
+    adam,
     check_fraction,
     hard_update,
     mean_metrics,
@@ -132,9 +133,7 @@ class DQN:
         self.agent = agent
         self.q_network = network
         self.target_network = copy.deepcopy(network).requires_grad_(False)
-        self.optimizer = optimizer or torch.optim.Adam(
-            network.parameters(), lr=learning_rate
-        )
+        self.optimizer = optimizer or adam(network.parameters(), learning_rate)
         self.double_dqn = double_dqn
         self.target_update_interval = target_update_interval
         self.tau = tau

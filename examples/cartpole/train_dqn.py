@@ -1,0 +1,228 @@
+"""Train double DQN on CartPole-v1 (target network, epsilon-greedy schedule).
+
+    python examples/cartpole/train_dqn.py                 # eval return >= 475
+    python examples/cartpole/train_dqn.py --n-step 3      # n-step returns
+    python examples/cartpole/train_dqn.py --prioritized   # prioritized replay
+    python examples/cartpole/train_dqn.py --quick         # a tiny smoke run
+    python examples/cartpole/train_dqn.py --resume runs/cartpole-dqn-...
+
+Writes a run directory (config, metadata, progress.csv, TensorBoard logs,
+checkpoints, learning_curve.png) under ``runs/``. Stops early once the mean
+eval return reaches ``target_return``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from parllel.logging import CsvSink, MultiLogger, StdoutTable, TensorBoardSink
+from parllel.patterns import (
+    build_cages,
+    build_eval_sampler,
+    build_replay_tree,
+    build_sample_tree,
+)
+from parllel.plot import plot_learning_curve
+from parllel.replays import PrioritizedReplay, UniformReplay
+from parllel.runners import (
+    Callback,
+    OffPolicyRunner,
+    RunDirectory,
+    Seeds,
+    seed_everything,
+)
+from parllel.runners.off_policy import AttributeSchedule
+from parllel.samplers import FeedForwardSampler
+from parllel.torch.agents import build_dqn_agent
+from parllel.torch.algos import DQN, epsilon_schedule
+from parllel.torch.handler import TorchHandler
+
+
+@dataclasses.dataclass
+class Config:
+    seed: int = 0
+    n_envs: int = 4
+    batch_T: int = 64  # 256 env steps per batch
+    total_steps: int = 60_000
+    replay_size: int = 100_000
+    batch_size: int = 64
+    learning_starts: int = 1_000
+    replay_ratio: float = 0.5  # 128 gradient updates per batch of 256 steps
+    learning_rate: float = 2.3e-3
+    gamma: float = 0.99
+    n_step: int = 1
+    prioritized: bool = False
+    target_update_interval: int = 10  # updates between target-network copies
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.04
+    epsilon_decay_steps: int = 8_000
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    eval_interval_steps: int = 2_048
+    eval_episodes: int = 10
+    target_return: float | None = 475.0  # stop once reached (None: never)
+    checkpoint_replay_contents: bool = False
+    run_root: str = "runs"
+
+
+def make_env() -> gym.Env:
+    return gym.make("CartPole-v1")
+
+
+class StopAtReturn(Callback):
+    """Ends training after the first evaluation whose mean return reaches a target."""
+
+    def __init__(self, target: float | None) -> None:
+        self.target = target
+
+    def on_eval_end(self, runner, eval_metrics) -> None:
+        if self.target is not None and eval_metrics["eval/return_mean"] >= self.target:
+            runner.request_stop()
+
+
+def main(config: Config, resume: str | None = None) -> dict:
+    torch.set_num_threads(1)
+    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs)
+    seed_everything(seeds)
+    run = (
+        RunDirectory.open(resume)
+        if resume
+        else RunDirectory.create(
+            config.run_root, "cartpole-dqn", config=config, seeds=seeds
+        )
+    )
+
+    # environments (stepped in this process: CartPole is cheaper than a pipe)
+    cage = build_cages(make_env, config.n_envs, parallel="serial", seed=seeds.master)
+    agent = build_dqn_agent(
+        cage.spaces.observation, cage.spaces.action, hidden_sizes=config.hidden_sizes
+    )
+    handler = TorchHandler(agent, n_envs=cage.n_envs)
+
+    # the [T, B] batch and the full-size replay each batch is copied into
+    sample_tree = build_sample_tree(
+        cage, handler, config.batch_T, final_observation=True
+    )
+    replay_tree = build_replay_tree(cage, handler, config.batch_T, config.replay_size)
+    replay_kwargs = dict(
+        learning_starts=config.learning_starts,
+        n_step=config.n_step,
+        discount=config.gamma,
+    )
+    rng = np.random.default_rng(seeds.master)
+    callbacks: list[Callback] = [
+        AttributeSchedule(
+            agent,
+            "epsilon",
+            epsilon_schedule(
+                config.epsilon_start, config.epsilon_end, config.epsilon_decay_steps
+            ),
+        ),
+        StopAtReturn(config.target_return),
+    ]
+    if config.prioritized:
+        replay = PrioritizedReplay(
+            replay_tree, config.batch_size, rng, alpha=0.6, beta=0.4, **replay_kwargs
+        )
+        # anneal the importance-weight exponent to 1 over the run
+        callbacks.append(
+            AttributeSchedule(
+                replay,
+                "beta",
+                lambda step: min(1.0, 0.4 + 0.6 * step / config.total_steps),
+            )
+        )
+    else:
+        replay = UniformReplay(replay_tree, config.batch_size, rng, **replay_kwargs)
+    sampler = FeedForwardSampler(cage, handler, sample_tree)
+    eval_sampler, eval_cage = build_eval_sampler(
+        make_env,
+        TorchHandler(agent, n_envs=config.eval_episodes),
+        config.eval_episodes,
+        config.eval_episodes,
+        seed=seeds.master + 1,
+    )
+
+    # the algorithm: double DQN, hard target updates
+    dqn = DQN(
+        agent,
+        learning_rate=config.learning_rate,
+        target_update_interval=config.target_update_interval,
+        replay_ratio=config.replay_ratio,
+    )
+
+    logger = MultiLogger(
+        [
+            StdoutTable(every=5),
+            CsvSink(run.progress_csv, resume=bool(resume)),
+            TensorBoardSink(run.tensorboard_dir),
+        ]
+    )
+    runner = OffPolicyRunner(
+        sampler,
+        replay,
+        dqn,
+        config.total_steps,
+        eval_sampler=eval_sampler,
+        eval_interval_steps=config.eval_interval_steps,
+        logger=logger,
+        log_interval_steps=config.eval_interval_steps,
+        checkpoint_dir=run.checkpoints_dir,
+        checkpoint_interval_steps=20_000,
+        checkpoint_objects={"q_network": agent.q_network, "dqn": dqn},
+        checkpoint_replay_contents=config.checkpoint_replay_contents,
+        config=dataclasses.asdict(config),
+        config_keys=["n_envs", "batch_T", "replay_size", "hidden_sizes"],
+        callbacks=callbacks,
+    )
+    if resume:
+        runner.load(run.checkpoints_dir)
+    try:
+        summary = runner.run()
+    finally:
+        logger.close()
+        cage.close()
+        eval_cage.close()
+        sample_tree.close()
+    plot_learning_curve(run.path)
+    print(
+        f"eval return {summary.get('eval/return_mean', float('nan')):.1f} after "
+        f"{runner.env_steps} steps, {summary.get('time/elapsed_s', 0.0):.0f} s; "
+        f"run in {run.path}"
+    )
+    return summary
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
+    parser.add_argument("--resume", help="run directory to resume from")
+    parser.add_argument("--steps", type=int, help="override total_steps")
+    parser.add_argument("--seed", type=int, help="override the seed")
+    parser.add_argument("--n-step", type=int, help="n-step returns (default 1)")
+    parser.add_argument("--prioritized", action="store_true", help="prioritized replay")
+    args = parser.parse_args()
+    config = Config()
+    if args.quick:
+        config = dataclasses.replace(
+            config,
+            total_steps=1_024,
+            batch_T=32,
+            learning_starts=128,
+            hidden_sizes=(32, 32),
+            eval_interval_steps=512,
+            eval_episodes=2,
+        )
+    if args.steps:
+        config = dataclasses.replace(config, total_steps=args.steps)
+    if args.seed is not None:
+        config = dataclasses.replace(config, seed=args.seed)
+    if args.n_step:
+        config = dataclasses.replace(config, n_step=args.n_step)
+    if args.prioritized:
+        config = dataclasses.replace(config, prioritized=True)
+    main(config, args.resume)
