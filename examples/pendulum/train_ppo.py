@@ -1,0 +1,211 @@
+"""Train PPO on Pendulum-v1: continuous actions, normalized observations and rewards.
+
+    python examples/pendulum/train_ppo.py            # learns to swing up (see docs)
+    python examples/pendulum/train_ppo.py --quick    # a tiny smoke run
+    python examples/pendulum/train_ppo.py --process  # envs in worker processes
+    python examples/pendulum/train_ppo.py --resume runs/pendulum-ppo-...
+
+Observations are normalized by running statistics as they arrive (the agent
+acts on normalized observations; evaluation uses the frozen statistics);
+rewards are scaled by the running std of the discounted return before GAE.
+Both statistics are saved in checkpoints. Pendulum episodes are truncated at
+200 steps, never terminated: GAE bootstraps them from the value of the final
+observation. Writes a run directory under ``runs/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import gymnasium as gym
+import torch
+
+from parllel.logging import (
+    CsvSink,
+    MultiLogger,
+    ProgressBar,
+    StdoutTable,
+    TensorBoardSink,
+)
+from parllel.patterns import (
+    add_advantage_estimation,
+    add_obs_normalization,
+    add_reward_normalization,
+    build_cages,
+    build_eval_sampler,
+    build_sample_tree,
+)
+from parllel.plot import plot_learning_curve
+from parllel.runners import OnPolicyRunner, RunDirectory, Seeds, seed_everything
+from parllel.samplers import FeedForwardSampler
+from parllel.torch.agents import ActorCriticAgent
+from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
+from parllel.torch.handler import TorchHandler
+from parllel.torch.models import build_actor_critic
+from parllel.transforms import Compose
+
+
+@dataclasses.dataclass
+class Config:
+    seed: int = 0
+    n_envs: int = 8
+    batch_T: int = 256  # 2048 samples per update
+    total_steps: int = 300_000
+    gamma: float = 0.9
+    gae_lambda: float = 0.95
+    learning_rate: float = 1e-3  # decays linearly to 0
+    clip_range: float = 0.2
+    epochs: int = 10
+    minibatches: int = 32  # 64 samples each
+    entropy_coef: float = 0.0
+    init_log_std: float = -0.5
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    eval_interval_steps: int = 20_000
+    eval_episodes: int = 10
+    parallel: str = "serial"  # "process", "serial" or "auto"
+    run_root: str = "runs"
+
+
+def make_env() -> gym.Env:
+    return gym.make("Pendulum-v1")
+
+
+def main(config: Config, resume: str | None = None) -> dict:
+    torch.set_num_threads(1)
+    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs)
+    seed_everything(seeds)
+    run = (
+        RunDirectory.open(resume)
+        if resume
+        else RunDirectory.create(
+            config.run_root, "pendulum-ppo", config=config, seeds=seeds
+        )
+    )
+
+    # environments and a Gaussian actor-critic (state-independent log-std)
+    cage = build_cages(
+        make_env, config.n_envs, parallel=config.parallel, seed=seeds.master
+    )
+    model, distribution = build_actor_critic(
+        cage.spaces.observation,
+        cage.spaces.action,
+        hidden_sizes=config.hidden_sizes,
+        shared_trunk=False,
+        init_log_std=config.init_log_std,
+    )
+    agent = ActorCriticAgent(model, distribution)
+    handler = TorchHandler(agent, n_envs=cage.n_envs)
+
+    # the batch buffer [T, B]; observations normalized as they arrive; after
+    # each batch: reward scaling, then GAE on the scaled rewards
+    sample_tree = build_sample_tree(cage, handler, config.batch_T)
+    observation_normalizer = add_obs_normalization(sample_tree)
+    transform = Compose(
+        add_reward_normalization(sample_tree, config.gamma)
+        + add_advantage_estimation(
+            sample_tree, config.gamma, config.gae_lambda, normalize=True
+        )
+    )
+    sampler = FeedForwardSampler(
+        cage,
+        handler,
+        sample_tree,
+        transform=transform,
+        observation_normalizer=observation_normalizer,
+    )
+    eval_sampler, eval_cage = build_eval_sampler(
+        make_env,
+        TorchHandler(agent, n_envs=5),
+        5,
+        config.eval_episodes,
+        seed=seeds.master + 1,
+        observation_normalizer=observation_normalizer,  # frozen while evaluating
+    )
+
+    # the algorithm
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    ppo = PPO(
+        ActorCriticEvaluator(model, distribution),
+        optimizer,
+        learning_rate=linear_schedule(config.learning_rate, 0.0),
+        clip_range=config.clip_range,
+        epochs=config.epochs,
+        minibatches=config.minibatches,
+        entropy_coef=config.entropy_coef,
+        batch_shape=(config.batch_T, config.n_envs),
+    )
+
+    logger = MultiLogger(
+        [
+            StdoutTable(every=4),
+            CsvSink(run.progress_csv, resume=bool(resume)),
+            TensorBoardSink(run.tensorboard_dir),
+            ProgressBar(total=config.total_steps),
+        ]
+    )
+    runner = OnPolicyRunner(
+        sampler,
+        ppo,
+        config.total_steps,
+        eval_sampler=eval_sampler,
+        eval_interval_steps=config.eval_interval_steps,
+        logger=logger,
+        log_interval_steps=config.eval_interval_steps,
+        checkpoint_dir=run.checkpoints_dir,
+        checkpoint_interval_steps=100_000,
+        checkpoint_objects={
+            "model": model,
+            "ppo": ppo,
+            "transform": transform,  # reward statistics
+            "observation_normalizer": observation_normalizer,
+        },
+        config=dataclasses.asdict(config),
+        config_keys=["n_envs", "batch_T", "hidden_sizes"],
+    )
+    if resume:
+        runner.load(run.checkpoints_dir)
+        run.record_resume(runner.env_steps, run.latest_checkpoint())
+    try:
+        summary = runner.run()
+    finally:
+        logger.close()
+        cage.close()
+        eval_cage.close()
+        sample_tree.close()
+    plot_learning_curve(run.path)
+    print(
+        f"eval return {summary.get('eval/return_mean', float('nan')):.1f}; "
+        f"run in {run.path}"
+    )
+    return summary
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
+    parser.add_argument(
+        "--process", action="store_true", help="step envs in worker processes"
+    )
+    parser.add_argument("--resume", help="run directory to resume from")
+    parser.add_argument("--steps", type=int, help="override total_steps")
+    parser.add_argument("--seed", type=int, help="override the master seed")
+    args = parser.parse_args()
+    config = Config()
+    if args.quick:
+        config = dataclasses.replace(
+            config,
+            batch_T=32,
+            minibatches=4,
+            total_steps=512,
+            eval_interval_steps=256,
+            eval_episodes=5,
+            epochs=2,
+        )
+    if args.process:
+        config = dataclasses.replace(config, parallel="process")
+    if args.steps:
+        config = dataclasses.replace(config, total_steps=args.steps)
+    if args.seed is not None:
+        config = dataclasses.replace(config, seed=args.seed)
+    main(config, args.resume)
