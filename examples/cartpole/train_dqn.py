@@ -57,7 +57,7 @@ class Config:
     gamma: float = 0.99
     n_step: int = 1
     prioritized: bool = False
-    target_update_interval: int = 10  # updates between target-network copies
+    target_update_interval: int = 128  # updates between target copies (once a batch)
     epsilon_start: float = 1.0
     epsilon_end: float = 0.04
     epsilon_decay_steps: int = 8_000

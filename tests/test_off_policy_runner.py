@@ -1,0 +1,187 @@
+"""OffPolicyRunner: resume (counters, replay, weights), replay contents flag, schedules."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from parllel import fields
+from parllel.errors import ConfigError
+from parllel.patterns import build_cages, build_replay_tree, build_sample_tree
+from parllel.replays import UniformReplay, gather_transitions
+from parllel.runners import Callback, OffPolicyRunner
+from parllel.runners.off_policy import AttributeSchedule
+from parllel.samplers import FeedForwardSampler
+from parllel.torch.agents import build_dqn_agent, build_sac_agent
+from parllel.torch.algos import DQN, SAC, epsilon_schedule
+from parllel.torch.handler import TorchHandler
+
+pytestmark = pytest.mark.timeout(90)
+
+T, B, N = 2, 2, 16
+
+
+class Setup:
+    """A tiny SAC run on Pendulum: cage, sampler, replay, algorithm, runner."""
+
+    def __init__(self, checkpoint_dir, total_steps, contents, seed=0):
+        torch.manual_seed(seed)
+        self.cage = build_cages(
+            lambda: gym.make("Pendulum-v1"), B, parallel="serial", seed=seed
+        )
+        spaces = self.cage.spaces
+        self.agent = build_sac_agent(
+            spaces.observation, spaces.action, hidden_sizes=(8,)
+        )
+        handler = TorchHandler(self.agent, n_envs=B)
+        self.sample_tree = build_sample_tree(
+            self.cage, handler, T, final_observation=True
+        )
+        self.replay = UniformReplay(
+            build_replay_tree(self.cage, handler, T, N),
+            8,
+            np.random.default_rng(seed),
+            learning_starts=8,
+        )
+        sampler = FeedForwardSampler(self.cage, handler, self.sample_tree)
+        self.sac = SAC(self.agent, learning_rate=1e-3, replay_ratio=0.5)
+        self.runner = OffPolicyRunner(
+            sampler,
+            self.replay,
+            self.sac,
+            total_steps,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_objects={"actor": self.agent.actor, "sac": self.sac},
+            checkpoint_replay_contents=contents,
+            config={"T": T, "B": B},
+            rng=np.random.default_rng(seed + 1),
+        )
+
+    def close(self):
+        self.cage.close()
+        self.sample_tree.close()
+
+
+def _equal_trees(a, b):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            _equal_trees(a[key], b[key])
+    else:
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("contents", [True, False])
+def test_resume_restores_counters_replay_and_weights(tmp_path, contents):
+    first = Setup(tmp_path, total_steps=24, contents=contents)
+    try:
+        first.runner.run()
+        saved_replay = first.replay.state_dict(include_contents=True)
+        saved_actor = {k: v.clone() for k, v in first.agent.actor.state_dict().items()}
+        saved_critic = {
+            k: v.clone() for k, v in first.sac.target_critic.state_dict().items()
+        }
+        env_steps, updates = first.runner.env_steps, first.runner.updates
+        assert env_steps == 24 and updates == first.sac.updates_done > 0
+    finally:
+        first.close()
+
+    second = Setup(tmp_path, total_steps=40, contents=contents, seed=7)
+    try:
+        second.runner.load(tmp_path)
+        assert second.runner.env_steps == env_steps
+        assert second.runner.updates == updates
+        assert second.sac.updates_done == updates
+        for key, value in second.agent.actor.state_dict().items():
+            torch.testing.assert_close(value, saved_actor[key])
+        for key, value in second.sac.target_critic.state_dict().items():
+            torch.testing.assert_close(value, saved_critic[key])
+        storage = second.replay.storage
+        assert storage.steps_recorded == saved_replay["storage"]["steps_recorded"]
+        assert second.replay.rng.bit_generator.state == saved_replay["rng"]
+        if contents:
+            assert storage.cursor == saved_replay["storage"]["cursor"]
+            assert len(second.replay) == len(first.replay)
+            _equal_trees(
+                second.replay.state_dict(include_contents=True)["storage"]["contents"],
+                saved_replay["storage"]["contents"],
+            )
+        else:
+            assert len(second.replay) == 0 and not second.replay.ready
+        second.runner.run()  # continues to 40 steps
+        assert second.runner.env_steps == 40
+        assert second.runner.updates > updates
+        steps_per_env = (40 - (0 if contents else 24)) // B
+        assert len(second.replay) == min(steps_per_env, N - 1) * B
+    finally:
+        second.close()
+
+
+def test_resume_cuts_the_interrupted_episodes(tmp_path):
+    """After a resume the envs restart: the newest stored step becomes truncated
+    and keeps its true next observation as its final observation."""
+    first = Setup(tmp_path, total_steps=10, contents=True)
+    try:
+        first.runner.run()
+        storage = first.replay.storage
+        newest = (storage.cursor - 1) % N
+        true_next = storage.rows[fields.OBSERVATION][storage.cursor].copy()
+        assert not storage.rows[fields.TRUNCATED][newest].any()  # mid-episode
+    finally:
+        first.close()
+    second = Setup(tmp_path, total_steps=16, contents=True)
+    try:
+        second.runner.load(tmp_path)
+        second.runner.run()  # one more batch
+        rows = second.replay.storage.rows
+        assert rows[fields.TRUNCATED][newest].all()
+        np.testing.assert_array_equal(rows[fields.FINAL_OBSERVATION][newest], true_next)
+        positions = newest * B + np.arange(B)
+        sample = gather_transitions(second.replay.storage, positions, 1, 0.99)
+        np.testing.assert_array_equal(sample.next_observation, true_next)
+        assert sample.truncated.all() and not sample.terminated.any()
+    finally:
+        second.close()
+
+
+class Record(Callback):
+    def __init__(self, agent):
+        self.agent, self.seen = agent, []
+
+    def on_collect_end(self, runner, batch, traj_infos):
+        self.seen.append((runner.env_steps, self.agent.epsilon))
+
+
+def test_epsilon_schedule_callback_and_dqn_runner():
+    cage = build_cages(lambda: gym.make("CartPole-v1"), B, parallel="serial", seed=0)
+    try:
+        agent = build_dqn_agent(
+            cage.spaces.observation, cage.spaces.action, hidden_sizes=(8,)
+        )
+        handler = TorchHandler(agent, n_envs=B)
+        sample_tree = build_sample_tree(cage, handler, T, final_observation=True)
+        replay = UniformReplay(
+            build_replay_tree(cage, handler, T, N), 4, np.random.default_rng(0)
+        )
+        sampler = FeedForwardSampler(cage, handler, sample_tree)
+        dqn = DQN(agent, target_update_interval=2, updates_per_optimize=3)
+        record = Record(agent)
+        schedule = epsilon_schedule(1.0, 0.0, decay_steps=8)
+        runner = OffPolicyRunner(
+            sampler,
+            replay,
+            dqn,
+            12,
+            callbacks=[AttributeSchedule(agent, "epsilon", schedule), record],
+        )
+        metrics = runner.run()
+        # epsilon is set before each batch from the steps done so far
+        assert record.seen == [(4 * (i + 1), schedule(4 * i)) for i in range(3)]
+        assert metrics["schedule/epsilon"] == 0.0
+        assert runner.updates == dqn.updates_done == 9  # ready after one batch
+        with pytest.raises(ConfigError, match="no attribute"):
+            AttributeSchedule(agent, "epsilonn", schedule)
+    finally:
+        cage.close()
