@@ -90,7 +90,10 @@ def replay_batch_to_torch(batch: Any, device: torch.device | None) -> Any:
 
 
 def adam(params: Any, learning_rate: float) -> torch.optim.Optimizer:
-    """Adam, fused into one kernel per step where torch supports it (CPU, CUDA)."""
+    """Adam, fused into one kernel per step where torch supports it (CPU, CUDA).
+
+    ``params``: tensors or parameter groups (dicts), as for ``torch.optim.Adam``.
+    """
     params = list(params)
     try:
         return torch.optim.Adam(params, lr=learning_rate, fused=True)

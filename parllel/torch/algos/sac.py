@@ -60,9 +60,10 @@ class SAC:
             object with ``actor`` and ``critic`` modules, ``action_dim`` and
             ``sample_with_log_prob(observation)``; ``critic(observation,
             action)`` returns ``(q1, q2)``).
-        actor_optimizer: optimizer over the actor's parameters (default Adam).
-        critic_optimizer: optimizer over the critic's parameters (default Adam).
-        alpha_optimizer: optimizer over :attr:`log_alpha` (default Adam).
+        actor_optimizer: optimizer over the actor's parameters.
+        critic_optimizer: optimizer over the critic's parameters.
+        alpha_optimizer: optimizer over :attr:`log_alpha`. When none of the
+            three is given, one fused Adam holds all three parameter groups.
         learning_rate: learning rate of the default optimizers.
         tau: polyak coefficient of the target update, in ``(0, 1]``.
         initial_alpha: entropy coefficient at the start.
@@ -123,6 +124,18 @@ class SAC:
         )
         self._actor_params = list(agent.actor.parameters())
         self._critic_params = list(agent.critic.parameters())
+        if (
+            actor_optimizer is None
+            and critic_optimizer is None
+            and (alpha_optimizer is None)
+        ):
+            # one fused Adam, one parameter group each: a single step per update
+            groups = [self._actor_params, self._critic_params]
+            if learn_alpha:
+                groups.append([self.log_alpha])
+            shared = adam([{"params": group} for group in groups], learning_rate)
+            actor_optimizer = critic_optimizer = shared
+            alpha_optimizer = shared if learn_alpha else None
         self.actor_optimizer = actor_optimizer or adam(
             self._actor_params, learning_rate
         )
@@ -134,11 +147,16 @@ class SAC:
             self.alpha_optimizer = alpha_optimizer or adam(
                 [self.log_alpha], learning_rate
             )
-        self._optimizers = [
-            o
-            for o in (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)
-            if o is not None
-        ]
+        self._optimizers: list[torch.optim.Optimizer] = []
+        for optimizer in (
+            self.critic_optimizer,
+            self.actor_optimizer,
+            self.alpha_optimizer,
+        ):
+            if optimizer is not None and all(
+                optimizer is not known for known in self._optimizers
+            ):
+                self._optimizers.append(optimizer)
         self.updates_done = 0
         self.last_td_error: torch.Tensor | None = None
 
@@ -261,13 +279,7 @@ class SAC:
     def state_dict(self) -> dict[str, Any]:
         """Optimizers, target critic, ``log_alpha``, counters (not the agent)."""
         return {
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict(),
-            "alpha_optimizer": (
-                None
-                if self.alpha_optimizer is None
-                else self.alpha_optimizer.state_dict()
-            ),
+            "optimizers": [o.state_dict() for o in self._optimizers],
             "target_critic": self.target_critic.state_dict(),
             "log_alpha": self.log_alpha.detach().clone(),
             "updates_done": self.updates_done,
@@ -275,11 +287,18 @@ class SAC:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        if self.alpha_optimizer is not None and state["alpha_optimizer"] is not None:
-            self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        """Restore :meth:`state_dict`.
+
+        Raises:
+            ConfigError: the state has a different number of optimizers.
+        """
+        if len(state["optimizers"]) != len(self._optimizers):
+            raise ConfigError(
+                f"the SAC state has {len(state['optimizers'])} optimizers, this SAC "
+                f"{len(self._optimizers)}"
+            )
+        for optimizer, saved in zip(self._optimizers, state["optimizers"]):
+            optimizer.load_state_dict(saved)
         self.target_critic.load_state_dict(state["target_critic"])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
