@@ -208,9 +208,14 @@ class PolicyBatch:
                 f"{what} = {units} does not split into {num_minibatches} equal "
                 "minibatches"
             )
+        source = self if recurrent else self.flatten_samples()
+        if num_minibatches == 1:
+            # One minibatch is the whole batch: the loss is a mean over all
+            # of it, so shuffling (a gather of every field) would change nothing.
+            yield source
+            return
         device = self.advantage.device
         order = torch.randperm(units, device=device)
-        source = self if recurrent else self.flatten_samples()
         for chunk in order.chunk(num_minibatches):
             if recurrent:
                 yield source.select((slice(None), chunk), state_index=chunk)

@@ -16,6 +16,8 @@ from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
 
 __all__ = ["PPO"]
 
+_STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     if mask is None:
@@ -271,35 +273,35 @@ class PPO:
         clip_range = self._resolve(self.clip_range, progress)
         value_clip_range = self._resolve(self.value_clip_range, progress)
 
-        sums: dict[str, float] = {}
-        evaluated = steps = 0
-        grad_norm_sum = 0.0
+        # Statistics stay detached tensors until the end: one conversion per
+        # update, not one per statistic per minibatch.
+        stat_rows: list[torch.Tensor] = []
+        grad_norms: list[torch.Tensor] = []
+        steps = 0
         early_stopped = False
+        max_norm = self.max_grad_norm if self.max_grad_norm is not None else math.inf
         for _ in range(self.epochs):
             for minibatch in data.minibatches(self.minibatches, self.recurrent):
                 loss, stats = self._loss(minibatch, clip_range, value_clip_range)
-                evaluated += 1
-                for key, value in stats.items():
-                    sums[key] = sums.get(key, 0.0) + value
-                if self.target_kl is not None and stats["approx_kl"] > self.target_kl:
+                stat_rows.append(stats)
+                if self.target_kl is not None and float(stats[3]) > self.target_kl:
                     early_stopped = True
                     break
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(
-                    self.parameters,
-                    self.max_grad_norm if self.max_grad_norm is not None else math.inf,
+                grad_norms.append(
+                    torch.nn.utils.clip_grad_norm_(self.parameters, max_norm)
                 )
                 self.optimizer.step()
-                grad_norm_sum += float(grad_norm)
                 steps += 1
             if early_stopped:
                 break
         self.updates_done += 1
 
-        metrics = {key: value / max(evaluated, 1) for key, value in sums.items()}
+        means = torch.stack(stat_rows).mean(dim=0).tolist() if stat_rows else []
+        metrics = dict(zip(_STAT_NAMES, means))
         metrics.update(
-            grad_norm=grad_norm_sum / steps if steps else 0.0,
+            grad_norm=float(torch.stack(grad_norms).mean()) if steps else 0.0,
             explained_variance=_explained_variance(
                 data.old_value.detach(), data.return_.detach(), data.valid
             ),
@@ -316,8 +318,8 @@ class PPO:
         minibatch: PolicyBatch,
         clip_range: float,
         value_clip_range: float | None,
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Loss of one minibatch and its detached statistics."""
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss of one minibatch and its detached statistics (``_STAT_NAMES``)."""
         evaluation = PolicyEvaluation(
             *self.evaluator.evaluate(
                 minibatch.observation,
@@ -357,21 +359,23 @@ class PPO:
             )
             value_error = torch.max(value_error, (clipped_value - return_).pow(2))
         value_loss = 0.5 * _masked_mean(value_error, mask)
-        entropy = _masked_mean(evaluation.entropy, mask)
-        loss = (
-            policy_loss
-            + self.value_loss_coef * value_loss
-            - self.entropy_coef * entropy
-        )
+        loss = policy_loss + self.value_loss_coef * value_loss
+        if self.entropy_coef:
+            entropy = _masked_mean(evaluation.entropy, mask)
+            loss = loss - self.entropy_coef * entropy
         with torch.no_grad():
+            if not self.entropy_coef:  # only a statistic: keep it off the graph
+                entropy = _masked_mean(evaluation.entropy.detach(), mask)
             approx_kl = _masked_mean((ratio - 1.0) - log_ratio, mask)
             clipped = ((ratio - 1.0).abs() > clip_range).to(ratio.dtype)
             clip_fraction = _masked_mean(clipped, mask)
-        stats = {
-            "policy_loss": float(policy_loss.detach()),
-            "value_loss": float(value_loss.detach()),
-            "entropy": float(entropy.detach()),
-            "approx_kl": float(approx_kl),
-            "clip_fraction": float(clip_fraction),
-        }
+            stats = torch.stack(
+                [
+                    policy_loss.detach(),
+                    value_loss.detach(),
+                    entropy.detach(),
+                    approx_kl,
+                    clip_fraction,
+                ]
+            ).to(torch.float64)  # in the order of _STAT_NAMES
         return loss, stats
