@@ -1,0 +1,332 @@
+"""Time to solve CartPole-v1: parllel PPO vs Stable-Baselines3 PPO, same hyperparameters.
+
+Both sides: 8 envs, 32 steps per env per batch (256 samples), one minibatch
+of 256, 20 epochs, gamma 0.98, GAE lambda 0.8, learning rate 1e-3 and clip
+range 0.2 both decaying linearly to 0, advantages normalized, value loss
+coefficient 0.5, gradient norm clipped at 0.5, no entropy bonus, separate
+64x64 tanh policy and value networks, Adam with eps 1e-5 (SB3's default for
+PPO; ``--fused-adam`` switches both sides to torch's fused Adam), 100k env
+steps, torch pinned to one thread, seeds 0, 1, 2.
+
+Evaluation: after every update that crosses a multiple of 5,000 env steps
+(i.e. at the same batch boundaries, 5,120, 10,240, ... on both sides) and
+at the end, 10 deterministic episodes on 10 separate envs (one episode
+each). ``time to 475`` is the training wall-clock time, from the start of
+training (envs and model already built) to the end of the update after
+which the evaluation first reached a mean return >= 475, minus all the time
+spent evaluating; ``steps to 475`` is the env-step count of that
+evaluation. Medians over the seeds (``null`` if the median seed never got
+there). parllel uses serial cages (measured faster than worker processes
+for CartPole on 2 cores; ``--parallel process`` to compare).
+
+Last line: one JSON object with ``ours_time_to_475_s``, ``sb3_time_to_475_s``,
+``time_to_475_ratio`` (ours / SB3), ``ours_steps_to_475``,
+``sb3_steps_to_475``, ``ours_final_return`` (median final eval return) and
+per-seed details, ``total_train_ratio`` (median training time for all 100k
+steps, ours / SB3) and the load average at start and end. Usage: python benchmarks/train_cartpole.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import pin_threads, print_result  # noqa: E402
+
+from parllel.patterns import (  # noqa: E402
+    add_advantage_estimation,
+    build_cages,
+    build_eval_sampler,
+    build_sample_tree,
+)
+from parllel.runners import Callback, OnPolicyRunner, Seeds, seed_everything  # noqa: E402
+from parllel.samplers import FeedForwardSampler  # noqa: E402
+from parllel.torch.agents import ActorCriticAgent  # noqa: E402
+from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule  # noqa: E402
+from parllel.torch.handler import TorchHandler  # noqa: E402
+from parllel.torch.models import build_actor_critic  # noqa: E402
+from parllel.transforms import Compose  # noqa: E402
+
+ENV_ID = "CartPole-v1"
+SOLVED = 475.0
+HYPERPARAMETERS = dict(
+    n_envs=8,
+    n_steps=32,
+    batch_size=256,
+    epochs=20,
+    gamma=0.98,
+    gae_lambda=0.8,
+    learning_rate=1e-3,
+    clip_range=0.2,
+    total_steps=100_000,
+    eval_interval=5_000,
+    eval_episodes=10,
+)
+
+
+def make_env() -> gym.Env:
+    return gym.make(ENV_ID)
+
+
+class Curve:
+    """Evaluation points ``(env_steps, train_seconds, mean_return)`` of one run."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[int, float, float]] = []
+        self.start = time.perf_counter()
+        self.eval_seconds = 0.0
+
+    def train_seconds(self) -> float:
+        return time.perf_counter() - self.start - self.eval_seconds
+
+    def first_solved(self) -> tuple[int, float] | tuple[None, float]:
+        for steps, seconds, mean_return in self.points:
+            if mean_return >= SOLVED:
+                return steps, seconds
+        return None, math.inf
+
+
+# -- parllel -----------------------------------------------------------------
+
+
+class _StartClock(Callback):
+    def __init__(self, curve: Curve) -> None:
+        self.curve = curve
+
+    def on_train_start(self, runner: Any) -> None:
+        self.curve.start = time.perf_counter()
+
+
+class _TimedEvalSampler:
+    """Wraps an EvalSampler: its time is excluded, its result recorded."""
+
+    def __init__(self, sampler: Any, curve: Curve, runner_ref: list) -> None:
+        self.sampler, self.curve, self.runner_ref = sampler, curve, runner_ref
+
+    def collect(self) -> list:
+        train_seconds = self.curve.train_seconds()
+        start = time.perf_counter()
+        trajs = self.sampler.collect()
+        mean_return = float(np.mean([t.return_ for t in trajs]))
+        self.curve.points.append(
+            (self.runner_ref[0].env_steps, train_seconds, mean_return)
+        )
+        self.curve.eval_seconds += time.perf_counter() - start
+        return trajs
+
+
+def run_parllel(seed: int, hp: dict, parallel: str, fused_adam: bool) -> Curve:
+    torch.manual_seed(seed)
+    seeds = Seeds.from_master(seed, n_envs=hp["n_envs"])
+    seed_everything(seeds)
+    cage = build_cages(make_env, hp["n_envs"], parallel=parallel, seed=seed)
+    model, distribution = build_actor_critic(
+        cage.spaces.observation,
+        cage.spaces.action,
+        hidden_sizes=(64, 64),
+        shared_trunk=False,
+    )
+    agent = ActorCriticAgent(model, distribution)
+    handler = TorchHandler(agent, n_envs=cage.n_envs)
+    sample_tree = build_sample_tree(cage, handler, hp["n_steps"])
+    transform = Compose(
+        add_advantage_estimation(
+            sample_tree, hp["gamma"], hp["gae_lambda"], normalize=True
+        )
+    )
+    sampler = FeedForwardSampler(cage, handler, sample_tree, transform=transform)
+    n_eval = hp["eval_episodes"]
+    eval_sampler, eval_cage = build_eval_sampler(
+        make_env, TorchHandler(agent, n_envs=n_eval), n_eval, n_eval, seed=seed + 1000
+    )
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=hp["learning_rate"], eps=1e-5, fused=fused_adam
+    )
+    batch = hp["n_envs"] * hp["n_steps"]
+    ppo = PPO(
+        ActorCriticEvaluator(model, distribution),
+        optimizer,
+        learning_rate=linear_schedule(hp["learning_rate"], 0.0),
+        clip_range=linear_schedule(hp["clip_range"], 0.0),
+        epochs=hp["epochs"],
+        minibatches=batch // hp["batch_size"],
+    )
+    curve, runner_ref = Curve(), []
+    runner = OnPolicyRunner(
+        sampler,
+        ppo,
+        hp["total_steps"],
+        eval_sampler=_TimedEvalSampler(eval_sampler, curve, runner_ref),
+        eval_interval_steps=hp["eval_interval"],
+        callbacks=[_StartClock(curve)],
+    )
+    runner_ref.append(runner)
+    try:
+        runner.run()
+    finally:
+        cage.close()
+        eval_cage.close()
+        sample_tree.close()
+    return curve
+
+
+# -- Stable-Baselines3 -----------------------------------------------------------
+
+
+def run_sb3(seed: int, hp: dict, fused_adam: bool) -> Curve:
+    from stable_baselines3 import PPO as SB3PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    n_eval = hp["eval_episodes"]
+    eval_env = make_vec_env(ENV_ID, n_envs=n_eval, seed=seed + 1000)
+    curve = Curve()
+
+    class EvalEveryInterval(BaseCallback):
+        """Evaluates between updates, at the batch boundaries parllel uses."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_eval = hp["eval_interval"]
+
+        def _evaluate(self) -> None:
+            train_seconds = curve.train_seconds()
+            start = time.perf_counter()
+            mean_return, _ = evaluate_policy(
+                self.model, eval_env, n_eval_episodes=n_eval, deterministic=True
+            )
+            curve.points.append((self.num_timesteps, train_seconds, float(mean_return)))
+            curve.eval_seconds += time.perf_counter() - start
+
+        def _on_training_start(self) -> None:
+            curve.start = time.perf_counter()
+
+        def _on_rollout_start(self) -> None:  # after the previous update
+            if self.num_timesteps >= self.next_eval:
+                interval = hp["eval_interval"]
+                self.next_eval = (self.num_timesteps // interval + 1) * interval
+                self._evaluate()
+
+        def _on_step(self) -> bool:
+            return True
+
+        def _on_training_end(self) -> None:
+            if not curve.points or curve.points[-1][0] != self.num_timesteps:
+                self._evaluate()
+
+    env = make_vec_env(ENV_ID, n_envs=hp["n_envs"], seed=seed)
+    lr, clip = hp["learning_rate"], hp["clip_range"]
+    model = SB3PPO(
+        "MlpPolicy",
+        env,
+        n_steps=hp["n_steps"],
+        batch_size=hp["batch_size"],
+        n_epochs=hp["epochs"],
+        gamma=hp["gamma"],
+        gae_lambda=hp["gae_lambda"],
+        learning_rate=lambda remaining: lr * remaining,
+        clip_range=lambda remaining: clip * remaining,
+        ent_coef=0.0,
+        policy_kwargs=dict(optimizer_kwargs=dict(eps=1e-5, fused=fused_adam)),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    model.learn(hp["total_steps"], callback=EvalEveryInterval())
+    env.close()
+    eval_env.close()
+    return curve
+
+
+# -- summary ---------------------------------------------------------------------
+
+
+def _median(values: list[float]) -> float | None:
+    value = statistics.median(values)
+    return None if math.isinf(value) else round(value, 3)
+
+
+def summarize(name: str, curves: list[Curve]) -> dict[str, Any]:
+    firsts = [curve.first_solved() for curve in curves]
+    steps = [math.inf if s is None else s for s, _ in firsts]
+    seconds = [t for _, t in firsts]
+    return {
+        f"{name}_time_to_475_s": _median(seconds),
+        f"{name}_steps_to_475": _median(steps),
+        f"{name}_final_return": statistics.median(c.points[-1][2] for c in curves),
+        f"{name}_total_train_s": round(
+            statistics.median(c.points[-1][1] for c in curves), 3
+        ),
+        f"{name}_per_seed": [
+            {
+                "steps_to_475": s,
+                "time_to_475_s": None if math.isinf(t) else round(t, 3),
+                "curve": [(n, round(t_, 3), round(r, 1)) for n, t_, r in c.points],
+            }
+            for (s, t), c in zip(firsts, curves)
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny run (seconds)")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--parallel", default="serial", choices=["serial", "process"])
+    parser.add_argument("--only", choices=["ours", "sb3"], help="run one side")
+    parser.add_argument(
+        "--fused-adam", action="store_true", help="torch's fused Adam, both sides"
+    )
+    args = parser.parse_args()
+    pin_threads()
+    load_start = list(os.getloadavg())
+    hp = dict(HYPERPARAMETERS)
+    if args.quick:
+        hp.update(total_steps=1024, eval_interval=512, eval_episodes=2, epochs=2)
+        args.seeds = 1
+    result: dict[str, Any] = {
+        "hyperparameters": hp,
+        "parallel": args.parallel,
+        "fused_adam": args.fused_adam,
+    }
+    for seed in range(args.seeds):
+        if args.only != "sb3":
+            result.setdefault("_ours", []).append(
+                run_parllel(seed, hp, args.parallel, args.fused_adam)
+            )
+            print(f"ours seed {seed}: {result['_ours'][-1].points}", flush=True)
+        if args.only != "ours":
+            result.setdefault("_sb3", []).append(run_sb3(seed, hp, args.fused_adam))
+            print(f"sb3 seed {seed}: {result['_sb3'][-1].points}", flush=True)
+    for name in ("ours", "sb3"):
+        if f"_{name}" in result:
+            result.update(summarize(name, result.pop(f"_{name}")))
+    ours, sb3 = result.get("ours_time_to_475_s"), result.get("sb3_time_to_475_s")
+    result["time_to_475_ratio"] = (
+        round(ours / sb3, 3) if ours is not None and sb3 else None
+    )
+    ours_total, sb3_total = (
+        result.get("ours_total_train_s"),
+        result.get("sb3_total_train_s"),
+    )
+    result["total_train_ratio"] = (
+        round(ours_total / sb3_total, 3) if ours_total and sb3_total else None
+    )
+    result["load_average_start_end"] = [load_start, list(os.getloadavg())]
+    print_result(result)
+
+
+if __name__ == "__main__":
+    main()
