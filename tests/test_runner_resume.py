@@ -215,3 +215,56 @@ def test_resume_from_a_run_directory(tmp_path):
     reopened.record_resume(resumed.env_steps, reopened.latest_checkpoint())
     assert resumed.env_steps == 64
     assert reopened.read_metadata()["resumes"][0]["step"] == 64
+
+
+def _train_cartpole_serial(seed: int, tmp_path) -> dict[str, torch.Tensor]:
+    """Two PPO updates on CartPole with serial cages, everything from ``seed``."""
+    import gymnasium as gym
+
+    from parllel.patterns import add_advantage_estimation, build_cages
+    from parllel.patterns import build_sample_tree as allocate
+    from parllel.runners import Seeds, seed_everything
+    from parllel.samplers import FeedForwardSampler
+    from parllel.torch.agents import ActorCriticAgent
+    from parllel.torch.algos import PPO, ActorCriticEvaluator
+    from parllel.torch.handler import TorchHandler
+    from parllel.torch.models import build_actor_critic
+    from parllel.transforms import Compose
+
+    seeds = Seeds.from_master(seed, n_envs=4)
+    seed_everything(seeds)
+    cage = build_cages(
+        lambda: gym.make("CartPole-v1"), 4, parallel="serial", seed=seeds.master
+    )
+    model, distribution = build_actor_critic(
+        cage.spaces.observation, cage.spaces.action, hidden_sizes=(16,)
+    )
+    handler = TorchHandler(ActorCriticAgent(model, distribution), n_envs=4)
+    tree = allocate(cage, handler, 16)
+    sampler = FeedForwardSampler(
+        cage,
+        handler,
+        tree,
+        transform=Compose(add_advantage_estimation(tree, 0.99, 0.95)),
+    )
+    ppo = PPO(
+        ActorCriticEvaluator(model, distribution),
+        torch.optim.Adam(model.parameters(), lr=1e-3),
+        epochs=2,
+        minibatches=2,
+    )
+    runner = OnPolicyRunner(sampler, ppo, 128, checkpoint_dir=tmp_path)
+    try:
+        runner.run()
+    finally:
+        cage.close()
+        tree.close()
+    return {name: value.clone() for name, value in model.state_dict().items()}
+
+
+def test_same_seed_same_training_with_serial_cages(tmp_path):
+    first = _train_cartpole_serial(3, tmp_path / "a")
+    second = _train_cartpole_serial(3, tmp_path / "b")
+    other = _train_cartpole_serial(4, tmp_path / "c")
+    assert all(torch.equal(first[name], second[name]) for name in first)
+    assert not all(torch.equal(first[name], other[name]) for name in first)
