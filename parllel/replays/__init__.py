@@ -1,7 +1,8 @@
 """Replay buffers over full-size rotating Arrays (no torch needed).
 
-The sampler writes into the ``[T, B]`` window of Arrays allocated with
-``full_size=N``; a replay reads those same rows (nothing is copied):
+Each collected ``[T, B]`` batch is copied into the window of Arrays allocated
+with ``full_size=N`` (``replay.record_batch(sample_tree)``), and samples are
+read from those rows in place:
 
 - :class:`UniformReplay`: uniform sampling, optional n-step returns.
 - :class:`PrioritizedReplay`: proportional prioritization (numba sum tree).

@@ -1,9 +1,11 @@
-"""Bookkeeping over a replay tree of full-size rotating Arrays (no copies).
+"""Bookkeeping over a replay tree of full-size rotating Arrays.
 
-The sampler writes each batch into the ``[T, B]`` window of full-size Arrays
-(``Array((T, B), ..., full_size=N)``); :meth:`ReplayStorage.record_batch`
-declares that window stored. Nothing is copied: the replay reads the rows the
-sampler wrote.
+Each batch lands in the ``[T, B]`` window of full-size Arrays
+(``Array((T, B), ..., full_size=N)``): copied in from the sampler's own
+sample tree by :meth:`ReplayStorage.record_batch(sample_tree)
+<ReplayStorage.record_batch>` (which then rotates the replay tree), or
+written there by a custom sampler and declared stored by ``record_batch()``.
+Sampling reads the stored rows in place.
 
 Row layout (``P`` = padding of ``OBSERVATION``, at least 1). In the Arrays'
 storage, full-size row ``i`` holds step ``i`` (mod ``N``); the observation of
@@ -26,6 +28,7 @@ from numpy.lib.stride_tricks import as_strided
 from parllel import fields
 from parllel.arrays import Array
 from parllel.errors import ConfigError, ReplayError
+from parllel.replays.copying import copy_pairs, window
 from parllel.tree import tree_items
 
 __all__ = ["ReplayStorage", "REQUIRED_FIELDS"]
@@ -197,14 +200,14 @@ class ReplayStorage:
     def _write_batch(self, batch: Mapping[str, Any]) -> None:
         """Copy ``batch``'s window into this tree's window (see :meth:`record_batch`)."""
         if self._copy_source is not batch:
-            self._copy_pairs = _copy_pairs(self._leaves, batch, self.batch_length)
+            self._copy_pairs = copy_pairs(self._leaves, batch, self.batch_length)
             self._copy_source = batch
         if self._episode_break and self.size:
             self._cut_episodes()
         self._episode_break = False
         T = self.batch_length
         for source, target, rows in self._copy_pairs:
-            np.copyto(_window(target, rows, T), _window(source, rows, T))
+            np.copyto(window(target, rows, T), window(source, rows, T))
 
     def _cut_episodes(self) -> None:
         """Truncate the newest stored step where the next batch starts a new episode.
@@ -334,53 +337,6 @@ def _writable_rows(array: Array) -> np.ndarray:
     start = array.full
     rows = array.full_size + array.padding
     return as_strided(start, shape=(rows,) + start.shape[1:], strides=start.strides)
-
-
-def _window(array: Array, observation_rows: bool, T: int) -> np.ndarray:
-    """``array``'s window: rows ``0..T`` (with the bootstrap row) or ``0..T-1``."""
-    if observation_rows:
-        p = array.padding
-        return array.padded_ndarray()[p : p + T + 1]
-    return array.to_ndarray()
-
-
-def _copy_pairs(
-    leaves: list[tuple[str, Array]], batch: Mapping[str, Any], T: int
-) -> list[tuple[Array, Array, bool]]:
-    """Match the replay tree's leaves with a sample tree's; check they fit.
-
-    Raises:
-        ConfigError: a field is missing or a leaf has another shape or dtype.
-    """
-    pairs = []
-    for path, target in leaves:
-        source: Any = batch
-        try:
-            for key in path.split("."):
-                source = source[key]
-        except (KeyError, TypeError):
-            raise ConfigError(
-                f"the sample tree passed to record_batch() lacks {path!r}"
-            ) from None
-        observation_rows = path.split(".")[0] == fields.OBSERVATION
-        if not isinstance(source, Array) or source.shape != target.shape:
-            shape = getattr(source, "shape", None)
-            raise ConfigError(
-                f"sample-tree leaf {path!r} has shape {shape}; the replay tree's "
-                f"window is {target.shape} (same T, B and feature shape needed)"
-            )
-        if not np.can_cast(source.dtype, target.dtype, "same_kind"):
-            raise ConfigError(
-                f"sample-tree leaf {path!r} is {source.dtype}; the replay stores "
-                f"{target.dtype}"
-            )
-        if observation_rows and source.padding < 1:
-            raise ConfigError(
-                f"sample-tree leaf {path!r} needs padding >= 1 (row T is copied too)"
-            )
-        _window(source, observation_rows, T)  # in bounds
-        pairs.append((source, target, observation_rows))
-    return pairs
 
 
 def _write_rows(tree: Any, contents: Any) -> None:
