@@ -3,7 +3,8 @@
 Same hyperparameters for both: 1 env, learning rate 1e-3, batch 256, buffer
 1e6, one gradient update per env step (train_freq 1, gradient_steps 1),
 learning starts at 256 steps (our replay samples once it holds a batch; SB3
-is given the same), gamma 0.99, tau 0.005, automatic entropy tuning
+is given the same) with uniform random actions until then (SB3's warm-up;
+ours through ``SacAgent.random_actions``), gamma 0.99, tau 0.005, automatic entropy tuning
 (initial alpha 1, target entropy -1), 256x256 MLPs; torch pinned to one
 thread. Every 1k env steps both run 10 deterministic evaluation episodes.
 
@@ -47,6 +48,7 @@ from parllel.patterns import (  # noqa: E402
 )
 from parllel.replays import UniformReplay  # noqa: E402
 from parllel.runners import Callback, OffPolicyRunner, Seeds, seed_everything  # noqa: E402
+from parllel.runners.off_policy import AttributeSchedule  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.torch.agents import build_sac_agent  # noqa: E402
 from parllel.torch.algos import SAC  # noqa: E402
@@ -140,7 +142,12 @@ def run_ours(seed: int, h: dict[str, Any]) -> dict[str, Any]:
         h["total_steps"],
         eval_sampler=timed,
         eval_interval_steps=h["eval_interval"],
-        callbacks=[threshold],
+        callbacks=[
+            AttributeSchedule(
+                agent, "random_actions", lambda step: step < h["learning_starts"]
+            ),
+            threshold,
+        ],
     )
     try:
         runner.run()

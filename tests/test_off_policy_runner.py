@@ -185,3 +185,22 @@ def test_epsilon_schedule_callback_and_dqn_runner():
             AttributeSchedule(agent, "epsilonn", schedule)
     finally:
         cage.close()
+
+
+def test_sac_agent_random_actions_are_uniform_within_bounds():
+    low, high = np.array([-2, 0], np.float32), np.array([2, 1], np.float32)
+    space = gym.spaces.Box(low, high, dtype=np.float32)
+    agent = build_sac_agent(space, space, hidden_sizes=(8,))
+    agent.random_actions = True
+    observation = torch.zeros(4000, 2)
+    action = agent.step(observation, None, None, None).action
+    assert (action >= torch.tensor(space.low)).all()
+    assert (action <= torch.tensor(space.high)).all()
+    torch.testing.assert_close(
+        action.mean(0), torch.tensor([0.0, 0.5]), atol=0.05, rtol=0
+    )
+    agent.set_mode("eval")  # evaluation stays deterministic
+    first = agent.step(observation[:2], None, None, None).action
+    torch.testing.assert_close(
+        first, agent.step(observation[:2], None, None, None).action
+    )

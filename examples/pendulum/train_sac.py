@@ -34,6 +34,7 @@ from parllel.runners import (
     Seeds,
     seed_everything,
 )
+from parllel.runners.off_policy import AttributeSchedule
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.agents import build_sac_agent
 from parllel.torch.algos import SAC
@@ -47,7 +48,7 @@ class Config:
     total_steps: int = 20_000
     replay_size: int = 1_000_000
     batch_size: int = 256
-    learning_starts: int = 256
+    learning_starts: int = 256  # uniform random actions until then
     replay_ratio: float = 1.0  # gradient updates per env step
     learning_rate: float = 1e-3
     gamma: float = 0.99
@@ -145,7 +146,13 @@ def main(config: Config, resume: str | None = None) -> dict:
         checkpoint_replay_contents=config.checkpoint_replay_contents,
         config=dataclasses.asdict(config),
         config_keys=["batch_T", "replay_size", "hidden_sizes"],
-        callbacks=[StopAtReturn(config.target_return)],
+        callbacks=[
+            # warm-up: uniform random actions until learning starts
+            AttributeSchedule(
+                agent, "random_actions", lambda step: step < config.learning_starts
+            ),
+            StopAtReturn(config.target_return),
+        ],
     )
     if resume:
         runner.load(run.checkpoints_dir)

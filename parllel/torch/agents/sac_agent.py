@@ -82,7 +82,10 @@ class SacAgent:
     """:class:`~parllel.agents.Agent` for SAC: actor, twin critic, distribution.
 
     ``step`` samples squashed actions (``"eval"`` mode: ``squash(mean)``);
-    ``agent_info`` is empty. :class:`~parllel.torch.algos.sac.SAC` trains
+    ``agent_info`` is empty. While :attr:`random_actions` is true (outside
+    ``"eval"`` mode) actions are uniform within the bounds instead: the
+    common warm-up before learning starts, e.g. set by
+    ``AttributeSchedule(agent, "random_actions", lambda step: step < 1_000)``. :class:`~parllel.torch.algos.sac.SAC` trains
     :attr:`actor` and :attr:`critic` and keeps its own target critic.
 
     Example:
@@ -101,6 +104,7 @@ class SacAgent:
         self.distribution = distribution
         self.action_dim = int(distribution.action_dim)
         self.deterministic = False
+        self.random_actions = False
 
     def sample_with_log_prob(
         self, observation: Any
@@ -126,6 +130,10 @@ class SacAgent:
         params = self.actor(observation)
         if self.deterministic:
             action = self.distribution.deterministic(params)
+        elif self.random_actions:  # uniform within the bounds
+            uniform = torch.rand_like(params.mean) * 2.0 - 1.0
+            center = self.distribution.center.to(uniform)
+            action = center + self.distribution.scale.to(uniform) * uniform
         else:
             action = self.distribution.sample(params)
         return AgentStep(action, {}, None)
