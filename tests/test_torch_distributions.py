@@ -151,3 +151,12 @@ def test_distributions_satisfy_protocol_and_validate():
         SquashedGaussian(1, low=-np.inf, high=1.0)
     with pytest.raises(ShapeError):
         Categorical(3).entropy(DistParams(torch.zeros(4, 2)))
+
+
+def test_categorical_sampling_frequencies_match_probabilities():
+    torch.manual_seed(0)
+    logits = torch.tensor([[2.0, 0.0, -1.0, 0.5]]).expand(40_000, 4)
+    samples = Categorical(4).sample(DistParams(logits))
+    frequencies = torch.bincount(samples, minlength=4).double() / samples.numel()
+    expected = torch.softmax(logits[0].double(), dim=-1)
+    assert torch.allclose(frequencies, expected, atol=0.01)

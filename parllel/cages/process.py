@@ -28,6 +28,7 @@ from parllel.errors import ConfigError
 from parllel.tree import ArrayDict
 
 DEATH_POLICIES = ("raise", "restart")
+STEP_CACHE_SIZE = 4096  # distinct (action, out) slot objects remembered per cage
 
 
 def flatten_slots(
@@ -197,6 +198,7 @@ class ProcessCage(Cage):
         self._view_ids: dict[tuple, int] = {}
         self._descriptors: list[tuple[int, Any]] = []
         self._layout_ids: dict[tuple, int] = {}
+        self._step_cache: dict[tuple[int, int], tuple] = {}
         self._restarts = 0
         self._pending: tuple | None = None
         try:
@@ -317,23 +319,39 @@ class ProcessCage(Cage):
 
     # -- stepping --------------------------------------------------------------
     def _step_async(self, action: Any, out: Any) -> None:
-        tree = {"action": action, "out": out}
-        self._dispatch(protocol.STEP, tree)
-        self._pending = (action, out)
+        # Samplers reuse the same slot objects every batch: remember what was
+        # derived from them (slot ids, the main process's share) by identity.
+        # The entry holds the objects, so their ids cannot be reused meanwhile.
+        key = (id(action), id(out))
+        entry = self._step_cache.get(key)
+        if entry is None or entry[0] is not action or entry[1] is not out:
+            layout_id, ids, messages = self._slot_ids(
+                flatten_slots({"action": action, "out": out})
+            )
+            main_share = None
+            if self.main_process_envs:
+                n = self.main_process_envs
+                main_share = (slice_slots(action, 0, n), slice_slots(out, 0, n))
+            if len(self._step_cache) >= STEP_CACHE_SIZE:
+                self._step_cache.clear()
+            entry = self._step_cache[key] = (action, out, layout_id, ids, main_share)
+        else:
+            messages = []
+        _, _, layout_id, ids, main_share = entry
+        for worker in self._resources.workers:
+            worker.command(protocol.STEP, messages, ids, layout_id)
+        self._pending = (out, main_share)
 
     def _await_step(self) -> list[TrajInfo]:
-        action, out = self._pending
+        out, main_share = self._pending
         self._pending = None
         completed: list[TrajInfo] = []
         errors: list[tuple] = []
         main = self._resources.main_group
         main_error = None
         if main is not None:
-            n = self.main_process_envs
             try:
-                completed += main.step(
-                    slice_slots(action, 0, n), slice_slots(out, 0, n)
-                )
+                completed += main.step(*main_share)
             except Exception as exc:  # still collect the workers before raising
                 main_error = exc
         for worker in list(self._resources.workers):
