@@ -132,7 +132,9 @@ class ProcessCage(Cage):
             or ``"restart"``: recreate the worker's envs, reset them, report
             their episodes as lost (``TrajInfo.lost``, truncated) and go on.
         start_method: multiprocessing start method (default forkserver).
-        worker_spin_seconds: how long an idle worker polls before blocking.
+        worker_spin_seconds: how long an idle worker polls before blocking
+            (None: 2 ms while every stepping process of all cages has a
+            core, else 0 — never more polling processes than cores).
         main_spin_seconds: how long the main process polls for workers before
             blocking (it yields the CPU while polling).
         start_timeout: seconds to wait for workers to build their envs.
@@ -158,7 +160,7 @@ class ProcessCage(Cage):
         traj_info_kwargs: dict[str, Any] | None = None,
         on_worker_death: str = "raise",
         start_method: str | None = None,
-        worker_spin_seconds: float = 0.002,
+        worker_spin_seconds: float | None = None,
         main_spin_seconds: float = 0.0005,
         start_timeout: float = 120.0,
     ) -> None:
@@ -185,7 +187,9 @@ class ProcessCage(Cage):
             self.n_envs, self.main_process_envs, envs_per_worker, n_workers
         )
         self.on_worker_death = on_worker_death
-        self.worker_spin_seconds = float(worker_spin_seconds)
+        self.worker_spin_seconds = (
+            -1.0 if worker_spin_seconds is None else float(worker_spin_seconds)
+        )
         self.main_spin_seconds = float(main_spin_seconds)
         self.start_timeout = float(start_timeout)
         self._ctx = (

@@ -28,6 +28,7 @@ from parllel.tree import ArrayDict
 # control-array layout (one row per worker)
 CMD, N_MESSAGES, LAYOUT, N_IDS, IDS = 0, 1, 2, 3, 4
 STATUS = -1
+SPIN_MICROSECONDS = -2  # how long an idle worker polls before blocking (set by main)
 CONTROL_WIDTH = 256
 MAX_LEAVES = CONTROL_WIDTH - IDS - 1
 
@@ -90,7 +91,8 @@ def worker_main(
     trees: dict[tuple, dict] = {}
     try:
         while True:
-            wait_for(command_ready, spin_seconds, check_parent, poll_seconds=0.5)
+            spin = row[SPIN_MICROSECONDS] * 1e-6 if spin_seconds < 0 else spin_seconds
+            wait_for(command_ready, spin, check_parent, poll_seconds=0.5)
             command = int(row[CMD])
             row[STATUS] = OK
             replies: list[tuple] = []

@@ -13,6 +13,23 @@ from parllel.cages.sync import wait_for
 from parllel.errors import EnvError, WorkerDiedError
 
 
+# Worker processes alive in this process's cages (all cages together).
+_live_workers = [0]
+AUTO_SPIN_SECONDS = 0.002
+
+
+def auto_spin_seconds() -> float:
+    """Idle-worker polling budget: poll only if every stepping process has a core.
+
+    With more stepping processes (workers of every cage, plus the main
+    process) than cores, polling workers would steal the CPU from the process
+    doing useful work, so they block instead (docs/cages.md).
+    """
+    from parllel.cages.layout import usable_cores
+
+    return AUTO_SPIN_SECONDS if _live_workers[0] + 1 <= usable_cores() else 0.0
+
+
 class WorkerLost(Exception):
     """Internal: a worker process exited while the main process waited for it."""
 
@@ -68,6 +85,9 @@ class WorkerHandle:
         )
         self.process.start()
         child_conn.close()
+        _live_workers[0] += 1
+        self._counted = True
+        self.auto_spin = spin_seconds < 0
 
     # -- liveness ------------------------------------------------------------
     def check_alive(self) -> None:
@@ -134,8 +154,14 @@ class WorkerHandle:
     ) -> None:
         """Send ``messages`` over the pipe and ``command`` through the control row."""
         row = self.row
-        for message in messages:
-            self.conn.send(message)
+        if self.auto_spin:
+            row[protocol.SPIN_MICROSECONDS] = auto_spin_seconds() * 1e6
+        try:
+            for message in messages:
+                self.conn.send(message)
+        except (BrokenPipeError, ConnectionResetError):
+            # the worker is gone; wait() notices its exit and reports it
+            self.process.join(1.0)
         row[protocol.N_MESSAGES] = len(messages)
         row[protocol.CMD] = command
         row[protocol.LAYOUT] = layout
@@ -167,6 +193,9 @@ class WorkerHandle:
     # -- shutdown --------------------------------------------------------------
     def stop(self, timeout: float = 2.0) -> None:
         """Ask the worker to exit; terminate, then kill, if it does not."""
+        if self._counted:
+            _live_workers[0] -= 1
+            self._counted = False
         process = self.process
         if process.exitcode is None:
             try:
