@@ -12,7 +12,6 @@ from parllel.cages import worker as protocol
 from parllel.cages.sync import wait_for
 from parllel.errors import EnvError, WorkerDiedError
 
-
 # Worker processes alive in this process's cages (all cages together).
 _live_workers = [0]
 AUTO_SPIN_SECONDS = 0.002
