@@ -57,11 +57,11 @@ class Config:
     gae_lambda: float = 0.8
     learning_rate: float = 1e-3  # decays linearly to 0
     clip_range: float = 0.2  # decays linearly to 0
-    epochs: int = 20
+    epochs: int = 10
     minibatches: int = 1  # recurrent minibatches are whole env columns
     entropy_coef: float = 0.0
     recurrent_cell: str = "lstm"
-    recurrent_size: int = 64
+    recurrent_size: int = 128
     hidden_sizes: tuple[int, ...] = (64,)
     eval_interval_steps: int = 10_000
     eval_episodes: int = 10
