@@ -57,7 +57,7 @@ class Config:
     learning_rate: float = 1e-3  # decays linearly to 0
     clip_range: float = 0.2
     epochs: int = 10
-    minibatches: int = 32  # 64 samples each
+    minibatches: int = 8  # 256 samples each
     entropy_coef: float = 0.0
     init_log_std: float = -0.5
     hidden_sizes: tuple[int, ...] = (64, 64)
