@@ -22,21 +22,23 @@ __all__ = ["UniformReplay"]
 class UniformReplay:
     """Sample stored transitions uniformly, with replacement.
 
-    The replay reads the Arrays the sampler writes: allocate the sample tree
-    with ``full_size=N`` (a multiple of ``T``) and padding 1 on the
-    observation, let the sampler fill the ``[T, B]`` window, call
-    :meth:`record_batch`, then rotate the tree (``tree.rotate()``) before the
-    next batch. The replay keeps the ``N - 1`` newest steps per env.
+    The replay tree has full-size Arrays (``full_size=N``, a multiple of
+    ``T``; padding 1 on the observation), e.g. from
+    :func:`parllel.patterns.build_replay_tree`. After each collected batch,
+    :meth:`record_batch` copies the sampler's ``[T, B]`` window in and
+    rotates the replay tree (or, without an argument, declares stored a
+    window a custom sampler wrote in place). The replay keeps the ``N - 1``
+    newest steps per env.
 
     A sample's ``next_observation`` is the episode's ``FINAL_OBSERVATION``
     where the step ended an episode, never the next episode's reset
     observation; see :class:`~parllel.replays.ReplayBatch` for n-step samples.
 
     Example:
-        >>> tree = ...  # leaves Array((T, B), ..., full_size=N), OBSERVATION padding=1
+        >>> tree = build_replay_tree(cage, handler, batch_T=T, full_size=100_000)
         >>> replay = UniformReplay(tree, batch_size=256,
         ...                        rng=np.random.default_rng(0), learning_starts=1000)
-        >>> sampler.collect(...); replay.record_batch(); tree.rotate()
+        >>> batch, _ = sampler.collect_batch(); replay.record_batch(batch)
         >>> if replay.ready:
         ...     batch = replay.sample()   # ReplayBatch of [256, ...] numpy arrays
 
