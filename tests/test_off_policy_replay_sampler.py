@@ -17,7 +17,7 @@ from envs import CountingEnv
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import SerialCage
+from parllel.cages import ProcessCage, SerialCage
 from parllel.errors import ConfigError
 from parllel.replays import PrioritizedReplay, UniformReplay, gather_transitions
 from parllel.samplers import FeedForwardSampler, build_sample_tree
@@ -27,19 +27,33 @@ pytestmark = pytest.mark.timeout(60)
 T, B = 3, 2
 
 
-def _setup(full_size, terminal=True, replay_type=UniformReplay, storage="local"):
+def _setup(
+    full_size,
+    terminal=True,
+    replay_type=UniformReplay,
+    storage="local",
+    zero_copy=False,
+    process=False,
+):
     factory = partial(CountingEnv, min_length=2, max_length=6, terminal=terminal)
-    cage = SerialCage(factory, B, seed=3)
+    if process:
+        cage = ProcessCage(factory, B, seed=3, envs_per_worker=1, start_method="fork")
+        storage = "shared"
+    else:
+        cage = SerialCage(factory, B, seed=3)
     handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=1), B)
     example = handler.example_outputs(cage.example[fields.OBSERVATION])
     sample_tree = build_sample_tree(
         cage.example, example, T, B, storage, final_observation=True
     )
     replay_tree = build_sample_tree(
-        cage.example, example, T, B, "local", final_observation=True,
+        cage.example, example, T, B, storage, final_observation=True,
         full_size=full_size, env_info=False,
     )  # fmt: skip
     replay = replay_type(replay_tree, 4, np.random.default_rng(0))
+    if zero_copy:  # the sampler writes straight into the sliding replay window
+        sample_tree.close()
+        sample_tree = replay_tree
     sampler = FeedForwardSampler(cage, handler, sample_tree)
     return cage, sampler, sample_tree, replay
 
@@ -99,10 +113,15 @@ def _check_consistent(transition):
     assert reward == pytest.approx(action + 0.01 * following[2], abs=1e-5)
 
 
+@pytest.mark.parametrize(
+    "mode", ["copy", "zero_copy", "zero_copy_process"]
+)  # fmt: skip
 @pytest.mark.parametrize("terminal", [True, False])
 @pytest.mark.parametrize("full_size", [6, 9])
-def test_replay_holds_the_newest_steps_through_wraparounds(full_size, terminal):
-    cage, sampler, sample_tree, replay = _setup(full_size, terminal)
+def test_replay_holds_the_newest_steps_through_wraparounds(full_size, terminal, mode):
+    cage, sampler, sample_tree, replay = _setup(
+        full_size, terminal, zero_copy=mode != "copy", process=mode.endswith("process")
+    )
     history = {b: [] for b in range(B)}
     try:
         for _ in range(5 * full_size // T):  # five laps of the replay
@@ -125,6 +144,8 @@ def test_replay_holds_the_newest_steps_through_wraparounds(full_size, terminal):
         assert ended and all(s[5] == terminal for s in ended)
     finally:
         cage.close()
+        sample_tree.close()
+        replay.storage.tree.close()
 
 
 def test_prioritized_replay_from_the_sampler():

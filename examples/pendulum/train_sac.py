@@ -18,12 +18,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from parllel.cages import ProcessCage
 from parllel.logging import CsvSink, MultiLogger, StdoutTable, TensorBoardSink
 from parllel.patterns import (
     build_cages,
     build_eval_sampler,
     build_replay_tree,
-    build_sample_tree,
 )
 from parllel.plot import plot_learning_curve
 from parllel.replays import UniformReplay
@@ -95,11 +95,15 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
     handler = TorchHandler(agent, n_envs=1)
 
-    # the [T, B] batch the sampler fills, and the full-size replay it is copied into
-    sample_tree = build_sample_tree(
-        cage, handler, config.batch_T, final_observation=True
+    # the full-size replay tree: the sampler's [T, B] window slides over it,
+    # so every step is written once, straight into the replay (no copy)
+    replay_tree = build_replay_tree(
+        cage,
+        handler,
+        config.batch_T,
+        config.replay_size,
+        storage="shared" if isinstance(cage, ProcessCage) else "local",
     )
-    replay_tree = build_replay_tree(cage, handler, config.batch_T, config.replay_size)
     replay = UniformReplay(
         replay_tree,
         config.batch_size,
@@ -107,7 +111,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         learning_starts=config.learning_starts,
         discount=config.gamma,
     )
-    sampler = FeedForwardSampler(cage, handler, sample_tree)
+    sampler = FeedForwardSampler(cage, handler, replay_tree)
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
         TorchHandler(agent, n_envs=config.eval_episodes),
@@ -162,7 +166,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         logger.close()
         cage.close()
         eval_cage.close()
-        sample_tree.close()
+        replay_tree.close()
     plot_learning_curve(run.path)
     print(
         f"eval return {summary.get('eval/return_mean', float('nan')):.1f} after "

@@ -17,6 +17,7 @@ from parllel.samplers.steps import (
     final_values_now,
     finish_step,
     group_views,
+    sliding_window,
     reset_envs,
     start_batch,
 )
@@ -93,6 +94,7 @@ class AlternatingSampler:
         self.seed = seed
         self.views = group_views(sample_tree, self.cages, handler)
         self.batch_T = self.views[0].T
+        self._sliding = sliding_window(sample_tree)
         self._needs_reset = True
 
     def reset(self) -> None:
@@ -118,8 +120,10 @@ class AlternatingSampler:
         if self._needs_reset:
             self.reset()
         tree, handler, T = self.sample_tree, self.handler, self.batch_T
-        (cage_a, cage_b), (a, b) = self.cages, self.views
         start_batch(tree, handler)
+        if self._sliding:  # full-size tree: the window moved, so did its views
+            self.views = group_views(tree, self.cages, handler)
+        (cage_a, cage_b), (a, b) = self.cages, self.views
         completed: list[TrajInfo] = []
         act(handler, a, 0)
         cage_a.step_async(a.action[0], a.step_slots[0])

@@ -17,6 +17,7 @@ from parllel.samplers.steps import (
     final_values_batched,
     finish_step,
     group_views,
+    sliding_window,
     reset_envs,
     start_batch,
 )
@@ -86,6 +87,7 @@ class FeedForwardSampler:
         B = sample_tree[fields.REWARD].shape[1]
         self.all_envs = GroupViews(sample_tree, 0, B)
         self.batch_T = self.all_envs.T
+        self._sliding = sliding_window(sample_tree)
         self._needs_reset = True
 
     def reset(self) -> None:
@@ -104,8 +106,12 @@ class FeedForwardSampler:
         """Collect one batch; return the sample tree and the finished episodes."""
         if self._needs_reset:
             self.reset()
-        tree, handler, everyone = self.sample_tree, self.handler, self.all_envs
+        tree, handler = self.sample_tree, self.handler
         start_batch(tree, handler)
+        if self._sliding:  # full-size tree: the window moved, so did its views
+            self.views = group_views(tree, self.cages, handler)
+            self.all_envs = GroupViews(tree, 0, self.all_envs.n_envs)
+        everyone = self.all_envs
         completed: list[TrajInfo] = []
         for t in range(self.batch_T):
             act(handler, everyone, t)

@@ -19,6 +19,7 @@ from parllel.samplers.steps import (
     final_values_now,
     finish_step,
     group_views,
+    sliding_window,
     normalize_rows,
     reset_envs,
     start_batch,
@@ -100,6 +101,7 @@ class RecurrentSampler:
         B = sample_tree[fields.REWARD].shape[1]
         self.all_envs = GroupViews(sample_tree, 0, B)
         self.batch_T = self.all_envs.T
+        self._sliding = sliding_window(sample_tree)
         self._needs_reset = True
 
     def reset(self) -> None:
@@ -118,8 +120,12 @@ class RecurrentSampler:
         """Collect one batch; return the sample tree and the finished episodes."""
         if self._needs_reset:
             self.reset()
-        tree, handler, everyone = self.sample_tree, self.handler, self.all_envs
+        tree, handler = self.sample_tree, self.handler
         start_batch(tree, handler)
+        if self._sliding:  # full-size tree: the window moved, so did its views
+            self.views = group_views(tree, self.cages, handler)
+            self.all_envs = GroupViews(tree, 0, self.all_envs.n_envs)
+        everyone = self.all_envs
         finished = np.zeros(everyone.n_envs, bool)  # wait-reset: idle envs
         stepped: Any = slice(None)
         completed: list[TrajInfo] = []

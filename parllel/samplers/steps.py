@@ -44,8 +44,10 @@ class GroupViews:
     ``truncated``, ``done``, ``final_observation``, ``valid`` and
     ``prev_action``/``prev_reward`` (``T + 1``), plus ``step_slots[t]``, the
     ``out`` mapping for ``cage.step_async``. Missing fields give None.
-    The views stay valid across :meth:`ArrayDict.rotate` (the batch window
-    of a sample tree never moves in memory).
+    The views stay valid across :meth:`ArrayDict.rotate` when the batch
+    window never moves in memory; with full-size leaves (a replay tree the
+    sampler writes straight into, see :func:`sliding_window`) the window
+    moves at every rotation and samplers rebuild their views.
 
     Example:
         >>> views = GroupViews(sample_tree, 0, 4)
@@ -106,6 +108,19 @@ class GroupViews:
         return self.prev_action[t], self.prev_reward[t]
 
 
+def sliding_window(sample_tree: ArrayDict) -> bool:
+    """True if some leaf is full-size: its batch window moves at every rotation.
+
+    Samplers then rebuild their per-step views after rotating (a few
+    microseconds per view, once per batch), so they can write straight into
+    a replay tree whose window slides over ``full_size`` rows.
+    """
+    return any(
+        isinstance(leaf, Array) and leaf.full_size != leaf.batch_shape[0]
+        for _, leaf in sample_tree.items_flat()
+    )
+
+
 def group_views(
     sample_tree: ArrayDict, cages: Sequence[Cage], handler: Handler
 ) -> list[GroupViews]:
@@ -117,9 +132,6 @@ def group_views(
             f"the cages hold {total} envs and the handler {handler.n_envs}, but the "
             f"sample tree has B = {B} columns; they must agree"
         )
-    for path, leaf in sample_tree.items_flat():
-        if isinstance(leaf, Array) and leaf.full_size != leaf.batch_shape[0]:
-            raise ConfigError(f"sample-tree field {path!r} must not be full-size")
     views, lo = [], 0
     for cage in cages:
         views.append(GroupViews(sample_tree, lo, lo + cage.n_envs))
