@@ -3,8 +3,9 @@
 Both sides: 8 envs, 32 steps per env per batch (256 samples), one minibatch
 of 256, 20 epochs, gamma 0.98, GAE lambda 0.8, learning rate 1e-3 and clip
 range 0.2 both decaying linearly to 0, advantages normalized, value loss
-coefficient 0.5, gradient norm clipped at 0.5, no entropy bonus, separate
-64x64 tanh policy and value networks, Adam with eps 1e-5 (SB3's default for
+coefficient 0.5 on the MSE, gradient norm clipped at 0.5, no entropy bonus,
+separate 64x64 tanh policy and value networks initialized like SB3's
+(orthogonal, gains sqrt(2) / 0.01 / 1), Adam with eps 1e-5 (SB3's default for
 PPO; ``--fused-adam`` switches both sides to torch's fused Adam), 100k env
 steps, torch pinned to one thread, seeds 0, 1, 2.
 
@@ -40,6 +41,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
@@ -137,6 +139,13 @@ def run_parllel(seed: int, hp: dict, parallel: str, fused_adam: bool) -> Curve:
         hidden_sizes=(64, 64),
         shared_trunk=False,
     )
+    # SB3's initialization: orthogonal hidden layers with gain sqrt(2), zero
+    # biases (parllel's heads already use gains 0.01 and 1 like SB3's)
+    for trunk in (model.policy_trunk, model.value_trunk):
+        for layer in trunk.modules():
+            if isinstance(layer, nn.Linear):
+                nn.init.orthogonal_(layer.weight, gain=math.sqrt(2))
+                nn.init.zeros_(layer.bias)
     agent = ActorCriticAgent(model, distribution)
     handler = TorchHandler(agent, n_envs=cage.n_envs)
     sample_tree = build_sample_tree(cage, handler, hp["n_steps"])
@@ -161,6 +170,9 @@ def run_parllel(seed: int, hp: dict, parallel: str, fused_adam: bool) -> Curve:
         clip_range=linear_schedule(hp["clip_range"], 0.0),
         epochs=hp["epochs"],
         minibatches=batch // hp["batch_size"],
+        # parllel's value loss is 0.5 * MSE; SB3's value term is vf_coef (0.5)
+        # * MSE, so coefficient 1.0 gives the same loss
+        value_loss_coef=1.0,
     )
     curve, runner_ref = Curve(), []
     runner = OnPolicyRunner(
