@@ -62,6 +62,7 @@ from parllel.transforms import Compose  # noqa: E402
 
 ENV_ID = "CartPole-v1"
 SOLVED = 475.0
+MAX_EPISODE_STEPS = 500  # CartPole-v1's time limit
 HYPERPARAMETERS = dict(
     n_envs=8,
     n_steps=32,
@@ -119,7 +120,14 @@ class _TimedEvalSampler:
     def collect(self) -> list:
         train_seconds = self.curve.train_seconds()
         start = time.perf_counter()
-        trajs = self.sampler.collect()
+        # The first episode of every eval env (as SB3's evaluate_policy
+        # counts them): EvalSampler returns episodes in the order they end,
+        # so its first n would favour short ones. Every env ends its first
+        # episode within MAX_EPISODE_STEPS steps.
+        first: dict[int, Any] = {}
+        for traj in self.sampler.collect():
+            first.setdefault(traj.env_index, traj)
+        trajs = list(first.values())
         mean_return = float(np.mean([t.return_ for t in trajs]))
         self.curve.points.append(
             (self.runner_ref[0].env_steps, train_seconds, mean_return)
@@ -157,7 +165,12 @@ def run_parllel(seed: int, hp: dict, parallel: str, fused_adam: bool) -> Curve:
     sampler = FeedForwardSampler(cage, handler, sample_tree, transform=transform)
     n_eval = hp["eval_episodes"]
     eval_sampler, eval_cage = build_eval_sampler(
-        make_env, TorchHandler(agent, n_envs=n_eval), n_eval, n_eval, seed=seed + 1000
+        make_env,
+        TorchHandler(agent, n_envs=n_eval),
+        n_eval,
+        n_episodes=n_eval * MAX_EPISODE_STEPS,  # never reached: max_steps ends it
+        seed=seed + 1000,
+        max_steps=MAX_EPISODE_STEPS,
     )
     optimizer = torch.optim.Adam(
         model.parameters(), lr=hp["learning_rate"], eps=1e-5, fused=fused_adam
