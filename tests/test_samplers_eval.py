@@ -200,3 +200,32 @@ def test_alternating_sampler_computes_one_half_while_the_other_steps():
         "A.await_step",
         "B.await_step",
     ]
+
+
+class _LengthByEnv(CountingEnv):
+    """The first env built runs 2-step episodes, the others 9-step episodes."""
+
+    built: list[int] = []
+
+    def __init__(self):
+        super().__init__()
+        self.short = not self.built
+        self.built.append(1)
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = super().reset(seed=seed, options=options)
+        self.length = 2 if self.short else 9
+        return observation, info
+
+
+@pytest.mark.timeout(30)
+def test_eval_sampler_takes_each_envs_first_episodes_not_the_shortest():
+    _LengthByEnv.built.clear()
+    with SerialCage(_LengthByEnv, 2, seed=5) as cage:
+        handler, example = make_handler(cage)
+        with build_sample_tree(cage.example, example, 1, 2, "local") as tree:
+            trajs = EvalSampler(cage, handler, tree, n_episodes=4).collect()
+    # the short env finishes 4 episodes before the long one finishes 1; an
+    # unbiased evaluation still takes two episodes of each env
+    assert sorted(traj.env_index for traj in trajs) == [0, 0, 1, 1]
+    assert sorted(traj.length for traj in trajs) == [2, 2, 9, 9]

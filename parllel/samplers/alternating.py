@@ -17,8 +17,8 @@ from parllel.samplers.steps import (
     final_values_now,
     finish_step,
     group_views,
-    sliding_window,
     reset_envs,
+    sliding_window,
     start_batch,
 )
 from parllel.tree import ArrayDict

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from parllel import fields
 from parllel.agents import Handler
 from parllel.cages import Cage, TrajInfo
@@ -70,6 +72,17 @@ class EvalSampler:
         self.views = group_views(sample_tree, self.cages, handler)
         B = sample_tree[fields.REWARD].shape[1]
         self.all_envs = GroupViews(sample_tree, 0, B)
+        # Each env contributes its first episodes, n_episodes split evenly:
+        # taking whichever episodes end first would favour short ones.
+        self._quota = [
+            self.n_episodes // B + (b < self.n_episodes % B) for b in range(B)
+        ]
+        self._columns = {}
+        for lo, cage in zip(
+            np.cumsum([0] + [c.n_envs for c in self.cages]), self.cages
+        ):
+            for i, env_index in enumerate(cage.env_indices):
+                self._columns[env_index] = int(lo) + i
 
     def collect(self) -> list[TrajInfo]:
         """Run until ``n_episodes`` episodes complete; return their TrajInfos.
@@ -94,6 +107,7 @@ class EvalSampler:
         everyone, handler = self.all_envs, self.handler
         reset_envs(self.cages, self.views, handler, self.observation_normalizer)
         completed: list[TrajInfo] = []
+        taken = [0] * everyone.n_envs
         steps = 0
         while True:
             start_batch(self.sample_tree, handler)
@@ -102,12 +116,16 @@ class EvalSampler:
                 for cage, group in zip(self.cages, self.views):
                     cage.step_async(group.action[t], group.step_slots[t])
                 for cage in self.cages:
-                    completed += cage.await_step()
+                    for traj in cage.await_step():
+                        column = self._columns[traj.env_index]
+                        if taken[column] < self._quota[column]:
+                            taken[column] += 1
+                            completed.append(traj)
                 ended = finish_step(everyone, t, self.observation_normalizer)
                 if ended is not None:
                     handler.reset(ended)
                 steps += 1
                 if len(completed) >= self.n_episodes:
-                    return completed[: self.n_episodes]
+                    return completed
                 if self.max_steps is not None and steps >= self.max_steps:
                     return completed

@@ -19,9 +19,9 @@ from parllel.samplers.steps import (
     final_values_now,
     finish_step,
     group_views,
-    sliding_window,
     normalize_rows,
     reset_envs,
+    sliding_window,
     start_batch,
     zero_previous,
 )
