@@ -136,6 +136,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
     if resume:
         runner.load(run.checkpoints_dir)
+        run.record_resume(runner.env_steps, run.latest_checkpoint())
     try:
         summary = runner.run()
     finally:
@@ -158,6 +159,7 @@ if __name__ == "__main__":
     )
     parser.add_argument("--resume", help="run directory to resume from")
     parser.add_argument("--steps", type=int, help="override total_steps")
+    parser.add_argument("--seed", type=int, help="override the master seed")
     args = parser.parse_args()
     config = Config()
     if args.quick:
@@ -168,4 +170,6 @@ if __name__ == "__main__":
         config = dataclasses.replace(config, parallel="serial")
     if args.steps:
         config = dataclasses.replace(config, total_steps=args.steps)
+    if args.seed is not None:
+        config = dataclasses.replace(config, seed=args.seed)
     main(config, args.resume)
