@@ -115,6 +115,8 @@ class LeadingIndexer:
         default_start = length - 1 if self.wrap else hi - 1
         start = default_start if start is None else min(max(start, lo - 1), hi - 1)
         stop = lo - 1 if stop is None else min(max(stop, lo - 1), hi - 1)
+        if start < lo:  # starts before the first row: nothing to take
+            return slice(0, 0, 1)
         abs_stop = self.base + stop
         return slice(self.base + start, None if abs_stop < 0 else abs_stop, step)
 

@@ -42,14 +42,14 @@ class ArrayDict(Mapping):
         1.0
     """
 
-    __slots__ = ("_items", "_sequence", "_table", "_table_epoch", "_min_length")
+    __slots__ = ("_items", "_sequence", "_fast")
 
     def __init__(
         self, items: Mapping[str, Any] | None = None, *, sequence: bool = False
     ) -> None:
         object.__setattr__(self, "_items", {})
         object.__setattr__(self, "_sequence", sequence)
-        object.__setattr__(self, "_table_epoch", -1)
+        object.__setattr__(self, "_fast", (-1, None, 0, 0))
         for key, value in (items or {}).items():
             self._set_field(key, value)
 
@@ -62,7 +62,7 @@ class ArrayDict(Mapping):
         if isinstance(value, Mapping) and not isinstance(value, ArrayDict):
             value = ArrayDict(value)
         self._items[key] = value
-        object.__setattr__(self, "_table_epoch", -1)
+        object.__setattr__(self, "_fast", (-1, None, 0, 0))
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -84,7 +84,7 @@ class ArrayDict(Mapping):
     def __setstate__(self, state: tuple) -> None:
         object.__setattr__(self, "_items", state[0])
         object.__setattr__(self, "_sequence", state[1])
-        object.__setattr__(self, "_table_epoch", -1)
+        object.__setattr__(self, "_fast", (-1, None, 0, 0))
 
     def __dir__(self) -> list[str]:
         return list(super().__dir__()) + list(self._items)
@@ -118,36 +118,24 @@ class ArrayDict(Mapping):
             items[key] = leaf[index]
         return result
 
-    def __setitem__(self, index: Any, value: Any) -> None:
+    def __setitem__(
+        self, index: Any, value: Any, _epoch: list = GEOMETRY_EPOCH
+    ) -> None:
         if type(value) is dict and type(index) is tuple and len(index) == 2:
-            # Fast path for the sampler's ``tree[t, b] = {...}`` (kept inline:
-            # each Python call layer costs as much as a leaf write).
+            # Fast path for the sampler's ``tree[t, b] = {...}``: one cached
+            # tuple and a compiled writer (every Python step here costs about
+            # as much as one leaf write, so the checks are kept minimal).
             t, b = index
-            if type(t) is int:
-                if self._table_epoch == GEOMETRY_EPOCH[0]:
-                    table = self._table
-                else:
-                    table = self._leaf_table()
-                if len(value) == len(table) and 0 <= t < self._min_length:
-                    try:
-                        for key, storage, base, dtype, plain_types, leaf in table:
-                            item = value[key]
-                            if leaf is not None:
-                                _write_general_leaf(leaf, index, item, key)
-                                continue
-                            if type(item) not in plain_types and (
-                                getattr(item, "dtype", None) is not dtype
-                            ):
-                                item = check_value_dtype(item, dtype, key)
-                            try:
-                                storage[base + t, b] = item
-                            except ValueError as exc:
-                                raise shape_error(
-                                    item, storage[base + t, b], key, exc
-                                ) from None
-                    except KeyError:
-                        self._raise_key_mismatch(value.keys(), "")
-                    return
+            epoch, writer, n_fields, min_length = self._fast
+            if epoch != _epoch[0]:
+                self._leaf_table()
+                epoch, writer, n_fields, min_length = self._fast
+            if type(t) is int and 0 <= t < min_length and len(value) == n_fields:
+                try:
+                    writer(value, t, b)
+                except KeyError:
+                    self._raise_key_mismatch(value.keys(), "")
+                return
         if type(index) is str:
             self._set_field(index, value)
             return
@@ -220,7 +208,7 @@ class ArrayDict(Mapping):
             else:
                 _write_ndarray_leaf(leaf, index, item, _join(prefix, key))
 
-    def _leaf_table(self) -> list[tuple]:
+    def _leaf_table(self) -> list[tuple]:  # also refreshes the fast-path cache
         """Per-field ``(key, storage, base, dtype, plain_types, leaf)`` rows.
 
         Array leaves have ``leaf=None`` (they are written through ``storage``
@@ -246,9 +234,10 @@ class ArrayDict(Mapping):
             else:
                 table.append((key, None, 0, None, None, leaf))
                 min_length = 0  # general path for trees with other leaves
-        object.__setattr__(self, "_table", table)
-        object.__setattr__(self, "_min_length", min_length)
-        object.__setattr__(self, "_table_epoch", GEOMETRY_EPOCH[0])
+        writer = _compile_writer(table)
+        object.__setattr__(
+            self, "_fast", (GEOMETRY_EPOCH[0], writer, len(table), min_length)
+        )
         return table
 
     def _raise_key_mismatch(self, keys: Any, prefix: str) -> None:
@@ -342,3 +331,40 @@ def _write_ndarray_leaf(leaf: np.ndarray, index: Any, item: Any, path: str) -> N
         leaf[index] = item
     except ValueError as exc:
         raise ShapeError(f"{exc} at leaf {path!r}") from None
+
+
+def _compile_writer(table: list[tuple]) -> Any:
+    """Build ``write(value, t, b)`` for ``tree[t, b] = value``, unrolled per field.
+
+    The sampler's hot write runs once per env step; a loop over the fields
+    with its tuple unpacking costs as much as the writes themselves, so the
+    loop is unrolled into straight-line code (field names and storage rows are
+    constants). Same checks as the general path: dtype-kind safety and shape
+    errors naming the leaf; other leaf kinds go through the general path.
+    """
+    namespace: dict[str, Any] = {
+        "check_value_dtype": check_value_dtype,
+        "shape_error": shape_error,
+        "write_general_leaf": _write_general_leaf,
+    }
+    lines = ["def write(value, t, b):"]
+    for i, (key, storage, base, dtype, plain_types, leaf) in enumerate(table):
+        name = repr(key)
+        lines.append(f"    item = value[{name}]")
+        if leaf is not None:
+            namespace[f"leaf{i}"] = leaf
+            lines.append(f"    write_general_leaf(leaf{i}, (t, b), item, {name})")
+            continue
+        namespace.update({f"s{i}": storage, f"d{i}": dtype, f"p{i}": plain_types})
+        lines += [
+            f"    if type(item) not in p{i} and getattr(item, 'dtype', None) is not d{i}:",
+            f"        item = check_value_dtype(item, d{i}, {name})",
+            "    try:",
+            f"        s{i}[{base} + t, b] = item",
+            "    except ValueError as exc:",
+            f"        raise shape_error(item, s{i}[{base} + t, b], {name}, exc) from None",
+        ]
+    if len(lines) == 1:
+        lines.append("    pass")
+    exec("\n".join(lines), namespace)  # noqa: S102 (generated from our own table)
+    return namespace["write"]
