@@ -130,7 +130,3 @@ class CheckpointMismatchError(CheckpointError, ValueError):
 
 class ReplayError(ParllelError, RuntimeError):
     """A replay buffer cannot do what was asked (e.g. sample before it holds enough)."""
-
-
-class ReplayError(ParllelError, RuntimeError):
-    """A replay buffer cannot do what was asked (e.g. sample before it holds enough)."""
