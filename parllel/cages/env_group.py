@@ -88,6 +88,10 @@ class EnvGroup:
         self._needs_seed = [seed is not None] * len(self.envs)
         self._waiting = [True] * len(self.envs)  # not reset yet / finished (wait mode)
         self._trajs = [self._new_traj(i) for i in self.env_indices]
+        n = len(self.envs)
+        self._gamma = self._trajs[0].discount
+        self._lengths, self._returns = [0] * n, [0.0] * n
+        self._discounted, self._discounts = [0.0] * n, [1.0] * n
         for env, index in zip(self.envs, self.env_indices):
             action_seed = env_seed(seed, index)
             if action_seed is not None:
@@ -149,7 +153,7 @@ class EnvGroup:
             except Exception as exc:
                 raise _env_error(self.env_indices[i], "reset", exc) from exc
             self._waiting[i] = False
-            self._trajs[i] = self._new_traj(self.env_indices[i])
+            self._start_episode(i)
 
     # -- stepping ------------------------------------------------------------
     def step(self, action: Any, out: Any) -> list[TrajInfo]:
@@ -178,8 +182,13 @@ class EnvGroup:
         auto_reset = self.reset_mode == "auto"
         actions = self._read_actions(action)
         plain_stats = self._plain_stats
+        waiting, trajs = self._waiting, self._trajs
+        # default statistics live in per-env lists (a TrajInfo attribute update
+        # per step costs more than the list updates); copied out at episode end
+        lengths, returns = self._lengths, self._returns
+        discounted, discounts = self._discounted, self._discounts
         for i, env in enumerate(self.envs):
-            if self._waiting[i]:
+            if waiting[i]:
                 if auto_reset:
                     raise CageStateError(
                         f"env {self.env_indices[i]} was stepped before its first "
@@ -189,16 +198,13 @@ class EnvGroup:
             try:
                 env_action = actions[i]
                 observation, reward, terminated, truncated, info = env.step(env_action)
-                traj = self._trajs[i]
-                if (
-                    plain_stats
-                ):  # TrajInfo.step inlined (a call costs as much as a step)
-                    traj.length += 1
-                    traj.return_ += reward
-                    traj.discounted_return += traj._current_discount * reward
-                    traj._current_discount *= traj.discount
+                if plain_stats:
+                    lengths[i] += 1
+                    returns[i] += reward
+                    discounted[i] += discounts[i] * reward
+                    discounts[i] *= self._gamma
                 else:
-                    traj.step(
+                    trajs[i].step(
                         observation, env_action, reward, terminated, truncated, info
                     )
                 rewards[i] = reward
@@ -207,15 +213,15 @@ class EnvGroup:
                 for key, view in info_items:
                     view[i] = info.get(key, 0)
                 if terminated or truncated:
-                    traj.finish(terminated, truncated, info)
-                    completed.append(traj)
+                    completed.append(
+                        self._finish_episode(i, terminated, truncated, info)
+                    )
                     if out_final is not None:
                         out_final[i] = observation
                     if auto_reset:
-                        self._trajs[i] = self._new_traj(self.env_indices[i])
                         observation, _ = env.reset()
                     else:
-                        self._waiting[i] = True
+                        waiting[i] = True
                 out_observation[i] = observation
             except Exception as exc:
                 raise _env_error(self.env_indices[i], "step", exc) from exc
@@ -223,6 +229,27 @@ class EnvGroup:
         out[fields.TERMINATED][:] = terminateds
         out[fields.TRUNCATED][:] = truncateds
         return completed
+
+    def _start_episode(self, i: int) -> None:
+        self._trajs[i] = self._new_traj(self.env_indices[i])
+        self._lengths[i] = 0
+        self._returns[i] = 0.0
+        self._discounted[i] = 0.0
+        self._discounts[i] = 1.0
+
+    def _finish_episode(
+        self, i: int, terminated: bool, truncated: bool, info: dict
+    ) -> TrajInfo:
+        """Close env ``i``'s episode: fill its TrajInfo and start the next one."""
+        traj = self._trajs[i]
+        if self._plain_stats:
+            traj.length = self._lengths[i]
+            traj.return_ = self._returns[i]
+            traj.discounted_return = self._discounted[i]
+            traj._current_discount = self._discounts[i]
+        traj.finish(terminated, truncated, info)
+        self._start_episode(i)
+        return traj
 
     def waiting(self) -> list[int]:
         """Local indices of envs that finished and wait for a reset (wait mode)."""
