@@ -103,8 +103,10 @@ def _space_leaves(space: gym.Space, prefix: str = "") -> list[tuple[str, gym.Spa
 def action_reader(space: gym.Space) -> Any:
     """Return ``read(actions) -> list`` giving each env's action in the space's form.
 
-    Discrete actions become Python ints, arrays are copied (the env may keep
-    them; the buffer will be overwritten), Dict/Tuple actions are rebuilt.
+    Discrete actions become numpy integer scalars (what gymnasium's own
+    vector envs pass; ``Discrete.contains`` checks them faster than Python
+    ints), arrays are copied (the env may keep them; the buffer will be
+    overwritten), Dict/Tuple actions are rebuilt.
     One call per step converts all envs' actions at once.
     """
     if isinstance(space, gym.spaces.Dict):
@@ -125,7 +127,7 @@ def action_reader(space: gym.Space) -> Any:
 
         return read_tuple
     if isinstance(space, gym.spaces.Discrete):
-        return lambda view: view.tolist()
+        return lambda view: list(view)
     return lambda view: list(np.array(view))
 
 

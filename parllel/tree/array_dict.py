@@ -98,6 +98,10 @@ class ArrayDict(Mapping):
     def __contains__(self, key: object) -> bool:
         return key in self._items
 
+    def get(self, key: str, default: Any = None) -> Any:
+        """The field ``key``, or ``default`` if there is none (no exception cost)."""
+        return self._items.get(key, default)
+
     @property
     def is_sequence(self) -> bool:
         """True if the tree was built from a tuple (keys ``"0"``, ``"1"``, ...)."""
