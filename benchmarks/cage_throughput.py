@@ -4,7 +4,10 @@ Random actions are pre-sampled. Contenders, per env setting:
 - ``raw``: a plain Python loop over the envs calling step/reset;
 - ``serial``: parllel SerialCage writing into a [T, B] buffer;
 - ``process``: parllel ProcessCage, best of a few worker layouts;
-- ``sync`` / ``async``: gymnasium SyncVectorEnv / AsyncVectorEnv(shared_memory=True).
+- ``sync`` / ``async``: gymnasium SyncVectorEnv / AsyncVectorEnv(shared_memory=True);
+- ``ceiling``: two independent processes, each a raw loop over half the envs,
+  no communication at all: what two cores give right now (context for the
+  ratios; ``{env}_ceiling_vs_raw`` and ``{env}_process_vs_ceiling``).
 
 Last line: one JSON object with ``{env}_{contender}_sps`` and the ratios
 ``cartpole64_process_vs_raw``, ``cartpole64_process_vs_async``,
@@ -132,6 +135,33 @@ def run_cage(cage_factory, spec: dict, actions: np.ndarray, rows: int = 64) -> f
     return actions.size / elapsed
 
 
+def _raw_half(spec: dict, actions: np.ndarray, queue) -> None:
+    queue.put(run_raw(spec, actions))
+
+
+def run_ceiling(spec: dict, actions: np.ndarray) -> float:
+    """Two independent processes, each a raw loop over half the envs (no sync).
+
+    What two cores give here without any communication: the ceiling for any
+    process design (it varies with the VM's load; read ratios against it).
+    """
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    half = dict(spec, n=spec["n"] // 2)
+    procs = [
+        ctx.Process(target=_raw_half, args=(half, actions[:, i::2], queue))
+        for i in range(2)
+    ]
+    for proc in procs:
+        proc.start()
+    total = sum(queue.get() for _ in procs)
+    for proc in procs:
+        proc.join()
+    return total
+
+
 def run_gym_vector(kind: str, spec: dict, actions: np.ndarray) -> float:
     fns = [partial(spec["factory"], **spec["kwargs"]) for _ in range(spec["n"])]
     if kind == "sync":
@@ -178,6 +208,7 @@ def make_contenders(spec: dict, actions: np.ndarray) -> dict:
 
     contenders = {
         "raw": lambda: run_raw(spec, actions),
+        "ceiling": lambda: run_ceiling(spec, actions),
         "serial": serial,
         "sync": lambda: run_gym_vector("sync", spec, actions),
         "async": lambda: run_gym_vector("async", spec, actions),
@@ -226,6 +257,13 @@ def main() -> None:
     result["atari84_process_vs_raw"] = round(
         result["atari84_process_sps"] / result["atari84_raw_sps"], 3
     )
+    for name in ("cartpole64", "cpu200us", "atari84"):
+        result[f"{name}_ceiling_vs_raw"] = round(
+            result[f"{name}_ceiling_sps"] / result[f"{name}_raw_sps"], 3
+        )
+        result[f"{name}_process_vs_ceiling"] = round(
+            result[f"{name}_process_sps"] / result[f"{name}_ceiling_sps"], 3
+        )
     result["cartpole8_serial_vs_raw"] = round(
         result["cartpole8_serial_sps"] / result["cartpole8_raw_sps"], 3
     )
