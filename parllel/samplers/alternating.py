@@ -9,22 +9,20 @@ from parllel import fields
 from parllel.agents import Handler
 from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
+from parllel.samplers.base import BatchSampler
 from parllel.samplers.steps import (
     GroupViews,
     act,
+    as_cages,
     bootstrap_values,
     final_values_batched,
     final_values_now,
     finish_step,
-    group_views,
-    reset_envs,
-    sliding_window,
-    start_batch,
 )
 from parllel.tree import ArrayDict
 
 
-class AlternatingSampler:
+class AlternatingSampler(BatchSampler):
     """Overlaps agent inference with env stepping, using two groups of envs.
 
     The envs are split into two cages, ``A`` (the tree's first columns) and
@@ -73,12 +71,11 @@ class AlternatingSampler:
         decorrelation_steps: int = 0,
         seed: int | None = None,
     ) -> None:
-        self.cages = list(cages)
-        if len(self.cages) != 2:
+        if len(as_cages(cages)) != 2:
             raise ConfigError(
-                f"AlternatingSampler needs two cages, got {len(self.cages)}"
+                f"AlternatingSampler needs two cages, got {len(as_cages(cages))}"
             )
-        for cage in self.cages:
+        for cage in as_cages(cages):
             if cage.reset_mode != "auto":
                 raise ConfigError("AlternatingSampler needs auto-reset cages")
         if handler.recurrent and fields.INITIAL_STATE not in sample_tree:
@@ -86,28 +83,15 @@ class AlternatingSampler:
                 "the agent is recurrent: allocate initial_state with "
                 "build_sample_tree(recurrent=True)"
             )
-        self.handler = handler
-        self.sample_tree = sample_tree
-        self.transform = transform
-        self.observation_normalizer = observation_normalizer
-        self.decorrelation_steps = int(decorrelation_steps)
-        self.seed = seed
-        self.views = group_views(sample_tree, self.cages, handler)
-        self.batch_T = self.views[0].T
-        self._sliding = sliding_window(sample_tree)
-        self._needs_reset = True
-
-    def reset(self) -> None:
-        """Reset every env and the agent's state (and decorrelate)."""
-        reset_envs(
-            self.cages,
-            self.views,
-            self.handler,
-            self.observation_normalizer,
-            self.decorrelation_steps,
-            self.seed,
+        super().__init__(
+            cages,
+            handler,
+            sample_tree,
+            transform,
+            observation_normalizer,
+            decorrelation_steps,
+            seed,
         )
-        self._needs_reset = False
 
     def _finish(self, group: GroupViews, t: int) -> None:
         ended = finish_step(group, t, self.observation_normalizer)
@@ -117,12 +101,8 @@ class AlternatingSampler:
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
-        if self._needs_reset:
-            self.reset()
+        self._begin_batch()
         tree, handler, T = self.sample_tree, self.handler, self.batch_T
-        start_batch(tree, handler)
-        if self._sliding:  # full-size tree: the window moved, so did its views
-            self.views = group_views(tree, self.cages, handler)
         (cage_a, cage_b), (a, b) = self.cages, self.views
         completed: list[TrajInfo] = []
         act(handler, a, 0)

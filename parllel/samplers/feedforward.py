@@ -5,26 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from parllel import fields
 from parllel.agents import Handler
 from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
+from parllel.samplers.base import BatchSampler
 from parllel.samplers.steps import (
-    GroupViews,
     act,
     as_cages,
     bootstrap_values,
     final_values_batched,
     finish_step,
-    group_views,
-    reset_envs,
-    sliding_window,
-    start_batch,
 )
 from parllel.tree import ArrayDict
 
 
-class FeedForwardSampler:
+class FeedForwardSampler(BatchSampler):
     """Fills ``[T, B]`` batches with auto-reset cages and a stateless agent.
 
     Each :meth:`collect_batch`: rotate the tree (``observation[0]`` is the
@@ -65,52 +60,31 @@ class FeedForwardSampler:
         decorrelation_steps: int = 0,
         seed: int | None = None,
     ) -> None:
-        self.cages = as_cages(cages)
         if handler.recurrent:
             raise ConfigError(
                 "the agent has recurrent state: use RecurrentSampler (or "
                 "AlternatingSampler), which reset it when episodes end"
             )
-        for cage in self.cages:
+        for cage in as_cages(cages):
             if cage.reset_mode != "auto":
                 raise ConfigError(
                     "FeedForwardSampler needs auto-reset cages (reset_mode='auto'); "
                     "use RecurrentSampler(wait_reset=True) for wait-reset"
                 )
-        self.handler = handler
-        self.sample_tree = sample_tree
-        self.transform = transform
-        self.observation_normalizer = observation_normalizer
-        self.decorrelation_steps = int(decorrelation_steps)
-        self.seed = seed
-        self.views = group_views(sample_tree, self.cages, handler)
-        B = sample_tree[fields.REWARD].shape[1]
-        self.all_envs = GroupViews(sample_tree, 0, B)
-        self.batch_T = self.all_envs.T
-        self._sliding = sliding_window(sample_tree)
-        self._needs_reset = True
-
-    def reset(self) -> None:
-        """Reset every env (and decorrelate); the next batch starts from there."""
-        reset_envs(
-            self.cages,
-            self.views,
-            self.handler,
-            self.observation_normalizer,
-            self.decorrelation_steps,
-            self.seed,
+        super().__init__(
+            cages,
+            handler,
+            sample_tree,
+            transform,
+            observation_normalizer,
+            decorrelation_steps,
+            seed,
         )
-        self._needs_reset = False
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
-        if self._needs_reset:
-            self.reset()
+        self._begin_batch()
         tree, handler = self.sample_tree, self.handler
-        start_batch(tree, handler)
-        if self._sliding:  # full-size tree: the window moved, so did its views
-            self.views = group_views(tree, self.cages, handler)
-            self.all_envs = GroupViews(tree, 0, self.all_envs.n_envs)
         everyone = self.all_envs
         completed: list[TrajInfo] = []
         for t in range(self.batch_T):

@@ -11,24 +11,20 @@ from parllel import fields
 from parllel.agents import Handler
 from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
+from parllel.samplers.base import BatchSampler
 from parllel.samplers.steps import (
-    GroupViews,
     act,
     as_cages,
     bootstrap_values,
     final_values_now,
     finish_step,
-    group_views,
     normalize_rows,
-    reset_envs,
-    sliding_window,
-    start_batch,
     zero_previous,
 )
 from parllel.tree import ArrayDict
 
 
-class RecurrentSampler:
+class RecurrentSampler(BatchSampler):
     """Fills ``[T, B]`` batches for an agent with per-env recurrent state.
 
     Like :class:`~parllel.samplers.FeedForwardSampler`, plus: the agent's
@@ -73,10 +69,9 @@ class RecurrentSampler:
         decorrelation_steps: int = 0,
         seed: int | None = None,
     ) -> None:
-        self.cages = as_cages(cages)
         self.wait_reset = bool(wait_reset)
         mode = "wait" if self.wait_reset else "auto"
-        for cage in self.cages:
+        for cage in as_cages(cages):
             if cage.reset_mode != mode:
                 raise ConfigError(
                     f"wait_reset={self.wait_reset} needs cages with reset_mode="
@@ -91,40 +86,20 @@ class RecurrentSampler:
                 "the agent is recurrent: allocate initial_state with "
                 "build_sample_tree(recurrent=True)"
             )
-        self.handler = handler
-        self.sample_tree = sample_tree
-        self.transform = transform
-        self.observation_normalizer = observation_normalizer
-        self.decorrelation_steps = int(decorrelation_steps)
-        self.seed = seed
-        self.views = group_views(sample_tree, self.cages, handler)
-        B = sample_tree[fields.REWARD].shape[1]
-        self.all_envs = GroupViews(sample_tree, 0, B)
-        self.batch_T = self.all_envs.T
-        self._sliding = sliding_window(sample_tree)
-        self._needs_reset = True
-
-    def reset(self) -> None:
-        """Reset every env and the agent's state (and decorrelate)."""
-        reset_envs(
-            self.cages,
-            self.views,
-            self.handler,
-            self.observation_normalizer,
-            self.decorrelation_steps,
-            self.seed,
+        super().__init__(
+            cages,
+            handler,
+            sample_tree,
+            transform,
+            observation_normalizer,
+            decorrelation_steps,
+            seed,
         )
-        self._needs_reset = False
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
-        if self._needs_reset:
-            self.reset()
+        self._begin_batch()
         tree, handler = self.sample_tree, self.handler
-        start_batch(tree, handler)
-        if self._sliding:  # full-size tree: the window moved, so did its views
-            self.views = group_views(tree, self.cages, handler)
-            self.all_envs = GroupViews(tree, 0, self.all_envs.n_envs)
         everyone = self.all_envs
         finished = np.zeros(everyone.n_envs, bool)  # wait-reset: idle envs
         stepped: Any = slice(None)
