@@ -217,3 +217,56 @@ def build_eval_sampler(
         max_steps=max_steps,
     )
     return sampler, cage
+
+
+def build_run_logger(
+    run: Any, total_steps: int, *, resume: bool = False, table_every: int = 4
+) -> Any:
+    """The usual loggers of a run directory: stdout table, CSV, TensorBoard, progress bar.
+
+    ``resume=True`` appends to the run's existing ``progress.csv``.
+    """
+    from parllel.logging import (
+        CsvSink,
+        MultiLogger,
+        ProgressBar,
+        StdoutTable,
+        TensorBoardSink,
+    )
+
+    return MultiLogger(
+        [
+            StdoutTable(every=table_every),
+            CsvSink(run.progress_csv, resume=resume),
+            TensorBoardSink(run.tensorboard_dir),
+            ProgressBar(total=total_steps),
+        ]
+    )
+
+
+def run_training(
+    runner: Any, run: Any, *, resume: bool = False, close: tuple = ()
+) -> dict[str, float]:
+    """Resume if asked, run, always close ``close`` (and the runner's logger), plot.
+
+    Returns the runner's last metrics and prints the final eval return and
+    the run directory. ``close`` holds anything with ``close()`` (cages,
+    sample trees).
+    """
+    from parllel.plot import plot_learning_curve
+
+    if resume:
+        runner.load(run.checkpoints_dir)
+        run.record_resume(runner.env_steps, run.latest_checkpoint())
+    try:
+        summary = runner.run()
+    finally:
+        for obj in (runner.logger, *close):
+            if obj is not None:
+                obj.close()
+    plot_learning_curve(run.path)
+    eval_return = summary.get("eval/return_mean", float("nan"))
+    print(
+        f"eval return {eval_return:.1f} after {runner.env_steps} steps; run in {run.path}"
+    )
+    return summary

@@ -21,13 +21,13 @@ import numpy as np
 import torch
 
 from parllel.cages import ProcessCage
-from parllel.logging import CsvSink, MultiLogger, StdoutTable, TensorBoardSink
 from parllel.patterns import (
     build_cages,
     build_eval_sampler,
     build_replay_tree,
+    build_run_logger,
+    run_training,
 )
-from parllel.plot import plot_learning_curve
 from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.runners import (
     Callback,
@@ -160,13 +160,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         replay_ratio=config.replay_ratio,
     )
 
-    logger = MultiLogger(
-        [
-            StdoutTable(every=5),
-            CsvSink(run.progress_csv, resume=bool(resume)),
-            TensorBoardSink(run.tensorboard_dir),
-        ]
-    )
+    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
     runner = OffPolicyRunner(
         sampler,
         replay,
@@ -184,22 +178,16 @@ def main(config: Config, resume: str | None = None) -> dict:
         config_keys=["n_envs", "batch_T", "replay_size", "hidden_sizes"],
         callbacks=callbacks,
     )
-    if resume:
-        runner.load(run.checkpoints_dir)
-    try:
-        summary = runner.run()
-    finally:
-        logger.close()
-        cage.close()
-        eval_cage.close()
-        replay_tree.close()
-    plot_learning_curve(run.path)
-    print(
-        f"eval return {summary.get('eval/return_mean', float('nan')):.1f} after "
-        f"{runner.env_steps} steps, {summary.get('time/elapsed_s', 0.0):.0f} s; "
-        f"run in {run.path}"
+    return run_training(
+        runner,
+        run,
+        resume=bool(resume),
+        close=(
+            cage,
+            eval_cage,
+            replay_tree,
+        ),
     )
-    return summary
 
 
 if __name__ == "__main__":

@@ -22,22 +22,16 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.logging import (
-    CsvSink,
-    MultiLogger,
-    ProgressBar,
-    StdoutTable,
-    TensorBoardSink,
-)
 from parllel.patterns import (
     add_advantage_estimation,
     add_obs_normalization,
     add_reward_normalization,
     build_cages,
     build_eval_sampler,
+    build_run_logger,
     build_sample_tree,
+    run_training,
 )
-from parllel.plot import plot_learning_curve
 from parllel.runners import OnPolicyRunner, RunDirectory, Seeds, seed_everything
 from parllel.samplers import RecurrentSampler
 from parllel.torch.agents import ActorCriticAgent
@@ -155,14 +149,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         batch_shape=(config.batch_T, config.n_envs),
     )
 
-    logger = MultiLogger(
-        [
-            StdoutTable(every=4),
-            CsvSink(run.progress_csv, resume=bool(resume)),
-            TensorBoardSink(run.tensorboard_dir),
-            ProgressBar(total=config.total_steps),
-        ]
-    )
+    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
     runner = OnPolicyRunner(
         sampler,
         ppo,
@@ -182,22 +169,16 @@ def main(config: Config, resume: str | None = None) -> dict:
         config=dataclasses.asdict(config),
         config_keys=["n_envs", "batch_T", "recurrent_cell", "recurrent_size"],
     )
-    if resume:
-        runner.load(run.checkpoints_dir)
-        run.record_resume(runner.env_steps, run.latest_checkpoint())
-    try:
-        summary = runner.run()
-    finally:
-        logger.close()
-        cage.close()
-        eval_cage.close()
-        sample_tree.close()
-    plot_learning_curve(run.path)
-    print(
-        f"eval return {summary.get('eval/return_mean', float('nan')):.1f}; "
-        f"run in {run.path}"
+    return run_training(
+        runner,
+        run,
+        resume=bool(resume),
+        close=(
+            cage,
+            eval_cage,
+            sample_tree,
+        ),
     )
-    return summary
 
 
 if __name__ == "__main__":
