@@ -95,6 +95,7 @@ class _Resources:
         self.main_group: EnvGroup | None = None
 
     def release(self) -> None:
+        """Stop every worker, close the main share's envs, unlink the control array."""
         for worker in self.workers:
             worker.stop()
         self.workers = []

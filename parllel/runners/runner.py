@@ -26,9 +26,13 @@ from parllel.runners.checkpoint import (
 class Stateful(Protocol):
     """Anything a checkpoint saves: a torch module, optimizer, algorithm, transform."""
 
-    def state_dict(self) -> Any: ...
+    def state_dict(self) -> Any:
+        """Everything needed to continue later (picklable by ``torch.save``)."""
+        ...
 
-    def load_state_dict(self, state: Any) -> Any: ...
+    def load_state_dict(self, state: Any) -> Any:
+        """Restore what :meth:`state_dict` returned."""
+        ...
 
 
 class Callback:
