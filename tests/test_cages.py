@@ -323,3 +323,21 @@ def test_custom_traj_info_reads_env_info():
     with SerialCage(CountingEnv, 2, seed=0, traj_info_type=LivesInfo) as cage:
         _, trajs = run(cage, T)
     assert trajs and all(tr.extra["min_lives"] in (1, 2, 3) for tr in trajs)
+
+
+class _QuietCountingEnv(CountingEnv):
+    """CountingEnv with empty info dicts: episodes come back through shared memory."""
+
+    def step(self, action):
+        observation, reward, terminated, truncated, _ = super().step(action)
+        return observation, reward, terminated, truncated, {}
+
+
+def test_episode_statistics_through_shared_memory_equal_serial():
+    factory = partial(_QuietCountingEnv, min_length=1, max_length=3, terminal=False)
+    with SerialCage(factory, 6, seed=2) as cage:
+        reference = run(cage, T)
+    assert len(reference[1]) > 6  # several episodes end in the same step
+    for layout in ({"envs_per_worker": 3}, {"main_process_envs": 2, "n_workers": 1}):
+        with fork_cage(factory, 6, seed=2, **layout) as cage:
+            assert_same(run(cage, T), reference)

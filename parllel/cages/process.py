@@ -315,8 +315,13 @@ class ProcessCage(Cage):
             extra = None if extra_per_worker is None else extra_per_worker(worker)
             worker.command(command, messages, ids, layout_id, extra)
 
+    def _new_traj(self, env_index: int) -> TrajInfo:
+        return self.traj_info_type(env_index=env_index, **self.traj_info_kwargs)
+
     def _collect(self, worker: WorkerHandle, completed: list, errors: list) -> None:
-        for reply in worker.wait(self.main_spin_seconds):
+        replies = worker.wait(self.main_spin_seconds)
+        completed += protocol.read_episodes(worker.row, self._new_traj)
+        for reply in replies:
             if reply[0] == "trajs":
                 completed.extend(reply[1])
             elif reply[0] == "error":

@@ -19,18 +19,26 @@ import traceback
 from typing import Any
 
 import cloudpickle
+import numpy as np
 
 from parllel.arrays import attach_view
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.sync import wait_for
+from parllel.cages.traj_info import TrajInfo
 from parllel.tree import ArrayDict
 
 # control-array layout (one row per worker)
 CMD, N_MESSAGES, LAYOUT, N_IDS, IDS = 0, 1, 2, 3, 4
 STATUS = -1
 SPIN_MICROSECONDS = -2  # how long an idle worker polls before blocking (set by main)
+N_EPISODES = -3  # episodes that ended in this step, recorded in the row's tail
 CONTROL_WIDTH = 256
-MAX_LEAVES = CONTROL_WIDTH - IDS - 1
+EPISODES = 128  # start of the episode records (float64 view of the row)
+EPISODE_FIELDS = (
+    6  # env_index, length, return_, discounted_return, terminated, truncated
+)
+MAX_EPISODES = (CONTROL_WIDTH - 3 - EPISODES) // EPISODE_FIELDS
+MAX_LEAVES = EPISODES - IDS - 1
 
 # commands
 STEP, RESET, MESSAGES_ONLY, CLOSE = 1, 2, 3, 4
@@ -95,6 +103,7 @@ def worker_main(
             wait_for(command_ready, spin, check_parent, poll_seconds=0.5)
             command = int(row[CMD])
             row[STATUS] = OK
+            row[N_EPISODES] = 0
             replies: list[tuple] = []
             try:
                 for _ in range(int(row[N_MESSAGES])):
@@ -111,7 +120,7 @@ def worker_main(
                         )
                     if command == STEP:
                         completed = group.step(tree["action"], tree["out"])
-                        if completed:
+                        if completed and not _record_episodes(row, completed):
                             replies.append(("trajs", completed))
                     else:
                         indices = _decode_indices(row, key)
@@ -131,6 +140,49 @@ def worker_main(
     finally:
         group.close()
         conn.close()
+
+
+def _record_episodes(row: Any, completed: list) -> bool:
+    """Write plain TrajInfos into the control row (no pipe, no pickling).
+
+    Only for :class:`TrajInfo` itself with nothing in ``extra`` (the common
+    case: most env infos are empty or fully preallocated); returns False to
+    send them over the pipe instead.
+    """
+    if len(completed) > MAX_EPISODES:
+        return False
+    for traj in completed:
+        if type(traj) is not TrajInfo or traj.extra or traj.lost:
+            return False
+    records = row.view(np.float64)
+    for j, traj in enumerate(completed):
+        start = EPISODES + EPISODE_FIELDS * j
+        records[start : start + EPISODE_FIELDS] = (
+            traj.env_index, traj.length, traj.return_, traj.discounted_return,
+            traj.terminated, traj.truncated,
+        )  # fmt: skip
+    row[N_EPISODES] = len(completed)
+    return True
+
+
+def read_episodes(row: Any, make_traj: Any) -> list:
+    """TrajInfos recorded by :func:`_record_episodes` (main process side)."""
+    count = int(row[N_EPISODES])
+    if not count:
+        return []
+    records = row.view(np.float64)[EPISODES : EPISODES + EPISODE_FIELDS * count]
+    trajs = []
+    for env_index, length, ret, discounted, terminated, truncated in records.reshape(
+        count, EPISODE_FIELDS
+    ).tolist():
+        traj = make_traj(int(env_index))
+        traj.length = int(length)
+        traj.return_ = ret
+        traj.discounted_return = discounted
+        traj._current_discount = traj.discount**traj.length
+        traj.terminated, traj.truncated = bool(terminated), bool(truncated)
+        trajs.append(traj)
+    return trajs
 
 
 def _decode_indices(row: Any, key: tuple) -> list[int] | None:
