@@ -105,6 +105,8 @@ def halves(factory, B, kwargs=None, **layout) -> list[ProcessCage]:
 # Layouts tried per contender; the best median is reported (with its name).
 FF_LAYOUTS = {
     "main+1worker": lambda B: {"main_process_envs": B // 2, "n_workers": 1},
+    # the main process also runs inference, so give the worker more envs
+    "main3/8+1worker": lambda B: {"main_process_envs": (3 * B) // 8, "n_workers": 1},
     "2workers": lambda B: {"envs_per_worker": B // 2},
 }
 ALTERNATING_LAYOUTS = {
@@ -148,7 +150,7 @@ def measure(runs: dict, repeats: int, prefix: str, result: dict) -> None:
         base = key.split("[")[0]
         if "[" in key:
             result[
-                f"{prefix}_{base}_{key.split('[')[1][:-1].replace('+', '_')}_sps"
+                f"{prefix}_{base}_{key.split('[')[1][:-1].replace('+', '_').replace('/', '_')}_sps"
             ] = round(value, 1)
         if value >= result.get(f"{prefix}_{base}_sps", 0):
             result[f"{prefix}_{base}_sps"] = round(value, 1)
