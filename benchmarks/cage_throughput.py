@@ -121,14 +121,15 @@ def run_cage(cage_factory, spec: dict, actions: np.ndarray, rows: int = 64) -> f
                 }
                 for t in range(rows)
             ]
-            action = tree.action
+            # the slot objects are built once and reused, as samplers do
+            action = [tree.action[t] for t in range(rows)]
             for t in range(rows):  # warm-up: workers attach every slot once
-                action[t] = actions[t]
+                action[t][...] = actions[t]
                 cage.step(action[t], slots[t])
             start = time.perf_counter()
             for step in range(steps):
                 t = step % rows
-                action[t] = actions[step]
+                action[t][...] = actions[step]
                 cage.step_async(action[t], slots[t])
                 cage.await_step()
             elapsed = time.perf_counter() - start
@@ -184,6 +185,12 @@ def process_layouts(n: int) -> dict[str, dict]:
         "main+1worker": {"main_process_envs": n // 2, "n_workers": 1},
         # the worker pays the synchronization, so the main may take a bit more
         "main9/16+1worker": {"main_process_envs": (9 * n) // 16, "n_workers": 1},
+        # envs move towards whichever process (core) is faster at the moment
+        "main+1worker+rebalance": {
+            "main_process_envs": n // 2,
+            "n_workers": 1,
+            "rebalance": True,
+        },
     }
 
 

@@ -8,6 +8,7 @@
 No torch is imported here.
 """
 
+from parllel.cages.balance import Balancer, LoadBalancer
 from parllel.cages.cage import Cage, CageState
 from parllel.cages.env_group import EnvGroup, env_seed
 from parllel.cages.layout import measure_step_seconds, suggest_layout, usable_cores
@@ -17,10 +18,12 @@ from parllel.cages.spaces import EnvSpaces, numeric_info_example, zero_example
 from parllel.cages.traj_info import TrajInfo
 
 __all__ = [
+    "Balancer",
     "Cage",
     "CageState",
     "EnvGroup",
     "EnvSpaces",
+    "LoadBalancer",
     "ProcessCage",
     "SerialCage",
     "TrajInfo",

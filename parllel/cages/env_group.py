@@ -11,7 +11,9 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import cloudpickle
 import numpy as np
+from gymnasium.utils import EzPickle
 
 from parllel import fields
 from parllel.cages.spaces import EnvSpaces, action_reader, check_spaces_agree
@@ -137,35 +139,42 @@ class EnvGroup:
 
     # -- resetting -----------------------------------------------------------
     def reset(
-        self, out_observation: Any, local_indices: Sequence[int] | None = None
+        self,
+        out_observation: Any,
+        local_indices: Sequence[int] | None = None,
+        offset: int = 0,
     ) -> None:
         """Reset envs (all, or ``local_indices``) and write their observations.
 
-        ``out_observation`` is indexed by local env index (a ``[n, ...]`` view
-        or a tree of them). Episode statistics of unfinished episodes of the
-        reset envs are discarded.
+        Local env ``i`` writes to ``out_observation[offset + i]`` (a view over
+        envs, or a tree of them). Episode statistics of unfinished episodes
+        of the reset envs are discarded.
         """
         indices = range(len(self.envs)) if local_indices is None else local_indices
         for i in indices:
             try:
                 observation, _ = self._reset_env(i)
-                out_observation[i] = observation
+                out_observation[offset + i] = observation
             except Exception as exc:
                 raise _env_error(self.env_indices[i], "reset", exc) from exc
             self._waiting[i] = False
             self._start_episode(i)
 
     # -- stepping ------------------------------------------------------------
-    def step(self, action: Any, out: Any) -> list[TrajInfo]:
+    def step(self, action: Any, out: Any, offset: int = 0) -> list[TrajInfo]:
         """Step every env with its action and write results into ``out``.
 
+        Local env ``i`` reads and writes index ``offset + i`` of every view, so
+        several groups can share one set of views over all envs.
+
         Args:
-            action: ``[n, ...]`` actions (or a tree of them), local env order.
+            action: actions over envs (a view, or a tree of them).
             out: mapping with ``observation`` (next-observation slots),
-                ``reward``, ``terminated``, ``truncated`` ``[n]`` views and
-                optionally ``env_info`` (tree of ``[n]`` views of preallocated
-                keys) and ``final_observation`` (slots for the last
-                observation of episodes that end in this step).
+                ``reward``, ``terminated``, ``truncated`` views over envs and
+                optionally ``env_info`` (tree of views of preallocated keys)
+                and ``final_observation`` (slots for the last observation of
+                episodes that end in this step).
+            offset: index of this group's first env in the views.
 
         Returns:
             TrajInfos of the episodes that ended in this step.
@@ -195,8 +204,9 @@ class EnvGroup:
                         "reset: call cage.reset(...) before stepping"
                     )
                 continue  # wait mode: a finished env idles until reset
+            j = offset + i
             try:
-                env_action = actions[i]
+                env_action = actions[j]
                 observation, reward, terminated, truncated, info = env.step(env_action)
                 if plain_stats:
                     lengths[i] += 1
@@ -211,23 +221,23 @@ class EnvGroup:
                 terminateds[i] = terminated
                 truncateds[i] = truncated
                 for key, view in info_items:
-                    view[i] = info.get(key, 0)
+                    view[j] = info.get(key, 0)
                 if terminated or truncated:
                     completed.append(
                         self._finish_episode(i, terminated, truncated, info)
                     )
                     if out_final is not None:
-                        out_final[i] = observation
+                        out_final[j] = observation
                     if auto_reset:
                         observation, _ = env.reset()
                     else:
                         waiting[i] = True
-                out_observation[i] = observation
+                out_observation[j] = observation
             except Exception as exc:
                 raise _env_error(self.env_indices[i], "step", exc) from exc
-        out[fields.REWARD][:] = rewards
-        out[fields.TERMINATED][:] = terminateds
-        out[fields.TRUNCATED][:] = truncateds
+        out[fields.REWARD][offset : offset + n] = rewards
+        out[fields.TERMINATED][offset : offset + n] = terminateds
+        out[fields.TRUNCATED][offset : offset + n] = truncateds
         return completed
 
     def _start_episode(self, i: int) -> None:
@@ -254,6 +264,80 @@ class EnvGroup:
     def waiting(self) -> list[int]:
         """Local indices of envs that finished and wait for a reset (wait mode)."""
         return [i for i, waiting in enumerate(self._waiting) if waiting]
+
+    # -- moving envs between processes ----------------------------------------
+    def give_env(self, first: bool) -> bytes:
+        """Remove the first (or last) env and return it pickled with its episode state.
+
+        For load balancing between processes: :meth:`take_env` in another
+        group continues the env exactly where it was. Envs that pickle by
+        re-construction (gymnasium's ``EzPickle``, e.g. MuJoCo and Atari
+        envs) would lose their state that way, so they are refused with
+        :class:`TypeError`; so is any env that fails to pickle. Nothing is
+        removed on error.
+        """
+        if len(self.envs) < 2:
+            raise ValueError("a group keeps at least one env")
+        i = 0 if first else len(self.envs) - 1
+        env = self.envs[i]
+        if isinstance(getattr(env, "unwrapped", env), EzPickle):
+            raise TypeError(
+                f"env {self.env_indices[i]} ({type(env.unwrapped).__name__}) pickles "
+                "by re-construction (EzPickle) and would lose its state if moved"
+            )
+        columns = self._columns()
+        payload = cloudpickle.dumps(
+            (self.env_indices[i],) + tuple(column[i] for column in columns)
+        )
+        for column in columns:
+            del column[i]
+        indices = list(self.env_indices)
+        del indices[i]
+        self.env_indices = tuple(indices)
+        return payload
+
+    def take_env(self, payload: bytes, first: bool) -> None:
+        """Add an env given by :meth:`give_env` at the front (or the end)."""
+        env_index, *values = cloudpickle.loads(payload)
+        i = 0 if first else len(self.envs)
+        for column, value in zip(self._columns(), values):
+            column.insert(i, value)
+        indices = list(self.env_indices)
+        indices.insert(i, env_index)
+        self.env_indices = tuple(indices)
+
+    def give_envs(self, first: bool, count: int) -> list[bytes]:
+        """:meth:`give_env` ``count`` times, all or nothing (the group keeps one env)."""
+        if not 0 < count < len(self.envs):
+            raise ValueError(
+                f"cannot give {count} of {len(self.envs)} envs: a group keeps one"
+            )
+        payloads: list[bytes] = []
+        try:
+            for _ in range(count):
+                payloads.append(self.give_env(first))
+        except Exception:
+            for payload in reversed(payloads):
+                self.take_env(payload, first)
+            raise
+        return payloads
+
+    def take_envs(self, payloads: Sequence[bytes], first: bool) -> None:
+        """Add the envs of :meth:`give_envs` of a neighbouring group, order kept.
+
+        ``first``: they came from the end of a group on this group's left and
+        go to this group's front; else from the front of a group on its right,
+        to its end.
+        """
+        for payload in payloads:
+            self.take_env(payload, first)
+
+    def _columns(self) -> tuple[list, ...]:
+        # every per-env list, in one fixed order (give_env/take_env payloads)
+        return (
+            self.envs, self._needs_seed, self._waiting, self._trajs,
+            self._lengths, self._returns, self._discounted, self._discounts,
+        )  # fmt: skip
 
     # -- env access ----------------------------------------------------------
     def call(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import os
+import time
+import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,6 +16,7 @@ from parllel import fields
 from parllel.arrays import Array, NotSharedError, describe_view
 from parllel.arrays.views import view_address
 from parllel.cages import worker as protocol
+from parllel.cages.balance import Balancer, LoadBalancer
 from parllel.cages.cage import Cage
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.spaces import EnvSpaces, check_spaces_agree
@@ -24,7 +27,7 @@ from parllel.cages.workers import (
     default_context,
     raise_replies,
 )
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, EnvError
 from parllel.tree import ArrayDict
 
 DEATH_POLICIES = ("raise", "restart")
@@ -48,15 +51,13 @@ def flatten_slots(
     return [(prefix, tree)]
 
 
-def slice_slots(tree: Any, lo: int, hi: int) -> Any:
-    """The same nesting (as ArrayDicts) with every leaf sliced to envs ``[lo, hi)``."""
+def as_views(tree: Any) -> Any:
+    """The same nesting (as ArrayDicts) with every Array leaf as a plain ndarray view."""
     if isinstance(tree, Mapping):
-        return ArrayDict(
-            {key: slice_slots(value, lo, hi) for key, value in tree.items()}
-        )
+        return ArrayDict({key: as_views(value) for key, value in tree.items()})
     if isinstance(tree, Array):
-        tree = tree.to_ndarray()
-    return tree[lo:hi]
+        return tree.to_ndarray()
+    return tree
 
 
 def split_envs(
@@ -132,6 +133,13 @@ class ProcessCage(Cage):
         on_worker_death: ``"raise"`` (:class:`~parllel.errors.WorkerDiedError`)
             or ``"restart"``: recreate the worker's envs, reset them, report
             their episodes as lost (``TrajInfo.lost``, truncated) and go on.
+        rebalance: move envs, one at a time, from a persistently slower
+            stepping process to its faster neighbour (True: a default
+            :class:`~parllel.cages.LoadBalancer`; or any object with its
+            ``propose`` method). Moved envs are pickled with their state, so
+            they must pickle completely (CartPole-like Python envs do;
+            ``EzPickle`` envs such as MuJoCo's are detected and balancing is
+            switched off with a warning). Results stay bit-identical.
         start_method: multiprocessing start method (default forkserver).
         worker_spin_seconds: how long an idle worker polls before blocking
             (None: 2 ms while every stepping process of all cages has a
@@ -160,6 +168,7 @@ class ProcessCage(Cage):
         traj_info_type: Callable[..., TrajInfo] = TrajInfo,
         traj_info_kwargs: dict[str, Any] | None = None,
         on_worker_death: str = "raise",
+        rebalance: bool | Balancer = False,
         start_method: str | None = None,
         worker_spin_seconds: float | None = None,
         main_spin_seconds: float = 0.0005,
@@ -188,6 +197,11 @@ class ProcessCage(Cage):
             self.n_envs, self.main_process_envs, envs_per_worker, n_workers
         )
         self.on_worker_death = on_worker_death
+        self._balancer: Balancer | None = (
+            (LoadBalancer() if rebalance else None)
+            if isinstance(rebalance, bool)
+            else rebalance
+        )
         self.worker_spin_seconds = (
             -1.0 if worker_spin_seconds is None else float(worker_spin_seconds)
         )
@@ -338,41 +352,125 @@ class ProcessCage(Cage):
             layout_id, ids, messages = self._slot_ids(
                 flatten_slots({"action": action, "out": out})
             )
-            main_share = None
-            if self.main_process_envs:
-                n = self.main_process_envs
-                main_share = (slice_slots(action, 0, n), slice_slots(out, 0, n))
             if len(self._step_cache) >= STEP_CACHE_SIZE:
                 self._step_cache.clear()
-            entry = self._step_cache[key] = (action, out, layout_id, ids, main_share)
+            # plain views for the main process's share (it steps envs [0, n))
+            views = (as_views(action), as_views(out))
+            entry = self._step_cache[key] = (action, out, layout_id, ids, views)
         else:
             messages = []
-        _, _, layout_id, ids, main_share = entry
+        _, _, layout_id, ids, views = entry
         for worker in self._resources.workers:
             worker.command(protocol.STEP, messages, ids, layout_id)
-        self._pending = (out, main_share)
+        self._pending = (out, views)
 
     def _await_step(self) -> list[TrajInfo]:
-        out, main_share = self._pending
+        out, views = self._pending
         self._pending = None
         completed: list[TrajInfo] = []
         errors: list[tuple] = []
         main = self._resources.main_group
         main_error = None
+        main_seconds = 0.0
         if main is not None:
+            start = time.perf_counter()
             try:
-                completed += main.step(*main_share)
+                completed += main.step(*views)
             except Exception as exc:  # still collect the workers before raising
                 main_error = exc
+            main_seconds = time.perf_counter() - start
+        healthy = True
         for worker in list(self._resources.workers):
             try:
                 self._collect(worker, completed, errors)
             except WorkerLost:
                 completed += self._handle_death(worker, out)
+                healthy = False
         if main_error is not None:
             raise main_error
         raise_replies(errors)
+        if self._balancer is not None and healthy:
+            self._balance(main_seconds)
         return completed
+
+    # -- load balancing ----------------------------------------------------------
+    def _stepping(self) -> list[tuple[WorkerHandle | None, int, int]]:
+        """``(worker or None for the main process, lo, hi)`` in env order."""
+        share = [(None, 0, self.main_process_envs)] if self.main_process_envs else []
+        return share + [(w, *w.env_slice) for w in self._resources.workers]
+
+    def _balance(self, main_seconds: float) -> None:
+        stepping = self._stepping()
+        seconds = [
+            main_seconds
+            if worker is None
+            else float(worker.row.view(np.float64)[protocol.STEP_SECONDS])
+            for worker, _, _ in stepping
+        ]
+        move = self._balancer.propose(seconds, [hi - lo for _, lo, hi in stepping])
+        if move is not None:
+            self._move_envs(stepping, *move)
+
+    def _move_envs(self, stepping: list, giver: int, taker: int, count: int) -> None:
+        """Move ``count`` envs between neighbouring stepping processes (order kept)."""
+        if abs(giver - taker) != 1 or min(giver, taker) < 0:
+            raise ConfigError(f"cannot move envs from process {giver} to {taker}")
+        _, lo, hi = stepping[giver]
+        if not 0 < count < hi - lo:
+            raise ConfigError(
+                f"cannot move {count} of process {giver}'s {hi - lo} envs: it keeps "
+                "at least one"
+            )
+        first = giver > taker  # the giver's first envs go to its left neighbour
+        give, take = stepping[giver][0], stepping[taker][0]
+        try:
+            payloads = self._env_request(give, ("give", first, count))
+        except EnvError as exc:  # unpicklable env: keep the current split
+            warnings.warn(
+                f"ProcessCage load balancing switched off: {exc}", stacklevel=3
+            )
+            self._balancer = None
+            return
+        try:
+            self._env_request(take, ("take", payloads, not first))
+        except EnvError:
+            self._env_request(give, ("take", payloads[::-1], first))  # give back
+            raise
+        ranges = [[lo, hi] for _, lo, hi in stepping]
+        if first:
+            ranges[giver][0] += count
+            ranges[taker][1] += count
+        else:
+            ranges[giver][1] -= count
+            ranges[taker][0] -= count
+        for (worker, _, _), (lo, hi) in zip(stepping, ranges):
+            if worker is None:
+                self.main_process_envs = hi
+            else:
+                worker.env_slice = (lo, hi)
+                worker.env_indices = tuple(self.env_offset + i for i in range(lo, hi))
+                self.env_slices[worker.index] = (lo, hi)
+
+    def _env_request(self, worker: WorkerHandle | None, message: tuple) -> Any:
+        """Run a give/take ``message`` in the main process's group or a worker."""
+        if worker is not None:
+            return self._request(worker, message)
+        main = self._resources.main_group
+        try:
+            if message[0] == "give":
+                return main.give_envs(message[1], message[2])
+            return main.take_envs(message[1], message[2])
+        except Exception as exc:
+            raise EnvError(f"in the main process: {type(exc).__name__}: {exc}") from exc
+
+    def _request(self, worker: WorkerHandle, message: tuple) -> Any:
+        """Send one message to an idle worker and return its result."""
+        worker.command(protocol.MESSAGES_ONLY, [message], np.empty(0, np.int64), 0)
+        try:
+            replies = raise_replies(worker.wait(self.main_spin_seconds))
+        except WorkerLost:
+            raise worker.died_error() from None
+        return replies[0][1]
 
     # -- resetting -------------------------------------------------------------
     def _reset_async(self, out_observation: Any, env_indices: list[int] | None) -> None:
@@ -394,7 +492,7 @@ class ProcessCage(Cage):
         if main is not None:
             n = self.main_process_envs
             local = None if env_indices is None else [i for i in env_indices if i < n]
-            main.reset(slice_slots(out_observation, 0, n), local)
+            main.reset(as_views(out_observation), local)
         for worker in list(self._resources.workers):
             try:
                 self._collect(worker, [], errors)
@@ -476,17 +574,7 @@ class ProcessCage(Cage):
             if owner is None:
                 values = run_main(locals_)
             else:
-                owner.command(
-                    protocol.MESSAGES_ONLY,
-                    [per_env_message(locals_)],
-                    np.empty(0, np.int64),
-                    0,
-                )
-                try:
-                    replies = raise_replies(owner.wait(self.main_spin_seconds))
-                except WorkerLost:
-                    raise owner.died_error() from None
-                values = replies[0][1]
+                values = self._request(owner, per_env_message(locals_))
             if values is not None:
                 results.update(
                     {index: value for (index, _), value in zip(pairs, values)}
@@ -522,14 +610,8 @@ class ProcessCage(Cage):
         main = self._resources.main_group
         waiting = list(main.waiting()) if main is not None else []
         for worker in self._resources.workers:
-            worker.command(
-                protocol.MESSAGES_ONLY, [("waiting",)], np.empty(0, np.int64), 0
-            )
-            try:
-                replies = raise_replies(worker.wait(self.main_spin_seconds))
-            except WorkerLost:
-                raise worker.died_error() from None
-            waiting += [worker.env_slice[0] + i for i in replies[0][1]]
+            local = self._request(worker, ("waiting",))
+            waiting += [worker.env_slice[0] + i for i in local]
         return sorted(waiting)
 
     def _close(self) -> None:

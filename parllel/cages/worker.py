@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import time
 import traceback
 from typing import Any
 
@@ -32,13 +33,15 @@ CMD, N_MESSAGES, LAYOUT, N_IDS, IDS = 0, 1, 2, 3, 4
 STATUS = -1
 SPIN_MICROSECONDS = -2  # how long an idle worker polls before blocking (set by main)
 N_EPISODES = -3  # episodes that ended in this step, recorded in the row's tail
+STEP_SECONDS = -4  # float64: how long the last step of the envs took (balancing)
 CONTROL_WIDTH = 256
 EPISODES = 128  # start of the episode records (float64 view of the row)
 EPISODE_FIELDS = (
     6  # env_index, length, return_, discounted_return, terminated, truncated
 )
-MAX_EPISODES = (CONTROL_WIDTH - 3 - EPISODES) // EPISODE_FIELDS
+MAX_EPISODES = (CONTROL_WIDTH - 4 - EPISODES) // EPISODE_FIELDS
 MAX_LEAVES = EPISODES - IDS - 1
+MAX_TREES = 4096  # slot trees a worker remembers (one per row of a batch)
 
 # commands
 STEP, RESET, MESSAGES_ONLY, CLOSE = 1, 2, 3, 4
@@ -93,10 +96,12 @@ def worker_main(
         if group is not None:
             group.close()
         return
-    lo, hi = env_slice
+    bounds = list(env_slice)  # this worker's [lo, hi) env range (moves when balancing)
     views: dict[int, Any] = {}
     layouts: dict[int, tuple] = {}
     trees: dict[tuple, dict] = {}
+    seconds = row.view(np.float64)
+    clock = time.perf_counter
     try:
         while True:
             spin = row[SPIN_MICROSECONDS] * 1e-6 if spin_seconds < 0 else spin_seconds
@@ -108,23 +113,27 @@ def worker_main(
             try:
                 for _ in range(int(row[N_MESSAGES])):
                     replies += _handle_message(
-                        conn.recv(), group, views, layouts, lo, hi
+                        conn.recv(), group, views, layouts, bounds
                     )
                 if command == STEP or command == RESET:
-                    key = (int(row[LAYOUT]),) + tuple(row[IDS : IDS + int(row[N_IDS])])
+                    n_ids = int(row[N_IDS])
+                    key = (int(row[LAYOUT]), *row[IDS : IDS + n_ids])
                     tree = trees.get(key)
                     if tree is None:
-                        layout = layouts[key[0]]
+                        if len(trees) >= MAX_TREES:
+                            trees.clear()
                         tree = trees[key] = build_tree(
-                            layout, [views[i] for i in key[1:]]
+                            layouts[key[0]], [views[i] for i in key[1:]]
                         )
                     if command == STEP:
-                        completed = group.step(tree["action"], tree["out"])
+                        start = clock()
+                        completed = group.step(tree["action"], tree["out"], bounds[0])
+                        seconds[STEP_SECONDS] = clock() - start
                         if completed and not _record_episodes(row, completed):
                             replies.append(("trajs", completed))
                     else:
-                        indices = _decode_indices(row, key)
-                        group.reset(tree["observation"], indices)
+                        indices = _decode_indices(row, n_ids)
+                        group.reset(tree["observation"], indices, bounds[0])
                 elif command == CLOSE:
                     break
             except ParentGone:
@@ -185,9 +194,9 @@ def read_episodes(row: Any, make_traj: Any) -> list:
     return trajs
 
 
-def _decode_indices(row: Any, key: tuple) -> list[int] | None:
+def _decode_indices(row: Any, n_ids: int) -> list[int] | None:
     # RESET stores the number of env indices after the view ids (-1: all)
-    start = IDS + len(key) - 1
+    start = IDS + n_ids
     count = int(row[start])
     if count < 0:
         return None
@@ -195,16 +204,33 @@ def _decode_indices(row: Any, key: tuple) -> list[int] | None:
 
 
 def _handle_message(
-    message: tuple, group: EnvGroup, views: dict, layouts: dict, lo: int, hi: int
+    message: tuple,
+    group: EnvGroup,
+    views: dict,
+    layouts: dict,
+    bounds: list[int],
 ) -> list[tuple]:
     kind = message[0]
     if kind == "views":
         for view_id, descriptor in message[1]:
-            views[view_id] = attach_view(descriptor)[lo:hi]
+            views[view_id] = attach_view(descriptor)  # over all envs of the cage
         return []
     if kind == "layout":
         layouts[message[1]] = message[2]
         return []
+    if kind in ("give", "take"):  # load balancing: envs leave or join this range
+        lo, hi = bounds
+        if kind == "give":
+            _, first, count = message
+            result = group.give_envs(first, count)
+            bounds[:] = (lo + count, hi) if first else (lo, hi - count)
+        else:
+            _, result, first = message
+            group.take_envs(result, first)
+            count = len(result)
+            bounds[:] = (lo - count, hi) if first else (lo, hi + count)
+            result = None
+        return [("result", result)]
     if kind == "call":
         _, name, args, kwargs, indices = message
         return [("result", group.call(name, args, kwargs, indices))]

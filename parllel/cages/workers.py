@@ -9,12 +9,14 @@ from typing import Any
 import numpy as np
 
 from parllel.cages import worker as protocol
+from parllel.cages.layout import usable_cores
 from parllel.cages.sync import wait_for
 from parllel.errors import EnvError, WorkerDiedError
 
 # Worker processes alive in this process's cages (all cages together).
 _live_workers = [0]
 AUTO_SPIN_SECONDS = 0.002
+_CORES = usable_cores()  # affinity is fixed for a run; asked once, not per step
 
 
 def auto_spin_seconds() -> float:
@@ -24,9 +26,7 @@ def auto_spin_seconds() -> float:
     process) than cores, polling workers would steal the CPU from the process
     doing useful work, so they block instead (docs/cages.md).
     """
-    from parllel.cages.layout import usable_cores
-
-    return AUTO_SPIN_SECONDS if _live_workers[0] + 1 <= usable_cores() else 0.0
+    return AUTO_SPIN_SECONDS if _live_workers[0] + 1 <= _CORES else 0.0
 
 
 class WorkerLost(Exception):
