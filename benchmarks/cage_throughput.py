@@ -6,8 +6,9 @@ Random actions are pre-sampled. Contenders, per env setting:
 - ``process``: parllel ProcessCage, best of a few worker layouts;
 - ``sync`` / ``async``: gymnasium SyncVectorEnv / AsyncVectorEnv(shared_memory=True);
 - ``ceiling``: two independent processes, each a raw loop over half the envs,
-  no communication at all: what two cores give right now (context for the
-  ratios; ``{env}_ceiling_vs_raw`` and ``{env}_process_vs_ceiling``).
+  no communication at all, timed from their common start until both are
+  done: what two cores give right now (context for the ratios;
+  ``{env}_ceiling_vs_raw`` and ``{env}_process_vs_ceiling``).
 
 Last line: one JSON object with ``{env}_{contender}_sps`` and the ratios
 ``cartpole64_process_vs_raw``, ``cartpole64_process_vs_async``,
@@ -50,40 +51,53 @@ def settings(quick: bool) -> dict[str, dict]:
     scale = 0.05 if quick else 1.0
     return {
         "cartpole8": dict(
-            factory=make_cartpole, kwargs={}, n=8, steps=int(2000 * scale)
+            factory=make_cartpole, kwargs={}, n=8, steps=int(3000 * scale)
         ),
         "cartpole64": dict(
-            factory=make_cartpole, kwargs={}, n=64, steps=int(400 * scale)
+            factory=make_cartpole, kwargs={}, n=64, steps=int(600 * scale)
         ),
         "cpu200us": dict(
             factory=CpuBoundEnv,
             kwargs={"iterations": cpu_iters},
             n=8,
-            steps=int(300 * scale),
+            steps=int(450 * scale),
         ),
         "atari84": dict(
             factory=Atari84Env,
             kwargs={"iterations": atari_iters},
             n=8,
-            steps=int(400 * scale),
+            steps=int(600 * scale),
         ),
     }
 
 
-def run_raw(spec: dict, actions: np.ndarray) -> float:
+def raw_loop(spec: dict, actions: np.ndarray, barrier=None) -> tuple[float, float]:
+    """A plain loop over fresh envs; returns its (start, end) clock readings.
+
+    ``barrier``: waited on once the envs exist, so that several processes
+    start stepping together.
+    """
     envs = [spec["factory"](**spec["kwargs"]) for _ in range(spec["n"])]
     for i, env in enumerate(envs):
         env.reset(seed=i)
+    if barrier is not None:
+        barrier.wait()
     start = time.perf_counter()
     for step_actions in actions:
         for env, action in zip(envs, step_actions):
             _, _, terminated, truncated, _ = env.step(int(action))
             if terminated or truncated:
                 env.reset()
-    elapsed = time.perf_counter() - start
+    end = time.perf_counter()
     for env in envs:
         env.close()
-    return actions.size / elapsed
+    return start, end
+
+
+def run_raw(spec: dict, actions: np.ndarray) -> float:
+    """Steps/s of :func:`raw_loop` over all envs."""
+    start, end = raw_loop(spec, actions)
+    return actions.size / (end - start)
 
 
 def run_cage(cage_factory, spec: dict, actions: np.ndarray, rows: int = 64) -> float:
@@ -136,31 +150,35 @@ def run_cage(cage_factory, spec: dict, actions: np.ndarray, rows: int = 64) -> f
     return actions.size / elapsed
 
 
-def _raw_half(spec: dict, actions: np.ndarray, queue) -> None:
-    queue.put(run_raw(spec, actions))
+def _raw_half(spec: dict, actions: np.ndarray, barrier, queue) -> None:
+    queue.put(raw_loop(spec, actions, barrier))
 
 
 def run_ceiling(spec: dict, actions: np.ndarray) -> float:
     """Two independent processes, each a raw loop over half the envs (no sync).
 
-    What two cores give here without any communication: the ceiling for any
-    process design (it varies with the VM's load; read ratios against it).
+    What two cores give here without any communication: all env steps over
+    the wall time from the common start until both processes are done (a
+    synchronous design needs both halves of every step). It varies with the
+    VM's load; read ratios against it.
     """
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
+    barrier = ctx.Barrier(2)
     half = dict(spec, n=spec["n"] // 2)
     procs = [
-        ctx.Process(target=_raw_half, args=(half, actions[:, i::2], queue))
+        ctx.Process(target=_raw_half, args=(half, actions[:, i::2], barrier, queue))
         for i in range(2)
     ]
     for proc in procs:
         proc.start()
-    total = sum(queue.get() for _ in procs)
+    spans = [queue.get() for _ in procs]
     for proc in procs:
         proc.join()
-    return total
+    wall = max(end for _, end in spans) - min(start for start, _ in spans)
+    return actions.size / wall
 
 
 def run_gym_vector(kind: str, spec: dict, actions: np.ndarray) -> float:
@@ -231,7 +249,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None)
     args = parser.parse_args()
     pin_threads()
-    repeats = args.repeats or (1 if args.quick else 5)
+    repeats = args.repeats or (1 if args.quick else 7)
     rng = np.random.default_rng(0)
     result: dict[str, float | str] = {}
     for name, spec in settings(args.quick).items():
@@ -242,6 +260,8 @@ def main() -> None:
         for _ in range(repeats):  # interleave contenders so drift hits all alike
             for key, run in contenders.items():
                 samples[key].append(run())
+            # the baseline of every target ratio: sampled at both ends of a repeat
+            samples["raw"].append(contenders["raw"]())
         medians = {key: statistics.median(values) for key, values in samples.items()}
         best_layout = max(
             (k for k in medians if k.startswith("process[")), key=medians.__getitem__

@@ -6,8 +6,9 @@ one thread); every contender does the same work per batch: policy inference
 preallocated ``[T, B]`` buffers, the bootstrap value and GAE. Contenders:
 
 - ``ff_serial``: FeedForwardSampler + SerialCage;
-- ``ff_process``: FeedForwardSampler + ProcessCage (main process steps half
-  the envs, one worker the other half);
+- ``ff_process``: FeedForwardSampler + ProcessCage (best of a few layouts:
+  the main process steps a share of the envs and one worker the rest, fixed
+  or load-balanced, or two workers);
 - ``alternating_process``: AlternatingSampler + two ProcessCages (one worker each);
 - ``gym_sync`` / ``gym_async``: the CleanRL-style loop over a gymnasium
   ``SyncVectorEnv`` / ``AsyncVectorEnv`` filling preallocated torch buffers,
@@ -108,10 +109,19 @@ FF_LAYOUTS = {
     # the main process also runs inference, so give the worker more envs
     "main3/8+1worker": lambda B: {"main_process_envs": (3 * B) // 8, "n_workers": 1},
     "2workers": lambda B: {"envs_per_worker": B // 2},
+    # envs move to whichever process finishes its share sooner (inference
+    # and stepping share the main process's core)
+    "main+1worker+rebalance": lambda B: {
+        "main_process_envs": B // 2,
+        "n_workers": 1,
+        "rebalance": True,
+    },
 }
 ALTERNATING_LAYOUTS = {
-    "spin": {},  # idle workers poll 2 ms before blocking (the cage default)
-    "block": {"worker_spin_seconds": 0.0},  # idle workers leave the CPU at once
+    # cage default: two workers + the main process exceed 2 cores, so idle
+    # workers block at once
+    "auto": {},
+    "spin": {"worker_spin_seconds": 0.002},  # idle workers poll 2 ms anyway
 }
 
 
