@@ -9,7 +9,10 @@ preallocated ``[T, B]`` buffers, the bootstrap value and GAE. Contenders:
 - ``ff_process``: FeedForwardSampler + ProcessCage (best of a few layouts:
   the main process steps a share of the envs and one worker the rest, fixed
   or load-balanced, or two workers);
-- ``alternating_process``: AlternatingSampler + two ProcessCages (one worker each);
+- ``alternating_process``: AlternatingSampler + two ProcessCages (one worker
+  each; best of: separate cores, both workers sharing one core while the
+  main process infers, and the same with the main process pinned to the
+  other core, see ``parllel.patterns.build_alternating_cages``);
 - ``gym_sync`` / ``gym_async``: the CleanRL-style loop over a gymnasium
   ``SyncVectorEnv`` / ``AsyncVectorEnv`` filling preallocated torch buffers,
   GAE in a reverse loop as in CleanRL's ``ppo.py``.
@@ -28,6 +31,7 @@ Last line: one JSON object with ``cartpole_{contender}_sps``,
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -46,6 +50,7 @@ from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 from parllel import fields  # noqa: E402
 from parllel.agents import AgentStep  # noqa: E402
 from parllel.cages import ProcessCage, SerialCage  # noqa: E402
+from parllel.patterns import build_alternating_cages  # noqa: E402
 from parllel.samplers import (  # noqa: E402
     AlternatingSampler,
     FeedForwardSampler,
@@ -93,14 +98,17 @@ def run_sampler(make_cages, make_agent, sampler_type, T, B, batches) -> float:
     return batches * T * B / elapsed
 
 
-def halves(factory, B, kwargs=None, **layout) -> list[ProcessCage]:
-    """Two ProcessCages of ``B // 2`` envs, one worker each (for alternating)."""
-    return [
-        ProcessCage(factory, B // 2, kwargs, n_workers=1, seed=0, **layout),
-        ProcessCage(
-            factory, B // 2, kwargs, n_workers=1, seed=0, env_offset=B // 2, **layout
-        ),
-    ]
+def run_alternating(factory, kwargs, make_agent, T, B, batches, layout) -> float:
+    """Steps/s of AlternatingSampler on :func:`build_alternating_cages` halves."""
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    try:
+        return run_sampler(
+            lambda: build_alternating_cages(factory, B, kwargs, seed=0, **layout),
+            make_agent, AlternatingSampler, T, B, batches,
+        )  # fmt: skip
+    finally:
+        if affinity is not None:  # undo pin_main_process for the next contender
+            os.sched_setaffinity(0, affinity)
 
 
 # Layouts tried per contender; the best median is reported (with its name).
@@ -118,10 +126,13 @@ FF_LAYOUTS = {
     },
 }
 ALTERNATING_LAYOUTS = {
-    # cage default: two workers + the main process exceed 2 cores, so idle
-    # workers block at once
-    "auto": {},
-    "spin": {"worker_spin_seconds": 0.002},  # idle workers poll 2 ms anyway
+    # one worker per half, cage defaults: two workers + the main process
+    # exceed 2 cores, so idle workers block at once
+    "separate": {"share_core": False},
+    # both workers on the last core, polling; only one steps at a time
+    "shared_core": {"share_core": True},
+    # ... and the main process (inference) pinned to the other core
+    "shared_core_pinned_main": {"share_core": True, "pin_main_process": True},
 }
 
 
@@ -141,10 +152,8 @@ def contenders(factory, kwargs, make_agent, T, B, batches, serial: bool) -> dict
         )  # fmt: skip
     for name, layout in ALTERNATING_LAYOUTS.items():
         runs[f"alternating_process[{name}]"] = partial(
-            run_sampler,
-            lambda layout=layout: halves(factory, B, kwargs, **layout),
-            make_agent, AlternatingSampler, T, B, batches,
-        )  # fmt: skip
+            run_alternating, factory, kwargs, make_agent, T, B, batches, layout
+        )
     return runs
 
 

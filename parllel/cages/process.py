@@ -7,7 +7,7 @@ import os
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -87,6 +87,22 @@ def split_envs(
     return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
+def check_cpus(cpus: Sequence[int] | None) -> tuple[int, ...] | None:
+    """Validate a worker CPU set against this process's allowed CPUs."""
+    if cpus is None:
+        return None
+    cpus = tuple(int(cpu) for cpu in cpus)
+    if not hasattr(os, "sched_setaffinity"):
+        raise ConfigError("worker_cpus needs os.sched_setaffinity (Linux)")
+    allowed = os.sched_getaffinity(0)
+    if not cpus or not set(cpus) <= allowed:
+        raise ConfigError(
+            f"worker_cpus {list(cpus)} must be a non-empty subset of the CPUs this "
+            f"process may use, {sorted(allowed)}"
+        )
+    return cpus
+
+
 class _Resources:
     """Everything a ProcessCage must release; shared with its GC/exit finalizer."""
 
@@ -140,6 +156,11 @@ class ProcessCage(Cage):
             they must pickle completely (CartPole-like Python envs do;
             ``EzPickle`` envs such as MuJoCo's are detected and balancing is
             switched off with a warning). Results stay bit-identical.
+        worker_cpus: CPUs the worker processes may run on (Linux
+            ``sched_setaffinity``; default: no pinning). E.g. the two cages of
+            an :class:`~parllel.samplers.AlternatingSampler` on a 2-core
+            machine share one core while the main process infers on the
+            other (:func:`parllel.patterns.build_alternating_cages`).
         start_method: multiprocessing start method (default forkserver).
         worker_spin_seconds: how long an idle worker polls before blocking
             (None: 2 ms while every stepping process of all cages has a
@@ -169,6 +190,7 @@ class ProcessCage(Cage):
         traj_info_kwargs: dict[str, Any] | None = None,
         on_worker_death: str = "raise",
         rebalance: bool | Balancer = False,
+        worker_cpus: Sequence[int] | None = None,
         start_method: str | None = None,
         worker_spin_seconds: float | None = None,
         main_spin_seconds: float = 0.0005,
@@ -197,6 +219,7 @@ class ProcessCage(Cage):
             self.n_envs, self.main_process_envs, envs_per_worker, n_workers
         )
         self.on_worker_death = on_worker_death
+        self.worker_cpus = check_cpus(worker_cpus)
         self._balancer: Balancer | None = (
             (LoadBalancer() if rebalance else None)
             if isinstance(rebalance, bool)
@@ -248,6 +271,7 @@ class ProcessCage(Cage):
             self._group_kwargs(lo, hi, seed),
             self.worker_spin_seconds,
             want_example,
+            self.worker_cpus,
         )
 
     def _start(self) -> None:

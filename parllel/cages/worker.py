@@ -75,9 +75,12 @@ def worker_main(
     env_slice: tuple[int, int],
     spin_seconds: float,
     want_example: bool,
+    cpus: tuple[int, ...] | None = None,
 ) -> None:
     """Entry point of a worker process (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
+    if cpus:
+        os.sched_setaffinity(0, cpus)  # checked by the cage
     parent = mp.parent_process()
     row = control.to_ndarray()[worker_index]
     group = None

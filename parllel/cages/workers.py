@@ -55,6 +55,7 @@ class WorkerHandle:
         group_kwargs: dict[str, Any],
         spin_seconds: float,
         want_example: bool,
+        cpus: tuple[int, ...] | None = None,
     ) -> None:
         self.index = index
         self.env_slice = env_slice
@@ -79,6 +80,7 @@ class WorkerHandle:
                 env_slice,
                 spin_seconds,
                 want_example,
+                cpus,
             ),
             daemon=True,
         )
