@@ -297,23 +297,38 @@ def seconds_per_call(fn, repeats: int = 30) -> float:
     return statistics.median(times)
 
 
-def calibrate_tokens(env_step_seconds: float) -> int:
-    """Tokens making inference for 8 envs take about ``env_step_seconds``."""
-    x = torch.zeros(8, 4)
-    tokens = 8
+def paired_seconds(env, policy, pairs: int = 15) -> tuple[float, float, float]:
+    """Medians of interleaved timings, so that both see the same machine speed.
+
+    Returns seconds for one serial step of 8 ``cpu200us`` envs, policy inference
+    for 8 observations and for 4.
+    """
+    x8, x4 = torch.zeros(8, 4), torch.zeros(4, 4)
+    envs, full, half = [], [], []
     with torch.no_grad():
-        for _ in range(3):  # fixed-point iterations: per-call overhead is not per token
-            policy = TokenPolicy(tokens)
-            seconds = seconds_per_call(lambda policy=policy: policy(x), 10)
-            tokens = max(1, round(tokens * env_step_seconds / seconds))
-    return tokens
+        for _ in range(pairs):
+            envs.append(8 * seconds_per_call(lambda: env.step(0), 5))
+            full.append(seconds_per_call(lambda: policy(x8), 3))
+            half.append(seconds_per_call(lambda: policy(x4), 3))
+    return statistics.median(envs), statistics.median(full), statistics.median(half)
 
 
-def cpu200us_env_step_seconds(iterations: int) -> float:
-    """Serial time to step 8 cpu200us envs once."""
+def calibrate_tokens(iterations: int) -> tuple[int, tuple[float, float, float]]:
+    """Tokens making inference for 8 envs take as long as stepping them serially.
+
+    Fixed-point iterations (per-call overhead is not per token) on timings
+    interleaved with the env's; returns the tokens and the final
+    :func:`paired_seconds`.
+    """
     env = CpuBoundEnv(iterations=iterations)
     env.reset(seed=0)
-    return 8 * seconds_per_call(lambda: env.step(0), 50)
+    tokens = 8
+    for _ in range(5):
+        times = paired_seconds(env, TokenPolicy(tokens), pairs=5)
+        if abs(times[1] / times[0] - 1) < 0.03:
+            break
+        tokens = max(1, round(tokens * times[0] / times[1]))
+    return tokens, paired_seconds(env, TokenPolicy(tokens))
 
 
 # -- main -----------------------------------------------------------------------------
@@ -339,12 +354,7 @@ def main() -> None:
     result["cartpole_best_vs_best_gym_loop"] = round(ours / gym_best, 3)
 
     iterations = busy_iterations(200e-6)
-    env_seconds = cpu200us_env_step_seconds(iterations)
-    tokens = calibrate_tokens(env_seconds)
-    policy = TokenPolicy(tokens)
-    with torch.no_grad():
-        full = seconds_per_call(lambda: policy(torch.zeros(8, 4)))
-        half = seconds_per_call(lambda: policy(torch.zeros(4, 4)))
+    tokens, (env_seconds, full, half) = calibrate_tokens(iterations)
     result["cpu200us_env_step_ms"] = round(env_seconds * 1e3, 3)
     result["cpu200us_inference_ms"] = round(full * 1e3, 3)
     result["cpu200us_inference_half_ms"] = round(half * 1e3, 3)
