@@ -77,6 +77,11 @@ def test_balancer_averages_over_its_interval():
     assert moves[:3] == [None] * 3 and moves[3] is not None
 
 
+def test_bad_rebalance_argument_is_refused():
+    with pytest.raises(ConfigError, match="rebalance"):
+        ProcessCage(CountingEnv, 2, rebalance="yes")
+
+
 def test_balancer_rejects_bad_settings():
     with pytest.raises(ValueError):
         LoadBalancer(interval=0)
@@ -184,3 +189,34 @@ def test_envs_that_pickle_by_reconstruction_switch_balancing_off():
         assert cage._balancer is None and cage.main_process_envs == 2
     for key in reference[0]:
         np.testing.assert_array_equal(result[0][key], reference[0][key], err_msg=key)
+
+
+def test_restart_after_moves_recreates_the_current_ranges():
+    # each env's process dies at the env's 4th step (env 0 also took the probe
+    # step); balancing is asked only after steps without a death
+    factory = partial(CountingEnv, die_at_step=4)
+    balancer = ScriptedBalancer({1: (0, 1, 1), 4: (1, 0, 2)})
+    with ProcessCage(
+        factory,
+        4,
+        seed=0,
+        envs_per_worker=2,
+        on_worker_death="restart",
+        rebalance=balancer,
+        start_method="fork",
+    ) as cage:
+        with allocate(cage, 8) as tree:
+            cage.reset(tree.observation[0])
+            lost = []
+            for t in range(8):
+                completed = cage.step(tree.action[t], slots(tree, t))
+                lost += [tr.env_index for tr in completed if tr.lost]
+                if t == 3:  # restarts recreated the moved ranges
+                    assert [w.env_slice for w in cage._resources.workers] == [
+                        (0, 1),
+                        (1, 4),
+                    ]
+        # envs 1 and 2 moved back after the restarts; worker 0 then died with them
+        assert sorted(lost) == [0, 0, 1, 1, 2, 2, 3, 3]
+        assert [w.env_slice for w in cage._resources.workers] == [(0, 3), (3, 4)]
+        assert cage.get_attr("max_length") == [7] * 4

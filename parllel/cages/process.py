@@ -220,6 +220,13 @@ class ProcessCage(Cage):
         )
         self.on_worker_death = on_worker_death
         self.worker_cpus = check_cpus(worker_cpus)
+        if not isinstance(rebalance, bool) and not callable(
+            getattr(rebalance, "propose", None)
+        ):
+            raise ConfigError(
+                "rebalance must be True/False or an object with a propose(seconds, "
+                f"counts) method (e.g. LoadBalancer()), got {rebalance!r}"
+            )
         self._balancer: Balancer | None = (
             (LoadBalancer() if rebalance else None)
             if isinstance(rebalance, bool)
