@@ -190,6 +190,7 @@ class EnvGroup:
         completed: list[TrajInfo] = []
         auto_reset = self.reset_mode == "auto"
         actions = self._read_actions(action)
+        gamma = self._gamma
         plain_stats = self._plain_stats
         waiting, trajs = self._waiting, self._trajs
         # default statistics live in per-env lists (a TrajInfo attribute update
@@ -212,7 +213,7 @@ class EnvGroup:
                     lengths[i] += 1
                     returns[i] += reward
                     discounted[i] += discounts[i] * reward
-                    discounts[i] *= self._gamma
+                    discounts[i] *= gamma
                 else:
                     trajs[i].step(
                         observation, env_action, reward, terminated, truncated, info
