@@ -339,7 +339,7 @@ def main() -> None:
     args = parser.parse_args()
     pin_threads()
     repeats = args.repeats or (1 if args.quick else 5)
-    T, B, batches = (16, 8, 1) if args.quick else (128, 64, 4)
+    T, B, batches = (16, 8, 1) if args.quick else (128, 64, 8)
     result: dict[str, float | str] = {}
 
     runs = contenders(make_cartpole, None, cartpole_agent, T, B, batches, serial=True)
@@ -364,7 +364,7 @@ def main() -> None:
         torch.manual_seed(0)
         return TokenAgent(TokenPolicy(tokens))
 
-    cpu_T, cpu_batches = (8, 1) if args.quick else (64, 2)
+    cpu_T, cpu_batches = (8, 1) if args.quick else (64, 4)
     runs = contenders(
         CpuBoundEnv, {"iterations": iterations}, make_agent, cpu_T, 8, cpu_batches,
         serial=False,
