@@ -20,8 +20,9 @@ preallocated ``[T, B]`` buffers, the bootstrap value and GAE. Contenders:
 Alternating sampling pays only when inference costs about as much as env
 stepping: the second part uses the ``cpu200us`` synthetic env (8 envs) and a
 policy whose per-sample cost is calibrated so that inference for all 8 envs
-takes about as long as stepping them serially (both times are reported), and
-compares AlternatingSampler with the best FeedForwardSampler process layout.
+takes about as long as stepping them serially (recalibrated before every
+repeat; the medians of both times are reported), and compares
+AlternatingSampler with the best FeedForwardSampler process layout.
 
 Last line: one JSON object with ``cartpole_{contender}_sps``,
 ``cartpole_best_vs_best_gym_loop``, ``cpu200us_*`` figures and
@@ -157,10 +158,14 @@ def contenders(factory, kwargs, make_agent, T, B, batches, serial: bool) -> dict
     return runs
 
 
-def measure(runs: dict, repeats: int, prefix: str, result: dict) -> None:
+def measure(
+    runs: dict, repeats: int, prefix: str, result: dict, before_repeat=None
+) -> None:
     """Interleaved repeats; write medians and the best layout per contender."""
     samples: dict[str, list[float]] = {key: [] for key in runs}
     for _ in range(repeats):  # interleaved, so drift hits every contender alike
+        if before_repeat is not None:
+            before_repeat()
         for key, run in runs.items():
             samples[key].append(run())
     medians = {key: statistics.median(values) for key, values in samples.items()}
@@ -313,16 +318,17 @@ def paired_seconds(env, policy, pairs: int = 15) -> tuple[float, float, float]:
     return statistics.median(envs), statistics.median(full), statistics.median(half)
 
 
-def calibrate_tokens(iterations: int) -> tuple[int, tuple[float, float, float]]:
+def calibrate_tokens(
+    iterations: int, tokens: int = 8
+) -> tuple[int, tuple[float, float, float]]:
     """Tokens making inference for 8 envs take as long as stepping them serially.
 
-    Fixed-point iterations (per-call overhead is not per token) on timings
-    interleaved with the env's; returns the tokens and the final
-    :func:`paired_seconds`.
+    Fixed-point iterations from ``tokens`` (per-call overhead is not per
+    token) on timings interleaved with the env's; returns the tokens and the
+    final :func:`paired_seconds`.
     """
     env = CpuBoundEnv(iterations=iterations)
     env.reset(seed=0)
-    tokens = 8
     for _ in range(5):
         times = paired_seconds(env, TokenPolicy(tokens), pairs=5)
         if abs(times[1] / times[0] - 1) < 0.03:
@@ -353,23 +359,32 @@ def main() -> None:
     gym_best = max(result["cartpole_gym_sync_sps"], result["cartpole_gym_async_sps"])
     result["cartpole_best_vs_best_gym_loop"] = round(ours / gym_best, 3)
 
+    # the machine's speed drifts, and not alike for env code and torch: the
+    # policy is recalibrated before every repeat (both contenders of a repeat
+    # use the same one); the reported times are medians over the repeats
     iterations = busy_iterations(200e-6)
-    tokens, (env_seconds, full, half) = calibrate_tokens(iterations)
-    result["cpu200us_env_step_ms"] = round(env_seconds * 1e3, 3)
-    result["cpu200us_inference_ms"] = round(full * 1e3, 3)
-    result["cpu200us_inference_half_ms"] = round(half * 1e3, 3)
-    result["cpu200us_policy_tokens"] = tokens
+    policy_tokens = [8]
+    calibrations: list[tuple[float, float, float]] = []
+
+    def recalibrate() -> None:
+        tokens, times = calibrate_tokens(iterations, policy_tokens[-1])
+        policy_tokens.append(tokens)
+        calibrations.append(times)
 
     def make_agent() -> TokenAgent:
         torch.manual_seed(0)
-        return TokenAgent(TokenPolicy(tokens))
+        return TokenAgent(TokenPolicy(policy_tokens[-1]))
 
     cpu_T, cpu_batches = (8, 1) if args.quick else (64, 4)
     runs = contenders(
         CpuBoundEnv, {"iterations": iterations}, make_agent, cpu_T, 8, cpu_batches,
         serial=False,
     )  # fmt: skip
-    measure(runs, repeats, "cpu200us", result)
+    measure(runs, repeats, "cpu200us", result, before_repeat=recalibrate)
+    for j, name in enumerate(("env_step", "inference", "inference_half")):
+        median = statistics.median(times[j] for times in calibrations)
+        result[f"cpu200us_{name}_ms"] = round(median * 1e3, 3)
+    result["cpu200us_policy_tokens"] = statistics.median(policy_tokens[1:])
     result["alternating_vs_feedforward"] = round(
         result["cpu200us_alternating_process_sps"] / result["cpu200us_ff_process_sps"],
         3,
