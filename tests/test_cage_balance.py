@@ -7,7 +7,7 @@ from functools import partial
 
 import numpy as np
 import pytest
-from cage_helpers import allocate, fill_actions, slots
+from cage_helpers import allocate, run, slots
 from envs import CountingEnv
 from gymnasium.utils import EzPickle
 from hypothesis import given, settings
@@ -105,14 +105,8 @@ class ScriptedBalancer:
 
 
 def run_batch(cage, steps: int = T):
-    tree = allocate(cage, steps)
-    fill_actions(tree, cage.spaces.action, 0)
-    cage.reset(tree.observation[0])
-    trajs = []
-    for t in range(steps):
-        trajs += cage.step(tree.action[t], slots(tree, t))
-    arrays = {path: np.array(leaf.padded_ndarray()) for path, leaf in tree.items_flat()}
-    tree.close()
+    """:func:`cage_helpers.run`, with episodes as sortable tuples."""
+    arrays, trajs = run(cage, steps)
     return arrays, sorted((t.env_index, t.length, t.return_) for t in trajs)
 
 
