@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from parllel import fields
@@ -157,23 +157,29 @@ def build_alternating_cages(
 
 
 def build_sample_tree(
-    cage: Cage,
+    cage: Cage | Sequence[Cage],
     handler: Handler,
     batch_T: int,
     *,
     storage: str | None = None,
     **options: Any,
 ) -> ArrayDict:
-    """Allocate the sample tree for ``cage`` and ``handler`` (see
+    """Allocate the sample tree for ``cage`` (or several, e.g. the two of an
+    alternating sampler: their envs side by side) and ``handler`` (see
     :func:`parllel.samplers.build_sample_tree` for the layout and ``options``).
 
-    Storage defaults to shared memory for process cages, local otherwise.
+    Storage defaults to shared memory if any cage is a process cage, local
+    otherwise.
     """
+    cages = [cage] if isinstance(cage, Cage) else list(cage)
     if storage is None:
-        storage = "shared" if isinstance(cage, ProcessCage) else "local"
-    agent_example = handler.example_outputs(cage.example[fields.OBSERVATION])
+        process = any(isinstance(c, ProcessCage) for c in cages)
+        storage = "shared" if process else "local"
+    example = cages[0].example
+    agent_example = handler.example_outputs(example[fields.OBSERVATION])
+    n_envs = sum(c.n_envs for c in cages)
     return allocate_sample_tree(
-        cage.example, agent_example, batch_T, cage.n_envs, storage, **options
+        example, agent_example, batch_T, n_envs, storage, **options
     )
 
 

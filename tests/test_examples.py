@@ -63,3 +63,13 @@ def test_example_quick_run_and_resume(script, tmp_path):
     assert resumed_steps[-1] == RESUMED_STEPS
     assert all(step > QUICK_STEPS for step in resumed_steps[len(steps) :])
     assert (run_dir / "checkpoints" / f"checkpoint_{RESUMED_STEPS:012d}.pt").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("flag", ["--alternating", "--rebalance"])
+def test_ppo_example_sampler_layouts(flag, tmp_path):
+    done = _run("cartpole/train_ppo.py", tmp_path, flag)
+    assert "eval return" in done.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert _steps(run_dir / "logs" / "progress.csv")[-1] == QUICK_STEPS

@@ -3,6 +3,8 @@
     python examples/cartpole/train_ppo.py            # solves CartPole in ~1 min
     python examples/cartpole/train_ppo.py --quick    # a tiny smoke run
     python examples/cartpole/train_ppo.py --serial   # same batches, no processes
+    python examples/cartpole/train_ppo.py --alternating  # inference overlaps stepping
+    python examples/cartpole/train_ppo.py --rebalance    # envs follow the faster core
     python examples/cartpole/train_ppo.py --resume runs/cartpole-ppo-...
 
 Writes a run directory (config, metadata, progress.csv, TensorBoard logs,
@@ -19,6 +21,7 @@ import torch
 
 from parllel.patterns import (
     add_advantage_estimation,
+    build_alternating_cages,
     build_cages,
     build_eval_sampler,
     build_run_logger,
@@ -26,7 +29,7 @@ from parllel.patterns import (
     run_training,
 )
 from parllel.runners import OnPolicyRunner, RunDirectory, Seeds, seed_everything
-from parllel.samplers import FeedForwardSampler
+from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
 from parllel.torch.handler import TorchHandler
@@ -51,6 +54,8 @@ class Config:
     eval_interval_steps: int = 5_000
     eval_episodes: int = 10
     parallel: str = "process"  # "process", "serial" or "auto"
+    sampler: str = "feedforward"  # or "alternating": two halves, one worker each
+    rebalance: bool = False  # feed-forward process cages: move envs between processes
     run_root: str = "runs"
 
 
@@ -71,21 +76,35 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
 
     # environments (in worker processes) and the agent
-    cage = build_cages(
-        make_env, config.n_envs, parallel=config.parallel, seed=seeds.master
-    )
+    if config.sampler == "alternating":
+        cages = build_alternating_cages(make_env, config.n_envs, seed=seeds.master)
+    else:
+        process = {"rebalance": True} if config.rebalance else {}
+        cages = [
+            build_cages(
+                make_env,
+                config.n_envs,
+                parallel=config.parallel,
+                seed=seeds.master,
+                **process,
+            )
+        ]
+    spaces = cages[0].spaces
     model, distribution = build_actor_critic(
-        cage.spaces.observation, cage.spaces.action, hidden_sizes=config.hidden_sizes
+        spaces.observation, spaces.action, hidden_sizes=config.hidden_sizes
     )
     agent = ActorCriticAgent(model, distribution)
-    handler = TorchHandler(agent, n_envs=cage.n_envs)
+    handler = TorchHandler(agent, n_envs=config.n_envs)
 
     # the batch buffer [T, B] and what runs on it after each batch
-    sample_tree = build_sample_tree(cage, handler, config.batch_T)
+    sample_tree = build_sample_tree(cages, handler, config.batch_T)
     transform = Compose(
         add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda)
     )
-    sampler = FeedForwardSampler(cage, handler, sample_tree, transform=transform)
+    sampler_type = (
+        AlternatingSampler if config.sampler == "alternating" else FeedForwardSampler
+    )
+    sampler = sampler_type(cages, handler, sample_tree, transform=transform)
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
         TorchHandler(agent, n_envs=4),
@@ -125,11 +144,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         runner,
         run,
         resume=bool(resume),
-        close=(
-            cage,
-            eval_cage,
-            sample_tree,
-        ),
+        close=(*cages, eval_cage, sample_tree),
     )
 
 
@@ -138,6 +153,16 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     parser.add_argument(
         "--serial", action="store_true", help="step envs in this process"
+    )
+    parser.add_argument(
+        "--alternating",
+        action="store_true",
+        help="AlternatingSampler: two halves of the envs, inference overlaps stepping",
+    )
+    parser.add_argument(
+        "--rebalance",
+        action="store_true",
+        help="let process cages move envs towards the faster process",
     )
     parser.add_argument("--resume", help="run directory to resume from")
     parser.add_argument("--steps", type=int, help="override total_steps")
@@ -150,6 +175,10 @@ if __name__ == "__main__":
         )
     if args.serial:
         config = dataclasses.replace(config, parallel="serial")
+    if args.alternating:
+        config = dataclasses.replace(config, sampler="alternating")
+    if args.rebalance:
+        config = dataclasses.replace(config, rebalance=True)
     if args.steps:
         config = dataclasses.replace(config, total_steps=args.steps)
     if args.seed is not None:
