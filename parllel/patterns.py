@@ -112,8 +112,9 @@ def build_alternating_cages(
     core to the stepping one, and no blocking wake-up (50-75 µs here) is paid
     per half step. ``pin_main_process`` also restricts this process to the
     other CPUs, so the OS never runs inference on the workers' core (a process
-    setting: it stays after the cages close; measured in
-    ``benchmarks/sampler_throughput.py``). Default: share a core when there
+    setting: it stays after the cages close, and worker processes started
+    later with ``fork``/``spawn`` inherit it unless given ``worker_cpus``;
+    measured in ``benchmarks/sampler_throughput.py``). Default: share a core when there
     are 2 or 3 usable CPUs (with more, each worker gets its own core and the
     cage's default polling applies). Other keyword arguments go to both
     :class:`~parllel.cages.ProcessCage`s.
