@@ -214,3 +214,50 @@ def test_restart_after_moves_recreates_the_current_ranges():
         assert sorted(lost) == [0, 0, 1, 1, 2, 2, 3, 3]
         assert [w.env_slice for w in cage._resources.workers] == [(0, 3), (3, 4)]
         assert cage.get_attr("max_length") == [7] * 4
+
+
+class RandomBalancer:
+    """Proposes a random valid move at random steps (for the property test)."""
+
+    def __init__(self, seed: int, rate: float) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.rate = rate
+
+    def propose(self, seconds, counts):
+        if self.rng.random() > self.rate:
+            return None
+        p = int(self.rng.integers(len(counts) - 1))
+        giver, taker = (p, p + 1) if self.rng.random() < 0.5 else (p + 1, p)
+        if counts[giver] < 2:
+            return None
+        return giver, taker, int(self.rng.integers(1, counts[giver]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    layout=st.sampled_from(
+        [
+            {"main_process_envs": 2, "n_workers": 1},
+            {"envs_per_worker": 2},
+            {"main_process_envs": 1, "n_workers": 2},
+        ]
+    ),
+)
+def test_any_sequence_of_moves_gives_the_serial_batches(seed, layout):
+    factory = partial(CountingEnv, min_length=2, max_length=5, terminal=False)
+    with SerialCage(factory, 6, seed=seed) as cage:
+        reference = run_batch(cage, 16)
+    balancer = RandomBalancer(seed, rate=0.5)
+    with ProcessCage(
+        factory, 6, seed=seed, rebalance=balancer, start_method="fork", **layout
+    ) as cage:
+        result = run_batch(cage, 16)
+        ranges = [(0, cage.main_process_envs)] * bool(cage.main_process_envs) + [
+            w.env_slice for w in cage._resources.workers
+        ]
+        assert ranges[0][0] == 0 and ranges[-1][1] == 6
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(ranges, ranges[1:]))
+    for key in reference[0]:
+        np.testing.assert_array_equal(result[0][key], reference[0][key], err_msg=key)
+    assert result[1] == reference[1]
