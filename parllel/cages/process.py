@@ -149,8 +149,8 @@ class ProcessCage(Cage):
         on_worker_death: ``"raise"`` (:class:`~parllel.errors.WorkerDiedError`)
             or ``"restart"``: recreate the worker's envs, reset them, report
             their episodes as lost (``TrajInfo.lost``, truncated) and go on.
-        rebalance: move envs, one at a time, from a persistently slower
-            stepping process to its faster neighbour (True: a default
+        rebalance: move envs from a persistently slower stepping process to
+            its faster neighbour (docs/cages.md; True: a default
             :class:`~parllel.cages.LoadBalancer`; or any object with its
             ``propose`` method). Moved envs are pickled with their state, so
             they must pickle completely (CartPole-like Python envs do;
