@@ -1,4 +1,4 @@
-"""Ctrl-C and interpreter exit leave no worker process and no shared memory."""
+"""Ctrl-C, interpreter exit and a killed main process leave no worker and no shared memory."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("mode", ["sigint", "exit"])
+@pytest.mark.parametrize("mode", ["sigint", "exit", "sigterm", "sigkill"])
 def test_no_leftovers(mode, tmp_path):
     script = tmp_path / "run_cage.py"
     script.write_text(SCRIPT.format(tests=str(TESTS)))
@@ -61,12 +61,18 @@ def test_no_leftovers(mode, tmp_path):
     line = proc.stdout.readline()
     assert line.startswith("PIDS"), line
     pids = [int(p) for p in line.split()[1:]]
-    if mode == "sigint":
+    signals = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM}
+    signals["sigkill"] = signal.SIGKILL
+    if mode in signals:
         time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signals[mode])
     proc.wait(timeout=30)
+    # a killed main process cleans nothing up itself: its workers notice it is
+    # gone and exit, the resource tracker removes its segments
     deadline = time.monotonic() + 10
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while (
+        any(_alive(p) for p in pids) or list_segments(proc.pid)
+    ) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in pids if _alive(p)]
     assert list_segments(proc.pid) == []

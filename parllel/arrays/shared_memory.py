@@ -11,6 +11,10 @@ the parent closes.
 On Linux segments are files in ``/dev/shm`` mapped with :mod:`mmap`; the file
 name is removed at close, the memory itself is released when the last numpy
 view of it is garbage collected (unmapping under live views would crash).
+The owner also registers each segment with multiprocessing's resource
+tracker (a helper process that outlives it), so that a segment is removed
+even when the owner is killed (SIGTERM, SIGKILL) before it could close it;
+a clean close unregisters it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import secrets
 import tempfile
 import weakref
+from multiprocessing import resource_tracker
 
 _SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 NAME_PREFIX = "parllel_"
@@ -38,6 +43,11 @@ def segment_path(name: str) -> str:
     return os.path.join(_SHM_DIR, name)
 
 
+# The resource tracker removes POSIX shared memory by name ("/" + file name
+# in /dev/shm); elsewhere segments are plain files and are not tracked.
+_TRACKED = _SHM_DIR == "/dev/shm"
+
+
 def _unlink_if_owner(path: str, owner_pid: int) -> None:
     # Called by weakref.finalize (also at exit). A forked child inherits the
     # finalizer but is not the owner, so it must never unlink.
@@ -46,6 +56,8 @@ def _unlink_if_owner(path: str, owner_pid: int) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass
+        if _TRACKED:
+            resource_tracker.unregister("/" + os.path.basename(path), "shared_memory")
 
 
 class SharedSegment:
@@ -94,6 +106,8 @@ class SharedSegment:
             os.unlink(path)
             raise
         os.close(fd)
+        if _TRACKED:  # removed by the tracker if this process dies unclosed
+            resource_tracker.register("/" + name, "shared_memory")
         return cls(name, size, buffer, owner_pid=os.getpid(), owns=True)
 
     @classmethod
