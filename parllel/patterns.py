@@ -137,13 +137,13 @@ def build_alternating_cages(
             **process_kwargs,
         }
     half = n_envs // 2
-    common = dict(
-        seed=seed,
-        n_workers=1,
-        traj_info_type=traj_info_type,
-        traj_info_kwargs=traj_info_kwargs,
+    common = {
+        "seed": seed,
+        "n_workers": 1,
+        "traj_info_type": traj_info_type,
+        "traj_info_kwargs": traj_info_kwargs,
         **process_kwargs,
-    )
+    }
     first = ProcessCage(env_factory, half, env_kwargs, **common)
     try:
         second = ProcessCage(

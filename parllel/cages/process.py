@@ -386,7 +386,11 @@ class ProcessCage(Cage):
             if len(self._step_cache) >= STEP_CACHE_SIZE:
                 self._step_cache.clear()
             # plain views for the main process's share (it steps envs [0, n))
-            views = (as_views(action), as_views(out))
+            views = (
+                (as_views(action), as_views(out))
+                if self._resources.main_group is not None
+                else None
+            )
             entry = self._step_cache[key] = (action, out, layout_id, ids, views)
         else:
             messages = []
@@ -435,7 +439,7 @@ class ProcessCage(Cage):
         seconds = [
             main_seconds
             if worker is None
-            else float(worker.row.view(np.float64)[protocol.STEP_SECONDS])
+            else float(worker.row_floats[protocol.STEP_SECONDS])
             for worker, _, _ in stepping
         ]
         move = self._balancer.propose(seconds, [hi - lo for _, lo, hi in stepping])

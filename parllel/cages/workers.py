@@ -61,6 +61,7 @@ class WorkerHandle:
         self.env_slice = env_slice
         self.env_indices = env_indices
         self.row = control.to_ndarray()[index]
+        self.row_floats = self.row.view(np.float64)  # the row's float64 fields
         self.row[:] = 0
         self._wait_average = 0.0  # moving average of wait() durations, seconds
         self.command_ready = ctx.Semaphore(0)
