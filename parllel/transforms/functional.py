@@ -161,7 +161,11 @@ def discounted_return(
         bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
         check_shape("bootstrap_value", bootstrap_value, reward.shape[1:])
     else:
-        bootstrap_value = reward[0] if len(reward) else reward.reshape(reward.shape[1:])
+        # never read by the kernel: any [B, *F] array will do (an empty batch,
+        # T == 0, has no row to lend)
+        bootstrap_value = (
+            reward[0] if len(reward) else np.zeros(reward.shape[1:], reward.dtype)
+        )
     use_final = final_value is not None
     if use_final:
         final_value = check_float_array("final_value", final_value)
