@@ -110,3 +110,28 @@ class NoopEnv(gym.Env):
 
     def step(self, action):
         return self._observation, 0.0, False, False, {}
+
+
+class FloatImageEnv(gym.Env):
+    """64x64x3 float32 observations, Discrete(2) actions; stepping costs a copy only.
+
+    The largest float observations a sampler check has to read per step, with
+    nothing else to hide its cost behind.
+    """
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (64, 64, 3), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self._frame = np.zeros((64, 64, 3), np.float32)
+        self._t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        self._frame[:] = self.np_random.random()
+        return self._frame, {}
+
+    def step(self, action):
+        self._t += 1
+        self._frame[self._t % 64] = (self._t % 100) / 100.0
+        return self._frame, float(action), False, self._t >= 500, {}

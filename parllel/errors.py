@@ -130,3 +130,42 @@ class CheckpointMismatchError(CheckpointError, ValueError):
 
 class ReplayError(ParllelError, RuntimeError):
     """A replay buffer cannot do what was asked (e.g. sample before it holds enough)."""
+
+
+class NonFiniteError(ParllelError, FloatingPointError):
+    """A value that must be finite is NaN or infinite."""
+
+
+class NonFiniteSampleError(NonFiniteError):
+    """An env produced a NaN or infinite observation or reward (sampler check).
+
+    Attributes:
+        field: the sample-tree field (e.g. ``observation`` or ``reward``).
+        env_index: global index of the env.
+        step: the step of the batch that produced it (-1: a reset observation).
+    """
+
+    def __init__(self, message: str, field: str, env_index: int, step: int) -> None:
+        super().__init__(message)
+        self.field = field
+        self.env_index = env_index
+        self.step = step
+
+
+class NonFiniteLossError(NonFiniteError):
+    """An algorithm's loss or gradient norm is NaN or infinite.
+
+    Raised before the optimizer step, so the weights are those of the last
+    finite update (and no checkpoint of this update is written).
+
+    Attributes:
+        terms: names of the non-finite loss terms / gradient norms.
+    """
+
+    def __init__(self, message: str, terms: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.terms = terms
+
+
+class NonFiniteCheckpointError(NonFiniteError, CheckpointError):
+    """A checkpoint was refused: the state holds NaN or infinite tensors."""

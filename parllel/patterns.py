@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from numbers import Integral
 from typing import Any
 
 from parllel import fields
@@ -48,7 +49,7 @@ def build_cages(
     env_kwargs: dict[str, Any] | None = None,
     *,
     parallel: str = "auto",
-    seed: int | None = None,
+    seed: int | Sequence[int] | None = None,
     env_offset: int = 0,
     reset_mode: str = "auto",
     traj_info_type: Callable[..., TrajInfo] = TrajInfo,
@@ -63,6 +64,8 @@ def build_cages(
     :class:`~parllel.cages.ProcessCage` (layout from ``process_kwargs``, or
     suggested, falling back to one worker per core); ``"serial"`` a
     :class:`~parllel.cages.SerialCage`. Same seed, same results either way.
+    ``seed``: a master seed or one seed per env (``seeds.envs``; the same
+    seeds, see :mod:`parllel.seeding`).
     """
     if parallel not in PARALLEL_CHOICES:
         raise ConfigError(
@@ -96,7 +99,7 @@ def build_alternating_cages(
     n_envs: int,
     env_kwargs: dict[str, Any] | None = None,
     *,
-    seed: int | None = None,
+    seed: int | Sequence[int] | None = None,
     traj_info_type: Callable[..., TrajInfo] = TrajInfo,
     traj_info_kwargs: dict[str, Any] | None = None,
     share_core: bool | None = None,
@@ -116,7 +119,8 @@ def build_alternating_cages(
     later with ``fork``/``spawn`` inherit it unless given ``worker_cpus``;
     measured in ``benchmarks/sampler_throughput.py``). Default: share a core when there
     are 2 or 3 usable CPUs (with more, each worker gets its own core and the
-    cage's default polling applies). Other keyword arguments go to both
+    cage's default polling applies). ``seed``: a master seed or one seed per
+    env (split between the halves). Other keyword arguments go to both
     :class:`~parllel.cages.ProcessCage`s.
 
     Example:
@@ -137,17 +141,27 @@ def build_alternating_cages(
             **process_kwargs,
         }
     half = n_envs // 2
+    seeds: tuple[Any, Any] = (seed, seed)
+    if seed is not None and not isinstance(seed, Integral):
+        seed = list(seed)
+        if len(seed) != n_envs:
+            raise ConfigError(f"seed holds {len(seed)} per-env seeds for {n_envs} envs")
+        seeds = (seed[:half], seed[half:])
     common = {
-        "seed": seed,
         "n_workers": 1,
         "traj_info_type": traj_info_type,
         "traj_info_kwargs": traj_info_kwargs,
         **process_kwargs,
     }
-    first = ProcessCage(env_factory, half, env_kwargs, **common)
+    first = ProcessCage(env_factory, half, env_kwargs, seed=seeds[0], **common)
     try:
         second = ProcessCage(
-            env_factory, n_envs - half, env_kwargs, env_offset=half, **common
+            env_factory,
+            n_envs - half,
+            env_kwargs,
+            seed=seeds[1],
+            env_offset=half,
+            **common,
         )
     except BaseException:
         first.close()
@@ -269,11 +283,14 @@ def build_eval_sampler(
     n_episodes: int,
     env_kwargs: dict[str, Any] | None = None,
     *,
-    seed: int | None = None,
+    seed: int | Sequence[int] | None = None,
     observation_normalizer: Any = None,
     max_steps: int | None = None,
 ) -> tuple[EvalSampler, Cage]:
     """A serial eval cage plus an :class:`~parllel.samplers.EvalSampler` on it.
+
+    Give it ``seed=seeds.eval_envs`` (``Seeds.from_master(..., n_eval_envs=n_envs)``):
+    the evaluation envs' own stream, apart from the training envs'.
 
     ``handler`` must be built for ``n_envs`` envs (it may wrap the training
     agent: evaluation switches it to deterministic ``"eval"`` mode and back).

@@ -31,6 +31,15 @@ EXPECTED_KEYS = {
         "atari84_async_sps",
         "cartpole64_sync_sps",
     },
+    "finite_check.py": {
+        "cartpole64_on_vs_off",
+        "cartpole64_check_fraction",
+        "noop64_on_vs_off",
+        "noop64_check_fraction",
+        "image16_on_vs_off",
+        "image16_check_fraction",
+        "worst_check_fraction",
+    },
     "sampler_throughput.py": {
         "cartpole_ff_serial_sps",
         "cartpole_ff_process_sps",

@@ -86,7 +86,9 @@ class StopAtReturn(Callback):
 
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
-    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs)
+    seeds = Seeds.from_master(
+        config.seed, n_envs=config.n_envs, n_eval_envs=config.eval_episodes
+    )
     seed_everything(seeds)
     run = (
         RunDirectory.open(resume)
@@ -97,7 +99,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
 
     # environments (stepped in this process: CartPole is cheaper than a pipe)
-    cage = build_cages(make_env, config.n_envs, parallel="serial", seed=seeds.master)
+    cage = build_cages(make_env, config.n_envs, parallel="serial", seed=seeds.envs)
     agent = build_dqn_agent(
         cage.spaces.observation, cage.spaces.action, hidden_sizes=config.hidden_sizes
     )
@@ -118,7 +120,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         n_step=config.n_step,
         discount=config.gamma,
     )
-    rng = np.random.default_rng(seeds.master)
+    rng = np.random.default_rng(seeds.replay)
     callbacks: list[Callback] = [
         AttributeSchedule(
             agent,
@@ -149,7 +151,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         TorchHandler(agent, n_envs=config.eval_episodes),
         config.eval_episodes,
         config.eval_episodes,
-        seed=seeds.master + 1,
+        seed=seeds.eval_envs,
     )
 
     # the algorithm: double DQN, hard target updates

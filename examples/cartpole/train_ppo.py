@@ -65,7 +65,7 @@ def make_env() -> gym.Env:
 
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
-    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs)
+    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=4)
     seed_everything(seeds)
     run = (
         RunDirectory.open(resume)
@@ -77,7 +77,7 @@ def main(config: Config, resume: str | None = None) -> dict:
 
     # environments (in worker processes) and the agent
     if config.sampler == "alternating":
-        cages = build_alternating_cages(make_env, config.n_envs, seed=seeds.master)
+        cages = build_alternating_cages(make_env, config.n_envs, seed=seeds.envs)
     else:
         process = {"rebalance": True} if config.rebalance else {}
         cages = [
@@ -85,7 +85,7 @@ def main(config: Config, resume: str | None = None) -> dict:
                 make_env,
                 config.n_envs,
                 parallel=config.parallel,
-                seed=seeds.master,
+                seed=seeds.envs,
                 **process,
             )
         ]
@@ -110,7 +110,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         TorchHandler(agent, n_envs=4),
         4,
         config.eval_episodes,
-        seed=seeds.master + 1,
+        seed=seeds.eval_envs,
     )
 
     # the algorithm

@@ -67,7 +67,7 @@ def make_env() -> gym.Env:
 
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
-    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs)
+    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=5)
     seed_everything(seeds)
     run = (
         RunDirectory.open(resume)
@@ -79,7 +79,7 @@ def main(config: Config, resume: str | None = None) -> dict:
 
     # environments and a Gaussian actor-critic (state-independent log-std)
     cage = build_cages(
-        make_env, config.n_envs, parallel=config.parallel, seed=seeds.master
+        make_env, config.n_envs, parallel=config.parallel, seed=seeds.envs
     )
     model, distribution = build_actor_critic(
         cage.spaces.observation,
@@ -113,7 +113,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         TorchHandler(agent, n_envs=5),
         5,
         config.eval_episodes,
-        seed=seeds.master + 1,
+        seed=seeds.eval_envs,
         observation_normalizer=observation_normalizer,  # frozen while evaluating
     )
 

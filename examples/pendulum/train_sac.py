@@ -78,7 +78,7 @@ class StopAtReturn(Callback):
 
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
-    seeds = Seeds.from_master(config.seed, n_envs=1)
+    seeds = Seeds.from_master(config.seed, n_envs=1, n_eval_envs=config.eval_episodes)
     seed_everything(seeds)
     run = (
         RunDirectory.open(resume)
@@ -89,7 +89,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
 
     # one env in this process, the agent (squashed Gaussian actor, twin Q)
-    cage = build_cages(make_env, 1, parallel="serial", seed=seeds.master)
+    cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
     agent = build_sac_agent(
         cage.spaces.observation, cage.spaces.action, hidden_sizes=config.hidden_sizes
     )
@@ -107,7 +107,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     replay = UniformReplay(
         replay_tree,
         config.batch_size,
-        np.random.default_rng(seeds.master),
+        np.random.default_rng(seeds.replay),
         learning_starts=config.learning_starts,
         discount=config.gamma,
     )
@@ -117,7 +117,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         TorchHandler(agent, n_envs=config.eval_episodes),
         config.eval_episodes,
         config.eval_episodes,
-        seed=seeds.master + 1,
+        seed=seeds.eval_envs,
     )
 
     # the algorithm: one update per env step

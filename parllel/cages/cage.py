@@ -14,6 +14,7 @@ from parllel.cages.env_group import RESET_MODES
 from parllel.cages.spaces import ActionChecker, EnvSpaces
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError, ClosedCageError, ConfigError
+from parllel.seeding import resolve_env_seeds
 
 
 class CageState(enum.Enum):
@@ -66,7 +67,7 @@ class Cage(ABC):
         env_factory: Callable[..., Any],
         n_envs: int,
         env_kwargs: dict[str, Any] | None,
-        seed: int | None,
+        seed: int | Sequence[int] | None,
         env_offset: int,
         reset_mode: str,
         traj_info_type: Callable[..., TrajInfo],
@@ -84,6 +85,8 @@ class Cage(ABC):
         self.env_factory = env_factory
         self.seed = seed
         self.env_offset = int(env_offset)
+        # one seed per env of this cage, or None (parllel.seeding)
+        self.env_seeds = resolve_env_seeds(seed, self.env_indices)
         self.reset_mode = reset_mode
         self.traj_info_type = traj_info_type
         self.traj_info_kwargs = dict(traj_info_kwargs or {})

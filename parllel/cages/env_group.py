@@ -19,16 +19,11 @@ from parllel import fields
 from parllel.cages.spaces import EnvSpaces, action_reader, check_spaces_agree
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError, EnvError
+from parllel.seeding import action_space_seed, env_seed
+
+__all__ = ["RESET_MODES", "EnvGroup", "env_seed"]
 
 RESET_MODES = ("auto", "wait")
-
-
-def env_seed(seed: int | None, env_index: int) -> int | None:
-    """Seed of env ``env_index``, spawned deterministically from a master seed."""
-    if seed is None:
-        return None
-    sequence = np.random.SeedSequence(seed, spawn_key=(env_index,))
-    return int(sequence.generate_state(1, np.uint32)[0])
 
 
 def _env_error(env_index: int, what: str, exc: BaseException) -> EnvError:
@@ -45,9 +40,10 @@ class EnvGroup:
     Args:
         env_factory: callable returning a gymnasium env (called once per env).
         env_kwargs: keyword arguments for ``env_factory``.
-        env_indices: global indices of the envs (they pick the seeds).
-        seed: master seed; env ``i`` is seeded from ``SeedSequence(seed,
-            spawn_key=(i,))`` at its first reset. None: unseeded.
+        env_indices: global indices of the envs.
+        env_seeds: one seed per env (aligned with ``env_indices``), given to
+            its first ``reset(seed=...)``; its action space is seeded from it
+            too (:mod:`parllel.seeding`). None: unseeded.
         reset_mode: ``"auto"`` resets an env in the step that ended its
             episode (the next observation slot gets the reset observation);
             ``"wait"`` leaves it finished until :meth:`reset` is called.
@@ -60,7 +56,7 @@ class EnvGroup:
         env_factory: Callable[..., Any],
         env_kwargs: dict[str, Any],
         env_indices: Sequence[int],
-        seed: int | None,
+        env_seeds: Sequence[int] | None,
         reset_mode: str,
         traj_info_type: Callable[..., TrajInfo],
         traj_info_kwargs: dict[str, Any],
@@ -69,7 +65,10 @@ class EnvGroup:
         self.reset_mode = reset_mode
         self.traj_info_type = traj_info_type
         self.traj_info_kwargs = traj_info_kwargs
-        self.seed = seed
+        if env_seeds is not None and len(env_seeds) != len(self.env_indices):
+            raise ValueError(
+                f"{len(env_seeds)} env seeds for {len(self.env_indices)} envs"
+            )
         self.envs: list[Any] = []
         for index in self.env_indices:
             try:
@@ -87,17 +86,20 @@ class EnvGroup:
         self._read_actions = action_reader(self.spaces.action)
         # TrajInfo.step is inlined in step() unless a subclass overrides it
         self._plain_stats = getattr(traj_info_type, "step", None) is TrajInfo.step
-        self._needs_seed = [seed is not None] * len(self.envs)
+        # each env's seed, used at its first reset (moves with the env)
+        self._seeds: list[int | None] = (
+            [None] * len(self.envs) if env_seeds is None else list(env_seeds)
+        )
+        self._needs_seed = [env_seeds is not None] * len(self.envs)
         self._waiting = [True] * len(self.envs)  # not reset yet / finished (wait mode)
         self._trajs = [self._new_traj(i) for i in self.env_indices]
         n = len(self.envs)
         self._gamma = self._trajs[0].discount
         self._lengths, self._returns = [0] * n, [0.0] * n
         self._discounted, self._discounts = [0.0] * n, [1.0] * n
-        for env, index in zip(self.envs, self.env_indices):
-            action_seed = env_seed(seed, index)
-            if action_seed is not None:
-                env.action_space.seed(action_seed)
+        for env, seed in zip(self.envs, self._seeds):
+            if seed is not None:
+                env.action_space.seed(action_space_seed(seed))
 
     def __len__(self) -> int:
         return len(self.envs)
@@ -109,7 +111,7 @@ class EnvGroup:
         env = self.envs[i]
         if self._needs_seed[i]:
             self._needs_seed[i] = False
-            return env.reset(seed=env_seed(self.seed, self.env_indices[i]))
+            return env.reset(seed=self._seeds[i])
         return env.reset()
 
     # -- probing -------------------------------------------------------------
@@ -126,7 +128,7 @@ class EnvGroup:
             )
         except Exception as exc:
             raise _env_error(self.env_indices[0], "its probe step", exc) from exc
-        self._needs_seed[0] = self.seed is not None
+        self._needs_seed[0] = self._seeds[0] is not None
         self._waiting[0] = True
         return {
             fields.OBSERVATION: next_observation,
@@ -336,7 +338,7 @@ class EnvGroup:
     def _columns(self) -> tuple[list, ...]:
         # every per-env list, in one fixed order (give_env/take_env payloads)
         return (
-            self.envs, self._needs_seed, self._waiting, self._trajs,
+            self.envs, self._seeds, self._needs_seed, self._waiting, self._trajs,
             self._lengths, self._returns, self._discounted, self._discounts,
         )  # fmt: skip
 

@@ -28,6 +28,7 @@ from parllel.cages.workers import (
     raise_replies,
 )
 from parllel.errors import ConfigError, EnvError
+from parllel.seeding import restart_seed
 from parllel.tree import ArrayDict
 
 DEATH_POLICIES = ("raise", "restart")
@@ -183,7 +184,7 @@ class ProcessCage(Cage):
         envs_per_worker: int | None = None,
         n_workers: int | None = None,
         main_process_envs: int = 0,
-        seed: int | None = None,
+        seed: int | Sequence[int] | None = None,
         env_offset: int = 0,
         reset_mode: str = "auto",
         traj_info_type: Callable[..., TrajInfo] = TrajInfo,
@@ -257,16 +258,20 @@ class ProcessCage(Cage):
             raise
 
     # -- start-up ------------------------------------------------------------
-    def _group_kwargs(self, lo: int, hi: int, seed: int | None) -> dict[str, Any]:
+    def _group_kwargs(
+        self, lo: int, hi: int, env_seeds: Sequence[int] | None
+    ) -> dict[str, Any]:
         return {
             "env_indices": tuple(self.env_offset + i for i in range(lo, hi)),
-            "seed": seed,
+            "env_seeds": None if env_seeds is None else tuple(env_seeds[lo:hi]),
             "reset_mode": self.reset_mode,
             "traj_info_type": self.traj_info_type,
             "traj_info_kwargs": self.traj_info_kwargs,
         }
 
-    def _spawn(self, index: int, seed: int | None, want_example: bool) -> WorkerHandle:
+    def _spawn(
+        self, index: int, env_seeds: Sequence[int] | None, want_example: bool
+    ) -> WorkerHandle:
         lo, hi = self.env_slices[index]
         return WorkerHandle(
             self._ctx,
@@ -275,7 +280,7 @@ class ProcessCage(Cage):
             (lo, hi),
             tuple(self.env_offset + i for i in range(lo, hi)),
             self.factory_bytes,
-            self._group_kwargs(lo, hi, seed),
+            self._group_kwargs(lo, hi, env_seeds),
             self.worker_spin_seconds,
             want_example,
             self.worker_cpus,
@@ -292,14 +297,14 @@ class ProcessCage(Cage):
         main = self.main_process_envs
         for index in range(len(self.env_slices)):
             resources.workers.append(
-                self._spawn(index, self.seed, index == 0 and not main)
+                self._spawn(index, self.env_seeds, index == 0 and not main)
             )
         example = None
         if main:
             resources.main_group = EnvGroup(
                 self.env_factory,
                 self.env_kwargs,
-                **self._group_kwargs(0, main, self.seed),
+                **self._group_kwargs(0, main, self.env_seeds),
             )
             spaces = resources.main_group.spaces
             example = resources.main_group.example_step()
@@ -545,15 +550,15 @@ class ProcessCage(Cage):
             self.close()
             raise error
         self._restarts += 1
-        seed = (
-            None
-            if self.seed is None
-            else int(
-                np.random.SeedSequence([self.seed, self._restarts]).generate_state(1)[0]
+        seeds = self.env_seeds
+        if seeds is not None:  # fresh envs: new seeds, derived from the old ones
+            lo, hi = worker.env_slice
+            seeds = tuple(
+                restart_seed(s, self._restarts) if lo <= i < hi else s
+                for i, s in enumerate(seeds)
             )
-        )
         worker.stop()
-        new = self._spawn(worker.index, seed, want_example=False)
+        new = self._spawn(worker.index, seeds, want_example=False)
         self._resources.workers[worker.index] = new
         try:
             new.handshake(self.start_timeout)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from parllel.cages.cage import Cage
@@ -21,7 +21,11 @@ class SerialCage(Cage):
         env_factory: picklable callable returning a gymnasium env.
         n_envs: number of envs.
         env_kwargs: keyword arguments for ``env_factory``.
-        seed: master seed (env ``i`` gets ``SeedSequence(seed, spawn_key=(i,))``).
+        seed: None (unseeded), a master seed (env ``i``, by global index, gets
+            the seed ``Seeds.from_master(seed, ...).envs[i]``, see
+            :mod:`parllel.seeding`), or one seed per env of this cage (e.g.
+            ``seeds.envs`` or ``seeds.eval_envs``). Each env gets its seed at
+            its first reset.
         env_offset: global index of this cage's first env (seeds and TrajInfo
             indices), for setups with several cages.
         reset_mode: ``"auto"`` or ``"wait"`` (see :class:`~parllel.cages.EnvGroup`).
@@ -40,7 +44,7 @@ class SerialCage(Cage):
         n_envs: int = 1,
         env_kwargs: dict[str, Any] | None = None,
         *,
-        seed: int | None = None,
+        seed: int | Sequence[int] | None = None,
         env_offset: int = 0,
         reset_mode: str = "auto",
         traj_info_type: Callable[..., TrajInfo] = TrajInfo,
@@ -60,7 +64,7 @@ class SerialCage(Cage):
             env_factory,
             self.env_kwargs,
             self.env_indices,
-            seed,
+            self.env_seeds,
             reset_mode,
             traj_info_type,
             self.traj_info_kwargs,

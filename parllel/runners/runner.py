@@ -21,6 +21,7 @@ from parllel.runners.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
+from parllel.runners.finite import refuse_nonfinite_state
 
 
 class Stateful(Protocol):
@@ -280,12 +281,20 @@ class Runner:
         }
 
     def save(self) -> Path:
-        """Write a checkpoint now (atomically); return its path."""
+        """Write a checkpoint now (atomically); return its path.
+
+        Raises:
+            NonFiniteCheckpointError: a tensor of a checkpoint object holds
+                NaN or inf; nothing is written.
+        """
         if self.checkpoint_dir is None:
             raise ConfigError("no checkpoint_dir was given to the runner")
+        state = self.state_dict()
+        # NaN/inf weights never replace the last good checkpoint
+        refuse_nonfinite_state(state["objects"], self.checkpoint_dir, self.env_steps)
         return save_checkpoint(
             self.checkpoint_dir,
-            self.state_dict(),
+            state,
             step=self.env_steps,
             keep_last=self.keep_checkpoints,
         )

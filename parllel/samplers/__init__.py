@@ -6,6 +6,7 @@
 - :class:`AlternatingSampler`: two halves of the envs; inference for one
   overlaps stepping of the other.
 - :class:`EvalSampler`: deterministic evaluation episodes.
+- :class:`FiniteCheck`: the training samplers' NaN/inf check of each batch.
 
 No torch is imported here.
 """
@@ -14,6 +15,7 @@ from parllel.samplers.alternating import AlternatingSampler
 from parllel.samplers.build import build_sample_tree
 from parllel.samplers.evaluation import EvalSampler
 from parllel.samplers.feedforward import FeedForwardSampler
+from parllel.samplers.finite import FiniteCheck
 from parllel.samplers.recurrent import RecurrentSampler
 from parllel.samplers.steps import GroupViews
 
@@ -21,6 +23,7 @@ __all__ = [
     "AlternatingSampler",
     "EvalSampler",
     "FeedForwardSampler",
+    "FiniteCheck",
     "GroupViews",
     "RecurrentSampler",
     "build_sample_tree",

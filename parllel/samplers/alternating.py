@@ -52,7 +52,11 @@ class AlternatingSampler(BatchSampler):
         transform: batch transform run after every batch.
         observation_normalizer: optional ``NormalizeObservations``.
         decorrelation_steps: random steps before the first batch.
-        seed: seed of the decorrelation's random actions.
+        seed: seed of the decorrelation's random actions (e.g.
+            ``seeds.decorrelation``).
+        check_finite: check every finished batch for NaN/inf observations
+            and rewards (:class:`~parllel.errors.NonFiniteSampleError` names
+            the env and step); False turns the check off.
 
     Example:
         >>> halves = [ProcessCage(make_env, 4, n_workers=1, seed=0),
@@ -70,6 +74,7 @@ class AlternatingSampler(BatchSampler):
         observation_normalizer: Any = None,
         decorrelation_steps: int = 0,
         seed: int | None = None,
+        check_finite: bool = True,
     ) -> None:
         if len(as_cages(cages)) != 2:
             raise ConfigError(
@@ -91,6 +96,7 @@ class AlternatingSampler(BatchSampler):
             observation_normalizer,
             decorrelation_steps,
             seed,
+            check_finite,
         )
 
     def _finish(self, group: GroupViews, t: int) -> None:
@@ -117,6 +123,7 @@ class AlternatingSampler(BatchSampler):
                 cage_a.step_async(a.action[t + 1], a.step_slots[t + 1])
             completed += cage_b.await_step()
             self._finish(b, t)
+        self._check_batch()
         bootstrap_values(handler, tree)
         if not handler.recurrent:
             final_values_batched(handler, tree)

@@ -8,6 +8,7 @@ from typing import Any
 from parllel import fields
 from parllel.agents import Handler
 from parllel.cages import Cage
+from parllel.samplers.finite import FiniteCheck
 from parllel.samplers.steps import (
     GroupViews,
     as_cages,
@@ -28,6 +29,8 @@ class BatchSampler:
 
     Attributes:
         cages, handler, sample_tree, transform, observation_normalizer: as given.
+        finite_check: the :class:`~parllel.samplers.finite.FiniteCheck` run on
+            every finished batch, or None (``check_finite=False``).
         views: one :class:`~parllel.samplers.steps.GroupViews` per cage.
         all_envs: GroupViews over every column.
         batch_T: time steps per batch.
@@ -42,6 +45,7 @@ class BatchSampler:
         observation_normalizer: Any,
         decorrelation_steps: int,
         seed: int | None,
+        check_finite: bool = True,
     ) -> None:
         self.cages = as_cages(cages)
         self.handler = handler
@@ -55,6 +59,9 @@ class BatchSampler:
         self.batch_T = self.all_envs.T
         self._sliding = sliding_window(sample_tree)
         self._needs_reset = True
+        self.finite_check = (
+            FiniteCheck(sample_tree, self.cages) if check_finite else None
+        )
 
     def reset(self) -> None:
         """Reset every env and the agent's state (and decorrelate); the next
@@ -77,3 +84,8 @@ class BatchSampler:
         if self._sliding:  # full-size tree: the window moved, so did its views
             self.views = group_views(self.sample_tree, self.cages, self.handler)
             self.all_envs = GroupViews(self.sample_tree, 0, self.all_envs.n_envs)
+
+    def _check_batch(self) -> None:
+        """After the batch's last step: raise on NaN/inf observations or rewards."""
+        if self.finite_check is not None:
+            self.finite_check(self.sample_tree)

@@ -41,7 +41,11 @@ class FeedForwardSampler(BatchSampler):
             fresh observation (so the agent acts on normalized observations).
         decorrelation_steps: random steps before the first batch, so that
             envs are out of phase.
-        seed: seed of the decorrelation's random actions.
+        seed: seed of the decorrelation's random actions (e.g.
+            ``seeds.decorrelation``).
+        check_finite: check every finished batch for NaN/inf observations
+            and rewards (:class:`~parllel.errors.NonFiniteSampleError` names
+            the env and step); False turns the check off.
 
     Example:
         >>> sampler = FeedForwardSampler(cage, handler, sample_tree, transform=gae)
@@ -59,6 +63,7 @@ class FeedForwardSampler(BatchSampler):
         observation_normalizer: Any = None,
         decorrelation_steps: int = 0,
         seed: int | None = None,
+        check_finite: bool = True,
     ) -> None:
         if handler.recurrent:
             raise ConfigError(
@@ -79,6 +84,7 @@ class FeedForwardSampler(BatchSampler):
             observation_normalizer,
             decorrelation_steps,
             seed,
+            check_finite,
         )
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
@@ -94,6 +100,7 @@ class FeedForwardSampler(BatchSampler):
             for cage in self.cages:
                 completed += cage.await_step()
             finish_step(everyone, t, self.observation_normalizer)
+        self._check_batch()
         bootstrap_values(handler, tree)
         final_values_batched(handler, tree)
         if self.transform is not None:

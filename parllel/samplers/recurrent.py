@@ -49,7 +49,11 @@ class RecurrentSampler(BatchSampler):
         observation_normalizer: optional ``NormalizeObservations`` applied to
             each fresh observation.
         decorrelation_steps: random steps before the first batch.
-        seed: seed of the decorrelation's random actions.
+        seed: seed of the decorrelation's random actions (e.g.
+            ``seeds.decorrelation``).
+        check_finite: check every finished batch for NaN/inf observations
+            and rewards (:class:`~parllel.errors.NonFiniteSampleError` names
+            the env and step); False turns the check off.
 
     Example:
         >>> tree = build_sample_tree(cage.example, example, 64, 8, recurrent=True)
@@ -68,6 +72,7 @@ class RecurrentSampler(BatchSampler):
         observation_normalizer: Any = None,
         decorrelation_steps: int = 0,
         seed: int | None = None,
+        check_finite: bool = True,
     ) -> None:
         self.wait_reset = bool(wait_reset)
         mode = "wait" if self.wait_reset else "auto"
@@ -94,6 +99,7 @@ class RecurrentSampler(BatchSampler):
             observation_normalizer,
             decorrelation_steps,
             seed,
+            check_finite,
         )
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
@@ -122,6 +128,7 @@ class RecurrentSampler(BatchSampler):
                     handler.reset(ended)
         if self.wait_reset and finished.any():
             self._reset_finished(finished)
+        self._check_batch()
         bootstrap_values(handler, tree)
         if self.transform is not None:
             self.transform(tree)

@@ -13,6 +13,7 @@ from parllel.transforms.advantage import EstimateAdvantage, NormalizeAdvantage
 from parllel.transforms.base import Compose, Transform
 from parllel.transforms.functional import (
     discounted_return,
+    first_nonfinite,
     generalized_advantage_estimation,
     normalize_advantage,
     valid_mask,
@@ -33,6 +34,7 @@ __all__ = [
     "RunningMeanStd",
     "Transform",
     "discounted_return",
+    "first_nonfinite",
     "generalized_advantage_estimation",
     "normalize_advantage",
     "valid_mask",

@@ -21,6 +21,7 @@ from parllel.transforms._checks import (
     check_unit_interval,
     flag_columns,
 )
+from parllel.transforms.kernels.finite import first_nonfinite_kernel
 from parllel.transforms.kernels.gae import discounted_return_kernel, gae_kernel
 from parllel.transforms.kernels.normalization import normalize_advantage_kernel
 from parllel.transforms.kernels.valid import valid_mask_kernel
@@ -161,7 +162,11 @@ def discounted_return(
         bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
         check_shape("bootstrap_value", bootstrap_value, reward.shape[1:])
     else:
-        bootstrap_value = reward[0] if len(reward) else reward.reshape(reward.shape[1:])
+        # never read by the kernel: any [B, *F] array will do (an empty batch,
+        # T == 0, has no row to lend)
+        bootstrap_value = (
+            reward[0] if len(reward) else np.zeros(reward.shape[1:], reward.dtype)
+        )
     use_final = final_value is not None
     if use_final:
         final_value = check_float_array("final_value", final_value)
@@ -254,3 +259,38 @@ def valid_mask(
     check_output("valid", valid_out, terminated.shape, float_dtype=False)
     valid_mask_kernel(terminated, truncated, valid_out)
     return valid_out
+
+
+def first_nonfinite(array: np.ndarray) -> tuple[int, int, tuple[int, ...]] | None:
+    """Where the first NaN or infinity of a ``[T, B, *F]`` array is, if anywhere.
+
+    float32 and float64 arrays are scanned by a numba kernel (one vectorized
+    pass when every value is finite); other float dtypes with numpy; integer
+    and bool arrays cannot hold non-finite values and are not read.
+
+    Args:
+        array: ``[T, B]`` or ``[T, B, *F]`` data (any strides).
+
+    Returns:
+        ``(t, b, feature_index)`` of the first non-finite value in
+        ``[t, b]``-major order, or None if every value is finite.
+
+    Example:
+        >>> first_nonfinite(np.array([[0.0, 1.0], [np.nan, 2.0]]))
+        (1, 0, ())
+    """
+    array = np.asarray(array)
+    batch_shape, feature_shape = batch_and_feature_shape("array", array)
+    if array.dtype.kind != "f" or array.size == 0:
+        return None
+    if array.dtype in (np.float32, np.float64):
+        columns = array.reshape(batch_shape + (-1,))  # a view unless strided oddly
+        t, b, n = first_nonfinite_kernel(columns, array.dtype.type(0))
+        if t < 0:
+            return None
+    else:  # e.g. float16: numba has no kernel for it
+        bad = np.argwhere(~np.isfinite(array.reshape(batch_shape + (-1,))))
+        if not len(bad):
+            return None
+        t, b, n = (int(i) for i in bad[0])
+    return int(t), int(b), tuple(int(i) for i in np.unravel_index(n, feature_shape))

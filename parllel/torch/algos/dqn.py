@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from parllel.errors import ConfigError
+from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.off_policy import (
     Replay,
     UpdateCount,
@@ -175,6 +176,7 @@ class DQN:
             self.q_network.parameters(),
             self.max_grad_norm if self.max_grad_norm is not None else math.inf,
         )
+        check_finite_update("DQN", self.updates_done, loss=loss, grad_norm=grad_norm)
         self.optimizer.step()
         self.updates_done += 1
         if self.tau is not None:

@@ -11,6 +11,7 @@ import torch
 from parllel.errors import ConfigError
 from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
+from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.schedules import Schedule
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
 
@@ -289,9 +290,11 @@ class PPO:
                     break
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norms.append(
-                    torch.nn.utils.clip_grad_norm_(self.parameters, max_norm)
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, max_norm)
+                check_finite_update(
+                    "PPO", self.updates_done, loss=loss, grad_norm=grad_norm
                 )
+                grad_norms.append(grad_norm)
                 self.optimizer.step()
                 steps += 1
             if early_stopped:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from parllel.errors import ConfigError
+from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.off_policy import (
     Replay,
     TargetAverager,
@@ -222,14 +223,18 @@ class SAC:
         for optimizer in self._optimizers:
             optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        metrics = {}
+        norms = {}
         if self.max_grad_norm is not None:
             for name, params in (
                 ("critic_grad_norm", self._critic_params),
                 ("actor_grad_norm", self._actor_params),
             ):
-                norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
-                metrics[name] = float(norm)
+                norms[name] = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+        losses = dict(q1_loss=q1_loss, q2_loss=q2_loss, pi_loss=pi_loss)
+        if self.alpha_optimizer is not None:
+            losses["alpha_loss"] = alpha_loss
+        check_finite_update("SAC", self.updates_done, **losses, **norms)
+        metrics = {name: float(norm) for name, norm in norms.items()}
         for optimizer in self._optimizers:
             optimizer.step()
         self._average_target(self.tau)

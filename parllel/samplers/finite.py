@@ -1,0 +1,103 @@
+"""The samplers' check of a finished batch for NaN and infinite values.
+
+A NaN observation or reward trains silently into NaN weights; this check
+stops at the batch that first holds one, naming the env and the step. It reads
+every float observation leaf (rows ``0..T``: the batch's first observation,
+then one per step) and the rewards with one vectorized numba pass each
+(:func:`~parllel.transforms.first_nonfinite`); integer observations (e.g.
+uint8 images) cannot hold NaN and are skipped. Samplers run it before
+computing bootstrap values and transforms (``check_finite=True``, the
+default); ``check_finite=False`` turns it off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from parllel import fields
+from parllel.arrays import Array
+from parllel.cages import Cage
+from parllel.errors import NonFiniteSampleError
+from parllel.transforms import first_nonfinite
+from parllel.tree import ArrayDict, tree_items
+
+
+def _float_leaves(tree: Any, prefix: str) -> list[tuple[str, Any]]:
+    return [
+        (f"{prefix}.{path}" if path else prefix, leaf)
+        for path, leaf in tree_items(tree)
+        if np.dtype(leaf.dtype).kind == "f"
+    ]
+
+
+class FiniteCheck:
+    """Raises :class:`~parllel.errors.NonFiniteSampleError` for a NaN/inf
+    observation or reward in a finished batch.
+
+    Args:
+        sample_tree: the sampler's tree (its float ``observation`` leaves and
+            ``reward`` are checked).
+        cages: the sampler's cages, in column order (to name the env).
+
+    Example:
+        >>> check = FiniteCheck(sample_tree, cages)
+        >>> check(sample_tree)   # after the batch's last step
+    """
+
+    def __init__(self, sample_tree: ArrayDict, cages: Sequence[Cage]) -> None:
+        self.observations = _float_leaves(
+            sample_tree[fields.OBSERVATION], fields.OBSERVATION
+        )
+        self.reward = (fields.REWARD, sample_tree[fields.REWARD])
+        self.env_indices = [index for cage in cages for index in cage.env_indices]
+
+    def __call__(self, sample_tree: ArrayDict) -> None:
+        """Check the current batch window of ``sample_tree``'s leaves."""
+        T = sample_tree[fields.REWARD].shape[0]
+        for path, leaf in self.observations:
+            if isinstance(leaf, Array) and leaf.padding >= 1:
+                rows = leaf.padded[0 : T + 1]  # with the next batch's first obs
+            else:
+                rows = np.asarray(leaf)
+            found = first_nonfinite(rows)
+            if found is not None:
+                self._raise(path, rows, found, observation=True)
+        path, leaf = self.reward
+        rewards = np.asarray(leaf)
+        found = first_nonfinite(rewards)
+        if found is not None:
+            self._raise(path, rewards, found, observation=False)
+
+    def _raise(
+        self,
+        path: str,
+        data: np.ndarray,
+        found: tuple[int, int, tuple[int, ...]],
+        observation: bool,
+    ) -> None:
+        t, b, feature = found
+        value = data[(t, b) + feature]
+        env_index = self.env_indices[b] if b < len(self.env_indices) else b
+        where = f"{path}[{t}, {b}{''.join(f', {i}' for i in feature)}]"
+        if not observation:
+            what = f"reward {value} in step {t} of the batch"
+            step = t
+        elif t == 0:
+            what = (
+                f"observation value {value} at the start of the batch (a reset "
+                "or decorrelation step)"
+            )
+            step = -1
+        else:
+            what = f"observation value {value} in step {t - 1} of the batch"
+            step = t - 1
+        raise NonFiniteSampleError(
+            f"env {env_index} returned a non-finite {what} ({where}); fix the env "
+            "(or pass check_finite=False to the sampler to let it through)",
+            field=path,
+            env_index=env_index,
+            step=step,
+        )

@@ -1,0 +1,233 @@
+"""One seed scheme: every random stream of a run from one master seed.
+
+The master seed feeds numpy's :class:`~numpy.random.SeedSequence`; each
+consumer gets the child with its own spawn key, and no two consumers share a
+key (:class:`Stream`):
+
+==================  ===================  ==========================================
+stream              spawn key            consumer
+==================  ===================  ==========================================
+python              ``(0,)``             python ``random``
+numpy               ``(1,)``             numpy's global RNG, :meth:`Seeds.numpy_generator`
+torch               ``(2,)``             ``torch.manual_seed``
+envs                ``(3, i)``           training env ``i``'s first ``reset(seed=...)``
+eval envs           ``(4, i)``           evaluation env ``i``
+decorrelation       ``(5,)``             a sampler's random decorrelation actions
+replay              ``(6,)``             a replay buffer's sampling generator
+==================  ===================  ==========================================
+
+An env's own seed in turn seeds its action space (key ``(7,)`` under the env's
+seed) and, should its worker process die and be restarted, its fresh envs
+(key ``(8, restart)``). Children are statistically independent, and env
+``i``'s seed depends only on the master seed and ``i``: adding envs does not
+change the seeds of the existing ones. :class:`Seeds` holds them all as plain
+ints (what a run records in ``metadata.json``), and the cages compute the very
+same env seeds from a master seed: ``SerialCage(make_env, 8, seed=master)``
+and ``SerialCage(make_env, 8, seed=Seeds.from_master(master, 8).envs)`` are
+the same cage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from parllel.errors import ConfigError
+
+
+class Stream(enum.IntEnum):
+    """First spawn-key element of each stream; never reorder (seeds would change)."""
+
+    PYTHON = 0
+    NUMPY = 1
+    TORCH = 2
+    ENVS = 3
+    EVAL_ENVS = 4
+    DECORRELATION = 5
+    REPLAY = 6
+    ACTION_SPACE = 7  # under an env's own seed, not under the master seed
+    RESTART = 8  # under an env's own seed: (8, restart number)
+
+
+def derive_seed(entropy: int, *spawn_key: int) -> int:
+    """The 32-bit seed of ``SeedSequence(entropy, spawn_key=spawn_key)``.
+
+    Example:
+        >>> derive_seed(1234, Stream.ENVS, 0) == Seeds.from_master(1234, 1).envs[0]
+        True
+    """
+    sequence = np.random.SeedSequence(int(entropy), spawn_key=tuple(spawn_key))
+    return int(sequence.generate_state(1, dtype=np.uint32)[0])
+
+
+def check_seed(name: str, seed: Any) -> int:
+    """Return ``seed`` as a non-negative int, or raise ConfigError naming it."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ConfigError(f"{name} must be a non-negative int, got {seed!r}")
+    if seed < 0:
+        raise ConfigError(f"{name} must be >= 0, got {seed}")
+    return int(seed)
+
+
+def env_seed(master: int | None, env_index: int) -> int | None:
+    """Seed of training env ``env_index`` under ``master`` (None: unseeded).
+
+    Equals ``Seeds.from_master(master, n_envs).envs[env_index]``.
+    """
+    if master is None:
+        return None
+    return derive_seed(master, Stream.ENVS, env_index)
+
+
+def action_space_seed(seed: int) -> int:
+    """Seed of an env's action space, derived from the env's own seed."""
+    return derive_seed(seed, Stream.ACTION_SPACE)
+
+
+def restart_seed(seed: int, restart: int) -> int:
+    """Seed of an env recreated after its worker died (``restart`` >= 1)."""
+    return derive_seed(seed, Stream.RESTART, restart)
+
+
+def resolve_env_seeds(
+    seed: int | Sequence[int] | None, env_indices: Sequence[int]
+) -> tuple[int, ...] | None:
+    """Per-env seeds of a cage from its ``seed`` argument.
+
+    Args:
+        seed: None (unseeded), a master seed (env ``i`` gets
+            :func:`env_seed`\\ ``(seed, i)``, i.e. ``Seeds.envs[i]``), or one
+            seed per env of the cage, in order (e.g. ``seeds.eval_envs``).
+        env_indices: global indices of the cage's envs.
+
+    Returns:
+        One seed per env, or None.
+
+    Raises:
+        ConfigError: for a negative or non-integer seed, or a sequence whose
+            length is not the number of envs.
+    """
+    if seed is None:
+        return None
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        master = check_seed("seed", seed)
+        return tuple(derive_seed(master, Stream.ENVS, i) for i in env_indices)
+    if isinstance(seed, (str, bytes)) or not isinstance(seed, Sequence):
+        raise ConfigError(
+            "seed must be None, a master seed (int) or one seed per env "
+            f"(e.g. seeds.envs), got {seed!r}"
+        )
+    if len(seed) != len(env_indices):
+        raise ConfigError(
+            f"seed holds {len(seed)} per-env seeds but the cage has "
+            f"{len(env_indices)} envs; pass one seed per env (e.g. "
+            "Seeds.from_master(master, n_envs=..., n_eval_envs=...).eval_envs)"
+        )
+    return tuple(check_seed(f"seed[{i}]", s) for i, s in enumerate(seed))
+
+
+@dataclasses.dataclass(frozen=True)
+class Seeds:
+    """Seeds for every random consumer in a run, derived from one master seed.
+
+    Example:
+        >>> seeds = Seeds.from_master(1234, n_envs=8, n_eval_envs=2)
+        >>> rng = seed_everything(seeds)  # python, numpy, torch seeded
+        >>> cage = build_cages(make_env, 8, seed=seeds.envs)  # or seed=seeds.master
+        >>> eval_cage = SerialCage(make_env, 2, seed=seeds.eval_envs)
+
+    Attributes:
+        master: the master seed everything else derives from.
+        python: seed for the ``random`` module.
+        numpy: seed for numpy's global RNG and :meth:`numpy_generator`.
+        torch: seed for ``torch.manual_seed``.
+        decorrelation: seed for a sampler's decorrelation actions
+            (``FeedForwardSampler(..., seed=seeds.decorrelation)``).
+        replay: seed for a replay buffer's generator
+            (``np.random.default_rng(seeds.replay)``).
+        envs: one seed per training env (what cages given ``seeds.master``
+            use).
+        eval_envs: one seed per evaluation env.
+    """
+
+    master: int
+    python: int
+    numpy: int
+    torch: int
+    decorrelation: int
+    replay: int
+    envs: tuple[int, ...] = ()
+    eval_envs: tuple[int, ...] = ()
+
+    @classmethod
+    def from_master(
+        cls, master: int | None = None, n_envs: int = 0, n_eval_envs: int = 0
+    ) -> Seeds:
+        """Derive all seeds from ``master``.
+
+        Args:
+            master: a non-negative int; if None, fresh entropy is drawn from
+                the OS (and recorded as ``master``, so the run can be repeated).
+            n_envs: number of training env seeds.
+            n_eval_envs: number of evaluation env seeds.
+
+        Returns:
+            The seeds.
+
+        Raises:
+            ConfigError: for a negative or non-integer master seed or counts.
+        """
+        if master is None:
+            master = int(np.random.SeedSequence().entropy)
+        master = check_seed("master seed", master)
+        if n_envs < 0 or n_eval_envs < 0:
+            raise ConfigError(
+                f"counts must be >= 0, got n_envs={n_envs}, n_eval_envs={n_eval_envs}"
+            )
+        return cls(
+            master=master,
+            python=derive_seed(master, Stream.PYTHON),
+            numpy=derive_seed(master, Stream.NUMPY),
+            torch=derive_seed(master, Stream.TORCH),
+            decorrelation=derive_seed(master, Stream.DECORRELATION),
+            replay=derive_seed(master, Stream.REPLAY),
+            envs=tuple(derive_seed(master, Stream.ENVS, i) for i in range(n_envs)),
+            eval_envs=tuple(
+                derive_seed(master, Stream.EVAL_ENVS, i) for i in range(n_eval_envs)
+            ),
+        )
+
+    def numpy_generator(self) -> np.random.Generator:
+        """A fresh ``np.random.Generator`` seeded from :attr:`numpy`."""
+        return np.random.default_rng(self.numpy)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (tuples become lists), as stored in metadata."""
+        data = dataclasses.asdict(self)
+        data["envs"] = list(self.envs)
+        data["eval_envs"] = list(self.eval_envs)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Seeds:
+        """Inverse of :meth:`to_dict` (streams a record lacks are derived)."""
+        master = int(data["master"])
+
+        def stream(name: str, key: Stream) -> int:
+            value = data.get(name)
+            return int(value) if value is not None else derive_seed(master, key)
+
+        return cls(
+            master=master,
+            python=stream("python", Stream.PYTHON),
+            numpy=stream("numpy", Stream.NUMPY),
+            torch=stream("torch", Stream.TORCH),
+            decorrelation=stream("decorrelation", Stream.DECORRELATION),
+            replay=stream("replay", Stream.REPLAY),
+            envs=tuple(int(s) for s in data.get("envs", ())),
+            eval_envs=tuple(int(s) for s in data.get("eval_envs", ())),
+        )
