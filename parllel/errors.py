@@ -130,3 +130,7 @@ class CheckpointMismatchError(CheckpointError, ValueError):
 
 class ReplayError(ParllelError, RuntimeError):
     """A replay buffer cannot do what was asked (e.g. sample before it holds enough)."""
+
+
+class ReplayCapacityWarning(ParllelError, RuntimeWarning):
+    """A replay dropped stored steps early: its final-observation table was full."""
