@@ -131,6 +131,7 @@ class PrioritizedReplay:
             positions = rows[:, None] * storage.num_envs + np.arange(storage.num_envs)
             self.priorities.set(positions.ravel(), np.zeros(positions.size))
         new = storage.new_window_positions()
+        new = new[storage.is_stored(new)]  # full_size == T: row 0 is not kept
         self.priorities.set(new, np.full(new.size, self.max_priority))
         return added
 
