@@ -6,7 +6,7 @@ sampler writes a batch's final observations into a small ``[T, B]`` slot;
 when the batch is recorded, the replay copies the few that belong to ended
 episodes into a :class:`FinalObservations` table: a fixed-capacity ring of
 entries, found by ``(row, env)`` through an ``int32`` index of the stored
-rows (4 bytes per stored step).
+rows (4 bytes per stored step, plus 4 per entry).
 """
 
 from __future__ import annotations
@@ -82,6 +82,11 @@ def final_capacity(
     return min(int(requested), stored_steps)
 
 
+def _index_type(count: int) -> type:
+    """The smallest of int32 / int64 that indexes ``count`` items."""
+    return np.int32 if count < 2**31 else np.int64
+
+
 class FinalObservations:
     """A fixed-capacity ring of final observations, found by ``(row, env)``.
 
@@ -112,23 +117,25 @@ class FinalObservations:
             ),
         )
         self._leaves = [leaf for _, leaf in tree_items(self.observations)]
-        index_type = np.int32 if self.capacity < 2**31 else np.int64
+        self.num_envs = int(num_envs)
         # slot_of[row, env]: entry of that step's final observation (-1: none)
-        self.slot_of = np.full((full_size, num_envs), -1, index_type)
-        self.row_of = np.full(self.capacity, -1, np.int64)  # per entry, -1: unused
-        self.env_of = np.zeros(self.capacity, np.int64)
+        self.slot_of = np.full((full_size, num_envs), -1, _index_type(self.capacity))
+        # position_of[entry]: its step's position row * B + env (-1: unused)
+        self.position_of = np.full(
+            self.capacity, -1, _index_type(full_size * self.num_envs)
+        )
         self.head = 0  # next entry to write (the oldest one once the ring is full)
 
     @property
     def nbytes(self) -> int:
         """Bytes held: the entries and the index."""
-        arrays = [*self._leaves, self.slot_of, self.row_of, self.env_of]
+        arrays = [*self._leaves, self.slot_of, self.position_of]
         return sum(array.nbytes for array in arrays)
 
     def clear(self) -> None:
         """Forget every entry."""
         self.slot_of[...] = -1
-        self.row_of[...] = -1
+        self.position_of[...] = -1
         self.head = 0
 
     def forget_rows(self, rows: np.ndarray) -> None:
@@ -155,15 +162,16 @@ class FinalObservations:
                 f"capacity of {self.capacity}"
             )
         slots = (self.head + np.arange(n)) % self.capacity
-        old_rows, old_envs = self.row_of[slots], self.env_of[slots]
-        used = np.flatnonzero(old_rows >= 0)
-        current = used[self.slot_of[old_rows[used], old_envs[used]] == slots[used]]
+        used = slots[self.position_of[slots] >= 0]
+        old_rows, old_envs = np.divmod(
+            self.position_of[used].astype(np.int64), self.num_envs
+        )
+        current = self.slot_of[old_rows, old_envs] == used
         evicted = (old_rows[current], old_envs[current])
         self.slot_of[evicted] = -1
         for leaf, value in zip(self._leaves, values):
             leaf[slots] = value
-        self.row_of[slots] = rows
-        self.env_of[slots] = envs
+        self.position_of[slots] = np.asarray(rows) * self.num_envs + np.asarray(envs)
         self.slot_of[rows, envs] = slots
         self.head = int((self.head + n) % self.capacity)
         return evicted
