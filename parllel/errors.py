@@ -169,3 +169,7 @@ class NonFiniteLossError(NonFiniteError):
 
 class NonFiniteCheckpointError(NonFiniteError, CheckpointError):
     """A checkpoint was refused: the state holds NaN or infinite tensors."""
+
+
+class ReplayCapacityWarning(ParllelError, RuntimeWarning):
+    """A replay dropped stored steps early: its final-observation table was full."""

@@ -17,8 +17,14 @@ from parllel import fields
 from parllel.tree import ArrayDict, buffer_from_example
 
 
-def build_replay_tree(T: int, B: int, N: int, dict_obs: bool = False) -> ArrayDict:
-    """A replay tree of full-size Arrays with the fields replays need."""
+def build_replay_tree(
+    T: int, B: int, N: int, dict_obs: bool = False, final_slot: bool = False
+) -> ArrayDict:
+    """A replay tree of full-size Arrays with the fields replays need.
+
+    ``final_slot=True``: ``FINAL_OBSERVATION`` is a ``[T, B]`` slot (as
+    ``build_sample_tree(..., full_size=N)`` makes it) instead of full-size.
+    """
     obs_example = (
         {"state": np.zeros(3, np.float32), "extra": np.zeros((), np.int64)}
         if dict_obs
@@ -36,7 +42,11 @@ def build_replay_tree(T: int, B: int, N: int, dict_obs: bool = False) -> ArrayDi
             fields.TERMINATED: alloc(np.bool_(False)),
             fields.TRUNCATED: alloc(np.bool_(False)),
             fields.DONE: alloc(np.bool_(False)),
-            fields.FINAL_OBSERVATION: alloc(obs_example),
+            fields.FINAL_OBSERVATION: (
+                buffer_from_example(obs_example, (T, B))
+                if final_slot
+                else alloc(obs_example)
+            ),
         }
     )
 

@@ -59,6 +59,16 @@ EXPECTED_KEYS = {
         "ours_steps_to_m200",
         "sb3_steps_to_m200",
     },
+    "replay_memory.py": {
+        "observation_bytes_per_step",
+        "bytes_per_stored_step",
+        "ratio_to_observation",
+        "dense_bytes_per_stored_step",
+        "dense_ratio_to_observation",
+        "stored_steps",
+        "final_observation_capacity",
+        "table_bytes",
+    },
     "train_cartpole.py": {
         "ours_time_to_475_s",
         "sb3_time_to_475_s",

@@ -211,8 +211,10 @@ def test_build_sample_tree_full_size_option():
     cage, _, _, replay = _setup(12)
     try:
         tree = replay.storage.tree
-        for _, leaf in tree.items_flat():
-            assert leaf.full_size == 12 and leaf.batch_shape == (T, B)
+        for path, leaf in tree.items_flat():
+            # final observations are kept sparsely: a [T, B] slot, not N rows
+            rows = T if path.startswith(fields.FINAL_OBSERVATION) else 12
+            assert leaf.full_size == rows and leaf.batch_shape == (T, B)
         assert tree[fields.OBSERVATION].padding == 1
         with pytest.raises(ConfigError, match="multiple"):
             _setup(7)

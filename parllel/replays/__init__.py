@@ -8,9 +8,12 @@ read from those rows in place:
 - :class:`PrioritizedReplay`: proportional prioritization (numba sum tree).
 - :class:`ReplayBatch`: what both return.
 - :class:`ReplayStorage`: the shared bookkeeping of which rows are stored.
+- :class:`FinalObservations`: the final observations of ended episodes, kept
+  sparsely in a fixed-capacity table (not a full-size copy of the observation).
 - :class:`ReplayRatio`: whole gradient updates per collected batch.
 """
 
+from parllel.replays.final_observations import FinalObservations
 from parllel.replays.prioritized import PrioritizedReplay
 from parllel.replays.ratio import ReplayRatio
 from parllel.replays.storage import REQUIRED_FIELDS, ReplayStorage
@@ -19,6 +22,7 @@ from parllel.replays.transitions import ReplayBatch, gather_transitions
 from parllel.replays.uniform import UniformReplay
 
 __all__ = [
+    "FinalObservations",
     "PrioritizedReplay",
     "REQUIRED_FIELDS",
     "ReplayBatch",

@@ -52,6 +52,9 @@ class PrioritizedReplay:
         learning_starts: transitions that must be stored before sampling.
         n_step: steps summed per sample.
         discount: ``gamma`` for n-step returns.
+        final_observation_capacity: final observations (episode ends) the
+            replay keeps at most; see :class:`~parllel.replays.ReplayStorage`
+            (default: one per 32 stored steps, and at least 64 MiB worth).
 
     Raises:
         ConfigError: invalid arguments.
@@ -69,8 +72,9 @@ class PrioritizedReplay:
         learning_starts: int = 0,
         n_step: int = 1,
         discount: float = 0.99,
+        final_observation_capacity: int | None = None,
     ) -> None:
-        self.storage = ReplayStorage(tree)
+        self.storage = ReplayStorage(tree, final_observation_capacity)
         check_replay_config(
             self.storage, batch_size, learning_starts, n_step, discount, rng
         )
@@ -127,6 +131,7 @@ class PrioritizedReplay:
             positions = rows[:, None] * storage.num_envs + np.arange(storage.num_envs)
             self.priorities.set(positions.ravel(), np.zeros(positions.size))
         new = storage.new_window_positions()
+        new = new[storage.is_stored(new)]  # full_size == T: row 0 is not kept
         self.priorities.set(new, np.full(new.size, self.max_priority))
         return added
 
@@ -194,6 +199,10 @@ class PrioritizedReplay:
         self.max_priority = float(state["max_priority"])
         if "contents" in state["storage"]:
             self.priorities.load_state_dict(state["priorities"])
+            # a smaller final-observation table may have dropped the oldest steps
+            everything = np.arange(self.priorities.size)
+            gone = everything[~self.storage.is_stored(everything)]
+            self.priorities.set(gone, np.zeros(gone.size))
         else:
             self.priorities.load_state_dict(
                 {"priorities": np.zeros(self.priorities.size)}

@@ -15,51 +15,46 @@ window's bootstrap row ``OBSERVATION[T]`` overwrites the observation of the
 oldest stored step, and rotating across the wrap-around copies the bootstrap
 row to row 0, so at most ``N - 1`` steps per env are ever stored intact; this
 module never offers the others.
+
+Final observations are not kept per row: ``FINAL_OBSERVATION`` is a ``[T, B]``
+slot (its window is read when a batch is recorded) and the replay keeps the
+final observations of ended episodes in a fixed-capacity
+:class:`~parllel.replays.final_observations.FinalObservations` table. When the
+table is full, the oldest entry still in use is overwritten and the replay
+drops the steps up to and including its row early (it then holds fewer steps;
+a :class:`~parllel.errors.ReplayCapacityWarning` says so once).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from parllel import fields
 from parllel.arrays import Array
-from parllel.errors import ConfigError, ReplayError
+from parllel.errors import ConfigError, ReplayCapacityWarning, ReplayError
+from parllel.replays.checkpoint import load_storage_state, storage_state
 from parllel.replays.copying import copy_pairs, window
+from parllel.replays.final_observations import (
+    FinalObservations,
+    final_capacity,
+    map_leaves,
+)
+from parllel.replays.rows import (
+    REQUIRED_FIELDS,
+    ROW_FIELDS,
+    address,
+    check_final_leaves,
+    check_leaf,
+    rows_view,
+    writable_rows,
+)
 from parllel.tree import tree_items
 
-__all__ = ["ReplayStorage", "REQUIRED_FIELDS"]
-
-REQUIRED_FIELDS = (
-    fields.OBSERVATION,
-    fields.ACTION,
-    fields.REWARD,
-    fields.TERMINATED,
-    fields.TRUNCATED,
-    fields.FINAL_OBSERVATION,
-)
-
-
-def _address(view: np.ndarray) -> int:
-    return view.__array_interface__["data"][0]
-
-
-def _rows_view(array: Array, rows: int) -> np.ndarray:
-    """View of the first ``rows`` full-size rows of ``array`` (may reach the padding).
-
-    ``array.full`` starts at full-size row 0 but only spans the rows written
-    so far; the storage behind it always holds ``full_size + 2 * padding`` rows,
-    so extending the view to ``full_size + padding`` rows stays in bounds.
-    """
-    if rows > array.full_size + array.padding:
-        raise ConfigError("internal: rows beyond the array's storage")
-    start = array.full
-    return as_strided(
-        start, shape=(rows,) + start.shape[1:], strides=start.strides, writeable=False
-    )
+__all__ = ["ReplayStorage", "REQUIRED_FIELDS", "ROW_FIELDS"]
 
 
 class ReplayStorage:
@@ -79,15 +74,24 @@ class ReplayStorage:
     Args:
         tree: an ArrayDict (or mapping) with at least the fields
             ``OBSERVATION`` (padding >= 1), ``ACTION``, ``REWARD``,
-            ``TERMINATED``, ``TRUNCATED`` and ``FINAL_OBSERVATION``; every leaf a
-            full-size :class:`~parllel.arrays.Array` with the same ``(T, B)``
-            and ``full_size``. Other fields are ignored.
+            ``TERMINATED`` and ``TRUNCATED``, every leaf a full-size
+            :class:`~parllel.arrays.Array` with the same ``(T, B)`` and
+            ``full_size``, and ``FINAL_OBSERVATION``: the observation's
+            leaves with the same ``(T, B)`` and any ``full_size`` (a ``[T, B]``
+            slot is enough; only its window is read). Other fields are ignored.
+        final_observation_capacity: entries of the final-observation table
+            (see :func:`~parllel.replays.final_observations.final_capacity`
+            for the default); at least ``min(T, N - 1) * B``.
 
     Raises:
         ConfigError: a field is missing or a leaf does not fit.
     """
 
-    def __init__(self, tree: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        tree: Mapping[str, Any],
+        final_observation_capacity: int | None = None,
+    ) -> None:
         missing = [name for name in REQUIRED_FIELDS if name not in tree]
         if missing:
             raise ConfigError(
@@ -109,52 +113,67 @@ class ReplayStorage:
         self.batch_length, self.num_envs = first.batch_shape
         self.full_size = first.full_size
         for path, leaf in leaves:
-            if not isinstance(leaf, Array):
-                raise ConfigError(f"replay tree leaf {path!r} is not a parllel Array")
-            if (
-                leaf.batch_shape != first.batch_shape
-                or leaf.full_size != self.full_size
-            ):
-                raise ConfigError(
-                    f"replay tree leaf {path!r} has batch_shape {leaf.batch_shape} and "
-                    f"full_size {leaf.full_size}; expected {first.batch_shape} and "
-                    f"{self.full_size}"
-                )
-            if path.split(".")[0] == fields.OBSERVATION and leaf.padding < 1:
-                raise ConfigError(
-                    f"replay tree leaf {path!r} needs padding >= 1 (the bootstrap row)"
-                )
+            check_leaf(path, leaf, first)
+        check_final_leaves(tree[fields.OBSERVATION], tree[fields.FINAL_OBSERVATION])
         if self.full_size < 2:
             raise ConfigError("full_size must be at least 2 to store a transition")
         self.tree = tree
         self.capacity = self.full_size - 1  # steps per env (see the module docstring)
         self._leaves = leaves
+        self._row_leaves = [
+            (path, leaf)
+            for path, leaf in leaves
+            if path.split(".")[0] != fields.FINAL_OBSERVATION
+        ]
         self._window_leaf = first
-        self._window_rows = _rows_view(first, self.full_size)
+        self._window_rows = rows_view(first, self.full_size)
         # [N (+1), B, ...] read-only views over every full-size row
         self.rows = {
-            name: _tree_map_leaves(
+            name: map_leaves(
                 tree[name],
-                lambda leaf, name=name: _rows_view(
+                lambda leaf, name=name: rows_view(
                     leaf, self.full_size + (name == fields.OBSERVATION)
                 ),
             )
-            for name in REQUIRED_FIELDS
+            for name in ROW_FIELDS
         }
+        final_slot = tree[fields.FINAL_OBSERVATION]
+        entry_bytes = sum(
+            leaf.dtype.itemsize * int(np.prod(leaf.feature_shape))
+            for _, leaf in tree_items(final_slot)
+        )
+        capacity = final_capacity(
+            final_observation_capacity,
+            self.capacity * self.num_envs,
+            min(self.batch_length, self.capacity) * self.num_envs,
+            entry_bytes,
+        )
+        self.final_observations = FinalObservations(
+            final_slot, capacity, self.full_size, self.num_envs
+        )
         self.cursor = 0  # row where the next recorded window starts
         self.size = 0  # intact stored steps per env
         self.steps_recorded = 0  # steps per env recorded since construction
+        self.steps_dropped_early = 0  # per env, for a full final-observation table
         self._copy_source: Any = None  # sample tree last copied from
         self._copy_pairs: list[tuple[Array, Array, bool]] = []
-        self._episode_break = False  # set on resume: the envs were reset
+        self._final_sources: list[Array] = []  # the sample tree's final observation
+        self.episode_break = False  # set on resume: the envs were reset
+        self._warned_overflow = False
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the replay tree's fields it uses plus the final-observation table."""
+        arrays = sum(leaf.nbytes for _, leaf in self._leaves)
+        return arrays + self.final_observations.nbytes
 
     # -- recording ---------------------------------------------------------
     def window_start(self, leaf: Array | None = None) -> int:
         """Full-size row where ``leaf``'s (default: the observation's) window starts."""
         leaf = self._window_leaf if leaf is None else leaf
-        base = _rows_view(leaf, 1)
+        base = rows_view(leaf, 1)
         row_stride = base.strides[0]
-        return (_address(leaf.to_ndarray()) - _address(base)) // row_stride
+        return (address(leaf.to_ndarray()) - address(base)) // row_stride
 
     def record_batch(self, batch: Mapping[str, Any] | None = None) -> int:
         """Declare a batch stored; return the number of new transitions.
@@ -171,6 +190,10 @@ class ReplayStorage:
           copied into this tree's window, recorded, and this tree is rotated
           to the next window. Nobody else rotates the replay tree then.
 
+        Either way the final observations of the batch's ended episodes
+        (read from ``FINAL_OBSERVATION[t, b]`` where ``TERMINATED`` or
+        ``TRUNCATED``) go into the final-observation table.
+
         Raises:
             ReplayError: the window is not where the next batch belongs
                 (a batch was recorded twice, or the tree rotated without one).
@@ -179,10 +202,15 @@ class ReplayStorage:
         copying = batch is not None and batch is not self.tree
         if copying:
             self._write_batch(batch)
+            sources = self._final_sources
+        else:
+            sources = [
+                leaf for _, leaf in tree_items(self.tree[fields.FINAL_OBSERVATION])
+            ]
         if self.size == 0:
             self.cursor = self.window_start()
         # copying, this replay alone rotates its tree: one leaf speaks for all
-        for path, leaf in self._leaves[:1] if copying else self._leaves:
+        for path, leaf in self._row_leaves[:1] if copying else self._row_leaves:
             start = self.window_start(leaf)
             if start != self.cursor:
                 raise ReplayError(
@@ -190,9 +218,11 @@ class ReplayStorage:
                     f"expects the next batch at row {self.cursor}: call record_batch() "
                     "exactly once per collected batch, before rotating the tree"
                 )
+        window_start = self.cursor
         self.cursor = (self.cursor + self.batch_length) % self.full_size
         self.size = min(self.size + self.batch_length, self.capacity)
         self.steps_recorded += self.batch_length
+        self._store_final_observations(window_start, sources)
         if copying:
             self.tree.rotate()
         return self.batch_length * self.num_envs
@@ -200,14 +230,65 @@ class ReplayStorage:
     def _write_batch(self, batch: Mapping[str, Any]) -> None:
         """Copy ``batch``'s window into this tree's window (see :meth:`record_batch`)."""
         if self._copy_source is not batch:
-            self._copy_pairs = copy_pairs(self._leaves, batch, self.batch_length)
+            pairs = copy_pairs(self._leaves, batch, self.batch_length)
+            final = [
+                path.split(".")[0] == fields.FINAL_OBSERVATION
+                for path, _ in self._leaves
+            ]
+            self._copy_pairs = [pair for pair, f in zip(pairs, final) if not f]
+            self._final_sources = [pair[0] for pair, f in zip(pairs, final) if f]
             self._copy_source = batch
-        if self._episode_break and self.size:
+        if self.episode_break and self.size:
             self._cut_episodes()
-        self._episode_break = False
+        self.episode_break = False
         T = self.batch_length
         for source, target, rows in self._copy_pairs:
             np.copyto(window(target, rows, T), window(source, rows, T))
+
+    def _store_final_observations(self, start: int, sources: list[Array]) -> None:
+        """Move the ended episodes' final observations of the window at ``start``
+        into the table (the window's old entries are forgotten first)."""
+        rows = (start + np.arange(self.batch_length)) % self.full_size
+        self.final_observations.forget_rows(rows)
+        ended = self.rows[fields.TERMINATED][rows] | self.rows[fields.TRUNCATED][rows]
+        stored = (rows - self.oldest_row) % self.full_size < self.size
+        t_index, envs = np.nonzero(ended & stored[:, None])
+        if len(t_index):
+            values = [source.to_ndarray()[t_index, envs] for source in sources]
+            self.insert_final_observations(rows[t_index], envs, values)
+
+    def insert_final_observations(
+        self, rows: np.ndarray, envs: np.ndarray, values: list[np.ndarray]
+    ) -> None:
+        """Put final observations of stored steps ``(rows, envs)`` in the table.
+
+        ``values``: one ``[n, ...]`` array per observation leaf. Where the
+        table overwrites an entry still in use, the stored steps up to and
+        including its row are dropped early (:attr:`steps_dropped_early`).
+        """
+        table = self.final_observations
+        for lo in range(0, len(rows), table.capacity):
+            part = slice(lo, lo + table.capacity)
+            lost_rows, _ = table.insert(
+                rows[part], envs[part], [v[part] for v in values]
+            )
+            ages = (lost_rows - self.oldest_row) % self.full_size
+            ages = ages[ages < self.size]
+            if not ages.size:
+                continue
+            keep = self.size - int(ages.max()) - 1
+            self.steps_dropped_early += self.size - keep
+            if not self._warned_overflow:
+                warnings.warn(
+                    f"the replay's final-observation table ({table.capacity} entries) "
+                    f"is full: dropping the oldest {self.size - keep} steps per env "
+                    "early (more episode ends than it was sized for; pass a larger "
+                    "final_observation_capacity to keep them)",
+                    ReplayCapacityWarning,
+                    stacklevel=4,
+                )
+                self._warned_overflow = True
+            self.size = keep
 
     def _cut_episodes(self) -> None:
         """Truncate the newest stored step where the next batch starts a new episode.
@@ -219,21 +300,28 @@ class ReplayStorage:
         marked truncated (it still bootstraps from it).
         """
         newest = (self.cursor - 1) % self.full_size
-        observation = self.tree[fields.OBSERVATION]
-        final = self.tree[fields.FINAL_OBSERVATION]
         ended = (
             self.rows[fields.TERMINATED][newest] | self.rows[fields.TRUNCATED][newest]
         )
         open_envs = np.flatnonzero(~ended)
         if not open_envs.size:
             return
-        for (_, obs_leaf), (_, final_leaf) in zip(
-            tree_items(observation), tree_items(final)
-        ):
-            _writable_rows(final_leaf)[newest, open_envs] = obs_leaf.to_ndarray()[
-                0, open_envs
-            ]
-        _writable_rows(self.tree[fields.TRUNCATED])[newest, open_envs] = True
+        writable_rows(self.tree[fields.TRUNCATED])[newest, open_envs] = True
+        values = [
+            leaf.to_ndarray()[0, open_envs]
+            for _, leaf in tree_items(self.tree[fields.OBSERVATION])
+        ]
+        self.insert_final_observations(
+            np.full(open_envs.size, newest), open_envs, values
+        )
+
+    def final_observation(self, rows: np.ndarray, envs: np.ndarray) -> Any:
+        """Final observations of stored steps ``(rows, envs)`` that ended an episode.
+
+        Raises:
+            ReplayError: one of the steps has none (it did not end an episode).
+        """
+        return self.final_observations.lookup(rows, envs)
 
     # -- positions ---------------------------------------------------------
     @property
@@ -245,6 +333,10 @@ class ReplayStorage:
     def oldest_row(self) -> int:
         """Row of the oldest intact step."""
         return (self.cursor - self.size) % self.full_size
+
+    def stored_rows(self) -> np.ndarray:
+        """Rows of the stored steps, oldest first."""
+        return (self.oldest_row + np.arange(self.size)) % self.full_size
 
     def rows_envs(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Split flat positions ``row * B + env`` into ``(rows, envs)``."""
@@ -274,79 +366,23 @@ class ReplayStorage:
         return (rows[:, None] * self.num_envs + np.arange(self.num_envs)).ravel()
 
     # -- checkpoints -------------------------------------------------------
+    def ended_steps(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, envs)`` of the stored steps that ended an episode, oldest first."""
+        rows = self.stored_rows()
+        ended = self.rows[fields.TERMINATED][rows] | self.rows[fields.TRUNCATED][rows]
+        ages, envs = np.nonzero(ended)
+        return rows[ages], envs
+
     def state_dict(self, include_contents: bool = False) -> dict[str, Any]:
-        """Counters, the tree's window position and optionally copies of the rows."""
-        state: dict[str, Any] = {
-            "cursor": self.cursor,
-            "size": self.size,
-            "steps_recorded": self.steps_recorded,
-            "window_start": self.window_start(),
-            "full_size": self.full_size,
-            "batch_shape": (self.batch_length, self.num_envs),
-        }
-        if include_contents:
-            state["contents"] = {
-                name: _tree_map_leaves(self.rows[name], np.array)
-                for name in REQUIRED_FIELDS
-            }
-        return state
+        """Counters, the window position and optionally copies of the stored data
+        (see :func:`~parllel.replays.checkpoint.storage_state`)."""
+        return storage_state(self, include_contents)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`.
-
-        With contents, the tree is rotated until its window is where it was
-        saved and every row is written back. Without them the replay restarts
-        empty, aligned with the tree's current window (counters are kept).
+        """Restore :meth:`state_dict` (see
+        :func:`~parllel.replays.checkpoint.load_storage_state`).
 
         Raises:
             ConfigError: the state was saved from a differently shaped tree.
         """
-        shape = (self.batch_length, self.num_envs)
-        if (
-            int(state["full_size"]) != self.full_size
-            or tuple(state["batch_shape"]) != shape
-        ):
-            raise ConfigError(
-                f"replay state of full_size {state['full_size']} and batch_shape "
-                f"{tuple(state['batch_shape'])} does not fit this tree "
-                f"({self.full_size}, {shape})"
-            )
-        self.steps_recorded = int(state["steps_recorded"])
-        self._episode_break = True
-        if "contents" not in state:
-            self.cursor, self.size = self.window_start(), 0
-            return
-        for _ in range(self.full_size // self.batch_length + 1):
-            if self.window_start() == int(state["window_start"]):
-                break
-            self.tree.rotate()
-        for name in REQUIRED_FIELDS:
-            _write_rows(self.tree[name], state["contents"][name])
-        self.cursor, self.size = int(state["cursor"]), int(state["size"])
-
-
-def _tree_map_leaves(tree: Any, fn: Any) -> Any:
-    """Apply ``fn`` to the leaves of an Array tree; keep dict nesting."""
-    if isinstance(tree, Mapping):
-        return {key: _tree_map_leaves(value, fn) for key, value in tree.items()}
-    return fn(tree)
-
-
-def _writable_rows(array: Array) -> np.ndarray:
-    """Writable ``[full_size (+ padding), B, ...]`` view of ``array``'s rows."""
-    start = array.full
-    rows = array.full_size + array.padding
-    return as_strided(start, shape=(rows,) + start.shape[1:], strides=start.strides)
-
-
-def _write_rows(tree: Any, contents: Any) -> None:
-    if isinstance(tree, Mapping):
-        for key, value in tree.items():
-            _write_rows(value, contents[key])
-        return
-    # Writable view of the same rows the read-only view spans.
-    start = tree.full
-    view = as_strided(
-        start, shape=(len(contents),) + start.shape[1:], strides=start.strides
-    )
-    view[...] = contents
+        load_storage_state(self, state)

@@ -59,11 +59,12 @@ def _take(tree: Any, rows: np.ndarray, envs: np.ndarray) -> Any:
     return tree[rows, envs]
 
 
-def _select(mask: np.ndarray, if_true: Any, if_false: Any) -> Any:
-    if isinstance(if_true, dict):
-        return {key: _select(mask, if_true[key], if_false[key]) for key in if_true}
-    shape = mask.shape + (1,) * (if_true.ndim - 1)
-    return np.where(mask.reshape(shape), if_true, if_false)
+def _put(tree: Any, index: np.ndarray, values: Any) -> None:
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            _put(value, index, values[key])
+        return
+    tree[index] = values
 
 
 def gather_transitions(
@@ -114,10 +115,12 @@ def gather_transitions(
         active &= ~ended_here
     terminated = terminated_rows[last, envs].astype(bool)
     truncated = truncated_rows[last, envs].astype(bool)
-    final = _take(rows_of[fields.FINAL_OBSERVATION], last, envs)
     # Row ``last + 1`` may be row N: the trailing bootstrap row (see storage).
-    following = _take(rows_of[fields.OBSERVATION], last + 1, envs)
-    next_observation = _select(terminated | truncated, final, following)
+    next_observation = _take(rows_of[fields.OBSERVATION], last + 1, envs)
+    ended = np.flatnonzero(terminated | truncated)
+    if ended.size:  # the episode's own last observation, never the reset one
+        final = storage.final_observation(last[ended], envs[ended])
+        _put(next_observation, ended, final)
     if weights is None:
         weights = np.ones(len(positions), dtype=np.float32)
     return ReplayBatch(

@@ -49,6 +49,9 @@ class UniformReplay:
         learning_starts: transitions that must be stored before sampling.
         n_step: steps summed per sample (1: plain transitions).
         discount: ``gamma`` for n-step returns and the reported discount.
+        final_observation_capacity: final observations (episode ends) the
+            replay keeps at most; see :class:`~parllel.replays.ReplayStorage`
+            (default: one per 32 stored steps, and at least 64 MiB worth).
 
     Raises:
         ConfigError: invalid arguments.
@@ -63,8 +66,9 @@ class UniformReplay:
         learning_starts: int = 0,
         n_step: int = 1,
         discount: float = 0.99,
+        final_observation_capacity: int | None = None,
     ) -> None:
-        self.storage = ReplayStorage(tree)
+        self.storage = ReplayStorage(tree, final_observation_capacity)
         check_replay_config(
             self.storage, batch_size, learning_starts, n_step, discount, rng
         )

@@ -74,7 +74,9 @@ def build_sample_tree(
         full_size: allocate the ``[T, B]`` fields as full-size rotating Arrays
             of ``full_size`` rows (a multiple of ``T``), e.g. a replay tree
             (:func:`parllel.patterns.build_replay_tree`); ``[B]`` fields stay
-            as they are. Samplers write into ordinary trees.
+            as they are, and ``final_observation`` stays a ``[T, B]`` slot
+            (replays keep final observations sparsely). Samplers write into
+            ordinary trees.
 
     Returns:
         An ArrayDict keyed by :mod:`parllel.fields` names.
@@ -124,7 +126,11 @@ def build_sample_tree(
         tree[fields.PREV_ACTION] = alloc(action, padding=1)
         tree[fields.PREV_REWARD] = alloc(reward, padding=1)
     if final_observation:
-        tree[fields.FINAL_OBSERVATION] = alloc(env_example[fields.OBSERVATION])
+        # a replay tree keeps only a [T, B] slot: the replay stores the few
+        # final observations of ended episodes sparsely when a batch is recorded
+        tree[fields.FINAL_OBSERVATION] = buffer_from_example(
+            env_example[fields.OBSERVATION], shape, storage
+        )
     if bootstrap:
         value = np.asarray(agent_info[fields.VALUE])
         tree[fields.BOOTSTRAP_VALUE] = Array(

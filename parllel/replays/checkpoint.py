@@ -1,0 +1,102 @@
+"""Saving and restoring a :class:`~parllel.replays.ReplayStorage`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from parllel import fields
+from parllel.errors import ConfigError
+from parllel.replays.final_observations import map_leaves
+from parllel.replays.rows import ROW_FIELDS, write_rows
+from parllel.tree import tree_items
+
+if TYPE_CHECKING:
+    from parllel.replays.storage import ReplayStorage
+
+__all__ = ["load_storage_state", "storage_state"]
+
+
+def storage_state(storage: ReplayStorage, include_contents: bool) -> dict[str, Any]:
+    """Counters, the tree's window position and optionally copies of the rows.
+
+    The contents hold every stored row of the row fields and the final
+    observations of the stored steps that ended an episode
+    (``contents["final_observations"]``: ``rows``, ``envs``, ``observations``).
+    """
+    state: dict[str, Any] = {
+        "cursor": storage.cursor,
+        "size": storage.size,
+        "steps_recorded": storage.steps_recorded,
+        "steps_dropped_early": storage.steps_dropped_early,
+        "window_start": storage.window_start(),
+        "full_size": storage.full_size,
+        "batch_shape": (storage.batch_length, storage.num_envs),
+    }
+    if include_contents:
+        contents = {
+            name: map_leaves(storage.rows[name], np.array) for name in ROW_FIELDS
+        }
+        rows, envs = storage.ended_steps()
+        contents["final_observations"] = {
+            "rows": rows,
+            "envs": envs,
+            "observations": storage.final_observation(rows, envs),
+        }
+        state["contents"] = contents
+    return state
+
+
+def load_storage_state(storage: ReplayStorage, state: Mapping[str, Any]) -> None:
+    """Restore :func:`storage_state` into ``storage``.
+
+    With contents, the tree is rotated until its window is where it was
+    saved, every row is written back and the final observations go into the
+    table (a smaller table than the saved replay's may drop the oldest steps,
+    as when recording). Contents saved with a full-size final observation per
+    row load too. Without contents the replay restarts empty, aligned with
+    the tree's current window (counters are kept).
+
+    Raises:
+        ConfigError: the state was saved from a differently shaped tree.
+    """
+    shape = (storage.batch_length, storage.num_envs)
+    if (
+        int(state["full_size"]) != storage.full_size
+        or tuple(state["batch_shape"]) != shape
+    ):
+        raise ConfigError(
+            f"replay state of full_size {state['full_size']} and batch_shape "
+            f"{tuple(state['batch_shape'])} does not fit this tree "
+            f"({storage.full_size}, {shape})"
+        )
+    storage.steps_recorded = int(state["steps_recorded"])
+    storage.steps_dropped_early = int(state.get("steps_dropped_early", 0))
+    storage.episode_break = True  # the sampler restarts its envs
+    storage.final_observations.clear()
+    if "contents" not in state:
+        storage.cursor, storage.size = storage.window_start(), 0
+        return
+    for _ in range(storage.full_size // storage.batch_length + 1):
+        if storage.window_start() == int(state["window_start"]):
+            break
+        storage.tree.rotate()
+    contents = state["contents"]
+    for name in ROW_FIELDS:
+        write_rows(storage.tree[name], contents[name])
+    storage.cursor, storage.size = int(state["cursor"]), int(state["size"])
+    if "final_observations" in contents:
+        saved = contents["final_observations"]
+        rows = np.asarray(saved["rows"], np.int64)
+        envs = np.asarray(saved["envs"], np.int64)
+        observations = saved["observations"]
+    else:  # saved with a full-size final observation per row
+        rows, envs = storage.ended_steps()
+        observations = map_leaves(
+            contents[fields.FINAL_OBSERVATION],
+            lambda dense: np.asarray(dense)[rows, envs],
+        )
+    values = [np.asarray(leaf) for _, leaf in tree_items(observations)]
+    storage.insert_final_observations(rows, envs, values)
