@@ -1,4 +1,5 @@
-"""Test envs over arbitrary spaces, info dicts and declared-vs-actual mismatches."""
+"""Test envs over arbitrary spaces, info dicts and declared-vs-actual mismatches,
+and a custom space registered with parllel's space functions."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import copy
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
+
+from parllel.agents import sample_actions
+from parllel.cages import action_reader, space_leaves, zero_example
+from parllel.tree import tree_get
 
 
 class SpaceEnv(gym.Env):
@@ -68,3 +74,62 @@ class WrongObservationEnv(gym.Env):
 
     def step(self, action):
         return self.observation, 0.0, False, False, {}
+
+
+class Interval(gym.Space):
+    """A custom space: ordered pairs ``(a, b)``, ``low <= a <= b <= high`` (float32).
+
+    Not a ``Tuple``: parllel handles it through the registrations below, made
+    in the module that defines the space so that worker processes (which
+    import this module to unpickle the env factory) have them too.
+    """
+
+    def __init__(self, low: float, high: float, seed: int | None = None) -> None:
+        super().__init__(None, None, seed)
+        self.low, self.high = float(low), float(high)
+        self.bound = gym.spaces.Box(self.low, self.high, (), np.float32)
+
+    def sample(self, mask: Any = None, probability: Any = None) -> tuple:
+        a, b = np.sort(self.np_random.uniform(self.low, self.high, 2))
+        return np.float32(a), np.float32(b)
+
+    def contains(self, x: Any) -> bool:
+        return (
+            isinstance(x, tuple)
+            and len(x) == 2
+            and self.low <= float(x[0]) <= float(x[1]) <= self.high
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Interval) and (other.low, other.high) == (
+            self.low,
+            self.high,
+        )
+
+    def __repr__(self) -> str:
+        return f"Interval({self.low}, {self.high})"
+
+
+@zero_example.register
+def _(space: Interval) -> tuple:
+    return np.float32(space.low), np.float32(space.low)
+
+
+@space_leaves.register
+def _(space: Interval, prefix: str = "") -> list:
+    return [(f"{prefix}.{i}" if prefix else str(i), space.bound) for i in range(2)]
+
+
+@action_reader.register
+def _(space: Interval) -> Any:
+    def read(views: Any) -> list:
+        lows, highs = tree_get(views, "0"), tree_get(views, "1")
+        return [(np.float32(a), np.float32(b)) for a, b in zip(lows, highs)]
+
+    return read
+
+
+@sample_actions.register
+def _(space: Interval, n: int, rng: np.random.Generator) -> tuple:
+    pairs = np.sort(rng.uniform(space.low, space.high, (2, n)), axis=0)
+    return pairs[0].astype(np.float32), pairs[1].astype(np.float32)

@@ -12,10 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parllel import fields
-from parllel.cages import ProcessCage, SerialCage, zero_example
+from parllel.agents import NumpyHandler, RandomAgent
+from parllel.cages import ProcessCage, SerialCage, space_leaves, zero_example
 from parllel.errors import ObservationMismatchError
+from parllel.samplers import FeedForwardSampler, build_sample_tree
 from tests.cage_helpers import run
-from tests.space_envs import SpaceEnv, WrongObservationEnv
+from tests.space_envs import Interval, SpaceEnv, WrongObservationEnv
 
 T = 8
 LAYOUTS = ({"envs_per_worker": 2}, {"main_process_envs": 1, "n_workers": 1})
@@ -185,3 +187,40 @@ def test_zero_example_of_nested_spaces():
     assert isinstance(example["t"], tuple)
     assert example["t"][0] == 0 and example["t"][0].dtype == np.int64
     assert example["t"][1].dtype == np.int8 and example["t"][1].shape == (2,)
+
+
+# -- a custom space, registered in tests/space_envs.py ------------------------------
+
+
+def _random_batches(cage):
+    agent = RandomAgent(cage.spaces.action, seed=4)
+    handler = NumpyHandler(agent, cage.n_envs)
+    example = handler.example_outputs(cage.example[fields.OBSERVATION])
+    tree = build_sample_tree(cage.example, example, T, cage.n_envs)
+    sampler = FeedForwardSampler(cage, handler, tree, decorrelation_steps=3, seed=2)
+    sampler.reset()
+    batch, trajs = sampler.collect_batch()
+    arrays = {path: np.array(leaf) for path, leaf in batch.items_flat()}
+    tree.close()
+    return arrays, trajs
+
+
+def test_custom_space_registered_by_singledispatch():
+    space = Interval(-2.0, 3.0)
+    assert zero_example(space) == (np.float32(-2.0), np.float32(-2.0))
+    assert [path for path, _ in space_leaves(gym.spaces.Dict({"i": space}))] == [
+        "i.0",
+        "i.1",
+    ]
+    factory = partial(SpaceEnv, gym.spaces.Dict({"i": space}), space)
+    reference = assert_process_equals_serial(factory)
+    assert (reference[0]["observation.i.0"] <= reference[0]["observation.i.1"]).all()
+    with SerialCage(factory, 2, seed=0) as cage:
+        expected = _random_batches(cage)
+    with ProcessCage(
+        factory, 2, seed=0, n_workers=1, start_method="forkserver"
+    ) as cage:
+        got = _random_batches(cage)  # the worker registers by importing space_envs
+    assert_same(got, expected)
+    actions = expected[0]["action.0"], expected[0]["action.1"]
+    assert (actions[0] <= actions[1]).all() and actions[0].dtype == np.float32
