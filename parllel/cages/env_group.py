@@ -16,7 +16,7 @@ import numpy as np
 from gymnasium.utils import EzPickle
 
 from parllel import fields
-from parllel.cages.env_info import info_slots, write_info_value
+from parllel.cages.env_info import InfoSlotTables, write_info_value
 from parllel.cages.spaces import (
     EnvSpaces,
     action_reader,
@@ -27,7 +27,6 @@ from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError, EnvError
 
 RESET_MODES = ("auto", "wait")
-INFO_CACHE_SIZE = 4096  # distinct env_info slot trees remembered per group
 
 
 def env_seed(seed: int | None, env_index: int) -> int | None:
@@ -103,7 +102,7 @@ class EnvGroup:
         self._gamma = self._trajs[0].discount
         self._lengths, self._returns = [0] * n, [0.0] * n
         self._discounted, self._discounts = [0.0] * n, [1.0] * n
-        self._info_cache: dict[int, tuple] = {}
+        self._info_slots = InfoSlotTables()
         for env, index in zip(self.envs, self.env_indices):
             action_seed = env_seed(seed, index)
             if action_seed is not None:
@@ -190,7 +189,7 @@ class EnvGroup:
             TrajInfos of the episodes that ended in this step.
         """
         out_observation = out[fields.OBSERVATION]
-        info_items, stored_keys = self._info_slots(out.get(fields.ENV_INFO))
+        info_items, stored_keys = self._info_slots.get(out.get(fields.ENV_INFO))
         out_final = out.get(fields.FINAL_OBSERVATION)
         n = len(self.envs)
         rewards = [0.0] * n
@@ -259,19 +258,6 @@ class EnvGroup:
         out[fields.TERMINATED][offset : offset + n] = terminateds
         out[fields.TRUNCATED][offset : offset + n] = truncateds
         return completed
-
-    def _info_slots(self, out_info: Any) -> tuple[list[tuple], frozenset]:
-        """Checked-write table of the env-info slots, and their keys (cached by identity)."""
-        if not out_info:
-            return [], frozenset()
-        entry = self._info_cache.get(id(out_info))
-        if entry is None or entry[0] is not out_info:
-            if len(self._info_cache) >= INFO_CACHE_SIZE:
-                self._info_cache.clear()
-            slots = info_slots(out_info)
-            keys = frozenset(key for key, *_ in slots)
-            entry = self._info_cache[id(out_info)] = (out_info, slots, keys)
-        return entry[1], entry[2]
 
     def _start_episode(self, i: int, reset_info: dict | None = None) -> None:
         self._trajs[i] = self._new_traj(self.env_indices[i])

@@ -103,6 +103,31 @@ def info_slots(out_info: Mapping[str, Any]) -> list[tuple]:
     return slots
 
 
+class InfoSlotTables:
+    """:func:`info_slots` tables of ``env_info`` slot trees, cached by identity.
+
+    Samplers pass the same slot objects every batch, so each table is built
+    once; an entry holds its tree, so the id cannot be reused meanwhile.
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._cache: dict[int, tuple] = {}
+
+    def get(self, out_info: Any) -> tuple[list[tuple], frozenset[str]]:
+        """The table of ``out_info`` (empty for None) and the set of its keys."""
+        if not out_info:
+            return [], frozenset()
+        entry = self._cache.get(id(out_info))
+        if entry is None or entry[0] is not out_info:
+            if len(self._cache) >= self.max_entries:
+                self._cache.clear()
+            slots = info_slots(out_info)
+            keys = frozenset(key for key, *_ in slots)
+            entry = self._cache[id(out_info)] = (out_info, slots, keys)
+        return entry[1], entry[2]
+
+
 def write_info_value(view: Any, j: int, value: Any, key: str, env: int) -> None:
     """Write ``value`` into ``view[j]`` if it survives exactly, else raise EnvInfoError.
 
