@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.cages import ProcessCage, SerialCage, space_leaves, zero_example
-from parllel.errors import ObservationMismatchError
+from parllel.errors import InvalidActionError, ObservationMismatchError
 from parllel.samplers import FeedForwardSampler, build_sample_tree
-from tests.cage_helpers import run
+from tests.cage_helpers import allocate, run, slots
 from tests.space_envs import Interval, SpaceEnv, WrongObservationEnv
 
 T = 8
@@ -224,3 +224,20 @@ def test_custom_space_registered_by_singledispatch():
     assert_same(got, expected)
     actions = expected[0]["action.0"], expected[0]["action.1"]
     assert (actions[0] <= actions[1]).all() and actions[0].dtype == np.float32
+
+
+@pytest.mark.parametrize("process", [False, True], ids=["serial", "process"])
+def test_cage_actions_must_be_a_tree_of_views(process):
+    action = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3)))
+    factory = partial(SpaceEnv, gym.spaces.Discrete(4), action)
+    make = partial(fork_cage, n_workers=1) if process else SerialCage
+    with make(factory, 2) as cage:
+        tree = allocate(cage, 1)
+        try:
+            cage.reset(tree.observation[0])
+            as_tuple = (tree.action["0"][0], tree.action["1"][0])
+            with pytest.raises(InvalidActionError, match="got a tuple above leaf '0'"):
+                cage.step(as_tuple, slots(tree, 0))
+            cage.step(tree.action[0], slots(tree, 0))  # the ArrayDict is fine
+        finally:
+            tree.close()

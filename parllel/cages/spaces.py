@@ -16,7 +16,7 @@ registration points are listed in docs/cages.md.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -207,10 +207,17 @@ class ActionChecker:
     def check(self, action: Any) -> None:
         """Raise :class:`InvalidActionError` if ``action`` cannot be the cage's actions."""
         for path, leaf_space in self._leaves:
-            try:
-                value = value_at(action, path)
-            except (KeyError, IndexError, TypeError):
-                raise InvalidActionError(f"action has no leaf {path!r}") from None
+            value = action
+            for key in path.split(".") if path else ():
+                if not isinstance(value, Mapping):
+                    raise InvalidActionError(
+                        f"actions must be a tree of [n_envs] views keyed like the "
+                        f"action space (an ArrayDict, or a dict keyed '0', '1', ... "
+                        f"for a Tuple), got a {type(value).__name__} above leaf {path!r}"
+                    )
+                if key not in value:
+                    raise InvalidActionError(f"action has no leaf {path!r}")
+                value = value[key]
             self._check_leaf(path, leaf_space, value)
 
     def _check_leaf(self, path: str, space: gym.Space, value: Any) -> None:
