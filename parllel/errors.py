@@ -173,3 +173,19 @@ class NonFiniteCheckpointError(NonFiniteError, CheckpointError):
 
 class ReplayCapacityWarning(ParllelError, RuntimeWarning):
     """A replay dropped stored steps early: its final-observation table was full."""
+
+
+class ObservationMismatchError(SpaceMismatchError):
+    """An env's observation does not match its declared observation space.
+
+    Checked on the probe step at cage construction; the message names the
+    env, the leaf, the actual and declared dtype and shape, and the fix.
+    """
+
+
+class EnvInfoError(EnvError):
+    """An env-info value does not fit the slot preallocated for its key.
+
+    The message names the key, the env, the value and the slot's dtype and
+    shape (docs/cages.md describes the info policy).
+    """

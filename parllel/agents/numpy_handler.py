@@ -8,20 +8,38 @@ import numpy as np
 
 from parllel.agents.base import Agent, AgentExample, check_mode
 from parllel.agents.state import ALL, EnvStates, as_index
-from parllel.tree import tree_items, tree_map
+from parllel.errors import DtypeError, ShapeError, TreeStructureError
+from parllel.tree import tree_get, tree_items, tree_map
 
 
-def write_outputs(out: Any, value: Any) -> None:
+def write_outputs(out: Any, value: Any, path: str = "") -> None:
     """Copy ``value`` (array or tree) into the numpy slots ``out`` (same tree shape).
 
-    Keys of ``value`` that ``out`` does not have are an error; an empty ``out``
-    accepts an empty value.
+    A slot node keyed ``"0"``, ``"1"``, ... (e.g. a gymnasium ``Tuple``
+    action) takes a tuple as well as a dict with those keys. A leaf of
+    ``out`` that ``value`` lacks raises
+    :class:`~parllel.errors.TreeStructureError` naming its path; an empty
+    ``out`` accepts an empty value.
     """
     if isinstance(out, np.ndarray):
-        np.copyto(out, value, casting="same_kind")
+        try:
+            np.copyto(out, value, casting="same_kind")
+        except (TypeError, ValueError) as exc:
+            where = f" at {path!r}" if path else ""
+            error = DtypeError if isinstance(exc, TypeError) else ShapeError
+            raise error(f"cannot write the agent's output{where}: {exc}") from None
         return
     for key in out:
-        write_outputs(out[key], value[key])
+        where = f"{path}.{key}" if path else key
+        try:
+            item = tree_get(value, key)
+        except KeyError:
+            raise TreeStructureError(
+                f"the agent's output has no leaf {where!r} (a {type(value).__name__}); "
+                f"the slots expect keys {list(out)} there (a tuple also fills keys "
+                '"0", "1", ...)'
+            ) from None
+        write_outputs(out[key], item, where)
 
 
 def batch_of_one(example: Any) -> Any:

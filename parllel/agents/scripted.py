@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -10,30 +12,68 @@ import numpy as np
 
 from parllel import fields
 from parllel.agents.base import AgentStep, check_mode
+from parllel.tree import tree_items
 
 
 def _first_leaf(tree: Any) -> np.ndarray:
-    while isinstance(tree, dict) or hasattr(tree, "keys"):
-        tree = tree[next(iter(tree.keys()))]
-    return np.asarray(tree)
+    for _, leaf in tree_items(tree):
+        return np.asarray(leaf)
+    raise ValueError("the observation has no leaves")
 
 
+@functools.singledispatch
 def sample_actions(space: gym.Space, n: int, rng: np.random.Generator) -> Any:
-    """``n`` random actions of ``space`` stacked on a leading dim (seeded by ``rng``)."""
-    if isinstance(space, gym.spaces.Dict):
-        return {k: sample_actions(s, n, rng) for k, s in space.spaces.items()}
-    if isinstance(space, gym.spaces.Discrete):
-        values = rng.integers(space.start, space.start + space.n, n)
-        return values.astype(space.dtype)
-    if isinstance(space, gym.spaces.Box) and space.is_bounded("both"):
-        low = np.broadcast_to(space.low, space.shape)
-        high = np.broadcast_to(space.high, space.shape)
-        values = rng.uniform(low, high, (n, *space.shape))
-        if space.dtype.kind in "iu":
-            values = np.floor(values)
-        return values.astype(space.dtype)
+    """``n`` random actions of ``space`` stacked on a leading dim (seeded by ``rng``).
+
+    Dict actions are dicts and Tuple actions tuples of stacked leaves (the
+    sample tree accepts both). The default samples a copy of the space
+    ``n`` times (the space's own generator is left alone); register a
+    function for a custom space, as for the cage's space functions
+    (docs/cages.md).
+    """
+    space = copy.deepcopy(space)
     space.seed(int(rng.integers(2**31)))
     return np.stack([np.asarray(space.sample()) for _ in range(n)])
+
+
+@sample_actions.register
+def _(space: gym.spaces.Dict, n: int, rng: np.random.Generator) -> dict:
+    return {k: sample_actions(s, n, rng) for k, s in space.spaces.items()}
+
+
+@sample_actions.register
+def _(space: gym.spaces.Tuple, n: int, rng: np.random.Generator) -> tuple:
+    return tuple(sample_actions(s, n, rng) for s in space.spaces)
+
+
+@sample_actions.register
+def _(space: gym.spaces.Discrete, n: int, rng: np.random.Generator) -> np.ndarray:
+    values = rng.integers(space.start, space.start + space.n, n)
+    return values.astype(space.dtype)
+
+
+@sample_actions.register
+def _(space: gym.spaces.MultiDiscrete, n: int, rng: np.random.Generator) -> np.ndarray:
+    start = np.broadcast_to(space.start, space.shape)
+    values = rng.integers(start, start + space.nvec, (n, *space.shape))
+    return values.astype(space.dtype)
+
+
+@sample_actions.register
+def _(space: gym.spaces.MultiBinary, n: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.integers(0, 2, (n, *space.shape)).astype(space.dtype)
+
+
+@sample_actions.register
+def _(space: gym.spaces.Box, n: int, rng: np.random.Generator) -> np.ndarray:
+    if not space.is_bounded("both"):
+        return sample_actions.dispatch(gym.Space)(space, n, rng)
+    low = np.broadcast_to(space.low, space.shape)
+    high = np.broadcast_to(space.high, space.shape)
+    values = rng.uniform(low, high, (n, *space.shape))
+    if space.dtype.kind in "iu":
+        values = np.floor(values)
+    return values.astype(space.dtype)
 
 
 class RandomAgent:

@@ -11,10 +11,17 @@ No torch is imported here.
 from parllel.cages.balance import Balancer, LoadBalancer
 from parllel.cages.cage import Cage, CageState
 from parllel.cages.env_group import EnvGroup, env_seed
+from parllel.cages.env_info import numeric_info_example
 from parllel.cages.layout import measure_step_seconds, suggest_layout, usable_cores
 from parllel.cages.process import ProcessCage
 from parllel.cages.serial import SerialCage
-from parllel.cages.spaces import EnvSpaces, numeric_info_example, zero_example
+from parllel.cages.spaces import (
+    EnvSpaces,
+    action_reader,
+    leaf_mismatch,
+    space_leaves,
+    zero_example,
+)
 from parllel.cages.traj_info import TrajInfo
 
 __all__ = [
@@ -31,6 +38,9 @@ __all__ = [
     "measure_step_seconds",
     "suggest_layout",
     "usable_cores",
+    "action_reader",
+    "leaf_mismatch",
     "numeric_info_example",
+    "space_leaves",
     "zero_example",
 ]

@@ -11,7 +11,7 @@ import cloudpickle
 
 from parllel import fields
 from parllel.cages.env_group import RESET_MODES
-from parllel.cages.spaces import ActionChecker, EnvSpaces
+from parllel.cages.spaces import ActionChecker, EnvSpaces, check_observation
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError, ClosedCageError, ConfigError
 from parllel.seeding import resolve_env_seeds
@@ -101,6 +101,7 @@ class Cage(ABC):
         return range(self.env_offset, self.env_offset + self.n_envs)
 
     def _finish_init(self, spaces: EnvSpaces, example: dict[str, Any]) -> None:
+        check_observation(spaces, example[fields.OBSERVATION], self.env_offset)
         self.spaces = spaces
         self.example = example
         self._action_checker = ActionChecker(spaces.action, self.n_envs)

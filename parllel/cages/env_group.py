@@ -16,7 +16,13 @@ import numpy as np
 from gymnasium.utils import EzPickle
 
 from parllel import fields
-from parllel.cages.spaces import EnvSpaces, action_reader, check_spaces_agree
+from parllel.cages.env_info import InfoSlotTables, write_info_value
+from parllel.cages.spaces import (
+    EnvSpaces,
+    action_reader,
+    check_spaces_agree,
+    env_name,
+)
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError, EnvError
 from parllel.seeding import action_space_seed, env_seed
@@ -77,7 +83,9 @@ class EnvGroup:
                 self.close()
                 raise _env_error(index, "its construction", exc) from exc
         self.spaces = EnvSpaces(
-            self.envs[0].observation_space, self.envs[0].action_space
+            self.envs[0].observation_space,
+            self.envs[0].action_space,
+            env_name(self.envs[0]),
         )
         for index, env in zip(self.env_indices, self.envs):
             check_spaces_agree(
@@ -97,6 +105,7 @@ class EnvGroup:
         self._gamma = self._trajs[0].discount
         self._lengths, self._returns = [0] * n, [0.0] * n
         self._discounted, self._discounts = [0.0] * n, [1.0] * n
+        self._info_slots = InfoSlotTables()
         for env, seed in zip(self.envs, self._seeds):
             if seed is not None:
                 env.action_space.seed(action_space_seed(seed))
@@ -155,12 +164,12 @@ class EnvGroup:
         indices = range(len(self.envs)) if local_indices is None else local_indices
         for i in indices:
             try:
-                observation, _ = self._reset_env(i)
+                observation, info = self._reset_env(i)
                 out_observation[offset + i] = observation
             except Exception as exc:
                 raise _env_error(self.env_indices[i], "reset", exc) from exc
             self._waiting[i] = False
-            self._start_episode(i)
+            self._start_episode(i, info)
 
     # -- stepping ------------------------------------------------------------
     def step(self, action: Any, out: Any, offset: int = 0) -> list[TrajInfo]:
@@ -182,8 +191,7 @@ class EnvGroup:
             TrajInfos of the episodes that ended in this step.
         """
         out_observation = out[fields.OBSERVATION]
-        out_info = out.get(fields.ENV_INFO)
-        info_items = list(out_info.items()) if out_info else ()
+        info_items, stored_keys = self._info_slots.get(out.get(fields.ENV_INFO))
         out_final = out.get(fields.FINAL_OBSERVATION)
         n = len(self.envs)
         rewards = [0.0] * n
@@ -223,19 +231,29 @@ class EnvGroup:
                 rewards[i] = reward
                 terminateds[i] = terminated
                 truncateds[i] = truncated
-                for key, view in info_items:
-                    view[j] = info.get(key, 0)
+                for key, view, exact, zero in info_items:
+                    value = info.get(key, zero)
+                    if type(value) in exact:
+                        view[j] = value
+                    else:
+                        write_info_value(view, j, value, key, self.env_indices[i])
                 if terminated or truncated:
+                    if stored_keys:
+                        info = {k: v for k, v in info.items() if k not in stored_keys}
                     completed.append(
                         self._finish_episode(i, terminated, truncated, info)
                     )
                     if out_final is not None:
                         out_final[j] = observation
                     if auto_reset:
-                        observation, _ = env.reset()
+                        observation, reset_info = env.reset()
+                        if reset_info:
+                            trajs[i].reset_info = reset_info
                     else:
                         waiting[i] = True
                 out_observation[j] = observation
+            except EnvError:
+                raise
             except Exception as exc:
                 raise _env_error(self.env_indices[i], "step", exc) from exc
         out[fields.REWARD][offset : offset + n] = rewards
@@ -243,8 +261,10 @@ class EnvGroup:
         out[fields.TRUNCATED][offset : offset + n] = truncateds
         return completed
 
-    def _start_episode(self, i: int) -> None:
+    def _start_episode(self, i: int, reset_info: dict | None = None) -> None:
         self._trajs[i] = self._new_traj(self.env_indices[i])
+        if reset_info:
+            self._trajs[i].reset_info = reset_info
         self._lengths[i] = 0
         self._returns[i] = 0.0
         self._discounted[i] = 0.0
@@ -253,7 +273,10 @@ class EnvGroup:
     def _finish_episode(
         self, i: int, terminated: bool, truncated: bool, info: dict
     ) -> TrajInfo:
-        """Close env ``i``'s episode: fill its TrajInfo and start the next one."""
+        """Close env ``i``'s episode: fill its TrajInfo and start the next one.
+
+        ``info``: the last step's info entries that no env-info slot stored.
+        """
         traj = self._trajs[i]
         if self._plain_stats:
             traj.length = self._lengths[i]

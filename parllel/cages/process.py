@@ -52,10 +52,25 @@ def flatten_slots(
     return [(prefix, tree)]
 
 
+def sequence_nodes(
+    tree: Any, prefix: tuple[str, ...] = ()
+) -> tuple[tuple[str, ...], ...]:
+    """Paths of the ArrayDicts in ``tree`` built from tuples (which accept tuples)."""
+    if not isinstance(tree, Mapping):
+        return ()
+    nodes = [prefix] if isinstance(tree, ArrayDict) and tree.is_sequence else []
+    for key, value in tree.items():
+        nodes += sequence_nodes(value, prefix + (str(key),))
+    return tuple(nodes)
+
+
 def as_views(tree: Any) -> Any:
     """The same nesting (as ArrayDicts) with every Array leaf as a plain ndarray view."""
     if isinstance(tree, Mapping):
-        return ArrayDict({key: as_views(value) for key, value in tree.items()})
+        sequence = isinstance(tree, ArrayDict) and tree.is_sequence
+        return ArrayDict(
+            {key: as_views(value) for key, value in tree.items()}, sequence=sequence
+        )
     if isinstance(tree, Array):
         return tree.to_ndarray()
     return tree
@@ -319,16 +334,20 @@ class ProcessCage(Cage):
         self._finish_init(EnvSpaces(*spaces), example)
 
     # -- dispatch --------------------------------------------------------------
-    def _slot_ids(
-        self, leaves: list[tuple[tuple[str, ...], Any]]
-    ) -> tuple[int, np.ndarray, list]:
-        """Layout id, view ids and new-descriptor messages for flattened slots."""
+    def _slot_ids(self, tree: dict[str, Any]) -> tuple[int, np.ndarray, list]:
+        """Layout id, view ids and new-descriptor messages for a tree of slots.
+
+        The layout holds the leaf paths and the paths of tuple-built nodes, so
+        a worker rebuilds the same tree (one that accepts tuples where the
+        caller's does).
+        """
         messages: list[tuple] = []
-        layout = tuple(path for path, _ in leaves)
+        leaves = flatten_slots(tree)
+        layout = (tuple(path for path, _ in leaves), sequence_nodes(tree))
         layout_id = self._layout_ids.get(layout)
         if layout_id is None:
-            if len(layout) > protocol.MAX_LEAVES:
-                raise ConfigError(f"too many slot leaves ({len(layout)}) for one step")
+            if len(leaves) > protocol.MAX_LEAVES:
+                raise ConfigError(f"too many slot leaves ({len(leaves)}) for one step")
             layout_id = self._layout_ids[layout] = len(self._layout_ids)
             messages.append(("layout", layout_id, layout))
         ids = np.empty(len(leaves), np.int64)
@@ -360,7 +379,7 @@ class ProcessCage(Cage):
     def _dispatch(
         self, command: int, tree: dict[str, Any], extra_per_worker=None
     ) -> None:
-        layout_id, ids, messages = self._slot_ids(flatten_slots(tree))
+        layout_id, ids, messages = self._slot_ids(tree)
         for worker in self._resources.workers:
             extra = None if extra_per_worker is None else extra_per_worker(worker)
             worker.command(command, messages, ids, layout_id, extra)
@@ -385,9 +404,7 @@ class ProcessCage(Cage):
         key = (id(action), id(out))
         entry = self._step_cache.get(key)
         if entry is None or entry[0] is not action or entry[1] is not out:
-            layout_id, ids, messages = self._slot_ids(
-                flatten_slots({"action": action, "out": out})
-            )
+            layout_id, ids, messages = self._slot_ids({"action": action, "out": out})
             if len(self._step_cache) >= STEP_CACHE_SIZE:
                 self._step_cache.clear()
             # plain views for the main process's share (it steps envs [0, n))
@@ -568,9 +585,7 @@ class ProcessCage(Cage):
         messages = [("layout", i, layout) for layout, i in self._layout_ids.items()]
         messages.append(("views", list(self._descriptors)))
         observation = out[fields.OBSERVATION] if out is not None else out_observation
-        layout_id, ids, more = self._slot_ids(
-            flatten_slots({"observation": observation})
-        )
+        layout_id, ids, more = self._slot_ids({"observation": observation})
         new.command(protocol.RESET, messages + more, ids, layout_id, [-1])
         errors: list[tuple] = []
         self._collect(new, [], errors)

@@ -69,7 +69,11 @@ class SerialCage(Cage):
             traj_info_type,
             self.traj_info_kwargs,
         )
-        self._finish_init(self._group.spaces, self._group.example_step())
+        try:
+            self._finish_init(self._group.spaces, self._group.example_step())
+        except BaseException:
+            self._group.close()
+            raise
         self._pending: tuple[Any, Any] | None = None
 
     def _step_async(self, action: Any, out: Any) -> None:

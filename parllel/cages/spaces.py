@@ -1,20 +1,53 @@
-"""Spaces of caged envs, example values for allocation, and action checks."""
+"""Spaces of caged envs: example values, leaves, action reading and checks.
+
+Every operation on a space is a :func:`functools.singledispatch` function
+(as gymnasium's shared-memory helpers are), so a custom space plugs in by
+registration, without editing parllel::
+
+    @zero_example.register
+    def _(space: MySpace):
+        return ...
+
+``Dict``, ``Tuple``, ``Discrete`` and every space with a fixed ``shape`` and
+``dtype`` (``Box``, ``MultiDiscrete``, ``MultiBinary``) are built in; the
+registration points are listed in docs/cages.md.
+"""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
-from parllel.errors import InvalidActionError, SpaceMismatchError
+from parllel.errors import (
+    InvalidActionError,
+    ObservationMismatchError,
+    SpaceMismatchError,
+)
+from parllel.tree import tree_get
 
 
 class EnvSpaces(NamedTuple):
-    """The observation and action space shared by every env of a cage."""
+    """The observation and action space shared by every env of a cage.
+
+    ``env_name`` (the env's registered id, or its class name) is used in
+    error messages.
+    """
 
     observation: gym.Space
     action: gym.Space
+    env_name: str = "env"
+
+
+def env_name(env: Any) -> str:
+    """A readable name of an env: its registered id, else its class name."""
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return str(spec.id)
+    return type(getattr(env, "unwrapped", env)).__name__
 
 
 def check_spaces_agree(first: EnvSpaces, other: EnvSpaces, env_index: int) -> None:
@@ -28,18 +61,135 @@ def check_spaces_agree(first: EnvSpaces, other: EnvSpaces, env_index: int) -> No
             )
 
 
+def _join(prefix: str, key: Any) -> str:
+    return f"{prefix}.{key}" if prefix else str(key)
+
+
+# -- example values ---------------------------------------------------------------
+
+
+@functools.singledispatch
 def zero_example(space: gym.Space) -> Any:
-    """A zero-valued example of a space's elements, with the right dtypes."""
-    if isinstance(space, gym.spaces.Dict):
-        return {k: zero_example(s) for k, s in space.spaces.items()}
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(zero_example(s) for s in space.spaces)
-    if isinstance(space, gym.spaces.Discrete):
-        return np.zeros((), dtype=space.dtype)[()]
+    """A zero-valued example of a space's elements, with the right dtypes.
+
+    The default handles any space with a fixed ``shape`` and ``dtype``;
+    register a function for other spaces.
+    """
     if space.shape is None or space.dtype is None:
-        raise SpaceMismatchError(f"cannot preallocate elements of space {space}")
+        raise SpaceMismatchError(
+            f"cannot preallocate elements of space {space}: it has no fixed shape "
+            "and dtype; register zero_example (and the other space functions) for "
+            f"{type(space).__name__} (docs/cages.md)"
+        )
     value = np.zeros(space.shape, dtype=space.dtype)
     return value[()] if value.ndim == 0 else value
+
+
+@zero_example.register
+def _(space: gym.spaces.Dict) -> dict:
+    return {k: zero_example(s) for k, s in space.spaces.items()}
+
+
+@zero_example.register
+def _(space: gym.spaces.Tuple) -> tuple:
+    return tuple(zero_example(s) for s in space.spaces)
+
+
+@zero_example.register
+def _(space: gym.spaces.Discrete) -> Any:
+    return np.zeros((), dtype=space.dtype)[()]
+
+
+# -- leaves -----------------------------------------------------------------------
+
+
+@functools.singledispatch
+def space_leaves(space: gym.Space, prefix: str = "") -> list[tuple[str, gym.Space]]:
+    """``(path, leaf space)`` of every leaf, keyed as in sample trees.
+
+    Dict keys and Tuple positions (``"0"``, ``"1"``, ...) are joined with
+    dots; a space that is not a container is one leaf at ``prefix``.
+    """
+    return [(prefix, space)]
+
+
+@space_leaves.register
+def _(space: gym.spaces.Dict, prefix: str = "") -> list[tuple[str, gym.Space]]:
+    out = []
+    for key, sub in space.spaces.items():
+        out += space_leaves(sub, _join(prefix, key))
+    return out
+
+
+@space_leaves.register
+def _(space: gym.spaces.Tuple, prefix: str = "") -> list[tuple[str, gym.Space]]:
+    out = []
+    for i, sub in enumerate(space.spaces):
+        out += space_leaves(sub, _join(prefix, i))
+    return out
+
+
+def value_at(value: Any, path: str) -> Any:
+    """The leaf of ``value`` at a dotted ``path`` (mappings, tuples, ArrayDicts).
+
+    Raises:
+        KeyError: the value has no such leaf.
+    """
+    if path == "":
+        return value
+    for key in path.split("."):
+        value = tree_get(value, key)
+    return value
+
+
+# -- checks -----------------------------------------------------------------------
+
+
+@functools.singledispatch
+def leaf_mismatch(space: gym.Space, value: Any) -> tuple[str, str] | None:
+    """``(actual, declared)`` descriptions if ``value`` does not fit leaf ``space``.
+
+    The default compares the value's numpy dtype and shape with the space's
+    (exactly: a float64 value does not fit a float32 space); spaces without
+    a fixed dtype are not checked. Register a function for a custom leaf
+    space whose elements are checked differently.
+    """
+    if space.dtype is None or space.shape is None:
+        return None
+    array = np.asarray(value)
+    if array.dtype == space.dtype and array.shape == tuple(space.shape):
+        return None
+    return (
+        f"dtype {array.dtype} and shape {array.shape}",
+        f"dtype {np.dtype(space.dtype)} and shape {tuple(space.shape)}",
+    )
+
+
+def check_observation(spaces: EnvSpaces, observation: Any, env_index: int) -> None:
+    """Raise :class:`ObservationMismatchError` if a probe observation breaks its space.
+
+    Buffers are allocated from the probe observation and models from the
+    space, so a mismatch would otherwise surface much later (e.g. as a
+    dtype error inside the model).
+    """
+    where = f"env {env_index} ({spaces.env_name})"
+    for path, leaf in space_leaves(spaces.observation):
+        try:
+            value = value_at(observation, path)
+        except (KeyError, IndexError, TypeError):
+            raise ObservationMismatchError(
+                f"{where}: its observation has no leaf {path!r} (missing), but its "
+                f"observation space {spaces.observation} declares one"
+            ) from None
+        mismatch = leaf_mismatch(leaf, value)
+        if mismatch is not None:
+            actual, declared = mismatch
+            raise ObservationMismatchError(
+                f"{where}: observation leaf {path!r} has {actual}, but its "
+                f"observation space declares {declared}. Make them agree: cast the "
+                "observation in a wrapper (e.g. gymnasium.wrappers.TransformObservation"
+                " with .astype(...)/.reshape(...)) or declare the space it returns"
+            )
 
 
 class ActionChecker:
@@ -52,20 +202,22 @@ class ActionChecker:
     def __init__(self, space: gym.Space, n_envs: int) -> None:
         self.space = space
         self.n_envs = n_envs
-        self._leaves = _space_leaves(space)
+        self._leaves = space_leaves(space)
 
     def check(self, action: Any) -> None:
         """Raise :class:`InvalidActionError` if ``action`` cannot be the cage's actions."""
-        if len(self._leaves) == 1 and self._leaves[0][0] == "":
-            self._check_leaf("", self._leaves[0][1], action)
-            return
         for path, leaf_space in self._leaves:
             value = action
-            for key in path.split("."):
-                try:
-                    value = value[key]
-                except (KeyError, TypeError, IndexError):
-                    raise InvalidActionError(f"action has no leaf {path!r}") from None
+            for key in path.split(".") if path else ():
+                if not isinstance(value, Mapping):
+                    raise InvalidActionError(
+                        f"actions must be a tree of [n_envs] views keyed like the "
+                        f"action space (an ArrayDict, or a dict keyed '0', '1', ... "
+                        f"for a Tuple), got a {type(value).__name__} above leaf {path!r}"
+                    )
+                if key not in value:
+                    raise InvalidActionError(f"action has no leaf {path!r}")
+                value = value[key]
             self._check_leaf(path, leaf_space, value)
 
     def _check_leaf(self, path: str, space: gym.Space, value: Any) -> None:
@@ -77,6 +229,8 @@ class ActionChecker:
                 f"actions{where} must have shape {expected} (n_envs, *action_shape), "
                 f"got {shape if shape is not None else type(value).__name__}"
             )
+        if space.dtype is None:
+            return
         kind, expected_kind = value.dtype.kind, np.dtype(space.dtype).kind
         integral = "iub"
         if (expected_kind in integral) != (kind in integral):
@@ -86,61 +240,49 @@ class ActionChecker:
             )
 
 
-def _space_leaves(space: gym.Space, prefix: str = "") -> list[tuple[str, gym.Space]]:
-    if isinstance(space, gym.spaces.Dict):
-        out = []
-        for key, sub in space.spaces.items():
-            out += _space_leaves(sub, f"{prefix}.{key}" if prefix else key)
-        return out
-    if isinstance(space, gym.spaces.Tuple):
-        out = []
-        for i, sub in enumerate(space.spaces):
-            out += _space_leaves(sub, f"{prefix}.{i}" if prefix else str(i))
-        return out
-    return [(prefix, space)]
+# -- reading actions ----------------------------------------------------------------
 
 
-def action_reader(space: gym.Space) -> Any:
+@functools.singledispatch
+def action_reader(space: gym.Space) -> Callable[[Any], list]:
     """Return ``read(actions) -> list`` giving each env's action in the space's form.
 
-    Discrete actions become numpy integer scalars (what gymnasium's own
-    vector envs pass; ``Discrete.contains`` checks them faster than Python
-    ints), arrays are copied (the env may keep them; the buffer will be
-    overwritten), Dict/Tuple actions are rebuilt.
-    One call per step converts all envs' actions at once.
+    ``actions`` holds every env's action on a leading dimension (a view, or
+    a tree of views keyed like :func:`space_leaves`). Discrete actions
+    become numpy integer scalars (what gymnasium's own vector envs pass;
+    ``Discrete.contains`` checks them faster than Python ints), arrays are
+    copied (the env may keep them; the buffer will be overwritten),
+    Dict/Tuple actions are rebuilt. One call per step converts all envs'
+    actions at once. Register a function for a custom action space.
     """
-    if isinstance(space, gym.spaces.Dict):
-        readers = {k: action_reader(s) for k, s in space.spaces.items()}
-
-        def read_dict(views: Any) -> list:
-            columns = {k: r(views[k]) for k, r in readers.items()}
-            n = len(next(iter(columns.values())))
-            return [{k: column[i] for k, column in columns.items()} for i in range(n)]
-
-        return read_dict
-    if isinstance(space, gym.spaces.Tuple):
-        readers = [action_reader(s) for s in space.spaces]
-
-        def read_tuple(views: Any) -> list:
-            columns = [r(views[str(j)]) for j, r in enumerate(readers)]
-            return list(zip(*columns))
-
-        return read_tuple
-    if isinstance(space, gym.spaces.Discrete):
-        return lambda view: list(view)
+    if tuple(space.shape or ()) == ():  # 0-d arrays, as the space samples them
+        return lambda view: [row[...] for row in np.array(view)]
     return lambda view: list(np.array(view))
 
 
-def numeric_info_example(info: dict[str, Any]) -> dict[str, Any]:
-    """The entries of an env-info dict that can be preallocated (numbers, arrays).
+@action_reader.register
+def _(space: gym.spaces.Dict) -> Callable[[Any], list]:
+    readers = {k: action_reader(s) for k, s in space.spaces.items()}
 
-    Other entries (strings, nested objects, ``final_info``...) are left to
-    TrajInfo. Keys keep their names, dots included (``"ale.lives"``).
-    """
-    example = {}
-    for key, value in info.items():
-        if isinstance(value, (bool, int, float, np.number, np.bool_)):
-            example[str(key)] = np.asarray(value)[()]
-        elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
-            example[str(key)] = value
-    return example
+    def read_dict(views: Any) -> list:
+        columns = {k: r(tree_get(views, k)) for k, r in readers.items()}
+        n = len(next(iter(columns.values())))
+        return [{k: column[i] for k, column in columns.items()} for i in range(n)]
+
+    return read_dict
+
+
+@action_reader.register
+def _(space: gym.spaces.Tuple) -> Callable[[Any], list]:
+    readers = [action_reader(s) for s in space.spaces]
+
+    def read_tuple(views: Any) -> list:
+        columns = [r(tree_get(views, str(j))) for j, r in enumerate(readers)]
+        return list(zip(*columns))
+
+    return read_tuple
+
+
+@action_reader.register
+def _(space: gym.spaces.Discrete) -> Callable[[Any], list]:
+    return lambda view: list(view)

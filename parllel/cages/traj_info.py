@@ -25,8 +25,12 @@ class TrajInfo:
         terminated: the episode ended in a terminal state.
         truncated: the episode was cut (time limit, or its worker was lost).
         lost: the episode was cut because its worker process died.
-        extra: env-info entries of the last step that were not preallocated
-            (any keys, e.g. ``"ale.lives"`` or strings), kept as-is.
+        extra: env-info entries of the last step that no env-info slot stored
+            (strings, nested dicts, keys absent from the probe step, or every
+            entry when the cage was given no ``env_info`` slots), kept as-is.
+            Preallocated keys are in the sample tree's ``env_info`` instead.
+        reset_info: the info dict returned by the reset that started the
+            episode (explicit or automatic), kept as-is; empty if it was.
 
     Example:
         >>> class LivesTrajInfo(TrajInfo):
@@ -44,6 +48,7 @@ class TrajInfo:
     truncated: bool = False
     lost: bool = False
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    reset_info: dict[str, Any] = dataclasses.field(default_factory=dict)
     _current_discount: float = dataclasses.field(default=1.0, repr=False)
 
     def step(
@@ -64,14 +69,20 @@ class TrajInfo:
     def finish(
         self, terminated: bool, truncated: bool, env_info: dict[str, Any]
     ) -> None:
-        """Close the episode; ``env_info`` is the info dict of its last step."""
+        """Close the episode.
+
+        ``env_info`` holds the entries of the last step's info dict that no
+        env-info slot stored (all of them if the cage had no such slots); the
+        default keeps them in :attr:`extra`. Extend :meth:`step` to see every
+        entry of every step.
+        """
         self.terminated = bool(terminated)
         self.truncated = bool(truncated)
         for key, value in env_info.items():
             self.extra.setdefault(key, value)
 
     def to_dict(self) -> dict[str, Any]:
-        """The public fields as a flat dict (``extra`` entries included)."""
+        """The public fields as a dict (``extra`` entries merged in, ``reset_info`` nested)."""
         data = {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)

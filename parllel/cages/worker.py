@@ -53,15 +53,32 @@ class ParentGone(Exception):
     """The main process died; the worker exits quietly."""
 
 
-def build_tree(layout: tuple[tuple[str, ...], ...], views: list[Any]) -> ArrayDict:
-    """Nest flat leaf views into ArrayDicts following their paths in ``layout``."""
+def build_tree(layout: tuple[tuple, tuple], views: list[Any]) -> ArrayDict:
+    """Nest flat leaf views into ArrayDicts following ``layout``.
+
+    ``layout`` is ``(leaf paths, paths of tuple-built nodes)``; those nodes
+    become sequence ArrayDicts, as in the main process's tree.
+    """
+    paths, sequences = layout
     root: dict[str, Any] = {}
-    for path, view in zip(layout, views):
+    for path, view in zip(paths, views):
         node = root
         for key in path[:-1]:
             node = node.setdefault(key, {})
         node[path[-1]] = view
-    return ArrayDict(root)
+    return _nest(root, (), frozenset(sequences))
+
+
+def _nest(node: dict, prefix: tuple[str, ...], sequences: frozenset) -> ArrayDict:
+    return ArrayDict(
+        {
+            key: _nest(value, prefix + (key,), sequences)
+            if type(value) is dict
+            else value
+            for key, value in node.items()
+        },
+        sequence=prefix in sequences,
+    )
 
 
 def worker_main(
@@ -157,14 +174,14 @@ def worker_main(
 def _record_episodes(row: Any, completed: list) -> bool:
     """Write plain TrajInfos into the control row (no pipe, no pickling).
 
-    Only for :class:`TrajInfo` itself with nothing in ``extra`` (the common
-    case: most env infos are empty or fully preallocated); returns False to
-    send them over the pipe instead.
+    Only for :class:`TrajInfo` itself with nothing in ``extra`` or
+    ``reset_info`` (the common case: most env infos are empty or fully
+    preallocated); returns False to send them over the pipe instead.
     """
     if len(completed) > MAX_EPISODES:
         return False
     for traj in completed:
-        if type(traj) is not TrajInfo or traj.extra or traj.lost:
+        if type(traj) is not TrajInfo or traj.extra or traj.reset_info or traj.lost:
             return False
     records = row.view(np.float64)
     for j, traj in enumerate(completed):

@@ -10,19 +10,31 @@ import torch
 from parllel.agents.base import Agent, AgentExample, check_mode
 from parllel.agents.numpy_handler import batch_of_one, zero_batch_of_one
 from parllel.agents.state import ALL, EnvStates, as_index
+from parllel.errors import TreeStructureError
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
-from parllel.tree import tree_items, tree_map
+from parllel.tree import tree_get, tree_items, tree_map
 
 MAX_CACHED_VIEWS = 4096
 
 
-def _copy_into(out: Any, value: Any) -> None:
-    """Copy tensor ``value`` (or a tree) into the tensor views ``out``."""
+def _copy_into(out: Any, value: Any, path: str = "") -> None:
+    """Copy tensor ``value`` (or a tree) into the tensor views ``out``.
+
+    A node keyed ``"0"``, ``"1"``, ... also takes a tuple (``Tuple`` actions).
+    """
     if isinstance(out, torch.Tensor):
         out.copy_(value)
         return
     for key in out:
-        _copy_into(out[key], value[key])
+        where = f"{path}.{key}" if path else key
+        try:
+            item = tree_get(value, key)
+        except KeyError:
+            raise TreeStructureError(
+                f"the agent's output has no leaf {where!r} (a {type(value).__name__}); "
+                f"the slots expect keys {list(out)} there"
+            ) from None
+        _copy_into(out[key], item, where)
 
 
 def _to_numpy(tree: Any) -> Any:

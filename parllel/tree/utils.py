@@ -16,6 +16,32 @@ def is_namedtuple(obj: object) -> bool:
     return isinstance(obj, tuple) and hasattr(obj, "_fields")
 
 
+def tree_get(tree: Any, key: str) -> Any:
+    """The child ``key`` of a container, keyed as in trees built from it.
+
+    Mappings and ArrayDicts by key, namedtuples by field name, tuples and
+    lists by position (``"0"``, ``"1"``, ...), so a tuple and the ArrayDict
+    built from it answer the same keys.
+
+    Example:
+        >>> tree_get((np.zeros(2), {"a": 1}), "1")
+        {'a': 1}
+
+    Raises:
+        KeyError: ``tree`` has no child ``key`` (or is not a container).
+    """
+    if isinstance(tree, Mapping):
+        return tree[key]
+    if is_namedtuple(tree):
+        try:
+            return getattr(tree, key)
+        except AttributeError:
+            raise KeyError(key) from None
+    if isinstance(tree, (tuple, list)) and key.isdigit() and int(key) < len(tree):
+        return tree[int(key)]
+    raise KeyError(key)
+
+
 def tree_map(fn: Callable[..., Any], tree: Any, *others: Any) -> Any:
     """Apply ``fn`` to every leaf of ``tree`` (and the matching leaves of ``others``).
 
