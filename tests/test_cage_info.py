@@ -164,7 +164,7 @@ def test_without_info_slots_extra_holds_the_whole_last_info():
 
 def test_finished_episodes_with_stored_info_fit_the_control_row():
     group = EnvGroup(
-        info_env(int_then_float, max_length=2), {}, (0, 1), 0, "auto", TrajInfo, {}
+        info_env(int_then_float, max_length=2), {}, (0, 1), None, "auto", TrajInfo, {}
     )
     info_example = numeric_info_example(group.example_step()[fields.ENV_INFO])
     tree = ArrayDict(
