@@ -248,3 +248,34 @@ def test_markers_are_parsed(tmp_path):
     doc.write_text("<!-- skip-tests -->\n```python\nx = 1\n```\n")
     with pytest.raises(AssertionError, match="unknown marker"):
         parse_blocks(doc)
+
+
+EXAMPLE_SCRIPTS = sorted((ROOT / "examples").glob("*/train_*.py"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_examples_readme_flags_exist():
+    """examples/README.md: every example takes the first four flags it lists
+    (``--quick``, ``--resume``, ``--steps``, ``--seed``), and every flag it
+    names is an option of some example."""
+    text = (ROOT / "examples" / "README.md").read_text()
+    named = set(re.findall(r"`(--[a-z][a-z-]*)", text))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    helps = {}
+    for script in EXAMPLE_SCRIPTS:
+        done = subprocess.run(
+            [sys.executable, str(script), "--help"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        helps[shown(script)] = done.stdout
+    for name, help_text in helps.items():
+        for flag in ("--quick", "--resume", "--steps", "--seed"):
+            assert re.search(rf"{flag}\b", help_text), (name, flag)
+    every = "\n".join(helps.values())
+    missing = sorted(f for f in named if not re.search(rf"{f}\b", every))
+    assert not missing, f"examples/README.md names flags no example has: {missing}"
