@@ -8,7 +8,8 @@ Example:
     >>> cage = build_cages(make_env, n_envs=8, seed=0)
     >>> handler = TorchHandler(agent, n_envs=cage.n_envs)
     >>> sample_tree = build_sample_tree(cage, handler, batch_T=128)
-    >>> transform = Compose([add_advantage_estimation(sample_tree, 0.99, 0.95)])
+    >>> gae = add_advantage_estimation(sample_tree, gamma=0.99, gae_lambda=0.95)
+    >>> transform = Compose(gae)  # a list of transforms, run in order
 """
 
 from __future__ import annotations

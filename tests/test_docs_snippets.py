@@ -279,3 +279,44 @@ def test_examples_readme_flags_exist():
     every = "\n".join(helps.values())
     missing = sorted(f for f in named if not re.search(rf"{f}\b", every))
     assert not missing, f"examples/README.md names flags no example has: {missing}"
+
+
+# Modules of the pure-numpy layers whose docstring examples are complete
+# (with ``np``, ``gym`` and ``fields`` given); they run as doctests. Examples
+# elsewhere show calls on a script's objects (``cage``, ``sample_tree``).
+DOCTEST_MODULES = [
+    "parllel._deprecation",
+    "parllel.agents.scripted",
+    "parllel.agents.state",
+    "parllel.arrays.array",
+    "parllel.arrays.shared_memory",
+    "parllel.cages.layout",
+    "parllel.cages.serial",
+    "parllel.replays.ratio",
+    "parllel.replays.sum_tree",
+    "parllel.transforms.functional",
+    "parllel.tree.array_dict",
+    "parllel.tree.build",
+    "parllel.tree.utils",
+]
+
+
+@pytest.mark.parametrize("name", DOCTEST_MODULES)
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    import gymnasium as gym
+    import numpy as np
+
+    from parllel import fields
+
+    module = importlib.import_module(name)
+    result = doctest.testmod(
+        module,
+        extraglobs={"np": np, "gym": gym, "fields": fields},
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
+        report=True,
+    )
+    assert result.attempted > 0, f"{name} has no docstring examples"
+    assert result.failed == 0, f"{result.failed} docstring examples of {name} fail"

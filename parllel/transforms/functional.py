@@ -71,9 +71,13 @@ def generalized_advantage_estimation(
         ``(advantage, return_)``, the outputs.
 
     Example:
+        >>> reward, value = np.ones((3, 1), np.float32), np.zeros((3, 1), np.float32)
+        >>> ended = np.zeros((3, 1), bool)  # [T, B]: no episode ends
         >>> adv, ret = generalized_advantage_estimation(
-        ...     reward, value, terminated, truncated, bootstrap_value,
-        ...     final_value, gamma=0.99, gae_lambda=0.95)
+        ...     reward, value, ended, ended, np.zeros(1, np.float32), value,
+        ...     gamma=0.5, gae_lambda=1.0)
+        >>> ret[:, 0].tolist()  # gae_lambda = 1: the discounted returns
+        [1.75, 1.5, 1.0]
     """
     gamma = check_unit_interval("gamma", gamma)
     gae_lambda = renamed_keyword(
@@ -153,7 +157,10 @@ def discounted_return(
         The returns, ``[T, B, *F]``.
 
     Example:
-        >>> ret = discounted_return(reward, terminated, truncated, gamma=0.99)
+        >>> terminated = np.array([[False], [True], [False]])
+        >>> truncated = np.zeros((3, 1), bool)
+        >>> discounted_return(np.ones((3, 1)), terminated, truncated, gamma=0.5)[:, 0]
+        array([1.5, 1. , 1. ])
     """
     gamma = check_unit_interval("gamma", gamma)
     reward = check_float_array("reward", reward)
