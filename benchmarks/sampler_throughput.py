@@ -55,7 +55,7 @@ from parllel.patterns import build_alternating_cages  # noqa: E402
 from parllel.samplers import (  # noqa: E402
     AlternatingSampler,
     FeedForwardSampler,
-    build_sample_tree,
+    sample_tree_from_examples,
 )
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
 from parllel.torch.distributions import Categorical, DistParams  # noqa: E402
@@ -85,7 +85,7 @@ def run_sampler(make_cages, make_agent, sampler_type, T, B, batches) -> float:
     try:
         handler = TorchHandler(make_agent(), B)
         example = handler.example_outputs(cages[0].example[fields.OBSERVATION])
-        with build_sample_tree(cages[0].example, example, T, B) as tree:
+        with sample_tree_from_examples(cages[0].example, example, T, B) as tree:
             gae = EstimateAdvantage(tree, GAMMA, LAMBDA)
             sampler = sampler_type(cages, handler, tree, transform=gae)
             sampler.collect_batch()

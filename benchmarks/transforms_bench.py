@@ -148,7 +148,7 @@ def jit_compile_seconds() -> float:
         "from parllel.transforms import generalized_advantage_estimation as g\n"
         "x = np.zeros((4, 2), np.float32); f = np.zeros((4, 2), bool)\n"
         "s = time.perf_counter()\n"
-        "g(x, x, f, f, x[0], x, gamma=0.9, lambda_=0.9)\n"
+        "g(x, x, f, f, x[0], x, gamma=0.9, gae_lambda=0.9)\n"
         "print(time.perf_counter() - s)\n"
     )
     with tempfile.TemporaryDirectory() as cache_dir:
@@ -184,7 +184,7 @@ def main() -> None:
             generalized_advantage_estimation(
                 **batch,
                 gamma=GAMMA,
-                lambda_=LAMBDA,
+                gae_lambda=LAMBDA,
                 advantage_out=advantage,
                 return_out=returns,
             )

@@ -8,7 +8,8 @@ Example:
     >>> cage = build_cages(make_env, n_envs=8, seed=0)
     >>> handler = TorchHandler(agent, n_envs=cage.n_envs)
     >>> sample_tree = build_sample_tree(cage, handler, batch_T=128)
-    >>> transform = Compose([add_advantage_estimation(sample_tree, 0.99, 0.95)])
+    >>> gae = add_advantage_estimation(sample_tree, gamma=0.99, gae_lambda=0.95)
+    >>> transform = Compose(gae)  # a list of transforms, run in order
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from parllel.cages import (
     suggest_layout,
 )
 from parllel.errors import ConfigError
-from parllel.samplers import EvalSampler
-from parllel.samplers import build_sample_tree as allocate_sample_tree
+from parllel.samplers import EvalSampler, sample_tree_from_examples
 from parllel.transforms import (
     ClipRewards,
     EstimateAdvantage,
@@ -181,7 +181,7 @@ def build_sample_tree(
 ) -> ArrayDict:
     """Allocate the sample tree for ``cage`` (or several, e.g. the two of an
     alternating sampler: their envs side by side) and ``handler`` (see
-    :func:`parllel.samplers.build_sample_tree` for the layout and ``options``).
+    :func:`parllel.samplers.sample_tree_from_examples` for the layout and ``options``).
 
     Storage defaults to shared memory if any cage is a process cage, local
     otherwise.
@@ -193,7 +193,7 @@ def build_sample_tree(
     example = cages[0].example
     agent_example = handler.example_outputs(example[fields.OBSERVATION])
     n_envs = sum(c.n_envs for c in cages)
-    return allocate_sample_tree(
+    return sample_tree_from_examples(
         example, agent_example, batch_T, n_envs, storage, **options
     )
 

@@ -17,7 +17,7 @@ from parllel.samplers import (
     AlternatingSampler,
     FeedForwardSampler,
     RecurrentSampler,
-    build_sample_tree,
+    sample_tree_from_examples,
 )
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.handler import TorchHandler
@@ -102,7 +102,7 @@ def test_torch_handler_writes_outputs_through_zero_copy_views(env_kwargs):
         handler = TorchHandler(agent, 3)
         example = handler.example_outputs(cage.example[fields.OBSERVATION])
         assert set(example.agent_info) == {fields.LOG_PROB, fields.VALUE}
-        with build_sample_tree(cage.example, example, 6, 3) as tree:
+        with sample_tree_from_examples(cage.example, example, 6, 3) as tree:
             sampler = FeedForwardSampler(cage, handler, tree)
             for _ in range(2):
                 sampler.collect_batch()
@@ -152,7 +152,9 @@ def test_torch_recurrent_state_matches_whole_sequence_evaluation():
     with cage:
         handler = TorchHandler(agent, 3)
         example = handler.example_outputs(cage.example[fields.OBSERVATION])
-        with build_sample_tree(cage.example, example, 5, 3, recurrent=True) as tree:
+        with sample_tree_from_examples(
+            cage.example, example, 5, 3, recurrent=True
+        ) as tree:
             sampler = RecurrentSampler(cage, handler, tree)
             for _ in range(3):
                 sampler.collect_batch()
@@ -185,7 +187,9 @@ def test_alternating_equals_recurrent_sampler_in_eval_mode():
         handler = TorchHandler(agent, 4)
         handler.set_mode("eval")
         example = handler.example_outputs(cages[0].example[fields.OBSERVATION])
-        with build_sample_tree(cages[0].example, example, 6, 4, recurrent=True) as tree:
+        with sample_tree_from_examples(
+            cages[0].example, example, 6, 4, recurrent=True
+        ) as tree:
             sampler_type = (
                 RecurrentSampler if kind == "recurrent" else AlternatingSampler
             )

@@ -13,7 +13,7 @@ from parllel.agents import NumpyHandler, RandomAgent
 from parllel.cages import ProcessCage, SerialCage
 from parllel.errors import ConfigError
 from parllel.patterns import build_alternating_cages
-from parllel.samplers import AlternatingSampler, build_sample_tree
+from parllel.samplers import AlternatingSampler, sample_tree_from_examples
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity"
@@ -44,7 +44,7 @@ def test_bad_worker_cpus_are_refused():
 def _collect(cages, seed=0):
     handler = NumpyHandler(RandomAgent(cages[0].spaces.action, seed=seed), 6)
     example = handler.example_outputs(cages[0].example["observation"])
-    with build_sample_tree(cages[0].example, example, 5, 6) as tree:
+    with sample_tree_from_examples(cages[0].example, example, 5, 6) as tree:
         sampler = AlternatingSampler(cages, handler, tree)
         batch, _ = sampler.collect_batch()
         return {path: np.array(leaf.to_ndarray()) for path, leaf in batch.items_flat()}

@@ -20,7 +20,7 @@ from parllel.agents import NumpyHandler, RandomAgent
 from parllel.cages import ProcessCage, SerialCage
 from parllel.errors import ConfigError
 from parllel.replays import PrioritizedReplay, UniformReplay, gather_transitions
-from parllel.samplers import FeedForwardSampler, build_sample_tree
+from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,10 +43,10 @@ def _setup(
         cage = SerialCage(factory, B, seed=3)
     handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=1), B)
     example = handler.example_outputs(cage.example[fields.OBSERVATION])
-    sample_tree = build_sample_tree(
+    sample_tree = sample_tree_from_examples(
         cage.example, example, T, B, storage, final_observation=True
     )
-    replay_tree = build_sample_tree(
+    replay_tree = sample_tree_from_examples(
         cage.example, example, T, B, storage, final_observation=True,
         full_size=full_size, env_info=False,
     )  # fmt: skip
@@ -180,7 +180,7 @@ def test_zero_copy_recording_aligns_with_a_sampler_that_rotates_first():
 def test_copy_errors_name_the_leaf():
     cage, _, sample_tree, replay = _setup(6)
     try:
-        other = build_sample_tree(
+        other = sample_tree_from_examples(
             cage.example,
             NumpyHandler(RandomAgent(cage.spaces.action), B).example_outputs(
                 cage.example[fields.OBSERVATION]
@@ -192,7 +192,7 @@ def test_copy_errors_name_the_leaf():
         )
         with pytest.raises(ConfigError, match="observation"):
             replay.record_batch(other)
-        missing = build_sample_tree(
+        missing = sample_tree_from_examples(
             cage.example,
             NumpyHandler(RandomAgent(cage.spaces.action), B).example_outputs(
                 cage.example[fields.OBSERVATION]
@@ -207,7 +207,7 @@ def test_copy_errors_name_the_leaf():
         cage.close()
 
 
-def test_build_sample_tree_full_size_option():
+def test_sample_tree_from_examples_full_size_option():
     cage, _, _, replay = _setup(12)
     try:
         tree = replay.storage.tree

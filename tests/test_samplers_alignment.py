@@ -23,7 +23,7 @@ from parllel.samplers import (
     AlternatingSampler,
     FeedForwardSampler,
     RecurrentSampler,
-    build_sample_tree,
+    sample_tree_from_examples,
 )
 
 T, B = 7, 4
@@ -110,7 +110,7 @@ def build(sampler_kind, cage_kind, env_kwargs, recurrent, wait_reset=False):
         cages[0].example[fields.ACTION],
         cages[0].example[fields.REWARD],
     )
-    tree = build_sample_tree(
+    tree = sample_tree_from_examples(
         cages[0].example,
         example,
         T,

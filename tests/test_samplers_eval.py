@@ -1,4 +1,4 @@
-"""EvalSampler, decorrelation, observation normalization, build_sample_tree, errors."""
+"""EvalSampler, decorrelation, observation normalization, sample_tree_from_examples, errors."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from parllel.samplers import (
     EvalSampler,
     FeedForwardSampler,
     RecurrentSampler,
-    build_sample_tree,
+    sample_tree_from_examples,
 )
 from parllel.transforms import NormalizeObservations
 
@@ -34,10 +34,10 @@ def make_handler(cage, recurrent=False, n_envs=None):
 
 
 @pytest.mark.timeout(30)
-def test_build_sample_tree_layout():
+def test_sample_tree_from_examples_layout():
     with SerialCage(partial(CountingEnv, observation="dict"), 3, seed=0) as cage:
         handler, example = make_handler(cage, recurrent=True)
-        with build_sample_tree(
+        with sample_tree_from_examples(
             cage.example, example, 5, 3, recurrent=True, wait_reset=True
         ) as tree:
             assert tree.observation.state.shape == (5, 3, 4)
@@ -61,8 +61,8 @@ def test_eval_sampler_runs_n_episodes_in_eval_mode_with_frozen_statistics():
     ):
         handler, example = make_handler(cage)
         with (
-            build_sample_tree(cage.example, example, 6, 3) as tree,
-            build_sample_tree(eval_cage.example, example, 1, 2) as eval_tree,
+            sample_tree_from_examples(cage.example, example, 6, 3) as tree,
+            sample_tree_from_examples(eval_cage.example, example, 1, 2) as eval_tree,
         ):
             normalizer = NormalizeObservations(tree)
             sampler = FeedForwardSampler(
@@ -98,7 +98,9 @@ def test_observation_normalizer_normalizes_what_the_agent_sees():
         agent.step = lambda obs, *a: seen.append(np.array(obs)) or step(obs, *a)
         handler = NumpyHandler(agent, 3)
         example = handler.example_outputs(cage.example[fields.OBSERVATION])
-        with build_sample_tree(cage.example, example, 4, 3, previous=True) as tree:
+        with sample_tree_from_examples(
+            cage.example, example, 4, 3, previous=True
+        ) as tree:
             normalizer = NormalizeObservations(tree, clip=np.inf)
             sampler = FeedForwardSampler(
                 cage, handler, tree, observation_normalizer=normalizer
@@ -137,8 +139,8 @@ def test_configuration_errors_are_named():
         handler, example = make_handler(cage)
         rnn_handler, rnn_example = make_handler(cage, recurrent=True)
         with (
-            build_sample_tree(cage.example, example, 3, 2) as tree,
-            build_sample_tree(cage.example, example, 3, 3) as wide,
+            sample_tree_from_examples(cage.example, example, 3, 2) as tree,
+            sample_tree_from_examples(cage.example, example, 3, 3) as wide,
         ):
             with pytest.raises(ConfigError, match="RecurrentSampler"):
                 FeedForwardSampler(cage, rnn_handler, tree)
@@ -155,7 +157,7 @@ def test_configuration_errors_are_named():
             with pytest.raises(ConfigError, match="n_episodes"):
                 EvalSampler(cage, handler, tree, 0)
         with pytest.raises(ConfigError, match="no state"):
-            build_sample_tree(cage.example, example, 3, 2, recurrent=True)
+            sample_tree_from_examples(cage.example, example, 3, 2, recurrent=True)
         with pytest.raises(ConfigError, match="mode"):
             handler.set_mode("greedy")
 
@@ -223,7 +225,7 @@ def test_eval_sampler_takes_each_envs_first_episodes_not_the_shortest():
     _LengthByEnv.built.clear()
     with SerialCage(_LengthByEnv, 2, seed=5) as cage:
         handler, example = make_handler(cage)
-        with build_sample_tree(cage.example, example, 1, 2, "local") as tree:
+        with sample_tree_from_examples(cage.example, example, 1, 2, "local") as tree:
             trajs = EvalSampler(cage, handler, tree, n_episodes=4).collect()
     # the short env finishes 4 episodes before the long one finishes 1; an
     # unbiased evaluation still takes two episodes of each env

@@ -109,7 +109,7 @@ def test_no_value_fields_no_value_calls():
 
     from parllel.agents import NumpyHandler, RandomAgent
     from parllel.cages import SerialCage
-    from parllel.samplers import FeedForwardSampler, build_sample_tree
+    from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 
     class Counting(RandomAgent):
         calls = 0
@@ -121,7 +121,7 @@ def test_no_value_fields_no_value_calls():
     with SerialCage(CountingEnv, 3, seed=0) as cage:
         handler = NumpyHandler(Counting(cage.spaces.action, seed=0), 3)
         example = handler.example_outputs(cage.example[fields.OBSERVATION])
-        with build_sample_tree(cage.example, example, 5, 3) as tree:
+        with sample_tree_from_examples(cage.example, example, 5, 3) as tree:
             assert fields.BOOTSTRAP_VALUE not in tree
             assert fields.FINAL_OBSERVATION not in tree
             FeedForwardSampler(cage, handler, tree).collect_batch()

@@ -106,7 +106,7 @@ def flags_at(flags, shape, col):
 )
 def test_gae_matches_reference(batch, gamma, lam, boot_trunc):
     adv, ret = generalized_advantage_estimation(
-        **batch, gamma=gamma, lambda_=lam, truncation_as_termination=not boot_trunc
+        **batch, gamma=gamma, gae_lambda=lam, truncation_as_termination=not boot_trunc
     )
     shape = batch["reward"].shape
     assert adv.dtype == batch["value"].dtype
@@ -149,7 +149,7 @@ def test_discounted_return_matches_reference(batch, gamma, use_boot, use_final):
 @SETTINGS
 @given(batch=batches(), gamma=st.floats(0, 1))
 def test_gae_with_lambda_one_is_bootstrapped_discounted_return(batch, gamma):
-    _, ret = generalized_advantage_estimation(**batch, gamma=gamma, lambda_=1.0)
+    _, ret = generalized_advantage_estimation(**batch, gamma=gamma, gae_lambda=1.0)
     expected = discounted_return(
         batch["reward"], batch["terminated"], batch["truncated"], gamma=gamma,
         bootstrap_value=batch["bootstrap_value"], final_value=batch["final_value"],
@@ -183,11 +183,13 @@ def test_analytic_truncation_bootstrap_matters(dtype):
         final_value=np.full((n_steps, n_envs), perfect, dtype),
     )  # fmt: skip
     for lam in (0.0, 0.95, 1.0):
-        adv, ret = generalized_advantage_estimation(**batch, gamma=gamma, lambda_=lam)
+        adv, ret = generalized_advantage_estimation(
+            **batch, gamma=gamma, gae_lambda=lam
+        )
         np.testing.assert_allclose(adv, 0.0, atol=1e-4)
         np.testing.assert_allclose(ret, perfect, rtol=1e-5)
         wrong, _ = generalized_advantage_estimation(
-            **batch, gamma=gamma, lambda_=lam, truncation_as_termination=True
+            **batch, gamma=gamma, gae_lambda=lam, truncation_as_termination=True
         )
         # At a truncation, termination semantics drop gamma * V = 9.0.
         np.testing.assert_allclose(wrong[truncated], -gamma * perfect, rtol=1e-5)
@@ -271,25 +273,25 @@ def test_gae_bad_field_is_named(field, bad, error):
     batch = good_batch()
     batch[field] = bad
     with pytest.raises(error, match=field):
-        generalized_advantage_estimation(**batch, gamma=0.99, lambda_=0.95)
+        generalized_advantage_estimation(**batch, gamma=0.99, gae_lambda=0.95)
 
 
 @pytest.mark.parametrize(
     "name, gamma, lam",
-    [("gamma", 1.5, 0.9), ("lambda_", 0.9, -0.1), ("gamma", float("nan"), 0.9)],
+    [("gamma", 1.5, 0.9), ("gae_lambda", 0.9, -0.1), ("gamma", float("nan"), 0.9)],
 )
 def test_gae_hyperparameters_out_of_range(name, gamma, lam):
     with pytest.raises(ConfigError, match=name):
-        generalized_advantage_estimation(**good_batch(), gamma=gamma, lambda_=lam)
+        generalized_advantage_estimation(**good_batch(), gamma=gamma, gae_lambda=lam)
 
 
 def test_gae_without_final_value_needs_explicit_choice():
     batch = good_batch()
     del batch["final_value"]
     with pytest.raises(ConfigError, match="final_value"):
-        generalized_advantage_estimation(**batch, gamma=0.99, lambda_=0.95)
+        generalized_advantage_estimation(**batch, gamma=0.99, gae_lambda=0.95)
     generalized_advantage_estimation(
-        **batch, gamma=0.99, lambda_=0.95, truncation_as_termination=True
+        **batch, gamma=0.99, gae_lambda=0.95, truncation_as_termination=True
     )
 
 
@@ -301,12 +303,12 @@ def test_output_that_would_be_a_copy_is_refused():
     out = np.zeros((6, 3, 2), np.float32).transpose(0, 2, 1)  # env/feature swapped
     with pytest.raises(ShapeError, match="advantage"):
         generalized_advantage_estimation(
-            **batch, gamma=0.9, lambda_=0.9, advantage_out=out
+            **batch, gamma=0.9, gae_lambda=0.9, advantage_out=out
         )
     with pytest.raises(ShapeError, match="return_"):
         generalized_advantage_estimation(
             **batch,
             gamma=0.9,
-            lambda_=0.9,
+            gae_lambda=0.9,
             return_out=np.zeros((6, 2, 3), np.float64)[:, ::-1],
         )

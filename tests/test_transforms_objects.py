@@ -58,14 +58,14 @@ def nd(leaf):
 
 def test_estimate_advantage_allocates_and_matches_functional():
     tree = make_tree()
-    gae = EstimateAdvantage(tree, gamma=0.9, lambda_=0.8)
+    gae = EstimateAdvantage(tree, gamma=0.9, gae_lambda=0.8)
     assert isinstance(tree["advantage"], Array) and tree["advantage"].shape == (8, 3)
     assert tree["return_"].dtype == np.float32
     gae(tree)
     expected, returns = generalized_advantage_estimation(
         nd(tree.reward), nd(tree.agent_info.value), nd(tree.terminated),
         nd(tree.truncated), tree.bootstrap_value, nd(tree.final_value),
-        gamma=0.9, lambda_=0.8,
+        gamma=0.9, gae_lambda=0.8,
     )  # fmt: skip
     np.testing.assert_allclose(nd(tree.advantage), expected)
     np.testing.assert_allclose(nd(tree.return_), returns)
@@ -78,7 +78,7 @@ def test_pipeline_runs_and_keeps_shared_storage():
             ComputeValidMask(tree),
             ClipRewards(tree, bound=1.0),
             NormalizeRewards(tree, gamma=0.99),
-            EstimateAdvantage(tree, gamma=0.99, lambda_=0.95),
+            EstimateAdvantage(tree, gamma=0.99, gae_lambda=0.95),
             NormalizeAdvantage(tree, only_valid=True),
             NormalizeObservations(tree),
         ]
@@ -253,38 +253,38 @@ def without(tree, *path):
 def test_estimate_advantage_missing_field(field):
     tree = without(make_tree(), field)
     with pytest.raises(ConfigError, match=field):
-        EstimateAdvantage(tree, gamma=0.99, lambda_=0.95)
+        EstimateAdvantage(tree, gamma=0.99, gae_lambda=0.95)
 
 
 def test_estimate_advantage_missing_value_and_bad_dtype():
     tree = make_tree()
     tree["agent_info"] = ArrayDict({"log_prob": np.zeros((8, 3), np.float32)})
     with pytest.raises(ConfigError, match="agent_info.value"):
-        EstimateAdvantage(tree, gamma=0.99, lambda_=0.95)
+        EstimateAdvantage(tree, gamma=0.99, gae_lambda=0.95)
     tree = make_tree()
     tree["reward"] = np.zeros((8, 3), np.int32)
     with pytest.raises(DtypeError, match="reward"):
-        EstimateAdvantage(tree, gamma=0.99, lambda_=0.95)
+        EstimateAdvantage(tree, gamma=0.99, gae_lambda=0.95)
     tree = make_tree()
     tree["bootstrap_value"] = np.zeros(4, np.float32)
     with pytest.raises(ShapeError, match="bootstrap_value"):
-        EstimateAdvantage(tree, gamma=0.99, lambda_=0.95)
+        EstimateAdvantage(tree, gamma=0.99, gae_lambda=0.95)
 
 
 @pytest.mark.parametrize(
     "gamma, lam, name",
-    [(1.01, 0.9, "gamma"), (0.9, 2.0, "lambda_"), (-0.1, 0.9, "gamma")],
+    [(1.01, 0.9, "gamma"), (0.9, 2.0, "gae_lambda"), (-0.1, 0.9, "gamma")],
 )
 def test_hyperparameters_checked_at_construction(gamma, lam, name):
     with pytest.raises(ConfigError, match=name):
-        EstimateAdvantage(make_tree(), gamma=gamma, lambda_=lam)
+        EstimateAdvantage(make_tree(), gamma=gamma, gae_lambda=lam)
 
 
 def test_other_transforms_name_missing_or_bad_fields():
     tree = make_tree()
     with pytest.raises(ConfigError, match="advantage"):
         NormalizeAdvantage(tree)
-    EstimateAdvantage(tree, gamma=0.9, lambda_=0.9)
+    EstimateAdvantage(tree, gamma=0.9, gae_lambda=0.9)
     with pytest.raises(ConfigError, match="valid"):
         NormalizeAdvantage(tree, only_valid=True)
     with pytest.raises(DtypeError, match="observation.pixels"):

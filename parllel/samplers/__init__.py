@@ -1,6 +1,7 @@
 """Samplers: the loop that asks the agent for actions, steps the cages and fills batches.
 
-- :func:`build_sample_tree`: allocate every field of a batch from examples.
+- :func:`sample_tree_from_examples`: allocate every field of a batch from examples
+  (:func:`parllel.patterns.build_sample_tree` does it from a cage and a handler).
 - :class:`FeedForwardSampler`: agents without recurrent state.
 - :class:`RecurrentSampler`: recurrent agents; optional wait-reset with ``valid``.
 - :class:`AlternatingSampler`: two halves of the envs; inference for one
@@ -12,7 +13,7 @@ No torch is imported here.
 """
 
 from parllel.samplers.alternating import AlternatingSampler
-from parllel.samplers.build import build_sample_tree
+from parllel.samplers.build import sample_tree_from_examples
 from parllel.samplers.evaluation import EvalSampler
 from parllel.samplers.feedforward import FeedForwardSampler
 from parllel.samplers.finite import FiniteCheck
@@ -26,5 +27,16 @@ __all__ = [
     "FiniteCheck",
     "GroupViews",
     "RecurrentSampler",
-    "build_sample_tree",
+    "sample_tree_from_examples",
 ]
+
+
+def __getattr__(name: str):
+    # the old name of sample_tree_from_examples, for one release
+    if name == "build_sample_tree":
+        from parllel._deprecation import renamed_attribute
+
+        return renamed_attribute(
+            __name__, name, "sample_tree_from_examples", sample_tree_from_examples
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -48,7 +48,7 @@ class AlternatingSampler(BatchSampler):
     Args:
         cages: exactly two auto-reset cages.
         handler: a :class:`~parllel.agents.Handler` for all envs of both cages.
-        sample_tree: from :func:`~parllel.samplers.build_sample_tree`.
+        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples`.
         transform: batch transform run after every batch.
         observation_normalizer: optional ``NormalizeObservations``.
         decorrelation_steps: random steps before the first batch.

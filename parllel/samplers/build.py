@@ -14,7 +14,7 @@ from parllel.errors import ConfigError
 from parllel.tree import ArrayDict, buffer_from_example
 
 
-def build_sample_tree(
+def sample_tree_from_examples(
     env_example: Mapping[str, Any],
     agent_example: Any,
     batch_T: int,
@@ -83,7 +83,7 @@ def build_sample_tree(
 
     Example:
         >>> example = handler.example_outputs(cage.example[fields.OBSERVATION])
-        >>> tree = build_sample_tree(cage.example, example, 128, cage.n_envs)
+        >>> tree = sample_tree_from_examples(cage.example, example, 128, cage.n_envs)
         >>> tree.observation.shape, tree.action.padded[-1].shape
         ((128, 8, 4), (8,))
     """

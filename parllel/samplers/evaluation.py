@@ -36,14 +36,14 @@ class EvalSampler:
     Args:
         cages: one cage or several, auto-reset.
         handler: a handler for the evaluation envs (may wrap the training agent).
-        sample_tree: from :func:`~parllel.samplers.build_sample_tree`
+        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples`
             (``batch_T=1`` is enough; rows are reused cyclically).
         n_episodes: episodes to complete.
         max_steps: give up after this many steps of every env (None: never).
         observation_normalizer: the training ``NormalizeObservations``, if any.
 
     Example:
-        >>> eval_tree = build_sample_tree(eval_cage.example, example, 1, 4)
+        >>> eval_tree = sample_tree_from_examples(eval_cage.example, example, 1, 4)
         >>> evaluator = EvalSampler(eval_cage, TorchHandler(agent, 4), eval_tree, 10)
         >>> returns = [traj.return_ for traj in evaluator.collect()]
     """

@@ -34,7 +34,7 @@ class FeedForwardSampler(BatchSampler):
     Args:
         cages: one cage or several (their envs are the tree's columns, in order).
         handler: a non-recurrent :class:`~parllel.agents.Handler` for all envs.
-        sample_tree: from :func:`~parllel.samplers.build_sample_tree`.
+        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples`.
         transform: batch transform (e.g. a :class:`~parllel.transforms.Compose`).
         observation_normalizer: optional
             :class:`~parllel.transforms.NormalizeObservations`, applied to each

@@ -42,7 +42,7 @@ class RecurrentSampler(BatchSampler):
     Args:
         cages: one cage or several (their envs are the tree's columns, in order).
         handler: a :class:`~parllel.agents.Handler` for all envs.
-        sample_tree: from :func:`~parllel.samplers.build_sample_tree` with
+        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples` with
             ``recurrent=True`` (and ``wait_reset=True`` for wait-reset).
         transform: batch transform run after every batch.
         wait_reset: wait-reset mode, as above.
@@ -56,7 +56,7 @@ class RecurrentSampler(BatchSampler):
             the env and step); False turns the check off.
 
     Example:
-        >>> tree = build_sample_tree(cage.example, example, 64, 8, recurrent=True)
+        >>> tree = sample_tree_from_examples(cage.example, example, 64, 8, recurrent=True)
         >>> sampler = RecurrentSampler(cage, handler, tree, transform=gae)
         >>> batch, trajs = sampler.collect_batch()
     """

@@ -50,7 +50,7 @@ def numpy_to_torch_tree(tree: Any) -> Any:
     Example:
         >>> obs = np.zeros((4, 2, 3), np.float32)
         >>> t = numpy_to_torch_tree({"observation": obs})
-        >>> t["observation"][0, 0, 0] = 1.0; obs[0, 0, 0]
+        >>> t["observation"][0, 0, 0] = 1.0; float(obs[0, 0, 0])
         1.0
     """
     return tree_map(_leaf_to_torch, tree)

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from parllel._deprecation import renamed_keyword
 from parllel.fields import (
     ADVANTAGE,
     AGENT_INFO,
@@ -40,10 +41,10 @@ class EstimateAdvantage(Transform):
     the value of ``observation[T]``) and ``final_value`` (value of the final
     observation at truncations). A truncated episode is bootstrapped from
     ``final_value``; a terminated one is not. Allocates ``advantage`` and
-    ``return_`` like the value. ``lambda_ = 1`` gives discounted returns.
+    ``return_`` like the value. ``gae_lambda = 1`` gives discounted returns.
 
     Example:
-        >>> gae = EstimateAdvantage(sample_tree, gamma=0.99, lambda_=0.95)
+        >>> gae = EstimateAdvantage(sample_tree, gamma=0.99, gae_lambda=0.95)
         >>> gae(sample_tree).advantage.shape   # [T, B]
     """
 
@@ -51,13 +52,17 @@ class EstimateAdvantage(Transform):
         self,
         sample_tree: Any,
         gamma: float,
-        lambda_: float,
+        gae_lambda: float | None = None,
         *,
         value_field: str | tuple[str, ...] = (AGENT_INFO, VALUE),
         truncation_as_termination: bool = False,
+        lambda_: float | None = None,
     ) -> None:
         self.gamma = check_unit_interval("gamma", gamma)
-        self.lambda_ = check_unit_interval("lambda_", lambda_)
+        gae_lambda = renamed_keyword(
+            "EstimateAdvantage", "lambda_", "gae_lambda", lambda_, gae_lambda
+        )
+        self.gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
         self.value_field = value_field
         self.truncation_as_termination = bool(truncation_as_termination)
         value = get_field(sample_tree, value_field, "advantage estimation")
@@ -89,7 +94,7 @@ class EstimateAdvantage(Transform):
             as_ndarray(sample_tree[BOOTSTRAP_VALUE], BOOTSTRAP_VALUE),
             final_value,
             gamma=self.gamma,
-            lambda_=self.lambda_,
+            gae_lambda=self.gae_lambda,
             truncation_as_termination=self.truncation_as_termination,
             advantage_out=as_ndarray(sample_tree[ADVANTAGE], ADVANTAGE),
             return_out=as_ndarray(sample_tree[RETURN], RETURN),

@@ -131,7 +131,7 @@ class Compose(Transform):
     Example:
         >>> pipeline = Compose([
         ...     ComputeValidMask(sample_tree),
-        ...     EstimateAdvantage(sample_tree, gamma=0.99, lambda_=0.95),
+        ...     EstimateAdvantage(sample_tree, gamma=0.99, gae_lambda=0.95),
         ...     NormalizeAdvantage(sample_tree, only_valid=True),
         ... ])
         >>> sample_tree = pipeline(sample_tree)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from parllel._deprecation import renamed_keyword
 from parllel.errors import ConfigError, ShapeError
 from parllel.transforms._checks import (
     as_columns,
@@ -36,10 +37,11 @@ def generalized_advantage_estimation(
     final_value: np.ndarray | None = None,
     *,
     gamma: float,
-    lambda_: float,
+    gae_lambda: float | None = None,
     truncation_as_termination: bool = False,
     advantage_out: np.ndarray | None = None,
     return_out: np.ndarray | None = None,
+    lambda_: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Generalized advantage estimation with truncation bootstrapping.
 
@@ -47,7 +49,7 @@ def generalized_advantage_estimation(
     continues from ``final_value[t]``, the value of the episode's final
     observation; the last step of an unfinished episode continues from
     ``bootstrap_value`` (the value of ``observation[T]``). Both kinds of episode
-    end cut the recursion. ``return = advantage + value``; with ``lambda_ = 1``
+    end cut the recursion. ``return = advantage + value``; with ``gae_lambda = 1``
     it is the discounted return bootstrapped from the values.
 
     Args:
@@ -59,22 +61,30 @@ def generalized_advantage_estimation(
         final_value: ``[T, B, *F]``, read where truncated. Required unless
             ``truncation_as_termination``.
         gamma: discount in ``[0, 1]``.
-        lambda_: GAE lambda in ``[0, 1]``.
+        gae_lambda: GAE lambda in ``[0, 1]``.
         truncation_as_termination: treat truncations as terminations (biased;
             for comparison or envs without a final-observation value).
         advantage_out: optional preallocated output, like ``reward``.
         return_out: optional preallocated output, like ``reward``.
+        lambda_: deprecated name of ``gae_lambda`` (warns).
 
     Returns:
         ``(advantage, return_)``, the outputs.
 
     Example:
+        >>> reward, value = np.ones((3, 1), np.float32), np.zeros((3, 1), np.float32)
+        >>> ended = np.zeros((3, 1), bool)  # [T, B]: no episode ends
         >>> adv, ret = generalized_advantage_estimation(
-        ...     reward, value, terminated, truncated, bootstrap_value,
-        ...     final_value, gamma=0.99, lambda_=0.95)
+        ...     reward, value, ended, ended, np.zeros(1, np.float32), value,
+        ...     gamma=0.5, gae_lambda=1.0)
+        >>> ret[:, 0].tolist()  # gae_lambda = 1: the discounted returns
+        [1.75, 1.5, 1.0]
     """
     gamma = check_unit_interval("gamma", gamma)
-    lambda_ = check_unit_interval("lambda_", lambda_)
+    gae_lambda = renamed_keyword(
+        "generalized_advantage_estimation", "lambda_", "gae_lambda", lambda_, gae_lambda
+    )
+    gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
     reward = check_float_array("reward", reward)
     value = check_float_array("value", value)
     batch_shape, feature_shape = batch_and_feature_shape("reward", reward)
@@ -110,7 +120,7 @@ def generalized_advantage_estimation(
         as_columns("bootstrap_value", bootstrap_value, 1),
         as_columns("final_value", final_value, 2),
         gamma,
-        lambda_,
+        gae_lambda,
         not truncation_as_termination,
         k,
         as_columns("advantage", advantage_out, 2),
@@ -148,7 +158,10 @@ def discounted_return(
         The returns, ``[T, B, *F]``.
 
     Example:
-        >>> ret = discounted_return(reward, terminated, truncated, gamma=0.99)
+        >>> terminated = np.array([[False], [True], [False]])
+        >>> truncated = np.zeros((3, 1), bool)
+        >>> discounted_return(np.ones((3, 1)), terminated, truncated, gamma=0.5)[:, 0]
+        array([1.5, 1. , 1. ])
     """
     gamma = check_unit_interval("gamma", gamma)
     reward = check_float_array("reward", reward)

@@ -38,7 +38,7 @@ class ArrayDict(Mapping):
     Example:
         >>> tree = ArrayDict({"obs": Array((4, 2), (3,)), "reward": Array((4, 2))})
         >>> tree[0, 1] = {"obs": np.zeros(3, np.float32), "reward": 1.0}
-        >>> tree.reward[0, 1]
+        >>> float(tree.reward[0, 1])
         1.0
     """
 

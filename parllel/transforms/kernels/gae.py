@@ -36,7 +36,7 @@ def gae_kernel(
     bootstrap_value: np.ndarray,
     final_value: np.ndarray,
     gamma: float,
-    lambda_: float,
+    gae_lambda: float,
     bootstrap_truncated: bool,
     components_per_flag: int,
     advantage_out: np.ndarray,
@@ -54,14 +54,14 @@ def gae_kernel(
             truncated and only if ``bootstrap_truncated``; otherwise a
             truncation counts as a termination.
         gamma: discount factor.
-        lambda_: GAE lambda (1 gives discounted returns minus values).
+        gae_lambda: GAE lambda (1 gives discounted returns minus values).
         bootstrap_truncated: whether truncations bootstrap from ``final_value``.
         components_per_flag: ``k``; column ``m`` uses flag column ``m // k``.
         advantage_out: ``[T, M]`` output.
         return_out: ``[T, M]`` output.
     """
     n_steps, n_columns = reward.shape
-    gamma_lambda = gamma * lambda_
+    gamma_lambda = gamma * gae_lambda
     k = components_per_flag
     if n_steps == 0:
         return
