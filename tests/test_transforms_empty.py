@@ -69,7 +69,7 @@ def test_discounted_return_of_any_size(batch, use_boot, use_final):
 @SETTINGS
 @given(batch=small_batches())
 def test_gae_of_any_size(batch):
-    adv, ret = generalized_advantage_estimation(**batch, gamma=0.9, lambda_=0.8)
+    adv, ret = generalized_advantage_estimation(**batch, gamma=0.9, gae_lambda=0.8)
     shape = batch["reward"].shape
     assert adv.shape == ret.shape == shape
     for col in columns(shape):
