@@ -24,13 +24,15 @@ from parllel.cages.traj_info import TrajInfo
 from parllel.cages.workers import (
     WorkerHandle,
     WorkerLost,
+    WorkerTimeout,
     default_context,
     raise_replies,
 )
-from parllel.errors import ConfigError, EnvError
+from parllel.errors import ConfigError, EnvError, StepTimeoutError
 from parllel.tree import ArrayDict
 
 DEATH_POLICIES = ("raise", "restart")
+DEFAULT_STEP_TIMEOUT = 300.0  # seconds; generous: only a hung env should reach it
 STEP_CACHE_SIZE = 4096  # distinct (action, out) slot objects remembered per cage
 
 
@@ -168,6 +170,13 @@ class ProcessCage(Cage):
         main_spin_seconds: how long the main process polls for workers before
             blocking (it yields the CPU while polling).
         start_timeout: seconds to wait for workers to build their envs.
+        step_timeout: seconds a worker may take to step (or reset) its envs
+            once the main process waits for it (default 300; None: wait
+            forever). Past it :class:`~parllel.errors.StepTimeoutError` names
+            the worker and its envs and carries the worker's Python stack, and
+            the cage is closed. It watches workers only: envs stepped in the
+            main process (``main_process_envs``) run in your own process,
+            where Ctrl-C interrupts a hang and shows its traceback.
 
     Example:
         >>> with ProcessCage(make_env, n_envs=8, envs_per_worker=4, seed=0) as cage:
@@ -195,6 +204,7 @@ class ProcessCage(Cage):
         worker_spin_seconds: float | None = None,
         main_spin_seconds: float = 0.0005,
         start_timeout: float = 120.0,
+        step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
     ) -> None:
         super().__init__(
             env_factory,
@@ -237,6 +247,11 @@ class ProcessCage(Cage):
         )
         self.main_spin_seconds = float(main_spin_seconds)
         self.start_timeout = float(start_timeout)
+        if step_timeout is not None and not step_timeout > 0:
+            raise ConfigError(
+                f"step_timeout must be > 0 seconds or None, got {step_timeout}"
+            )
+        self.step_timeout = None if step_timeout is None else float(step_timeout)
         self._ctx = (
             default_context()
             if start_method is None
@@ -364,7 +379,7 @@ class ProcessCage(Cage):
         return self.traj_info_type(env_index=env_index, **self.traj_info_kwargs)
 
     def _collect(self, worker: WorkerHandle, completed: list, errors: list) -> None:
-        replies = worker.wait(self.main_spin_seconds)
+        replies = worker.wait(self.main_spin_seconds, self.step_timeout)
         completed += protocol.read_episodes(worker.row, self._new_traj)
         for reply in replies:
             if reply[0] == "trajs":
@@ -415,12 +430,15 @@ class ProcessCage(Cage):
                 main_error = exc
             main_seconds = time.perf_counter() - start
         healthy = True
-        for worker in list(self._resources.workers):
+        workers = list(self._resources.workers)
+        for position, worker in enumerate(workers):
             try:
                 self._collect(worker, completed, errors)
             except WorkerLost:
                 completed += self._handle_death(worker, out)
                 healthy = False
+            except WorkerTimeout:
+                self._time_out("step", workers[position:])
         if main_error is not None:
             raise main_error
         raise_replies(errors)
@@ -528,11 +546,14 @@ class ProcessCage(Cage):
             n = self.main_process_envs
             local = None if env_indices is None else [i for i in env_indices if i < n]
             main.reset(as_views(out_observation), local)
-        for worker in list(self._resources.workers):
+        workers = list(self._resources.workers)
+        for position, worker in enumerate(workers):
             try:
                 self._collect(worker, [], errors)
             except WorkerLost:
                 self._handle_death(worker, None, out_observation)
+            except WorkerTimeout:
+                self._time_out("reset", workers[position:])
         raise_replies(errors)
 
     # -- worker death ----------------------------------------------------------
@@ -568,7 +589,10 @@ class ProcessCage(Cage):
         )
         new.command(protocol.RESET, messages + more, ids, layout_id, [-1])
         errors: list[tuple] = []
-        self._collect(new, [], errors)
+        try:
+            self._collect(new, [], errors)
+        except WorkerTimeout:
+            self._time_out("reset", [new])
         raise_replies(errors)
         lost = []
         if out is not None:
@@ -581,6 +605,37 @@ class ProcessCage(Cage):
                 traj.lost = traj.truncated = True
                 lost.append(traj)
         return lost
+
+    # -- hung workers ----------------------------------------------------------
+    def _time_out(self, what: str, pending: list[WorkerHandle]) -> None:
+        """Raise StepTimeoutError for ``pending[0]`` and every other late worker.
+
+        Each late worker's Python stack is fetched first; then the cage is
+        closed (late workers are terminated at once).
+        """
+        late = [pending[0]]
+        late += [w for w in pending[1:] if not w.work_done.acquire(False)]
+        stacks = [worker.dump_stack() or "(not available)" for worker in late]
+        described = "; ".join(
+            f"worker {w.index} (envs {list(w.env_indices)})" for w in late
+        )
+        parts = [
+            f"{described} did not finish a {what} within step_timeout="
+            f"{self.step_timeout} s (an env hangs?); the cage is closed."
+        ]
+        for worker, stack in zip(late, stacks):
+            parts.append(f"--- worker {worker.index}'s Python stack ---\n{stack}")
+        error = StepTimeoutError(
+            "\n".join(parts),
+            worker_index=late[0].index,
+            env_indices=late[0].env_indices,
+            timeout=self.step_timeout,
+            worker_stack=stacks[0],
+        )
+        for worker in late:
+            worker.stop(timeout=0.0)
+        self.close()
+        raise error
 
     # -- env access --------------------------------------------------------------
     def _owner(self, index: int) -> tuple[Any, int]:

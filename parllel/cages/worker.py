@@ -12,6 +12,7 @@ errors) travels over the pipe, and only when it exists.
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
 import os
 import signal
@@ -45,6 +46,9 @@ MAX_TREES = 4096  # slot trees a worker remembers (one per row of a batch)
 
 # commands
 STEP, RESET, MESSAGES_ONLY, CLOSE = 1, 2, 3, 4
+# on this signal a worker's faulthandler writes its Python stack to the main
+# process (step_timeout); signal 0 (none) where there is no SIGUSR1
+STACK_SIGNAL = getattr(signal, "SIGUSR1", 0)
 # status
 OK, HAS_MESSAGES = 0, 1
 
@@ -76,9 +80,13 @@ def worker_main(
     spin_seconds: float,
     want_example: bool,
     cpus: tuple[int, ...] | None = None,
+    stack_conn: Any = None,
 ) -> None:
     """Entry point of a worker process (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
+    if stack_conn is not None and STACK_SIGNAL:
+        # dumps every thread's stack even when stuck in C code holding the GIL
+        faulthandler.register(STACK_SIGNAL, file=stack_conn.fileno(), all_threads=True)
     if cpus:
         os.sched_setaffinity(0, cpus)  # checked by the cage
     parent = mp.parent_process()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from typing import Any
 
@@ -31,6 +32,14 @@ def auto_spin_seconds() -> float:
 
 class WorkerLost(Exception):
     """Internal: a worker process exited while the main process waited for it."""
+
+    def __init__(self, worker: WorkerHandle) -> None:
+        super().__init__(worker.index)
+        self.worker = worker
+
+
+class WorkerTimeout(Exception):
+    """Internal: a worker did not finish its command within the cage's timeout."""
 
     def __init__(self, worker: WorkerHandle) -> None:
         super().__init__(worker.index)
@@ -67,6 +76,10 @@ class WorkerHandle:
         self.command_ready = ctx.Semaphore(0)
         self.work_done = ctx.Semaphore(0)
         self.conn, child_conn = ctx.Pipe()
+        # the worker's faulthandler writes its Python stack here on STACK_SIGNAL
+        self._stack_reader, stack_writer = ctx.Pipe(duplex=False)
+        self._deadline = 0.0
+        self._stopped = False
         self.process = ctx.Process(
             target=protocol.worker_main,
             name=f"parllel-worker-{index}",
@@ -82,11 +95,13 @@ class WorkerHandle:
                 spin_seconds,
                 want_example,
                 cpus,
+                stack_writer,
             ),
             daemon=True,
         )
         self.process.start()
         child_conn.close()
+        stack_writer.close()
         _live_workers[0] += 1
         self._counted = True
         self.auto_spin = spin_seconds < 0
@@ -96,6 +111,38 @@ class WorkerHandle:
         """Raise :class:`WorkerLost` if the process has exited."""
         if self.process.exitcode is not None:
             raise WorkerLost(self)
+
+    def _check_in_time(self) -> None:
+        """:meth:`check_alive`, and raise :class:`WorkerTimeout` past the deadline."""
+        self.check_alive()
+        if time.perf_counter() > self._deadline:
+            raise WorkerTimeout(self)
+
+    def dump_stack(self, timeout: float = 2.0) -> str:
+        """The worker's Python stack (every thread), as its faulthandler prints it.
+
+        Works while the worker is stuck anywhere, even in C code holding the
+        GIL; returns "" if the worker is gone or does not answer in time.
+        """
+        if (
+            not protocol.STACK_SIGNAL
+            or self._stopped
+            or self.process.exitcode is not None
+        ):
+            return ""
+        try:
+            os.kill(self.process.pid, protocol.STACK_SIGNAL)
+        except ProcessLookupError:
+            return ""
+        reader, chunks = self._stack_reader, []
+        wait = timeout  # for the dump to start, then for the rest of it
+        while reader.poll(wait):
+            chunk = os.read(reader.fileno(), 1 << 16)
+            if not chunk:  # the worker closed its end (it exited)
+                break
+            chunks.append(chunk)
+            wait = 0.2
+        return b"".join(chunks).decode(errors="replace")
 
     def died_error(self) -> WorkerDiedError:
         """The user-facing error for this worker's death."""
@@ -131,7 +178,9 @@ class WorkerHandle:
             self.check_alive()
             if time.monotonic() > deadline:
                 raise WorkerDiedError(
-                    f"worker {self.index} did not start within {timeout} s",
+                    f"worker {self.index} (envs {list(self.env_indices)}) did not "
+                    f"build its envs within start_timeout={timeout} s. Its Python "
+                    f"stack:\n{self.dump_stack() or '(not available)'}",
                     self.index,
                     self.env_indices,
                     None,
@@ -174,18 +223,24 @@ class WorkerHandle:
             row[protocol.IDS + n : protocol.IDS + n + len(extra)] = extra
         self.command_ready.release()
 
-    def wait(self, spin_seconds: float) -> list[tuple]:
+    def wait(self, spin_seconds: float, timeout: float | None = None) -> list[tuple]:
         """Wait until the worker finished its command; return its replies.
 
         The main process polls (yielding the CPU) only while a short wait is
         expected: up to twice the recent average wait, capped at
         ``spin_seconds``. Long waits (the worker has much more to do) block
         at once, so the main process never burns a core the workers need.
+        ``timeout`` is checked only while blocked (every 0.1 s), never on the
+        fast path; past it :class:`WorkerTimeout` is raised.
         """
         expected = self._wait_average
         budget = min(spin_seconds, 2.0 * expected) if expected < spin_seconds else 0.0
         start = time.perf_counter()
-        wait_for(self.work_done, budget, self.check_alive)
+        if timeout is None:
+            wait_for(self.work_done, budget, self.check_alive)
+        else:
+            self._deadline = start + timeout
+            wait_for(self.work_done, budget, self._check_in_time)
         waited = time.perf_counter() - start
         self._wait_average += 0.1 * (waited - expected)
         if self.row[protocol.STATUS] == protocol.HAS_MESSAGES:
@@ -194,7 +249,14 @@ class WorkerHandle:
 
     # -- shutdown --------------------------------------------------------------
     def stop(self, timeout: float = 2.0) -> None:
-        """Ask the worker to exit; terminate, then kill, if it does not."""
+        """Ask the worker to exit; terminate, then kill, if it does not (idempotent).
+
+        ``timeout``: seconds to wait for a clean exit (0 for a worker known
+        to be stuck).
+        """
+        if self._stopped:
+            return
+        self._stopped = True
         if self._counted:
             _live_workers[0] -= 1
             self._counted = False
@@ -213,10 +275,11 @@ class WorkerHandle:
         if process.exitcode is None:
             process.kill()
             process.join(1.0)
-        try:
-            self.conn.close()
-        except OSError:
-            pass
+        for conn in (self.conn, self._stack_reader):
+            try:
+                conn.close()
+            except OSError:
+                pass
         try:
             process.close()
         except ValueError:
