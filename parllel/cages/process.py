@@ -19,6 +19,7 @@ from parllel.cages import worker as protocol
 from parllel.cages.balance import Balancer, LoadBalancer
 from parllel.cages.cage import Cage
 from parllel.cages.env_group import EnvGroup
+from parllel.cages.main_guard import check_main_guard
 from parllel.cages.spaces import EnvSpaces, check_spaces_agree
 from parllel.cages.traj_info import TrajInfo
 from parllel.cages.workers import (
@@ -257,6 +258,7 @@ class ProcessCage(Cage):
             if start_method is None
             else (__import__("multiprocessing").get_context(start_method))
         )
+        check_main_guard(self._ctx.get_start_method())
         self._resources = _Resources()
         self._finalizer = weakref.finalize(self, self._resources.release)
         self._view_ids: dict[tuple, int] = {}
@@ -322,7 +324,7 @@ class ProcessCage(Cage):
             try:
                 worker_spaces, worker_example = worker.handshake(self.start_timeout)
             except WorkerLost as lost:
-                raise lost.worker.died_error() from None
+                raise lost.worker.died_error(starting=True) from None
             if example is None:
                 spaces, example = worker_spaces, worker_example
             check_spaces_agree(spaces, worker_spaces, worker.env_indices[0])
@@ -579,7 +581,7 @@ class ProcessCage(Cage):
         try:
             new.handshake(self.start_timeout)
         except WorkerLost as lost:
-            raise lost.worker.died_error() from None
+            raise lost.worker.died_error(starting=True) from None
         # teach the new worker every slot known so far, then reset its envs
         messages = [("layout", i, layout) for layout, i in self._layout_ids.items()]
         messages.append(("views", list(self._descriptors)))

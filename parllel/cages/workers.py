@@ -144,17 +144,31 @@ class WorkerHandle:
             wait = 0.2
         return b"".join(chunks).decode(errors="replace")
 
-    def died_error(self) -> WorkerDiedError:
-        """The user-facing error for this worker's death."""
+    def died_error(self, starting: bool = False) -> WorkerDiedError:
+        """The user-facing error for this worker's death.
+
+        ``starting``: it died before it was ready (restarting would not help).
+        """
         code = self.process.exitcode
         how = (
             f"was killed by signal {-code}"
             if code is not None and code < 0
             else (f"exited with code {code}")
         )
+        if starting:
+            advice = (
+                "before it was ready (while starting or building its envs); its "
+                "error output (stderr) says why"
+            )
+        else:
+            advice = (
+                "; its envs are lost. Pass on_worker_death='restart' to the cage "
+                "to recreate them instead"
+            )
         return WorkerDiedError(
-            f"worker {self.index} (envs {list(self.env_indices)}) {how}; its envs are "
-            "lost. Pass on_worker_death='restart' to the cage to recreate them instead",
+            f"worker {self.index} (envs {list(self.env_indices)}) {how}"
+            + (" " if starting else "")
+            + advice,
             worker_index=self.index,
             env_indices=self.env_indices,
             exitcode=code,
