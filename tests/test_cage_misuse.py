@@ -5,12 +5,17 @@ from __future__ import annotations
 import threading
 from functools import partial
 
+import numpy as np
 import pytest
 
-from parllel.cages import ProcessCage, SerialCage
-from parllel.errors import ConfigError, EnvError
-from parllel.patterns import build_cages
-from tests.cage_helpers import run
+from parllel import fields
+from parllel.agents import NumpyHandler, RandomAgent
+from parllel.arrays import Array, NotSharedError
+from parllel.cages import CageState, ProcessCage, SerialCage
+from parllel.errors import ArrayClosedError, ConfigError, EnvError
+from parllel.patterns import build_cages, build_sample_tree
+from parllel.samplers import FeedForwardSampler
+from tests.cage_helpers import allocate, run, slots
 from tests.envs import CountingEnv
 
 
@@ -58,3 +63,76 @@ def test_env_crash_in_the_build_cages_probe_is_an_env_error(parallel, broken_in)
         build_cages(factory, 4, parallel=parallel, seed=0, start_method="fork")
     assert "RuntimeError" in info.value.worker_traceback
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+# -- closed buffers -------------------------------------------------------------
+CAGE_KINDS = {
+    "serial": SerialCage,
+    "process": partial(ProcessCage, start_method="fork", main_process_envs=1),
+}
+
+
+@pytest.mark.parametrize("kind", list(CAGE_KINDS))
+def test_a_cage_refuses_to_write_into_a_closed_tree(kind):
+    with CAGE_KINDS[kind](CountingEnv, 3, seed=0) as cage:
+        tree = allocate(cage, 4)
+        cage.reset(tree.observation[0])
+        cage.step(tree.action[0], slots(tree, 0))
+        tree.close()
+        with pytest.raises(ArrayClosedError, match="'observation'"):
+            cage.step(tree.action[1], slots(tree, 1))
+        cage_state = cage.state
+        with pytest.raises(ArrayClosedError, match="'observation'"):
+            cage.reset(tree.observation[0])
+    assert cage_state is CageState.IDLE
+
+
+def test_views_taken_before_close_are_refused_by_a_process_cage():
+    with ProcessCage(CountingEnv, 2, start_method="fork", seed=0) as cage:
+        tree = allocate(cage, 2)
+        observation = tree.observation[0]  # a writable view, not used yet
+        tree.close()
+        with pytest.raises(ArrayClosedError, match="released"):
+            cage.reset(observation)
+
+
+def _sampler_parts(cage, storage=None):
+    handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=0), cage.n_envs)
+    return handler, build_sample_tree(cage, handler, batch_T=4, storage=storage)
+
+
+@pytest.mark.parametrize("kind", list(CAGE_KINDS))
+def test_a_sampler_refuses_a_closed_tree(kind):
+    with CAGE_KINDS[kind](CountingEnv, 3, seed=0) as cage:
+        handler, tree = _sampler_parts(cage, storage="shared")
+        sampler = FeedForwardSampler(cage, handler, tree)
+        sampler.collect_batch()
+        tree.close()
+        with pytest.raises(ArrayClosedError, match="rotate leaf"):
+            sampler.collect_batch()
+        with pytest.raises(ArrayClosedError, match="hand sample-tree leaf"):
+            FeedForwardSampler(cage, handler, tree)
+
+
+# -- local leaves in a process cage's tree ------------------------------------------
+def test_a_local_leaf_is_named_when_the_tree_is_handed_to_the_sampler():
+    with ProcessCage(CountingEnv, 2, start_method="fork", seed=0) as cage:
+        handler, tree = _sampler_parts(cage)
+        with tree:
+            tree[fields.ENV_INFO]["extra"] = Array((4, 2), (), np.float32)
+            with pytest.raises(NotSharedError, match="leaf 'env_info.extra'"):
+                FeedForwardSampler(cage, handler, tree)
+            with pytest.raises(NotSharedError, match="slot 'env_info.extra'"):
+                cage.reset(tree.observation[0])
+                cage.step(
+                    tree.action[0],
+                    {**slots(tree, 0), fields.ENV_INFO: tree.env_info[0]},
+                )
+            assert cage.state is CageState.IDLE
+
+
+def test_a_local_tree_is_fine_for_a_serial_cage():
+    with SerialCage(CountingEnv, 2, seed=0) as cage:
+        handler, tree = _sampler_parts(cage)
+        tree[fields.ENV_INFO]["extra"] = Array((4, 2), (), np.float32)
+        FeedForwardSampler(cage, handler, tree).collect_batch()

@@ -4,16 +4,60 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import cloudpickle
+import numpy as np
 
 from parllel import fields
+from parllel.arrays import Array, NotSharedError, describe_view
+from parllel.arrays.writing import closed_error
 from parllel.cages.env_group import RESET_MODES
 from parllel.cages.spaces import ActionChecker, EnvSpaces
 from parllel.cages.traj_info import TrajInfo
-from parllel.errors import CageStateError, ClosedCageError, ConfigError
+from parllel.errors import (
+    ArrayClosedError,
+    CageStateError,
+    ClosedCageError,
+    ConfigError,
+)
+from parllel.tree import tree_items
+
+# sample-tree fields a cage reads (action) or writes
+SLOT_FIELDS = (
+    fields.OBSERVATION,
+    fields.ACTION,
+    fields.REWARD,
+    fields.TERMINATED,
+    fields.TRUNCATED,
+    fields.ENV_INFO,
+    fields.FINAL_OBSERVATION,
+)
+
+
+def _is_shared(leaf: Any) -> bool:
+    """True if ``leaf`` (an Array or a numpy view) lies in parllel shared memory."""
+    if isinstance(leaf, Array):
+        return leaf.storage == "shared"
+    try:
+        describe_view(np.asarray(leaf))
+    except NotSharedError:
+        return False
+    return True
+
+
+def read_only_slot_error(slots: Any) -> ArrayClosedError | None:
+    """ArrayClosedError naming the first read-only leaf of ``slots``, or None.
+
+    Views of an Array taken after its ``close()`` are read-only; a cage that
+    failed writing into one reports this instead of blaming the env.
+    """
+    for path, leaf in tree_items(slots):
+        view = leaf.to_ndarray() if isinstance(leaf, Array) else leaf
+        if isinstance(view, np.ndarray) and not view.flags.writeable:
+            return closed_error(f"write into slot {path!r}")
+    return None
 
 
 class CageState(enum.Enum):
@@ -60,6 +104,9 @@ class Cage(ABC):
     Subclasses implement the ``_``-prefixed hooks; this class owns argument
     checks and the call-order state machine.
     """
+
+    #: True if envs run in other processes, which reach slots by shared memory
+    needs_shared_memory = False
 
     def __init__(
         self,
@@ -221,6 +268,32 @@ class Cage(ABC):
     def render(self, env_indices: Sequence[int] | None = None) -> list[Any]:
         """Return each env's ``render()`` (e.g. RGB arrays with render_mode='rgb_array')."""
         return self.call("render", env_indices=env_indices)
+
+    # -- buffers ---------------------------------------------------------------
+    def check_tree(self, sample_tree: Mapping[str, Any]) -> None:
+        """Raise unless this cage can use ``sample_tree``'s fields as its slots.
+
+        Checks every leaf of the fields a cage reads (``action``) or writes
+        (``observation``, ``reward``, ``terminated``, ``truncated``,
+        ``env_info``, ``final_observation``): a closed Array raises
+        :class:`~parllel.errors.ArrayClosedError`; a process cage also needs
+        shared memory (:class:`~parllel.arrays.NotSharedError`). Samplers call
+        this when they are given the tree, so a bad leaf is named there, not
+        in the middle of sampling.
+        """
+        for key in SLOT_FIELDS:
+            value = sample_tree.get(key)
+            if value is None:
+                continue
+            for path, leaf in tree_items(value, key):
+                if isinstance(leaf, Array) and leaf.closed:
+                    raise closed_error(f"hand sample-tree leaf {path!r} to a cage")
+                if self.needs_shared_memory and not _is_shared(leaf):
+                    raise NotSharedError(
+                        f"sample-tree leaf {path!r} is not in shared memory, but "
+                        f"{type(self).__name__} workers write into it (or read "
+                        "actions from it); allocate it with storage='shared'"
+                    )
 
     # -- lifetime ------------------------------------------------------------
     def close(self) -> None:

@@ -29,7 +29,7 @@ from parllel.cages.workers import (
     default_context,
     raise_replies,
 )
-from parllel.errors import ConfigError, EnvError, StepTimeoutError
+from parllel.errors import ArrayClosedError, ConfigError, EnvError, StepTimeoutError
 from parllel.tree import ArrayDict
 
 DEATH_POLICIES = ("raise", "restart")
@@ -61,6 +61,11 @@ def as_views(tree: Any) -> Any:
     if isinstance(tree, Array):
         return tree.to_ndarray()
     return tree
+
+
+def _slot_name(path: tuple[str, ...]) -> str:
+    """A slot's path as the user wrote it (``env_info.lives``, ``action``)."""
+    return ".".join(path[1:] if path[0] == "out" else path)
 
 
 def split_envs(
@@ -183,6 +188,8 @@ class ProcessCage(Cage):
         >>> with ProcessCage(make_env, n_envs=8, envs_per_worker=4, seed=0) as cage:
         ...     cage.reset(sample_tree.observation[0])
     """
+
+    needs_shared_memory = True
 
     def __init__(
         self,
@@ -346,20 +353,26 @@ class ProcessCage(Cage):
         ids = np.empty(len(leaves), np.int64)
         new = []
         for j, (path, view) in enumerate(leaves):
+            if path[0] != "action" and not view.flags.writeable:
+                raise ArrayClosedError(
+                    f"step slot {_slot_name(path)!r} is read-only: its Array was "
+                    "closed (close() released its shared memory), so workers "
+                    "cannot write into it"
+                )
             key = (view_address(view), view.shape, view.strides, view.dtype.char)
             view_id = self._view_ids.get(key)
             if view_id is None:
                 if view.ndim == 0 or view.shape[0] != self.n_envs:
                     raise ConfigError(
-                        f"slot {'.'.join(path)!r} has shape {view.shape}; its leading "
-                        f"dimension must be the cage's {self.n_envs} envs"
+                        f"slot {_slot_name(path)!r} has shape {view.shape}; its "
+                        f"leading dimension must be the cage's {self.n_envs} envs"
                     )
                 try:
                     descriptor = describe_view(view)
                 except NotSharedError as exc:
                     raise NotSharedError(
-                        f"slot {'.'.join(path)!r}: {exc}. ProcessCage workers write "
-                        "straight into the buffer"
+                        f"slot {_slot_name(path)!r}: {exc}. ProcessCage workers "
+                        "write straight into the buffer"
                     ) from None
                 view_id = self._view_ids[key] = len(self._view_ids)
                 new.append((view_id, descriptor))
