@@ -132,6 +132,13 @@ class ReplayError(ParllelError, RuntimeError):
     """A replay buffer cannot do what was asked (e.g. sample before it holds enough)."""
 
 
+class EnvAttributeError(EnvError, AttributeError):
+    """An env (and every env it wraps) lacks an attribute asked for by name.
+
+    Raised by ``cage.get_attr`` / ``call``; ``env_index`` names the env.
+    """
+
+
 class StepTimeoutError(CageError, TimeoutError):
     """A worker did not finish a step or reset within the cage's ``step_timeout``.
 

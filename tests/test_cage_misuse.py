@@ -79,7 +79,7 @@ def test_a_cage_refuses_to_write_into_a_closed_tree(kind):
         cage.reset(tree.observation[0])
         cage.step(tree.action[0], slots(tree, 0))
         tree.close()
-        with pytest.raises(ArrayClosedError, match="'observation'"):
+        with pytest.raises(ArrayClosedError, match="slot '(action|observation)'"):
             cage.step(tree.action[1], slots(tree, 1))
         cage_state = cage.state
         with pytest.raises(ArrayClosedError, match="'observation'"):
@@ -92,7 +92,7 @@ def test_views_taken_before_close_are_refused_by_a_process_cage():
         tree = allocate(cage, 2)
         observation = tree.observation[0]  # a writable view, not used yet
         tree.close()
-        with pytest.raises(ArrayClosedError, match="released"):
+        with pytest.raises(ArrayClosedError, match="slot 'observation'.*released"):
             cage.reset(observation)
 
 
@@ -126,7 +126,13 @@ def test_a_local_leaf_is_named_when_the_tree_is_handed_to_the_sampler():
                 cage.reset(tree.observation[0])
                 cage.step(
                     tree.action[0],
-                    {**slots(tree, 0), fields.ENV_INFO: tree.env_info[0]},
+                    {
+                        fields.OBSERVATION: tree.observation[1],
+                        fields.REWARD: tree.reward[0],
+                        fields.TERMINATED: tree.terminated[0],
+                        fields.TRUNCATED: tree.truncated[0],
+                        fields.ENV_INFO: tree.env_info[0],
+                    },
                 )
             assert cage.state is CageState.IDLE
 

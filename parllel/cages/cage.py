@@ -69,10 +69,19 @@ class CageState(enum.Enum):
     CLOSED = "closed"
 
 
-def check_factory_pickles(env_factory: Callable[..., Any], env_kwargs: dict) -> bytes:
-    """Cloudpickle the env factory and kwargs, or raise ConfigError naming them."""
+def check_factory(env_factory: Callable[..., Any]) -> None:
+    """Raise ConfigError unless ``env_factory`` is callable."""
     if not callable(env_factory):
         raise ConfigError(f"env_factory must be callable, got {env_factory!r}")
+
+
+def check_factory_pickles(env_factory: Callable[..., Any], env_kwargs: dict) -> bytes:
+    """Cloudpickle the env factory and kwargs, or raise ConfigError naming them.
+
+    Only cages that build envs in other processes need this; a
+    :class:`~parllel.cages.SerialCage` takes any callable.
+    """
+    check_factory(env_factory)
     try:
         return cloudpickle.dumps((env_factory, env_kwargs))
     except Exception as exc:
@@ -127,7 +136,7 @@ class Cage(ABC):
             )
         self.n_envs = int(n_envs)
         self.env_kwargs = dict(env_kwargs or {})
-        self.factory_bytes = check_factory_pickles(env_factory, self.env_kwargs)
+        check_factory(env_factory)
         self.env_factory = env_factory
         self.seed = seed
         self.env_offset = int(env_offset)

@@ -17,7 +17,7 @@ from parllel.arrays import Array, NotSharedError, describe_view
 from parllel.arrays.views import view_address
 from parllel.cages import worker as protocol
 from parllel.cages.balance import Balancer, LoadBalancer
-from parllel.cages.cage import Cage
+from parllel.cages.cage import Cage, check_factory_pickles
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.main_guard import check_main_guard
 from parllel.cages.spaces import EnvSpaces, check_spaces_agree
@@ -224,6 +224,7 @@ class ProcessCage(Cage):
             traj_info_type,
             traj_info_kwargs,
         )
+        self.factory_bytes = check_factory_pickles(env_factory, self.env_kwargs)
         if on_worker_death not in DEATH_POLICIES:
             raise ConfigError(
                 f"on_worker_death must be one of {DEATH_POLICIES}, got {on_worker_death!r}"
@@ -373,6 +374,10 @@ class ProcessCage(Cage):
                     raise NotSharedError(
                         f"slot {_slot_name(path)!r}: {exc}. ProcessCage workers "
                         "write straight into the buffer"
+                    ) from None
+                except ArrayClosedError as exc:
+                    raise ArrayClosedError(
+                        f"slot {_slot_name(path)!r}: {exc}"
                     ) from None
                 view_id = self._view_ids[key] = len(self._view_ids)
                 new.append((view_id, descriptor))

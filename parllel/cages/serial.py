@@ -20,7 +20,8 @@ class SerialCage(Cage):
     tracebacks work as usual) or when envs are too cheap for processes to pay.
 
     Args:
-        env_factory: picklable callable returning a gymnasium env.
+        env_factory: callable returning a gymnasium env (it need not pickle:
+            the envs stay in this process).
         n_envs: number of envs.
         env_kwargs: keyword arguments for ``env_factory``.
         seed: master seed (env ``i`` gets ``SeedSequence(seed, spawn_key=(i,))``).

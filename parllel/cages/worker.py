@@ -18,6 +18,7 @@ import os
 import signal
 import time
 import traceback
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import cloudpickle
@@ -153,7 +154,7 @@ def worker_main(
                 replies.append(_error_reply(exc))
             if replies:
                 row[STATUS] = HAS_MESSAGES
-                conn.send(replies)
+                _send_replies(conn, replies)
             work_done.release()
     except (ParentGone, EOFError, BrokenPipeError, KeyboardInterrupt):
         pass
@@ -258,6 +259,27 @@ def _error_reply(exc: BaseException) -> tuple:
     env_index = getattr(exc, "env_index", None)
     tb = getattr(exc, "worker_traceback", "") or traceback.format_exc()
     return ("error", f"{type(exc).__name__}: {exc}", env_index, tb, os.getpid())
+
+
+def _send_replies(conn: Any, replies: list[tuple]) -> None:
+    """Send ``replies``, or an error reply if they do not pickle.
+
+    E.g. ``get_attr`` of an attribute holding a lambda: the main process gets
+    an EnvError and the worker and its envs stay usable (nothing reaches the
+    pipe before pickling succeeded).
+    """
+    try:
+        payload = ForkingPickler.dumps(replies)
+    except Exception as exc:
+        message = (
+            f"the worker's reply ({[reply[0] for reply in replies]}) cannot be "
+            f"pickled back to the main process ({type(exc).__name__}: {exc}); "
+            "results of call()/get_attr() and TrajInfo extras must be picklable"
+        )
+        payload = ForkingPickler.dumps(
+            [("error", message, None, traceback.format_exc(), os.getpid())]
+        )
+    conn.send_bytes(payload)
 
 
 def _send_error(conn: Any, exc: BaseException) -> None:

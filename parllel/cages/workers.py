@@ -12,7 +12,7 @@ import numpy as np
 from parllel.cages import worker as protocol
 from parllel.cages.layout import usable_cores
 from parllel.cages.sync import wait_for
-from parllel.errors import EnvError, WorkerDiedError
+from parllel.errors import EnvAttributeError, EnvError, WorkerDiedError
 
 # Worker processes alive in this process's cages (all cages together).
 _live_workers = [0]
@@ -307,7 +307,9 @@ def raise_replies(replies: list[tuple]) -> list[Any]:
         if reply[0] == "error":
             _, message, env_index, tb, _pid = reply
             where = f" (env {env_index})" if env_index is not None else ""
-            raise EnvError(
+            # an env lacking an attribute stays catchable as AttributeError
+            missing = message.startswith(EnvAttributeError.__name__ + ":")
+            raise (EnvAttributeError if missing else EnvError)(
                 f"error in worker process{where}: {message}\n--- worker traceback ---\n{tb}",
                 env_index=env_index,
                 worker_traceback=tb,
