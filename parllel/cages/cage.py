@@ -251,7 +251,15 @@ class Cage(ABC):
         env_indices: Sequence[int] | None = None,
         **kwargs: Any,
     ) -> list[Any]:
-        """Call ``env.<name>(*args, **kwargs)`` per env (or read it, if not callable)."""
+        """Call method ``name`` of each env with the arguments; return the results.
+
+        Wrapped envs (``gym.make``) are searched like gymnasium's
+        ``env.get_wrapper_attr``: the outermost wrapper that has ``name``,
+        else the next inner one, down to the unwrapped env. A non-callable
+        attribute is returned as it is. A missing one raises
+        :class:`~parllel.errors.EnvAttributeError` naming the env; a method
+        that raises gives :class:`~parllel.errors.EnvError`.
+        """
         self._require(CageState.IDLE, f"call {name!r}")
         indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
         return self._call(name, args, kwargs, indices)
@@ -259,13 +267,25 @@ class Cage(ABC):
     def get_attr(
         self, name: str, env_indices: Sequence[int] | None = None
     ) -> list[Any]:
-        """Read attribute ``name`` of each env."""
+        """Read attribute ``name`` of each env, as :meth:`call` finds it.
+
+        As in gymnasium's vector envs, a method is called (without arguments).
+
+        Example:
+            >>> cage.get_attr("gravity")  # CartPole's, behind gym.make's wrappers
+            [9.8, 9.8]
+        """
         return self.call(name, env_indices=env_indices)
 
     def set_attr(
         self, name: str, values: Any, env_indices: Sequence[int] | None = None
     ) -> None:
-        """Set attribute ``name`` of each env (one value for all, or one per env)."""
+        """Set attribute ``name`` of each env (one value for all, or one per env).
+
+        Like gymnasium's ``env.set_wrapper_attr``: set where the wrapper chain
+        defines ``name`` (e.g. ``gravity`` on the unwrapped CartPole, not on
+        its ``TimeLimit``), else created on the outermost wrapper.
+        """
         self._require(CageState.IDLE, f"set_attr {name!r}")
         indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
         if not isinstance(values, (list, tuple)):

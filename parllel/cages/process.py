@@ -28,8 +28,9 @@ from parllel.cages.workers import (
     WorkerTimeout,
     default_context,
     raise_replies,
+    timeout_error,
 )
-from parllel.errors import ArrayClosedError, ConfigError, EnvError, StepTimeoutError
+from parllel.errors import ArrayClosedError, ConfigError, EnvError
 from parllel.tree import ArrayDict
 
 DEATH_POLICIES = ("raise", "restart")
@@ -635,23 +636,7 @@ class ProcessCage(Cage):
         """
         late = [pending[0]]
         late += [w for w in pending[1:] if not w.work_done.acquire(False)]
-        stacks = [worker.dump_stack() or "(not available)" for worker in late]
-        described = "; ".join(
-            f"worker {w.index} (envs {list(w.env_indices)})" for w in late
-        )
-        parts = [
-            f"{described} did not finish a {what} within step_timeout="
-            f"{self.step_timeout} s (an env hangs?); the cage is closed."
-        ]
-        for worker, stack in zip(late, stacks):
-            parts.append(f"--- worker {worker.index}'s Python stack ---\n{stack}")
-        error = StepTimeoutError(
-            "\n".join(parts),
-            worker_index=late[0].index,
-            env_indices=late[0].env_indices,
-            timeout=self.step_timeout,
-            worker_stack=stacks[0],
-        )
+        error = timeout_error(late, what, self.step_timeout)
         for worker in late:
             worker.stop(timeout=0.0)
         self.close()

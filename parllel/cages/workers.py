@@ -12,7 +12,12 @@ import numpy as np
 from parllel.cages import worker as protocol
 from parllel.cages.layout import usable_cores
 from parllel.cages.sync import wait_for
-from parllel.errors import EnvAttributeError, EnvError, WorkerDiedError
+from parllel.errors import (
+    EnvAttributeError,
+    EnvError,
+    StepTimeoutError,
+    WorkerDiedError,
+)
 
 # Worker processes alive in this process's cages (all cages together).
 _live_workers = [0]
@@ -298,6 +303,29 @@ class WorkerHandle:
             process.close()
         except ValueError:
             pass
+
+
+def timeout_error(
+    late: list[WorkerHandle], what: str, timeout: float | None
+) -> StepTimeoutError:
+    """StepTimeoutError naming the ``late`` workers and their envs, with their stacks."""
+    stacks = [worker.dump_stack() or "(not available)" for worker in late]
+    described = "; ".join(
+        f"worker {w.index} (envs {list(w.env_indices)})" for w in late
+    )
+    parts = [
+        f"{described} did not finish a {what} within step_timeout={timeout} s "
+        "(an env hangs?); the cage is closed."
+    ]
+    for worker, stack in zip(late, stacks):
+        parts.append(f"--- worker {worker.index}'s Python stack ---\n{stack}")
+    return StepTimeoutError(
+        "\n".join(parts),
+        worker_index=late[0].index,
+        env_indices=late[0].env_indices,
+        timeout=timeout,
+        worker_stack=stacks[0],
+    )
 
 
 def raise_replies(replies: list[tuple]) -> list[Any]:
