@@ -55,13 +55,14 @@ UNGUARDED_CALL = GUARDED.replace('if __name__ == "__main__":\n    main()', "main
 
 
 def run_script(
-    tmp_path: Path, source: str, kwargs: str = ""
+    tmp_path: Path, source: str, kwargs: str = "", as_module: bool = False
 ) -> subprocess.CompletedProcess:
     script = tmp_path / "train.py"
     script.write_text(source.format(kwargs=kwargs))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's parllel
+    command = ["-m", "train"] if as_module else [str(script)]
     return subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, *command],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -70,13 +71,17 @@ def run_script(
     )
 
 
-@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+@pytest.mark.parametrize(
+    "start_method, as_module",
+    [("forkserver", False), ("spawn", False), ("forkserver", True)],
+    ids=["forkserver", "spawn", "python-m"],
+)
 @pytest.mark.parametrize("source", [UNGUARDED, UNGUARDED_CALL], ids=["top", "call"])
 def test_unguarded_script_gets_a_config_error_naming_the_guard(
-    tmp_path, source, start_method
+    tmp_path, source, start_method, as_module
 ):
     kwargs = "" if start_method == "forkserver" else ', start_method="spawn"'
-    result = run_script(tmp_path, source, kwargs)
+    result = run_script(tmp_path, source, kwargs, as_module)
     assert result.returncode == 1, result.stdout + result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(
@@ -97,8 +102,9 @@ def test_unguarded_script_gets_a_config_error_naming_the_guard(
     assert "built" not in result.stdout
 
 
-def test_guarded_script_runs(tmp_path):
-    result = run_script(tmp_path, GUARDED)
+@pytest.mark.parametrize("as_module", [False, True], ids=["path", "python-m"])
+def test_guarded_script_runs(tmp_path, as_module):
+    result = run_script(tmp_path, GUARDED, as_module=as_module)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "built 2"
 
@@ -151,3 +157,18 @@ def test_a_worker_dying_at_start_up_gets_no_restart_hint():
         ProcessCage(_dies_in_workers, 2, start_method="fork", on_worker_death="restart")
     assert "on_worker_death" not in str(info.value)
     assert info.value.exitcode == 3
+
+
+def test_code_without_a_main_file_is_not_flagged(tmp_path):
+    """``python -c`` (like a notebook) has no main file for workers to re-run."""
+    code = UNGUARDED.format(kwargs="")
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "built 2"

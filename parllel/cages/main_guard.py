@@ -33,10 +33,11 @@ def check_main_guard(start_method: str) -> None:
     if start_method not in ("spawn", "forkserver"):
         return
     main = sys.modules.get("__main__")
-    if main is None or not _reimported_in_children(main):
+    source = None if main is None else _rerun_source(main)
+    if source is None:
         return
     frame = _main_module_frame(main)
-    if frame is None:
+    if frame is None or not _same_file(frame.f_code.co_filename, source):
         return
     filename, line = frame.f_code.co_filename, frame.f_lineno
     guarded = guarded_lines(filename)
@@ -52,15 +53,26 @@ def check_main_guard(start_method: str) -> None:
     )
 
 
-def _reimported_in_children(main: ModuleType) -> bool:
-    # mirrors multiprocessing.spawn.get_preparation_data / _fixup_main_from_*
-    name = getattr(getattr(main, "__spec__", None), "name", None)
+def _rerun_source(main: ModuleType) -> str | None:
+    """The file that new processes re-run as the main module, or None.
+
+    Mirrors ``multiprocessing.spawn.get_preparation_data`` and its
+    ``_fixup_main_from_name`` / ``_fixup_main_from_path``.
+    """
+    spec = getattr(main, "__spec__", None)
+    name = getattr(spec, "name", None)
     if name is not None:
-        return name != "__main__" and not name.endswith(".__main__")
+        if name == "__main__" or name.endswith(".__main__"):
+            return None
+        return getattr(spec, "origin", None)
     path = getattr(main, "__file__", None)
-    if path is None:
-        return False
-    return os.path.splitext(os.path.basename(path))[0] != "ipython"
+    if path is None or os.path.splitext(os.path.basename(path))[0] == "ipython":
+        return None
+    return path
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
 
 
 def _main_module_frame(main: ModuleType) -> FrameType | None:
