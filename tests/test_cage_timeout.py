@@ -10,7 +10,12 @@ from functools import partial
 import pytest
 
 from parllel.cages import ProcessCage
-from parllel.errors import ClosedCageError, ConfigError, StepTimeoutError
+from parllel.errors import (
+    ClosedCageError,
+    ConfigError,
+    StepTimeoutError,
+    WorkerDiedError,
+)
 from tests.cage_helpers import allocate, slots
 from tests.envs import CountingEnv
 
@@ -165,3 +170,21 @@ def test_default_step_timeout_is_generous_and_none_waits_forever():
         assert cage.step_timeout == 300.0
     with ProcessCage(CountingEnv, 1, start_method="fork", step_timeout=None) as cage:
         assert cage.step_timeout is None
+
+
+def _hangs_while_built_in_a_worker():
+    if mp.current_process().name.startswith("parllel-worker-"):
+        hang_forever_in_the_env()
+    return CountingEnv()
+
+
+def test_a_worker_stuck_building_its_envs_shows_its_stack():
+    with pytest.raises(WorkerDiedError, match="start_timeout") as info:
+        ProcessCage(
+            _hangs_while_built_in_a_worker,
+            2,
+            start_method="fork",
+            start_timeout=TIMEOUT,
+        )
+    assert "hang_forever_in_the_env" in str(info.value)
+    assert "_hangs_while_built_in_a_worker" in str(info.value)

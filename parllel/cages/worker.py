@@ -264,7 +264,7 @@ def _error_reply(exc: BaseException) -> tuple:
 def _send_replies(conn: Any, replies: list[tuple]) -> None:
     """Send ``replies``, or an error reply if they do not pickle.
 
-    E.g. ``get_attr`` of an attribute holding a lambda: the main process gets
+    E.g. ``get_attr`` of an attribute holding a lock: the main process gets
     an EnvError and the worker and its envs stay usable (nothing reaches the
     pipe before pickling succeeded).
     """
