@@ -189,3 +189,38 @@ class EnvInfoError(EnvError):
     The message names the key, the env, the value and the slot's dtype and
     shape (docs/cages.md describes the info policy).
     """
+
+
+class EnvAttributeError(EnvError, AttributeError):
+    """An env (and every env it wraps) lacks an attribute asked for by name.
+
+    Raised by ``cage.get_attr`` / ``call``; ``env_index`` names the env.
+    """
+
+
+class StepTimeoutError(CageError, TimeoutError):
+    """A worker did not finish a step or reset within the cage's ``step_timeout``.
+
+    The message names every late worker and its envs, with each one's Python
+    stack; the cage is closed.
+
+    Attributes:
+        worker_index: index of the (first) late worker within its cage.
+        env_indices: global indices of that worker's envs.
+        timeout: the ``step_timeout`` in seconds.
+        worker_stack: that worker's Python stack, as faulthandler prints it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        worker_index: int,
+        env_indices: tuple[int, ...],
+        timeout: float | None,
+        worker_stack: str,
+    ) -> None:
+        super().__init__(message)
+        self.worker_index = worker_index
+        self.env_indices = env_indices
+        self.timeout = timeout
+        self.worker_stack = worker_stack

@@ -271,7 +271,7 @@ def _unpicklable_factory():
 
 def test_unpicklable_factory_fails_at_construction():
     with pytest.raises(ConfigError, match="cannot be pickled"):
-        SerialCage(_unpicklable_factory(), 1)
+        ProcessCage(_unpicklable_factory(), 1)
 
 
 def _mixed_factory(counter=[0]):  # noqa: B006 (state on purpose: second env differs)

@@ -11,7 +11,7 @@ import numpy as np
 from parllel.arrays.indexing import LeadingIndexer
 from parllel.arrays.shared_memory import SharedSegment
 from parllel.arrays.views import register_segment
-from parllel.arrays.writing import check_value_dtype, shape_error
+from parllel.arrays.writing import check_value_dtype, closed_error, write_error
 from parllel.errors import ArrayClosedError, ConfigError
 
 Storage = Literal["local", "shared"]
@@ -168,7 +168,7 @@ class Array:
         try:
             self._storage[storage_index] = value
         except ValueError as exc:
-            raise shape_error(value, self._storage[storage_index], path, exc) from None
+            raise write_error(value, self._storage, storage_index, path, exc) from None
 
     @property
     def padded(self) -> PaddedView:
@@ -201,6 +201,8 @@ class Array:
         this is a copy of ``2P`` rows; with a larger ``full_size`` the window
         slides on (no copy) until it wraps around to the start.
         """
+        if not self._storage.flags.writeable:
+            raise closed_error("rotate")
         length, p = self.batch_shape[0], self.padding
         self._offset += length
         self._rotations += 1
@@ -223,10 +225,29 @@ class Array:
         """Name of the shared-memory segment, or None for local storage."""
         return None if self._segment is None else self._segment.name
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` released this (shared, owned) Array."""
+        return not self._storage.flags.writeable
+
     def close(self) -> None:
-        """Release shared memory (owner only; idempotent; views stay readable)."""
-        if self._segment is not None:
-            self._segment.close()
+        """Release shared memory (owner only; idempotent).
+
+        Afterwards the Array refuses writes and :meth:`rotate` with
+        :class:`~parllel.errors.ArrayClosedError`; reading still works (the
+        memory lives on while views of it exist), and views taken from now
+        on are read-only. Local Arrays and attached copies in other
+        processes are unaffected.
+        """
+        segment = self._segment
+        if segment is None or not segment.is_owner:
+            return
+        segment.close()
+        if self._storage.flags.writeable:
+            storage = self._storage.view()
+            storage.flags.writeable = False
+            self._storage = storage
+            GEOMETRY_EPOCH[0] += 1  # trees rebuild writers bound to the old storage
 
     def __enter__(self) -> Array:
         return self

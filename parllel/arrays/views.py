@@ -9,13 +9,14 @@ write each step's results, once per distinct slot, instead of sending arrays.
 from __future__ import annotations
 
 import mmap
+import os
 import weakref
 from typing import NamedTuple
 
 import numpy as np
 
-from parllel.arrays.shared_memory import SharedSegment
-from parllel.errors import ParllelError
+from parllel.arrays.shared_memory import SharedSegment, segment_path
+from parllel.errors import ArrayClosedError, ParllelError
 
 # id(mmap) -> (name, size, owner pid, start address); an entry is dropped when
 # its mmap is garbage collected (so ids are never confused after reuse)
@@ -62,6 +63,7 @@ def describe_view(view: np.ndarray) -> ViewDescriptor:
 
     Raises:
         NotSharedError: ``view`` is not backed by a parllel shared segment.
+        ArrayClosedError: the segment was released (its Array was closed).
     """
     base = view
     while isinstance(base, np.ndarray) and base.base is not None:
@@ -76,6 +78,12 @@ def describe_view(view: np.ndarray) -> ViewDescriptor:
             "storage='shared'"
         )
     name, size, owner_pid, start = entry
+    if not os.path.exists(segment_path(name)):
+        raise ArrayClosedError(
+            f"this view (shape {view.shape}, dtype {view.dtype}) lies in shared memory "
+            "that was released (its Array was closed); another process cannot "
+            "attach it"
+        )
     return ViewDescriptor(
         name,
         size,

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from parllel.errors import DtypeError, ShapeError
+from parllel.errors import ArrayClosedError, DtypeError, ShapeError
 
 _CAN_CAST: dict[tuple[np.dtype, np.dtype], bool] = {}
 _NUMERIC_KINDS = "biufc"
@@ -76,4 +76,27 @@ def shape_error(value: Any, target: Any, path: str, cause: Exception) -> ShapeEr
     return ShapeError(
         f"cannot write a value of shape {vshape} into a slot of shape {tshape}"
         f"{_where(path)} ({cause})"
+    )
+
+
+def write_error(
+    value: Any, storage: np.ndarray, index: Any, path: str, cause: Exception
+) -> ShapeError | ArrayClosedError:
+    """The error for a failed write of ``value`` into ``storage[index]``.
+
+    ``storage`` is an Array's storage; a closed Array's storage is read-only
+    (see :meth:`parllel.arrays.Array.close`), which gives
+    :class:`~parllel.errors.ArrayClosedError`; any other failure is a
+    :class:`~parllel.errors.ShapeError`.
+    """
+    if not storage.flags.writeable:
+        return closed_error(f"write{_where(path)}")
+    return shape_error(value, storage[index], path, cause)
+
+
+def closed_error(what: str) -> ArrayClosedError:
+    """ArrayClosedError for an attempt to ``what`` (e.g. "write at leaf 'reward'")."""
+    return ArrayClosedError(
+        f"cannot {what}: the Array was closed (close() released its shared "
+        "memory, whose last contents stay readable); allocate a new buffer"
     )

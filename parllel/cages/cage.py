@@ -4,17 +4,61 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import cloudpickle
+import numpy as np
 
 from parllel import fields
+from parllel.arrays import Array, NotSharedError, describe_view
+from parllel.arrays.writing import closed_error
 from parllel.cages.env_group import RESET_MODES
 from parllel.cages.spaces import ActionChecker, EnvSpaces, check_observation
 from parllel.cages.traj_info import TrajInfo
-from parllel.errors import CageStateError, ClosedCageError, ConfigError
+from parllel.errors import (
+    ArrayClosedError,
+    CageStateError,
+    ClosedCageError,
+    ConfigError,
+)
 from parllel.seeding import resolve_env_seeds
+from parllel.tree import tree_items
+
+# sample-tree fields a cage reads (action) or writes
+SLOT_FIELDS = (
+    fields.OBSERVATION,
+    fields.ACTION,
+    fields.REWARD,
+    fields.TERMINATED,
+    fields.TRUNCATED,
+    fields.ENV_INFO,
+    fields.FINAL_OBSERVATION,
+)
+
+
+def _is_shared(leaf: Any) -> bool:
+    """True if ``leaf`` (an Array or a numpy view) lies in parllel shared memory."""
+    if isinstance(leaf, Array):
+        return leaf.storage == "shared"
+    try:
+        describe_view(np.asarray(leaf))
+    except NotSharedError:
+        return False
+    return True
+
+
+def read_only_slot_error(slots: Any) -> ArrayClosedError | None:
+    """ArrayClosedError naming the first read-only leaf of ``slots``, or None.
+
+    Views of an Array taken after its ``close()`` are read-only; a cage that
+    failed writing into one reports this instead of blaming the env.
+    """
+    for path, leaf in tree_items(slots):
+        view = leaf.to_ndarray() if isinstance(leaf, Array) else leaf
+        if isinstance(view, np.ndarray) and not view.flags.writeable:
+            return closed_error(f"write into slot {path!r}")
+    return None
 
 
 class CageState(enum.Enum):
@@ -26,10 +70,19 @@ class CageState(enum.Enum):
     CLOSED = "closed"
 
 
-def check_factory_pickles(env_factory: Callable[..., Any], env_kwargs: dict) -> bytes:
-    """Cloudpickle the env factory and kwargs, or raise ConfigError naming them."""
+def check_factory(env_factory: Callable[..., Any]) -> None:
+    """Raise ConfigError unless ``env_factory`` is callable."""
     if not callable(env_factory):
         raise ConfigError(f"env_factory must be callable, got {env_factory!r}")
+
+
+def check_factory_pickles(env_factory: Callable[..., Any], env_kwargs: dict) -> bytes:
+    """Cloudpickle the env factory and kwargs, or raise ConfigError naming them.
+
+    Only cages that build envs in other processes need this; a
+    :class:`~parllel.cages.SerialCage` takes any callable.
+    """
+    check_factory(env_factory)
     try:
         return cloudpickle.dumps((env_factory, env_kwargs))
     except Exception as exc:
@@ -62,6 +115,9 @@ class Cage(ABC):
     checks and the call-order state machine.
     """
 
+    #: True if envs run in other processes, which reach slots by shared memory
+    needs_shared_memory = False
+
     def __init__(
         self,
         env_factory: Callable[..., Any],
@@ -81,7 +137,7 @@ class Cage(ABC):
             )
         self.n_envs = int(n_envs)
         self.env_kwargs = dict(env_kwargs or {})
-        self.factory_bytes = check_factory_pickles(env_factory, self.env_kwargs)
+        check_factory(env_factory)
         self.env_factory = env_factory
         self.seed = seed
         self.env_offset = int(env_offset)
@@ -199,7 +255,15 @@ class Cage(ABC):
         env_indices: Sequence[int] | None = None,
         **kwargs: Any,
     ) -> list[Any]:
-        """Call ``env.<name>(*args, **kwargs)`` per env (or read it, if not callable)."""
+        """Call method ``name`` of each env with the arguments; return the results.
+
+        Wrapped envs (``gym.make``) are searched like gymnasium's
+        ``env.get_wrapper_attr``: the outermost wrapper that has ``name``,
+        else the next inner one, down to the unwrapped env. A non-callable
+        attribute is returned as it is. A missing one raises
+        :class:`~parllel.errors.EnvAttributeError` naming the env; a method
+        that raises gives :class:`~parllel.errors.EnvError`.
+        """
         self._require(CageState.IDLE, f"call {name!r}")
         indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
         return self._call(name, args, kwargs, indices)
@@ -207,13 +271,25 @@ class Cage(ABC):
     def get_attr(
         self, name: str, env_indices: Sequence[int] | None = None
     ) -> list[Any]:
-        """Read attribute ``name`` of each env."""
+        """Read attribute ``name`` of each env, as :meth:`call` finds it.
+
+        As in gymnasium's vector envs, a method is called (without arguments).
+
+        Example:
+            >>> cage.get_attr("gravity")  # CartPole's, behind gym.make's wrappers
+            [9.8, 9.8]
+        """
         return self.call(name, env_indices=env_indices)
 
     def set_attr(
         self, name: str, values: Any, env_indices: Sequence[int] | None = None
     ) -> None:
-        """Set attribute ``name`` of each env (one value for all, or one per env)."""
+        """Set attribute ``name`` of each env (one value for all, or one per env).
+
+        Like gymnasium's ``env.set_wrapper_attr``: set where the wrapper chain
+        defines ``name`` (e.g. ``gravity`` on the unwrapped CartPole, not on
+        its ``TimeLimit``), else created on the outermost wrapper.
+        """
         self._require(CageState.IDLE, f"set_attr {name!r}")
         indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
         if not isinstance(values, (list, tuple)):
@@ -225,6 +301,32 @@ class Cage(ABC):
     def render(self, env_indices: Sequence[int] | None = None) -> list[Any]:
         """Return each env's ``render()`` (e.g. RGB arrays with render_mode='rgb_array')."""
         return self.call("render", env_indices=env_indices)
+
+    # -- buffers ---------------------------------------------------------------
+    def check_tree(self, sample_tree: Mapping[str, Any]) -> None:
+        """Raise unless this cage can use ``sample_tree``'s fields as its slots.
+
+        Checks every leaf of the fields a cage reads (``action``) or writes
+        (``observation``, ``reward``, ``terminated``, ``truncated``,
+        ``env_info``, ``final_observation``): a closed Array raises
+        :class:`~parllel.errors.ArrayClosedError`; a process cage also needs
+        shared memory (:class:`~parllel.arrays.NotSharedError`). Samplers call
+        this when they are given the tree, so a bad leaf is named there, not
+        in the middle of sampling.
+        """
+        for key in SLOT_FIELDS:
+            value = sample_tree.get(key)
+            if value is None:
+                continue
+            for path, leaf in tree_items(value, key):
+                if isinstance(leaf, Array) and leaf.closed:
+                    raise closed_error(f"hand sample-tree leaf {path!r} to a cage")
+                if self.needs_shared_memory and not _is_shared(leaf):
+                    raise NotSharedError(
+                        f"sample-tree leaf {path!r} is not in shared memory, but "
+                        f"{type(self).__name__} workers write into it (or read "
+                        "actions from it); allocate it with storage='shared'"
+                    )
 
     # -- lifetime ------------------------------------------------------------
     def close(self) -> None:

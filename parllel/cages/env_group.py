@@ -16,6 +16,7 @@ import numpy as np
 from gymnasium.utils import EzPickle
 
 from parllel import fields
+from parllel.cages.env_access import call_env, set_env_attr
 from parllel.cages.env_info import InfoSlotTables, write_info_value
 from parllel.cages.spaces import (
     EnvSpaces,
@@ -369,19 +370,22 @@ class EnvGroup:
     def call(
         self, name: str, args: tuple, kwargs: dict, local_indices: Sequence[int]
     ) -> list:
-        """Call method ``name`` (or read attribute ``name`` if not callable) per env."""
-        results = []
-        for i in local_indices:
-            attr = getattr(self.envs[i], name)
-            results.append(attr(*args, **kwargs) if callable(attr) else attr)
-        return results
+        """Call method ``name`` (or read attribute ``name`` if not callable) per env.
+
+        Wrapped envs are searched like ``env.get_wrapper_attr`` (see
+        :mod:`parllel.cages.env_access`).
+        """
+        return [
+            call_env(self.envs[i], name, args, kwargs, self.env_indices[i])
+            for i in local_indices
+        ]
 
     def set_attr(
         self, name: str, values: Sequence[Any], local_indices: Sequence[int]
     ) -> None:
-        """Set attribute ``name`` of each env to the matching value."""
+        """Set attribute ``name`` of each env, like ``env.set_wrapper_attr``."""
         for i, value in zip(local_indices, values):
-            setattr(self.envs[i], name, value)
+            set_env_attr(self.envs[i], name, value, self.env_indices[i])
 
     def close(self) -> None:
         """Close every env, ignoring errors of envs that are already broken."""

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, EnvError
 
 # Cost of one synchronized vector step of a process cage on a 2-core machine,
 # main-side dispatch included (measured with do-nothing envs; docs/cages.md).
@@ -35,20 +36,45 @@ def measure_step_seconds(
     steps: int = 200,
     seed: int = 0,
 ) -> float:
-    """Median-free mean seconds per ``env.step`` (random actions, resets included)."""
-    env = env_factory(**(env_kwargs or {}))
+    """Mean seconds per ``env.step`` of one probe env (random actions, resets included).
+
+    The probe env is built, stepped and closed in this process.
+
+    Raises:
+        EnvError: the env raised while being built, reset or stepped
+            (with its traceback in ``worker_traceback``).
+    """
+    try:
+        env = env_factory(**(env_kwargs or {}))
+    except Exception as exc:
+        raise _probe_error("its construction", exc) from exc
+    what = "reset"
     try:
         env.reset(seed=seed)
         env.action_space.seed(seed)
         actions = [env.action_space.sample() for _ in range(steps)]
+        what = "step"
         start = time.perf_counter()
         for action in actions:
             _, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 env.reset()
         return (time.perf_counter() - start) / steps
+    except Exception as exc:
+        raise _probe_error(what, exc) from exc
     finally:
-        env.close()
+        try:
+            env.close()
+        except Exception:  # a broken env may fail to close; its error came first
+            pass
+
+
+def _probe_error(what: str, exc: Exception) -> EnvError:
+    return EnvError(
+        f"the probe env that times env steps in this process (to choose serial "
+        f"or process stepping) raised {type(exc).__name__} in {what}: {exc}",
+        worker_traceback=traceback.format_exc(),
+    )
 
 
 def suggest_layout(

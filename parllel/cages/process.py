@@ -17,21 +17,25 @@ from parllel.arrays import Array, NotSharedError, describe_view
 from parllel.arrays.views import view_address
 from parllel.cages import worker as protocol
 from parllel.cages.balance import Balancer, LoadBalancer
-from parllel.cages.cage import Cage
+from parllel.cages.cage import Cage, check_factory_pickles
 from parllel.cages.env_group import EnvGroup
+from parllel.cages.main_guard import check_main_guard
 from parllel.cages.spaces import EnvSpaces, check_spaces_agree
 from parllel.cages.traj_info import TrajInfo
 from parllel.cages.workers import (
     WorkerHandle,
     WorkerLost,
+    WorkerTimeout,
     default_context,
     raise_replies,
+    timeout_error,
 )
-from parllel.errors import ConfigError, EnvError
+from parllel.errors import ArrayClosedError, ConfigError, EnvError
 from parllel.seeding import restart_seed
 from parllel.tree import ArrayDict
 
 DEATH_POLICIES = ("raise", "restart")
+DEFAULT_STEP_TIMEOUT = 300.0  # seconds; generous: only a hung env should reach it
 STEP_CACHE_SIZE = 4096  # distinct (action, out) slot objects remembered per cage
 
 
@@ -74,6 +78,11 @@ def as_views(tree: Any) -> Any:
     if isinstance(tree, Array):
         return tree.to_ndarray()
     return tree
+
+
+def _slot_name(path: tuple[str, ...]) -> str:
+    """A slot's path as the user wrote it (``env_info.lives``, ``action``)."""
+    return ".".join(path[1:] if path[0] == "out" else path)
 
 
 def split_envs(
@@ -184,11 +193,20 @@ class ProcessCage(Cage):
         main_spin_seconds: how long the main process polls for workers before
             blocking (it yields the CPU while polling).
         start_timeout: seconds to wait for workers to build their envs.
+        step_timeout: seconds a worker may take to step (or reset) its envs
+            once the main process waits for it (default 300; None: wait
+            forever). Past it :class:`~parllel.errors.StepTimeoutError` names
+            the worker and its envs and carries the worker's Python stack, and
+            the cage is closed. It watches workers only: envs stepped in the
+            main process (``main_process_envs``) run in your own process,
+            where Ctrl-C interrupts a hang and shows its traceback.
 
     Example:
         >>> with ProcessCage(make_env, n_envs=8, envs_per_worker=4, seed=0) as cage:
         ...     cage.reset(sample_tree.observation[0])
     """
+
+    needs_shared_memory = True
 
     def __init__(
         self,
@@ -211,6 +229,7 @@ class ProcessCage(Cage):
         worker_spin_seconds: float | None = None,
         main_spin_seconds: float = 0.0005,
         start_timeout: float = 120.0,
+        step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
     ) -> None:
         super().__init__(
             env_factory,
@@ -222,6 +241,7 @@ class ProcessCage(Cage):
             traj_info_type,
             traj_info_kwargs,
         )
+        self.factory_bytes = check_factory_pickles(env_factory, self.env_kwargs)
         if on_worker_death not in DEATH_POLICIES:
             raise ConfigError(
                 f"on_worker_death must be one of {DEATH_POLICIES}, got {on_worker_death!r}"
@@ -253,11 +273,17 @@ class ProcessCage(Cage):
         )
         self.main_spin_seconds = float(main_spin_seconds)
         self.start_timeout = float(start_timeout)
+        if step_timeout is not None and not step_timeout > 0:
+            raise ConfigError(
+                f"step_timeout must be > 0 seconds or None, got {step_timeout}"
+            )
+        self.step_timeout = None if step_timeout is None else float(step_timeout)
         self._ctx = (
             default_context()
             if start_method is None
             else (__import__("multiprocessing").get_context(start_method))
         )
+        check_main_guard(self._ctx.get_start_method())
         self._resources = _Resources()
         self._finalizer = weakref.finalize(self, self._resources.release)
         self._view_ids: dict[tuple, int] = {}
@@ -327,7 +353,7 @@ class ProcessCage(Cage):
             try:
                 worker_spaces, worker_example = worker.handshake(self.start_timeout)
             except WorkerLost as lost:
-                raise lost.worker.died_error() from None
+                raise lost.worker.died_error(starting=True) from None
             if example is None:
                 spaces, example = worker_spaces, worker_example
             check_spaces_agree(spaces, worker_spaces, worker.env_indices[0])
@@ -353,20 +379,30 @@ class ProcessCage(Cage):
         ids = np.empty(len(leaves), np.int64)
         new = []
         for j, (path, view) in enumerate(leaves):
+            if path[0] != "action" and not view.flags.writeable:
+                raise ArrayClosedError(
+                    f"step slot {_slot_name(path)!r} is read-only: its Array was "
+                    "closed (close() released its shared memory), so workers "
+                    "cannot write into it"
+                )
             key = (view_address(view), view.shape, view.strides, view.dtype.char)
             view_id = self._view_ids.get(key)
             if view_id is None:
                 if view.ndim == 0 or view.shape[0] != self.n_envs:
                     raise ConfigError(
-                        f"slot {'.'.join(path)!r} has shape {view.shape}; its leading "
-                        f"dimension must be the cage's {self.n_envs} envs"
+                        f"slot {_slot_name(path)!r} has shape {view.shape}; its "
+                        f"leading dimension must be the cage's {self.n_envs} envs"
                     )
                 try:
                     descriptor = describe_view(view)
                 except NotSharedError as exc:
                     raise NotSharedError(
-                        f"slot {'.'.join(path)!r}: {exc}. ProcessCage workers write "
-                        "straight into the buffer"
+                        f"slot {_slot_name(path)!r}: {exc}. ProcessCage workers "
+                        "write straight into the buffer"
+                    ) from None
+                except ArrayClosedError as exc:
+                    raise ArrayClosedError(
+                        f"slot {_slot_name(path)!r}: {exc}"
                     ) from None
                 view_id = self._view_ids[key] = len(self._view_ids)
                 new.append((view_id, descriptor))
@@ -388,7 +424,7 @@ class ProcessCage(Cage):
         return self.traj_info_type(env_index=env_index, **self.traj_info_kwargs)
 
     def _collect(self, worker: WorkerHandle, completed: list, errors: list) -> None:
-        replies = worker.wait(self.main_spin_seconds)
+        replies = worker.wait(self.main_spin_seconds, self.step_timeout)
         completed += protocol.read_episodes(worker.row, self._new_traj)
         for reply in replies:
             if reply[0] == "trajs":
@@ -437,12 +473,15 @@ class ProcessCage(Cage):
                 main_error = exc
             main_seconds = time.perf_counter() - start
         healthy = True
-        for worker in list(self._resources.workers):
+        workers = list(self._resources.workers)
+        for position, worker in enumerate(workers):
             try:
                 self._collect(worker, completed, errors)
             except WorkerLost:
                 completed += self._handle_death(worker, out)
                 healthy = False
+            except WorkerTimeout:
+                self._time_out("step", workers[position:])
         if main_error is not None:
             raise main_error
         raise_replies(errors)
@@ -550,11 +589,14 @@ class ProcessCage(Cage):
             n = self.main_process_envs
             local = None if env_indices is None else [i for i in env_indices if i < n]
             main.reset(as_views(out_observation), local)
-        for worker in list(self._resources.workers):
+        workers = list(self._resources.workers)
+        for position, worker in enumerate(workers):
             try:
                 self._collect(worker, [], errors)
             except WorkerLost:
                 self._handle_death(worker, None, out_observation)
+            except WorkerTimeout:
+                self._time_out("reset", workers[position:])
         raise_replies(errors)
 
     # -- worker death ----------------------------------------------------------
@@ -580,7 +622,7 @@ class ProcessCage(Cage):
         try:
             new.handshake(self.start_timeout)
         except WorkerLost as lost:
-            raise lost.worker.died_error() from None
+            raise lost.worker.died_error(starting=True) from None
         # teach the new worker every slot known so far, then reset its envs
         messages = [("layout", i, layout) for layout, i in self._layout_ids.items()]
         messages.append(("views", list(self._descriptors)))
@@ -588,7 +630,10 @@ class ProcessCage(Cage):
         layout_id, ids, more = self._slot_ids({"observation": observation})
         new.command(protocol.RESET, messages + more, ids, layout_id, [-1])
         errors: list[tuple] = []
-        self._collect(new, [], errors)
+        try:
+            self._collect(new, [], errors)
+        except WorkerTimeout:
+            self._time_out("reset", [new])
         raise_replies(errors)
         lost = []
         if out is not None:
@@ -601,6 +646,21 @@ class ProcessCage(Cage):
                 traj.lost = traj.truncated = True
                 lost.append(traj)
         return lost
+
+    # -- hung workers ----------------------------------------------------------
+    def _time_out(self, what: str, pending: list[WorkerHandle]) -> None:
+        """Raise StepTimeoutError for ``pending[0]`` and every other late worker.
+
+        Each late worker's Python stack is fetched first; then the cage is
+        closed (late workers are terminated at once).
+        """
+        late = [pending[0]]
+        late += [w for w in pending[1:] if not w.work_done.acquire(False)]
+        error = timeout_error(late, what, self.step_timeout)
+        for worker in late:
+            worker.stop(timeout=0.0)
+        self.close()
+        raise error
 
     # -- env access --------------------------------------------------------------
     def _owner(self, index: int) -> tuple[Any, int]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from parllel.cages.cage import Cage
+from parllel import fields
+from parllel.cages.cage import Cage, read_only_slot_error
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.traj_info import TrajInfo
+from parllel.errors import EnvError
 
 
 class SerialCage(Cage):
@@ -18,7 +20,8 @@ class SerialCage(Cage):
     tracebacks work as usual) or when envs are too cheap for processes to pay.
 
     Args:
-        env_factory: picklable callable returning a gymnasium env.
+        env_factory: callable returning a gymnasium env (it need not pickle:
+            the envs stay in this process).
         n_envs: number of envs.
         env_kwargs: keyword arguments for ``env_factory``.
         seed: None (unseeded), a master seed (env ``i``, by global index, gets
@@ -82,7 +85,13 @@ class SerialCage(Cage):
     def _await_step(self) -> list[TrajInfo]:
         action, out = self._pending
         self._pending = None
-        return self._group.step(action, out)
+        try:
+            return self._group.step(action, out)
+        except EnvError as exc:  # a closed buffer is not the env's fault
+            closed = read_only_slot_error(out)
+            if closed is None:
+                raise
+            raise closed from exc
 
     def _reset_async(self, out_observation: Any, env_indices: list[int] | None) -> None:
         self._pending = (out_observation, env_indices)
@@ -90,7 +99,13 @@ class SerialCage(Cage):
     def _await_reset(self) -> None:
         out_observation, env_indices = self._pending
         self._pending = None
-        self._group.reset(out_observation, env_indices)
+        try:
+            self._group.reset(out_observation, env_indices)
+        except EnvError as exc:
+            closed = read_only_slot_error({fields.OBSERVATION: out_observation})
+            if closed is None:
+                raise
+            raise closed from exc
 
     def _waiting_envs(self) -> list[int]:
         return self._group.waiting()

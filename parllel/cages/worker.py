@@ -12,11 +12,13 @@ errors) travels over the pipe, and only when it exists.
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
 import os
 import signal
 import time
 import traceback
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import cloudpickle
@@ -45,6 +47,9 @@ MAX_TREES = 4096  # slot trees a worker remembers (one per row of a batch)
 
 # commands
 STEP, RESET, MESSAGES_ONLY, CLOSE = 1, 2, 3, 4
+# on this signal a worker's faulthandler writes its Python stack to the main
+# process (step_timeout); signal 0 (none) where there is no SIGUSR1
+STACK_SIGNAL = getattr(signal, "SIGUSR1", 0)
 # status
 OK, HAS_MESSAGES = 0, 1
 
@@ -93,9 +98,13 @@ def worker_main(
     spin_seconds: float,
     want_example: bool,
     cpus: tuple[int, ...] | None = None,
+    stack_conn: Any = None,
 ) -> None:
     """Entry point of a worker process (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
+    if stack_conn is not None and STACK_SIGNAL:
+        # dumps every thread's stack even when stuck in C code holding the GIL
+        faulthandler.register(STACK_SIGNAL, file=stack_conn.fileno(), all_threads=True)
     if cpus:
         os.sched_setaffinity(0, cpus)  # checked by the cage
     parent = mp.parent_process()
@@ -162,7 +171,7 @@ def worker_main(
                 replies.append(_error_reply(exc))
             if replies:
                 row[STATUS] = HAS_MESSAGES
-                conn.send(replies)
+                _send_replies(conn, replies)
             work_done.release()
     except (ParentGone, EOFError, BrokenPipeError, KeyboardInterrupt):
         pass
@@ -267,6 +276,27 @@ def _error_reply(exc: BaseException) -> tuple:
     env_index = getattr(exc, "env_index", None)
     tb = getattr(exc, "worker_traceback", "") or traceback.format_exc()
     return ("error", f"{type(exc).__name__}: {exc}", env_index, tb, os.getpid())
+
+
+def _send_replies(conn: Any, replies: list[tuple]) -> None:
+    """Send ``replies``, or an error reply if they do not pickle.
+
+    E.g. ``get_attr`` of an attribute holding a lock: the main process gets
+    an EnvError and the worker and its envs stay usable (nothing reaches the
+    pipe before pickling succeeded).
+    """
+    try:
+        payload = ForkingPickler.dumps(replies)
+    except Exception as exc:
+        message = (
+            f"the worker's reply ({[reply[0] for reply in replies]}) cannot be "
+            f"pickled back to the main process ({type(exc).__name__}: {exc}); "
+            "results of call()/get_attr() and TrajInfo extras must be picklable"
+        )
+        payload = ForkingPickler.dumps(
+            [("error", message, None, traceback.format_exc(), os.getpid())]
+        )
+    conn.send_bytes(payload)
 
 
 def _send_error(conn: Any, exc: BaseException) -> None:

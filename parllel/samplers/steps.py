@@ -134,6 +134,7 @@ def group_views(
         )
     views, lo = [], 0
     for cage in cages:
+        cage.check_tree(sample_tree)  # e.g. a local leaf for a process cage
         views.append(GroupViews(sample_tree, lo, lo + cage.n_envs))
         lo += cage.n_envs
     return views

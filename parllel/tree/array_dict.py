@@ -9,7 +9,7 @@ import numpy as np
 
 from parllel.arrays import Array
 from parllel.arrays.array import GEOMETRY_EPOCH
-from parllel.arrays.writing import check_value_dtype, shape_error
+from parllel.arrays.writing import check_value_dtype, closed_error, write_error
 from parllel.errors import DtypeError, ShapeError, TreeStructureError
 
 
@@ -204,8 +204,8 @@ class ArrayDict(Mapping):
                 try:
                     leaf._storage[storage_index] = item
                 except ValueError as exc:
-                    raise shape_error(
-                        item, leaf._storage[storage_index], _join(prefix, key), exc
+                    raise write_error(
+                        item, leaf._storage, storage_index, _join(prefix, key), exc
                     ) from None
             elif isinstance(leaf, ArrayDict):
                 leaf._write(index, item, _join(prefix, key), cache)
@@ -281,8 +281,10 @@ class ArrayDict(Mapping):
 
     def rotate(self) -> None:
         """Rotate every Array leaf (see :meth:`parllel.arrays.Array.rotate`)."""
-        for _, leaf in self.items_flat():
+        for path, leaf in self.items_flat():
             if isinstance(leaf, Array):
+                if leaf.closed:
+                    raise closed_error(f"rotate leaf {path!r}")
                 leaf.rotate()
 
     def close(self) -> None:
@@ -348,7 +350,7 @@ def _compile_writer(table: list[tuple]) -> Any:
     """
     namespace: dict[str, Any] = {
         "check_value_dtype": check_value_dtype,
-        "shape_error": shape_error,
+        "write_error": write_error,
         "write_general_leaf": _write_general_leaf,
     }
     lines = ["def write(value, t, b):"]
@@ -366,7 +368,7 @@ def _compile_writer(table: list[tuple]) -> Any:
             "    try:",
             f"        s{i}[{base} + t, b] = item",
             "    except ValueError as exc:",
-            f"        raise shape_error(item, s{i}[{base} + t, b], {name}, exc) from None",
+            f"        raise write_error(item, s{i}, ({base} + t, b), {name}, exc) from None",
         ]
     if len(lines) == 1:
         lines.append("    pass")

@@ -1,0 +1,115 @@
+"""After close(), a shared Array or tree refuses writes with ArrayClosedError; reads still work."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parllel.arrays import Array
+from parllel.errors import ArrayClosedError
+from parllel.tree import ArrayDict
+
+T, B = 4, 3
+
+
+def _tree() -> ArrayDict:
+    return ArrayDict(
+        {
+            "observation": Array((T, B), (2,), np.float32, storage="shared", padding=1),
+            "reward": Array((T, B), (), np.float32, storage="shared"),
+            "info": {"lives": Array((T, B), (), np.int64, storage="shared")},
+        }
+    )
+
+
+def _step(value: float) -> dict:
+    return {
+        "observation": np.full(2, value, np.float32),
+        "reward": value,
+        "info": {"lives": int(value)},
+    }
+
+
+def _contents(tree: ArrayDict) -> dict:
+    return {path: np.array(leaf.padded_ndarray()) for path, leaf in tree.items_flat()}
+
+
+def test_array_refuses_writes_after_close_and_keeps_its_contents():
+    array = Array((T, B), (2,), np.float32, storage="shared", padding=1)
+    array[1, 2] = np.ones(2, np.float32)
+    array.close()
+    assert array.closed
+    with pytest.raises(ArrayClosedError, match="closed"):
+        array[0] = 5.0
+    with pytest.raises(ArrayClosedError):
+        array[1, 2] = np.zeros(2, np.float32)
+    with pytest.raises(ArrayClosedError):
+        array.padded[-1] = 5.0
+    with pytest.raises(ArrayClosedError, match="rotate"):
+        array.rotate()
+    with pytest.raises(ArrayClosedError):
+        pickle.dumps(array)
+    assert array[1, 2].tolist() == [1.0, 1.0]  # reads still work
+    view = array.to_ndarray()
+    assert not view.flags.writeable
+    array.close()  # idempotent
+    assert array.closed
+
+
+def test_local_arrays_are_unaffected_by_close():
+    array = Array((T, B), storage="local")
+    array.close()
+    assert not array.closed
+    array[0] = 1.0
+    assert array[0].tolist() == [1.0] * B
+
+
+def test_tree_refuses_writes_after_close_naming_the_leaf():
+    tree = _tree()
+    tree[0, 1] = _step(1.0)  # builds the fast writer before the close
+    before = _contents(tree)
+    tree.close()
+    with pytest.raises(ArrayClosedError, match="'observation'"):
+        tree[0, 1] = _step(2.0)  # the fast path's cached writer
+    with pytest.raises(ArrayClosedError, match="'observation'"):
+        tree[2] = _step(3.0)  # the general path
+    with pytest.raises(ArrayClosedError, match="'lives'"):
+        tree["info"][1, 1] = {"lives": 3}
+    with pytest.raises(ArrayClosedError, match="cannot write: the Array was closed"):
+        tree.reward[1:3] = 0.5
+    with pytest.raises(ArrayClosedError, match="leaf 'observation'"):
+        tree.rotate()
+    after = _contents(tree)
+    for path in before:
+        np.testing.assert_array_equal(after[path], before[path], err_msg=path)
+
+
+indices = st.one_of(
+    st.integers(-T, T - 1),
+    st.tuples(st.integers(-T, T - 1), st.integers(-B, B - 1)),
+    st.builds(slice, st.integers(0, T), st.integers(0, T)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(index=indices, value=st.floats(-10, 10, width=32))
+def test_every_write_after_close_raises_and_changes_nothing(index, value):
+    with _tree() as tree:
+        for t in range(T):
+            tree[t, t % B] = _step(float(t))
+        before = _contents(tree)
+        tree.close()
+        for write in (
+            lambda: tree.__setitem__(index, value),
+            lambda: tree.observation.__setitem__(index, value),
+            lambda: tree.reward.__setitem__(index, value),
+        ):
+            with pytest.raises(ArrayClosedError):
+                write()
+        after = _contents(tree)
+        for path in before:
+            np.testing.assert_array_equal(after[path], before[path], err_msg=path)
