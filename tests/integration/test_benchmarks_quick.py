@@ -1,0 +1,99 @@
+"""Every benchmark runs in --quick mode and ends with one JSON line (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+EXPECTED_KEYS = {
+    "arrays_bench.py": {
+        "tree_write_us",
+        "numpy_write_us",
+        "tree_write_ratio",
+        "pickle_bytes_small",
+        "pickle_bytes_large",
+    },
+    "cage_throughput.py": {
+        "cartpole64_process_vs_raw",
+        "cartpole64_process_vs_async",
+        "cpu200us_process_vs_raw",
+        "atari84_process_vs_raw",
+        "cartpole8_serial_vs_raw",
+        "cartpole8_raw_sps",
+        "cartpole64_process_sps",
+        "cpu200us_serial_sps",
+        "atari84_async_sps",
+        "cartpole64_sync_sps",
+    },
+    "finite_check.py": {
+        "cartpole64_on_vs_off",
+        "cartpole64_check_fraction",
+        "noop64_on_vs_off",
+        "noop64_check_fraction",
+        "image16_on_vs_off",
+        "image16_check_fraction",
+        "worst_check_fraction",
+    },
+    "sampler_throughput.py": {
+        "cartpole_ff_serial_sps",
+        "cartpole_ff_process_sps",
+        "cartpole_alternating_process_sps",
+        "cartpole_gym_sync_sps",
+        "cartpole_gym_async_sps",
+        "cartpole_best_vs_best_gym_loop",
+        "cpu200us_env_step_ms",
+        "cpu200us_inference_ms",
+        "alternating_vs_feedforward",
+    },
+    # SB3 figures are null without the bench extra; the keys are always there
+    "train_pendulum.py": {
+        "ours_time_to_m200_s",
+        "sb3_time_to_m200_s",
+        "time_to_m200_ratio",
+        "ours_steps_to_m200",
+        "sb3_steps_to_m200",
+    },
+    "replay_memory.py": {
+        "observation_bytes_per_step",
+        "bytes_per_stored_step",
+        "ratio_to_observation",
+        "dense_bytes_per_stored_step",
+        "dense_ratio_to_observation",
+        "stored_steps",
+        "final_observation_capacity",
+        "table_bytes",
+    },
+    "train_cartpole.py": {
+        "ours_time_to_475_s",
+        "sb3_time_to_475_s",
+        "time_to_475_ratio",
+        "ours_steps_to_475",
+        "sb3_steps_to_475",
+        "ours_final_return",
+    },
+}
+# benchmarks that cannot run at all without a peer library (the bench extra)
+NEEDS = {"train_cartpole.py": "stable_baselines3"}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("script", sorted(EXPECTED_KEYS))
+def test_quick_mode_prints_json(script):
+    if script in NEEDS:
+        pytest.importorskip(NEEDS[script], reason="needs the bench extra")
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    missing = EXPECTED_KEYS[script] - set(result)
+    assert not missing, missing

@@ -1,0 +1,75 @@
+"""Every example runs with ``--quick`` and resumes from its run directory.
+
+Each example is run in a subprocess, in a temporary working directory, as
+the README shows it; the run directory must hold the config, metadata,
+``progress.csv`` and a checkpoint. Then ``--resume <run dir> --steps N``
+must continue from the checkpoint's step to ``N`` in the same directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SCRIPTS = [
+    "cartpole/train_ppo.py",
+    "cartpole/train_ppo_recurrent.py",
+    "pendulum/train_ppo.py",
+]
+QUICK_STEPS = 512  # total_steps of every --quick config
+RESUMED_STEPS = 768
+
+
+def _run(script: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), "--quick", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    return done
+
+
+def _steps(progress_csv: Path) -> list[int]:
+    with open(progress_csv, newline="") as file:
+        return [int(float(row["time/env_steps"])) for row in csv.DictReader(file)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_example_quick_run_and_resume(script, tmp_path):
+    _run(script, tmp_path)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    for name in ("config.json", "metadata.json", "logs/progress.csv"):
+        assert (run_dir / name).is_file(), name
+    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint_*.pt"))
+    assert [c.name for c in checkpoints] == [f"checkpoint_{QUICK_STEPS:012d}.pt"]
+    steps = _steps(run_dir / "logs" / "progress.csv")
+    assert steps and steps[-1] == QUICK_STEPS
+
+    done = _run(script, tmp_path, "--resume", str(run_dir), "--steps", "768")
+    assert "eval return" in done.stdout
+    assert list((tmp_path / "runs").iterdir()) == [run_dir]  # same directory
+    resumed_steps = _steps(run_dir / "logs" / "progress.csv")
+    assert resumed_steps[: len(steps)] == steps  # appended, not rewritten
+    assert resumed_steps[-1] == RESUMED_STEPS
+    assert all(step > QUICK_STEPS for step in resumed_steps[len(steps) :])
+    assert (run_dir / "checkpoints" / f"checkpoint_{RESUMED_STEPS:012d}.pt").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("flag", ["--alternating", "--rebalance"])
+def test_ppo_example_sampler_layouts(flag, tmp_path):
+    done = _run("cartpole/train_ppo.py", tmp_path, flag)
+    assert "eval return" in done.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert _steps(run_dir / "logs" / "progress.csv")[-1] == QUICK_STEPS

@@ -1,0 +1,48 @@
+"""The off-policy examples run end to end in --quick mode (in a temporary cwd)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "script, extra", [("cartpole/train_dqn.py", ["--prioritized", "--n-step", "3"])]
+)
+def test_example_quick(tmp_path, script, extra):
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), "--quick", *extra],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "eval return" in done.stdout.splitlines()[-1]
+    run_dirs = list((tmp_path / "runs").iterdir())
+    assert len(run_dirs) == 1
+    assert (run_dirs[0] / "logs" / "progress.csv").exists()
+    assert any((run_dirs[0] / "checkpoints").iterdir())
+
+
+@pytest.mark.timeout(120)
+def test_sac_example_resumes(tmp_path):
+    script = str(EXAMPLES / "pendulum/train_sac.py")
+    first = subprocess.run(
+        [sys.executable, script, "--quick"], cwd=tmp_path, capture_output=True,
+        text=True, timeout=110,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    again = subprocess.run(
+        [sys.executable, script, "--quick", "--steps", "600", "--resume", str(run_dir)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=110,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "after 600 steps" in again.stdout.splitlines()[-1]
