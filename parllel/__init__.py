@@ -1,8 +1,8 @@
 """parllel: fast, composable reinforcement-learning sampling.
 
-Layers (imports point down only): ``arrays`` -> ``tree`` -> ``transforms`` ->
-``cages`` -> ``agents`` -> ``samplers`` / ``replays`` -> ``torch`` -> runners
-and patterns. Importing :mod:`parllel` itself imports nothing heavy.
+The layers and the direction of imports are described in ``docs/architecture.md``
+(the map) and checked by the import-linter contracts in ``pyproject.toml``.
+Importing :mod:`parllel` itself imports nothing heavy.
 """
 
 __version__ = "0.1.0"
