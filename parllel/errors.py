@@ -130,3 +130,19 @@ class CheckpointMismatchError(CheckpointError, ValueError):
 
 class ReplayError(ParllelError, RuntimeError):
     """A replay buffer cannot do what was asked (e.g. sample before it holds enough)."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint file exists but cannot be read (truncated, damaged, not parllel's)."""
+
+
+class ParllelWarning(UserWarning):
+    """Base class of the warnings parllel issues."""
+
+
+class CheckpointFallbackWarning(ParllelWarning):
+    """The newest checkpoint was unreadable; an older one was loaded instead."""
+
+
+class ScheduleWarning(ParllelWarning):
+    """Training will run a different number of steps than asked (whole batches)."""

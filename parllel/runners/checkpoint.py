@@ -28,6 +28,7 @@ import os
 import random
 import re
 import tempfile
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,14 +38,17 @@ import torch
 
 from parllel.errors import (
     CheckpointError,
+    CheckpointFallbackWarning,
     CheckpointMismatchError,
     CheckpointNotFoundError,
+    CorruptCheckpointError,
 )
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pt$")
 FORMAT_KEY = "parllel_checkpoint"
 FORMAT_VERSION = 1
 _TEMP_PREFIX = ".checkpoint_"
+UNREADABLE_SUFFIX = ".unreadable"
 
 
 def checkpoint_name(step: int) -> str:
@@ -156,6 +160,24 @@ def save_checkpoint(
     return path
 
 
+def _read_checkpoint_file(path: Path, map_location: Any) -> dict[str, Any]:
+    """The ``state`` of one checkpoint file (see :func:`load_checkpoint`)."""
+    try:
+        envelope = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as error:
+        raise CorruptCheckpointError(
+            f"could not read checkpoint {path}: {error}"
+        ) from error
+    if not isinstance(envelope, dict) or FORMAT_KEY not in envelope:
+        raise CorruptCheckpointError(f"{path} is not a parllel checkpoint")
+    if envelope[FORMAT_KEY] > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format {envelope[FORMAT_KEY]}; this parllel "
+            f"reads up to {FORMAT_VERSION}"
+        )
+    return envelope["state"]
+
+
 def load_checkpoint(
     path: str | os.PathLike[str], *, map_location: str | torch.device | None = "cpu"
 ) -> dict[str, Any]:
@@ -163,7 +185,8 @@ def load_checkpoint(
 
     Args:
         path: a checkpoint file, or a directory (run or checkpoints), in which
-            case its latest checkpoint is loaded.
+            case its newest readable checkpoint is loaded (see
+            :func:`load_latest_checkpoint`).
         map_location: where tensors go (``torch.load``'s argument).
 
     Returns:
@@ -172,28 +195,71 @@ def load_checkpoint(
     Raises:
         CheckpointNotFoundError: if there is no such file or no checkpoint in
             the directory.
-        CheckpointError: if the file is not a parllel checkpoint.
+        CorruptCheckpointError: if the file (or every file of the directory)
+            cannot be read or is not a parllel checkpoint.
+        CheckpointError: if the file was written by a newer checkpoint format.
     """
     path = Path(path)
     if path.is_dir():
-        latest = latest_checkpoint(path)
-        if latest is None:
-            raise CheckpointNotFoundError(f"no checkpoint_*.pt in {path}")
-        path = latest
+        return load_latest_checkpoint(path, map_location=map_location)[1]
     if not path.is_file():
         raise CheckpointNotFoundError(f"checkpoint {path} does not exist")
-    try:
-        envelope = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as error:
-        raise CheckpointError(f"could not read checkpoint {path}: {error}") from error
-    if not isinstance(envelope, dict) or FORMAT_KEY not in envelope:
-        raise CheckpointError(f"{path} is not a parllel checkpoint")
-    if envelope[FORMAT_KEY] > FORMAT_VERSION:
-        raise CheckpointError(
-            f"{path} has checkpoint format {envelope[FORMAT_KEY]}; this parllel "
-            f"reads up to {FORMAT_VERSION}"
-        )
-    return envelope["state"]
+    return _read_checkpoint_file(path, map_location)
+
+
+def load_latest_checkpoint(
+    directory: str | os.PathLike[str],
+    *,
+    map_location: str | torch.device | None = "cpu",
+    set_aside_unreadable: bool = False,
+) -> tuple[Path, dict[str, Any]]:
+    """Load the newest checkpoint of a directory that can be read.
+
+    A newer checkpoint that cannot be read (truncated by a full disk, damaged
+    in a copy) is skipped with a :class:`~parllel.errors.CheckpointFallbackWarning`
+    naming it, the error and the checkpoint loaded instead.
+
+    Args:
+        directory: a run directory (its ``checkpoints/``) or a directory of
+            checkpoint files.
+        map_location: where tensors go (``torch.load``'s argument).
+        set_aside_unreadable: rename each skipped file to
+            ``<name>.unreadable``, so later runs neither load nor keep it in
+            place of a good checkpoint.
+
+    Returns:
+        The path of the loaded checkpoint and its ``state``.
+
+    Raises:
+        CheckpointNotFoundError: if the directory holds no checkpoint.
+        CorruptCheckpointError: if none of its checkpoints can be read.
+    """
+    candidates = list_checkpoints(directory)
+    if not candidates:
+        raise CheckpointNotFoundError(f"no checkpoint_*.pt in {directory}")
+    skipped: list[tuple[Path, CorruptCheckpointError]] = []
+    for path in reversed(candidates):
+        try:
+            state = _read_checkpoint_file(path, map_location)
+        except CorruptCheckpointError as error:
+            skipped.append((path, error))
+            continue
+        for bad, error in skipped:
+            where = bad
+            if set_aside_unreadable:
+                where = bad.with_name(bad.name + UNREADABLE_SUFFIX)
+                os.replace(bad, where)
+            warnings.warn(
+                f"skipping unreadable checkpoint {where} ({error}); "
+                f"loading {path.name} (step {checkpoint_step(path)}) instead",
+                CheckpointFallbackWarning,
+                stacklevel=2,
+            )
+        return path, state
+    raise CorruptCheckpointError(
+        f"no readable checkpoint in {directory}:\n"
+        + "\n".join(f"  {error}" for _, error in skipped)
+    )
 
 
 def checkpoint_step(path: str | os.PathLike[str]) -> int:
@@ -305,6 +371,42 @@ def check_state_dict(
                     f"  {name} parameter {key!r}: shape {old} in the checkpoint, "
                     f"{new} in the current {name}"
                 )
+    if problems:
+        raise CheckpointMismatchError(
+            f"checkpoint does not fit the current {name}:\n" + "\n".join(problems)
+        )
+
+
+def check_state_shapes(saved: Any, current: Any, *, name: str) -> None:
+    """Refuse saved state whose arrays differ in shape from the current object's.
+
+    For objects that are not torch modules (observation normalizers, reward
+    statistics, replays, ...): both states are walked as nested mappings and
+    every entry present in both that has a shape must have the same shape.
+    Entries present in only one are left to the object's ``load_state_dict``.
+
+    Args:
+        saved: the state from the checkpoint.
+        current: the object (anything with ``state_dict()``) or its state.
+        name: what it is, for the message (``"observation_normalizer"``).
+
+    Raises:
+        CheckpointMismatchError: naming every entry whose shape differs, with
+            both shapes.
+    """
+    if hasattr(current, "state_dict"):
+        current = current.state_dict()
+    saved_flat, current_flat = _flatten(saved), _flatten(current)
+    problems = []
+    for key, value in current_flat.items():
+        if key not in saved_flat:
+            continue
+        old, new = _shape(saved_flat[key]), _shape(value)
+        if old is not None and new is not None and old != new:
+            problems.append(
+                f"  {name} entry {key.strip('.') or '<root>'!r}: shape {old} in "
+                f"the checkpoint, {new} in the current {name}"
+            )
     if problems:
         raise CheckpointMismatchError(
             f"checkpoint does not fit the current {name}:\n" + "\n".join(problems)
