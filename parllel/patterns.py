@@ -381,7 +381,10 @@ def run_training(
             f"(set a larger total_steps to train further); run in {run.path}"
         )
         return {}
-    plot_learning_curve(run.path)
+    try:
+        plot_learning_curve(run.path)
+    except (ConfigError, FileNotFoundError) as error:  # e.g. nothing logged yet
+        print(f"no learning curve: {error}")
     if runner.interrupted:
         print(f"interrupted at step {runner.env_steps}; run in {run.path}")
         if runner.last_checkpoint is not None:

@@ -245,13 +245,15 @@ def load_latest_checkpoint(
             skipped.append((path, error))
             continue
         for bad, error in skipped:
-            where = bad
+            cause = error.__cause__ or error
+            aside = ""
             if set_aside_unreadable:
-                where = bad.with_name(bad.name + UNREADABLE_SUFFIX)
-                os.replace(bad, where)
+                os.replace(bad, bad.with_name(bad.name + UNREADABLE_SUFFIX))
+                aside = f", renamed to {bad.name}{UNREADABLE_SUFFIX}"
             warnings.warn(
-                f"skipping unreadable checkpoint {where} ({error}); "
-                f"loading {path.name} (step {checkpoint_step(path)}) instead",
+                f"checkpoint {bad} is unreadable ({type(cause).__name__}: {cause}"
+                f"{aside}); loading {path.name} (step {checkpoint_step(path)}) "
+                "instead",
                 CheckpointFallbackWarning,
                 stacklevel=2,
             )

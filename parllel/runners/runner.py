@@ -214,8 +214,8 @@ class Runner:
         """
         if self.finished:
             return {}
-        self._warn_partial_batch()
         with InterruptHandler(self._on_interrupt, enabled=self.handle_interrupt):
+            self._warn_partial_batch()
             return self._run()
 
     def _on_interrupt(self) -> str:
