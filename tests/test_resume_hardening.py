@@ -293,6 +293,14 @@ def test_shape_mismatch_lists_the_config_keys_that_differ(tmp_path):
     assert "obs: checkpoint 3, current 5" in str(error.value)
 
 
+def test_record_resume_updates_config_json_and_lists_the_changes(tmp_path):
+    run = RunDirectory.create(tmp_path, "run", config={"seed": 1, "total_steps": 512})
+    run.record_resume(512, None, config={"seed": 1, "total_steps": 768})
+    assert run.read_config() == {"seed": 1, "total_steps": 768}
+    (record,) = run.read_metadata()["resumes"]
+    assert record["config_changes"] == {"total_steps": [512, 768]}
+
+
 # -- logger continuity -----------------------------------------------------------
 
 
@@ -421,3 +429,15 @@ def test_handle_interrupt_false_leaves_sigint_alone(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         runner.run()
     assert not runner.interrupted
+
+
+def test_an_ignored_sigint_stays_ignored(tmp_path):
+    """A background job (started with SIGINT ignored) is not made interruptible."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        runner, _, _ = build(tmp_path, total=128, callbacks=[PressCtrlC(64, times=2)])
+        runner.run()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert runner.env_steps == 128 and not runner.interrupted

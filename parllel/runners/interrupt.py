@@ -37,7 +37,8 @@ class InterruptHandler:
     asks the loop to stop at its next safe point and returns a message to
     print); a second SIGINT raises ``KeyboardInterrupt`` at once. The
     previous handler is restored on exit. Outside the main thread (where
-    Python cannot install signal handlers) or with ``enabled=False`` it does
+    Python cannot install signal handlers), where SIGINT is ignored (a
+    background job started by a shell), or with ``enabled=False`` it does
     nothing.
 
     Example:
@@ -66,6 +67,8 @@ class InterruptHandler:
     def __enter__(self) -> InterruptHandler:
         if self.enabled and threading.current_thread() is threading.main_thread():
             self._previous = signal.getsignal(signal.SIGINT)
+            if self._previous is signal.SIG_IGN:  # e.g. a background job: keep it so
+                return self
             signal.signal(signal.SIGINT, self._handle)
             self._installed = True
         return self
