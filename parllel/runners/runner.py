@@ -17,24 +17,24 @@ from parllel.errors import (
     CheckpointError,
     CheckpointMismatchError,
     ConfigError,
-    ParllelError,
     ScheduleWarning,
 )
 from parllel.logging import EpisodeStats, Logger
 from parllel.runners.checkpoint import (
     capture_rng_state,
-    check_config,
-    check_state_dict,
-    check_state_shapes,
     load_checkpoint,
     load_latest_checkpoint,
     restore_rng_state,
     save_checkpoint,
 )
+from parllel.runners.compatibility import (
+    NEVER_COMPARED,
+    check_config,
+    check_object,
+    config_difference_hint,
+    load_object,
+)
 from parllel.runners.interrupt import InterruptHandler
-
-#: Config keys never compared on resume: training longer is normal.
-NEVER_COMPARED = ("total_steps",)
 
 
 class Stateful(Protocol):
@@ -392,13 +392,13 @@ class Runner:
             raise CheckpointError(f"checkpoint {path} has no state for {missing}")
         try:  # every object is checked before any is loaded
             for name, obj in self.checkpoint_objects.items():
-                _check_object(name, obj, saved_objects[name])
+                check_object(name, obj, saved_objects[name])
         except CheckpointMismatchError as error:
             raise CheckpointMismatchError(
-                f"{error}{_config_hint(saved_config, self.config)}"
+                f"{error}{config_difference_hint(saved_config, self.config)}"
             ) from None
         for name, obj in self.checkpoint_objects.items():
-            _load_object(name, obj, saved_objects[name])
+            load_object(name, obj, saved_objects[name])
         runner = state["runner"]
         self.env_steps = int(runner["env_steps"])
         self.updates = int(runner["updates"])
@@ -412,33 +412,3 @@ class Runner:
         rewind = getattr(self.logger, "rewind", None)
         if callable(rewind):
             rewind(self.env_steps)
-
-
-def _check_object(name: str, obj: Stateful, state: Any) -> None:
-    """Refuse ``state`` if its shapes do not fit ``obj`` (modules: keys too)."""
-    if hasattr(obj, "named_parameters"):
-        check_state_dict(state, obj.state_dict(), name=name)
-    else:
-        check_state_shapes(state, obj.state_dict(), name=name)
-
-
-def _load_object(name: str, obj: Stateful, state: Any) -> None:
-    """Load ``state`` into ``obj``; what it refuses is a checkpoint mismatch."""
-    try:
-        obj.load_state_dict(state)
-    except CheckpointError:
-        raise
-    except (ParllelError, ValueError, KeyError, TypeError, RuntimeError) as error:
-        raise CheckpointMismatchError(
-            f"checkpoint does not fit the current {name}: {error}"
-        ) from error
-
-
-def _config_hint(saved: Mapping[str, Any], current: Mapping[str, Any]) -> str:
-    """The config keys that differ from the checkpoint's, as a hint for a message."""
-    try:
-        check_config(saved, current, ignore=NEVER_COMPARED)
-    except CheckpointMismatchError as difference:
-        lines = str(difference).splitlines()[1:]
-        return "\nconfig keys that differ from the checkpoint's:\n" + "\n".join(lines)
-    return ""
