@@ -224,3 +224,19 @@ class StepTimeoutError(CageError, TimeoutError):
         self.env_indices = env_indices
         self.timeout = timeout
         self.worker_stack = worker_stack
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint file exists but cannot be read (truncated, damaged, not parllel's)."""
+
+
+class ParllelWarning(UserWarning):
+    """Base class of the warnings parllel issues."""
+
+
+class CheckpointFallbackWarning(ParllelWarning):
+    """The newest checkpoint was unreadable; an older one was loaded instead."""
+
+
+class ScheduleWarning(ParllelWarning):
+    """Training will run a different number of steps than asked (whole batches)."""

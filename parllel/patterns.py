@@ -310,11 +310,24 @@ def build_eval_sampler(
 
 
 def build_run_logger(
-    run: Any, total_steps: int, *, resume: bool = False, table_every: int = 4
+    run: Any,
+    total_steps: int,
+    *,
+    resume: bool = False,
+    resume_step: int | None = None,
+    table_every: int = 4,
 ) -> Any:
-    """The usual loggers of a run directory: stdout table, CSV, TensorBoard, progress bar.
+    """The usual loggers of a run directory: console table, CSV, TensorBoard, progress bar.
 
-    ``resume=True`` appends to the run's existing ``progress.csv``.
+    The console table shows returns, losses, steps/s and elapsed time every
+    ``table_every``-th log line and at the end, written through the progress
+    bar so the two never collide; every metric goes to ``progress.csv`` and
+    TensorBoard.
+
+    ``resume=True`` keeps the run's ``progress.csv`` and TensorBoard events;
+    :meth:`Runner.load <parllel.runners.Runner.load>` then rewinds them to the
+    checkpoint's step (rows and events logged after it are dropped, so no step
+    appears twice). Without a runner, pass ``resume_step`` to rewind here.
     """
     from parllel.logging import (
         CsvSink,
@@ -324,14 +337,18 @@ def build_run_logger(
         TensorBoardSink,
     )
 
-    return MultiLogger(
+    bar = ProgressBar(total=total_steps)
+    logger = MultiLogger(
         [
-            StdoutTable(every=table_every),
+            StdoutTable(every=table_every, progress_bar=bar),
             CsvSink(run.progress_csv, resume=resume),
             TensorBoardSink(run.tensorboard_dir),
-            ProgressBar(total=total_steps),
+            bar,
         ]
     )
+    if resume and resume_step is not None:
+        logger.rewind(resume_step)
+    return logger
 
 
 def run_training(
@@ -339,22 +356,58 @@ def run_training(
 ) -> dict[str, float]:
     """Resume if asked, run, always close ``close`` (and the runner's logger), plot.
 
-    Returns the runner's last metrics and prints the final eval return and
-    the run directory. ``close`` holds anything with ``close()`` (cages,
-    sample trees).
+    Prints the outcome. After a normal end: the final eval return and the run
+    directory; the last metrics are returned. A resumed run that had already
+    finished trains nothing and says so (returns ``{}``). After Ctrl-C: the
+    checkpoint written, the run directory and the command that resumes it,
+    then ``SystemExit(130)`` (the shell's status for Ctrl-C), also after a
+    second Ctrl-C that skipped the checkpoint. ``close`` holds anything with
+    ``close()`` (cages, sample trees).
     """
     from parllel.plot import plot_learning_curve
+    from parllel.runners.cli import resume_command
 
-    if resume:
-        runner.load(run.checkpoints_dir)
-        run.record_resume(runner.env_steps, run.latest_checkpoint())
+    summary: dict[str, float] = {}
+    already_finished = exited_at_once = False
     try:
-        summary = runner.run()
+        if resume:
+            runner.load(run.checkpoints_dir)
+            run.record_resume(
+                runner.env_steps, runner.resumed_from, config=runner.config or None
+            )
+        already_finished = runner.finished
+        if not already_finished:
+            summary = runner.run()
+    except KeyboardInterrupt:
+        exited_at_once = True
     finally:
         for obj in (runner.logger, *close):
             if obj is not None:
                 obj.close()
-    plot_learning_curve(run.path)
+    if exited_at_once:
+        newest = run.latest_checkpoint()
+        print(f"interrupted: exited without a new checkpoint; run in {run.path}")
+        if newest is not None:
+            print(f"newest checkpoint: {newest}")
+            print(f"resume with: {resume_command(run.path)}")
+        raise SystemExit(130)
+    if already_finished:
+        print(
+            f"run already finished: {runner.env_steps} of total_steps "
+            f"{runner.total_steps} env steps done, nothing to train "
+            f"(set a larger total_steps to train further); run in {run.path}"
+        )
+        return {}
+    try:
+        plot_learning_curve(run.path)
+    except (ConfigError, FileNotFoundError) as error:  # e.g. nothing logged yet
+        print(f"no learning curve: {error}")
+    if runner.interrupted:
+        print(f"interrupted at step {runner.env_steps}; run in {run.path}")
+        if runner.last_checkpoint is not None:
+            print(f"checkpoint written: {runner.last_checkpoint}")
+            print(f"resume with: {resume_command(run.path)}")
+        raise SystemExit(130)
     eval_return = summary.get("eval/return_mean", float("nan"))
     print(
         f"eval return {eval_return:.1f} after {runner.env_steps} steps; run in {run.path}"

@@ -49,6 +49,30 @@ def default_metrics(columns: Sequence[str]) -> list[str]:
     return [name for name in columns if name.endswith("return_mean")]
 
 
+def continuous_rows(
+    columns: dict[str, np.ndarray], x: str = STEP_COLUMN
+) -> dict[str, np.ndarray]:
+    """Keep the rows that make ``x`` strictly increasing, preferring later rows.
+
+    A run resumed from a checkpoint without rewinding its CSV (an older
+    parllel, or a hand-written loop) has rows whose step goes back; for each
+    such step only the row logged last is kept, so the curve never folds back.
+    Rows without an ``x`` value are dropped.
+
+    Example:
+        >>> continuous_rows({"step": np.array([0, 256, 512, 256, 512, 768.0])})
+        {'step': array([  0., 256., 512., 768.])}
+    """
+    steps = columns[x]
+    keep = np.zeros(len(steps), dtype=bool)
+    lowest_later = np.inf
+    for row in range(len(steps) - 1, -1, -1):
+        if steps[row] < lowest_later:  # False for NaN
+            keep[row] = True
+            lowest_later = steps[row]
+    return {name: values[keep] for name, values in columns.items()}
+
+
 def _pyplot():
     try:
         import matplotlib
@@ -90,6 +114,8 @@ def plot_learning_curve(
     """
     csv_path = find_progress_csv(run_dir)
     columns = read_progress(csv_path)
+    if x in columns:
+        columns = continuous_rows(columns, x)
     metrics = list(metrics) if metrics else default_metrics(list(columns))
     if not metrics:
         raise ConfigError(

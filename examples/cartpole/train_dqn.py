@@ -5,6 +5,7 @@
     python examples/cartpole/train_dqn.py --prioritized   # prioritized replay
     python examples/cartpole/train_dqn.py --quick         # a tiny smoke run
     python examples/cartpole/train_dqn.py --resume runs/cartpole-dqn-...
+    python examples/cartpole/train_dqn.py --help          # every Config field is a flag
 
 Writes a run directory (config, metadata, progress.csv, TensorBoard logs,
 checkpoints, learning_curve.png) under ``runs/``. Stops early once the mean
@@ -13,7 +14,6 @@ eval return reaches ``target_return``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import gymnasium as gym
@@ -36,6 +36,7 @@ from parllel.runners import (
     Seeds,
     seed_everything,
 )
+from parllel.runners.cli import parse_config
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.agents import build_dqn_agent
@@ -46,27 +47,62 @@ from parllel.torch.handler import TorchHandler
 @dataclasses.dataclass
 class Config:
     seed: int = 0
+    """master seed (python, numpy, torch and every env)"""
     n_envs: int = 4
-    batch_T: int = 64  # 256 env steps per batch
+    """environments stepped side by side"""
+    batch_T: int = 64
+    """env steps per env per batch (4 x 64 = 256 env steps per batch)"""
     total_steps: int = 60_000
+    """env steps to train for (rounded up to whole batches)"""
     replay_size: int = 100_000
+    """replay capacity in env steps"""
     batch_size: int = 64
+    """transitions per gradient update"""
     learning_starts: int = 1_000
-    replay_ratio: float = 0.5  # 128 gradient updates per batch of 256 steps
+    """env steps stored before the first update"""
+    replay_ratio: float = 0.5
+    """gradient updates per env step (128 per batch of 256 steps)"""
     learning_rate: float = 2.3e-3
+    """Adam learning rate"""
     gamma: float = 0.99
+    """discount factor"""
     n_step: int = 1
+    """n-step returns"""
     prioritized: bool = False
-    target_update_interval: int = 128  # updates between target copies (once a batch)
+    """prioritized replay instead of uniform"""
+    target_update_interval: int = 128
+    """gradient updates between target-network copies (once a batch)"""
     epsilon_start: float = 1.0
+    """exploration epsilon at the start"""
     epsilon_end: float = 0.04
+    """exploration epsilon after the decay"""
     epsilon_decay_steps: int = 8_000
+    """env steps of the linear epsilon decay"""
     hidden_sizes: tuple[int, ...] = (256, 256)
+    """hidden layer widths of the Q network"""
     eval_interval_steps: int = 2_048
+    """env steps between evaluations (and log lines)"""
     eval_episodes: int = 10
-    target_return: float | None = 475.0  # stop once reached (None: never)
+    """deterministic episodes per evaluation"""
+    target_return: float | None = 475.0
+    """stop once the mean eval return reaches this (None: never)"""
+    checkpoint_interval_steps: int = 20_000
+    """env steps between checkpoints (one is also written at the end)"""
     checkpoint_replay_contents: bool = False
+    """save every stored transition in checkpoints"""
     run_root: str = "runs"
+    """directory the run directory is created in"""
+
+
+QUICK = dict(
+    total_steps=1_024,
+    batch_T=32,
+    learning_starts=128,
+    hidden_sizes=(32, 32),
+    eval_interval_steps=512,
+    eval_episodes=2,
+)
+"""the --quick preset: a tiny smoke run"""
 
 
 def make_env() -> gym.Env:
@@ -173,7 +209,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         logger=logger,
         log_interval_steps=config.eval_interval_steps,
         checkpoint_dir=run.checkpoints_dir,
-        checkpoint_interval_steps=20_000,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"q_network": agent.q_network, "dqn": dqn},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
         config=dataclasses.asdict(config),
@@ -193,31 +229,4 @@ def main(config: Config, resume: str | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
-    parser.add_argument("--resume", help="run directory to resume from")
-    parser.add_argument("--steps", type=int, help="override total_steps")
-    parser.add_argument("--seed", type=int, help="override the seed")
-    parser.add_argument("--n-step", type=int, help="n-step returns (default 1)")
-    parser.add_argument("--prioritized", action="store_true", help="prioritized replay")
-    args = parser.parse_args()
-    config = Config()
-    if args.quick:
-        config = dataclasses.replace(
-            config,
-            total_steps=1_024,
-            batch_T=32,
-            learning_starts=128,
-            hidden_sizes=(32, 32),
-            eval_interval_steps=512,
-            eval_episodes=2,
-        )
-    if args.steps:
-        config = dataclasses.replace(config, total_steps=args.steps)
-    if args.seed is not None:
-        config = dataclasses.replace(config, seed=args.seed)
-    if args.n_step:
-        config = dataclasses.replace(config, n_step=args.n_step)
-    if args.prioritized:
-        config = dataclasses.replace(config, prioritized=True)
-    main(config, args.resume)
+    main(*parse_config(Config, quick=QUICK, description=__doc__))

@@ -1,20 +1,22 @@
 """Train PPO on CartPole-v1 with envs stepped in worker processes.
 
-    python examples/cartpole/train_ppo.py            # solves CartPole in ~1 min
-    python examples/cartpole/train_ppo.py --quick    # a tiny smoke run
-    python examples/cartpole/train_ppo.py --serial   # same batches, no processes
-    python examples/cartpole/train_ppo.py --alternating  # inference overlaps stepping
-    python examples/cartpole/train_ppo.py --rebalance    # envs follow the faster core
+    python examples/cartpole/train_ppo.py                     # solves CartPole in ~1 min
+    python examples/cartpole/train_ppo.py --quick             # a tiny smoke run
+    python examples/cartpole/train_ppo.py --parallel serial   # same batches, no processes
+    python examples/cartpole/train_ppo.py --sampler alternating  # inference overlaps stepping
+    python examples/cartpole/train_ppo.py --rebalance         # envs follow the faster core
     python examples/cartpole/train_ppo.py --resume runs/cartpole-ppo-...
+    python examples/cartpole/train_ppo.py --help              # every Config field is a flag
 
 Writes a run directory (config, metadata, progress.csv, TensorBoard logs,
-checkpoints, learning_curve.png) under ``runs/``.
+checkpoints, learning_curve.png) under ``runs/``. Ctrl-C stops at the end of
+the current batch, writes a checkpoint and prints the command that resumes.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+from typing import Literal
 
 import gymnasium as gym
 import torch
@@ -29,6 +31,7 @@ from parllel.patterns import (
     run_training,
 )
 from parllel.runners import OnPolicyRunner, RunDirectory, Seeds, seed_everything
+from parllel.runners.cli import parse_config
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
@@ -40,23 +43,47 @@ from parllel.transforms import Compose
 @dataclasses.dataclass
 class Config:
     seed: int = 0
+    """master seed (python, numpy, torch and every env)"""
     n_envs: int = 8
-    batch_T: int = 32  # env steps per env per batch: 256 samples per update
+    """environments stepped side by side"""
+    batch_T: int = 32
+    """env steps per env per batch (8 x 32 = 256 samples per update)"""
     total_steps: int = 100_000
+    """env steps to train for (rounded up to whole batches)"""
     gamma: float = 0.98
+    """discount factor"""
     gae_lambda: float = 0.8
-    learning_rate: float = 1e-3  # decays linearly to 0
-    clip_range: float = 0.2  # decays linearly to 0
+    """GAE lambda"""
+    learning_rate: float = 1e-3
+    """initial Adam learning rate (decays linearly to 0)"""
+    clip_range: float = 0.2
+    """initial PPO clip range (decays linearly to 0)"""
     epochs: int = 20
+    """passes over each batch"""
     minibatches: int = 1
+    """minibatches per epoch"""
     entropy_coef: float = 0.0
+    """weight of the entropy bonus"""
     hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layer widths of the actor-critic MLP"""
     eval_interval_steps: int = 5_000
+    """env steps between evaluations (and log lines)"""
     eval_episodes: int = 10
-    parallel: str = "process"  # "process", "serial" or "auto"
-    sampler: str = "feedforward"  # or "alternating": two halves, one worker each
-    rebalance: bool = False  # feed-forward process cages: move envs between processes
+    """deterministic episodes per evaluation"""
+    checkpoint_interval_steps: int = 25_000
+    """env steps between checkpoints (one is also written at the end)"""
+    parallel: Literal["process", "serial", "auto"] = "process"
+    """where envs step: worker processes, this process, or measured"""
+    sampler: Literal["feedforward", "alternating"] = "feedforward"
+    """alternating: two halves of the envs, one worker each, inference overlaps stepping"""
+    rebalance: bool = False
+    """feed-forward process cages: move envs towards the faster process"""
     run_root: str = "runs"
+    """directory the run directory is created in"""
+
+
+QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
+"""the --quick preset: a tiny smoke run"""
 
 
 def make_env() -> gym.Env:
@@ -135,7 +162,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         logger=logger,
         log_interval_steps=config.eval_interval_steps,
         checkpoint_dir=run.checkpoints_dir,
-        checkpoint_interval_steps=25_000,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": model, "ppo": ppo, "transform": transform},
         config=dataclasses.asdict(config),
         config_keys=["n_envs", "batch_T", "hidden_sizes"],
@@ -149,38 +176,4 @@ def main(config: Config, resume: str | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
-    parser.add_argument(
-        "--serial", action="store_true", help="step envs in this process"
-    )
-    parser.add_argument(
-        "--alternating",
-        action="store_true",
-        help="AlternatingSampler: two halves of the envs, inference overlaps stepping",
-    )
-    parser.add_argument(
-        "--rebalance",
-        action="store_true",
-        help="let process cages move envs towards the faster process",
-    )
-    parser.add_argument("--resume", help="run directory to resume from")
-    parser.add_argument("--steps", type=int, help="override total_steps")
-    parser.add_argument("--seed", type=int, help="override the master seed")
-    args = parser.parse_args()
-    config = Config()
-    if args.quick:
-        config = dataclasses.replace(
-            config, total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2
-        )
-    if args.serial:
-        config = dataclasses.replace(config, parallel="serial")
-    if args.alternating:
-        config = dataclasses.replace(config, sampler="alternating")
-    if args.rebalance:
-        config = dataclasses.replace(config, rebalance=True)
-    if args.steps:
-        config = dataclasses.replace(config, total_steps=args.steps)
-    if args.seed is not None:
-        config = dataclasses.replace(config, seed=args.seed)
-    main(config, args.resume)
+    main(*parse_config(Config, quick=QUICK, description=__doc__))

@@ -6,8 +6,9 @@ policy cannot solve this task, an LSTM actor-critic does.
 
     python examples/cartpole/train_ppo_recurrent.py           # solves it (see docs)
     python examples/cartpole/train_ppo_recurrent.py --quick   # a tiny smoke run
-    python examples/cartpole/train_ppo_recurrent.py --process # envs in workers
+    python examples/cartpole/train_ppo_recurrent.py --parallel process  # envs in workers
     python examples/cartpole/train_ppo_recurrent.py --resume runs/cartpole-ppo-lstm-...
+    python examples/cartpole/train_ppo_recurrent.py --help    # every Config field is a flag
 
 Writes a run directory (config, metadata, progress.csv, TensorBoard logs,
 checkpoints, learning_curve.png) under ``runs/``.
@@ -15,8 +16,8 @@ checkpoints, learning_curve.png) under ``runs/``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+from typing import Literal
 
 import gymnasium as gym
 import numpy as np
@@ -33,6 +34,7 @@ from parllel.patterns import (
     run_training,
 )
 from parllel.runners import OnPolicyRunner, RunDirectory, Seeds, seed_everything
+from parllel.runners.cli import parse_config
 from parllel.samplers import RecurrentSampler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
@@ -44,23 +46,47 @@ from parllel.transforms import Compose
 @dataclasses.dataclass
 class Config:
     seed: int = 0
+    """master seed (python, numpy, torch and every env)"""
     n_envs: int = 8
-    batch_T: int = 32  # sequence length: 256 samples per update
+    """environments stepped side by side"""
+    batch_T: int = 32
+    """sequence length: env steps per env per batch (256 samples per update)"""
     total_steps: int = 100_000
+    """env steps to train for (rounded up to whole batches)"""
     gamma: float = 0.98
+    """discount factor"""
     gae_lambda: float = 0.8
-    learning_rate: float = 1e-3  # decays linearly to 0
-    clip_range: float = 0.2  # decays linearly to 0
+    """GAE lambda"""
+    learning_rate: float = 1e-3
+    """initial Adam learning rate (decays linearly to 0)"""
+    clip_range: float = 0.2
+    """initial PPO clip range (decays linearly to 0)"""
     epochs: int = 10
-    minibatches: int = 1  # recurrent minibatches are whole env columns
+    """passes over each batch"""
+    minibatches: int = 1
+    """minibatches per epoch (recurrent minibatches are whole env columns)"""
     entropy_coef: float = 0.0
-    recurrent_cell: str = "lstm"
+    """weight of the entropy bonus"""
+    recurrent_cell: Literal["lstm", "gru"] = "lstm"
+    """recurrent core of the actor-critic"""
     recurrent_size: int = 128
+    """units of the recurrent core"""
     hidden_sizes: tuple[int, ...] = (64,)
+    """widths of the layers after the recurrent core"""
     eval_interval_steps: int = 10_000
+    """env steps between evaluations (and log lines)"""
     eval_episodes: int = 10
-    parallel: str = "serial"  # "process", "serial" or "auto"
+    """deterministic episodes per evaluation"""
+    checkpoint_interval_steps: int = 50_000
+    """env steps between checkpoints (one is also written at the end)"""
+    parallel: Literal["process", "serial", "auto"] = "serial"
+    """where envs step: worker processes, this process, or measured"""
     run_root: str = "runs"
+    """directory the run directory is created in"""
+
+
+QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
+"""the --quick preset: a tiny smoke run"""
 
 
 class HideVelocities(gym.ObservationWrapper):
@@ -159,7 +185,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         logger=logger,
         log_interval_steps=config.eval_interval_steps,
         checkpoint_dir=run.checkpoints_dir,
-        checkpoint_interval_steps=50_000,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={
             "model": model,
             "ppo": ppo,
@@ -182,24 +208,4 @@ def main(config: Config, resume: str | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
-    parser.add_argument(
-        "--process", action="store_true", help="step envs in worker processes"
-    )
-    parser.add_argument("--resume", help="run directory to resume from")
-    parser.add_argument("--steps", type=int, help="override total_steps")
-    parser.add_argument("--seed", type=int, help="override the master seed")
-    args = parser.parse_args()
-    config = Config()
-    if args.quick:
-        config = dataclasses.replace(
-            config, total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2
-        )
-    if args.process:
-        config = dataclasses.replace(config, parallel="process")
-    if args.steps:
-        config = dataclasses.replace(config, total_steps=args.steps)
-    if args.seed is not None:
-        config = dataclasses.replace(config, seed=args.seed)
-    main(config, args.resume)
+    main(*parse_config(Config, quick=QUICK, description=__doc__))

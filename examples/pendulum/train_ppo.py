@@ -2,8 +2,9 @@
 
     python examples/pendulum/train_ppo.py            # learns to swing up (see docs)
     python examples/pendulum/train_ppo.py --quick    # a tiny smoke run
-    python examples/pendulum/train_ppo.py --process  # envs in worker processes
+    python examples/pendulum/train_ppo.py --parallel process  # envs in worker processes
     python examples/pendulum/train_ppo.py --resume runs/pendulum-ppo-...
+    python examples/pendulum/train_ppo.py --help     # every Config field is a flag
 
 Observations are normalized by running statistics as they arrive (the agent
 acts on normalized observations; evaluation uses the frozen statistics);
@@ -15,8 +16,8 @@ observation. Writes a run directory under ``runs/``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+from typing import Literal
 
 import gymnasium as gym
 import torch
@@ -32,6 +33,7 @@ from parllel.patterns import (
     run_training,
 )
 from parllel.runners import OnPolicyRunner, RunDirectory, Seeds, seed_everything
+from parllel.runners.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
@@ -43,22 +45,52 @@ from parllel.transforms import Compose
 @dataclasses.dataclass
 class Config:
     seed: int = 0
+    """master seed (python, numpy, torch and every env)"""
     n_envs: int = 8
-    batch_T: int = 256  # 2048 samples per update
+    """environments stepped side by side"""
+    batch_T: int = 256
+    """env steps per env per batch (2048 samples per update)"""
     total_steps: int = 300_000
+    """env steps to train for (rounded up to whole batches)"""
     gamma: float = 0.9
+    """discount factor"""
     gae_lambda: float = 0.95
-    learning_rate: float = 1e-3  # decays linearly to 0
+    """GAE lambda"""
+    learning_rate: float = 1e-3
+    """initial Adam learning rate (decays linearly to 0)"""
     clip_range: float = 0.2
+    """PPO clip range"""
     epochs: int = 10
-    minibatches: int = 8  # 256 samples each
+    """passes over each batch"""
+    minibatches: int = 8
+    """minibatches per epoch (256 samples each)"""
     entropy_coef: float = 0.0
+    """weight of the entropy bonus"""
     init_log_std: float = -0.5
+    """initial log standard deviation of the Gaussian policy"""
     hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layer widths of the policy and value networks"""
     eval_interval_steps: int = 20_000
+    """env steps between evaluations (and log lines)"""
     eval_episodes: int = 10
-    parallel: str = "serial"  # "process", "serial" or "auto"
+    """deterministic episodes per evaluation"""
+    checkpoint_interval_steps: int = 100_000
+    """env steps between checkpoints (one is also written at the end)"""
+    parallel: Literal["process", "serial", "auto"] = "serial"
+    """where envs step: worker processes, this process, or measured"""
     run_root: str = "runs"
+    """directory the run directory is created in"""
+
+
+QUICK = dict(
+    batch_T=32,
+    minibatches=4,
+    total_steps=512,
+    eval_interval_steps=256,
+    eval_episodes=5,
+    epochs=2,
+)
+"""the --quick preset: a tiny smoke run"""
 
 
 def make_env() -> gym.Env:
@@ -140,7 +172,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         logger=logger,
         log_interval_steps=config.eval_interval_steps,
         checkpoint_dir=run.checkpoints_dir,
-        checkpoint_interval_steps=100_000,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={
             "model": model,
             "ppo": ppo,
@@ -163,30 +195,4 @@ def main(config: Config, resume: str | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
-    parser.add_argument(
-        "--process", action="store_true", help="step envs in worker processes"
-    )
-    parser.add_argument("--resume", help="run directory to resume from")
-    parser.add_argument("--steps", type=int, help="override total_steps")
-    parser.add_argument("--seed", type=int, help="override the master seed")
-    args = parser.parse_args()
-    config = Config()
-    if args.quick:
-        config = dataclasses.replace(
-            config,
-            batch_T=32,
-            minibatches=4,
-            total_steps=512,
-            eval_interval_steps=256,
-            eval_episodes=5,
-            epochs=2,
-        )
-    if args.process:
-        config = dataclasses.replace(config, parallel="process")
-    if args.steps:
-        config = dataclasses.replace(config, total_steps=args.steps)
-    if args.seed is not None:
-        config = dataclasses.replace(config, seed=args.seed)
-    main(config, args.resume)
+    main(*parse_config(Config, quick=QUICK, description=__doc__))

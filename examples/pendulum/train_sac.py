@@ -3,6 +3,7 @@
     python examples/pendulum/train_sac.py            # eval return >= -200 in ~5k steps
     python examples/pendulum/train_sac.py --quick    # a tiny smoke run
     python examples/pendulum/train_sac.py --resume runs/pendulum-sac-...
+    python examples/pendulum/train_sac.py --help     # every Config field is a flag
 
 Writes a run directory (config, metadata, progress.csv, TensorBoard logs,
 checkpoints, learning_curve.png) under ``runs/``. Stops early once the mean
@@ -11,7 +12,6 @@ eval return reaches ``target_return``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import gymnasium as gym
@@ -34,6 +34,7 @@ from parllel.runners import (
     Seeds,
     seed_everything,
 )
+from parllel.runners.cli import parse_config
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.agents import build_sac_agent
@@ -44,21 +45,50 @@ from parllel.torch.handler import TorchHandler
 @dataclasses.dataclass
 class Config:
     seed: int = 0
-    batch_T: int = 1  # env steps per batch (one env): update after every step
+    """master seed (python, numpy, torch and the env)"""
+    batch_T: int = 1
+    """env steps per batch (one env): update after every step"""
     total_steps: int = 20_000
+    """env steps to train for"""
     replay_size: int = 1_000_000
+    """replay capacity in env steps"""
     batch_size: int = 256
-    learning_starts: int = 256  # uniform random actions until then
-    replay_ratio: float = 1.0  # gradient updates per env step
+    """transitions per gradient update"""
+    learning_starts: int = 256
+    """uniform random actions until this many env steps are stored"""
+    replay_ratio: float = 1.0
+    """gradient updates per env step"""
     learning_rate: float = 1e-3
+    """Adam learning rate (actor, critics, temperature)"""
     gamma: float = 0.99
+    """discount factor"""
     tau: float = 0.005
+    """target-critic averaging rate"""
     hidden_sizes: tuple[int, ...] = (256, 256)
+    """hidden layer widths of actor and critics"""
     eval_interval_steps: int = 1_000
+    """env steps between evaluations (and log lines)"""
     eval_episodes: int = 10
-    target_return: float | None = -200.0  # stop once reached (None: never)
+    """deterministic episodes per evaluation"""
+    target_return: float | None = -200.0
+    """stop once the mean eval return reaches this (None: never)"""
+    checkpoint_interval_steps: int = 5_000
+    """env steps between checkpoints (one is also written at the end)"""
     checkpoint_replay_contents: bool = False
+    """save every stored transition in checkpoints"""
     run_root: str = "runs"
+    """directory the run directory is created in"""
+
+
+QUICK = dict(
+    total_steps=400,
+    learning_starts=64,
+    batch_size=64,
+    hidden_sizes=(32, 32),
+    eval_interval_steps=200,
+    eval_episodes=2,
+)
+"""the --quick preset: a tiny smoke run"""
 
 
 def make_env() -> gym.Env:
@@ -139,7 +169,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         logger=logger,
         log_interval_steps=config.eval_interval_steps,
         checkpoint_dir=run.checkpoints_dir,
-        checkpoint_interval_steps=5_000,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
         config=dataclasses.asdict(config),
@@ -165,25 +195,4 @@ def main(config: Config, resume: str | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
-    parser.add_argument("--resume", help="run directory to resume from")
-    parser.add_argument("--steps", type=int, help="override total_steps")
-    parser.add_argument("--seed", type=int, help="override the seed")
-    args = parser.parse_args()
-    config = Config()
-    if args.quick:
-        config = dataclasses.replace(
-            config,
-            total_steps=400,
-            learning_starts=64,
-            batch_size=64,
-            hidden_sizes=(32, 32),
-            eval_interval_steps=200,
-            eval_episodes=2,
-        )
-    if args.steps:
-        config = dataclasses.replace(config, total_steps=args.steps)
-    if args.seed is not None:
-        config = dataclasses.replace(config, seed=args.seed)
-    main(config, args.resume)
+    main(*parse_config(Config, quick=QUICK, description=__doc__))

@@ -27,10 +27,16 @@ from parllel.logging.base import Logger, MultiLogger, Sink, format_value, to_sca
 from parllel.logging.csv_sink import CsvSink, read_progress
 from parllel.logging.progress import ProgressBar
 from parllel.logging.stats import EpisodeStats
-from parllel.logging.stdout import StdoutTable, format_table
+from parllel.logging.stdout import (
+    COMPACT_KEYS,
+    StdoutTable,
+    format_table,
+    select_metrics,
+)
 from parllel.logging.tensorboard import TensorBoardSink
 
 __all__ = [
+    "COMPACT_KEYS",
     "CsvSink",
     "EpisodeStats",
     "Logger",
@@ -42,5 +48,6 @@ __all__ = [
     "format_table",
     "format_value",
     "read_progress",
+    "select_metrics",
     "to_scalar",
 ]

@@ -139,6 +139,13 @@ class MultiLogger(Sink):
         for logger in self.loggers:
             logger.log(step, metrics)
 
+    def rewind(self, step: int) -> None:
+        """Forward ``rewind(step)`` to every logger that has it (when resuming)."""
+        for logger in self.loggers:
+            rewind = getattr(logger, "rewind", None)
+            if callable(rewind):
+                rewind(step)
+
     def close(self) -> None:
         """Close every logger; re-raise the first error any of them raised."""
         if self.closed:

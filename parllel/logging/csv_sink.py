@@ -32,6 +32,10 @@ def _cell(value: int | float | None) -> str:
     return str(value) if isinstance(value, int) else repr(float(value))
 
 
+def _rows_up_to(rows: list[dict[str, str]], step: int) -> list[dict[str, str]]:
+    return [row for row in rows if float(row[STEP_COLUMN]) <= step]
+
+
 def _read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     with open(path, newline="") as file:
         reader = csv.DictReader(file)
@@ -54,7 +58,8 @@ class CsvSink(Sink):
             instead of starting a new one.
         truncate_after: with ``resume``, drop existing rows whose step is
             greater than this (the rows logged after the checkpoint a run
-            resumes from), so the curve has no duplicated steps.
+            resumes from), so the curve has no duplicated steps; or call
+            :meth:`rewind` later (the runner does, when it loads a checkpoint).
     """
 
     def __init__(
@@ -72,8 +77,7 @@ class CsvSink(Sink):
             if header:
                 self.columns = header
             if truncate_after is not None:
-                kept = [r for r in rows if float(r[STEP_COLUMN]) <= truncate_after]
-                self._rewrite(kept)
+                self._rewrite(_rows_up_to(rows, truncate_after))
             self._file = open(self.path, "a", newline="")
         else:
             self._file = open(self.path, "w", newline="")
@@ -99,6 +103,19 @@ class CsvSink(Sink):
         except BaseException:
             Path(temp_name).unlink(missing_ok=True)
             raise
+
+    def rewind(self, step: int) -> None:
+        """Drop the rows logged after ``step`` (e.g. after the checkpoint a run resumes from).
+
+        The rows at ``step`` and before stay; new rows are appended after them,
+        so the file never has a step twice or a step going backwards.
+        """
+        if self.closed:
+            raise ValueError(f"CsvSink({self.path}) used after close()")
+        self._file.close()
+        _, rows = _read_rows(self.path)
+        self._rewrite(_rows_up_to(rows, step))
+        self._file = open(self.path, "a", newline="")
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Append one row; widen the header first if ``metrics`` has new keys."""

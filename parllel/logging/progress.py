@@ -97,6 +97,29 @@ class ProgressBar(Sink):
         if self._bar is not None and step != self._bar.n:
             self._bar.update(int(step) - self._bar.n)
 
+    def rewind(self, step: int) -> None:
+        """Show ``step`` as the starting point (when resuming), without counting
+        the steps before it in the rate."""
+        if self._bar is None:
+            return
+        self._bar.reset()
+        self._bar.initial = self._bar.n = self._bar.last_print_n = int(step)
+        self._bar.refresh()
+
+    def write(self, text: str, stream: TextIO | None = None) -> None:
+        """Print ``text`` (plus a newline) to ``stream`` without breaking the bar.
+
+        While the bar is shown, tqdm clears it, prints, and redraws it below;
+        otherwise the text is written as is. ``stream`` defaults to
+        ``sys.stdout`` (looked up at each call).
+        """
+        stream = stream if stream is not None else sys.stdout
+        if self._bar is not None and not self.closed:
+            self._bar.write(text, file=stream)
+        else:
+            stream.write(text + "\n")
+        stream.flush()
+
     def set_metrics(self, metrics: Mapping[str, float]) -> None:
         """Show the ``postfix`` metrics found in ``metrics`` next to the bar."""
         if self._bar is None:

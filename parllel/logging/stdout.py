@@ -1,13 +1,17 @@
-"""A logger printing metrics as an aligned key/value table."""
+"""A logger printing a compact table of the main metrics to the console."""
 
 from __future__ import annotations
 
+import fnmatch
 import sys
-from collections.abc import Mapping
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 from parllel.errors import ConfigError
 from parllel.logging.base import Sink, format_value, to_scalars
+
+#: What :class:`StdoutTable` shows by default: returns, losses, speed, time.
+COMPACT_KEYS = ("*/return_mean", "*loss*", "time/steps_per_second", "time/elapsed_s")
 
 
 def format_table(
@@ -52,41 +56,100 @@ def format_table(
     return "\n".join(lines)
 
 
-class StdoutTable(Sink):
-    """Print every ``every``-th ``log`` call as an aligned table.
+def select_metrics(
+    metrics: Mapping[str, Any], keys: Sequence[str] | None
+) -> dict[str, Any]:
+    """The entries of ``metrics`` whose names match one of the ``keys`` patterns.
 
-    Calls in between are dropped (not averaged): average upstream, e.g. with
-    :class:`~parllel.logging.EpisodeStats`, if the table should summarize
-    them.
+    Patterns are shell-style (``fnmatch``): ``"*/return_mean"``, ``"algo/*"``.
+    ``keys=None`` keeps everything.
+    """
+    if keys is None:
+        return dict(metrics)
+    return {
+        name: value
+        for name, value in metrics.items()
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in keys)
+    }
+
+
+class StdoutTable(Sink):
+    """Print every ``every``-th ``log`` call as a compact table, and the last at close.
+
+    By default only the metrics a person watches are shown (``COMPACT_KEYS``:
+    returns, losses, steps per second, elapsed time); the full set belongs in
+    the CSV and TensorBoard sinks. Calls in between are dropped (not
+    averaged): average upstream, e.g. with
+    :class:`~parllel.logging.EpisodeStats`. ``close()`` prints the last call
+    if it was not printed, so a run always ends with a table.
+
+    Given the run's :class:`~parllel.logging.ProgressBar`, tables are written
+    through it (the bar is cleared, the table printed, the bar redrawn below),
+    so they never collide with the bar.
 
     Example:
         >>> table = StdoutTable(every=5)
-        >>> for update in range(10):
-        ...     table.log(update * 4096, {"loss": 0.1})  # prints at updates 0 and 5
+        >>> for update in range(7):
+        ...     table.log(update * 4096, {"algo/loss": 0.1})  # prints at 0 and 5
+        >>> table.close()  # prints the last call (update 6)
 
     Args:
         every: print on calls ``0, every, 2 * every, ...``.
         stream: where to write; ``sys.stdout`` (looked up at each print) if None.
         sort: sort rows by metric name.
+        keys: shell-style patterns of the metrics to show; None shows all.
+        progress_bar: write through this bar (anything with ``write(text,
+            stream)``).
     """
 
     def __init__(
-        self, every: int = 1, stream: TextIO | None = None, *, sort: bool = True
+        self,
+        every: int = 1,
+        stream: TextIO | None = None,
+        *,
+        sort: bool = True,
+        keys: Sequence[str] | None = COMPACT_KEYS,
+        progress_bar: Any = None,
     ) -> None:
         if every < 1:
             raise ConfigError(f"StdoutTable every must be >= 1, got {every}")
+        if isinstance(keys, str):
+            raise ConfigError(
+                f"StdoutTable keys must be a list of patterns: [{keys!r}]"
+            )
         self.every = every
         self.stream = stream
         self.sort = sort
+        self.keys = None if keys is None else tuple(keys)
+        self.progress_bar = progress_bar
         self.calls = 0
+        self._pending: tuple[int, Mapping[str, Any]] | None = None
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Print the table if this call is one of every ``every``."""
         if self.closed:
             raise ValueError("StdoutTable.log called after close()")
         call, self.calls = self.calls, self.calls + 1
+        shown = select_metrics(to_scalars(metrics), self.keys)
         if call % self.every:
+            self._pending = (step, shown)
             return
+        self._pending = None
+        self._print(step, shown)
+
+    def _print(self, step: int, metrics: Mapping[str, Any]) -> None:
+        text = format_table(step, metrics, sort=self.sort)
         stream = self.stream if self.stream is not None else sys.stdout
-        stream.write(format_table(step, to_scalars(metrics), sort=self.sort) + "\n")
-        stream.flush()
+        if self.progress_bar is not None:
+            self.progress_bar.write(text, stream)
+        else:
+            stream.write(text + "\n")
+            stream.flush()
+
+    def close(self) -> None:
+        """Print the last logged call if it was skipped, then close."""
+        if not self.closed and self._pending is not None:
+            step, metrics = self._pending
+            self._pending = None
+            self._print(step, metrics)
+        super().close()

@@ -37,7 +37,8 @@ class TensorBoardSink(Sink):
     Args:
         log_dir: directory for the event files (created if needed).
         purge_step: when resuming, events at or after this step left by the
-            interrupted run are hidden, so the curve does not fold back.
+            interrupted run are hidden, so the curve does not fold back (or
+            call :meth:`rewind`; the runner does, when it loads a checkpoint).
         flush_secs: how often the writer flushes to disk.
 
     Raises:
@@ -51,12 +52,36 @@ class TensorBoardSink(Sink):
         purge_step: int | None = None,
         flush_secs: int = 30,
     ) -> None:
-        writer_class = _summary_writer_class()
+        self._writer_class = _summary_writer_class()
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.writer = writer_class(
-            log_dir=str(self.log_dir), purge_step=purge_step, flush_secs=flush_secs
-        )
+        self.purge_step = purge_step
+        self.flush_secs = flush_secs
+        self._writer: Any = None
+
+    @property
+    def writer(self) -> Any:
+        """The ``SummaryWriter``, opened at first use (with ``purge_step``)."""
+        if self._writer is None:
+            self._writer = self._writer_class(
+                log_dir=str(self.log_dir),
+                purge_step=self.purge_step,
+                flush_secs=self.flush_secs,
+            )
+        return self._writer
+
+    def rewind(self, step: int) -> None:
+        """Hide the events logged after ``step`` (e.g. after a resumed checkpoint).
+
+        The next event file starts with a purge marker at ``step + 1``, so
+        TensorBoard drops the older files' events from there on.
+        """
+        if self.closed:
+            raise ValueError(f"TensorBoardSink({self.log_dir}) used after close()")
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self.purge_step = int(step) + 1
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Add one scalar per metric at ``step``."""
@@ -67,10 +92,11 @@ class TensorBoardSink(Sink):
 
     def flush(self) -> None:
         """Write pending events to disk now."""
-        self.writer.flush()
+        if self._writer is not None:
+            self._writer.flush()
 
     def close(self) -> None:
         """Flush and close the event file."""
-        if not self.closed:
-            self.writer.close()
+        if not self.closed and self._writer is not None:
+            self._writer.close()
         super().close()

@@ -28,7 +28,8 @@ import os
 import random
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +38,22 @@ import torch
 
 from parllel.errors import (
     CheckpointError,
+    CheckpointFallbackWarning,
     CheckpointMismatchError,
     CheckpointNotFoundError,
+    CorruptCheckpointError,
+)
+from parllel.runners.compatibility import (  # noqa: F401 - re-exported here
+    check_config,
+    check_state_dict,
+    check_state_shapes,
 )
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pt$")
 FORMAT_KEY = "parllel_checkpoint"
 FORMAT_VERSION = 1
 _TEMP_PREFIX = ".checkpoint_"
+UNREADABLE_SUFFIX = ".unreadable"
 
 
 def checkpoint_name(step: int) -> str:
@@ -156,38 +165,16 @@ def save_checkpoint(
     return path
 
 
-def load_checkpoint(
-    path: str | os.PathLike[str], *, map_location: str | torch.device | None = "cpu"
-) -> dict[str, Any]:
-    """Load the state saved by :func:`save_checkpoint`.
-
-    Args:
-        path: a checkpoint file, or a directory (run or checkpoints), in which
-            case its latest checkpoint is loaded.
-        map_location: where tensors go (``torch.load``'s argument).
-
-    Returns:
-        The ``state`` dict as it was saved.
-
-    Raises:
-        CheckpointNotFoundError: if there is no such file or no checkpoint in
-            the directory.
-        CheckpointError: if the file is not a parllel checkpoint.
-    """
-    path = Path(path)
-    if path.is_dir():
-        latest = latest_checkpoint(path)
-        if latest is None:
-            raise CheckpointNotFoundError(f"no checkpoint_*.pt in {path}")
-        path = latest
-    if not path.is_file():
-        raise CheckpointNotFoundError(f"checkpoint {path} does not exist")
+def _read_checkpoint_file(path: Path, map_location: Any) -> dict[str, Any]:
+    """The ``state`` of one checkpoint file (see :func:`load_checkpoint`)."""
     try:
         envelope = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as error:
-        raise CheckpointError(f"could not read checkpoint {path}: {error}") from error
+        raise CorruptCheckpointError(
+            f"could not read checkpoint {path}: {error}"
+        ) from error
     if not isinstance(envelope, dict) or FORMAT_KEY not in envelope:
-        raise CheckpointError(f"{path} is not a parllel checkpoint")
+        raise CorruptCheckpointError(f"{path} is not a parllel checkpoint")
     if envelope[FORMAT_KEY] > FORMAT_VERSION:
         raise CheckpointError(
             f"{path} has checkpoint format {envelope[FORMAT_KEY]}; this parllel "
@@ -196,119 +183,98 @@ def load_checkpoint(
     return envelope["state"]
 
 
+def load_checkpoint(
+    path: str | os.PathLike[str], *, map_location: str | torch.device | None = "cpu"
+) -> dict[str, Any]:
+    """Load the state saved by :func:`save_checkpoint`.
+
+    Args:
+        path: a checkpoint file, or a directory (run or checkpoints), in which
+            case its newest readable checkpoint is loaded (see
+            :func:`load_latest_checkpoint`).
+        map_location: where tensors go (``torch.load``'s argument).
+
+    Returns:
+        The ``state`` dict as it was saved.
+
+    Raises:
+        CheckpointNotFoundError: if there is no such file or no checkpoint in
+            the directory.
+        CorruptCheckpointError: if the file (or every file of the directory)
+            cannot be read or is not a parllel checkpoint.
+        CheckpointError: if the file was written by a newer checkpoint format.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return load_latest_checkpoint(path, map_location=map_location)[1]
+    if not path.is_file():
+        raise CheckpointNotFoundError(f"checkpoint {path} does not exist")
+    return _read_checkpoint_file(path, map_location)
+
+
+def load_latest_checkpoint(
+    directory: str | os.PathLike[str],
+    *,
+    map_location: str | torch.device | None = "cpu",
+    set_aside_unreadable: bool = False,
+) -> tuple[Path, dict[str, Any]]:
+    """Load the newest checkpoint of a directory that can be read.
+
+    A newer checkpoint that cannot be read (truncated by a full disk, damaged
+    in a copy) is skipped with a :class:`~parllel.errors.CheckpointFallbackWarning`
+    naming it, the error and the checkpoint loaded instead.
+
+    Args:
+        directory: a run directory (its ``checkpoints/``) or a directory of
+            checkpoint files.
+        map_location: where tensors go (``torch.load``'s argument).
+        set_aside_unreadable: rename each skipped file to
+            ``<name>.unreadable``, so later runs neither load nor keep it in
+            place of a good checkpoint.
+
+    Returns:
+        The path of the loaded checkpoint and its ``state``.
+
+    Raises:
+        CheckpointNotFoundError: if the directory holds no checkpoint.
+        CorruptCheckpointError: if none of its checkpoints can be read.
+    """
+    candidates = list_checkpoints(directory)
+    if not candidates:
+        raise CheckpointNotFoundError(f"no checkpoint_*.pt in {directory}")
+    skipped: list[tuple[Path, CorruptCheckpointError]] = []
+    for path in reversed(candidates):
+        try:
+            state = _read_checkpoint_file(path, map_location)
+        except CorruptCheckpointError as error:
+            skipped.append((path, error))
+            continue
+        for bad, error in skipped:
+            cause = error.__cause__ or error
+            aside = ""
+            if set_aside_unreadable:
+                os.replace(bad, bad.with_name(bad.name + UNREADABLE_SUFFIX))
+                aside = f", renamed to {bad.name}{UNREADABLE_SUFFIX}"
+            warnings.warn(
+                f"checkpoint {bad} is unreadable ({type(cause).__name__}: {cause}"
+                f"{aside}); loading {path.name} (step {checkpoint_step(path)}) "
+                "instead",
+                CheckpointFallbackWarning,
+                stacklevel=2,
+            )
+        return path, state
+    raise CorruptCheckpointError(
+        f"no readable checkpoint in {directory}:\n"
+        + "\n".join(f"  {error}" for _, error in skipped)
+    )
+
+
 def checkpoint_step(path: str | os.PathLike[str]) -> int:
     """The step encoded in a checkpoint's file name."""
     match = CHECKPOINT_PATTERN.match(Path(path).name)
     if match is None:
         raise CheckpointError(f"{path} is not named like checkpoint_<step>.pt")
     return int(match.group(1))
-
-
-# -- compatibility checks ------------------------------------------------------
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, Mapping) and value:
-        flat: dict[str, Any] = {}
-        for key, item in value.items():
-            flat.update(_flatten(item, f"{prefix}{key}."))
-        return flat
-    return {prefix[:-1]: value}
-
-
-def check_config(
-    saved: Mapping[str, Any],
-    current: Mapping[str, Any],
-    *,
-    keys: Iterable[str] | None = None,
-    ignore: Iterable[str] = (),
-) -> None:
-    """Refuse to resume when the configs differ in keys that matter.
-
-    Nested dicts are compared leaf by leaf under dotted names
-    (``"algo.learning_rate"``). Compare JSON forms (e.g. both read from or
-    written through :func:`~parllel.runners.run_directory.to_jsonable`), so
-    tuples and lists compare alike.
-
-    Args:
-        saved: the config the checkpoint was made with.
-        current: the config of the run that wants to load it.
-        keys: dotted names (or prefixes, e.g. ``"model"``) that must match;
-            None means every key.
-        ignore: dotted names or prefixes that may differ (e.g.
-            ``"total_steps"``, ``"log_interval"``).
-
-    Raises:
-        CheckpointMismatchError: naming each differing key with both values.
-    """
-    saved_flat, current_flat = _flatten(saved), _flatten(current)
-    wanted = list(keys) if keys is not None else None
-    ignored = list(ignore)
-
-    def matters(name: str) -> bool:
-        def under(prefixes: list[str]) -> bool:
-            return any(name == p or name.startswith(p + ".") for p in prefixes)
-
-        return (wanted is None or under(wanted)) and not under(ignored)
-
-    missing = object()
-    problems = []
-    for name in sorted(set(saved_flat) | set(current_flat)):
-        if not matters(name):
-            continue
-        old, new = saved_flat.get(name, missing), current_flat.get(name, missing)
-        if old is missing or new is missing or old != new:
-            shown_old = "<absent>" if old is missing else repr(old)
-            shown_new = "<absent>" if new is missing else repr(new)
-            problems.append(f"  {name}: checkpoint {shown_old}, current {shown_new}")
-    if problems:
-        raise CheckpointMismatchError(
-            "config differs from the checkpoint's in keys that matter:\n"
-            + "\n".join(problems)
-        )
-
-
-def _shape(value: Any) -> tuple[int, ...] | None:
-    shape = getattr(value, "shape", None)
-    return tuple(shape) if shape is not None else None
-
-
-def check_state_dict(
-    saved: Mapping[str, Any], current: Any, *, name: str = "model"
-) -> None:
-    """Refuse a state dict whose keys or tensor shapes differ from ``current``'s.
-
-    Args:
-        saved: the state dict from the checkpoint.
-        current: the module (anything with ``state_dict()``) or state dict it
-            would be loaded into.
-        name: what it is, for the message (``"model"``, ``"critic"``, ...).
-
-    Raises:
-        CheckpointMismatchError: naming missing and unexpected entries and
-            every parameter whose shape differs, with both shapes.
-    """
-    if hasattr(current, "state_dict"):
-        current = current.state_dict()
-    problems = []
-    missing = [key for key in current if key not in saved]
-    unexpected = [key for key in saved if key not in current]
-    if missing:
-        problems.append(f"  missing from the checkpoint: {', '.join(missing)}")
-    if unexpected:
-        problems.append(f"  not in the current {name}: {', '.join(unexpected)}")
-    for key in current:
-        if key in saved:
-            old, new = _shape(saved[key]), _shape(current[key])
-            if old != new:
-                problems.append(
-                    f"  {name} parameter {key!r}: shape {old} in the checkpoint, "
-                    f"{new} in the current {name}"
-                )
-    if problems:
-        raise CheckpointMismatchError(
-            f"checkpoint does not fit the current {name}:\n" + "\n".join(problems)
-        )
 
 
 # -- RNG state -------------------------------------------------------------------

@@ -328,19 +328,38 @@ class RunDirectory:
         _write_json(self.metadata_path, data)
 
     def record_resume(
-        self, step: int, checkpoint: str | os.PathLike[str] | None = None
+        self,
+        step: int,
+        checkpoint: str | os.PathLike[str] | None = None,
+        *,
+        config: Any = None,
     ) -> None:
-        """Append a resume record (time, step, checkpoint, command) to the metadata."""
+        """Append a resume record (time, step, checkpoint, command) to the metadata.
+
+        With ``config`` (the resumed run's resolved config), ``config.json``
+        is updated to it, and the record lists the keys that changed
+        (``"config_changes": {key: [old, new]}``), so resuming again without
+        flags continues with the config of the last resume.
+        """
         data = self.read_metadata()
-        data.setdefault("resumes", []).append(
-            {
-                "time": _now(),
-                "step": int(step),
-                "checkpoint": os.fspath(checkpoint) if checkpoint else None,
-                "command": [sys.executable, *sys.argv],
-                "hostname": socket.gethostname(),
-            }
-        )
+        record = {
+            "time": _now(),
+            "step": int(step),
+            "checkpoint": os.fspath(checkpoint) if checkpoint else None,
+            "command": [sys.executable, *sys.argv],
+            "hostname": socket.gethostname(),
+        }
+        if config is not None:
+            old, new = self.read_config(), to_jsonable(config)
+            if isinstance(old, dict) and isinstance(new, dict):
+                record["config_changes"] = {
+                    key: [old.get(key), new.get(key)]
+                    for key in sorted(set(old) | set(new))
+                    if old.get(key) != new.get(key)
+                }
+            if new != old:
+                _write_json(self.config_path, new)
+        data.setdefault("resumes", []).append(record)
         _write_json(self.metadata_path, data)
 
     def latest_checkpoint(self) -> Path | None:

@@ -7,21 +7,35 @@ callbacks; a subclass says what one iteration does (:meth:`Runner._iterate`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from parllel import fields
-from parllel.errors import CheckpointError, ConfigError
+from parllel.errors import (
+    CheckpointError,
+    CheckpointMismatchError,
+    ConfigError,
+    ScheduleWarning,
+)
 from parllel.logging import EpisodeStats, Logger
 from parllel.runners.checkpoint import (
     capture_rng_state,
-    check_config,
     load_checkpoint,
+    load_latest_checkpoint,
     restore_rng_state,
     save_checkpoint,
 )
 from parllel.runners.finite import refuse_nonfinite_state
+from parllel.runners.compatibility import (
+    NEVER_COMPARED,
+    check_config,
+    check_object,
+    config_difference_hint,
+    load_object,
+)
+from parllel.runners.interrupt import InterruptHandler
 
 
 class Stateful(Protocol):
@@ -79,6 +93,11 @@ class Runner:
     ``checkpoint_interval_steps`` every object in ``checkpoint_objects`` plus
     counters, RNG states and config. Callbacks see every phase.
 
+    Ctrl-C (SIGINT) during :meth:`run` stops training after the current
+    iteration, logs the step reached and writes a checkpoint (then
+    ``runner.interrupted`` is True); a second Ctrl-C raises
+    ``KeyboardInterrupt`` at once.
+
     Args:
         sampler: has ``collect_batch() -> (batch, traj_infos)`` and a
             ``sample_tree`` (env steps per batch = T * B).
@@ -94,12 +113,15 @@ class Runner:
         keep_checkpoints: how many checkpoints to keep.
         checkpoint_objects: name -> object with ``state_dict`` /
             ``load_state_dict`` (model, algorithm, transforms, replay, ...).
-        config: the run's resolved config (saved in checkpoints; a resume
-            refuses a checkpoint whose config differs in ``config_keys``).
-        config_keys: config keys that must match on resume (None: all).
+        config: the run's resolved config (saved in checkpoints).
+        config_keys: config keys that must match on resume (``total_steps``
+            never has to). None: no config key is compared; the shapes of
+            every checkpoint object's tensors and arrays always are.
         callbacks: :class:`Callback` objects.
         episode_window: train episodes averaged in the logged statistics.
         rng: the numpy Generator of the run (its state is checkpointed).
+        handle_interrupt: stop gracefully on the first Ctrl-C (only when
+            :meth:`run` is called from the main thread).
     """
 
     def __init__(
@@ -121,6 +143,7 @@ class Runner:
         callbacks: Sequence[Callback] = (),
         episode_window: int = 100,
         rng: Any = None,
+        handle_interrupt: bool = True,
     ) -> None:
         if int(total_steps) < 1:
             raise ConfigError(f"total_steps must be >= 1, got {total_steps}")
@@ -143,6 +166,10 @@ class Runner:
         self.config_keys = config_keys
         self.callbacks = list(callbacks)
         self.rng = rng
+        self.handle_interrupt = bool(handle_interrupt)
+        self.interrupted = False
+        self.resumed_from: Path | None = None
+        self.last_checkpoint: Path | None = None
         tree = sampler.sample_tree
         self.steps_per_batch = int(
             tree[fields.REWARD].shape[0] * tree[fields.REWARD].shape[1]
@@ -155,6 +182,7 @@ class Runner:
         self._next = {"log": 0, "eval": 0, "checkpoint": 0}
         self._start_time = time.perf_counter()
         self._last_log = (self._start_time, 0)
+        self._elapsed_before = 0.0  # training time of the runs this one resumes
 
     # -- control ---------------------------------------------------------------
     def request_stop(self) -> None:
@@ -174,8 +202,43 @@ class Runner:
         return False
 
     # -- the loop --------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        """Whether ``total_steps`` are done (e.g. a resumed run that had finished)."""
+        return self.env_steps >= self.total_steps
+
     def run(self) -> dict[str, float]:
-        """Train until ``total_steps`` (or a stop request); return the last metrics."""
+        """Train until ``total_steps`` (or a stop request); return the last metrics.
+
+        A runner that is already :attr:`finished` returns ``{}`` at once:
+        nothing is collected, logged, evaluated or saved.
+        """
+        if self.finished:
+            return {}
+        with InterruptHandler(self._on_interrupt, enabled=self.handle_interrupt):
+            self._warn_partial_batch()
+            return self._run()
+
+    def _on_interrupt(self) -> str:
+        self.interrupted = True
+        self._stop = True
+        saving = "and writing a checkpoint" if self.checkpoint_dir is not None else ""
+        return f"Ctrl-C: stopping after this iteration {saving}".rstrip()
+
+    def _warn_partial_batch(self) -> None:
+        remaining = self.total_steps - self.env_steps
+        batches = -(-remaining // self.steps_per_batch)
+        final = self.env_steps + batches * self.steps_per_batch
+        if final != self.total_steps:
+            warnings.warn(
+                f"total_steps={self.total_steps} is not a whole number of batches "
+                f"of {self.steps_per_batch} env steps: training runs {batches} "
+                f"batches and stops at {final} env steps",
+                ScheduleWarning,
+                stacklevel=3,
+            )
+
+    def _run(self) -> dict[str, float]:
         self._start_time = time.perf_counter()
         self._last_log = (self._start_time, self.env_steps)
         # The next event of each schedule is the next multiple of its interval,
@@ -206,6 +269,7 @@ class Runner:
                 self.save()
         if (
             self.eval_sampler is not None
+            and not self.interrupted  # Ctrl-C: save quickly, no final evaluation
             and self.last_eval.get("_at") != self.env_steps
         ):
             metrics.update(self.evaluate())
@@ -241,11 +305,15 @@ class Runner:
         metrics.update(self.train_stats.metrics())
         metrics["time/env_steps"] = float(self.env_steps)
         metrics["time/updates"] = float(self.updates)
-        metrics["time/elapsed_s"] = now - self._start_time
+        metrics["time/elapsed_s"] = self._elapsed()
         metrics["time/steps_per_second"] = (self.env_steps - steps_then) / max(
             now - since, 1e-9
         )
         return metrics
+
+    def _elapsed(self) -> float:
+        """Training seconds, including those of the runs this one resumes."""
+        return self._elapsed_before + time.perf_counter() - self._start_time
 
     def _log(self, metrics: dict[str, float]) -> None:
         self._last_log = (time.perf_counter(), self.env_steps)
@@ -272,6 +340,7 @@ class Runner:
                 "updates": self.updates,
                 "train_stats": self.train_stats.state_dict(),
                 "total_steps": self.total_steps,
+                "elapsed_s": self._elapsed(),
             },
             "rng": capture_rng_state(self.rng),
             "config": self.config,
@@ -292,46 +361,63 @@ class Runner:
         state = self.state_dict()
         # NaN/inf weights never replace the last good checkpoint
         refuse_nonfinite_state(state["objects"], self.checkpoint_dir, self.env_steps)
-        return save_checkpoint(
+        self.last_checkpoint = save_checkpoint(
             self.checkpoint_dir,
             state,
             step=self.env_steps,
             keep_last=self.keep_checkpoints,
         )
+        return self.last_checkpoint
 
     def load(self, path: str | Path) -> None:
-        """Restore a checkpoint (a file, or a directory: its newest checkpoint).
+        """Restore a checkpoint (a file, or a directory: its newest readable one).
 
         Counters, episode statistics, RNG states and every checkpoint object
         continue where they stopped; the sampler resets its envs on the next
-        batch. A checkpoint whose config or objects do not match raises
-        :class:`~parllel.errors.CheckpointMismatchError` naming the difference.
+        batch, and the logger (if it has ``rewind``) forgets what was logged
+        after the checkpoint's step. An unreadable newest checkpoint is set
+        aside with a :class:`~parllel.errors.CheckpointFallbackWarning` and the
+        newest readable one is loaded (its path is ``runner.resumed_from``).
+
+        Raises:
+            CheckpointMismatchError: when a ``config_keys`` entry differs, or
+                a checkpoint object's tensors or arrays have other shapes
+                (nothing is loaded then); the message names each difference.
+            CheckpointError: when the checkpoint has no state for an object.
         """
-        state = load_checkpoint(path)
-        check_config(state.get("config", {}), self.config, keys=self.config_keys)
+        path = Path(path)
+        if path.is_dir():
+            path, state = load_latest_checkpoint(path, set_aside_unreadable=True)
+        else:
+            state = load_checkpoint(path)
+        saved_config = state.get("config", {})
+        if self.config_keys is not None:
+            check_config(
+                saved_config, self.config, keys=self.config_keys, ignore=NEVER_COMPARED
+            )
         saved_objects = state.get("objects", {})
         missing = sorted(set(self.checkpoint_objects) - set(saved_objects))
         if missing:
             raise CheckpointError(f"checkpoint {path} has no state for {missing}")
+        try:  # every object is checked before any is loaded
+            for name, obj in self.checkpoint_objects.items():
+                check_object(name, obj, saved_objects[name])
+        except CheckpointMismatchError as error:
+            raise CheckpointMismatchError(
+                f"{error}{config_difference_hint(saved_config, self.config)}"
+            ) from None
         for name, obj in self.checkpoint_objects.items():
-            _load_object(name, obj, saved_objects[name])
+            load_object(name, obj, saved_objects[name])
         runner = state["runner"]
         self.env_steps = int(runner["env_steps"])
         self.updates = int(runner["updates"])
+        self._elapsed_before = float(runner.get("elapsed_s", 0.0))
         self.train_stats.load_state_dict(runner["train_stats"])
         restore_rng_state(state["rng"], self.rng)
+        self.resumed_from = path
         reset = getattr(self.sampler, "reset", None)
         if callable(reset):
             reset()
-
-
-def _load_object(name: str, obj: Stateful, state: Any) -> None:
-    """Load ``state`` into ``obj``; torch modules are shape-checked first."""
-    check: Callable[..., Any] | None = None
-    if hasattr(obj, "named_parameters"):
-        from parllel.runners.checkpoint import check_state_dict
-
-        check = check_state_dict
-    if check is not None:
-        check(state, obj.state_dict(), name=name)
-    obj.load_state_dict(state)
+        rewind = getattr(self.logger, "rewind", None)
+        if callable(rewind):
+            rewind(self.env_steps)

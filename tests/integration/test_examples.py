@@ -2,20 +2,23 @@
 
 Each example is run in a subprocess, in a temporary working directory, as
 the README shows it; the run directory must hold the config, metadata,
-``progress.csv`` and a checkpoint. Then ``--resume <run dir> --steps N``
-must continue from the checkpoint's step to ``N`` in the same directory.
+``progress.csv`` and a checkpoint. Then ``--resume <run dir> --total-steps N``
+must continue from the checkpoint's step to ``N`` in the same directory, and
+resuming once more (``N`` is now the run's config) must add nothing.
 """
 
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
 SCRIPTS = [
     "cartpole/train_ppo.py",
     "cartpole/train_ppo_recurrent.py",
@@ -25,13 +28,21 @@ QUICK_STEPS = 512  # total_steps of every --quick config
 RESUMED_STEPS = 768
 
 
-def _run(script: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def _run(
+    script: str, cwd: Path, *args: str, quick: bool = True
+) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / script), "--quick", *args],
+        [
+            sys.executable,
+            str(EXAMPLES / script),
+            *(["--quick"] if quick else []),
+            *args,
+        ],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=150,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's parllel
     )
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
     return done
@@ -55,7 +66,7 @@ def test_example_quick_run_and_resume(script, tmp_path):
     steps = _steps(run_dir / "logs" / "progress.csv")
     assert steps and steps[-1] == QUICK_STEPS
 
-    done = _run(script, tmp_path, "--resume", str(run_dir), "--steps", "768")
+    done = _run(script, tmp_path, "--resume", str(run_dir), "--total-steps", "768")
     assert "eval return" in done.stdout
     assert list((tmp_path / "runs").iterdir()) == [run_dir]  # same directory
     resumed_steps = _steps(run_dir / "logs" / "progress.csv")
@@ -63,13 +74,18 @@ def test_example_quick_run_and_resume(script, tmp_path):
     assert resumed_steps[-1] == RESUMED_STEPS
     assert all(step > QUICK_STEPS for step in resumed_steps[len(steps) :])
     assert (run_dir / "checkpoints" / f"checkpoint_{RESUMED_STEPS:012d}.pt").is_file()
+    # the longer total is the run's config now (no --quick: config.json alone
+    # gives the config): resuming again has nothing to do
+    done = _run(script, tmp_path, "--resume", str(run_dir), quick=False)
+    assert f"{RESUMED_STEPS} of total_steps {RESUMED_STEPS}" in done.stdout
+    assert _steps(run_dir / "logs" / "progress.csv") == resumed_steps
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(200)
-@pytest.mark.parametrize("flag", ["--alternating", "--rebalance"])
-def test_ppo_example_sampler_layouts(flag, tmp_path):
-    done = _run("cartpole/train_ppo.py", tmp_path, flag)
+@pytest.mark.parametrize("flags", [["--sampler", "alternating"], ["--rebalance"]])
+def test_ppo_example_sampler_layouts(flags, tmp_path):
+    done = _run("cartpole/train_ppo.py", tmp_path, *flags)
     assert "eval return" in done.stdout
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert _steps(run_dir / "logs" / "progress.csv")[-1] == QUICK_STEPS

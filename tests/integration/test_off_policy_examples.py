@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's parllel
 
 
 @pytest.mark.timeout(120)
@@ -22,6 +25,7 @@ def test_example_quick(tmp_path, script, extra):
         capture_output=True,
         text=True,
         timeout=110,
+        env=ENV,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "eval return" in done.stdout.splitlines()[-1]
@@ -36,13 +40,14 @@ def test_sac_example_resumes(tmp_path):
     script = str(EXAMPLES / "pendulum/train_sac.py")
     first = subprocess.run(
         [sys.executable, script, "--quick"], cwd=tmp_path, capture_output=True,
-        text=True, timeout=110,
+        text=True, timeout=110, env=ENV,
     )  # fmt: skip
     assert first.returncode == 0, first.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     again = subprocess.run(
-        [sys.executable, script, "--quick", "--steps", "600", "--resume", str(run_dir)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=110,
+        [sys.executable, script, "--quick", "--total-steps", "600", "--resume",
+         str(run_dir)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=110, env=ENV,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert "after 600 steps" in again.stdout.splitlines()[-1]
