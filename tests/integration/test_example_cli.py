@@ -19,7 +19,7 @@ from parllel.runners.cli import config_from_run, parse_config, resume_command
 
 pytest.importorskip("tyro")
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTS = sorted(EXAMPLES.glob("*/*.py"))
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from parllel.arrays import list_segments
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "cartpole" / "train_ppo.py"
 BATCH = 256  # env steps per batch of the example (8 envs x 32 steps)
 DEADLINE_S = 120
