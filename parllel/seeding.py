@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -182,7 +182,8 @@ class Seeds:
             ConfigError: for a negative or non-integer master seed or counts.
         """
         if master is None:
-            master = int(np.random.SeedSequence().entropy)
+            # fresh OS entropy: a single int
+            master = int(cast(int, np.random.SeedSequence().entropy))
         master = check_seed("master seed", master)
         if n_envs < 0 or n_eval_envs < 0:
             raise ConfigError(

@@ -45,10 +45,11 @@ class ActorCriticAgent:
 
     def initial_state(self, n_envs: int) -> torch.Tensor | None:
         """Zero state ``[n_envs, num_states, num_layers, H]`` (None if feed-forward)."""
-        if self.model.core is None:
-            return None
+        core = self.model.core
         state = self.model.initial_state(n_envs, self.device)
-        return self.model.core.state_to_batch_first(state)
+        if core is None or state is None:
+            return None
+        return core.state_to_batch_first(state)
 
     def _unpack(self, state: torch.Tensor | None) -> Any:
         if state is None or self.model.core is None:
@@ -70,7 +71,7 @@ class ActorCriticAgent:
             fields.VALUE: out.value,
         }
         new_state = None
-        if out.state is not None:
+        if out.state is not None and self.model.core is not None:
             new_state = self.model.core.state_to_batch_first(out.state)
         return AgentStep(action, info, new_state)
 

@@ -11,7 +11,7 @@ from torch import nn
 
 from parllel.agents.base import AgentStep, check_mode
 from parllel.errors import ConfigError
-from parllel.torch.models.encoders import build_encoder
+from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.mlp import MLP
 
 __all__ = ["DqnAgent", "QNetwork", "build_dqn_agent"]
@@ -36,7 +36,9 @@ class QNetwork(nn.Module):
     ) -> None:
         super().__init__()
         self.encoder = encoder
-        self.mlp = MLP(encoder.output_size, hidden_sizes, num_actions, activation)
+        self.mlp = MLP(
+            encoder_output_size(encoder), hidden_sizes, num_actions, activation
+        )
 
     def forward(self, observation: Any) -> torch.Tensor:
         """Q values ``[..., num_actions]``."""

@@ -12,7 +12,7 @@ from torch import nn
 from parllel.agents.base import AgentStep, check_mode
 from parllel.errors import ConfigError
 from parllel.torch.distributions import GaussianParams, SquashedGaussian
-from parllel.torch.models.encoders import build_encoder
+from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.heads import GaussianHead
 from parllel.torch.models.mlp import MLP
 
@@ -62,7 +62,7 @@ class TwinQ(nn.Module):
         self.encoders = nn.ModuleList([make_encoder(), make_encoder()])
         self.mlps = nn.ModuleList(
             [
-                MLP(enc.output_size + action_dim, hidden_sizes, 1, activation)
+                MLP(encoder_output_size(enc) + action_dim, hidden_sizes, 1, activation)
                 for enc in self.encoders
             ]
         )
@@ -180,7 +180,7 @@ def build_sac_agent(
         raise ConfigError(f"SAC needs a 1-D Box action space; got {action_space}")
     action_dim = int(action_space.shape[0])
     encoder = build_encoder(observation_space)
-    trunk = MLP(encoder.output_size, hidden_sizes, activation=activation)
+    trunk = MLP(encoder_output_size(encoder), hidden_sizes, activation=activation)
     head = GaussianHead(trunk.output_size, action_dim, state_dependent_std=True)
     actor = SacActor(encoder, trunk, head)
     critic = TwinQ(

@@ -12,7 +12,7 @@ from torch import nn
 from parllel.errors import ConfigError
 from parllel.torch.distributions import Categorical, Gaussian, SquashedGaussian
 from parllel.torch.models.actor_critic import ActorCriticModel
-from parllel.torch.models.encoders import build_encoder
+from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.heads import CategoricalHead, GaussianHead, ValueHead
 from parllel.torch.models.mlp import MLP
 from parllel.torch.models.recurrent import RecurrentCore
@@ -56,7 +56,7 @@ def build_actor_critic(
         ``(model, distribution)``.
     """
     encoder = build_encoder(observation_space)
-    feature_size = encoder.output_size
+    feature_size = encoder_output_size(encoder)
     core = None
     if recurrent_cell is not None:
         core = RecurrentCore(feature_size, recurrent_size, cell=recurrent_cell)

@@ -20,7 +20,28 @@ from torch import nn
 from parllel.errors import ConfigError, ShapeError
 from parllel.torch.models.cnn import CnnEncoder
 
-__all__ = ["DictEncoder", "FlattenEncoder", "OneHotEncoder", "build_encoder"]
+__all__ = [
+    "DictEncoder",
+    "FlattenEncoder",
+    "OneHotEncoder",
+    "build_encoder",
+    "encoder_output_size",
+]
+
+
+def encoder_output_size(encoder: nn.Module) -> int:
+    """The ``output_size`` of an encoder module, checked to be a positive int.
+
+    Raises:
+        ConfigError: the module has no integer ``output_size`` attribute.
+    """
+    size = getattr(encoder, "output_size", None)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigError(
+            f"encoder {type(encoder).__name__} needs a positive int attribute "
+            f"output_size (the size of its flat features), got {size!r}"
+        )
+    return size
 
 
 class FlattenEncoder(nn.Module):
@@ -90,7 +111,7 @@ class DictEncoder(nn.Module):
         if not encoders:
             raise ConfigError("DictEncoder needs at least one encoder")
         self.encoders = nn.ModuleDict(dict(encoders))
-        self.output_size = sum(int(e.output_size) for e in self.encoders.values())
+        self.output_size = sum(encoder_output_size(e) for e in self.encoders.values())
 
     def forward(self, observation: Any) -> torch.Tensor:
         """Encode every key and concatenate along the last dim."""

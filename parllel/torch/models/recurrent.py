@@ -109,14 +109,14 @@ class RecurrentCore(nn.Module):
         # Time steps where any column starts a new episode cut the sequence.
         cuts = torch.nonzero(resets[1:].any(dim=1)).flatten().add(1).tolist()
         bounds = [0, *cuts, T]
-        outputs = []
+        outputs: list[torch.Tensor] = []
         for start, stop in zip(bounds[:-1], bounds[1:]):
             keep = (~resets[start]).to(inputs.dtype).view(1, B, 1)  # [1, B, 1]
             state = tuple(s * keep for s in state)
             out, state = self._run(inputs[start:stop], state)
             outputs.append(out)
-        outputs = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=0)
-        return outputs, state  # [T, B, H]
+        output = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=0)
+        return output, state  # [T, B, H]
 
     def _run(
         self, inputs: torch.Tensor, state: RecurrentState
