@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from parllel.arrays.fast_writer import GEOMETRY_EPOCH, WriteTarget
 from parllel.arrays.indexing import LeadingIndexer
 from parllel.arrays.shared_memory import SharedSegment
 from parllel.arrays.views import register_segment
@@ -16,10 +17,6 @@ from parllel.errors import ArrayClosedError, ConfigError
 
 Storage = Literal["local", "shared"]
 STORAGE_KINDS = ("local", "shared")
-
-# Bumped whenever any Array's window moves (construction, rotate, unpickle), so
-# containers may cache storage rows and know when the cache is stale.
-GEOMETRY_EPOCH = [0]
 
 
 class Array:
@@ -159,6 +156,58 @@ class Array:
         else:
             storage_index = self._indexer.translate(index)
         self._write(storage_index, value, "")
+
+    def write(
+        self, index: Any, value: Any, path: str = "", cache: dict | None = None
+    ) -> None:
+        """``array[index] = value``, with errors naming the leaf ``path``.
+
+        For containers writing one index into many Arrays (a tree's
+        ``tree[index] = value``). ``value`` is checked as by the compiled
+        writer (see :meth:`write_target`): dtype-kind safety, then a
+        :class:`~parllel.errors.ShapeError` or
+        :class:`~parllel.errors.ArrayClosedError` naming ``path``.
+
+        Args:
+            index: an index in batch coordinates, as for ``array[index]``.
+            value: what to write.
+            path: the leaf's name in messages (e.g. ``"observation.pos"``).
+            cache: a dict shared by the Arrays of one multi-leaf write; it
+                keeps the translated index per window geometry, so Arrays
+                alike translate an index expression only once.
+        """
+        if type(index) is tuple and index and type(index[0]) is int:
+            t = index[0]  # the common ``[t, b, ...]``: inline translation
+            if 0 <= t < self._length:
+                storage_index = (self._base + t,) + index[1:]
+            else:
+                storage_index = (self._indexer.row(t),) + index[1:]
+        elif cache is None:
+            storage_index = self._indexer.translate(index)
+        else:
+            geometry = (self._base, self._length, self.padding, self.ndim)
+            storage_index = cache.get(geometry)
+            if storage_index is None:
+                storage_index = cache[geometry] = self._indexer.translate(index)
+        if value is None or getattr(value, "dtype", None) is not self.dtype:
+            value = check_value_dtype(value, self.dtype, path)
+        try:
+            self._storage[storage_index] = value
+        except ValueError as exc:
+            raise write_error(value, self._storage, storage_index, path, exc) from None
+
+    def write_target(self) -> WriteTarget:
+        """Where ``array[t, b] = value`` lands for ``0 <= t < T``, for compiled writers.
+
+        The storage ndarray (padding and full size included), the storage row
+        of batch row 0 and the dtype facts the checks need; see
+        :func:`~parllel.arrays.fast_writer.compile_fast_writer`. Valid until
+        :data:`~parllel.arrays.fast_writer.GEOMETRY_EPOCH` changes (this or any
+        Array rotated, was unpickled or closed).
+        """
+        return WriteTarget(
+            self._storage, self._base, self._length, self.dtype, self._plain_types
+        )
 
     def _write(self, storage_index: Any, value: Any, path: str) -> None:
         """Write ``value`` at an already-translated storage index."""
