@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel.arrays import Array, compile_fast_writer
-from parllel.errors import ArrayClosedError, TreeStructureError
+from parllel.errors import ArrayClosedError, ShapeError, TreeStructureError
 from parllel.tree import ArrayDict, buffer_from_example, tree_items, tree_map
 
 KEYS = st.sampled_from(["a", "b", "obs", "x.y", "0", "reward"])
@@ -241,3 +241,28 @@ def test_array_write_names_the_leaf_and_shares_translations():
     shared.close()
     with pytest.raises(ArrayClosedError, match="obs.pos"):
         shared.write((0, 0), np.zeros(3, np.float32), "obs.pos")
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=tree_strategy())
+def test_to_dict_is_the_plain_nesting(pair):
+    tree, _ = pair
+    plain = tree.to_dict()
+    assert type(plain) is dict and plain == as_plain(tree)
+    assert all(type(v) is not ArrayDict for _, v in reference_items(plain))
+    assert [p for p, _ in reference_items(plain)] == [
+        p for p, _ in tree.items_flat(tuple_paths=True)
+    ]
+    assert tree == plain and list(tree.keys()) == list(plain)
+    assert list(tree.values()) == list(tree.values())
+    assert dict(tree.items()).keys() == plain.keys()
+
+
+def test_tree_write_names_paths_below_a_prefix():
+    tree = buffer_from_example({"pos": np.zeros(3, np.float32)}, (4, 2))
+    tree.write((1, 0), {"pos": np.ones(3, np.float32)}, "observation")
+    assert tree.pos[1, 0].tolist() == [1, 1, 1]
+    with pytest.raises(TreeStructureError, match=r"observation\.pos"):
+        tree.write((1, 0), {}, "observation")
+    with pytest.raises(ShapeError, match=r"observation\.pos"):
+        tree.write(slice(None), {"pos": np.ones(4, np.float32)}, "observation")

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
 import numpy as np
 
 from parllel.arrays import Array
 from parllel.arrays.fast_writer import GEOMETRY_EPOCH, compile_fast_writer
-from parllel.arrays.writing import check_value_dtype, closed_error
-from parllel.errors import ShapeError, TreeStructureError
+from parllel.arrays.writing import closed_error
+from parllel.errors import TreeStructureError
 from parllel.tree.nodes import tree_get
-
-
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
+from parllel.tree.writing import join_path, key_mismatch_error, write_leaf, write_tree
 
 
 class ArrayDict(Mapping):
@@ -48,8 +45,10 @@ class ArrayDict(Mapping):
         >>> tree[0, 1] = {"obs": np.zeros(3, np.float32), "reward": 1.0}
         >>> float(tree.reward[0, 1])
         1.0
-        >>> [(path, leaf.shape) for path, leaf in tree.map(np.asarray).items_flat()]
-        [('obs', (4, 2, 3)), ('reward', (4, 2))]
+        >>> [path for path, leaf in tree.items_flat()]
+        ['obs', 'reward']
+        >>> tree.map(np.asarray).obs.shape
+        (4, 2, 3)
         >>> tree.batch_shape
         (4, 2)
     """
@@ -107,6 +106,18 @@ class ArrayDict(Mapping):
     def __len__(self) -> int:
         return len(self._items)
 
+    def keys(self) -> KeysView[str]:
+        """The top-level keys (a view, as ``dict.keys()``)."""
+        return self._items.keys()
+
+    def values(self) -> ValuesView[Any]:
+        """The top-level values: leaves and subtrees (a view)."""
+        return self._items.values()
+
+    def items(self) -> ItemsView[str, Any]:
+        """The top-level ``(key, value)`` pairs (a view); see :meth:`items_flat`."""
+        return self._items.items()
+
     def __contains__(self, key: object) -> bool:
         return key in self._items
 
@@ -149,58 +160,27 @@ class ArrayDict(Mapping):
                 try:
                     writer(value, t, b)
                 except KeyError:
-                    self._raise_key_mismatch(value.keys(), "")
+                    raise key_mismatch_error(self, value.keys(), "") from None
                 return
         if type(index) is str:
             self._set_field(index, value)
             return
-        self._write(index, value, "", {})
+        write_tree(self, index, value, "", {})
 
-    def _write(self, index: Any, value: Any, prefix: str, cache: dict) -> None:
-        """Write ``value`` at ``index`` into every leaf.
+    def write(
+        self, index: Any, value: Any, path: str = "", cache: dict | None = None
+    ) -> None:
+        """``tree[index] = value``, with errors naming leaves below ``path``.
 
-        ``cache`` is shared by the Array leaves of this one write (see
-        :meth:`parllel.arrays.Array.write`), so leaves alike translate
-        ``index`` only once.
+        Args:
+            index: any index the leaves accept (``tree[t, b]``, ``tree[t]``, ...).
+            value: a mapping or namedtuple with this tree's keys, a tuple for a
+                tree built from one, or one scalar/array written to every leaf.
+            path: this tree's path in messages (a subtree's, when a parent writes).
+            cache: shared by the Array leaves of one write, so Arrays alike
+                translate ``index`` once (see :meth:`parllel.arrays.Array.write`).
         """
-        items = self._items
-        if type(value) is dict or isinstance(value, Mapping):
-            if len(value) != len(items):
-                self._raise_key_mismatch(value.keys(), prefix)
-            getter = value.__getitem__
-        elif isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
-            value = value._asdict()
-            if len(value) != len(items):
-                self._raise_key_mismatch(value.keys(), prefix)
-            getter = value.__getitem__
-        elif self._sequence and isinstance(value, (tuple, list)):
-            if len(value) != len(items):
-                raise TreeStructureError(
-                    f"wrote a sequence of {len(value)} items into {prefix or 'the tree'}, "
-                    f"which has {len(items)} fields"
-                )
-            value = dict(zip(items, value))
-            getter = value.__getitem__
-        elif value is None:
-            raise TreeStructureError(
-                f"cannot write None into {prefix or 'the tree'} (fields: {list(items)})"
-            )
-        else:  # one scalar/array broadcast to every leaf
-
-            def getter(key: str, value: Any = value) -> Any:
-                return value
-
-        for key, leaf in items.items():
-            try:
-                item = getter(key)
-            except KeyError:
-                self._raise_key_mismatch(value.keys(), prefix)
-            if type(leaf) is Array:
-                leaf.write(index, item, _join(prefix, key), cache)
-            elif isinstance(leaf, ArrayDict):
-                leaf._write(index, item, _join(prefix, key), cache)
-            else:
-                _write_ndarray_leaf(leaf, index, item, _join(prefix, key))
+        write_tree(self, index, value, path, {} if cache is None else cache)
 
     def _compile_fast_writer(self) -> tuple:
         """Compile (and cache) the writer of ``tree[t, b] = {...}`` for the fields.
@@ -215,23 +195,10 @@ class ArrayDict(Mapping):
                 (key, leaf.write_target() if type(leaf) is Array else leaf)
                 for key, leaf in self._items.items()
             ],
-            _write_general_leaf,
+            write_leaf,
         )
         object.__setattr__(self, "_fast", fast)
         return fast
-
-    def _raise_key_mismatch(self, keys: Any, prefix: str) -> None:
-        keys = set(keys)
-        missing = [_join(prefix, k) for k in self._items if k not in keys]
-        extra = [_join(prefix, k) for k in keys if k not in self._items]
-        parts = []
-        if missing:
-            parts.append(f"missing leaves {missing}")
-        if extra:
-            parts.append(f"unknown leaves {extra}")
-        raise TreeStructureError(
-            "written value does not match the tree: " + "; ".join(parts)
-        )
 
     # -- walking -------------------------------------------------------------
     def items_flat(
@@ -256,7 +223,7 @@ class ArrayDict(Mapping):
 
     def _items_dotted_paths(self, prefix: str) -> Iterator[tuple[str, Any]]:
         for key, value in self._items.items():
-            path = _join(prefix, key)
+            path = join_path(prefix, key)
             if isinstance(value, ArrayDict):
                 yield from value._items_dotted_paths(path)
             else:
@@ -300,7 +267,7 @@ class ArrayDict(Mapping):
     def _map(self, fn: Callable[..., Any], others: tuple, prefix: str) -> ArrayDict:
         result = ArrayDict(sequence=self._sequence)
         for key, leaf in self._items.items():
-            path = _join(prefix, key)
+            path = join_path(prefix, key)
             if others:
                 matching = tuple(_child(other, key, path) for other in others)
             else:
@@ -339,6 +306,13 @@ class ArrayDict(Mapping):
         """Tree of zero-copy numpy views of every leaf's batch window."""
         return self.map(_as_ndarray)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Nested plain dicts holding the same leaves (e.g. for a checkpoint)."""
+        return {
+            key: value.to_dict() if isinstance(value, ArrayDict) else value
+            for key, value in self._items.items()
+        }
+
     def rotate(self) -> None:
         """Rotate every Array leaf (see :meth:`parllel.arrays.Array.rotate`)."""
         for path, leaf in self.items_flat():
@@ -366,8 +340,13 @@ class ArrayDict(Mapping):
         compare recursively; two leaves are equal if they are the same object
         or ``numpy.array_equal`` holds (same shape, equal values, dtype
         ignored, NaN unequal to itself). The ``is_sequence`` flag is not part
-        of a Mapping's contents and is ignored. Like dicts, ArrayDicts are
-        therefore unhashable: key caches by ``id(tree)``.
+        of a Mapping's contents and is ignored.
+
+        Why Mapping semantics: an ArrayDict is used as a Mapping everywhere
+        (``isinstance(x, Mapping)`` checks, ``dict(tree)``, writing one tree
+        into another), so its ``==`` keeps the Mapping contract (equal items,
+        symmetric with plain dicts) instead of identity. Like dicts,
+        ArrayDicts are therefore unhashable: key caches by ``id(tree)``.
         """
         if self is other:
             return True
@@ -423,20 +402,3 @@ def _child(tree: Any, key: str, path: str) -> Any:
             f"cannot map over trees of different structure: no leaf {path!r} in "
             f"a {type(tree).__name__}"
         ) from None
-
-
-def _write_general_leaf(leaf: Any, index: Any, item: Any, path: str) -> None:
-    """Write into a leaf that is not an Array (a subtree or an ndarray)."""
-    if isinstance(leaf, ArrayDict):
-        leaf._write(index, item, path, {})
-    else:
-        _write_ndarray_leaf(leaf, index, item, path)
-
-
-def _write_ndarray_leaf(leaf: np.ndarray, index: Any, item: Any, path: str) -> None:
-    """Write into a plain numpy leaf with the same checks as an Array leaf."""
-    item = check_value_dtype(item, leaf.dtype, path)
-    try:
-        leaf[index] = item
-    except ValueError as exc:
-        raise ShapeError(f"{exc} at leaf {path!r}") from None
