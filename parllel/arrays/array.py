@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -12,7 +11,12 @@ from parllel.arrays.fast_writer import GEOMETRY_EPOCH, WriteTarget
 from parllel.arrays.indexing import LeadingIndexer
 from parllel.arrays.shared_memory import SharedSegment
 from parllel.arrays.views import register_segment
-from parllel.arrays.writing import check_value_dtype, closed_error, write_error
+from parllel.arrays.writing import (
+    check_value_dtype,
+    closed_error,
+    plain_types,
+    write_error,
+)
 from parllel.errors import ArrayClosedError, ConfigError
 
 Storage = Literal["local", "shared"]
@@ -91,7 +95,7 @@ class Array:
                 f"padding ({padding}) cannot exceed the batch length ({length})"
             )
         self.dtype = np.dtype(dtype)
-        self._plain_types = _plain_types(self.dtype)
+        self._plain_types = plain_types(self.dtype)
         self.batch_shape = batch_shape
         self.feature_shape = feature_shape
         self.storage = storage
@@ -355,30 +359,6 @@ class PaddedView:
         self._array._write(self._array._padded_indexer.translate(index), value, "")
 
 
-@functools.cache
-def _plain_types(dtype: np.dtype) -> frozenset[type]:
-    """Scalar types (Python and numpy) whose values always write safely into ``dtype``.
-
-    A numpy scalar's type determines its dtype, so one set lookup checks it.
-    """
-    kind = dtype.kind
-    if kind in "fc":
-        types = {float, int, bool}
-    elif kind in "iu":
-        types = {int, bool}
-    elif kind == "b":
-        types = {bool}
-    else:
-        types = set()
-    for scalar_type in set(np.sctypeDict.values()):
-        try:
-            if np.can_cast(np.dtype(scalar_type), dtype, "same_kind"):
-                types.add(scalar_type)
-        except TypeError:
-            pass
-    return frozenset(types)
-
-
 def _view_segment(
     segment: SharedSegment, dtype: np.dtype, shape: tuple[int, ...]
 ) -> np.ndarray:
@@ -390,7 +370,7 @@ def _view_segment(
 
 def _restore(array: Array, state: dict[str, Any], storage: np.ndarray) -> Array:
     array.dtype = np.dtype(state["dtype"])
-    array._plain_types = _plain_types(array.dtype)
+    array._plain_types = plain_types(array.dtype)
     array.batch_shape = tuple(state["batch_shape"])
     array.feature_shape = tuple(state["feature_shape"])
     array.storage = state["storage"]
