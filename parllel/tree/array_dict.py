@@ -197,6 +197,7 @@ class ArrayDict(Mapping):
             ],
             write_leaf,
         )
+        fast = tuple(fast)  # an exact tuple unpacks faster on the hot path
         object.__setattr__(self, "_fast", fast)
         return fast
 
