@@ -5,6 +5,7 @@ See :class:`Array` for indexing, padding and rotation semantics and
 """
 
 from parllel.arrays.array import STORAGE_KINDS, Array, PaddedView, Storage
+from parllel.arrays.fast_writer import FastWriter, WriteTarget, compile_fast_writer
 from parllel.arrays.shared_memory import SharedSegment, list_segments
 from parllel.arrays.views import (
     NotSharedError,
@@ -16,6 +17,9 @@ from parllel.arrays.writing import check_value_dtype
 
 __all__ = [
     "Array",
+    "FastWriter",
+    "WriteTarget",
+    "compile_fast_writer",
     "NotSharedError",
     "ViewDescriptor",
     "attach_view",

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 
+from parllel.arrays.fast_writer import GEOMETRY_EPOCH, WriteTarget
 from parllel.arrays.indexing import LeadingIndexer
 from parllel.arrays.shared_memory import SharedSegment
 from parllel.arrays.views import register_segment
-from parllel.arrays.writing import check_value_dtype, closed_error, write_error
+from parllel.arrays.writing import (
+    check_value_dtype,
+    closed_error,
+    plain_types,
+    write_error,
+)
 from parllel.errors import ArrayClosedError, ConfigError
 
 Storage = Literal["local", "shared"]
 STORAGE_KINDS = ("local", "shared")
-
-# Bumped whenever any Array's window moves (construction, rotate, unpickle), so
-# containers may cache storage rows and know when the cache is stale.
-GEOMETRY_EPOCH = [0]
 
 
 class Array:
@@ -94,7 +95,7 @@ class Array:
                 f"padding ({padding}) cannot exceed the batch length ({length})"
             )
         self.dtype = np.dtype(dtype)
-        self._plain_types = _plain_types(self.dtype)
+        self._plain_types = plain_types(self.dtype)
         self.batch_shape = batch_shape
         self.feature_shape = feature_shape
         self.storage = storage
@@ -159,6 +160,58 @@ class Array:
         else:
             storage_index = self._indexer.translate(index)
         self._write(storage_index, value, "")
+
+    def write(
+        self, index: Any, value: Any, path: str = "", cache: dict | None = None
+    ) -> None:
+        """``array[index] = value``, with errors naming the leaf ``path``.
+
+        For containers writing one index into many Arrays (a tree's
+        ``tree[index] = value``). ``value`` is checked as by the compiled
+        writer (see :meth:`write_target`): dtype-kind safety, then a
+        :class:`~parllel.errors.ShapeError` or
+        :class:`~parllel.errors.ArrayClosedError` naming ``path``.
+
+        Args:
+            index: an index in batch coordinates, as for ``array[index]``.
+            value: what to write.
+            path: the leaf's name in messages (e.g. ``"observation.pos"``).
+            cache: a dict shared by the Arrays of one multi-leaf write; it
+                keeps the translated index per window geometry, so Arrays
+                alike translate an index expression only once.
+        """
+        if type(index) is tuple and index and type(index[0]) is int:
+            t = index[0]  # the common ``[t, b, ...]``: inline translation
+            if 0 <= t < self._length:
+                storage_index = (self._base + t,) + index[1:]
+            else:
+                storage_index = (self._indexer.row(t),) + index[1:]
+        elif cache is None:
+            storage_index = self._indexer.translate(index)
+        else:
+            geometry = (self._base, self._length, self.padding, self.ndim)
+            storage_index = cache.get(geometry)
+            if storage_index is None:
+                storage_index = cache[geometry] = self._indexer.translate(index)
+        if value is None or getattr(value, "dtype", None) is not self.dtype:
+            value = check_value_dtype(value, self.dtype, path)
+        try:
+            self._storage[storage_index] = value
+        except ValueError as exc:
+            raise write_error(value, self._storage, storage_index, path, exc) from None
+
+    def write_target(self) -> WriteTarget:
+        """Where ``array[t, b] = value`` lands for ``0 <= t < T``, for compiled writers.
+
+        The storage ndarray (padding and full size included), the storage row
+        of batch row 0 and the dtype facts the checks need; see
+        :func:`~parllel.arrays.fast_writer.compile_fast_writer`. Valid until
+        :data:`~parllel.arrays.fast_writer.GEOMETRY_EPOCH` changes (this or any
+        Array rotated, was unpickled or closed).
+        """
+        return WriteTarget(
+            self._storage, self._base, self._length, self.dtype, self._plain_types
+        )
 
     def _write(self, storage_index: Any, value: Any, path: str) -> None:
         """Write ``value`` at an already-translated storage index."""
@@ -306,30 +359,6 @@ class PaddedView:
         self._array._write(self._array._padded_indexer.translate(index), value, "")
 
 
-@functools.cache
-def _plain_types(dtype: np.dtype) -> frozenset[type]:
-    """Scalar types (Python and numpy) whose values always write safely into ``dtype``.
-
-    A numpy scalar's type determines its dtype, so one set lookup checks it.
-    """
-    kind = dtype.kind
-    if kind in "fc":
-        types = {float, int, bool}
-    elif kind in "iu":
-        types = {int, bool}
-    elif kind == "b":
-        types = {bool}
-    else:
-        types = set()
-    for scalar_type in set(np.sctypeDict.values()):
-        try:
-            if np.can_cast(np.dtype(scalar_type), dtype, "same_kind"):
-                types.add(scalar_type)
-        except TypeError:
-            pass
-    return frozenset(types)
-
-
 def _view_segment(
     segment: SharedSegment, dtype: np.dtype, shape: tuple[int, ...]
 ) -> np.ndarray:
@@ -341,7 +370,7 @@ def _view_segment(
 
 def _restore(array: Array, state: dict[str, Any], storage: np.ndarray) -> Array:
     array.dtype = np.dtype(state["dtype"])
-    array._plain_types = _plain_types(array.dtype)
+    array._plain_types = plain_types(array.dtype)
     array.batch_shape = tuple(state["batch_shape"])
     array.feature_shape = tuple(state["feature_shape"])
     array.storage = state["storage"]

@@ -11,13 +11,12 @@ rows (4 bytes per stored step, plus 4 per entry).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from parllel.errors import ConfigError, ReplayError
-from parllel.tree import tree_items
+from parllel.tree import ArrayDict, tree_items, tree_map
 
 __all__ = [
     "FINAL_TABLE_MIN_BYTES",
@@ -36,10 +35,13 @@ FINAL_TABLE_MIN_BYTES = 64 * 2**20
 
 
 def map_leaves(tree: Any, fn: Any) -> Any:
-    """Apply ``fn`` to the leaves of an Array tree; keep (plain) dict nesting."""
-    if isinstance(tree, Mapping):
-        return {key: map_leaves(value, fn) for key, value in tree.items()}
-    return fn(tree)
+    """Apply ``fn`` to the leaves of an Array tree; keep (plain) dict nesting.
+
+    The replay's row views, samples and checkpoint contents are plain dicts
+    (or one array), whatever the replay tree is made of.
+    """
+    mapped = tree_map(fn, tree)
+    return mapped.to_dict() if isinstance(mapped, ArrayDict) else mapped
 
 
 def _is_int(value: Any) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -11,7 +10,7 @@ from numpy.lib.stride_tricks import as_strided
 from parllel import fields
 from parllel.arrays import Array
 from parllel.errors import ConfigError
-from parllel.tree import tree_items
+from parllel.tree import tree_items, tree_map
 
 REQUIRED_FIELDS = (
     fields.OBSERVATION,
@@ -64,17 +63,21 @@ def writable_rows(array: Array) -> np.ndarray:
 
 
 def write_rows(tree: Any, contents: Any) -> None:
-    """Write saved rows (a tree of ``[rows, B, ...]`` arrays) back from row 0."""
-    if isinstance(tree, Mapping):
-        for key, value in tree.items():
-            write_rows(value, contents[key])
-        return
-    # Writable view of the same rows the read-only view spans.
-    start = tree.full
-    view = as_strided(
-        start, shape=(len(contents),) + start.shape[1:], strides=start.strides
-    )
-    view[...] = contents
+    """Write saved rows (a tree of ``[rows, B, ...]`` arrays) back from row 0.
+
+    ``contents`` has (at least) the paths of ``tree``, an Array tree.
+    """
+
+    def write(array: Array, saved: Any) -> Array:
+        # Writable view of the same rows the read-only view spans.
+        start = array.full
+        view = as_strided(
+            start, shape=(len(saved),) + start.shape[1:], strides=start.strides
+        )
+        view[...] = saved
+        return array
+
+    tree_map(write, tree, contents)
 
 
 def check_leaf(path: str, leaf: Any, first: Array) -> None:

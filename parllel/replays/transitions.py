@@ -8,6 +8,7 @@ import numpy as np
 
 from parllel import fields
 from parllel.replays.storage import ReplayStorage
+from parllel.tree import tree_map
 
 __all__ = ["ReplayBatch", "gather_transitions"]
 
@@ -54,17 +55,18 @@ class ReplayBatch(NamedTuple):
 
 
 def _take(tree: Any, rows: np.ndarray, envs: np.ndarray) -> Any:
-    if isinstance(tree, dict):
-        return {key: _take(value, rows, envs) for key, value in tree.items()}
-    return tree[rows, envs]
+    """``leaf[rows, envs]`` of every leaf of a (plain dict) tree of row views."""
+    return tree_map(lambda leaf: leaf[rows, envs], tree)
 
 
 def _put(tree: Any, index: np.ndarray, values: Any) -> None:
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            _put(value, index, values[key])
-        return
-    tree[index] = values
+    """``leaf[index] = value`` for the leaves of ``tree`` and matching ``values``."""
+
+    def put(leaf: np.ndarray, value: Any) -> np.ndarray:
+        leaf[index] = value
+        return leaf
+
+    tree_map(put, tree, values)
 
 
 def gather_transitions(

@@ -12,23 +12,12 @@ from parllel.fields import OBSERVATION, VALID
 from parllel.transforms._checks import FLOAT_DTYPES, check_positive
 from parllel.transforms.base import Transform, as_ndarray, get_field
 from parllel.transforms.running_stats import RunningMeanStd
+from parllel.tree import tree_items
 
 
-def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """``(path, leaf)`` pairs of an observation tree ("" for a bare leaf)."""
-    if isinstance(node, Mapping):
-        pairs = []
-        for key in node:
-            path = f"{prefix}.{key}" if prefix else str(key)
-            pairs.extend(_leaves(node[key], path))
-        return pairs
-    return [(prefix, node)]
-
-
-def _leaf_at(node: Any, path: str) -> Any:
-    for key in path.split(".") if path else ():
-        node = node[key]
-    return node
+def _leaves(observation: Any) -> dict[str, Any]:
+    """``{path: leaf}`` of an observation tree (``""`` for a bare leaf)."""
+    return dict(tree_items(observation))
 
 
 class NormalizeObservations(Transform):
@@ -68,7 +57,7 @@ class NormalizeObservations(Transform):
         self.only_valid = bool(only_valid)
         self.frozen = False
         observation = get_field(sample_tree, observation_field, "to normalize")
-        all_leaves = dict(_leaves(observation))
+        all_leaves = _leaves(observation)
         if leaves is None:
             chosen = [
                 path
@@ -101,10 +90,10 @@ class NormalizeObservations(Transform):
 
     def __call__(self, sample_tree: Any) -> Any:
         """Update statistics (unless frozen) and normalize the batch in place."""
-        observation = sample_tree[self.observation_field]
+        leaves = _leaves(sample_tree[self.observation_field])
         mask = as_ndarray(sample_tree[VALID], VALID) if self.only_valid else None
         for path, stats in self.stats.items():
-            array = as_ndarray(_leaf_at(observation, path), path)
+            array = as_ndarray(leaves[path], path)
             if not self.frozen:
                 stats.update(array, mask)
             stats.normalize(array, out=array, clip=self.clip)
@@ -118,8 +107,9 @@ class NormalizeObservations(Transform):
                 ``sample_tree.observation[t + 1]`` (numpy views).
             update: also merge it into the statistics (ignored if frozen).
         """
+        leaves = _leaves(observation)
         for path, stats in self.stats.items():
-            array = np.asarray(_leaf_at(observation, path))
+            array = np.asarray(leaves[path])
             if update and not self.frozen:
                 stats.update(array)
             stats.normalize(array, out=array, clip=self.clip)

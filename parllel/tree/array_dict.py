@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
 import numpy as np
 
 from parllel.arrays import Array
-from parllel.arrays.array import GEOMETRY_EPOCH
-from parllel.arrays.writing import check_value_dtype, closed_error, write_error
-from parllel.errors import DtypeError, ShapeError, TreeStructureError
-
-
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
+from parllel.arrays.fast_writer import GEOMETRY_EPOCH, compile_fast_writer
+from parllel.arrays.writing import closed_error
+from parllel.errors import TreeStructureError
+from parllel.tree.nodes import tree_get
+from parllel.tree.writing import join_path, key_mismatch_error, write_leaf, write_tree
 
 
 class ArrayDict(Mapping):
@@ -35,11 +33,24 @@ class ArrayDict(Mapping):
     A tree built from a tuple (e.g. a gymnasium ``Tuple`` space sample) has
     keys ``"0"``, ``"1"``, ... and also accepts tuples when written.
 
+    Walk a tree with its own methods, not by hand: :meth:`items_flat` yields
+    ``(path, leaf)`` depth-first (paths like ``"obs.pos"``, or key tuples),
+    :meth:`map` builds the same nesting from ``fn(leaf, *matching leaves of
+    others)``, and :attr:`batch_shape` is the leaves' common batch shape (None
+    if some leaf is not an Array or they disagree). Trees compare as Mappings:
+    ``==`` holds for equal keys and leaves equal as whole arrays.
+
     Example:
         >>> tree = ArrayDict({"obs": Array((4, 2), (3,)), "reward": Array((4, 2))})
         >>> tree[0, 1] = {"obs": np.zeros(3, np.float32), "reward": 1.0}
         >>> float(tree.reward[0, 1])
         1.0
+        >>> [path for path, leaf in tree.items_flat()]
+        ['obs', 'reward']
+        >>> tree.map(np.asarray).obs.shape
+        (4, 2, 3)
+        >>> tree.batch_shape
+        (4, 2)
     """
 
     __slots__ = ("_items", "_sequence", "_fast")
@@ -95,6 +106,18 @@ class ArrayDict(Mapping):
     def __len__(self) -> int:
         return len(self._items)
 
+    def keys(self) -> KeysView[str]:
+        """The top-level keys (a view, as ``dict.keys()``)."""
+        return self._items.keys()
+
+    def values(self) -> ValuesView[Any]:
+        """The top-level values: leaves and subtrees (a view)."""
+        return self._items.values()
+
+    def items(self) -> ItemsView[str, Any]:
+        """The top-level ``(key, value)`` pairs (a view); see :meth:`items_flat`."""
+        return self._items.items()
+
     def __contains__(self, key: object) -> bool:
         return key in self._items
 
@@ -132,152 +155,164 @@ class ArrayDict(Mapping):
             t, b = index
             epoch, writer, n_fields, min_length = self._fast
             if epoch != _epoch[0]:
-                self._leaf_table()
-                epoch, writer, n_fields, min_length = self._fast
+                epoch, writer, n_fields, min_length = self._compile_fast_writer()
             if type(t) is int and 0 <= t < min_length and len(value) == n_fields:
                 try:
                     writer(value, t, b)
                 except KeyError:
-                    self._raise_key_mismatch(value.keys(), "")
+                    raise key_mismatch_error(self, value.keys(), "") from None
                 return
         if type(index) is str:
             self._set_field(index, value)
             return
-        self._write(index, value, "", {})
+        write_tree(self, index, value, "", {})
 
-    def _write(self, index: Any, value: Any, prefix: str, cache: dict) -> None:
-        """Write ``value`` at ``index`` into every leaf.
+    def write(
+        self, index: Any, value: Any, path: str = "", cache: dict | None = None
+    ) -> None:
+        """``tree[index] = value``, with errors naming leaves below ``path``.
 
-        ``cache`` maps a leaf geometry (window base, length, padding, ndim) to
-        the translated storage index, so leaves alike translate it only once.
+        Args:
+            index: any index the leaves accept (``tree[t, b]``, ``tree[t]``, ...).
+            value: a mapping or namedtuple with this tree's keys, a tuple for a
+                tree built from one, or one scalar/array written to every leaf.
+            path: this tree's path in messages (a subtree's, when a parent writes).
+            cache: shared by the Array leaves of one write, so Arrays alike
+                translate ``index`` once (see :meth:`parllel.arrays.Array.write`).
         """
-        items = self._items
-        if type(value) is dict or isinstance(value, Mapping):
-            if len(value) != len(items):
-                self._raise_key_mismatch(value.keys(), prefix)
-            getter = value.__getitem__
-        elif isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
-            value = value._asdict()
-            if len(value) != len(items):
-                self._raise_key_mismatch(value.keys(), prefix)
-            getter = value.__getitem__
-        elif self._sequence and isinstance(value, (tuple, list)):
-            if len(value) != len(items):
-                raise TreeStructureError(
-                    f"wrote a sequence of {len(value)} items into {prefix or 'the tree'}, "
-                    f"which has {len(items)} fields"
-                )
-            value = dict(zip(items, value))
-            getter = value.__getitem__
-        elif value is None:
-            raise TreeStructureError(
-                f"cannot write None into {prefix or 'the tree'} (fields: {list(items)})"
-            )
-        else:  # one scalar/array broadcast to every leaf
+        write_tree(self, index, value, path, {} if cache is None else cache)
 
-            def getter(key: str, value: Any = value) -> Any:
-                return value
+    def _compile_fast_writer(self) -> tuple:
+        """Compile (and cache) the writer of ``tree[t, b] = {...}`` for the fields.
 
-        fast = type(index) is tuple and index and type(index[0]) is int
-        for key, leaf in items.items():
-            try:
-                item = getter(key)
-            except KeyError:
-                self._raise_key_mismatch(value.keys(), prefix)
-            if type(leaf) is Array:
-                if fast:  # inline translation of the common ``[t, b, ...]`` case
-                    t = index[0]
-                    if 0 <= t < leaf._length:
-                        storage_index = (leaf._base + t,) + index[1:]
-                    else:
-                        storage_index = (leaf._indexer.row(t),) + index[1:]
-                else:
-                    geometry = (leaf._base, leaf._length, leaf.padding, leaf.ndim)
-                    storage_index = cache.get(geometry)
-                    if storage_index is None:
-                        storage_index = cache[geometry] = leaf._indexer.translate(index)
-                if item is None or getattr(item, "dtype", None) is not leaf.dtype:
-                    try:
-                        item = check_value_dtype(item, leaf.dtype, _join(prefix, key))
-                    except DtypeError as exc:
-                        raise exc from None
-                try:
-                    leaf._storage[storage_index] = item
-                except ValueError as exc:
-                    raise write_error(
-                        item, leaf._storage, storage_index, _join(prefix, key), exc
-                    ) from None
-            elif isinstance(leaf, ArrayDict):
-                leaf._write(index, item, _join(prefix, key), cache)
-            else:
-                _write_ndarray_leaf(leaf, index, item, _join(prefix, key))
-
-    def _leaf_table(self) -> list[tuple]:  # also refreshes the fast-path cache
-        """Per-field ``(key, storage, base, dtype, plain_types, leaf)`` rows.
-
-        Array leaves have ``leaf=None`` (they are written through ``storage``
-        at row ``base + t``); other leaves keep ``leaf`` and are written the
-        general way. Rebuilt when a field is set or any Array's window moved
-        (``GEOMETRY_EPOCH``). Also caches the shortest batch length.
+        Array fields are written through their
+        :meth:`~parllel.arrays.Array.write_target`, other fields the general
+        way. Recompiled when a field is set or any Array's window moved
+        (:data:`~parllel.arrays.fast_writer.GEOMETRY_EPOCH`).
         """
-        table = []
-        min_length = 1 << 62
-        for key, leaf in self._items.items():
-            if type(leaf) is Array:
-                table.append(
-                    (
-                        key,
-                        leaf._storage,
-                        leaf._base,
-                        leaf.dtype,
-                        leaf._plain_types,
-                        None,
-                    )
-                )
-                min_length = min(min_length, leaf._length)
-            else:
-                table.append((key, None, 0, None, None, leaf))
-                min_length = 0  # general path for trees with other leaves
-        writer = _compile_writer(table)
-        object.__setattr__(
-            self, "_fast", (GEOMETRY_EPOCH[0], writer, len(table), min_length)
+        fast = compile_fast_writer(
+            [
+                (key, leaf.write_target() if type(leaf) is Array else leaf)
+                for key, leaf in self._items.items()
+            ],
+            write_leaf,
         )
-        return table
+        fast = tuple(fast)  # an exact tuple unpacks faster on the hot path
+        object.__setattr__(self, "_fast", fast)
+        return fast
 
-    def _raise_key_mismatch(self, keys: Any, prefix: str) -> None:
-        keys = set(keys)
-        missing = [_join(prefix, k) for k in self._items if k not in keys]
-        extra = [_join(prefix, k) for k in keys if k not in self._items]
-        parts = []
-        if missing:
-            parts.append(f"missing leaves {missing}")
-        if extra:
-            parts.append(f"unknown leaves {extra}")
-        raise TreeStructureError(
-            "written value does not match the tree: " + "; ".join(parts)
-        )
+    # -- walking -------------------------------------------------------------
+    def items_flat(
+        self, prefix: str | tuple[str, ...] = "", *, tuple_paths: bool = False
+    ) -> Iterator[tuple[Any, Any]]:
+        """Yield ``(path, leaf)`` for every leaf, depth-first in key order.
 
-    # -- whole-tree operations -----------------------------------------------
-    def items_flat(self, prefix: str = "") -> Iterator[tuple[str, Any]]:
-        """Yield ``(path, leaf)`` pairs depth-first, paths joined with dots."""
+        A leaf is any value that is not an ArrayDict. Paths are keys joined
+        with dots (``"observation.pos"``, after ``prefix``), or with
+        ``tuple_paths=True`` key tuples (``("observation", "pos")``, after a
+        tuple ``prefix``), which stay unambiguous when keys contain dots.
+
+        Example:
+            >>> tree = ArrayDict({"obs": {"pos": np.zeros(2)}, "reward": np.zeros(1)})
+            >>> [path for path, _ in tree.items_flat(tuple_paths=True)]
+            [('obs', 'pos'), ('reward',)]
+        """
+        if tuple_paths:
+            start = prefix if isinstance(prefix, tuple) else (prefix,) if prefix else ()
+            return self._items_tuple_paths(start)
+        return self._items_dotted_paths(prefix)
+
+    def _items_dotted_paths(self, prefix: str) -> Iterator[tuple[str, Any]]:
         for key, value in self._items.items():
-            path = _join(prefix, key)
+            path = join_path(prefix, key)
             if isinstance(value, ArrayDict):
-                yield from value.items_flat(path)
+                yield from value._items_dotted_paths(path)
             else:
                 yield path, value
 
+    def _items_tuple_paths(
+        self, prefix: tuple[str, ...]
+    ) -> Iterator[tuple[tuple[str, ...], Any]]:
+        for key, value in self._items.items():
+            path = prefix + (key,)
+            if isinstance(value, ArrayDict):
+                yield from value._items_tuple_paths(path)
+            else:
+                yield path, value
+
+    def map(self, fn: Callable[..., Any], *others: Any) -> ArrayDict:
+        """The same nesting with ``fn(leaf, *other_leaves)`` at every leaf.
+
+        Args:
+            fn: called once per leaf, depth-first in key order.
+            *others: trees with (at least) this tree's keys: ArrayDicts or
+                mappings, namedtuples by field name, tuples and lists by
+                position (``"0"``, ``"1"``, ...); their leaves at the same
+                paths are passed to ``fn`` after this tree's leaf.
+
+        Returns:
+            A new ArrayDict (built from a tuple if this one was); a mapping
+            ``fn`` returns becomes a subtree.
+
+        Raises:
+            TreeStructureError: one of ``others`` lacks a path of this tree,
+                or ``fn`` returned None.
+
+        Example:
+            >>> a = ArrayDict({"x": np.ones(2), "y": {"z": np.zeros(2)}})
+            >>> a.map(lambda u, v: u + v, {"x": 1, "y": {"z": 2}}).y.z
+            array([2., 2.])
+        """
+        return self._map(fn, others, "")
+
+    def _map(self, fn: Callable[..., Any], others: tuple, prefix: str) -> ArrayDict:
+        result = ArrayDict(sequence=self._sequence)
+        for key, leaf in self._items.items():
+            path = join_path(prefix, key)
+            if others:
+                matching = tuple(_child(other, key, path) for other in others)
+            else:
+                matching = ()
+            if isinstance(leaf, ArrayDict):
+                value = leaf._map(fn, matching, path)
+            else:
+                value = fn(leaf, *matching)
+                if value is None:
+                    raise TreeStructureError(
+                        f"map function returned None at leaf {path!r}"
+                    )
+            result._set_field(key, value)
+        return result
+
+    @property
+    def batch_shape(self) -> tuple[int, ...] | None:
+        """The ``batch_shape`` shared by every leaf, if every leaf is an Array.
+
+        None for a tree with another kind of leaf (numpy views, tensors: they
+        do not say which of their dimensions are batch dimensions), with
+        leaves that disagree, or without leaves.
+        """
+        shape = None
+        for _, leaf in self.items_flat():
+            if not isinstance(leaf, Array):
+                return None
+            if shape is None:
+                shape = leaf.batch_shape
+            elif leaf.batch_shape != shape:
+                return None
+        return shape
+
+    # -- whole-tree operations -----------------------------------------------
     def to_ndarray(self) -> ArrayDict:
         """Tree of zero-copy numpy views of every leaf's batch window."""
-        return ArrayDict(
-            {
-                k: v.to_ndarray()
-                if isinstance(v, (Array, ArrayDict))
-                else np.asarray(v)
-                for k, v in self._items.items()
-            },
-            sequence=self._sequence,
-        )
+        return self.map(_as_ndarray)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Nested plain dicts holding the same leaves (e.g. for a checkpoint)."""
+        return {
+            key: value.to_dict() if isinstance(value, ArrayDict) else value
+            for key, value in self._items.items()
+        }
 
     def rotate(self) -> None:
         """Rotate every Array leaf (see :meth:`parllel.arrays.Array.rotate`)."""
@@ -300,9 +335,42 @@ class ArrayDict(Mapping):
         self.close()
 
     def __eq__(self, other: object) -> bool:
-        return self is other
+        """Mapping equality: the same keys, and leaves equal as whole arrays.
 
-    __hash__ = object.__hash__
+        ``other`` may be any Mapping (a plain nested dict too). Subtrees
+        compare recursively; two leaves are equal if they are the same object
+        or ``numpy.array_equal`` holds (same shape, equal values, dtype
+        ignored, NaN unequal to itself). The ``is_sequence`` flag is not part
+        of a Mapping's contents and is ignored.
+
+        Why Mapping semantics: an ArrayDict is used as a Mapping everywhere
+        (``isinstance(x, Mapping)`` checks, ``dict(tree)``, writing one tree
+        into another), so its ``==`` keeps the Mapping contract (equal items,
+        symmetric with plain dicts) instead of identity. Like dicts,
+        ArrayDicts are therefore unhashable: key caches by ``id(tree)``.
+        """
+        if self is other:
+            return True
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        if len(other) != len(self._items):
+            return False
+        for key, leaf in self._items.items():
+            if key not in other:
+                return False
+            value = other[key]
+            if leaf is value:
+                continue
+            if isinstance(leaf, Mapping) or isinstance(value, Mapping):
+                if not (isinstance(value, Mapping) and isinstance(leaf, Mapping)):
+                    return False
+                if not leaf == value:
+                    return False
+            elif not np.array_equal(leaf, value):
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]  (mutable Mapping, as dict)
 
     def __repr__(self) -> str:
         return self._repr(0)
@@ -322,55 +390,16 @@ class ArrayDict(Mapping):
         return "\n".join(lines)
 
 
-def _write_general_leaf(leaf: Any, index: Any, item: Any, path: str) -> None:
-    """Write into a leaf that is not an Array (a subtree or an ndarray)."""
-    if isinstance(leaf, ArrayDict):
-        leaf._write(index, item, path, {})
-    else:
-        _write_ndarray_leaf(leaf, index, item, path)
+def _as_ndarray(leaf: Any) -> np.ndarray:
+    return leaf.to_ndarray() if isinstance(leaf, Array) else np.asarray(leaf)
 
 
-def _write_ndarray_leaf(leaf: np.ndarray, index: Any, item: Any, path: str) -> None:
-    """Write into a plain numpy leaf with the same checks as an Array leaf."""
-    item = check_value_dtype(item, leaf.dtype, path)
+def _child(tree: Any, key: str, path: str) -> Any:
+    """``tree``'s child ``key`` (see :func:`~parllel.tree.tree_get`), named on error."""
     try:
-        leaf[index] = item
-    except ValueError as exc:
-        raise ShapeError(f"{exc} at leaf {path!r}") from None
-
-
-def _compile_writer(table: list[tuple]) -> Any:
-    """Build ``write(value, t, b)`` for ``tree[t, b] = value``, unrolled per field.
-
-    The sampler's hot write runs once per env step; a loop over the fields
-    with its tuple unpacking costs as much as the writes themselves, so the
-    loop is unrolled into straight-line code (field names and storage rows are
-    constants). Same checks as the general path: dtype-kind safety and shape
-    errors naming the leaf; other leaf kinds go through the general path.
-    """
-    namespace: dict[str, Any] = {
-        "check_value_dtype": check_value_dtype,
-        "write_error": write_error,
-        "write_general_leaf": _write_general_leaf,
-    }
-    lines = ["def write(value, t, b):"]
-    for i, (key, storage, base, dtype, plain_types, leaf) in enumerate(table):
-        name = repr(key)
-        lines.append(f"    item = value[{name}]")
-        if leaf is not None:
-            namespace[f"leaf{i}"] = leaf
-            lines.append(f"    write_general_leaf(leaf{i}, (t, b), item, {name})")
-            continue
-        namespace.update({f"s{i}": storage, f"d{i}": dtype, f"p{i}": plain_types})
-        lines += [
-            f"    if type(item) not in p{i} and getattr(item, 'dtype', None) is not d{i}:",
-            f"        item = check_value_dtype(item, d{i}, {name})",
-            "    try:",
-            f"        s{i}[{base} + t, b] = item",
-            "    except ValueError as exc:",
-            f"        raise write_error(item, s{i}, ({base} + t, b), {name}, exc) from None",
-        ]
-    if len(lines) == 1:
-        lines.append("    pass")
-    exec("\n".join(lines), namespace)  # noqa: S102 (generated from our own table)
-    return namespace["write"]
+        return tree_get(tree, key)
+    except KeyError:
+        raise TreeStructureError(
+            f"cannot map over trees of different structure: no leaf {path!r} in "
+            f"a {type(tree).__name__}"
+        ) from None

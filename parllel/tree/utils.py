@@ -9,54 +9,34 @@ import numpy as np
 
 from parllel.arrays import Array
 from parllel.tree.array_dict import ArrayDict
+from parllel.tree.nodes import children, is_namedtuple, tree_get
 
-
-def is_namedtuple(obj: object) -> bool:
-    """True for instances of ``collections.namedtuple`` / ``typing.NamedTuple``."""
-    return isinstance(obj, tuple) and hasattr(obj, "_fields")
-
-
-def tree_get(tree: Any, key: str) -> Any:
-    """The child ``key`` of a container, keyed as in trees built from it.
-
-    Mappings and ArrayDicts by key, namedtuples by field name, tuples and
-    lists by position (``"0"``, ``"1"``, ...), so a tuple and the ArrayDict
-    built from it answer the same keys.
-
-    Example:
-        >>> tree_get((np.zeros(2), {"a": 1}), "1")
-        {'a': 1}
-
-    Raises:
-        KeyError: ``tree`` has no child ``key`` (or is not a container).
-    """
-    if isinstance(tree, Mapping):
-        return tree[key]
-    if is_namedtuple(tree):
-        try:
-            return getattr(tree, key)
-        except AttributeError:
-            raise KeyError(key) from None
-    if isinstance(tree, (tuple, list)) and key.isdigit() and int(key) < len(tree):
-        return tree[int(key)]
-    raise KeyError(key)
+__all__ = [
+    "is_namedtuple",
+    "leaf_like",
+    "tree_close",
+    "tree_get",
+    "tree_items",
+    "tree_map",
+    "tree_to_ndarray",
+]
 
 
 def tree_map(fn: Callable[..., Any], tree: Any, *others: Any) -> Any:
     """Apply ``fn`` to every leaf of ``tree`` (and the matching leaves of ``others``).
 
     Containers (ArrayDict, dict, namedtuple, tuple, list) keep their type;
-    everything else is a leaf.
+    everything else is a leaf. An ArrayDict is walked by
+    :meth:`ArrayDict.map <parllel.tree.ArrayDict.map>` (its leaves are the
+    values that are not ArrayDicts); other containers by the same rule, for
+    the trees that are not ArrayDicts (an agent's state tuple, a step dict).
 
     Example:
         >>> tree_map(lambda a, b: a + b, {"x": 1, "y": (2, 3)}, {"x": 10, "y": (20, 30)})
         {'x': 11, 'y': (22, 33)}
     """
     if isinstance(tree, ArrayDict):
-        return ArrayDict(
-            {k: tree_map(fn, v, *(o[k] for o in others)) for k, v in tree.items()},
-            sequence=tree.is_sequence,
-        )
+        return tree.map(fn, *others)
     if isinstance(tree, Mapping):
         return type(tree)(
             {k: tree_map(fn, v, *(o[k] for o in others)) for k, v in tree.items()}
@@ -69,17 +49,19 @@ def tree_map(fn: Callable[..., Any], tree: Any, *others: Any) -> Any:
 
 
 def tree_items(tree: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Yield ``(path, leaf)`` for every leaf, depth-first, paths joined by dots."""
-    if isinstance(tree, Mapping):
-        children: Any = tree.items()
-    elif is_namedtuple(tree):
-        children = tree._asdict().items()
-    elif isinstance(tree, (tuple, list)):
-        children = ((str(i), v) for i, v in enumerate(tree))
-    else:
+    """Yield ``(path, leaf)`` for every leaf, depth-first, paths joined by dots.
+
+    An ArrayDict is walked by :meth:`ArrayDict.items_flat
+    <parllel.tree.ArrayDict.items_flat>`; a bare leaf yields ``(prefix, leaf)``.
+    """
+    if isinstance(tree, ArrayDict):
+        yield from tree.items_flat(prefix)
+        return
+    pairs = children(tree)
+    if pairs is None:
         yield prefix, tree
         return
-    for key, value in children:
+    for key, value in pairs:
         yield from tree_items(value, f"{prefix}.{key}" if prefix else str(key))
 
 

@@ -289,6 +289,7 @@ DOCTEST_MODULES = [
     "parllel.agents.scripted",
     "parllel.agents.state",
     "parllel.arrays.array",
+    "parllel.arrays.fast_writer",
     "parllel.arrays.shared_memory",
     "parllel.cages.layout",
     "parllel.cages.serial",
@@ -297,6 +298,7 @@ DOCTEST_MODULES = [
     "parllel.transforms.functional",
     "parllel.tree.array_dict",
     "parllel.tree.build",
+    "parllel.tree.nodes",
     "parllel.tree.utils",
 ]
 
