@@ -257,7 +257,7 @@ EXAMPLE_SCRIPTS = sorted((ROOT / "examples").glob("*/train_*.py"))
 @pytest.mark.timeout(300)
 def test_examples_readme_flags_exist():
     """examples/README.md: every example takes the first four flags it lists
-    (``--quick``, ``--resume``, ``--steps``, ``--seed``), and every flag it
+    (``--quick``, ``--resume``, ``--total-steps``, ``--seed``), and every flag it
     names is an option of some example."""
     text = (ROOT / "examples" / "README.md").read_text()
     named = set(re.findall(r"`(--[a-z][a-z-]*)", text))
@@ -274,7 +274,7 @@ def test_examples_readme_flags_exist():
         assert done.returncode == 0, done.stderr[-2000:]
         helps[shown(script)] = done.stdout
     for name, help_text in helps.items():
-        for flag in ("--quick", "--resume", "--steps", "--seed"):
+        for flag in ("--quick", "--resume", "--total-steps", "--seed"):
             assert re.search(rf"{flag}\b", help_text), (name, flag)
     every = "\n".join(helps.values())
     missing = sorted(f for f in named if not re.search(rf"{f}\b", every))
