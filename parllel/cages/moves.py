@@ -11,6 +11,7 @@ and results stay bit-identical.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from parllel.cages.balance import Balancer, Move
@@ -34,6 +35,25 @@ def propose_move(
         for worker, _, _ in ranges
     ]
     return balancer.propose(seconds, [hi - lo for _, lo, hi in ranges])
+
+
+def balance(
+    processes: SteppingProcesses, balancer: Balancer, main_seconds: float
+) -> bool:
+    """Ask ``balancer`` after a step and carry out its move, if any.
+
+    Returns False (after a warning, with the current split kept) when the
+    envs turned out not to be movable: balancing should be switched off.
+    """
+    move = propose_move(processes, balancer, main_seconds)
+    if move is None:
+        return True
+    try:
+        move_envs(processes, *move)
+    except EnvsNotMovable as exc:
+        warnings.warn(f"ProcessCage load balancing switched off: {exc}", stacklevel=5)
+        return False
+    return True
 
 
 def move_envs(processes: SteppingProcesses, giver: int, taker: int, count: int) -> None:

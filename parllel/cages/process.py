@@ -13,19 +13,15 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
-import numpy as np
-
 from parllel import fields
-from parllel.arrays import Array
 from parllel.cages import env_requests, faults, moves
 from parllel.cages.balance import Balancer
 from parllel.cages.cage import Cage, check_factory_pickles
-from parllel.cages.env_group import EnvGroup
 from parllel.cages.main_guard import check_main_guard
 from parllel.cages.process_options import (
     DEFAULT_STEP_TIMEOUT,
@@ -36,16 +32,14 @@ from parllel.cages.process_options import (
     split_envs,
 )
 from parllel.cages.protocol import (
-    CONTROL_WIDTH,
     Command,
     Episodes,
-    WorkerConfig,
     WorkerError,
     read_episodes,
     reset_extra,
 )
 from parllel.cages.slots import SlotRegistry
-from parllel.cages.spaces import EnvSpaces, check_spaces_agree
+from parllel.cages.startup import GroupSettings, spawn_worker, start_processes
 from parllel.cages.stepping import SteppingProcesses
 from parllel.cages.traj_info import TrajInfo
 from parllel.cages.worker_handle import (
@@ -182,8 +176,27 @@ class ProcessCage(Cage):
         self._step_cache: dict[tuple[int, int], tuple] = {}
         self._restarts = 0
         self._pending: tuple | None = None
+        self._settings = GroupSettings(
+            ctx=self._ctx,
+            env_factory=env_factory,
+            env_kwargs=self.env_kwargs,
+            factory_bytes=self.factory_bytes,
+            reset_mode=self.reset_mode,
+            traj_info_type=self.traj_info_type,
+            traj_info_kwargs=self.traj_info_kwargs,
+            spin_seconds=self.worker_spin_seconds,
+            cpus=self.worker_cpus,
+        )
         try:
-            self._start(slices)
+            self._finish_init(
+                *start_processes(
+                    self._resources,
+                    self._settings,
+                    slices,
+                    self.env_seeds,
+                    self.start_timeout,
+                )
+            )
         except BaseException:
             self.close()
             raise
@@ -202,70 +215,6 @@ class ProcessCage(Cage):
     def worker_pids(self) -> list[int]:
         """Process ids of the live workers (for monitoring and tests)."""
         return [w.process.pid for w in self._resources.workers]
-
-    # -- start-up ------------------------------------------------------------
-    def _group_kwargs(
-        self, lo: int, hi: int, env_seeds: Sequence[int] | None
-    ) -> dict[str, Any]:
-        return {
-            "env_indices": self._resources.env_indices(lo, hi),
-            "env_seeds": None if env_seeds is None else tuple(env_seeds[lo:hi]),
-            "reset_mode": self.reset_mode,
-            "traj_info_type": self.traj_info_type,
-            "traj_info_kwargs": self.traj_info_kwargs,
-        }
-
-    def _spawn(
-        self,
-        index: int,
-        env_slice: tuple[int, int],
-        env_seeds: Sequence[int] | None,
-        want_example: bool = False,
-    ) -> WorkerHandle:
-        config = WorkerConfig(
-            index=index,
-            factory_bytes=self.factory_bytes,
-            group_kwargs=self._group_kwargs(*env_slice, env_seeds),
-            env_slice=env_slice,
-            spin_seconds=self.worker_spin_seconds,
-            want_example=want_example,
-            cpus=self.worker_cpus,
-        )
-        return WorkerHandle(
-            self._ctx,
-            config,
-            self._resources.control,
-            self._resources.env_indices(*env_slice),
-        )
-
-    def _start(self, slices: list[tuple[int, int]]) -> None:
-        processes = self._resources
-        processes.control = Array(
-            (len(slices),), (CONTROL_WIDTH,), np.int64, storage="shared"
-        )
-        main = processes.main_process_envs
-        for index, env_slice in enumerate(slices):
-            processes.workers.append(
-                self._spawn(index, env_slice, self.env_seeds, index == 0 and not main)
-            )
-        example = None
-        if main:
-            processes.main_group = EnvGroup(
-                self.env_factory,
-                self.env_kwargs,
-                **self._group_kwargs(0, main, self.env_seeds),
-            )
-            spaces = processes.main_group.spaces
-            example = processes.main_group.example_step()
-        for worker in processes.workers:
-            try:
-                worker_spaces, worker_example = worker.handshake(self.start_timeout)
-            except WorkerLost as lost:
-                raise lost.worker.died_error(starting=True) from None
-            if example is None:
-                spaces, example = worker_spaces, worker_example
-            check_spaces_agree(spaces, worker_spaces, worker.env_indices[0])
-        self._finish_init(EnvSpaces(*spaces), example)
 
     # -- collecting ------------------------------------------------------------
     def _new_traj(self, env_index: int) -> TrajInfo:
@@ -333,20 +282,9 @@ class ProcessCage(Cage):
             raise main_error
         raise_replies(errors)
         if self._balancer is not None and healthy:
-            self._balance(main_seconds)
+            if not moves.balance(self._resources, self._balancer, main_seconds):
+                self._balancer = None  # switched off
         return completed
-
-    def _balance(self, main_seconds: float) -> None:
-        move = moves.propose_move(self._resources, self._balancer, main_seconds)
-        if move is None:
-            return
-        try:
-            moves.move_envs(self._resources, *move)
-        except moves.EnvsNotMovable as exc:  # keep the current split
-            warnings.warn(
-                f"ProcessCage load balancing switched off: {exc}", stacklevel=4
-            )
-            self._balancer = None
 
     # -- resetting -------------------------------------------------------------
     def _reset_async(self, out_observation: Any, env_indices: list[int] | None) -> None:
@@ -396,7 +334,7 @@ class ProcessCage(Cage):
         new = faults.restart_worker(
             self._resources,
             worker,
-            lambda index, env_slice: self._spawn(index, env_slice, seeds),
+            partial(spawn_worker, self._resources, self._settings, env_seeds=seeds),
             self._slots,
             out[fields.OBSERVATION] if out is not None else out_observation,
             self.start_timeout,
