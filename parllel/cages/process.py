@@ -41,12 +41,12 @@ from parllel.cages.protocol import (
 from parllel.cages.slots import SlotRegistry
 from parllel.cages.startup import GroupSettings, spawn_worker, start_processes
 from parllel.cages.stepping import SteppingProcesses
+from parllel.cages.sync import default_context
 from parllel.cages.traj_info import TrajInfo
 from parllel.cages.worker_handle import (
     WorkerHandle,
     WorkerLost,
     WorkerTimeout,
-    default_context,
     raise_replies,
 )
 from parllel.errors import ConfigError

@@ -7,7 +7,6 @@ its pipe end and its two semaphores, and speaks the protocol of
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import time
 from typing import Any
@@ -326,9 +325,3 @@ def raise_replies(replies: list[Reply]) -> list[Reply]:
         if type(reply) is WorkerError:
             raise reply.exception()
     return replies
-
-
-def default_context() -> Any:
-    """forkserver where available (fast starts, safe with threads), else spawn."""
-    methods = mp.get_all_start_methods()
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
