@@ -21,7 +21,8 @@ from typing import Any
 from parllel import fields
 from parllel.cages import env_requests, faults, moves
 from parllel.cages.balance import Balancer
-from parllel.cages.cage import Cage, check_factory_pickles
+from parllel.cages.cage import Cage
+from parllel.cages.cage_checks import check_factory_pickles
 from parllel.cages.main_guard import check_main_guard
 from parllel.cages.process_options import (
     DEFAULT_STEP_TIMEOUT,

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from parllel.cages.main_guard import check_main_guard
+
 _sched_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
@@ -94,11 +96,14 @@ def measure_sync_seconds(
     before blocking, as idle workers do while every process has a core.
 
     Raises:
+        ConfigError: called from unguarded top-level code of the main script
+            with a start method that re-runs it (see ProcessCage).
         TimeoutError: the helper did not answer within ``timeout`` seconds.
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     ctx = default_context() if start_method is None else mp.get_context(start_method)
+    check_main_guard(ctx.get_start_method())  # the helper would re-run the script
     ping, pong = ctx.Semaphore(0), ctx.Semaphore(0)
     helper = ctx.Process(
         target=_echo,
