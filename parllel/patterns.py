@@ -26,8 +26,7 @@ from parllel.cages import (
     ProcessCage,
     SerialCage,
     TrajInfo,
-    measure_step_seconds,
-    suggest_layout,
+    suggest_layout_for,
 )
 from parllel.errors import ConfigError
 from parllel.samplers import EvalSampler, sample_tree_from_examples
@@ -58,9 +57,10 @@ def build_cages(
 ) -> Cage:
     """One cage for ``n_envs`` envs: in worker processes, or serial.
 
-    ``parallel="auto"`` times a few steps of one env and asks
-    :func:`~parllel.cages.suggest_layout` whether processes can win on this
-    machine (and with which layout); ``"process"`` always uses a
+    ``parallel="auto"`` times a few steps of one env and a synchronization
+    with a helper process, and asks :func:`~parllel.cages.suggest_layout`
+    whether processes can win on this machine (and with which layout);
+    ``"process"`` always uses a
     :class:`~parllel.cages.ProcessCage` (layout from ``process_kwargs``, or
     suggested, falling back to one worker per core); ``"serial"`` a
     :class:`~parllel.cages.SerialCage`. Same seed, same results either way.
@@ -82,7 +82,9 @@ def build_cages(
     if parallel != "serial" and not {"envs_per_worker", "n_workers"} & set(
         process_kwargs
     ):
-        layout = suggest_layout(n_envs, measure_step_seconds(env_factory, env_kwargs))
+        layout = suggest_layout_for(
+            env_factory, n_envs, env_kwargs, process_kwargs.get("start_method")
+        )
     if parallel == "serial" or (parallel == "auto" and layout is None):
         return SerialCage(env_factory, n_envs, env_kwargs, **common)
     return ProcessCage(
@@ -112,7 +114,7 @@ def build_alternating_cages(
     steps at a time (the main process infers for the other), so with
     ``share_core`` both workers are pinned to the last usable CPU and poll
     (yielding) between steps instead of blocking: the idle worker yields the
-    core to the stepping one, and no blocking wake-up (50-75 µs here) is paid
+    core to the stepping one, and no blocking wake-up (tens of µs, docs/cages.md) is paid
     per half step. ``pin_main_process`` also restricts this process to the
     other CPUs, so the OS never runs inference on the workers' core (a process
     setting: it stays after the cages close, and worker processes started

@@ -12,7 +12,13 @@ from parllel.cages.balance import Balancer, LoadBalancer
 from parllel.cages.cage import Cage, CageState
 from parllel.cages.env_group import EnvGroup, env_seed
 from parllel.cages.env_info import numeric_info_example
-from parllel.cages.layout import measure_step_seconds, suggest_layout, usable_cores
+from parllel.cages.layout import (
+    measure_step_seconds,
+    measure_sync_seconds,
+    suggest_layout,
+    suggest_layout_for,
+    usable_cores,
+)
 from parllel.cages.process import ProcessCage
 from parllel.cages.serial import SerialCage
 from parllel.cages.spaces import (
@@ -36,7 +42,9 @@ __all__ = [
     "TrajInfo",
     "env_seed",
     "measure_step_seconds",
+    "measure_sync_seconds",
     "suggest_layout",
+    "suggest_layout_for",
     "usable_cores",
     "action_reader",
     "leaf_mismatch",

@@ -1,14 +1,14 @@
 """Load balancing between the processes that step a ProcessCage's envs.
 
 A synchronous step lasts as long as its slowest stepping process. On a
-shared VM the two cores do not run at the same speed for long: measured here
-(docs/cages.md), one core often runs the same CartPole code 1.75x slower than
-the other for hundreds of milliseconds, then the roles swap. A fixed split of
-the envs then loses up to a quarter of the throughput two independent
-processes get. :class:`LoadBalancer` watches how long each stepping process
-takes per step and proposes moving envs from a slower process to its faster
-neighbour; the cage carries the move out (each env is pickled with its
-episode state and stepped by the other process from then on).
+shared VM the cores do not run at the same speed for long (one core can run
+the same code markedly slower than the other for hundreds of milliseconds,
+then the roles swap; figures in docs/cages.md), and a fixed split of the
+envs then loses much of what independent processes would get.
+:class:`LoadBalancer` watches how long each stepping process takes per step
+and proposes moving envs from a slower process to its faster neighbour; the
+cage carries the move out (:mod:`parllel.cages.moves`: each env is pickled
+with its episode state and stepped by the other process from then on).
 """
 
 from __future__ import annotations

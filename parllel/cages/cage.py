@@ -7,58 +7,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import cloudpickle
-import numpy as np
-
 from parllel import fields
-from parllel.arrays import Array, NotSharedError, describe_view
-from parllel.arrays.writing import closed_error
+from parllel.cages.cage_checks import check_factory, check_slot_tree
 from parllel.cages.env_group import RESET_MODES
 from parllel.cages.spaces import ActionChecker, EnvSpaces, check_observation
 from parllel.cages.traj_info import TrajInfo
-from parllel.errors import (
-    ArrayClosedError,
-    CageStateError,
-    ClosedCageError,
-    ConfigError,
-)
+from parllel.errors import CageStateError, ClosedCageError, ConfigError
 from parllel.seeding import resolve_env_seeds
-from parllel.tree import tree_items
-
-# sample-tree fields a cage reads (action) or writes
-SLOT_FIELDS = (
-    fields.OBSERVATION,
-    fields.ACTION,
-    fields.REWARD,
-    fields.TERMINATED,
-    fields.TRUNCATED,
-    fields.ENV_INFO,
-    fields.FINAL_OBSERVATION,
-)
-
-
-def _is_shared(leaf: Any) -> bool:
-    """True if ``leaf`` (an Array or a numpy view) lies in parllel shared memory."""
-    if isinstance(leaf, Array):
-        return leaf.storage == "shared"
-    try:
-        describe_view(np.asarray(leaf))
-    except NotSharedError:
-        return False
-    return True
-
-
-def read_only_slot_error(slots: Any) -> ArrayClosedError | None:
-    """ArrayClosedError naming the first read-only leaf of ``slots``, or None.
-
-    Views of an Array taken after its ``close()`` are read-only; a cage that
-    failed writing into one reports this instead of blaming the env.
-    """
-    for path, leaf in tree_items(slots):
-        view = leaf.to_ndarray() if isinstance(leaf, Array) else leaf
-        if isinstance(view, np.ndarray) and not view.flags.writeable:
-            return closed_error(f"write into slot {path!r}")
-    return None
 
 
 class CageState(enum.Enum):
@@ -68,30 +23,6 @@ class CageState(enum.Enum):
     STEPPING = "stepping"  # step_async sent, await_step pending
     RESETTING = "resetting"  # reset_async sent, await_reset pending
     CLOSED = "closed"
-
-
-def check_factory(env_factory: Callable[..., Any]) -> None:
-    """Raise ConfigError unless ``env_factory`` is callable."""
-    if not callable(env_factory):
-        raise ConfigError(f"env_factory must be callable, got {env_factory!r}")
-
-
-def check_factory_pickles(env_factory: Callable[..., Any], env_kwargs: dict) -> bytes:
-    """Cloudpickle the env factory and kwargs, or raise ConfigError naming them.
-
-    Only cages that build envs in other processes need this; a
-    :class:`~parllel.cages.SerialCage` takes any callable.
-    """
-    check_factory(env_factory)
-    try:
-        return cloudpickle.dumps((env_factory, env_kwargs))
-    except Exception as exc:
-        name = getattr(env_factory, "__qualname__", repr(env_factory))
-        raise ConfigError(
-            f"env factory {name!r} (or its env_kwargs) cannot be pickled with "
-            f"cloudpickle: {type(exc).__name__}: {exc}. Pass a function or class "
-            "that builds the env, not a live env or an object holding locks/sockets"
-        ) from exc
 
 
 class Cage(ABC):
@@ -314,19 +245,7 @@ class Cage(ABC):
         this when they are given the tree, so a bad leaf is named there, not
         in the middle of sampling.
         """
-        for key in SLOT_FIELDS:
-            value = sample_tree.get(key)
-            if value is None:
-                continue
-            for path, leaf in tree_items(value, key):
-                if isinstance(leaf, Array) and leaf.closed:
-                    raise closed_error(f"hand sample-tree leaf {path!r} to a cage")
-                if self.needs_shared_memory and not _is_shared(leaf):
-                    raise NotSharedError(
-                        f"sample-tree leaf {path!r} is not in shared memory, but "
-                        f"{type(self).__name__} workers write into it (or read "
-                        "actions from it); allocate it with storage='shared'"
-                    )
+        check_slot_tree(sample_tree, self.needs_shared_memory, type(self).__name__)
 
     # -- lifetime ------------------------------------------------------------
     def close(self) -> None:

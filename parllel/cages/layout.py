@@ -1,11 +1,14 @@
 """Choose serial or process stepping, and the worker layout, by measurement.
 
-On a small machine a process cage only pays when an env step costs clearly
-more than a synchronization (tens of microseconds here; docs/cages.md), and
-three stepping processes on two cores are worse than two. So:
-:func:`suggest_layout` times a few steps of one env in this process and
-returns keyword arguments for :class:`~parllel.cages.ProcessCage`, or None when
-serial stepping is expected to win.
+On a small machine a process cage only pays when the env steps it moves off
+the main process cost clearly more than its synchronizations, and three
+stepping processes on two cores are worse than two. So
+:func:`suggest_layout` weighs the time of an env step
+(:func:`measure_step_seconds`, timed in this process) against the round trip
+of a synchronization (:func:`~parllel.cages.sync.measure_sync_seconds`,
+timed with a helper process) and returns keyword arguments for
+:class:`~parllel.cages.ProcessCage`, or None when serial stepping is expected
+to win.
 """
 
 from __future__ import annotations
@@ -16,11 +19,22 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from parllel.cages.sync import measure_sync_seconds
 from parllel.errors import ConfigError, EnvError
 
-# Cost of one synchronized vector step of a process cage on a 2-core machine,
-# main-side dispatch included (measured with do-nothing envs; docs/cages.md).
-SYNC_SECONDS = 40e-6
+__all__ = [
+    "ASSUMED_SYNC_SECONDS",
+    "measure_step_seconds",
+    "measure_sync_seconds",
+    "suggest_layout",
+    "suggest_layout_for",
+    "usable_cores",
+]
+
+# The synchronization cost suggest_layout assumes when it is given no
+# measurement (docs/cages.md says where the figure comes from); build_cages
+# measures the machine it runs on instead.
+ASSUMED_SYNC_SECONDS = 40e-6
 
 
 def usable_cores() -> int:
@@ -81,7 +95,7 @@ def suggest_layout(
     n_envs: int,
     step_seconds: float,
     cores: int | None = None,
-    sync_seconds: float = SYNC_SECONDS,
+    sync_seconds: float | None = None,
 ) -> dict[str, int] | None:
     """ProcessCage keyword arguments for ``n_envs`` envs, or None for serial stepping.
 
@@ -89,6 +103,14 @@ def suggest_layout(
     workers step the rest (never more stepping processes than cores). Serial
     stepping is chosen when there is one core, or when the time the main
     process would save per vector step is below three synchronizations.
+
+    Args:
+        n_envs: envs to step.
+        step_seconds: seconds per env step (:func:`measure_step_seconds`).
+        cores: usable cores (default: this process's).
+        sync_seconds: seconds per synchronization round trip with a worker
+            (:func:`~parllel.cages.sync.measure_sync_seconds`; default:
+            ``ASSUMED_SYNC_SECONDS``, a figure of a 2-core VM).
 
     Example:
         >>> suggest_layout(64, step_seconds=8e-6, cores=2)
@@ -99,8 +121,34 @@ def suggest_layout(
     cores = usable_cores() if cores is None else cores
     if cores < 2 or n_envs < 2:
         return None
+    if sync_seconds is None:
+        sync_seconds = ASSUMED_SYNC_SECONDS
     processes = min(cores, n_envs)
     saved = step_seconds * n_envs * (1 - 1 / processes)
     if saved < 3 * sync_seconds:
         return None
     return {"main_process_envs": n_envs // processes, "n_workers": processes - 1}
+
+
+def suggest_layout_for(
+    env_factory: Callable[..., Any],
+    n_envs: int,
+    env_kwargs: dict[str, Any] | None = None,
+    start_method: str | None = None,
+) -> dict[str, int] | None:
+    """:func:`suggest_layout` with both costs measured on this machine, now.
+
+    Times env steps of one probe env (:func:`measure_step_seconds`) and, only
+    when processes could win (two cores and two envs at least), the
+    synchronization round trip with a helper process started with
+    ``start_method`` (:func:`~parllel.cages.sync.measure_sync_seconds`).
+
+    Raises:
+        EnvError: the probe env raised (see :func:`measure_step_seconds`).
+    """
+    step_seconds = measure_step_seconds(env_factory, env_kwargs)
+    cores = usable_cores()
+    sync_seconds = None
+    if cores >= 2 and n_envs >= 2:
+        sync_seconds = measure_sync_seconds(start_method=start_method)
+    return suggest_layout(n_envs, step_seconds, cores, sync_seconds)

@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from parllel import fields
-from parllel.cages.cage import Cage, read_only_slot_error
+from parllel.cages.cage import Cage
+from parllel.cages.cage_checks import read_only_slot_error
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import EnvError

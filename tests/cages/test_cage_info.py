@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import EnvGroup, ProcessCage, SerialCage, TrajInfo
-from parllel.cages import worker as protocol
+from parllel.cages import EnvGroup, ProcessCage, SerialCage, TrajInfo, protocol
 from parllel.cages.env_info import numeric_info_example
 from parllel.errors import EnvError, EnvInfoError
 from parllel.tree import ArrayDict, buffer_from_example
@@ -186,7 +185,7 @@ def test_finished_episodes_with_stored_info_fit_the_control_row():
         assert traj.extra == {}
         traj.reset_info = {}  # SpaceEnv has reset info (tested below); this one not
     row = np.zeros(protocol.CONTROL_WIDTH, np.int64)
-    assert protocol._record_episodes(row, completed)
+    assert protocol.record_episodes(row, completed)
     assert [
         t.to_dict() for t in protocol.read_episodes(row, lambda i: TrajInfo(i))
     ] == [t.to_dict() for t in completed]

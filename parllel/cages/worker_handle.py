@@ -1,24 +1,35 @@
-"""Main-process handles of worker processes: start, command, wait, reap."""
+"""Main-process handles of worker processes: start, command, wait, reap.
+
+A :class:`WorkerHandle` owns one worker process (:mod:`parllel.cages.worker`),
+its pipe end and its two semaphores, and speaks the protocol of
+:mod:`parllel.cages.protocol` from the main process's side.
+"""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import time
 from typing import Any
 
 import numpy as np
 
-from parllel.cages import worker as protocol
 from parllel.cages.layout import usable_cores
-from parllel.cages.sync import wait_for
-from parllel.errors import (
-    EnvAttributeError,
-    EnvError,
-    StepTimeoutError,
-    WorkerDiedError,
+from parllel.cages.protocol import (
+    STACK_SIGNAL,
+    Command,
+    Message,
+    Ready,
+    Reply,
+    Row,
+    Status,
+    WorkerConfig,
+    WorkerError,
 )
+from parllel.cages.sync import wait_for
+from parllel.cages.worker import worker_main
+from parllel.errors import WorkerDiedError
 
+_NO_IDS = np.empty(0, np.int64)
 # Worker processes alive in this process's cages (all cages together).
 _live_workers = [0]
 AUTO_SPIN_SECONDS = 0.002
@@ -61,18 +72,12 @@ class WorkerHandle:
     def __init__(
         self,
         ctx: Any,
-        index: int,
+        config: WorkerConfig,
         control: Any,
-        env_slice: tuple[int, int],
         env_indices: tuple[int, ...],
-        factory_bytes: bytes,
-        group_kwargs: dict[str, Any],
-        spin_seconds: float,
-        want_example: bool,
-        cpus: tuple[int, ...] | None = None,
     ) -> None:
-        self.index = index
-        self.env_slice = env_slice
+        self.index = index = config.index
+        self.env_slice = config.env_slice
         self.env_indices = env_indices
         self.row = control.to_ndarray()[index]
         self.row_floats = self.row.view(np.float64)  # the row's float64 fields
@@ -86,20 +91,14 @@ class WorkerHandle:
         self._deadline = 0.0
         self._stopped = False
         self.process = ctx.Process(
-            target=protocol.worker_main,
+            target=worker_main,
             name=f"parllel-worker-{index}",
             args=(
-                index,
+                config,
                 child_conn,
                 control,
                 self.command_ready,
                 self.work_done,
-                factory_bytes,
-                group_kwargs,
-                env_slice,
-                spin_seconds,
-                want_example,
-                cpus,
                 stack_writer,
             ),
             daemon=True,
@@ -109,7 +108,7 @@ class WorkerHandle:
         stack_writer.close()
         _live_workers[0] += 1
         self._counted = True
-        self.auto_spin = spin_seconds < 0
+        self.auto_spin = config.spin_seconds < 0
 
     # -- liveness ------------------------------------------------------------
     def check_alive(self) -> None:
@@ -129,14 +128,10 @@ class WorkerHandle:
         Works while the worker is stuck anywhere, even in C code holding the
         GIL; returns "" if the worker is gone or does not answer in time.
         """
-        if (
-            not protocol.STACK_SIGNAL
-            or self._stopped
-            or self.process.exitcode is not None
-        ):
+        if not STACK_SIGNAL or self._stopped or self.process.exitcode is not None:
             return ""
         try:
-            os.kill(self.process.pid, protocol.STACK_SIGNAL)
+            os.kill(self.process.pid, STACK_SIGNAL)
         except ProcessLookupError:
             return ""
         reader, chunks = self._stack_reader, []
@@ -180,8 +175,8 @@ class WorkerHandle:
         )
 
     # -- messages --------------------------------------------------------------
-    def receive(self, timeout: float = 0.1) -> Any:
-        """Receive one pipe message, checking liveness while waiting."""
+    def receive(self, timeout: float = 0.1) -> list[Reply]:
+        """Receive the worker's replies, checking liveness while waiting."""
         while not self.conn.poll(timeout):
             self.check_alive()
         try:
@@ -191,7 +186,7 @@ class WorkerHandle:
             raise WorkerLost(self) from None
 
     def handshake(self, timeout: float) -> tuple[Any, Any]:
-        """Wait for the worker's ``ready`` message; return ``(spaces, example)``."""
+        """Wait for the worker's :class:`Ready`; return ``(spaces, example)``."""
         deadline = time.monotonic() + timeout
         while not self.conn.poll(0.1):
             self.check_alive()
@@ -209,40 +204,59 @@ class WorkerHandle:
         except (EOFError, OSError):
             self.process.join(5.0)
             raise WorkerLost(self) from None
-        if isinstance(message, list):  # an error while building the envs
-            raise_replies(message)
-        _, spaces, example = message
-        return spaces, example
+        if isinstance(message, WorkerError):  # an error while building the envs
+            raise message.exception()
+        assert isinstance(message, Ready), message
+        return message.spaces, message.example
 
     def command(
         self,
         command: int,
-        messages: list[tuple],
+        messages: list[Message],
         ids: np.ndarray,
         layout: int,
         extra: list[int] | None = None,
     ) -> None:
-        """Send ``messages`` over the pipe and ``command`` through the control row."""
+        """Send ``messages`` over the pipe and ``command`` through the control row.
+
+        ``ids``: the view ids of the slot tree of layout ``layout``;
+        ``extra``: words written after them (a RESET's env indices).
+        """
         row = self.row
         if self.auto_spin:
-            row[protocol.SPIN_MICROSECONDS] = auto_spin_seconds() * 1e6
+            row[Row.SPIN_MICROSECONDS] = auto_spin_seconds() * 1e6
         try:
             for message in messages:
                 self.conn.send(message)
         except (BrokenPipeError, ConnectionResetError):
             # the worker is gone; wait() notices its exit and reports it
             self.process.join(1.0)
-        row[protocol.N_MESSAGES] = len(messages)
-        row[protocol.CMD] = command
-        row[protocol.LAYOUT] = layout
+        row[Row.N_MESSAGES] = len(messages)
+        row[Row.COMMAND] = command
+        row[Row.LAYOUT] = layout
         n = len(ids)
-        row[protocol.N_IDS] = n
-        row[protocol.IDS : protocol.IDS + n] = ids
+        row[Row.N_IDS] = n
+        start = Row.IDS
+        row[start : start + n] = ids
         if extra is not None:
-            row[protocol.IDS + n : protocol.IDS + n + len(extra)] = extra
+            row[start + n : start + n + len(extra)] = extra
         self.command_ready.release()
 
-    def wait(self, spin_seconds: float, timeout: float | None = None) -> list[tuple]:
+    def request(self, message: Message, spin_seconds: float) -> Any:
+        """Send one request to this idle worker and return its result.
+
+        Raises:
+            EnvError: the request raised in the worker.
+            WorkerDiedError: the worker died meanwhile.
+        """
+        self.command(Command.MESSAGES, [message], _NO_IDS, 0)
+        try:
+            replies = raise_replies(self.wait(spin_seconds))
+        except WorkerLost:
+            raise self.died_error() from None
+        return replies[0].value
+
+    def wait(self, spin_seconds: float, timeout: float | None = None) -> list[Reply]:
         """Wait until the worker finished its command; return its replies.
 
         The main process polls (yielding the CPU) only while a short wait is
@@ -262,7 +276,7 @@ class WorkerHandle:
             wait_for(self.work_done, budget, self._check_in_time)
         waited = time.perf_counter() - start
         self._wait_average += 0.1 * (waited - expected)
-        if self.row[protocol.STATUS] == protocol.HAS_MESSAGES:
+        if self.row[Row.STATUS] == Status.HAS_REPLIES:
             return self.receive()
         return []
 
@@ -282,8 +296,8 @@ class WorkerHandle:
         process = self.process
         if process.exitcode is None:
             try:
-                self.row[protocol.N_MESSAGES] = 0
-                self.row[protocol.CMD] = protocol.CLOSE
+                self.row[Row.N_MESSAGES] = 0
+                self.row[Row.COMMAND] = Command.CLOSE
                 self.command_ready.release()
             except Exception:
                 pass
@@ -305,48 +319,9 @@ class WorkerHandle:
             pass
 
 
-def timeout_error(
-    late: list[WorkerHandle], what: str, timeout: float | None
-) -> StepTimeoutError:
-    """StepTimeoutError naming the ``late`` workers and their envs, with their stacks."""
-    stacks = [worker.dump_stack() or "(not available)" for worker in late]
-    described = "; ".join(
-        f"worker {w.index} (envs {list(w.env_indices)})" for w in late
-    )
-    parts = [
-        f"{described} did not finish a {what} within step_timeout={timeout} s "
-        "(an env hangs?); the cage is closed."
-    ]
-    for worker, stack in zip(late, stacks):
-        parts.append(f"--- worker {worker.index}'s Python stack ---\n{stack}")
-    return StepTimeoutError(
-        "\n".join(parts),
-        worker_index=late[0].index,
-        env_indices=late[0].env_indices,
-        timeout=timeout,
-        worker_stack=stacks[0],
-    )
-
-
-def raise_replies(replies: list[tuple]) -> list[Any]:
-    """Raise the first ``error`` reply as :class:`EnvError`; return the others."""
-    others = []
+def raise_replies(replies: list[Reply]) -> list[Reply]:
+    """Raise the first :class:`WorkerError` reply (as EnvError); return the others."""
     for reply in replies:
-        if reply[0] == "error":
-            _, message, env_index, tb, _pid = reply
-            where = f" (env {env_index})" if env_index is not None else ""
-            # an env lacking an attribute stays catchable as AttributeError
-            missing = message.startswith(EnvAttributeError.__name__ + ":")
-            raise (EnvAttributeError if missing else EnvError)(
-                f"error in worker process{where}: {message}\n--- worker traceback ---\n{tb}",
-                env_index=env_index,
-                worker_traceback=tb,
-            )
-        others.append(reply)
-    return others
-
-
-def default_context() -> Any:
-    """forkserver where available (fast starts, safe with threads), else spawn."""
-    methods = mp.get_all_start_methods()
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if type(reply) is WorkerError:
+            raise reply.exception()
+    return replies

@@ -1,0 +1,127 @@
+"""Starting the processes of a ProcessCage: its workers and the main process's share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from parllel.arrays import Array
+from parllel.cages.env_group import EnvGroup
+from parllel.cages.protocol import CONTROL_WIDTH, WorkerConfig
+from parllel.cages.spaces import EnvSpaces, check_spaces_agree
+from parllel.cages.stepping import SteppingProcesses
+from parllel.cages.traj_info import TrajInfo
+from parllel.cages.worker_handle import WorkerHandle, WorkerLost
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """What every process of one cage builds its envs with.
+
+    Attributes:
+        ctx: multiprocessing context of the workers.
+        env_factory, env_kwargs: build one env (in the main process's share).
+        factory_bytes: both, cloudpickled (for the workers).
+        reset_mode, traj_info_type, traj_info_kwargs: as for the cage.
+        spin_seconds: the workers' idle polling budget (negative: automatic).
+        cpus: CPUs to pin the workers to, or None.
+    """
+
+    ctx: Any
+    env_factory: Callable[..., Any]
+    env_kwargs: dict[str, Any]
+    factory_bytes: bytes
+    reset_mode: str
+    traj_info_type: Callable[..., TrajInfo]
+    traj_info_kwargs: dict[str, Any]
+    spin_seconds: float
+    cpus: tuple[int, ...] | None
+
+    def group_kwargs(
+        self, env_indices: tuple[int, ...], env_seeds: Sequence[int] | None
+    ) -> dict[str, Any]:
+        """EnvGroup keyword arguments for these envs (seeds aligned with them)."""
+        return {
+            "env_indices": env_indices,
+            "env_seeds": None if env_seeds is None else tuple(env_seeds),
+            "reset_mode": self.reset_mode,
+            "traj_info_type": self.traj_info_type,
+            "traj_info_kwargs": self.traj_info_kwargs,
+        }
+
+
+def spawn_worker(
+    processes: SteppingProcesses,
+    settings: GroupSettings,
+    index: int,
+    env_slice: tuple[int, int],
+    env_seeds: Sequence[int] | None,
+    want_example: bool = False,
+) -> WorkerHandle:
+    """Start worker ``index`` stepping the cage-local envs ``env_slice``.
+
+    ``env_seeds``: the seeds of all the cage's envs (or None).
+    """
+    lo, hi = env_slice
+    env_indices = processes.env_indices(lo, hi)
+    seeds = None if env_seeds is None else env_seeds[lo:hi]
+    config = WorkerConfig(
+        index=index,
+        factory_bytes=settings.factory_bytes,
+        group_kwargs=settings.group_kwargs(env_indices, seeds),
+        env_slice=env_slice,
+        spin_seconds=settings.spin_seconds,
+        want_example=want_example,
+        cpus=settings.cpus,
+    )
+    return WorkerHandle(settings.ctx, config, processes.control, env_indices)
+
+
+def start_processes(
+    processes: SteppingProcesses,
+    settings: GroupSettings,
+    slices: list[tuple[int, int]],
+    env_seeds: Sequence[int] | None,
+    start_timeout: float,
+) -> tuple[EnvSpaces, dict[str, Any]]:
+    """Start the workers (``slices``) and the main process's share; their spaces and example.
+
+    The example step comes from the main process's share, else from worker 0.
+
+    Raises:
+        WorkerDiedError: a worker died or hung before it was ready.
+        SpaceMismatchError: processes' envs disagree about their spaces.
+    """
+    processes.control = Array(
+        (len(slices),), (CONTROL_WIDTH,), np.int64, storage="shared"
+    )
+    main = processes.main_process_envs
+    for index, env_slice in enumerate(slices):
+        worker = spawn_worker(
+            processes, settings, index, env_slice, env_seeds, index == 0 and not main
+        )
+        processes.workers.append(worker)
+    example = None
+    if main:
+        processes.main_group = EnvGroup(
+            settings.env_factory,
+            settings.env_kwargs,
+            **settings.group_kwargs(
+                processes.env_indices(0, main),
+                None if env_seeds is None else env_seeds[:main],
+            ),
+        )
+        spaces = processes.main_group.spaces
+        example = processes.main_group.example_step()
+    for worker in processes.workers:
+        try:
+            worker_spaces, worker_example = worker.handshake(start_timeout)
+        except WorkerLost as lost:
+            raise lost.worker.died_error(starting=True) from None
+        if example is None:
+            spaces, example = worker_spaces, worker_example
+        check_spaces_agree(spaces, worker_spaces, worker.env_indices[0])
+    return EnvSpaces(*spaces), example
