@@ -11,7 +11,7 @@ from parllel.cages import ProcessCage, SerialCage
 from parllel.cages.protocol import Layout, Views
 from parllel.cages.slots import SlotRegistry
 from parllel.tree import ArrayDict, buffer_from_example, tree_items, tree_map
-from tests.cage_helpers import allocate, run
+from tests.helpers.cage_helpers import allocate, run
 
 N_ENVS = 3
 
