@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from envs import CountingEnv
 
 from parllel.arrays import NotSharedError
 from parllel.cages import ProcessCage, SerialCage
@@ -12,6 +11,7 @@ from parllel.cages.protocol import Layout, Views
 from parllel.cages.slots import SlotRegistry
 from parllel.tree import ArrayDict, buffer_from_example, tree_items, tree_map
 from tests.helpers.cage_helpers import allocate, run
+from tests.helpers.envs import CountingEnv
 
 N_ENVS = 3
 

@@ -6,9 +6,9 @@ import math
 import multiprocessing as mp
 
 import pytest
-from envs import CountingEnv
 
 from parllel.cages import measure_sync_seconds, suggest_layout, suggest_layout_for
+from tests.helpers.envs import CountingEnv
 
 
 @pytest.mark.parametrize("start_method", [None, "fork"])
