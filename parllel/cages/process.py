@@ -75,8 +75,12 @@ class ProcessCage(Cage):
             per core, minus one if the main process steps envs).
         main_process_envs: envs stepped by the main process itself (the first
             ones), inside :meth:`await_step`.
-        seed, env_offset, reset_mode, traj_info_type, traj_info_kwargs: as for
-            :class:`~parllel.cages.SerialCage`; results are bit-identical to it.
+        seed: as for :class:`~parllel.cages.SerialCage` (results are
+            bit-identical to it), like the next four arguments.
+        env_offset: global index of this cage's first env.
+        reset_mode: ``"auto"`` or ``"wait"``.
+        traj_info_type: TrajInfo class (or factory) used per episode.
+        traj_info_kwargs: keyword arguments for ``traj_info_type``.
         on_worker_death: ``"raise"`` (:class:`~parllel.errors.WorkerDiedError`)
             or ``"restart"``: recreate the worker's envs, reset them, report
             their episodes as lost (``TrajInfo.lost``, truncated) and go on.

@@ -52,9 +52,8 @@ class PolicyEvaluator(Protocol):
     Fields named in ``PPO(extra_input_fields=...)`` (e.g. ``PREV_ACTION``)
     arrive as keyword arguments with the observation's leading dims.
 
-    Returns:
-        A :class:`PolicyEvaluation` (or a 3-tuple in that order) whose
-        tensors have the action's leading dims and carry gradients.
+    ``evaluate`` returns a :class:`PolicyEvaluation` (or a 3-tuple in that
+    order) whose tensors have the action's leading dims and carry gradients.
     """
 
     def evaluate(
