@@ -27,7 +27,6 @@ from parllel.runners.checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from parllel.runners.finite import refuse_nonfinite_state
 from parllel.runners.compatibility import (
     NEVER_COMPARED,
     check_config,
@@ -35,6 +34,7 @@ from parllel.runners.compatibility import (
     config_difference_hint,
     load_object,
 )
+from parllel.runners.finite import refuse_nonfinite_state
 from parllel.runners.interrupt import InterruptHandler
 
 
