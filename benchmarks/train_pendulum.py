@@ -47,8 +47,9 @@ from parllel.patterns import (  # noqa: E402
     build_sample_tree,
 )
 from parllel.replays import UniformReplay  # noqa: E402
-from parllel.runners import Callback, OffPolicyRunner, Seeds, seed_everything  # noqa: E402
+from parllel.runners import Callback, OffPolicyRunner  # noqa: E402
 from parllel.runners.off_policy import AttributeSchedule  # noqa: E402
+from parllel.runtime import Seeds, seed_everything  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.torch.agents import build_sac_agent  # noqa: E402
 from parllel.torch.algos import SAC  # noqa: E402

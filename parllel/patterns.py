@@ -365,7 +365,7 @@ def run_training(
     ``close()`` (cages, sample trees).
     """
     from parllel.plot import plot_learning_curve
-    from parllel.runners.cli import resume_command
+    from parllel.runtime.cli import resume_command
 
     summary: dict[str, float] = {}
     already_finished = exited_at_once = False

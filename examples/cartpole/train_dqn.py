@@ -29,15 +29,10 @@ from parllel.patterns import (
     run_training,
 )
 from parllel.replays import PrioritizedReplay, UniformReplay
-from parllel.runners import (
-    Callback,
-    OffPolicyRunner,
-    RunDirectory,
-    Seeds,
-    seed_everything,
-)
-from parllel.runners.cli import parse_config
+from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
+from parllel.runtime import RunDirectory, Seeds, seed_everything
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.agents import build_dqn_agent
 from parllel.torch.algos import DQN, epsilon_schedule

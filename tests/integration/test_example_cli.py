@@ -14,8 +14,8 @@ from typing import Literal
 import pytest
 
 from parllel.errors import ParllelWarning, RunDirectoryError
-from parllel.runners import RunDirectory
-from parllel.runners.cli import config_from_run, parse_config, resume_command
+from parllel.runtime import RunDirectory
+from parllel.runtime.cli import config_from_run, parse_config, resume_command
 
 pytest.importorskip("tyro")
 

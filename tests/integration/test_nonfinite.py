@@ -22,8 +22,9 @@ from parllel.errors import (
     NonFiniteSampleError,
 )
 from parllel.patterns import build_alternating_cages, build_sample_tree
-from parllel.runners import OnPolicyRunner, Seeds
-from parllel.runners.checkpoint import (
+from parllel.runners import OnPolicyRunner
+from parllel.runtime import Seeds
+from parllel.runtime.checkpoint import (
     checkpoint_step,
     list_checkpoints,
     load_checkpoint,

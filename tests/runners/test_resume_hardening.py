@@ -23,8 +23,9 @@ from parllel.errors import (
     ScheduleWarning,
 )
 from parllel.logging import CsvSink, MultiLogger, read_progress
-from parllel.runners import Callback, OnPolicyRunner, RunDirectory
-from parllel.runners.checkpoint import list_checkpoints, load_checkpoint
+from parllel.runners import Callback, OnPolicyRunner
+from parllel.runtime import RunDirectory
+from parllel.runtime.checkpoint import list_checkpoints, load_checkpoint
 from parllel.transforms import NormalizeObservations
 
 pytestmark = pytest.mark.timeout(60)

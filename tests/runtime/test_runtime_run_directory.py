@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from parllel.errors import ConfigError, RunDirectoryError
-from parllel.runners.checkpoint import save_checkpoint
-from parllel.runners.run_directory import RunDirectory, to_jsonable
-from parllel.runners.seeding import Seeds
+from parllel.runtime.checkpoint import save_checkpoint
+from parllel.runtime.run_directory import RunDirectory, to_jsonable
+from parllel.runtime.seeding import Seeds
 
 
 class Mode(enum.Enum):
