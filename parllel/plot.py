@@ -79,7 +79,7 @@ def _pyplot():
     except ImportError as error:
         raise MissingDependencyError(
             "plotting needs the 'matplotlib' package: pip install matplotlib, "
-            "or pip install 'parllel[examples]'"
+            "or pip install 'parllel[plot]'"
         ) from error
     matplotlib.use("Agg")
     import matplotlib.pyplot as pyplot

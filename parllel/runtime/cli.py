@@ -3,7 +3,7 @@
 Every field of the script's ``Config`` becomes a flag (``batch_T`` is
 ``--batch-T``, a bool ``rebalance`` is ``--rebalance`` / ``--no-rebalance``),
 with the field's docstring as its help; parsing is done by ``tyro`` (in the
-``examples`` extra). Two flags are added to every script:
+``cli`` extra). Two flags are added to every script:
 
 - ``--quick``: the script's preset for a tiny smoke run;
 - ``--resume RUN``: continue the run in directory ``RUN``; its ``config.json``
@@ -59,7 +59,7 @@ def _tyro() -> Any:
     except ImportError as error:
         raise MissingDependencyError(
             "the example command line needs the 'tyro' package: pip install tyro, "
-            "or pip install 'parllel[examples]'"
+            "or pip install 'parllel[cli]'"
         ) from error
     return tyro
 
