@@ -52,7 +52,8 @@ from parllel.patterns import (  # noqa: E402
     build_eval_sampler,
     build_sample_tree,
 )
-from parllel.runners import Callback, OnPolicyRunner, Seeds, seed_everything  # noqa: E402
+from parllel.runners import Callback, OnPolicyRunner  # noqa: E402
+from parllel.runtime import Seeds, seed_everything  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule  # noqa: E402

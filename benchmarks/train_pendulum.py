@@ -47,11 +47,16 @@ from parllel.patterns import (  # noqa: E402
     build_sample_tree,
 )
 from parllel.replays import UniformReplay  # noqa: E402
-from parllel.runners import Callback, OffPolicyRunner, Seeds, seed_everything  # noqa: E402
+from parllel.runners import Callback, OffPolicyRunner  # noqa: E402
 from parllel.runners.off_policy import AttributeSchedule  # noqa: E402
+from parllel.runtime import Seeds, seed_everything  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.torch.agents import build_sac_agent  # noqa: E402
-from parllel.torch.algos import SAC  # noqa: E402
+from parllel.torch.algos import (  # noqa: E402
+    SAC,
+    EntropyCoefficient,
+    build_sac_optimizer,
+)
 from parllel.torch.handler import TorchHandler  # noqa: E402
 
 THRESHOLD = -200.0
@@ -132,7 +137,9 @@ def run_ours(seed: int, h: dict[str, Any]) -> dict[str, Any]:
         h["eval_episodes"],
         seed=10_000 + seed,
     )
-    sac = SAC(agent, learning_rate=h["learning_rate"], tau=h["tau"], replay_ratio=1.0)
+    alpha = EntropyCoefficient(1.0)
+    optimizer = build_sac_optimizer(agent, alpha, learning_rate=h["learning_rate"])
+    sac = SAC(agent, optimizer, alpha, tau=h["tau"], replay_ratio=1.0)
     timed = TimedEval(eval_sampler)
     threshold = Threshold(timed)
     runner = OffPolicyRunner(

@@ -1,8 +1,11 @@
-"""Renamed keywords and names: the old one still works, with a warning, for one release."""
+"""Renamed keywords, renamed and moved names: the old one still works, with a
+warning, for one release."""
 
 from __future__ import annotations
 
+import importlib
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from parllel.errors import ConfigError
@@ -53,3 +56,38 @@ def renamed_attribute(module: str, old: str, new: str, value: Any) -> Any:
         stacklevel=3,
     )
     return value
+
+
+def moved_attribute(old_module: str, new_module: str, name: str) -> Any:
+    """Return ``new_module.name`` with a warning that ``old_module.name`` moved there.
+
+    For a module-level ``__getattr__`` that keeps ``old_module.name`` working.
+    """
+    value = getattr(importlib.import_module(new_module), name)
+    warnings.warn(
+        f"{old_module}.{name} moved to {new_module}.{name}; the old path will be "
+        "removed in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return value
+
+
+def moved_module(old_module: str, new_module: str) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for a module whose contents moved to ``new_module``.
+
+    Every attribute of the old module is looked up in the new one, with a
+    :class:`DeprecationWarning` naming the new path.
+
+    Example:
+        >>> __getattr__ = moved_module(__name__, "parllel.runtime.checkpoint")
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__") or not hasattr(
+            importlib.import_module(new_module), name
+        ):
+            raise AttributeError(f"module {old_module!r} has no attribute {name!r}")
+        return moved_attribute(old_module, new_module, name)
+
+    return __getattr__

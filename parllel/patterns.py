@@ -330,6 +330,9 @@ def build_run_logger(
     :meth:`Runner.load <parllel.runners.Runner.load>` then rewinds them to the
     checkpoint's step (rows and events logged after it are dropped, so no step
     appears twice). Without a runner, pass ``resume_step`` to rewind here.
+
+    Needs the ``torch`` and ``logging`` extras (TensorBoard, and tqdm for the
+    bar in a terminal).
     """
     from parllel.logging import (
         CsvSink,
@@ -364,10 +367,11 @@ def run_training(
     checkpoint written, the run directory and the command that resumes it,
     then ``SystemExit(130)`` (the shell's status for Ctrl-C), also after a
     second Ctrl-C that skipped the checkpoint. ``close`` holds anything with
-    ``close()`` (cages, sample trees).
+    ``close()`` (cages, sample trees). The learning curve needs the ``plot``
+    extra.
     """
     from parllel.plot import plot_learning_curve
-    from parllel.runners.cli import resume_command
+    from parllel.runtime.cli import resume_command
 
     summary: dict[str, float] = {}
     already_finished = exited_at_once = False

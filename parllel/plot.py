@@ -80,7 +80,7 @@ def _pyplot() -> Any:
     except ImportError as error:
         raise MissingDependencyError(
             "plotting needs the 'matplotlib' package: pip install matplotlib, "
-            "or pip install 'parllel[examples]'"
+            "or pip install 'parllel[plot]'"
         ) from error
     matplotlib.use("Agg")
     import matplotlib.pyplot as pyplot

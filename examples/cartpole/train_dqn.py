@@ -29,18 +29,13 @@ from parllel.patterns import (
     run_training,
 )
 from parllel.replays import PrioritizedReplay, UniformReplay
-from parllel.runners import (
-    Callback,
-    OffPolicyRunner,
-    RunDirectory,
-    Seeds,
-    seed_everything,
-)
-from parllel.runners.cli import parse_config
+from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
+from parllel.runtime import RunDirectory, Seeds, seed_everything
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.agents import build_dqn_agent
-from parllel.torch.algos import DQN, epsilon_schedule
+from parllel.torch.algos import DQN, adam, epsilon_schedule
 from parllel.torch.handler import TorchHandler
 
 
@@ -193,7 +188,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     # the algorithm: double DQN, hard target updates
     dqn = DQN(
         agent,
-        learning_rate=config.learning_rate,
+        adam(agent.q_network.parameters(), learning_rate=config.learning_rate),
         target_update_interval=config.target_update_interval,
         replay_ratio=config.replay_ratio,
     )

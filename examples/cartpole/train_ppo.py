@@ -30,8 +30,9 @@ from parllel.patterns import (
     build_sample_tree,
     run_training,
 )
-from parllel.runners import OnPolicyRunner, RunDirectory, Seeds, seed_everything
-from parllel.runners.cli import parse_config
+from parllel.runners import OnPolicyRunner
+from parllel.runtime import RunDirectory, Seeds, seed_everything
+from parllel.runtime.cli import parse_config
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule

@@ -27,18 +27,13 @@ from parllel.patterns import (
     run_training,
 )
 from parllel.replays import UniformReplay
-from parllel.runners import (
-    Callback,
-    OffPolicyRunner,
-    RunDirectory,
-    Seeds,
-    seed_everything,
-)
-from parllel.runners.cli import parse_config
+from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
+from parllel.runtime import RunDirectory, Seeds, seed_everything
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.agents import build_sac_agent
-from parllel.torch.algos import SAC
+from parllel.torch.algos import SAC, EntropyCoefficient, build_sac_optimizer
 from parllel.torch.handler import TorchHandler
 
 
@@ -150,13 +145,11 @@ def main(config: Config, resume: str | None = None) -> dict:
         seed=seeds.eval_envs,
     )
 
-    # the algorithm: one update per env step
-    sac = SAC(
-        agent,
-        learning_rate=config.learning_rate,
-        tau=config.tau,
-        replay_ratio=config.replay_ratio,
-    )
+    # the algorithm: one update per env step; alpha is learned, starting at 1;
+    # one fused Adam steps actor, critic and alpha together
+    alpha = EntropyCoefficient(1.0)
+    optimizer = build_sac_optimizer(agent, alpha, learning_rate=config.learning_rate)
+    sac = SAC(agent, optimizer, alpha, tau=config.tau, replay_ratio=config.replay_ratio)
 
     logger = build_run_logger(run, config.total_steps, resume=bool(resume))
     runner = OffPolicyRunner(

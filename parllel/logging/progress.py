@@ -75,7 +75,7 @@ class ProgressBar(Sink):
         except ImportError as error:
             raise MissingDependencyError(
                 "ProgressBar needs the 'tqdm' package: pip install tqdm, or "
-                "pip install 'parllel[examples]' (or pass disable=True)"
+                "pip install 'parllel[logging]' (or pass disable=True)"
             ) from error
         self._bar = tqdm(
             total=total,

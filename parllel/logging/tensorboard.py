@@ -16,8 +16,8 @@ def _summary_writer_class() -> Any:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as error:
         raise MissingDependencyError(
-            "TensorBoardSink needs the 'tensorboard' package (and torch): "
-            "pip install tensorboard, or pip install 'parllel[examples]'"
+            "TensorBoardSink needs the 'tensorboard' package and torch: pip install "
+            "tensorboard, or pip install 'parllel[torch,logging]'"
         ) from error
     return SummaryWriter
 

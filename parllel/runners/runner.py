@@ -20,22 +20,22 @@ from parllel.errors import (
     ScheduleWarning,
 )
 from parllel.logging import EpisodeStats, Logger
-from parllel.runners.checkpoint import (
+from parllel.runners.interrupt import InterruptHandler
+from parllel.runtime.checkpoint import (
     capture_rng_state,
     load_checkpoint,
     load_latest_checkpoint,
     restore_rng_state,
     save_checkpoint,
 )
-from parllel.runners.compatibility import (
+from parllel.runtime.compatibility import (
     NEVER_COMPARED,
     check_config,
     check_object,
     config_difference_hint,
     load_object,
 )
-from parllel.runners.finite import refuse_nonfinite_state
-from parllel.runners.interrupt import InterruptHandler
+from parllel.runtime.finite import refuse_nonfinite_state
 
 
 class Stateful(Protocol):

@@ -22,16 +22,18 @@ from parllel.errors import (
     NonFiniteSampleError,
 )
 from parllel.patterns import build_alternating_cages, build_sample_tree
-from parllel.runners import OnPolicyRunner, Seeds
-from parllel.runners.checkpoint import (
+from parllel.runners import OnPolicyRunner
+from parllel.runtime import Seeds
+from parllel.runtime.checkpoint import (
     checkpoint_step,
     list_checkpoints,
     load_checkpoint,
 )
 from parllel.samplers import AlternatingSampler, FeedForwardSampler, RecurrentSampler
 from parllel.torch.agents.sac_agent import SacAgent
+from parllel.torch.algos import adam
 from parllel.torch.algos.dqn import DQN
-from parllel.torch.algos.sac import SAC
+from parllel.torch.algos.sac import SAC, EntropyCoefficient, build_sac_optimizer
 from parllel.transforms import first_nonfinite
 from tests.torch.test_torch_dqn import _batch as dqn_batch
 from tests.torch.test_torch_dqn import _linear_agent
@@ -229,7 +231,7 @@ def test_ppo_stops_before_a_non_finite_step():
 
 def test_dqn_stops_before_a_non_finite_step():
     agent = _linear_agent()
-    dqn = DQN(agent, target_update_interval=1)
+    dqn = DQN(agent, adam(agent.q_network.parameters(), 1e-3), target_update_interval=1)
     before = snapshot(agent.q_network)
     reward = torch.tensor([1.0, float("inf"), 3.0, 4.0])
     with pytest.raises(NonFiniteLossError, match="DQN update 0") as caught:
@@ -241,7 +243,8 @@ def test_dqn_stops_before_a_non_finite_step():
 
 def test_sac_stops_before_a_non_finite_step():
     agent = SacAgent(MeanActor(), LinearCritic(), FixedPolicy())
-    sac = SAC(agent, initial_alpha=0.5, max_grad_norm=10.0)
+    alpha = EntropyCoefficient(0.5)
+    sac = SAC(agent, build_sac_optimizer(agent, alpha), alpha, max_grad_norm=10.0)
     before = snapshot(agent.actor, agent.critic, sac.target_critic)
     log_alpha = sac.log_alpha.detach().clone()
     reward = torch.tensor([1.0, float("nan"), 3.0, 4.0])

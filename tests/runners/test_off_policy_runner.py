@@ -15,7 +15,14 @@ from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.agents import build_dqn_agent, build_sac_agent
-from parllel.torch.algos import DQN, SAC, epsilon_schedule
+from parllel.torch.algos import (
+    DQN,
+    SAC,
+    EntropyCoefficient,
+    adam,
+    build_sac_optimizer,
+    epsilon_schedule,
+)
 from parllel.torch.handler import TorchHandler
 
 pytestmark = pytest.mark.timeout(90)
@@ -46,7 +53,9 @@ class Setup:
             learning_starts=8,
         )
         sampler = FeedForwardSampler(self.cage, handler, self.sample_tree)
-        self.sac = SAC(self.agent, learning_rate=1e-3, replay_ratio=0.5)
+        alpha = EntropyCoefficient(1.0)
+        optimizer = build_sac_optimizer(self.agent, alpha, learning_rate=1e-3)
+        self.sac = SAC(self.agent, optimizer, alpha, replay_ratio=0.5)
         self.runner = OffPolicyRunner(
             sampler,
             self.replay,
@@ -169,7 +178,8 @@ def test_epsilon_schedule_callback_and_dqn_runner():
             build_replay_tree(cage, handler, T, N), 4, np.random.default_rng(0)
         )
         sampler = FeedForwardSampler(cage, handler, sample_tree)
-        dqn = DQN(agent, target_update_interval=2, updates_per_optimize=3)
+        optimizer = adam(agent.q_network.parameters(), learning_rate=1e-3)
+        dqn = DQN(agent, optimizer, target_update_interval=2, updates_per_optimize=3)
         record = Record(agent)
         schedule = epsilon_schedule(1.0, 0.0, decay_steps=8)
         runner = OffPolicyRunner(

@@ -20,7 +20,8 @@ from torch import nn
 from parllel import fields
 from parllel.cages import TrajInfo
 from parllel.errors import CheckpointError, CheckpointMismatchError
-from parllel.runners import Callback, OnPolicyRunner, RunDirectory
+from parllel.runners import Callback, OnPolicyRunner
+from parllel.runtime import RunDirectory
 from parllel.transforms import NormalizeObservations
 
 pytestmark = pytest.mark.timeout(60)
@@ -223,7 +224,7 @@ def _train_cartpole_serial(seed: int, tmp_path) -> dict[str, torch.Tensor]:
 
     from parllel.patterns import add_advantage_estimation, build_cages
     from parllel.patterns import build_sample_tree as allocate
-    from parllel.runners import Seeds, seed_everything
+    from parllel.runtime import Seeds, seed_everything
     from parllel.samplers import FeedForwardSampler
     from parllel.torch.agents import ActorCriticAgent
     from parllel.torch.algos import PPO, ActorCriticEvaluator

@@ -17,7 +17,7 @@ from parllel import fields
 from parllel.cages import TrajInfo
 from parllel.errors import ConfigError
 from parllel.runners import Callback, OnPolicyRunner
-from parllel.runners.checkpoint import checkpoint_step, list_checkpoints
+from parllel.runtime.checkpoint import checkpoint_step, list_checkpoints
 from parllel.torch.algos import PPO, ActorCriticEvaluator
 from parllel.torch.models import build_actor_critic
 

@@ -13,8 +13,8 @@ from parllel.errors import (
     CheckpointMismatchError,
     CheckpointNotFoundError,
 )
-from parllel.runners import checkpoint as checkpoint_module
-from parllel.runners.checkpoint import (
+from parllel.runtime import checkpoint as checkpoint_module
+from parllel.runtime.checkpoint import (
     atomic_save,
     capture_rng_state,
     check_config,

@@ -10,7 +10,7 @@ import pytest
 
 from parllel.errors import ConfigError
 from parllel.logging import CsvSink
-from parllel.runners.run_directory import RunDirectory
+from parllel.runtime.run_directory import RunDirectory
 
 needs_matplotlib = pytest.mark.skipif(
     importlib.util.find_spec("matplotlib") is None, reason="matplotlib not installed"

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from parllel.errors import ConfigError, RunDirectoryError
-from parllel.runners.checkpoint import save_checkpoint
-from parllel.runners.run_directory import RunDirectory, to_jsonable
-from parllel.runners.seeding import Seeds
+from parllel.runtime.checkpoint import save_checkpoint
+from parllel.runtime.run_directory import RunDirectory, to_jsonable
+from parllel.runtime.seeding import Seeds
 
 
 class Mode(enum.Enum):
@@ -135,3 +135,11 @@ def test_to_jsonable_handles_arrays_and_cycles():
     cyclic: dict = {}
     cyclic["self"] = cyclic
     json.dumps(to_jsonable(cyclic))
+
+
+def test_record_resume_updates_config_json_and_lists_the_changes(tmp_path):
+    run = RunDirectory.create(tmp_path, "run", config={"seed": 1, "total_steps": 512})
+    run.record_resume(512, None, config={"seed": 1, "total_steps": 768})
+    assert run.read_config() == {"seed": 1, "total_steps": 768}
+    (record,) = run.read_metadata()["resumes"]
+    assert record["config_changes"] == {"total_steps": [512, 768]}

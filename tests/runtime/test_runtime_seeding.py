@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from parllel.errors import ConfigError
-from parllel.runners.seeding import Seeds, seed_everything
+from parllel.runtime.seeding import Seeds, seed_everything
 
 
 def test_same_master_same_seeds_and_independence():

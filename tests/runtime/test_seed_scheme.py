@@ -16,7 +16,7 @@ from parllel import fields
 from parllel.cages import ProcessCage, SerialCage, env_seed
 from parllel.errors import ConfigError
 from parllel.patterns import build_alternating_cages, build_cages
-from parllel.runners import RunDirectory, Seeds
+from parllel.runtime import RunDirectory, Seeds
 from parllel.seeding import (
     Stream,
     action_space_seed,

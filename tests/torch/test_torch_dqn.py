@@ -12,6 +12,7 @@ from parllel import fields
 from parllel.errors import ConfigError
 from parllel.replays import PrioritizedReplay, ReplayBatch
 from parllel.torch.agents.dqn_agent import DqnAgent, build_dqn_agent
+from parllel.torch.algos import adam
 from parllel.torch.algos.dqn import DQN, epsilon_schedule
 from parllel.tree import ArrayDict, buffer_from_example
 
@@ -21,6 +22,11 @@ def _linear_agent(online=(1.0, 3.0, 2.0)):
     with torch.no_grad():
         network.weight.copy_(torch.tensor(online).reshape(3, 1))
     return DqnAgent(network, 3)
+
+
+def make_dqn(agent, learning_rate=1e-3, **kwargs):
+    """DQN with the usual optimizer: fused Adam over the Q-network."""
+    return DQN(agent, adam(agent.q_network.parameters(), learning_rate), **kwargs)
 
 
 def _batch(**overrides):
@@ -51,7 +57,7 @@ def _batch(**overrides):
     ],
 )
 def test_targets_by_hand(double, expected):
-    dqn = DQN(_linear_agent(), double_dqn=double)
+    dqn = make_dqn(_linear_agent(), double_dqn=double)
     with torch.no_grad():
         dqn.target_network.weight.copy_(torch.tensor([[10.0], [20.0], [30.0]]))
     torch.testing.assert_close(dqn.target_values(_batch()), torch.tensor(expected))
@@ -74,7 +80,7 @@ def test_huber_loss_weights_and_priorities():
 
 def test_target_network_updates():
     agent = _linear_agent()
-    dqn = DQN(agent, target_update_interval=3, learning_rate=0.1)
+    dqn = make_dqn(agent, target_update_interval=3, learning_rate=0.1)
     initial = dqn.target_network.weight.detach().clone()
     for _ in range(2):
         dqn.update(_batch())
@@ -83,16 +89,16 @@ def test_target_network_updates():
     assert torch.equal(dqn.target_network.weight, agent.q_network.weight)
 
     agent = _linear_agent()
-    dqn = DQN(agent, tau=0.5, learning_rate=0.1)
+    dqn = make_dqn(agent, tau=0.5, learning_rate=0.1)
     old_target = dqn.target_network.weight.detach().clone()
     dqn.update(_batch())
     torch.testing.assert_close(
         dqn.target_network.weight, 0.5 * old_target + 0.5 * agent.q_network.weight
     )
     with pytest.raises(ConfigError, match="not both"):
-        DQN(agent, tau=0.5, target_update_interval=10)
+        make_dqn(agent, tau=0.5, target_update_interval=10)
     with pytest.raises(ConfigError, match="target_update_interval"):
-        DQN(agent, target_update_interval=0)
+        make_dqn(agent, target_update_interval=0)
 
 
 def test_epsilon_schedule_and_agent():
@@ -117,10 +123,10 @@ def test_epsilon_schedule_and_agent():
 
 def test_state_dict_round_trip():
     agent = _linear_agent()
-    dqn = DQN(agent, target_update_interval=100, learning_rate=0.1)
+    dqn = make_dqn(agent, target_update_interval=100, learning_rate=0.1)
     dqn.update(_batch())
     state = dqn.state_dict()
-    other = DQN(_linear_agent(), target_update_interval=100)
+    other = make_dqn(_linear_agent(), target_update_interval=100)
     other.load_state_dict(state)
     assert other.updates_done == 1
     assert torch.equal(other.target_network.weight, dqn.target_network.weight)
@@ -145,7 +151,7 @@ def test_dqn_learns_a_two_state_chain_with_prioritized_replay():
         observation_space, gym.spaces.Discrete(2), hidden_sizes=(32,)
     )
     agent.generator = torch.Generator().manual_seed(0)
-    dqn = DQN(
+    dqn = make_dqn(
         agent, learning_rate=1e-2, target_update_interval=20, updates_per_optimize=4
     )
     eye = np.eye(2, dtype=np.float32)

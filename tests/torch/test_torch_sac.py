@@ -12,7 +12,7 @@ from parllel import fields
 from parllel.errors import ConfigError
 from parllel.replays import ReplayBatch, UniformReplay
 from parllel.torch.agents.sac_agent import SacAgent, build_sac_agent
-from parllel.torch.algos.sac import SAC
+from parllel.torch.algos.sac import SAC, EntropyCoefficient, build_sac_optimizer
 from parllel.torch.distributions import GaussianParams
 from parllel.tree import ArrayDict, buffer_from_example
 
@@ -49,6 +49,13 @@ class MeanActor(nn.Module):
         return GaussianParams(mean, torch.zeros_like(mean))
 
 
+def make_sac(agent, initial_alpha=1.0, learning_rate=3e-4, **kwargs):
+    """SAC with the usual optimizer: one fused Adam over actor, critic and alpha."""
+    alpha = EntropyCoefficient(initial_alpha)
+    optimizer = build_sac_optimizer(agent, alpha, learning_rate)
+    return SAC(agent, optimizer, alpha, **kwargs)
+
+
 def _batch(**overrides):
     values = dict(
         observation=torch.zeros(4, 1),
@@ -68,7 +75,7 @@ def _batch(**overrides):
 
 def test_target_matches_hand_computation():
     agent = SacAgent(MeanActor(), LinearCritic(), FixedPolicy())
-    sac = SAC(agent, initial_alpha=0.5)
+    sac = make_sac(agent, initial_alpha=0.5)
     # s' + a' = [1.5, 2.5, 0.5, -0.5]; q1 = that, q2 = 2 * that - 1 = [2, 4, 0, -2]
     # min = [1.5, 2.5, 0, -2]; soft value = min - 0.5 * (-1) = [2, 3, 0.5, -1.5]
     # step 1: terminated, no bootstrap; step 2: truncated, bootstrapped
@@ -89,9 +96,8 @@ def test_update_metrics_and_alpha_moves_towards_target_entropy():
     torch.manual_seed(0)
     space = gym.spaces.Box(-1, 1, (2,), np.float32)
     agent = build_sac_agent(space, space, hidden_sizes=(16,))
-    sac = SAC(
-        agent, learning_rate=1e-2, target_entropy=10.0
-    )  # unreachable: alpha grows
+    # unreachable target entropy: alpha grows
+    sac = make_sac(agent, learning_rate=1e-2, target_entropy=10.0)
     batch = _batch(
         observation=torch.randn(4, 2),
         action=torch.rand(4, 2) * 2 - 1,
@@ -112,7 +118,7 @@ def test_update_metrics_and_alpha_moves_towards_target_entropy():
     }
     assert metrics["alpha"] > 1.0
     assert sac.target_entropy == 10.0
-    assert SAC(agent).target_entropy == -2.0  # default: -action_dim
+    assert make_sac(agent).target_entropy == -2.0  # default: -action_dim
     after = list(agent.critic.parameters())
     assert any(not torch.equal(a, b) for a, b in zip(after, before))
 
@@ -121,11 +127,11 @@ def test_state_dict_round_trip():
     torch.manual_seed(0)
     space = gym.spaces.Box(-1, 1, (1,), np.float32)
     agent = build_sac_agent(space, space, hidden_sizes=(8,))
-    sac = SAC(agent, initial_alpha=0.3, replay_ratio=0.5)
+    sac = make_sac(agent, initial_alpha=0.3, replay_ratio=0.5)
     sac.update(_batch())
     sac.update_count(3)  # leaves a fractional carry
     state = sac.state_dict()
-    other = SAC(agent, replay_ratio=0.5)
+    other = make_sac(agent, replay_ratio=0.5)
     other.load_state_dict(state)
     assert other.alpha == pytest.approx(sac.alpha)
     assert other.updates_done == 1
@@ -138,11 +144,11 @@ def test_config_errors():
     space = gym.spaces.Box(-1, 1, (1,), np.float32)
     agent = build_sac_agent(space, space, hidden_sizes=(8,))
     with pytest.raises(ConfigError, match="tau"):
-        SAC(agent, tau=0.0)
+        make_sac(agent, tau=0.0)
     with pytest.raises(ConfigError, match="not both"):
-        SAC(agent, updates_per_optimize=2, replay_ratio=1.0)
+        make_sac(agent, updates_per_optimize=2, replay_ratio=1.0)
     with pytest.raises(ConfigError, match="new_steps"):
-        SAC(agent, replay_ratio=1.0).optimize(replay=None)
+        make_sac(agent, replay_ratio=1.0).optimize(replay=None)
     with pytest.raises(ConfigError, match="Box"):
         build_sac_agent(space, gym.spaces.Discrete(2))
 
@@ -153,7 +159,7 @@ def test_sac_learns_a_one_step_bandit():
     T, B, N = 8, 4, 64
     space = gym.spaces.Box(-1, 1, (1,), np.float32)
     agent = build_sac_agent(space, space, hidden_sizes=(32,))
-    sac = SAC(agent, learning_rate=3e-3, updates_per_optimize=8, tau=0.05)
+    sac = make_sac(agent, learning_rate=3e-3, updates_per_optimize=8, tau=0.05)
 
     def alloc(example, padding=0):
         return buffer_from_example(example, (T, B), padding=padding, full_size=N)

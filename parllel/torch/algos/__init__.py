@@ -1,4 +1,9 @@
-"""Torch RL algorithms and the protocol they use to evaluate an agent's policy."""
+"""Torch RL algorithms and the protocol they use to evaluate an agent's policy.
+
+Every algorithm receives its optimizer (``PPO(evaluator, optimizer)``,
+``SAC(agent, optimizer, alpha)``, ``DQN(agent, optimizer)``); :func:`adam` and
+:func:`build_sac_optimizer` build the usual ones.
+"""
 
 from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.dqn import DQN, epsilon_schedule
@@ -7,8 +12,10 @@ from parllel.torch.algos.evaluator import (
     PolicyEvaluation,
     PolicyEvaluator,
 )
+from parllel.torch.algos.off_policy import adam
 from parllel.torch.algos.ppo import PPO
 from parllel.torch.algos.sac import SAC
+from parllel.torch.algos.sac_setup import EntropyCoefficient, build_sac_optimizer
 from parllel.torch.algos.schedules import Schedule, constant_schedule, linear_schedule
 
 __all__ = [
@@ -16,10 +23,13 @@ __all__ = [
     "PPO",
     "SAC",
     "ActorCriticEvaluator",
+    "EntropyCoefficient",
     "PolicyBatch",
     "PolicyEvaluation",
     "PolicyEvaluator",
     "Schedule",
+    "adam",
+    "build_sac_optimizer",
     "constant_schedule",
     "epsilon_schedule",
     "linear_schedule",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -73,15 +74,16 @@ class DQN:
 
     Example:
         >>> agent = build_dqn_agent(obs_space, action_space)
-        >>> dqn = DQN(agent, learning_rate=1e-3, target_update_interval=500)
+        >>> optimizer = adam(agent.q_network.parameters(), learning_rate=1e-3)
+        >>> dqn = DQN(agent, optimizer, target_update_interval=500)
         >>> metrics = dqn.optimize(replay)
 
     Args:
         agent: a :class:`~parllel.torch.agents.dqn_agent.DqnAgent` (or any
             object with a ``q_network`` module mapping observations to
             ``[..., num_actions]``).
-        optimizer: optimizer over the Q-network (default Adam).
-        learning_rate: learning rate of the default optimizer.
+        optimizer: optimizer over every parameter of the Q-network (e.g.
+            :func:`~parllel.torch.algos.adam`, Adam fused where supported).
         double_dqn: choose next actions with the online network.
         target_update_interval: hard target update every this many updates
             (default 1000 when ``tau`` is not given).
@@ -92,8 +94,12 @@ class DQN:
         replay_ratio: or gradient updates per environment step.
         device: where batches are moved (default: the Q-network's device).
 
+    Leaving the optimizer out (``DQN(agent, learning_rate=...)``: DQN builds
+    an Adam) is deprecated and warns.
+
     Raises:
-        ConfigError: invalid hyperparameters.
+        ConfigError: invalid hyperparameters, or an optimizer that misses
+            parameters of the Q-network.
     """
 
     def __init__(
@@ -101,7 +107,6 @@ class DQN:
         agent: Any,
         optimizer: torch.optim.Optimizer | None = None,
         *,
-        learning_rate: float = 1e-3,
         double_dqn: bool = True,
         target_update_interval: int | None = None,
         tau: float | None = None,
@@ -110,6 +115,7 @@ class DQN:
         updates_per_optimize: int | None = None,
         replay_ratio: float | None = None,
         device: torch.device | str | None = None,
+        learning_rate: float | None = None,
     ) -> None:
         network = getattr(agent, "q_network", None)
         if not isinstance(network, torch.nn.Module):
@@ -125,8 +131,6 @@ class DQN:
                 "target_update_interval must be >= 1 (or give tau); got "
                 f"{target_update_interval}"
             )
-        if not (learning_rate > 0 and math.isfinite(learning_rate)):
-            raise ConfigError(f"learning_rate must be positive; got {learning_rate}")
         if not huber_delta > 0:
             raise ConfigError(f"huber_delta must be positive; got {huber_delta}")
         if max_grad_norm is not None and not max_grad_norm > 0:
@@ -134,7 +138,11 @@ class DQN:
         self.agent = agent
         self.q_network = network
         self.target_network = copy.deepcopy(network).requires_grad_(False)
-        self.optimizer = optimizer or adam(network.parameters(), learning_rate)
+        if optimizer is None or learning_rate is not None:
+            optimizer = _deprecated_optimizer(network, optimizer, learning_rate)
+        else:
+            _check_optimizer(optimizer, network)
+        self.optimizer = optimizer
         self.double_dqn = double_dqn
         self.target_update_interval = target_update_interval
         self.tau = tau
@@ -236,3 +244,36 @@ class DQN:
         self.target_network.load_state_dict(state["target_network"])
         self.updates_done = int(state["updates_done"])
         self.update_count.load_state_dict(state["update_count"])
+
+
+def _check_optimizer(optimizer: Any, network: torch.nn.Module) -> None:
+    """Refuse anything but an optimizer holding every Q-network parameter."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ConfigError(
+            f"optimizer must be a torch.optim.Optimizer; got {type(optimizer).__name__}"
+        )
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    if any(id(p) not in held for p in network.parameters()):
+        raise ConfigError(
+            "the optimizer misses parameters of agent.q_network; build it over "
+            "agent.q_network.parameters()"
+        )
+
+
+def _deprecated_optimizer(
+    network: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    learning_rate: float | None,
+) -> torch.optim.Optimizer:
+    """What ``DQN(agent, learning_rate=...)`` did: build Adam if none is given."""
+    warnings.warn(
+        "DQN(learning_rate=...) and DQN() building its own optimizer are "
+        "deprecated and will be removed in the next release; pass "
+        "DQN(agent, adam(agent.q_network.parameters(), learning_rate))",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    learning_rate = 1e-3 if learning_rate is None else learning_rate
+    if not (learning_rate > 0 and math.isfinite(learning_rate)):
+        raise ConfigError(f"learning_rate must be positive; got {learning_rate}")
+    return optimizer or adam(network.parameters(), learning_rate)

@@ -93,6 +93,9 @@ def adam(params: Any, learning_rate: float) -> torch.optim.Optimizer:
     """Adam, fused into one kernel per step where torch supports it (CPU, CUDA).
 
     ``params``: tensors or parameter groups (dicts), as for ``torch.optim.Adam``.
+
+    Example:
+        >>> dqn = DQN(agent, adam(agent.q_network.parameters(), learning_rate=1e-3))
     """
     params = list(params)
     try:

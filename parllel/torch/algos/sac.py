@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,13 +14,20 @@ from parllel.torch.algos.off_policy import (
     Replay,
     TargetAverager,
     UpdateCount,
-    adam,
     check_fraction,
     mean_metrics,
     replay_batch_to_torch,
 )
+from parllel.torch.algos.sac_setup import (
+    DEPRECATED_KEYWORDS,
+    EntropyCoefficient,
+    build_sac_optimizer,
+    check_alpha,
+    check_sac_optimizer,
+    deprecated_sac_optimizers,
+)
 
-__all__ = ["SAC"]
+__all__ = ["SAC", "EntropyCoefficient", "build_sac_optimizer"]
 
 
 class SAC:
@@ -44,16 +50,18 @@ class SAC:
     does not reach the critic's parameters), so one backward pass serves
     them all; with one env and one update per step this halves the autograd
     work per step compared with updating critic and actor one after another.
-    Default optimizers are fused Adam; targets are computed under
-    ``torch.no_grad``; the target update is one fused ``lerp`` over all
-    tensors.
+    The usual optimizer is one fused Adam (:func:`build_sac_optimizer`);
+    targets are computed under ``torch.no_grad``; the target update is one
+    fused ``lerp`` over all tensors.
 
     A truncated step bootstraps from its final observation (the replay's
     ``next_observation``); only ``terminated`` stops the bootstrap.
 
     Example:
         >>> agent = build_sac_agent(obs_space, action_space)
-        >>> sac = SAC(agent, learning_rate=3e-4, replay_ratio=1.0)
+        >>> alpha = EntropyCoefficient(1.0)  # learned; a float fixes alpha
+        >>> optimizer = build_sac_optimizer(agent, alpha, learning_rate=3e-4)
+        >>> sac = SAC(agent, optimizer, alpha, replay_ratio=1.0)
         >>> metrics = sac.optimize(replay, new_steps=T * B)
 
     Args:
@@ -61,49 +69,50 @@ class SAC:
             object with ``actor`` and ``critic`` modules, ``action_dim`` and
             ``sample_with_log_prob(observation)``; ``critic(observation,
             action)`` returns ``(q1, q2)``).
-        actor_optimizer: optimizer over the actor's parameters.
-        critic_optimizer: optimizer over the critic's parameters.
-        alpha_optimizer: optimizer over :attr:`log_alpha`. When none of the
-            three is given, one fused Adam holds all three parameter groups.
-        learning_rate: learning rate of the default optimizers.
-        tau: polyak coefficient of the target update, in ``(0, 1]``.
-        initial_alpha: entropy coefficient at the start.
-        learn_alpha: tune alpha automatically towards ``target_entropy``.
+        optimizer: one optimizer over every parameter of the actor, the
+            critic and a learned ``alpha`` (parameter groups may differ in
+            learning rate); :func:`build_sac_optimizer` builds the usual one,
+            a fused Adam with a group each.
+        alpha: the entropy coefficient: an :class:`EntropyCoefficient`
+            (learned or fixed), or a float for a fixed alpha.
         target_entropy: default ``-action_dim``.
+        tau: polyak coefficient of the target update, in ``(0, 1]``.
         updates_per_optimize: fixed gradient updates per :meth:`optimize`.
         replay_ratio: or gradient updates per environment step.
         max_grad_norm: optional gradient-norm clip for actor and critic.
         device: where batches are moved (default: the critic's device).
 
+    Building the optimizers inside SAC (``SAC(agent, learning_rate=...,
+    initial_alpha=..., learn_alpha=..., actor_optimizer=...,
+    critic_optimizer=..., alpha_optimizer=...)`` without an optimizer) is
+    deprecated and warns.
+
     Raises:
-        ConfigError: invalid hyperparameters.
+        ConfigError: invalid hyperparameters, or an optimizer that misses
+            parameters of the actor, the critic or a learned alpha.
     """
 
     def __init__(
         self,
         agent: Any,
+        optimizer: torch.optim.Optimizer | None = None,
+        alpha: EntropyCoefficient | float | None = None,
         *,
-        actor_optimizer: torch.optim.Optimizer | None = None,
-        critic_optimizer: torch.optim.Optimizer | None = None,
-        alpha_optimizer: torch.optim.Optimizer | None = None,
-        learning_rate: float = 3e-4,
-        tau: float = 0.005,
-        initial_alpha: float = 1.0,
-        learn_alpha: bool = True,
         target_entropy: float | None = None,
+        tau: float = 0.005,
         updates_per_optimize: int | None = None,
         replay_ratio: float | None = None,
         max_grad_norm: float | None = None,
         device: torch.device | str | None = None,
+        **deprecated: Any,
     ) -> None:
         for name in ("actor", "critic"):
             if not isinstance(getattr(agent, name, None), torch.nn.Module):
                 raise ConfigError(f"agent.{name} must be a torch.nn.Module")
+        unknown = sorted(set(deprecated) - set(DEPRECATED_KEYWORDS))
+        if unknown:
+            raise TypeError(f"SAC() got an unexpected keyword argument '{unknown[0]}'")
         check_fraction("tau", tau)
-        if not (learning_rate > 0 and math.isfinite(learning_rate)):
-            raise ConfigError(f"learning_rate must be positive; got {learning_rate}")
-        if not (initial_alpha > 0 and math.isfinite(initial_alpha)):
-            raise ConfigError(f"initial_alpha must be positive; got {initial_alpha}")
         if max_grad_norm is not None and not max_grad_norm > 0:
             raise ConfigError(f"max_grad_norm must be positive; got {max_grad_norm}")
         self.agent = agent
@@ -114,50 +123,31 @@ class SAC:
         self.device = torch.device(device) if device is not None else parameter.device
         self.target_critic = copy.deepcopy(agent.critic).requires_grad_(False)
         self._average_target = TargetAverager(self.target_critic, agent.critic)
-        self.learn_alpha = learn_alpha
         self.target_entropy = (
             -float(agent.action_dim)
             if target_entropy is None
             else float(target_entropy)
         )
-        self.log_alpha = torch.tensor(
-            math.log(initial_alpha), device=self.device, requires_grad=learn_alpha
-        )
         self._actor_params = list(agent.actor.parameters())
         self._critic_params = list(agent.critic.parameters())
-        if (
-            actor_optimizer is None
-            and critic_optimizer is None
-            and (alpha_optimizer is None)
-        ):
-            # one fused Adam, one parameter group each: a single step per update
-            groups = [self._actor_params, self._critic_params]
-            if learn_alpha:
-                groups.append([self.log_alpha])
-            shared = adam([{"params": group} for group in groups], learning_rate)
-            actor_optimizer = critic_optimizer = shared
-            alpha_optimizer = shared if learn_alpha else None
-        self.actor_optimizer = actor_optimizer or adam(
-            self._actor_params, learning_rate
-        )
-        self.critic_optimizer = critic_optimizer or adam(
-            self._critic_params, learning_rate
-        )
-        self.alpha_optimizer = None
-        if learn_alpha:
-            self.alpha_optimizer = alpha_optimizer or adam(
-                [self.log_alpha], learning_rate
+        if optimizer is None:
+            alpha, self._optimizers = deprecated_sac_optimizers(
+                agent, alpha, self.device, **deprecated
             )
-        self._optimizers: list[torch.optim.Optimizer] = []
-        for optimizer in (
-            self.critic_optimizer,
-            self.actor_optimizer,
-            self.alpha_optimizer,
-        ):
-            if optimizer is not None and all(
-                optimizer is not known for known in self._optimizers
-            ):
-                self._optimizers.append(optimizer)
+        else:
+            if deprecated:
+                raise ConfigError(
+                    f"SAC(): {', '.join(sorted(deprecated))} only configured the "
+                    "optimizers SAC used to build; with an optimizer given, set "
+                    "them on it and pass alpha=EntropyCoefficient(initial, learn=...)"
+                )
+            alpha = check_alpha(alpha, parameter.device)
+            check_sac_optimizer(optimizer, agent, alpha)
+            self._optimizers = [optimizer]
+        self.optimizer = optimizer
+        self.entropy_coefficient = alpha
+        self.log_alpha = alpha.log_alpha
+        self.learn_alpha = alpha.learnable
         self.updates_done = 0
         self.last_td_error: torch.Tensor | None = None
 
@@ -215,7 +205,7 @@ class SAC:
         pi_loss = (log_alpha.detach().exp() * log_prob - q_new).mean()
         loss = q1_loss + q2_loss + pi_loss
         log_prob_detached = log_prob.detach()
-        if self.alpha_optimizer is not None:
+        if self.learn_alpha:
             alpha_loss = -(log_alpha * (log_prob_detached + self.target_entropy)).mean()
             loss = loss + alpha_loss
         else:
@@ -231,7 +221,7 @@ class SAC:
             ):
                 norms[name] = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
         losses = dict(q1_loss=q1_loss, q2_loss=q2_loss, pi_loss=pi_loss)
-        if self.alpha_optimizer is not None:
+        if self.learn_alpha:
             losses["alpha_loss"] = alpha_loss
         check_finite_update("SAC", self.updates_done, **losses, **norms)
         metrics = {name: float(norm) for name, norm in norms.items()}

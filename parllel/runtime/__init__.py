@@ -1,0 +1,55 @@
+"""Run-time services of a training run: its directory, checkpoints, seeds and
+command line.
+
+- :mod:`parllel.runtime.run_directory`: :class:`RunDirectory` (config,
+  metadata, logs and checkpoints of one run);
+- :mod:`parllel.runtime.checkpoint`: atomic checkpoint files, the newest
+  readable one, RNG snapshots (checkpoints are ``torch.save`` files, so this
+  package needs the ``torch`` extra);
+- :mod:`parllel.runtime.compatibility`: whether a checkpoint fits the run
+  that loads it;
+- :mod:`parllel.runtime.finite`: refusing to checkpoint NaN weights;
+- :mod:`parllel.runtime.seeding`: :func:`seed_everything` applies the one
+  seed scheme (:class:`Seeds`, defined in the torch-free
+  :mod:`parllel.seeding`) to python, numpy and torch;
+- :mod:`parllel.runtime.cli`: a script's command line from its config
+  dataclass (``tyro``, in the ``cli`` extra).
+
+The training loops that use these services are in :mod:`parllel.runners`.
+
+Example::
+
+    seeds = Seeds.from_master(0, n_envs=8)
+    seed_everything(seeds)
+    run = RunDirectory.create("runs", name="ppo-cartpole", config=config, seeds=seeds)
+    save_checkpoint(run.checkpoints_dir, {"model": model.state_dict()}, step=0)
+"""
+
+from parllel.runtime.checkpoint import (
+    capture_rng_state,
+    check_config,
+    check_state_dict,
+    check_state_shapes,
+    latest_checkpoint,
+    load_checkpoint,
+    load_latest_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+)
+from parllel.runtime.run_directory import RunDirectory
+from parllel.runtime.seeding import Seeds, seed_everything
+
+__all__ = [
+    "RunDirectory",
+    "Seeds",
+    "capture_rng_state",
+    "check_config",
+    "check_state_dict",
+    "check_state_shapes",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "load_latest_checkpoint",
+    "restore_rng_state",
+    "save_checkpoint",
+    "seed_everything",
+]

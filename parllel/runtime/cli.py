@@ -1,0 +1,225 @@
+"""The command line of a training script, from its ``Config`` dataclass.
+
+Every field of the script's ``Config`` becomes a flag (``batch_T`` is
+``--batch-T``, a bool ``rebalance`` is ``--rebalance`` / ``--no-rebalance``),
+with the field's docstring as its help; parsing is done by ``tyro`` (in the
+``cli`` extra). Two flags are added to every script:
+
+- ``--quick``: the script's preset for a tiny smoke run;
+- ``--resume RUN``: continue the run in directory ``RUN``; its ``config.json``
+  gives the values, and flags given explicitly override them.
+
+A value's source, lowest priority first: the dataclass default, the resumed
+run's ``config.json``, the ``--quick`` preset, an explicit flag.
+
+Example::
+
+    @dataclasses.dataclass
+    class Config:
+        seed: int = 0
+        \"\"\"master seed\"\"\"
+        total_steps: int = 100_000
+        \"\"\"env steps to train for\"\"\"
+
+    QUICK = {"total_steps": 512}
+
+    if __name__ == "__main__":
+        config, resume = parse_config(Config, quick=QUICK, description=__doc__)
+        main(config, resume)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import sys
+import types
+import typing
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypeVar, Union
+
+from parllel.errors import ConfigError, MissingDependencyError, ParllelWarning
+from parllel.runtime.run_directory import RunDirectory
+
+ConfigT = TypeVar("ConfigT")
+
+QUICK_HELP = "a tiny run for smoke tests (the script's quick preset)"
+RESUME_HELP = (
+    "continue the run in this directory from its newest checkpoint; its "
+    "config.json gives the defaults, flags given explicitly override them"
+)
+
+
+def _tyro() -> Any:
+    try:
+        import tyro
+    except ImportError as error:
+        raise MissingDependencyError(
+            "the example command line needs the 'tyro' package: pip install tyro, "
+            "or pip install 'parllel[cli]'"
+        ) from error
+    return tyro
+
+
+def _check_dataclass(config_type: type) -> None:
+    if not (dataclasses.is_dataclass(config_type) and isinstance(config_type, type)):
+        raise ConfigError(f"expected a dataclass type, got {config_type!r}")
+
+
+def _from_json(value: Any, hint: Any) -> Any:
+    """Undo what JSON did to a value of type ``hint`` (tuples became lists)."""
+    origin = typing.get_origin(hint)
+    if origin is tuple and isinstance(value, list):
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from_json(item, args[0]) for item in value)
+        if args and len(args) == len(value):
+            return tuple(_from_json(item, arg) for item, arg in zip(value, args))
+        return tuple(value)
+    if origin in (Union, types.UnionType):
+        for arg in typing.get_args(hint):
+            if typing.get_origin(arg) is tuple and isinstance(value, list):
+                return _from_json(value, arg)
+    return value
+
+
+def config_from_run(
+    config_type: type[ConfigT], run_dir: str | Path, base: ConfigT | None = None
+) -> ConfigT:
+    """The config a run was started with, read from its ``config.json``.
+
+    Fields the file lacks keep their value in ``base`` (default: the
+    dataclass defaults); keys the dataclass no longer has are skipped with a
+    warning. Lists are turned back into tuples where the field is a tuple.
+
+    Raises:
+        RunDirectoryError: if ``run_dir`` is not a run directory.
+        ConfigError: if ``config.json`` does not hold a JSON object.
+    """
+    _check_dataclass(config_type)
+    run = RunDirectory.open(run_dir)
+    saved = run.read_config()
+    if not isinstance(saved, dict):
+        raise ConfigError(f"{run.config_path} does not hold a config object")
+    hints = typing.get_type_hints(config_type)
+    names = {field.name for field in dataclasses.fields(config_type)}
+    unknown = sorted(set(saved) - names)
+    if unknown:
+        warnings.warn(
+            f"{run.config_path} has keys {unknown} that {config_type.__name__} "
+            "does not have; they are ignored",
+            ParllelWarning,
+            stacklevel=2,
+        )
+    base = config_type() if base is None else base
+    values = {
+        name: _from_json(value, hints[name])
+        for name, value in saved.items()
+        if name in names
+    }
+    return dataclasses.replace(base, **values)
+
+
+def _cli_type(config_type: type) -> type:
+    """``config_type`` plus the ``--quick`` and ``--resume`` flags."""
+    tyro = _tyro()
+    return dataclasses.make_dataclass(
+        config_type.__name__,
+        [
+            ("quick", Annotated[bool, tyro.conf.arg(help=QUICK_HELP)], False),
+            (
+                "resume",
+                Annotated[
+                    Union[str, None],  # noqa: UP007 - evaluated at runtime by tyro
+                    tyro.conf.arg(help=RESUME_HELP, metavar="RUN"),
+                ],
+                None,
+            ),
+        ],
+        bases=(config_type,),
+    )
+
+
+def parse_config(
+    config_type: type[ConfigT],
+    *,
+    quick: Mapping[str, Any] | None = None,
+    description: str | None = None,
+    argv: Sequence[str] | None = None,
+) -> tuple[ConfigT, str | None]:
+    """Build the script's config from the command line (see the module docstring).
+
+    Args:
+        config_type: the script's ``Config`` dataclass (every field has a
+            default).
+        quick: field values of the ``--quick`` preset.
+        description: the ``--help`` text (e.g. the script's ``__doc__``).
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The config, and the run directory to resume (None for a new run).
+
+    Raises:
+        SystemExit: on ``--help`` or a bad flag (tyro prints why).
+    """
+    _check_dataclass(config_type)
+    tyro = _tyro()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    names = {field.name for field in dataclasses.fields(config_type)}
+    unknown = sorted(set(quick or {}) - names)
+    if unknown:
+        raise ConfigError(f"quick preset sets unknown fields {unknown}")
+    # --resume and --quick choose the defaults the other flags override
+    early = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    early.add_argument("--resume")
+    early.add_argument("--quick", action="store_true")
+    known, _ = early.parse_known_args(argv)
+    defaults = config_type()
+    if known.resume:
+        defaults = config_from_run(config_type, known.resume, defaults)
+    if known.quick and quick:
+        defaults = dataclasses.replace(defaults, **quick)
+    cli_type = _cli_type(config_type)
+    values = {name: getattr(defaults, name) for name in names}
+    parsed = tyro.cli(
+        cli_type,
+        args=argv,
+        default=cli_type(**values, quick=known.quick, resume=known.resume),
+        description=description,
+    )
+    config = config_type(**{name: getattr(parsed, name) for name in names})
+    return config, parsed.resume
+
+
+def _strip_resume(args: Sequence[str]) -> list[str]:
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--resume":
+            skip = True
+        elif not arg.startswith("--resume="):
+            kept.append(arg)
+    return kept
+
+
+def resume_command(run_dir: str | Path, argv: Sequence[str] | None = None) -> str:
+    """The shell command that resumes ``run_dir``: this command with ``--resume``.
+
+    The interpreter and script are taken as they were typed
+    (``sys.orig_argv``); the flags are kept (they override the resumed
+    config, so they give the same config again), an earlier ``--resume`` is
+    replaced.
+
+    Args:
+        run_dir: the run directory.
+        argv: the script's arguments (default ``sys.argv[1:]``).
+    """
+    full = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    prefix = full[: max(1, len(full) - len(sys.argv) + 1)]
+    args = list(sys.argv[1:] if argv is None else argv)
+    return shlex.join([*prefix, *_strip_resume(args), "--resume", str(run_dir)])

@@ -1,0 +1,198 @@
+"""SAC's set-up: the entropy coefficient (alpha), the optimizer SAC usually
+trains with, the checks of both, and the deprecated self-built optimizers."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+from parllel.errors import ConfigError
+from parllel.torch.algos.off_policy import adam
+
+__all__ = ["EntropyCoefficient", "build_sac_optimizer"]
+
+#: ``SAC`` keywords that configured the optimizers SAC used to build.
+DEPRECATED_KEYWORDS = (
+    "learning_rate",
+    "initial_alpha",
+    "learn_alpha",
+    "actor_optimizer",
+    "critic_optimizer",
+    "alpha_optimizer",
+)
+
+
+class EntropyCoefficient(nn.Module):
+    """The entropy coefficient alpha of SAC, kept as ``log_alpha``.
+
+    Learned (``learn=True``, tuned by :class:`~parllel.torch.algos.SAC`
+    towards its target entropy: put :meth:`parameters` in SAC's optimizer) or
+    fixed. Move it with ``.to(device)`` together with the agent.
+
+    Example:
+        >>> alpha = EntropyCoefficient(1.0)  # learned, starts at 1
+        >>> alpha.value
+        1.0
+
+    Args:
+        initial: alpha at the start (positive).
+        learn: tune alpha (its ``log_alpha`` requires gradients).
+
+    Raises:
+        ConfigError: ``initial`` is not positive and finite.
+    """
+
+    def __init__(self, initial: float = 1.0, *, learn: bool = True) -> None:
+        super().__init__()
+        if not (initial > 0 and math.isfinite(initial)):
+            raise ConfigError(f"initial alpha must be positive; got {initial}")
+        self.log_alpha = nn.Parameter(
+            torch.tensor(math.log(initial)), requires_grad=learn
+        )
+
+    @property
+    def learnable(self) -> bool:
+        """Whether SAC tunes alpha."""
+        return self.log_alpha.requires_grad
+
+    @property
+    def value(self) -> float:
+        """The current alpha."""
+        return float(self.log_alpha.detach().exp())
+
+    def forward(self) -> torch.Tensor:
+        """``exp(log_alpha)`` as a tensor (with gradient when learnable)."""
+        return self.log_alpha.exp()
+
+
+def build_sac_optimizer(
+    agent: Any, alpha: EntropyCoefficient | None, learning_rate: float = 3e-4
+) -> torch.optim.Optimizer:
+    """One Adam (fused where torch supports it) over SAC's actor, critic and alpha.
+
+    One parameter group each (actor, critic, then alpha if it is learned), so
+    one optimizer step per update serves all three losses.
+
+    Example:
+        >>> alpha = EntropyCoefficient(1.0)
+        >>> sac = SAC(agent, build_sac_optimizer(agent, alpha, 3e-4), alpha)
+
+    Args:
+        agent: an agent with ``actor`` and ``critic`` modules.
+        alpha: the entropy coefficient (None, or a fixed one: no group).
+        learning_rate: of every group.
+
+    Raises:
+        ConfigError: ``learning_rate`` is not positive and finite.
+    """
+    if not (learning_rate > 0 and math.isfinite(learning_rate)):
+        raise ConfigError(f"learning_rate must be positive; got {learning_rate}")
+    groups = [list(agent.actor.parameters()), list(agent.critic.parameters())]
+    if alpha is not None and alpha.learnable:
+        groups.append([alpha.log_alpha])
+    return adam([{"params": group} for group in groups], learning_rate)
+
+
+def check_alpha(
+    alpha: EntropyCoefficient | float | None, device: torch.device
+) -> EntropyCoefficient:
+    """``alpha`` as an :class:`EntropyCoefficient` on ``device`` (a float: fixed).
+
+    Raises:
+        TypeError: ``alpha`` is missing.
+        ConfigError: an :class:`EntropyCoefficient` on another device.
+    """
+    if alpha is None:
+        raise TypeError(
+            "SAC() missing required argument: 'alpha' (an EntropyCoefficient, "
+            "or a float for a fixed alpha)"
+        )
+    if not isinstance(alpha, EntropyCoefficient):
+        return EntropyCoefficient(float(alpha), learn=False).to(device)
+    if alpha.log_alpha.device != device:
+        raise ConfigError(
+            f"alpha is on {alpha.log_alpha.device}, the critic on {device}: move "
+            "it with alpha.to(device)"
+        )
+    return alpha
+
+
+def check_sac_optimizer(optimizer: Any, agent: Any, alpha: EntropyCoefficient) -> None:
+    """Raise :class:`~parllel.errors.ConfigError` unless ``optimizer`` is an
+    optimizer holding every parameter of the actor, the critic and a learned alpha."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ConfigError(
+            f"optimizer must be a torch.optim.Optimizer; got {type(optimizer).__name__}"
+        )
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    parts = [("agent.actor", agent.actor), ("agent.critic", agent.critic)]
+    if alpha.learnable:
+        parts.append(("alpha", alpha))
+    missing = [
+        name
+        for name, module in parts
+        if any(id(p) not in held for p in module.parameters())
+    ]
+    if missing:
+        raise ConfigError(
+            f"the optimizer misses parameters of {', '.join(missing)}; build it with "
+            "build_sac_optimizer(agent, alpha, learning_rate), or give it every "
+            "parameter of the actor, the critic and a learned alpha"
+        )
+
+
+def deprecated_sac_optimizers(
+    agent: Any,
+    alpha: EntropyCoefficient | float | None,
+    device: torch.device,
+    *,
+    learning_rate: float = 3e-4,
+    initial_alpha: float | None = None,
+    learn_alpha: bool = True,
+    actor_optimizer: torch.optim.Optimizer | None = None,
+    critic_optimizer: torch.optim.Optimizer | None = None,
+    alpha_optimizer: torch.optim.Optimizer | None = None,
+) -> tuple[EntropyCoefficient, list[torch.optim.Optimizer]]:
+    """Alpha and the optimizers ``SAC(agent, learning_rate=...)`` built (deprecated).
+
+    Without any of the three optimizers: one :func:`build_sac_optimizer`.
+    Otherwise the missing ones are fused Adams over their parameters.
+    """
+    warnings.warn(
+        "SAC() building its own optimizers is deprecated and will be removed in "
+        "the next release; pass SAC(agent, build_sac_optimizer(agent, alpha, "
+        "learning_rate), alpha) with alpha = EntropyCoefficient(initial_alpha)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if not (learning_rate > 0 and math.isfinite(learning_rate)):
+        raise ConfigError(f"learning_rate must be positive; got {learning_rate}")
+    if alpha is not None and initial_alpha is not None:
+        raise ConfigError("SAC(): give alpha or initial_alpha, not both")
+    if alpha is None:
+        initial = 1.0 if initial_alpha is None else initial_alpha
+        if not (initial > 0 and math.isfinite(initial)):
+            raise ConfigError(f"initial_alpha must be positive; got {initial}")
+        alpha = EntropyCoefficient(initial, learn=learn_alpha).to(device)
+    elif not isinstance(alpha, EntropyCoefficient):
+        alpha = EntropyCoefficient(float(alpha), learn=False).to(device)
+    if actor_optimizer is None and critic_optimizer is None and alpha_optimizer is None:
+        return alpha, [build_sac_optimizer(agent, alpha, learning_rate)]
+    actor_optimizer = actor_optimizer or adam(agent.actor.parameters(), learning_rate)
+    critic_optimizer = critic_optimizer or adam(
+        agent.critic.parameters(), learning_rate
+    )
+    alpha_optimizer = (
+        (alpha_optimizer or adam([alpha.log_alpha], learning_rate))
+        if alpha.learnable
+        else None
+    )
+    optimizers: list[torch.optim.Optimizer] = []
+    for optimizer in (critic_optimizer, actor_optimizer, alpha_optimizer):
+        if optimizer is not None and all(optimizer is not o for o in optimizers):
+            optimizers.append(optimizer)
+    return alpha, optimizers

@@ -1,0 +1,323 @@
+"""Each public module works with the core dependencies plus its declared extras.
+
+The declaration is ``[tool.parllel.module-extras]`` in ``pyproject.toml`` (a
+module takes its nearest listed parent's entry); the packages of each extra
+are ``[project.optional-dependencies]``. For every group of modules sharing
+extras, a subprocess refuses every installed package outside the core
+dependencies and those extras (and their own requirements), imports each
+module and makes the documented calls below: all must work. Then, for each
+listed module and each extra it lists, the same run without that extra must
+fail, either at import (a module-level import of one of the extra's packages)
+or with a ``MissingDependencyError`` naming the extra: so no extra is listed
+for nothing, the calls exercise every need, and lazy needs say what to
+install. The needs in ``LAZY`` must be lazy: the module imports without the
+extra and the call raises ``MissingDependencyError``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+requirements = pytest.importorskip("packaging.requirements")
+
+ROOT = Path(__file__).resolve().parents[2]
+GUARD = ROOT / "tests" / "helpers" / "import_guard.py"
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+# the documented calls of each listed module, cheap enough for a test; ``tmp``
+# is a scratch directory
+CALLS = {
+    "parllel.torch": """
+from parllel.torch.algos import PPO, ActorCriticEvaluator
+from parllel.torch.models import build_actor_critic
+import gymnasium as gym
+import torch
+model, distribution = build_actor_critic(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2))
+PPO(ActorCriticEvaluator(model, distribution), torch.optim.Adam(model.parameters()))
+""",
+    "parllel.logging": """
+from parllel.logging import CsvSink, MultiLogger, ProgressBar, StdoutTable, TensorBoardSink
+logger = MultiLogger([StdoutTable(every=1), CsvSink(tmp / "progress.csv")])
+logger.log(5, {"train/return_mean": 1.0})
+logger.close()
+TensorBoardSink(tmp / "tensorboard").close()
+ProgressBar(total=10, disable=False).close()
+""",
+    "parllel.runtime": """
+from parllel.runtime import (
+    RunDirectory, Seeds, capture_rng_state, load_checkpoint, save_checkpoint, seed_everything,
+)
+seeds = Seeds.from_master(0, n_envs=2)
+seed_everything(seeds)
+run = RunDirectory.create(tmp / "runs", name="extras", config={"lr": 1e-3}, seeds=seeds)
+save_checkpoint(run.checkpoints_dir, {"rng": capture_rng_state()}, step=1)
+load_checkpoint(run.path)
+""",
+    "parllel.runtime.cli": """
+import dataclasses
+from parllel.runtime.cli import parse_config
+
+@dataclasses.dataclass
+class Config:
+    seed: int = 0
+
+config, resume = parse_config(Config, argv=["--seed", "3"])
+assert config.seed == 3 and resume is None
+""",
+    "parllel.runners": """
+from parllel.runners import Callback, OffPolicyRunner, OnPolicyRunner
+""",
+    "parllel.plot": """
+from parllel.logging import CsvSink
+from parllel.plot import plot_learning_curve
+sink = CsvSink(tmp / "logs" / "progress.csv")
+sink.log(0, {"train/return_mean": 1.0})
+sink.log(10, {"train/return_mean": 2.0})
+sink.close()
+assert plot_learning_curve(tmp).is_file()
+""",
+    "parllel.patterns": """
+from parllel.patterns import build_run_logger, run_training
+from parllel.runtime import RunDirectory
+
+class Runner:  # the little of a runner run_training uses
+    finished = interrupted = False
+    env_steps = total_steps = 10
+    last_checkpoint = config = None
+
+    def run(self):
+        self.logger.log(10, {"train/return_mean": 1.0, "eval/return_mean": 2.0})
+        return {"eval/return_mean": 2.0}
+
+run = RunDirectory.create(tmp / "runs", name="extras")
+runner = Runner()
+runner.logger = build_run_logger(run, total_steps=10)
+run_training(runner, run)
+assert (run.path / "learning_curve.png").is_file()
+""",
+}
+
+# extras a module must need only lazily: it imports without them, and the call
+# that needs one raises MissingDependencyError naming it
+LAZY = {
+    "parllel.logging": {"torch", "logging"},
+    "parllel.plot": {"plot"},
+    "parllel.patterns": {"logging", "plot"},
+    "parllel.runtime.cli": {"cli"},
+}
+
+
+@cache
+def pyproject() -> dict:
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        return tomllib.load(file)
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def declared() -> dict[str, list[str]]:
+    return pyproject()["tool"]["parllel"]["module-extras"]
+
+
+def public_modules() -> list[str]:
+    """Every module of the package whose dotted name has no ``_`` part."""
+    found = []
+    for path in sorted((ROOT / "parllel").rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if parts[-1] == "__main__" or any(p.startswith("_") for p in parts):
+            continue
+        found.append(".".join(parts))
+    return found
+
+
+def extras_of(module: str) -> tuple[str, ...]:
+    """The extras of the nearest listed parent of ``module`` (itself included)."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        listed = declared().get(".".join(parts[:end]))
+        if listed is not None:
+            return tuple(sorted(listed))
+    raise AssertionError(f"{module} has no entry in [tool.parllel.module-extras]")
+
+
+def requirement_names(specs: list[str]) -> set[str]:
+    """The distributions these requirement strings need (no extras' own extras)."""
+    names = set()
+    for spec in specs:
+        requirement = requirements.Requirement(spec)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            names.add(canonical(requirement.name))
+    return names
+
+
+def closure(names: set[str]) -> set[str]:
+    """``names`` and everything they require, transitively (installed ones)."""
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            todo += requirement_names(metadata.requires(name) or [])
+        except metadata.PackageNotFoundError:
+            pass
+    return seen
+
+
+def extra_packages(extra: str) -> set[str]:
+    return requirement_names(pyproject()["project"]["optional-dependencies"][extra])
+
+
+def blocked_names(extras: tuple[str, ...]) -> list[str]:
+    """Installed top-level modules outside the core dependencies and ``extras``."""
+    wanted = requirement_names(pyproject()["project"]["dependencies"])
+    for extra in extras:
+        wanted |= extra_packages(extra)
+    allowed = closure(wanted)
+    blocked = {
+        top
+        for top, distributions in metadata.packages_distributions().items()
+        if not any(canonical(d) in allowed for d in distributions)
+    }
+    return sorted(blocked - set(sys.stdlib_module_names) - {"parllel", "tests"})
+
+
+def require_installed(extras: tuple[str, ...]) -> None:
+    for extra in extras:
+        for name in extra_packages(extra):
+            try:
+                metadata.distribution(name)
+            except metadata.PackageNotFoundError:
+                pytest.skip(f"the '{extra}' extra is not installed ({name})")
+
+
+def run_guarded(extras: tuple[str, ...], modules: list[str], calls: list) -> list[dict]:
+    spec = {
+        "blocked": blocked_names(extras),
+        "parllel_dir": str(ROOT / "parllel"),
+        "modules": modules,
+        "calls": calls,
+    }
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    done = subprocess.run(
+        [sys.executable, str(GUARD), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=240,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT: ")]
+    assert done.returncode == 0 and lines, done.stdout[-2000:] + done.stderr[-4000:]
+    return json.loads(lines[-1][len("RESULT: ") :])["steps"]
+
+
+def describe(step: dict) -> str:
+    refusals = ", ".join(
+        f"{r['name']} (from {r['parllel_frame']})" for r in step["refusals"]
+    )
+    return (
+        f"{step['kind']} {step['name']}: {step.get('error')}: {step.get('message')}"
+        f"\n  refused: {refusals or 'nothing'}\n{step.get('traceback', '')}"
+    )
+
+
+def groups() -> dict[tuple[str, ...], list[str]]:
+    by_extras: dict[tuple[str, ...], list[str]] = {}
+    for module in public_modules():
+        by_extras.setdefault(extras_of(module), []).append(module)
+    return by_extras
+
+
+def test_declaration_names_real_modules_and_extras():
+    modules = set(public_modules())
+    extras = set(pyproject()["project"]["optional-dependencies"])
+    for module, listed in declared().items():
+        assert module in modules, f"[tool.parllel.module-extras] lists {module}"
+        assert set(listed) <= extras, f"{module}: unknown extras {set(listed) - extras}"
+    assert set(CALLS) <= set(declared()) and set(LAZY) <= set(declared())
+    # the examples extra is the union of what the examples' layers need
+    examples = extra_packages("examples")
+    for extra in ("logging", "plot", "cli"):
+        assert extra_packages(extra) <= examples, extra
+
+
+@pytest.mark.parametrize(
+    "extras", sorted(groups()), ids=lambda e: "+".join(e) or "core"
+)
+def test_modules_work_with_their_declared_extras(extras):
+    require_installed(extras)
+    modules = groups()[extras]
+    calls = [[m, CALLS[m]] for m in modules if m in CALLS]
+    steps = run_guarded(extras, modules, calls)
+    failed = [describe(step) for step in steps if not step["ok"]]
+    assert not failed, f"with only the extras {extras}:\n" + "\n".join(failed)
+
+
+def missing_extra_cases() -> list[tuple[str, str]]:
+    return [
+        (module, extra) for module, listed in declared().items() for extra in listed
+    ]
+
+
+def names_extra(message: str, extra: str) -> bool:
+    return any(
+        extra in found.split(",")
+        for found in re.findall(r"parllel\[([\w,]+)\]", message)
+    )
+
+
+@pytest.mark.parametrize("module, extra", missing_extra_cases())
+def test_each_declared_extra_is_needed_and_named(module, extra):
+    extras = extras_of(module)
+    require_installed(extras)
+    fewer = tuple(e for e in extras if e != extra)
+    calls = [[module, CALLS[module]]] if module in CALLS else []
+    steps = run_guarded(fewer, [module], calls)
+    failed = [step for step in steps if not step["ok"]]
+    assert failed, f"{module} works without the '{extra}' extra it declares"
+    packages = extra_packages(extra)
+    if not steps[0]["ok"]:
+        failed = failed[:1]  # the module did not import: its calls cannot run
+    for step in failed:
+        if step["error"] == "MissingDependencyError":
+            assert names_extra(step["message"], extra), describe(step)
+            continue
+        assert module not in LAZY or extra not in LAZY[module], (
+            f"{module} must need '{extra}' lazily (MissingDependencyError):\n"
+            + describe(step)
+        )
+        # a module-level import of one of the extra's packages: a hard need
+        hard = [
+            r
+            for r in step["refusals"]
+            if r["parllel_frame"] is not None
+            and not r["parllel_frame"]["lazy"]
+            and any(
+                canonical(d) in packages
+                for d in metadata.packages_distributions().get(
+                    r["name"].partition(".")[0], []
+                )
+            )
+        ]
+        assert step["error"] == "ModuleNotFoundError" and hard, (
+            "a missing package must fail at import or raise MissingDependencyError "
+            "naming its extra:\n" + describe(step)
+        )

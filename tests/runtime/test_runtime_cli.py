@@ -1,0 +1,145 @@
+"""parllel.runtime.cli: every Config field a flag, --quick, --resume restores
+the run's config.json and explicit flags override it; the resume command."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import sys
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from parllel.errors import ParllelWarning, RunDirectoryError
+from parllel.runtime import RunDirectory
+from parllel.runtime.cli import config_from_run, parse_config, resume_command
+
+pytest.importorskip("tyro")
+
+
+@dataclasses.dataclass
+class Config:
+    seed: int = 0
+    """master seed"""
+    batch_T: int = 32
+    """env steps per env per batch"""
+    total_steps: int = 100_000
+    """env steps to train for"""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layer widths"""
+    parallel: Literal["process", "serial", "auto"] = "process"
+    """where envs step"""
+    rebalance: bool = False
+    """move envs between processes"""
+    target_return: float | None = 475.0
+    """stop once reached"""
+
+
+QUICK = {"total_steps": 512, "hidden_sizes": (8,)}
+
+
+def _run_dir(tmp_path, config) -> Path:
+    return RunDirectory.create(tmp_path, "run", config=config).path
+
+
+def test_defaults_flags_and_quick():
+    assert parse_config(Config, argv=[]) == (Config(), None)
+    config, resume = parse_config(
+        Config,
+        quick=QUICK,
+        argv=["--quick", "--batch-T", "8", "--parallel", "serial", "--rebalance"],
+    )
+    assert resume is None
+    assert config == Config(
+        batch_T=8,
+        total_steps=512,
+        hidden_sizes=(8,),
+        parallel="serial",
+        rebalance=True,
+    )
+    # an explicit flag beats the quick preset
+    config, _ = parse_config(
+        Config, quick=QUICK, argv=["--total-steps", "7", "--quick"]
+    )
+    assert config.total_steps == 7
+
+
+def test_resume_restores_the_runs_config_and_flags_override_it(tmp_path):
+    saved = Config(seed=3, batch_T=16, hidden_sizes=(5, 6), target_return=None)
+    run_dir = _run_dir(tmp_path, saved)
+    config, resume = parse_config(Config, argv=["--resume", str(run_dir)])
+    assert resume == str(run_dir)
+    assert config == saved  # tuples are tuples again, None stays None
+    config, _ = parse_config(
+        Config, argv=["--total-steps", "200000", f"--resume={run_dir}", "--seed", "4"]
+    )
+    assert config == dataclasses.replace(saved, total_steps=200_000, seed=4)
+
+
+def test_quick_applies_on_top_of_the_resumed_config(tmp_path):
+    run_dir = _run_dir(tmp_path, Config(seed=9, total_steps=512, hidden_sizes=(8,)))
+    config, _ = parse_config(
+        Config, quick=QUICK, argv=["--quick", "--resume", str(run_dir)]
+    )
+    assert config == Config(seed=9, total_steps=512, hidden_sizes=(8,))
+
+
+def test_resume_of_a_missing_run_is_a_clear_error(tmp_path):
+    with pytest.raises(RunDirectoryError, match="not a run directory"):
+        parse_config(Config, argv=["--resume", str(tmp_path / "nope")])
+
+
+def test_unknown_saved_keys_warn_and_missing_keys_keep_defaults(tmp_path):
+    run_dir = _run_dir(tmp_path, {"seed": 5, "removed_option": 1})
+    with pytest.warns(ParllelWarning, match="removed_option"):
+        config = config_from_run(Config, run_dir)
+    assert config == Config(seed=5)
+
+
+def test_help_lists_every_field_with_its_docstring(capsys):
+    with pytest.raises(SystemExit) as done:
+        parse_config(Config, quick=QUICK, argv=["--help"], description="Demo.")
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for flag, help_text in [
+        ("--seed", "master seed"),
+        ("--batch-T", "env steps per env per batch"),
+        ("--hidden-sizes", "hidden layer widths"),
+        ("--rebalance", "move envs between processes"),
+        ("--quick", "tiny run"),
+        ("--resume", "config.json"),
+    ]:
+        assert flag in text and help_text in text, flag
+
+
+def test_bad_flag_value_exits_with_a_message(capsys):
+    with pytest.raises(SystemExit) as done:
+        parse_config(Config, argv=["--parallel", "threads"])
+    assert done.value.code != 0
+    captured = capsys.readouterr()
+    assert "threads" in captured.out + captured.err
+
+
+def test_resume_command_replaces_an_earlier_resume(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["train.py", "--quick", "--resume", "old"])
+    monkeypatch.setattr(
+        sys, "orig_argv", ["python", "train.py", "--quick", "--resume", "old"]
+    )
+    command = resume_command("runs/my run")
+    assert shlex.split(command) == [
+        "python",
+        "train.py",
+        "--quick",
+        "--resume",
+        "runs/my run",
+    ]
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "pkg.train", "--resume=x"])
+    monkeypatch.setattr(sys, "argv", ["/abs/pkg/train.py", "--resume=x"])
+    assert shlex.split(resume_command("r")) == [
+        "python",
+        "-m",
+        "pkg.train",
+        "--resume",
+        "r",
+    ]
