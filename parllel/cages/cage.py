@@ -15,6 +15,10 @@ from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError, ClosedCageError, ConfigError
 from parllel.seeding import resolve_env_seeds
 
+# What a cage's pending-call attributes hold while no call is pending (the
+# state machine guarantees an await call finds what its async call left).
+NOTHING_PENDING: tuple[None, None] = (None, None)
+
 
 class CageState(enum.Enum):
     """What a cage is doing; calls out of order raise :class:`CageStateError`."""

@@ -70,8 +70,10 @@ def _exact_types(dtype: np.dtype) -> frozenset[type]:
         types.add(float)  # rounded to a declared float precision by policy
         bits = np.finfo(dtype).nmant + 1
         for t in _NUMPY_SCALARS:
-            tkind = np.dtype(t).kind
-            if tkind == "f" or (tkind in "iu" and np.iinfo(t).bits <= bits):
+            scalar_dtype = np.dtype(t)
+            tkind = scalar_dtype.kind
+            # an integer's bits (iinfo's) are its item size in bits
+            if tkind == "f" or (tkind in "iu" and 8 * scalar_dtype.itemsize <= bits):
                 types.add(t)
     elif kind in "iu":
         types.update(t for t in _NUMPY_SCALARS if np.can_cast(t, dtype, "safe"))

@@ -33,7 +33,9 @@ def check_main_guard(start_method: str) -> None:
     if start_method not in ("spawn", "forkserver"):
         return
     main = sys.modules.get("__main__")
-    source = None if main is None else _rerun_source(main)
+    if main is None:
+        return
+    source = _rerun_source(main)
     if source is None:
         return
     frame = _main_module_frame(main)
@@ -78,7 +80,7 @@ def _same_file(a: str, b: str) -> bool:
 def _main_module_frame(main: ModuleType) -> FrameType | None:
     """The frame running the main script's top-level code, if it is on the stack."""
     namespace = vars(main)
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "<module>" and frame.f_globals is namespace:
             return frame
@@ -106,7 +108,8 @@ def guarded_lines(filename: str) -> set[int] | None:
         sense = _main_test(node.test)
         block = node.body if sense == "==" else node.orelse if sense == "!=" else []
         for statement in block:
-            lines.update(range(statement.lineno, statement.end_lineno + 1))
+            end = statement.end_lineno or statement.lineno  # always set by parse()
+            lines.update(range(statement.lineno, end + 1))
     return lines
 
 

@@ -11,17 +11,18 @@ The pieces: :mod:`~parllel.cages.protocol` (control row and messages),
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 from parllel import fields
 from parllel.cages import env_requests, faults, moves
 from parllel.cages.balance import Balancer
-from parllel.cages.cage import Cage
+from parllel.cages.cage import NOTHING_PENDING, Cage
 from parllel.cages.cage_checks import check_factory_pickles
 from parllel.cages.main_guard import check_main_guard
 from parllel.cages.process_options import (
@@ -42,7 +43,7 @@ from parllel.cages.protocol import (
 from parllel.cages.slots import SlotRegistry
 from parllel.cages.startup import GroupSettings, spawn_worker, start_processes
 from parllel.cages.stepping import SteppingProcesses
-from parllel.cages.sync import default_context
+from parllel.cages.sync import start_context
 from parllel.cages.traj_info import TrajInfo
 from parllel.cages.worker_handle import (
     WorkerHandle,
@@ -53,6 +54,9 @@ from parllel.cages.worker_handle import (
 from parllel.errors import ConfigError
 
 STEP_CACHE_SIZE = 4096  # distinct (action, out) slot objects remembered per cage
+# What a cage remembers of one (action, out) pair of slot objects: the objects,
+# their layout id and view ids, and the main process's (action, out) views.
+_StepEntry = tuple[Any, Any, int, np.ndarray, tuple[Any, Any]]
 
 
 class ProcessCage(Cage):
@@ -168,9 +172,7 @@ class ProcessCage(Cage):
         self.main_spin_seconds = float(main_spin_seconds)
         self.start_timeout = float(start_timeout)
         self.step_timeout = check_step_timeout(step_timeout)
-        self._ctx = (
-            default_context() if start_method is None else mp.get_context(start_method)
-        )
+        self._ctx = start_context(start_method)
         check_main_guard(self._ctx.get_start_method())
         # the processes, and everything to release (shared with the finalizer)
         self._resources = SteppingProcesses(
@@ -178,9 +180,13 @@ class ProcessCage(Cage):
         )
         self._finalizer = weakref.finalize(self, self._resources.release)
         self._slots = SlotRegistry(self.n_envs)
-        self._step_cache: dict[tuple[int, int], tuple] = {}
+        self._step_cache: dict[tuple[int, int], _StepEntry] = {}
         self._restarts = 0
-        self._pending: tuple | None = None
+        # what step_async / reset_async leave for the await call (the Cage
+        # state machine orders the calls); reset after use to hold no slots
+        self._pending_step: tuple[Any, Any] = NOTHING_PENDING  # (out, views)
+        # (observation views, env_indices)
+        self._pending_reset: tuple[Any, list[int] | None] = NOTHING_PENDING
         self._settings = GroupSettings(
             ctx=self._ctx,
             env_factory=env_factory,
@@ -219,13 +225,16 @@ class ProcessCage(Cage):
     @property
     def worker_pids(self) -> list[int]:
         """Process ids of the live workers (for monitoring and tests)."""
-        return [w.process.pid for w in self._resources.workers]
+        workers = self._resources.workers
+        return [pid for w in workers if (pid := w.process.pid) is not None]
 
     # -- collecting ------------------------------------------------------------
     def _new_traj(self, env_index: int) -> TrajInfo:
         return self.traj_info_type(env_index=env_index, **self.traj_info_kwargs)
 
-    def _collect(self, worker: WorkerHandle, completed: list, errors: list) -> None:
+    def _collect(
+        self, worker: WorkerHandle, completed: list[TrajInfo], errors: list[WorkerError]
+    ) -> None:
         replies = worker.wait(self.main_spin_seconds, self.step_timeout)
         completed += read_episodes(worker.row, self._new_traj)
         for reply in replies:
@@ -256,11 +265,11 @@ class ProcessCage(Cage):
         step = Command.STEP
         for worker in self._resources.workers:
             worker.command(step, messages, ids, layout_id)
-        self._pending = (out, views)
+        self._pending_step = (out, views)
 
     def _await_step(self) -> list[TrajInfo]:
-        out, views = self._pending
-        self._pending = None
+        out, views = self._pending_step
+        self._pending_step = NOTHING_PENDING
         completed: list[TrajInfo] = []
         errors: list[WorkerError] = []
         main = self._resources.main_group
@@ -304,11 +313,11 @@ class ProcessCage(Cage):
                 Command.RESET, slots.messages, slots.ids, slots.layout_id,
                 reset_extra(local),
             )  # fmt: skip
-        self._pending = (slots.views[fields.OBSERVATION], env_indices)
+        self._pending_reset = (slots.views[fields.OBSERVATION], env_indices)
 
     def _await_reset(self) -> None:
-        out_observation, env_indices = self._pending
-        self._pending = None
+        out_observation, env_indices = self._pending_reset
+        self._pending_reset = NOTHING_PENDING
         errors: list[WorkerError] = []
         main = self._resources.main_group
         if main is not None:

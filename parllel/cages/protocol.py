@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from parllel.cages.env_group import EnvGroup
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import EnvAttributeError, EnvError
 
@@ -142,7 +143,7 @@ class GiveEnvs:
     first: bool
     count: int
 
-    def run(self, group: Any) -> list[bytes]:
+    def run(self, group: EnvGroup) -> list[bytes]:
         """Carry the request out on an EnvGroup."""
         return group.give_envs(self.first, self.count)
 
@@ -158,7 +159,7 @@ class TakeEnvs:
     payloads: list[bytes]
     first: bool
 
-    def run(self, group: Any) -> None:
+    def run(self, group: EnvGroup) -> None:
         """Carry the request out on an EnvGroup."""
         group.take_envs(self.payloads, self.first)
 
@@ -177,7 +178,7 @@ class CallEnvs:
     kwargs: dict[str, Any]
     indices: list[int]
 
-    def run(self, group: Any) -> list[Any]:
+    def run(self, group: EnvGroup) -> list[Any]:
         """Carry the request out on an EnvGroup."""
         return group.call(self.name, self.args, self.kwargs, self.indices)
 
@@ -190,7 +191,7 @@ class SetEnvAttr:
     values: list[Any]
     indices: list[int]
 
-    def run(self, group: Any) -> None:
+    def run(self, group: EnvGroup) -> None:
         """Carry the request out on an EnvGroup."""
         group.set_attr(self.name, self.values, self.indices)
 
@@ -199,7 +200,7 @@ class SetEnvAttr:
 class WaitingEnvs:
     """Local indices of the envs waiting for a reset (wait mode)."""
 
-    def run(self, group: Any) -> list[int]:
+    def run(self, group: EnvGroup) -> list[int]:
         """Carry the request out on an EnvGroup."""
         return group.waiting()
 
@@ -228,7 +229,7 @@ class Result:
 class Episodes:
     """Finished episodes that do not fit the control row (any TrajInfo)."""
 
-    trajs: list
+    trajs: list[TrajInfo]
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,7 @@ Reply = Ready | Result | Episodes | WorkerError
 
 
 # -- control-row helpers ---------------------------------------------------------------
-def record_episodes(row: np.ndarray, completed: list) -> bool:
+def record_episodes(row: np.ndarray, completed: list[TrajInfo]) -> bool:
     """Write plain finished episodes into the control row (no pipe, no pickling).
 
     Only for :class:`~parllel.cages.TrajInfo` itself with nothing in
@@ -280,7 +281,9 @@ def record_episodes(row: np.ndarray, completed: list) -> bool:
     return True
 
 
-def read_episodes(row: np.ndarray, make_traj: Callable[[int], Any]) -> list:
+def read_episodes(
+    row: np.ndarray, make_traj: Callable[[int], TrajInfo]
+) -> list[TrajInfo]:
     """TrajInfos recorded by :func:`record_episodes` (main process side)."""
     count = int(row[Row.N_EPISODES])
     if not count:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from parllel import fields
-from parllel.cages.cage import Cage
+from parllel.cages.cage import NOTHING_PENDING, Cage
 from parllel.cages.cage_checks import read_only_slot_error
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.traj_info import TrajInfo
@@ -78,14 +78,18 @@ class SerialCage(Cage):
         except BaseException:
             self._group.close()
             raise
-        self._pending: tuple[Any, Any] | None = None
+        # what step_async / reset_async leave for the await call (the Cage
+        # state machine orders the calls); reset after use to hold no slots
+        self._pending_step: tuple[Any, Any] = NOTHING_PENDING  # (action, out)
+        # (out_observation, env_indices)
+        self._pending_reset: tuple[Any, list[int] | None] = NOTHING_PENDING
 
     def _step_async(self, action: Any, out: Any) -> None:
-        self._pending = (action, out)
+        self._pending_step = (action, out)
 
     def _await_step(self) -> list[TrajInfo]:
-        action, out = self._pending
-        self._pending = None
+        action, out = self._pending_step
+        self._pending_step = NOTHING_PENDING
         try:
             return self._group.step(action, out)
         except EnvError as exc:  # a closed buffer is not the env's fault
@@ -95,11 +99,11 @@ class SerialCage(Cage):
             raise closed from exc
 
     def _reset_async(self, out_observation: Any, env_indices: list[int] | None) -> None:
-        self._pending = (out_observation, env_indices)
+        self._pending_reset = (out_observation, env_indices)
 
     def _await_reset(self) -> None:
-        out_observation, env_indices = self._pending
-        self._pending = None
+        out_observation, env_indices = self._pending_reset
+        self._pending_reset = NOTHING_PENDING
         try:
             self._group.reset(out_observation, env_indices)
         except EnvError as exc:

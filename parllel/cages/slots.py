@@ -77,12 +77,14 @@ class SlotRegistry:
         skeleton = tree_map(lambda _: next(positions), views)
         # the pickled skeleton names the nesting exactly (dotted paths would not)
         layout_key = pickle.dumps(skeleton, pickle.HIGHEST_PROTOCOL)
-        layout_id = self._layout_ids.get(layout_key)
-        new_layout = layout_id is None
-        if new_layout:
+        known_id = self._layout_ids.get(layout_key)
+        new_layout = known_id is None
+        if known_id is None:
             if len(leaves) > MAX_LEAVES:
                 raise ConfigError(f"too many slot leaves ({len(leaves)}) for one step")
             layout_id = len(self._layout_ids)
+        else:
+            layout_id = known_id
         ids = np.empty(len(leaves), np.int64)
         new: dict[tuple, tuple[int, Any]] = {}  # key: (view id, descriptor)
         for j, (path, view) in enumerate(leaves):

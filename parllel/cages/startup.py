@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,10 @@ from parllel.cages.spaces import EnvSpaces, check_spaces_agree
 from parllel.cages.stepping import SteppingProcesses
 from parllel.cages.traj_info import TrajInfo
 from parllel.cages.worker_handle import WorkerHandle, WorkerLost
+from parllel.errors import CageError
+
+if TYPE_CHECKING:
+    from parllel.cages.sync import StartContext
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ class GroupSettings:
         cpus: CPUs to pin the workers to, or None.
     """
 
-    ctx: Any
+    ctx: StartContext
     env_factory: Callable[..., Any]
     env_kwargs: dict[str, Any]
     factory_bytes: bytes
@@ -77,6 +81,8 @@ def spawn_worker(
         want_example=want_example,
         cpus=settings.cpus,
     )
+    if processes.control is None:
+        raise CageError("internal: workers started before their control array")
     return WorkerHandle(settings.ctx, config, processes.control, env_indices)
 
 
@@ -124,4 +130,6 @@ def start_processes(
         if example is None:
             spaces, example = worker_spaces, worker_example
         check_spaces_agree(spaces, worker_spaces, worker.env_indices[0])
+    if example is None:  # worker 0 sends one when the main process steps no envs
+        raise CageError("internal: no process sent an example step")
     return EnvSpaces(*spaces), example

@@ -16,7 +16,7 @@ from parllel.arrays import Array
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.protocol import Request
 from parllel.cages.worker_handle import WorkerHandle
-from parllel.errors import ConfigError
+from parllel.errors import CageError, ConfigError
 
 # A stepping process and its cage-local env range: (worker, or None for the
 # main process, lo, hi)
@@ -90,6 +90,8 @@ class SteppingProcesses:
             WorkerDiedError: the worker died meanwhile.
         """
         if owner is None:
+            if self.main_group is None:
+                raise CageError("internal: the main process steps no envs")
             return request.run(self.main_group)
         return owner.request(request, self.main_spin_seconds)
 

@@ -21,15 +21,23 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from multiprocessing.synchronize import Semaphore
+from typing import TYPE_CHECKING, cast
 
 from parllel.cages.main_guard import check_main_guard
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
+
+    #: A multiprocessing context that starts processes (typeshed's
+    #: ``BaseContext``, what ``get_context(str)`` returns, has no ``Process``).
+    StartContext = SpawnContext | ForkServerContext | ForkContext
 
 _sched_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 def wait_for(
-    semaphore: Any,
+    semaphore: Semaphore,
     spin_seconds: float,
     check_alive: Callable[[], None],
     poll_seconds: float = 0.1,
@@ -55,17 +63,24 @@ def wait_for(
         check_alive()
 
 
-def default_context() -> Any:
+def default_context() -> StartContext:
     """forkserver where available (fast starts, safe with threads), else spawn."""
     methods = mp.get_all_start_methods()
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    return start_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def start_context(start_method: str | None) -> StartContext:
+    """The multiprocessing context of ``start_method`` (None: :func:`default_context`)."""
+    if start_method is None:
+        return default_context()
+    return cast("StartContext", mp.get_context(start_method))
 
 
 class _PeerGone(Exception):
     pass
 
 
-def _echo(ping: Any, pong: Any, rounds: int, spin_seconds: float) -> None:
+def _echo(ping: Semaphore, pong: Semaphore, rounds: int, spin_seconds: float) -> None:
     """The helper process of :func:`measure_sync_seconds`: answer every ping."""
     parent = mp.parent_process()
 
@@ -102,7 +117,7 @@ def measure_sync_seconds(
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
-    ctx = default_context() if start_method is None else mp.get_context(start_method)
+    ctx = start_context(start_method)
     check_main_guard(ctx.get_start_method())  # the helper would re-run the script
     ping, pong = ctx.Semaphore(0), ctx.Semaphore(0)
     helper = ctx.Process(

@@ -16,13 +16,16 @@ import os
 import signal
 import time
 import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
+from multiprocessing.synchronize import Semaphore
 from typing import Any
 
 import cloudpickle
 import numpy as np
 
-from parllel.arrays import attach_view
+from parllel.arrays import Array, attach_view
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.protocol import (
     MAX_TREES,
@@ -68,7 +71,7 @@ class WorkerSlots:
 
     def learn(self, message: Layout | Views) -> None:
         """Remember a layout or attach newly described views."""
-        if type(message) is Layout:
+        if isinstance(message, Layout):
             self.layouts[message.layout_id] = message.skeleton
         else:
             for view_id, descriptor in message.descriptors:
@@ -86,11 +89,11 @@ class WorkerSlots:
 
 def worker_main(
     config: WorkerConfig,
-    conn: Any,
-    control: Any,
-    command_ready: Any,
-    work_done: Any,
-    stack_conn: Any = None,
+    conn: Connection,
+    control: Array,
+    command_ready: Semaphore,
+    work_done: Semaphore,
+    stack_conn: Connection | None = None,
 ) -> None:
     """Entry point of a worker process (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
@@ -127,12 +130,12 @@ def worker_main(
 
 def _serve(
     config: WorkerConfig,
-    conn: Any,
-    control: Any,
-    command_ready: Any,
-    work_done: Any,
+    conn: Connection,
+    control: Array,
+    command_ready: Semaphore,
+    work_done: Semaphore,
     group: EnvGroup,
-    check_parent: Any,
+    check_parent: Callable[[], None],
 ) -> None:
     """The command loop (returns on ``Command.CLOSE``)."""
     row = control.to_ndarray()[config.index]
@@ -211,7 +214,7 @@ def error_reply(exc: BaseException) -> WorkerError:
     return WorkerError(f"{type(exc).__name__}: {exc}", env_index, tb, os.getpid())
 
 
-def _send_replies(conn: Any, replies: list[Reply]) -> None:
+def _send_replies(conn: Connection, replies: list[Reply]) -> None:
     """Send ``replies``, or an error reply if they do not pickle.
 
     E.g. ``get_attr`` of an attribute holding a lock: the main process gets
@@ -232,7 +235,7 @@ def _send_replies(conn: Any, replies: list[Reply]) -> None:
     conn.send_bytes(payload)
 
 
-def _send_error(conn: Any, exc: BaseException) -> None:
+def _send_error(conn: Connection, exc: BaseException) -> None:
     try:
         conn.send(error_reply(exc))
     except Exception:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from parllel.arrays import Array
 from parllel.cages.layout import usable_cores
 from parllel.cages.protocol import (
     STACK_SIGNAL,
@@ -20,6 +21,7 @@ from parllel.cages.protocol import (
     Message,
     Ready,
     Reply,
+    Result,
     Row,
     Status,
     WorkerConfig,
@@ -27,7 +29,12 @@ from parllel.cages.protocol import (
 )
 from parllel.cages.sync import wait_for
 from parllel.cages.worker import worker_main
-from parllel.errors import WorkerDiedError
+from parllel.errors import CageError, WorkerDiedError
+
+if TYPE_CHECKING:
+    from parllel.cages.sync import StartContext
+
+ReplyT = TypeVar("ReplyT", bound=Reply)
 
 _NO_IDS = np.empty(0, np.int64)
 # Worker processes alive in this process's cages (all cages together).
@@ -71,9 +78,9 @@ class WorkerHandle:
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: StartContext,
         config: WorkerConfig,
-        control: Any,
+        control: Array,
         env_indices: tuple[int, ...],
     ) -> None:
         self.index = index = config.index
@@ -128,10 +135,13 @@ class WorkerHandle:
         Works while the worker is stuck anywhere, even in C code holding the
         GIL; returns "" if the worker is gone or does not answer in time.
         """
+        pid = self.process.pid
         if not STACK_SIGNAL or self._stopped or self.process.exitcode is not None:
             return ""
+        if pid is None:  # never started
+            return ""
         try:
-            os.kill(self.process.pid, STACK_SIGNAL)
+            os.kill(pid, STACK_SIGNAL)
         except ProcessLookupError:
             return ""
         reader, chunks = self._stack_reader, []
@@ -185,7 +195,7 @@ class WorkerHandle:
             self.process.join(1.0)
             raise WorkerLost(self) from None
 
-    def handshake(self, timeout: float) -> tuple[Any, Any]:
+    def handshake(self, timeout: float) -> tuple[Any, dict[str, Any] | None]:
         """Wait for the worker's :class:`Ready`; return ``(spaces, example)``."""
         deadline = time.monotonic() + timeout
         while not self.conn.poll(0.1):
@@ -254,7 +264,13 @@ class WorkerHandle:
             replies = raise_replies(self.wait(spin_seconds))
         except WorkerLost:
             raise self.died_error() from None
-        return replies[0].value
+        reply = replies[0] if replies else None
+        if not isinstance(reply, Result):  # the worker answers a request with one
+            raise CageError(
+                f"worker {self.index} answered a {type(message).__name__} request "
+                f"with {replies!r} instead of one Result"
+            )
+        return reply.value
 
     def wait(self, spin_seconds: float, timeout: float | None = None) -> list[Reply]:
         """Wait until the worker finished its command; return its replies.
@@ -319,9 +335,9 @@ class WorkerHandle:
             pass
 
 
-def raise_replies(replies: list[Reply]) -> list[Reply]:
+def raise_replies(replies: list[ReplyT]) -> list[ReplyT]:
     """Raise the first :class:`WorkerError` reply (as EnvError); return the others."""
     for reply in replies:
-        if type(reply) is WorkerError:
+        if isinstance(reply, WorkerError):  # runs only while there are replies
             raise reply.exception()
     return replies

@@ -12,6 +12,8 @@
 No torch is imported here.
 """
 
+from typing import Any
+
 from parllel.samplers.alternating import AlternatingSampler
 from parllel.samplers.build import sample_tree_from_examples
 from parllel.samplers.evaluation import EvalSampler
@@ -31,7 +33,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # the old name of sample_tree_from_examples, for one release
     if name == "build_sample_tree":
         from parllel._deprecation import renamed_attribute

@@ -106,7 +106,9 @@ def sample_tree_from_examples(
         previous = recurrent
     reward = np.asarray(env_example[fields.REWARD], np.float32)[()]
 
-    def alloc(example: Any, batch_shape=shape, padding: int = 0) -> Any:
+    def alloc(
+        example: Any, batch_shape: tuple[int, ...] = shape, padding: int = 0
+    ) -> Any:
         rows = full_size if len(batch_shape) == 2 else None
         return buffer_from_example(
             example, batch_shape, storage, padding=padding, full_size=rows

@@ -110,10 +110,12 @@ class RecurrentSampler(BatchSampler):
         finished = np.zeros(everyone.n_envs, bool)  # wait-reset: idle envs
         stepped: Any = slice(None)
         completed: list[TrajInfo] = []
+        # the valid mask is written in wait-reset mode (its field checked in __init__)
+        valid = everyone.valid if self.wait_reset else None
         for t in range(self.batch_T):
-            if self.wait_reset:
-                np.logical_not(finished, out=everyone.valid[t])
-                stepped = np.flatnonzero(everyone.valid[t])
+            if valid is not None:
+                np.logical_not(finished, out=valid[t])
+                stepped = np.flatnonzero(valid[t])
             act(handler, everyone, t)
             for cage, group in zip(self.cages, self.views):
                 cage.step_async(group.action[t], group.step_slots[t])

@@ -36,6 +36,13 @@ def rows(tree: Any, index: Any) -> Any:
     return tree_map(take, tree)
 
 
+# Fields every sampler reads or writes at every step (the others are optional).
+_REQUIRED = (
+    fields.OBSERVATION, fields.ACTION, fields.AGENT_INFO, fields.REWARD,
+    fields.TERMINATED, fields.TRUNCATED, fields.DONE,
+)  # fmt: skip
+
+
 class GroupViews:
     """Views of env columns ``[lo, hi)`` of a sample tree, per time step.
 
@@ -43,7 +50,9 @@ class GroupViews:
     entries), ``action``, ``agent_info``, ``reward``, ``terminated``,
     ``truncated``, ``done``, ``final_observation``, ``valid`` and
     ``prev_action``/``prev_reward`` (``T + 1``), plus ``step_slots[t]``, the
-    ``out`` mapping for ``cage.step_async``. Missing fields give None.
+    ``out`` mapping for ``cage.step_async``. Missing optional fields give
+    None (``final_observation``, ``final_value``, ``valid``, ``prev_action``
+    and ``prev_reward``); a tree without the others raises ConfigError.
     The views stay valid across :meth:`ArrayDict.rotate` when the batch
     window never moves in memory; with full-size leaves (a replay tree the
     sampler writes straight into, see :func:`sliding_window`) the window
@@ -55,25 +64,40 @@ class GroupViews:
     """
 
     def __init__(self, sample_tree: ArrayDict, lo: int, hi: int) -> None:
+        missing = [key for key in _REQUIRED if key not in sample_tree]
+        if missing:
+            raise ConfigError(
+                f"the sample tree lacks the fields {missing} that every sampler "
+                "writes; build it with sample_tree_from_examples (or "
+                "parllel.patterns.build_sample_tree)"
+            )
+        if (fields.PREV_ACTION in sample_tree) != (fields.PREV_REWARD in sample_tree):
+            raise ConfigError(
+                f"the sample tree keeps only one of {fields.PREV_ACTION!r} and "
+                f"{fields.PREV_REWARD!r}; samplers write both or neither"
+            )
         self.lo, self.hi = lo, hi
         self.columns = slice(lo, hi)
         self.n_envs = hi - lo
         T = len(sample_tree[fields.REWARD])
         self.T = T
 
-        def per_step(key: str, count: int) -> list | None:
+        def per_step(key: str, count: int) -> list[Any] | None:
             if key not in sample_tree:
                 return None
             leaf = sample_tree[key]
             return [leaf[t][self.columns] for t in range(count)]
 
-        self.observation = per_step(fields.OBSERVATION, T + 1)
-        self.action = per_step(fields.ACTION, T)
-        self.agent_info = per_step(fields.AGENT_INFO, T)
-        self.reward = per_step(fields.REWARD, T)
-        self.terminated = per_step(fields.TERMINATED, T)
-        self.truncated = per_step(fields.TRUNCATED, T)
-        self.done = per_step(fields.DONE, T)
+        def required(key: str, count: int) -> list[Any]:
+            return [sample_tree[key][t][self.columns] for t in range(count)]
+
+        self.observation = required(fields.OBSERVATION, T + 1)
+        self.action = required(fields.ACTION, T)
+        self.agent_info = required(fields.AGENT_INFO, T)
+        self.reward = required(fields.REWARD, T)
+        self.terminated = required(fields.TERMINATED, T)
+        self.truncated = required(fields.TRUNCATED, T)
+        self.done = required(fields.DONE, T)
         self.final_observation = per_step(fields.FINAL_OBSERVATION, T)
         self.final_value = per_step(fields.FINAL_VALUE, T)
         self.valid = per_step(fields.VALID, T)
@@ -81,8 +105,9 @@ class GroupViews:
         self.prev_reward = per_step(fields.PREV_REWARD, T + 1)
         env_info = sample_tree.get(fields.ENV_INFO)
         has_info = env_info is not None and len(env_info) > 0
-        self.step_slots = []
-        self.previous_pairs = []
+        self.step_slots: list[dict[str, Any]] = []
+        # (target, source) leaves copied after step t: prev_action/prev_reward
+        self.previous_pairs: list[list[tuple[Any, Any]]] = []
         for t in range(T):
             slots = {
                 fields.OBSERVATION: self.observation[t + 1],
@@ -95,17 +120,18 @@ class GroupViews:
             if self.final_observation is not None:
                 slots[fields.FINAL_OBSERVATION] = self.final_observation[t]
             self.step_slots.append(slots)
-            pairs = []
-            if self.prev_action is not None:
+            pairs: list[tuple[Any, Any]] = []
+            if self.prev_action is not None and self.prev_reward is not None:
                 pairs += zip(leaves(self.prev_action[t + 1]), leaves(self.action[t]))
                 pairs.append((self.prev_reward[t + 1], self.reward[t]))
             self.previous_pairs.append(pairs)
 
     def previous(self, t: int) -> tuple[Any, Any]:
         """``(prev_action[t], prev_reward[t])`` for the handler (None if not kept)."""
-        if self.prev_action is None:
+        prev_action, prev_reward = self.prev_action, self.prev_reward
+        if prev_action is None or prev_reward is None:  # both or neither (__init__)
             return None, None
-        return self.prev_action[t], self.prev_reward[t]
+        return prev_action[t], prev_reward[t]
 
 
 def sliding_window(sample_tree: ArrayDict) -> bool:
@@ -216,11 +242,17 @@ def final_values_now(
 ) -> None:
     """Value of the final observations of episodes truncated at ``t`` (current state)."""
     truncated = ended[~views.terminated[t][ended] & views.truncated[t][ended]]
-    if views.final_value is None or not len(truncated):
+    final_value, final_observation = views.final_value, views.final_observation
+    if final_value is None or not len(truncated):
         return
+    if final_observation is None:
+        raise ConfigError(
+            f"the sample tree keeps {fields.FINAL_VALUE!r} but not "
+            f"{fields.FINAL_OBSERVATION!r}, which it is computed from"
+        )
     has_previous = views.prev_action is not None
-    views.final_value[t][truncated] = handler.value(
-        rows(views.final_observation[t], truncated),
+    final_value[t][truncated] = handler.value(
+        rows(final_observation[t], truncated),
         rows(views.action[t], truncated) if has_previous else None,
         views.reward[t][truncated] if has_previous else None,
         env_indices=views.lo + truncated,
@@ -270,11 +302,12 @@ def start_batch(sample_tree: ArrayDict, handler: Handler) -> None:
 
 def zero_previous(views: GroupViews, t: int, index: Any) -> None:
     """Zero ``prev_action[t]`` and ``prev_reward[t]`` at rows ``index``."""
-    if views.prev_action is None:
+    prev_action, prev_reward = views.prev_action, views.prev_reward
+    if prev_action is None or prev_reward is None:  # both or neither (GroupViews)
         return
-    for leaf in leaves(views.prev_action[t]):
+    for leaf in leaves(prev_action[t]):
         leaf[index] = 0
-    views.prev_reward[t][index] = 0
+    prev_reward[t][index] = 0
 
 
 def reset_envs(
@@ -310,9 +343,9 @@ def reset_envs(
             if cage.reset_mode == "wait":
                 again.update(cage.waiting_envs())
             if again:
-                again = sorted(again)
-                cage.reset(group.observation[last + 1], env_indices=again)
-                zero_previous(group, last + 1, again)
+                indices = sorted(again)
+                cage.reset(group.observation[last + 1], env_indices=indices)
+                zero_previous(group, last + 1, indices)
     handler.reset()
     if normalizer is not None:
         for group in views:

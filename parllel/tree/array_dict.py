@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 import numpy as np
 
@@ -14,8 +14,20 @@ from parllel.errors import TreeStructureError
 from parllel.tree.nodes import tree_get
 from parllel.tree.writing import join_path, key_mismatch_error, write_leaf, write_tree
 
+# A tree's cached FastWriter as an exact tuple: (epoch, write, n_fields, min_length)
+_FastTuple = tuple[int, Callable[[Any, int, Any], None], int, int]
 
-class ArrayDict(Mapping):
+
+def _not_compiled(value: Any, t: int, b: Any) -> None:
+    """The writer of :data:`_NOT_COMPILED` (never called: ``min_length`` is 0)."""
+    raise AssertionError("ArrayDict fast writer used before it was compiled")
+
+
+# The fast writer of a tree whose fields changed: its epoch never matches
+_NOT_COMPILED: _FastTuple = (-1, _not_compiled, 0, 0)
+
+
+class ArrayDict(Mapping[str, Any]):
     """A nested mapping of named fields whose leaves are Arrays or ndarrays.
 
     Keys are strings, reachable by subscription (``tree["reward"]``) and as
@@ -54,13 +66,16 @@ class ArrayDict(Mapping):
     """
 
     __slots__ = ("_items", "_sequence", "_fast")
+    _items: dict[str, Any]
+    _sequence: bool
+    _fast: _FastTuple
 
     def __init__(
         self, items: Mapping[str, Any] | None = None, *, sequence: bool = False
     ) -> None:
         object.__setattr__(self, "_items", {})
         object.__setattr__(self, "_sequence", sequence)
-        object.__setattr__(self, "_fast", (-1, None, 0, 0))
+        object.__setattr__(self, "_fast", _NOT_COMPILED)
         for key, value in (items or {}).items():
             self._set_field(key, value)
 
@@ -73,7 +88,7 @@ class ArrayDict(Mapping):
         if isinstance(value, Mapping) and not isinstance(value, ArrayDict):
             value = ArrayDict(value)
         self._items[key] = value
-        object.__setattr__(self, "_fast", (-1, None, 0, 0))
+        object.__setattr__(self, "_fast", _NOT_COMPILED)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -95,7 +110,7 @@ class ArrayDict(Mapping):
     def __setstate__(self, state: tuple) -> None:
         object.__setattr__(self, "_items", state[0])
         object.__setattr__(self, "_sequence", state[1])
-        object.__setattr__(self, "_fast", (-1, None, 0, 0))
+        object.__setattr__(self, "_fast", _NOT_COMPILED)
 
     def __dir__(self) -> list[str]:
         return list(super().__dir__()) + list(self._items)
@@ -182,7 +197,7 @@ class ArrayDict(Mapping):
         """
         write_tree(self, index, value, path, {} if cache is None else cache)
 
-    def _compile_fast_writer(self) -> tuple:
+    def _compile_fast_writer(self) -> _FastTuple:
         """Compile (and cache) the writer of ``tree[t, b] = {...}`` for the fields.
 
         Array fields are written through their
@@ -190,21 +205,37 @@ class ArrayDict(Mapping):
         way. Recompiled when a field is set or any Array's window moved
         (:data:`~parllel.arrays.fast_writer.GEOMETRY_EPOCH`).
         """
-        fast = compile_fast_writer(
+        writer = compile_fast_writer(
             [
                 (key, leaf.write_target() if type(leaf) is Array else leaf)
                 for key, leaf in self._items.items()
             ],
             write_leaf,
         )
-        fast = tuple(fast)  # an exact tuple unpacks faster on the hot path
+        # an exact tuple unpacks faster on the hot path
+        fast: _FastTuple = (
+            writer.epoch,
+            writer.write,
+            writer.n_fields,
+            writer.min_length,
+        )
         object.__setattr__(self, "_fast", fast)
         return fast
 
     # -- walking -------------------------------------------------------------
+    @overload
+    def items_flat(
+        self, prefix: str = "", *, tuple_paths: Literal[False] = False
+    ) -> Iterator[tuple[str, Any]]: ...
+
+    @overload
+    def items_flat(
+        self, prefix: str | tuple[str, ...] = "", *, tuple_paths: Literal[True]
+    ) -> Iterator[tuple[tuple[str, ...], Any]]: ...
+
     def items_flat(
         self, prefix: str | tuple[str, ...] = "", *, tuple_paths: bool = False
-    ) -> Iterator[tuple[Any, Any]]:
+    ) -> Iterator[tuple[str, Any]] | Iterator[tuple[tuple[str, ...], Any]]:
         """Yield ``(path, leaf)`` for every leaf, depth-first in key order.
 
         A leaf is any value that is not an ArrayDict. Paths are keys joined
@@ -220,7 +251,8 @@ class ArrayDict(Mapping):
         if tuple_paths:
             start = prefix if isinstance(prefix, tuple) else (prefix,) if prefix else ()
             return self._items_tuple_paths(start)
-        return self._items_dotted_paths(prefix)
+        # a str by the overloads (a tuple prefix goes with tuple_paths=True)
+        return self._items_dotted_paths(cast(str, prefix))
 
     def _items_dotted_paths(self, prefix: str) -> Iterator[tuple[str, Any]]:
         for key, value in self._items.items():
@@ -370,7 +402,8 @@ class ArrayDict(Mapping):
                 return False
         return True
 
-    __hash__ = None  # type: ignore[assignment]  (mutable Mapping, as dict)
+    # mutable Mapping, unhashable as dict (mypy wants object's __hash__ type)
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return self._repr(0)

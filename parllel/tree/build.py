@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -11,6 +11,14 @@ from parllel.arrays import Array, Storage
 from parllel.errors import TreeStructureError
 from parllel.tree.array_dict import ArrayDict
 from parllel.tree.utils import is_namedtuple
+
+
+class _AllocOptions(TypedDict):
+    """The allocation arguments every leaf of one tree shares."""
+
+    storage: Storage
+    padding: int
+    full_size: int | None
 
 
 def buffer_from_example(
@@ -38,7 +46,11 @@ def buffer_from_example(
     Raises:
         TreeStructureError: a leaf of the example is None.
     """
-    kwargs = {"storage": storage, "padding": padding, "full_size": full_size}
+    kwargs: _AllocOptions = {
+        "storage": storage,
+        "padding": padding,
+        "full_size": full_size,
+    }
     if isinstance(example, Mapping):
         return ArrayDict(
             {

@@ -38,7 +38,8 @@ def tree_map(fn: Callable[..., Any], tree: Any, *others: Any) -> Any:
     if isinstance(tree, ArrayDict):
         return tree.map(fn, *others)
     if isinstance(tree, Mapping):
-        return type(tree)(
+        mapping_type: Callable[..., Any] = type(tree)  # dict-like: built from a dict
+        return mapping_type(
             {k: tree_map(fn, v, *(o[k] for o in others)) for k, v in tree.items()}
         )
     if is_namedtuple(tree):

@@ -10,13 +10,16 @@ errors name the leaf path.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from parllel.arrays import Array
 from parllel.arrays.writing import check_value_dtype
 from parllel.errors import ShapeError, TreeStructureError
+
+if TYPE_CHECKING:
+    from parllel.tree.array_dict import ArrayDict
 
 
 def join_path(prefix: str, key: str) -> str:
@@ -25,7 +28,7 @@ def join_path(prefix: str, key: str) -> str:
 
 
 def write_tree(
-    tree: Mapping[str, Any], index: Any, value: Any, prefix: str, cache: dict
+    tree: ArrayDict, index: Any, value: Any, prefix: str, cache: dict
 ) -> None:
     """Write ``value`` at ``index`` into every leaf of ``tree`` (an ArrayDict).
 
@@ -42,7 +45,7 @@ def write_tree(
         if len(value) != len(items):
             raise key_mismatch_error(tree, value.keys(), prefix)
         getter = value.__getitem__
-    elif isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
+    elif isinstance(value, tuple) and hasattr(value, "_asdict"):  # namedtuple
         value = value._asdict()
         if len(value) != len(items):
             raise key_mismatch_error(tree, value.keys(), prefix)
