@@ -17,10 +17,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from numbers import Integral
-from typing import Any
+from typing import Any, TypedDict
 
 from parllel import fields
 from parllel.agents import Handler
+from parllel.arrays import Storage
 from parllel.cages import (
     Cage,
     ProcessCage,
@@ -40,6 +41,16 @@ from parllel.transforms import (
 from parllel.tree import ArrayDict
 
 PARALLEL_CHOICES = ("auto", "process", "serial")
+
+
+class _CageOptions(TypedDict):
+    """The arguments a SerialCage and a ProcessCage share (besides the envs)."""
+
+    seed: int | Sequence[int] | None
+    env_offset: int
+    reset_mode: str
+    traj_info_type: Callable[..., TrajInfo]
+    traj_info_kwargs: dict[str, Any] | None
 
 
 def build_cages(
@@ -71,13 +82,13 @@ def build_cages(
         raise ConfigError(
             f"parallel must be one of {PARALLEL_CHOICES}, got {parallel!r}"
         )
-    common = dict(
-        seed=seed,
-        env_offset=env_offset,
-        reset_mode=reset_mode,
-        traj_info_type=traj_info_type,
-        traj_info_kwargs=traj_info_kwargs,
-    )
+    common: _CageOptions = {
+        "seed": seed,
+        "env_offset": env_offset,
+        "reset_mode": reset_mode,
+        "traj_info_type": traj_info_type,
+        "traj_info_kwargs": traj_info_kwargs,
+    }
     layout = None
     if parallel != "serial" and not {"envs_per_worker", "n_workers"} & set(
         process_kwargs
@@ -144,7 +155,7 @@ def build_alternating_cages(
         }
     half = n_envs // 2
     seeds: tuple[Any, Any] = (seed, seed)
-    if seed is not None and not isinstance(seed, Integral):
+    if seed is not None and not isinstance(seed, (int, Integral)):
         seed = list(seed)
         if len(seed) != n_envs:
             raise ConfigError(f"seed holds {len(seed)} per-env seeds for {n_envs} envs")
@@ -178,7 +189,7 @@ def build_sample_tree(
     handler: Handler,
     batch_T: int,
     *,
-    storage: str | None = None,
+    storage: Storage | None = None,
     **options: Any,
 ) -> ArrayDict:
     """Allocate the sample tree for ``cage`` (or several, e.g. the two of an
@@ -206,7 +217,7 @@ def build_replay_tree(
     batch_T: int,
     full_size: int,
     *,
-    storage: str = "local",
+    storage: Storage = "local",
 ) -> ArrayDict:
     """Allocate a replay tree of full-size Arrays (``full_size`` rows per env).
 

@@ -153,6 +153,7 @@ class Array:
         return self._storage[self._indexer.translate(index)]
 
     def __setitem__(self, index: Any, value: Any) -> None:
+        storage_index: int | tuple
         if type(index) is tuple and index and type(index[0]) is int:
             storage_index = (self._indexer.row(index[0]),) + index[1:]
         elif type(index) is int:
@@ -180,6 +181,7 @@ class Array:
                 keeps the translated index per window geometry, so Arrays
                 alike translate an index expression only once.
         """
+        storage_index: tuple | None
         if type(index) is tuple and index and type(index[0]) is int:
             t = index[0]  # the common ``[t, b, ...]``: inline translation
             if 0 <= t < self._length:

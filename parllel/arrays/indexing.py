@@ -22,11 +22,12 @@ Two coordinate systems exist for the leading index:
 from __future__ import annotations
 
 import operator
+from typing import TypeGuard
 
 import numpy as np
 
 
-def _is_integer(obj: object) -> bool:
+def _is_integer(obj: object) -> TypeGuard[int | np.integer]:
     return isinstance(obj, (int, np.integer)) and not isinstance(obj, (bool, np.bool_))
 
 

@@ -84,7 +84,7 @@ def check_can_sample(
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:
     """The generator's bit-generator state (a plain dict)."""
-    return rng.bit_generator.state
+    return dict(rng.bit_generator.state)  # a fresh dict (numpy types it a Mapping)
 
 
 def set_rng_state(rng: np.random.Generator, state: Mapping[str, Any]) -> None:

@@ -121,9 +121,11 @@ class FinalObservations:
         self._leaves = [leaf for _, leaf in tree_items(self.observations)]
         self.num_envs = int(num_envs)
         # slot_of[row, env]: entry of that step's final observation (-1: none)
-        self.slot_of = np.full((full_size, num_envs), -1, _index_type(self.capacity))
+        self.slot_of: np.ndarray = np.full(
+            (full_size, num_envs), -1, _index_type(self.capacity)
+        )
         # position_of[entry]: its step's position row * B + env (-1: unused)
-        self.position_of = np.full(
+        self.position_of: np.ndarray = np.full(
             self.capacity, -1, _index_type(full_size * self.num_envs)
         )
         self.head = 0  # next entry to write (the oldest one once the ring is full)

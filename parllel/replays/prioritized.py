@@ -18,6 +18,7 @@ from parllel.replays.checks import (
 from parllel.replays.storage import ReplayStorage
 from parllel.replays.sum_tree import SumTree
 from parllel.replays.transitions import ReplayBatch, gather_transitions
+from parllel.tree import ArrayDict
 
 __all__ = ["PrioritizedReplay"]
 
@@ -62,7 +63,7 @@ class PrioritizedReplay:
 
     def __init__(
         self,
-        tree: Mapping[str, Any],
+        tree: ArrayDict,
         batch_size: int,
         rng: np.random.Generator,
         *,

@@ -52,7 +52,7 @@ from parllel.replays.rows import (
     rows_view,
     writable_rows,
 )
-from parllel.tree import tree_items
+from parllel.tree import ArrayDict, tree_items
 
 __all__ = ["ReplayStorage", "REQUIRED_FIELDS", "ROW_FIELDS"]
 
@@ -72,7 +72,7 @@ class ReplayStorage:
         T * B
 
     Args:
-        tree: an ArrayDict (or mapping) with at least the fields
+        tree: an ArrayDict with at least the fields
             ``OBSERVATION`` (padding >= 1), ``ACTION``, ``REWARD``,
             ``TERMINATED`` and ``TRUNCATED``, every leaf a full-size
             :class:`~parllel.arrays.Array` with the same ``(T, B)`` and
@@ -89,7 +89,7 @@ class ReplayStorage:
 
     def __init__(
         self,
-        tree: Mapping[str, Any],
+        tree: ArrayDict,
         final_observation_capacity: int | None = None,
     ) -> None:
         missing = [name for name in REQUIRED_FIELDS if name not in tree]
@@ -199,9 +199,10 @@ class ReplayStorage:
                 (a batch was recorded twice, or the tree rotated without one).
             ConfigError: ``batch`` does not match the replay tree.
         """
-        copying = batch is not None and batch is not self.tree
-        if copying:
-            self._write_batch(batch)
+        source = None if batch is self.tree else batch  # None: zero-copy
+        copying = source is not None
+        if source is not None:
+            self._write_batch(source)
             sources = self._final_sources
         else:
             sources = [

@@ -21,7 +21,9 @@ __all__ = ["SumTree", "find_prefix_sums", "set_priorities"]
 
 
 @numba.njit(cache=True)
-def set_priorities(nodes, leaf_count, indices, priorities):  # pragma: no cover - jit
+def set_priorities(  # pragma: no cover - jit
+    nodes: np.ndarray, leaf_count: int, indices: np.ndarray, priorities: np.ndarray
+) -> None:
     """Write ``priorities`` at leaf ``indices`` and update every ancestor sum."""
     for k in range(indices.shape[0]):
         node = leaf_count + indices[k]
@@ -33,7 +35,9 @@ def set_priorities(nodes, leaf_count, indices, priorities):  # pragma: no cover 
 
 
 @numba.njit(cache=True)
-def find_prefix_sums(nodes, leaf_count, values, out):  # pragma: no cover - jit
+def find_prefix_sums(  # pragma: no cover - jit
+    nodes: np.ndarray, leaf_count: int, values: np.ndarray, out: np.ndarray
+) -> None:
     """For each value in ``[0, total)``, the leaf whose prefix-sum span holds it.
 
     A subtree with zero sum is never entered, so a zero-priority leaf is never

@@ -15,6 +15,7 @@ from parllel.replays.checks import (
 )
 from parllel.replays.storage import ReplayStorage
 from parllel.replays.transitions import ReplayBatch, gather_transitions
+from parllel.tree import ArrayDict
 
 __all__ = ["UniformReplay"]
 
@@ -59,7 +60,7 @@ class UniformReplay:
 
     def __init__(
         self,
-        tree: Mapping[str, Any],
+        tree: ArrayDict,
         batch_size: int,
         rng: np.random.Generator,
         *,

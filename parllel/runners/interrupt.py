@@ -24,8 +24,11 @@ def _say(message: str) -> None:
     ``sys.stderr``; writing through the same buffered stream again would
     raise "reentrant call". ``os.write`` has no buffer to re-enter.
     """
+    stderr = sys.__stderr__
+    if stderr is None:  # no usable stderr
+        return
     try:
-        os.write(sys.__stderr__.fileno(), f"\n{message}\n".encode())
+        os.write(stderr.fileno(), f"\n{message}\n".encode())
     except (AttributeError, OSError, ValueError):  # no usable stderr
         pass
 

@@ -249,8 +249,8 @@ def load_latest_checkpoint(
         except CorruptCheckpointError as error:
             skipped.append((path, error))
             continue
-        for bad, error in skipped:
-            cause = error.__cause__ or error
+        for bad, unreadable in skipped:
+            cause = unreadable.__cause__ or unreadable
             aside = ""
             if set_aside_unreadable:
                 os.replace(bad, bad.with_name(bad.name + UNREADABLE_SUFFIX))

@@ -39,12 +39,15 @@ import typing
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union
 
 from parllel.errors import ConfigError, MissingDependencyError, ParllelWarning
 from parllel.runtime.run_directory import RunDirectory
 
-ConfigT = TypeVar("ConfigT")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+ConfigT = TypeVar("ConfigT", bound="DataclassInstance")  # a dataclass instance
 
 QUICK_HELP = "a tiny run for smoke tests (the script's quick preset)"
 RESUME_HELP = (

@@ -8,7 +8,7 @@ disk stays the last good one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ def nonfinite_tensors(state: Any, prefix: str = "") -> list[str]:
             if not bool(torch.isfinite(state).all()):
                 return [prefix or "<tensor>"]
         return []
+    items: Iterable[tuple[Any, Any]]
     if isinstance(state, Mapping):
         items = state.items()
     elif isinstance(state, (list, tuple)):

@@ -55,7 +55,7 @@ def allocate_field(
     like: Any,
     feature_shape: tuple[int, ...],
     dtype: Any,
-) -> Any:
+) -> Array | np.ndarray:
     """Add field ``key`` (``[T, B, *feature_shape]``) next to leaf ``like``.
 
     The new leaf has ``like``'s batch shape and storage (an Array if ``like``
@@ -79,6 +79,7 @@ def allocate_field(
                 f"existing field '{key}' has dtype {existing.dtype}, expected {dtype}"
             )
         return sample_tree[key]
+    leaf: Array | np.ndarray
     if isinstance(like, Array):
         leaf = Array(
             batch_shape=batch_shape,

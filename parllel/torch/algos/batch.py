@@ -149,7 +149,8 @@ class PolicyBatch:
     @property
     def shape(self) -> tuple[int, int]:
         """``(T, B)``."""
-        return tuple(self.advantage.shape[:2])
+        T, B = self.advantage.shape[:2]
+        return T, B
 
     def flatten_samples(self) -> PolicyBatch:
         """Merge ``[T, B]`` into one sample dim ``[T * B]`` (feed-forward)."""

@@ -22,6 +22,7 @@ from parllel.torch.algos.off_policy import (
     mean_metrics,
     polyak_update,
     replay_batch_to_torch,
+    takes_priorities,
 )
 
 __all__ = ["DQN", "epsilon_schedule"]
@@ -187,9 +188,10 @@ class DQN:
         check_finite_update("DQN", self.updates_done, loss=loss, grad_norm=grad_norm)
         self.optimizer.step()
         self.updates_done += 1
+        interval = self.target_update_interval  # set when tau is None (__init__)
         if self.tau is not None:
             polyak_update(self.target_network, self.q_network, self.tau)
-        elif self.updates_done % self.target_update_interval == 0:
+        elif interval is not None and self.updates_done % interval == 0:
             hard_update(self.target_network, self.q_network)
         td_abs = (q.detach() - target).abs()
         metrics = {
@@ -223,7 +225,7 @@ class DQN:
             batch = replay_batch_to_torch(replay.sample(), self.device)
             metrics, priorities = self.update(batch)
             history.append(metrics)
-            if hasattr(replay, "update_priorities"):
+            if takes_priorities(replay):
                 replay.update_priorities(
                     batch.indices.cpu().numpy(), priorities.cpu().numpy()
                 )

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
+import numpy as np
 import torch
 from torch import nn
 
 from parllel.errors import ConfigError
 from parllel.replays.ratio import ReplayRatio
+from parllel.replays.transitions import ReplayBatch
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
 
 __all__ = [
+    "PrioritizedReplayLike",
     "Replay",
     "TargetAverager",
     "UpdateCount",
@@ -20,15 +23,29 @@ __all__ = [
     "hard_update",
     "polyak_update",
     "replay_batch_to_torch",
+    "takes_priorities",
 ]
 
 
 class Replay(Protocol):
     """What off-policy algorithms need from a replay (see :mod:`parllel.replays`)."""
 
-    def sample(self) -> Any:
+    def sample(self) -> ReplayBatch:
         """A :class:`~parllel.replays.ReplayBatch` of numpy arrays."""
         ...
+
+
+class PrioritizedReplayLike(Replay, Protocol):
+    """A replay that also takes new priorities (:class:`~parllel.replays.PrioritizedReplay`)."""
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        """Set the priorities of the sampled ``indices`` (``|TD error|``)."""
+        ...
+
+
+def takes_priorities(replay: Replay) -> TypeGuard[PrioritizedReplayLike]:
+    """True if ``replay`` has ``update_priorities`` (a prioritized replay)."""
+    return hasattr(replay, "update_priorities")
 
 
 class UpdateCount:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -167,9 +167,9 @@ class PPO:
         ):
             if not (value >= 0 and math.isfinite(value)):
                 raise ConfigError(f"{name} must be non-negative; got {value}")
-        for name, value in (("max_grad_norm", max_grad_norm), ("target_kl", target_kl)):
-            if value is not None and not value > 0:
-                raise ConfigError(f"{name} must be positive or None; got {value}")
+        for name, limit in (("max_grad_norm", max_grad_norm), ("target_kl", target_kl)):
+            if limit is not None and not limit > 0:
+                raise ConfigError(f"{name} must be positive or None; got {limit}")
         for name, value in (("epochs", epochs), ("minibatches", minibatches)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1; got {value!r}")
@@ -221,6 +221,14 @@ class PPO:
                 "optimize(batch, progress=...) or PPO(total_updates=...)"
             )
         return 0.0
+
+    @overload
+    @staticmethod
+    def _resolve(value: float | Schedule, progress: float) -> float: ...
+
+    @overload
+    @staticmethod
+    def _resolve(value: float | Schedule | None, progress: float) -> float | None: ...
 
     @staticmethod
     def _resolve(value: float | Schedule | None, progress: float) -> float | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, ParllelError
 from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.off_policy import (
     Replay,
@@ -17,6 +17,7 @@ from parllel.torch.algos.off_policy import (
     check_fraction,
     mean_metrics,
     replay_batch_to_torch,
+    takes_priorities,
 )
 from parllel.torch.algos.sac_setup import (
     DEPRECATED_KEYWORDS,
@@ -261,13 +262,16 @@ class SAC:
             ``updates`` (their number).
         """
         history = []
-        prioritized = hasattr(replay, "update_priorities")
+        prioritized = replay if takes_priorities(replay) else None
         for _ in range(self.update_count(new_steps)):
             batch = replay_batch_to_torch(replay.sample(), self.device)
             history.append(self.update(batch))
-            if prioritized:
-                replay.update_priorities(
-                    batch.indices.cpu().numpy(), self.last_td_error.cpu().numpy()
+            if prioritized is not None:
+                td_error = self.last_td_error
+                if td_error is None:
+                    raise ParllelError("SAC.update() did not record last_td_error")
+                prioritized.update_priorities(
+                    batch.indices.cpu().numpy(), td_error.cpu().numpy()
                 )
         return mean_metrics(history)
 

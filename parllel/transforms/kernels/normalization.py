@@ -15,7 +15,15 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def _combine_moments(count, mean, m2, batch_count, batch_mean, batch_m2, j):
+def _combine_moments(
+    count: float,
+    mean: np.ndarray,
+    m2: np.ndarray,
+    batch_count: float,
+    batch_mean: float,
+    batch_m2: float,
+    j: int,
+) -> None:
     """Merge one feature ``j`` of a batch into running moments (Chan et al.)."""
     total = count + batch_count
     delta = batch_mean - mean[j]
