@@ -30,7 +30,11 @@ from parllel.cages import (
     suggest_layout_for,
 )
 from parllel.errors import ConfigError
-from parllel.samplers import EvalSampler, sample_tree_from_examples
+from parllel.samplers import (
+    EvalSampler,
+    ObservationNormalizer,
+    sample_tree_from_examples,
+)
 from parllel.transforms import (
     ClipRewards,
     EstimateAdvantage,
@@ -297,7 +301,7 @@ def build_eval_sampler(
     env_kwargs: dict[str, Any] | None = None,
     *,
     seed: int | Sequence[int] | None = None,
-    observation_normalizer: Any = None,
+    observation_normalizer: ObservationNormalizer | None = None,
     max_steps: int | None = None,
 ) -> tuple[EvalSampler, Cage]:
     """A serial eval cage plus an :class:`~parllel.samplers.EvalSampler` on it.

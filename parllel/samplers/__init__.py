@@ -8,6 +8,7 @@
   overlaps stepping of the other.
 - :class:`EvalSampler`: deterministic evaluation episodes.
 - :class:`FiniteCheck`: the training samplers' NaN/inf check of each batch.
+- :class:`ObservationNormalizer`: what a sampler's ``observation_normalizer`` provides.
 
 No torch is imported here.
 """
@@ -20,7 +21,7 @@ from parllel.samplers.evaluation import EvalSampler
 from parllel.samplers.feedforward import FeedForwardSampler
 from parllel.samplers.finite import FiniteCheck
 from parllel.samplers.recurrent import RecurrentSampler
-from parllel.samplers.steps import GroupViews
+from parllel.samplers.steps import GroupViews, ObservationNormalizer
 
 __all__ = [
     "AlternatingSampler",
@@ -28,6 +29,7 @@ __all__ = [
     "FeedForwardSampler",
     "FiniteCheck",
     "GroupViews",
+    "ObservationNormalizer",
     "RecurrentSampler",
     "sample_tree_from_examples",
 ]

@@ -12,6 +12,7 @@ from parllel.errors import ConfigError
 from parllel.samplers.base import BatchSampler
 from parllel.samplers.steps import (
     GroupViews,
+    ObservationNormalizer,
     act,
     as_cages,
     bootstrap_values,
@@ -71,7 +72,7 @@ class AlternatingSampler(BatchSampler):
         sample_tree: ArrayDict,
         *,
         transform: Callable[[ArrayDict], Any] | None = None,
-        observation_normalizer: Any = None,
+        observation_normalizer: ObservationNormalizer | None = None,
         decorrelation_steps: int = 0,
         seed: int | None = None,
         check_finite: bool = True,

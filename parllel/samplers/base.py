@@ -11,6 +11,7 @@ from parllel.cages import Cage
 from parllel.samplers.finite import FiniteCheck
 from parllel.samplers.steps import (
     GroupViews,
+    ObservationNormalizer,
     as_cages,
     group_views,
     reset_envs,
@@ -42,7 +43,7 @@ class BatchSampler:
         handler: Handler,
         sample_tree: ArrayDict,
         transform: Callable[[ArrayDict], Any] | None,
-        observation_normalizer: Any,
+        observation_normalizer: ObservationNormalizer | None,
         decorrelation_steps: int,
         seed: int | None,
         check_finite: bool = True,

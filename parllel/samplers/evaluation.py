@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -13,6 +12,7 @@ from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
 from parllel.samplers.steps import (
     GroupViews,
+    ObservationNormalizer,
     act,
     as_cages,
     finish_step,
@@ -56,7 +56,7 @@ class EvalSampler:
         n_episodes: int,
         *,
         max_steps: int | None = None,
-        observation_normalizer: Any = None,
+        observation_normalizer: ObservationNormalizer | None = None,
     ) -> None:
         self.cages = as_cages(cages)
         if int(n_episodes) < 1:

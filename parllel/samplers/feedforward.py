@@ -10,6 +10,7 @@ from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
 from parllel.samplers.base import BatchSampler
 from parllel.samplers.steps import (
+    ObservationNormalizer,
     act,
     as_cages,
     bootstrap_values,
@@ -60,7 +61,7 @@ class FeedForwardSampler(BatchSampler):
         sample_tree: ArrayDict,
         *,
         transform: Callable[[ArrayDict], Any] | None = None,
-        observation_normalizer: Any = None,
+        observation_normalizer: ObservationNormalizer | None = None,
         decorrelation_steps: int = 0,
         seed: int | None = None,
         check_finite: bool = True,

@@ -13,6 +13,7 @@ from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
 from parllel.samplers.base import BatchSampler
 from parllel.samplers.steps import (
+    ObservationNormalizer,
     act,
     as_cages,
     bootstrap_values,
@@ -69,7 +70,7 @@ class RecurrentSampler(BatchSampler):
         *,
         transform: Callable[[ArrayDict], Any] | None = None,
         wait_reset: bool = False,
-        observation_normalizer: Any = None,
+        observation_normalizer: ObservationNormalizer | None = None,
         decorrelation_steps: int = 0,
         seed: int | None = None,
         check_finite: bool = True,

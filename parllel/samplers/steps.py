@@ -10,7 +10,7 @@ compute bootstrap and final-observation values after the loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,6 +20,21 @@ from parllel.arrays import Array
 from parllel.cages import Cage
 from parllel.errors import ConfigError
 from parllel.tree import ArrayDict, tree_items, tree_map
+
+
+class ObservationNormalizer(Protocol):
+    """What samplers need from an observation normalizer.
+
+    :class:`~parllel.transforms.NormalizeObservations` is one: samplers
+    normalize each freshly written observation with it, and evaluation
+    freezes its statistics.
+    """
+
+    frozen: bool
+
+    def normalize(self, observation: Any, update: bool = False) -> Any:
+        """Normalize an observation (sub)tree in place; ``update`` its statistics."""
+        ...
 
 
 def leaves(tree: Any) -> list[np.ndarray]:
@@ -171,7 +186,9 @@ def as_cages(cages: Cage | Sequence[Cage]) -> list[Cage]:
     return [cages] if isinstance(cages, Cage) else list(cages)
 
 
-def normalize_rows(normalizer: Any, observation: Any, index: Any) -> None:
+def normalize_rows(
+    normalizer: ObservationNormalizer, observation: Any, index: Any
+) -> None:
     """Normalize rows ``index`` of an observation view in place, updating statistics."""
     if isinstance(index, slice):
         normalizer.normalize(observation, update=True)
@@ -204,7 +221,7 @@ def carry_previous(views: GroupViews, t: int) -> np.ndarray | None:
 def finish_step(
     views: GroupViews,
     t: int,
-    normalizer: Any = None,
+    normalizer: ObservationNormalizer | None = None,
     stepped: Any = slice(None),
 ) -> np.ndarray | None:
     """:func:`carry_previous`, then normalize the fresh observations (if a normalizer).
@@ -314,7 +331,7 @@ def reset_envs(
     cages: Sequence[Cage],
     views: Sequence[GroupViews],
     handler: Handler,
-    normalizer: Any = None,
+    normalizer: ObservationNormalizer | None = None,
     decorrelation_steps: int = 0,
     seed: int | None = None,
 ) -> None:
