@@ -185,7 +185,7 @@ def test_who_rotates_which_tree(zero_copy):
     cage, sampler, sample_tree, replay = _setup(9, zero_copy=zero_copy)
     storage = replay.storage
     try:
-        for batch_index in range(4):
+        for _ in range(4):
             before = storage.window_start()
             batch, _ = sampler.collect_batch()
             assert (batch is storage.tree) == zero_copy
