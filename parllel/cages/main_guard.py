@@ -77,6 +77,8 @@ def _check_rerunnable(source: str, start_method: str) -> None:
             f"a file and run it as `python script.py`, or pass "
             f'start_method="fork" to the cage.'
         )
+    if getattr(sys, "frozen", False):  # a bundled executable brings its own
+        return
     path = source
     if not os.path.isabs(path) and process.ORIGINAL_DIR is not None:
         path = os.path.join(process.ORIGINAL_DIR, path)
@@ -93,10 +95,10 @@ def _check_rerunnable(source: str, start_method: str) -> None:
 def _quote_statement(filename: str, line: int) -> str:
     """``line N: <code>`` for the statement running at ``line``, all of its lines.
 
-    A statement spread over several lines (``with ProcessCage(\n ...) as
-    cage:``) is quoted whole, its lines joined (``lines N-M: ...``); of a
-    compound statement only its header, down to the nested statement that
-    holds ``line``.
+    A statement spread over several lines (a ``with ProcessCage(...) as
+    cage:`` whose arguments take three lines) is quoted whole, its lines
+    joined (``lines N-M: ...``); of a compound statement only its header,
+    down to the nested statement that holds ``line``.
     """
     first, last = _statement_lines(filename, line)
     code = " ".join(

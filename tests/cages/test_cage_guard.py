@@ -252,3 +252,33 @@ def test_deleted_main_script_gets_a_config_error(tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert f"{tmp_path / 'train.py'} does not exist" in last
     assert "WorkerDiedError" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "line, span",
+    [
+        (1, (1, 3)),  # a call over three lines
+        (2, (1, 3)),
+        (5, (4, 5)),  # the header of a for loop, not its body
+        (7, (7, 9)),  # a multi-line statement nested in the loop's body
+        (8, (7, 9)),
+        (10, (10, 10)),
+    ],
+)
+def test_statement_lines_span_the_whole_statement(tmp_path, line, span):
+    from parllel.cages.main_guard import _statement_lines
+
+    path = tmp_path / "script.py"
+    path.write_text(
+        "cage = make(\n"  # 1
+        "    n=2,\n"  # 2
+        ")\n"  # 3
+        "for i in range(\n"  # 4
+        "        3):\n"  # 5
+        "    # a comment\n"  # 6
+        "    x = f(\n"  # 7
+        "        i,\n"  # 8
+        "    )\n"  # 9
+        "print(x)\n"  # 10
+    )
+    assert _statement_lines(str(path), line) == span
