@@ -28,7 +28,7 @@ def warn_at_caller(message: str, category: type[Warning]) -> None:
     warning filters by module and the printed location both refer to it.
 
     Example:
-        >>> warn_at_caller("the replay dropped steps early", ReplayCapacityWarning)
+        >>> warn_at_caller("the replay dropped steps early", UserWarning)
     """
     frame = sys._getframe(0)  # this function: stacklevel 1
     level = 1
