@@ -240,3 +240,15 @@ class CheckpointFallbackWarning(ParllelWarning):
 
 class ScheduleWarning(ParllelWarning):
     """Training will run a different number of steps than asked (whole batches)."""
+
+
+class TotalStepsChangedWarning(ParllelWarning):
+    """A run resumes with another ``total_steps`` than its checkpoint's run.
+
+    Schedules that follow training progress (``env_steps / total_steps``,
+    e.g. linear learning-rate and clip-range decay) jump at the resume.
+    """
+
+
+class InterruptIgnoredWarning(ParllelWarning):
+    """SIGINT is ignored in this process (a background job), so Ctrl-C cannot stop training."""

@@ -15,8 +15,10 @@ Example:
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from numbers import Integral
+from signal import SIGINT
 from typing import Any, TypedDict
 
 from parllel import fields
@@ -29,7 +31,7 @@ from parllel.cages import (
     TrajInfo,
     suggest_layout_for,
 )
-from parllel.errors import ConfigError
+from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
 from parllel.samplers import (
     EvalSampler,
     ObservationNormalizer,
@@ -378,45 +380,63 @@ def run_training(
 
     Prints the outcome. After a normal end: the final eval return and the run
     directory; the last metrics are returned. A resumed run that had already
-    finished trains nothing and says so (returns ``{}``). After Ctrl-C: the
-    checkpoint written, the run directory and the command that resumes it,
-    then ``SystemExit(130)`` (the shell's status for Ctrl-C), also after a
-    second Ctrl-C that skipped the checkpoint. ``close`` holds anything with
-    ``close()`` (cages, sample trees). The learning curve needs the ``plot``
-    extra.
+    finished trains nothing and says so (returns ``{}``). A resume that fails
+    (no readable checkpoint, one that does not fit) prints why, without a
+    traceback, and exits with status 1. After Ctrl-C: the checkpoint written,
+    the run directory and the command that resumes it, then ``SystemExit(130)``
+    (the shell's status for Ctrl-C; 143 after SIGTERM), also after a second
+    Ctrl-C that skipped the checkpoint (which says so when the run has no
+    checkpoint to resume from). ``close`` holds anything with ``close()``
+    (cages, sample trees). The learning curve needs the ``plot`` extra.
     """
     from parllel.plot import plot_learning_curve
     from parllel.runtime.cli import resume_command
 
     summary: dict[str, float] = {}
     already_finished = exited_at_once = False
+    resume_error: Exception | None = None
     try:
         if resume:
-            runner.load(run.checkpoints_dir)
-            run.record_resume(
-                runner.env_steps, runner.resumed_from, config=runner.config or None
-            )
-        already_finished = runner.finished
-        if not already_finished:
-            summary = runner.run()
+            try:
+                runner.load(run.checkpoints_dir)
+            except (CheckpointError, RunDirectoryError) as error:
+                resume_error = error
+            else:
+                run.record_resume(
+                    runner.env_steps, runner.resumed_from, config=runner.config or None
+                )
+        if resume_error is None:
+            already_finished = runner.finished
+            if not already_finished:
+                summary = runner.run()
     except KeyboardInterrupt:
         exited_at_once = True
     finally:
         for obj in (runner.logger, *close):
             if obj is not None:
                 obj.close()
+    signals = getattr(runner, "stop_signals", None)
+    status = 128 + int(signals[-1] if signals else SIGINT)
+    if resume_error is not None:
+        print(f"cannot resume {run.path}: {resume_error}", file=sys.stderr)
+        raise SystemExit(1)
     if exited_at_once:
         newest = run.latest_checkpoint()
-        print(f"interrupted: exited without a new checkpoint; run in {run.path}")
-        if newest is not None:
+        if newest is None:
+            print(
+                "interrupted before the first checkpoint: the run cannot be "
+                f"resumed (nothing in {run.checkpoints_dir}); run in {run.path}"
+            )
+        else:
+            print(f"interrupted: exited without a new checkpoint; run in {run.path}")
             print(f"newest checkpoint: {newest}")
             print(f"resume with: {resume_command(run.path)}")
-        raise SystemExit(130)
+        raise SystemExit(status)
     if already_finished:
         print(
             f"run already finished: {runner.env_steps} of total_steps "
-            f"{runner.total_steps} env steps done, nothing to train "
-            f"(set a larger total_steps to train further); run in {run.path}"
+            f"{runner.total_steps} env steps done, nothing to train (resume "
+            f"with a larger --total-steps to train further); run in {run.path}"
         )
         return {}
     try:
@@ -428,7 +448,7 @@ def run_training(
         if runner.last_checkpoint is not None:
             print(f"checkpoint written: {runner.last_checkpoint}")
             print(f"resume with: {resume_command(run.path)}")
-        raise SystemExit(130)
+        raise SystemExit(status)
     eval_return = summary.get("eval/return_mean", float("nan"))
     print(
         f"eval return {eval_return:.1f} after {runner.env_steps} steps; run in {run.path}"

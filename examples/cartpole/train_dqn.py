@@ -47,8 +47,8 @@ class Config:
     """environments stepped side by side"""
     batch_T: int = 64
     """env steps per env per batch (4 x 64 = 256 env steps per batch)"""
-    total_steps: int = 60_000
-    """env steps to train for (rounded up to whole batches)"""
+    total_steps: int = 61_440
+    """env steps to train for (240 batches; rounded up to whole batches)"""
     replay_size: int = 100_000
     """replay capacity in env steps"""
     batch_size: int = 64

@@ -49,8 +49,8 @@ class Config:
     """environments stepped side by side"""
     batch_T: int = 32
     """env steps per env per batch (8 x 32 = 256 samples per update)"""
-    total_steps: int = 100_000
-    """env steps to train for (rounded up to whole batches)"""
+    total_steps: int = 102_400
+    """env steps to train for (400 batches; rounded up to whole batches)"""
     gamma: float = 0.98
     """discount factor"""
     gae_lambda: float = 0.8

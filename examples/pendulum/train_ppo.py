@@ -51,8 +51,8 @@ class Config:
     """environments stepped side by side"""
     batch_T: int = 256
     """env steps per env per batch (2048 samples per update)"""
-    total_steps: int = 300_000
-    """env steps to train for (rounded up to whole batches)"""
+    total_steps: int = 307_200
+    """env steps to train for (150 batches; rounded up to whole batches)"""
     gamma: float = 0.9
     """discount factor"""
     gae_lambda: float = 0.95

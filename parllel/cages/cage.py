@@ -230,7 +230,11 @@ class Cage(ABC):
         if not isinstance(values, (list, tuple)):
             values = [values] * len(indices)
         if len(values) != len(indices):
-            raise ConfigError(f"got {len(values)} values for {len(indices)} envs")
+            raise ConfigError(
+                f"set_attr({name!r}, values): got {len(values)} values for "
+                f"{len(indices)} envs; give one value for every env, or a list "
+                "(or tuple) with one value per env"
+            )
         self._set_attr(name, list(values), indices)
 
     def render(self, env_indices: Sequence[int] | None = None) -> list[Any]:

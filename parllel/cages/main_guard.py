@@ -7,6 +7,8 @@ was given. A script that builds its cages at top level, without
 worker, which multiprocessing refuses: the worker dies during start-up and the
 cause is buried in its error output. :func:`check_main_guard` sees this
 before any process starts, from the line of the main script that is running.
+It also refuses a main script that new processes cannot re-run because it has
+no file: one read from standard input (``python - < script.py``, a heredoc).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import ast
 import linecache
 import os
 import sys
+from multiprocessing import process
 from types import FrameType, ModuleType
 
 from parllel.errors import ConfigError
@@ -38,6 +41,7 @@ def check_main_guard(start_method: str) -> None:
     source = _rerun_source(main)
     if source is None:
         return
+    _check_rerunnable(source, start_method)
     frame = _main_module_frame(main)
     if frame is None or not _same_file(frame.f_code.co_filename, source):
         return
@@ -45,14 +49,114 @@ def check_main_guard(start_method: str) -> None:
     guarded = guarded_lines(filename)
     if guarded is None or line in guarded:
         return
-    code = linecache.getline(filename, line).strip()
     raise ConfigError(
         f"ProcessCage workers are started from top-level code of your main "
-        f"script ({filename}, line {line}: {code}), outside an `{GUARD}` block. "
-        f"With the {start_method!r} start method every worker first re-runs the "
-        f"main script, so each would start workers again and die. Put the "
-        f"script's top-level code (or a call to main()) under `{GUARD}`."
+        f"script ({filename}, {_quote_statement(filename, line)}), outside an "
+        f"`{GUARD}` block. With the {start_method!r} start method every worker "
+        f"first re-runs the main script, so each would start workers again and "
+        f"die. Put the script's top-level code (or a call to main()) under "
+        f"`{GUARD}`."
     )
+
+
+STDIN = "<stdin>"
+
+
+def _check_rerunnable(source: str, start_method: str) -> None:
+    """Raise ConfigError if new processes cannot re-run the main script's file.
+
+    ``multiprocessing`` re-runs the main module from its ``__file__`` (made
+    absolute against the directory the program started in); a script read
+    from standard input has ``__file__ == "<stdin>"``, which names no file,
+    and every worker would die with ``FileNotFoundError``.
+    """
+    if os.path.basename(source) == STDIN:
+        raise ConfigError(
+            f"ProcessCage cannot start workers with the {start_method!r} start "
+            f"method from a script read from standard input (python - < "
+            f"script.py, or a heredoc): every worker first re-runs the main "
+            f"script from its file, and {STDIN} is not one. Save the script to "
+            f"a file and run it as `python script.py`, or pass "
+            f'start_method="fork" to the cage.'
+        )
+    if getattr(sys, "frozen", False):  # a bundled executable brings its own
+        return
+    path = source
+    if not os.path.isabs(path) and process.ORIGINAL_DIR is not None:
+        path = os.path.join(process.ORIGINAL_DIR, path)
+    if not os.path.isfile(path):
+        raise ConfigError(
+            f"ProcessCage cannot start workers with the {start_method!r} start "
+            f"method: every worker first re-runs the main script from its file, "
+            f"and {os.path.normpath(path)} does not exist (moved or deleted "
+            f"since the program started?). Run the script from a file that "
+            f'exists, or pass start_method="fork" to the cage.'
+        )
+
+
+def _quote_statement(filename: str, line: int) -> str:
+    """``line N: <code>`` for the statement running at ``line``, all of its lines.
+
+    A statement spread over several lines (a ``with ProcessCage(...) as
+    cage:`` whose arguments take three lines) is quoted whole, its lines
+    joined (``lines N-M: ...``); of a compound statement only its header,
+    down to the nested statement that holds ``line``.
+    """
+    first, last = _statement_lines(filename, line)
+    code = " ".join(
+        linecache.getline(filename, number).strip() for number in range(first, last + 1)
+    )
+    code = code.replace("( ", "(").replace(" )", ")").replace("[ ", "[")
+    code = code.replace(" ]", "]").replace("{ ", "{").replace(" }", "}")
+    where = f"line {first}" if first == last else f"lines {first}-{last}"
+    return f"{where}: {code}"
+
+
+def _statement_lines(filename: str, line: int) -> tuple[int, int]:
+    """First and last line of the innermost statement at ``line`` (its header)."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)), filename)
+    except (SyntaxError, ValueError):
+        return line, line
+    statements: list[ast.stmt] = list(tree.body)
+    while statements:
+        node = next(
+            (s for s in statements if s.lineno <= line <= (s.end_lineno or s.lineno)),
+            None,
+        )
+        if node is None:
+            break
+        nested = _nested_statements(node)
+        last = _header_end(node) if nested else node.end_lineno or node.lineno
+        if line <= last:
+            return node.lineno, last
+        statements = nested
+    return line, line
+
+
+def _header_end(node: ast.stmt) -> int:
+    """The last line of a compound statement's header (``with ...(...) as x:``)."""
+    last = node.lineno
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+            continue
+        for part in ast.walk(child):
+            last = max(last, getattr(part, "end_lineno", None) or last)
+    return last
+
+
+def _nested_statements(node: ast.stmt) -> list[ast.stmt]:
+    """The statements nested in a compound statement (bodies, else, handlers)."""
+    nested: list[ast.stmt] = []
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(node, name, None)
+        if isinstance(block, list):
+            nested.extend(s for s in block if isinstance(s, ast.stmt))
+    for handler in getattr(node, "handlers", None) or []:
+        nested.extend(handler.body)
+    for case in getattr(node, "cases", None) or []:
+        nested.extend(case.body)
+    return nested
 
 
 def _rerun_source(main: ModuleType) -> str | None:

@@ -11,9 +11,9 @@ and results stay bit-identical.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
+from parllel._warnings import warn_at_caller
 from parllel.cages.balance import Balancer, Move
 from parllel.cages.protocol import GiveEnvs, Request, Row, TakeEnvs
 from parllel.cages.stepping import Stepping, SteppingProcesses
@@ -51,7 +51,7 @@ def balance(
     try:
         move_envs(processes, *move)
     except EnvsNotMovable as exc:
-        warnings.warn(f"ProcessCage load balancing switched off: {exc}", stacklevel=5)
+        warn_at_caller(f"ProcessCage load balancing switched off: {exc}", UserWarning)
         return False
     return True
 

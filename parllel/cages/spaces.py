@@ -184,8 +184,10 @@ def check_observation(spaces: EnvSpaces, observation: Any, env_index: int) -> No
         mismatch = leaf_mismatch(leaf, value)
         if mismatch is not None:
             actual, declared = mismatch
+            # a space that is not a container is one leaf at the empty path
+            what = f"observation leaf {path!r}" if path else "observation"
             raise ObservationMismatchError(
-                f"{where}: observation leaf {path!r} has {actual}, but its "
+                f"{where}: {what} has {actual}, but its "
                 f"observation space declares {declared}. Make them agree: cast the "
                 "observation in a wrapper (e.g. gymnasium.wrappers.TransformObservation"
                 " with .astype(...)/.reshape(...)) or declare the space it returns"

@@ -97,6 +97,8 @@ def worker_main(
 ) -> None:
     """Entry point of a worker process (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
+    # a worker forked while a runner handles SIGTERM must still die of it
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if stack_conn is not None and STACK_SIGNAL:
         # dumps every thread's stack even when stuck in C code holding the GIL
         faulthandler.register(STACK_SIGNAL, file=stack_conn.fileno(), all_threads=True)

@@ -27,13 +27,13 @@ a :class:`~parllel.errors.ReplayCapacityWarning` says so once).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from parllel import fields
+from parllel._warnings import warn_at_caller
 from parllel.arrays import Array
 from parllel.errors import ConfigError, ReplayCapacityWarning, ReplayError
 from parllel.replays.checkpoint import load_storage_state, storage_state
@@ -280,13 +280,12 @@ class ReplayStorage:
             keep = self.size - int(ages.max()) - 1
             self.steps_dropped_early += self.size - keep
             if not self._warned_overflow:
-                warnings.warn(
+                warn_at_caller(
                     f"the replay's final-observation table ({table.capacity} entries) "
                     f"is full: dropping the oldest {self.size - keep} steps per env "
                     "early (more episode ends than it was sized for; pass a larger "
                     "final_observation_capacity to keep them)",
                     ReplayCapacityWarning,
-                    stacklevel=4,
                 )
                 self._warned_overflow = True
             self.size = keep

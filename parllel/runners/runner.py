@@ -6,21 +6,21 @@ callbacks; a subclass says what one iteration does (:meth:`Runner._iterate`).
 
 from __future__ import annotations
 
+import signal
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from parllel import fields
-from parllel.errors import (
-    CheckpointError,
-    CheckpointMismatchError,
-    ConfigError,
-    ScheduleWarning,
-)
+from parllel.errors import CheckpointError, CheckpointMismatchError, ConfigError
 from parllel.logging import EpisodeStats, Logger
 from parllel.runners.interrupt import InterruptHandler
+from parllel.runners.notices import (
+    warn_partial_batch,
+    warn_sigint_ignored,
+    warn_total_steps_changed,
+)
 from parllel.runtime.checkpoint import (
     capture_rng_state,
     load_checkpoint,
@@ -93,10 +93,13 @@ class Runner:
     ``checkpoint_interval_steps`` every object in ``checkpoint_objects`` plus
     counters, RNG states and config. Callbacks see every phase.
 
-    Ctrl-C (SIGINT) during :meth:`run` stops training after the current
-    iteration, logs the step reached and writes a checkpoint (then
-    ``runner.interrupted`` is True); a second Ctrl-C raises
-    ``KeyboardInterrupt`` at once.
+    Ctrl-C (SIGINT) or SIGTERM (``kill PID``) during :meth:`run` stops
+    training after the current iteration, logs the step reached and writes a
+    checkpoint (then ``runner.interrupted`` is True and
+    ``runner.stop_signals`` lists the signals); a second one raises
+    ``KeyboardInterrupt`` at once. Where SIGINT is ignored (a background job
+    ``cmd &`` of a shell script), :meth:`run` warns with
+    :class:`~parllel.errors.InterruptIgnoredWarning`.
 
     Args:
         sampler: has ``collect_batch() -> (batch, traj_infos)`` and a
@@ -120,8 +123,8 @@ class Runner:
         callbacks: :class:`Callback` objects.
         episode_window: train episodes averaged in the logged statistics.
         rng: the numpy Generator of the run (its state is checkpointed).
-        handle_interrupt: stop gracefully on the first Ctrl-C (only when
-            :meth:`run` is called from the main thread).
+        handle_interrupt: stop gracefully on the first Ctrl-C or SIGTERM
+            (only when :meth:`run` is called from the main thread).
     """
 
     def __init__(
@@ -168,6 +171,7 @@ class Runner:
         self.rng = rng
         self.handle_interrupt = bool(handle_interrupt)
         self.interrupted = False
+        self.stop_signals: list[int] = []
         self.resumed_from: Path | None = None
         self.last_checkpoint: Path | None = None
         tree = sampler.sample_tree
@@ -215,28 +219,22 @@ class Runner:
         """
         if self.finished:
             return {}
-        with InterruptHandler(self._on_interrupt, enabled=self.handle_interrupt):
-            self._warn_partial_batch()
+        interrupts = InterruptHandler(self._on_interrupt, enabled=self.handle_interrupt)
+        self.stop_signals = interrupts.received
+        with interrupts:
+            if interrupts.sigint_ignored:
+                warn_sigint_ignored(
+                    signal.SIGTERM in interrupts.handled,
+                    self.checkpoint_dir is not None,
+                )
+            warn_partial_batch(self.env_steps, self.total_steps, self.steps_per_batch)
             return self._run()
 
-    def _on_interrupt(self) -> str:
+    def _on_interrupt(self, signum: int) -> str:
         self.interrupted = True
         self._stop = True
         saving = "and writing a checkpoint" if self.checkpoint_dir is not None else ""
-        return f"Ctrl-C: stopping after this iteration {saving}".rstrip()
-
-    def _warn_partial_batch(self) -> None:
-        remaining = self.total_steps - self.env_steps
-        batches = -(-remaining // self.steps_per_batch)
-        final = self.env_steps + batches * self.steps_per_batch
-        if final != self.total_steps:
-            warnings.warn(
-                f"total_steps={self.total_steps} is not a whole number of batches "
-                f"of {self.steps_per_batch} env steps: training runs {batches} "
-                f"batches and stops at {final} env steps",
-                ScheduleWarning,
-                stacklevel=3,
-            )
+        return f"stopping after this iteration {saving}".rstrip()
 
     def _run(self) -> dict[str, float]:
         self._start_time = time.perf_counter()
@@ -379,10 +377,15 @@ class Runner:
         aside with a :class:`~parllel.errors.CheckpointFallbackWarning` and the
         newest readable one is loaded (its path is ``runner.resumed_from``).
 
+        A checkpoint of a run with another ``total_steps`` loads with a
+        :class:`~parllel.errors.TotalStepsChangedWarning`: schedules of
+        training progress (``env_steps / total_steps``) jump at this step.
+
         Raises:
-            CheckpointMismatchError: when a ``config_keys`` entry differs, or
-                a checkpoint object's tensors or arrays have other shapes
-                (nothing is loaded then); the message names each difference.
+            CheckpointMismatchError: when a checkpoint object's tensors or
+                arrays have other shapes (each named with both shapes,
+                followed by the config keys that differ), or else a
+                ``config_keys`` entry differs; nothing is loaded then.
             CheckpointError: when the checkpoint has no state for an object.
         """
         path = Path(path)
@@ -391,21 +394,23 @@ class Runner:
         else:
             state = load_checkpoint(path)
         saved_config = state.get("config", {})
-        if self.config_keys is not None:
-            check_config(
-                saved_config, self.config, keys=self.config_keys, ignore=NEVER_COMPARED
-            )
         saved_objects = state.get("objects", {})
         missing = sorted(set(self.checkpoint_objects) - set(saved_objects))
         if missing:
             raise CheckpointError(f"checkpoint {path} has no state for {missing}")
-        try:  # every object is checked before any is loaded
+        # every object is checked before any is loaded; shapes first, since
+        # they say what does not fit, then the config keys that say why
+        try:
             for name, obj in self.checkpoint_objects.items():
                 check_object(name, obj, saved_objects[name])
         except CheckpointMismatchError as error:
             raise CheckpointMismatchError(
                 f"{error}{config_difference_hint(saved_config, self.config)}"
             ) from None
+        if self.config_keys is not None:
+            check_config(
+                saved_config, self.config, keys=self.config_keys, ignore=NEVER_COMPARED
+            )
         for name, obj in self.checkpoint_objects.items():
             load_object(name, obj, saved_objects[name])
         runner = state["runner"]
@@ -421,3 +426,6 @@ class Runner:
         rewind = getattr(self.logger, "rewind", None)
         if callable(rewind):
             rewind(self.env_steps)
+        saved_total = runner.get("total_steps")
+        if saved_total is not None and not self.finished:
+            warn_total_steps_changed(self.env_steps, int(saved_total), self.total_steps)

@@ -28,7 +28,6 @@ import os
 import random
 import re
 import tempfile
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from parllel._warnings import warn_at_caller
 from parllel.errors import (
     CheckpointError,
     CheckpointFallbackWarning,
@@ -255,12 +255,11 @@ def load_latest_checkpoint(
             if set_aside_unreadable:
                 os.replace(bad, bad.with_name(bad.name + UNREADABLE_SUFFIX))
                 aside = f", renamed to {bad.name}{UNREADABLE_SUFFIX}"
-            warnings.warn(
+            warn_at_caller(
                 f"checkpoint {bad} is unreadable ({type(cause).__name__}: {cause}"
                 f"{aside}); loading {path.name} (step {checkpoint_step(path)}) "
                 "instead",
                 CheckpointFallbackWarning,
-                stacklevel=2,
             )
         return path, state
     raise CorruptCheckpointError(

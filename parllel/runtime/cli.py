@@ -36,12 +36,17 @@ import shlex
 import sys
 import types
 import typing
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union
 
-from parllel.errors import ConfigError, MissingDependencyError, ParllelWarning
+from parllel._warnings import warn_at_caller
+from parllel.errors import (
+    ConfigError,
+    MissingDependencyError,
+    ParllelWarning,
+    RunDirectoryError,
+)
 from parllel.runtime.run_directory import RunDirectory
 
 if TYPE_CHECKING:
@@ -111,11 +116,10 @@ def config_from_run(
     names = {field.name for field in dataclasses.fields(config_type)}
     unknown = sorted(set(saved) - names)
     if unknown:
-        warnings.warn(
+        warn_at_caller(
             f"{run.config_path} has keys {unknown} that {config_type.__name__} "
             "does not have; they are ignored",
             ParllelWarning,
-            stacklevel=2,
         )
     base = config_type() if base is None else base
     values = {
@@ -166,7 +170,9 @@ def parse_config(
         The config, and the run directory to resume (None for a new run).
 
     Raises:
-        SystemExit: on ``--help`` or a bad flag (tyro prints why).
+        SystemExit: on ``--help`` or a bad flag (tyro prints why), and when
+            ``--resume`` names no run directory (the error is printed, without
+            a traceback; status 2, as for any bad flag).
     """
     _check_dataclass(config_type)
     tyro = _tyro()
@@ -182,7 +188,11 @@ def parse_config(
     known, _ = early.parse_known_args(argv)
     defaults = config_type()
     if known.resume:
-        defaults = config_from_run(config_type, known.resume, defaults)
+        try:
+            defaults = config_from_run(config_type, known.resume, defaults)
+        except (RunDirectoryError, ConfigError, ValueError) as error:  # bad JSON too
+            print(f"error: --resume {known.resume}: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
     if known.quick and quick:
         defaults = dataclasses.replace(defaults, **quick)
     cli_type = _cli_type(config_type)

@@ -252,10 +252,15 @@ class RunDirectory:
         """Open an existing run directory, e.g. to resume it.
 
         Raises:
-            RunDirectoryError: if ``path`` is not a run directory (no
-                ``config.json`` / ``metadata.json``).
+            RunDirectoryError: if ``path`` does not exist or is not a run
+                directory (no ``config.json`` / ``metadata.json``).
         """
         run = cls(Path(path))
+        if not run.path.exists():
+            raise RunDirectoryError(
+                f"{run.path} does not exist (expected a run directory such as "
+                "runs/<name>-<timestamp>)"
+            )
         missing = [
             p.name for p in (run.config_path, run.metadata_path) if not p.is_file()
         ]

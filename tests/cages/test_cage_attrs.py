@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from parllel.cages import ProcessCage, SerialCage
-from parllel.errors import EnvAttributeError, EnvError
+from parllel.errors import ConfigError, EnvAttributeError, EnvError
 from tests.helpers.cage_helpers import allocate, slots
 from tests.helpers.envs import CountingEnv
 
@@ -138,3 +138,13 @@ def test_unpicklable_reply_from_a_worker_is_an_error_not_a_death():
         with allocate(cage, 2) as tree:
             cage.reset(tree.observation[0])
             cage.step(tree.action[0], slots(tree, 0))
+
+
+def test_set_attr_with_a_value_per_env_of_the_wrong_length_names_the_call():
+    with SerialCage(make_cartpole, N_ENVS, seed=0) as cage:
+        with pytest.raises(ConfigError) as info:
+            cage.set_attr("gravity", [1.0, 2.0])
+        message = str(info.value)
+        assert "set_attr('gravity', values): got 2 values for 4 envs" in message
+        assert "one value per env" in message
+        assert cage.get_attr("gravity") == [9.8] * N_ENVS  # nothing was set

@@ -172,3 +172,113 @@ def test_code_without_a_main_file_is_not_flagged(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "built 2"
+
+
+# A multi-line top-level statement: the message quotes all of it.
+UNGUARDED_WITH = """
+import gymnasium as gym
+from parllel.cages import ProcessCage
+
+
+def make_env():
+    return gym.make("CartPole-v1")
+
+
+with ProcessCage(
+    make_env, n_envs=2, n_workers=1, seed=0
+) as cage:
+    # the body
+    print("built", cage.n_envs, flush=True)
+"""
+
+
+def test_multi_line_statement_is_quoted_whole(tmp_path):
+    result = run_script(tmp_path, UNGUARDED_WITH)
+    assert result.returncode == 1, result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert (
+        "train.py, lines 10-12: with ProcessCage(make_env, n_envs=2, n_workers=1, "
+        "seed=0) as cage:), outside" in last
+    )
+    assert "the body" not in last
+    assert "built" not in result.stdout
+
+
+def run_from_stdin(
+    tmp_path: Path, source: str, args: tuple[str, ...] = ("-",)
+) -> subprocess.CompletedProcess:
+    """``python - < script.py`` (or a heredoc: ``python`` with the script on stdin)."""
+    return subprocess.run(
+        [sys.executable, *args],
+        input=source,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+
+
+@pytest.mark.parametrize("args", [("-",), ()], ids=["dash", "heredoc"])
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_script_from_stdin_gets_a_config_error_saying_to_save_it(
+    tmp_path, args, start_method
+):
+    kwargs = "" if start_method == "forkserver" else ', start_method="spawn"'
+    result = run_from_stdin(tmp_path, GUARDED.format(kwargs=kwargs), args)
+    assert result.returncode == 1, result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("parllel.errors.ConfigError: ProcessCage cannot start")
+    assert "standard input" in last and "Save the script to a file" in last
+    assert repr(start_method) in last and 'start_method="fork"' in last
+    # caught before any worker started: no worker's FileNotFoundError, no death
+    assert "FileNotFoundError" not in result.stderr
+    assert "WorkerDiedError" not in result.stderr
+    assert "built" not in result.stdout
+
+
+def test_script_from_stdin_with_fork_is_fine(tmp_path):
+    result = run_from_stdin(tmp_path, GUARDED.format(kwargs=', start_method="fork"'))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "built 2"
+
+
+def test_deleted_main_script_gets_a_config_error(tmp_path):
+    source = GUARDED.replace(
+        "def main():\n", "def main():\n    os.remove(__file__)\n"
+    ).replace("import gymnasium", "import os\nimport gymnasium")
+    result = run_script(tmp_path, source)
+    assert result.returncode == 1, result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert f"{tmp_path / 'train.py'} does not exist" in last
+    assert "WorkerDiedError" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "line, span",
+    [
+        (1, (1, 3)),  # a call over three lines
+        (2, (1, 3)),
+        (5, (4, 5)),  # the header of a for loop, not its body
+        (7, (7, 9)),  # a multi-line statement nested in the loop's body
+        (8, (7, 9)),
+        (10, (10, 10)),
+    ],
+)
+def test_statement_lines_span_the_whole_statement(tmp_path, line, span):
+    from parllel.cages.main_guard import _statement_lines
+
+    path = tmp_path / "script.py"
+    path.write_text(
+        "cage = make(\n"  # 1
+        "    n=2,\n"  # 2
+        ")\n"  # 3
+        "for i in range(\n"  # 4
+        "        3):\n"  # 5
+        "    # a comment\n"  # 6
+        "    x = f(\n"  # 7
+        "        i,\n"  # 8
+        "    )\n"  # 9
+        "print(x)\n"  # 10
+    )
+    assert _statement_lines(str(path), line) == span

@@ -160,7 +160,10 @@ def test_probe_observation_must_match_declared_space(
             SerialCage(factory, 2).close()
     message = str(info.value)
     assert "WrongObservationEnv" in message and "env 0" in message
-    assert f"{leaf!r}" in message
+    if leaf:
+        assert f"leaf {leaf!r}" in message
+    else:  # a space that is not a container: the observation itself, no leaf ''
+        assert "): observation has " in message and "''" not in message
     assert actual in message and declared in message
     if actual != "missing":
         assert "wrapper" in message

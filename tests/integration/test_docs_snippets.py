@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import inspect
 import multiprocessing
 import os
 import re
@@ -204,6 +205,57 @@ def test_readme_training_script_is_complete():
     assert 'parallel="process"' in script.code
     assert "PPO(" in script.code and "CartPole" in script.code
     assert len(script.code.splitlines()) <= 60  # fits a screen
+
+
+README_STEPS_PER_BATCH = 8 * 32  # the README script's n_envs x batch_T
+
+
+def test_readme_script_default_runs_whole_batches_and_closes_its_logger():
+    """Its default ``total_steps`` warns about nothing (no ScheduleWarning), it
+    seeds torch with the library's helpers, and it closes its logger (the final
+    table is printed at close)."""
+    (script,) = [b for b in parse_blocks(ROOT / "README.md") if b.script_call]
+    namespace: dict = {"__name__": "readme_script"}  # the guard keeps main() unrun
+    exec(compile(script.code, script.where, "exec"), namespace)  # noqa: S102
+    default = inspect.signature(namespace["main"]).parameters["total_steps"].default
+    assert default % README_STEPS_PER_BATCH == 0, default
+    assert "seed_everything(" in script.code and "Seeds.from_master(" in script.code
+    assert "logger.close()" in script.code
+
+
+def _tables(output: str) -> list[dict[str, str]]:
+    """The console tables of ``output``: one ``{key: value}`` per table."""
+    tables: list[dict[str, str]] = []
+    for line in output.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if not line.startswith("|") or len(cells) != 2:
+            continue
+        if cells[0] == "step":
+            tables.append({})
+        tables[-1][cells[0]] = cells[1]
+    return tables
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_readme_script_ends_with_a_table_and_repeats_with_its_seed(tmp_path):
+    (script,) = [b for b in parse_blocks(ROOT / "README.md") if b.script_call]
+    (tmp_path / "snippet.py").write_text(script.code)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
+    finals = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-W", "error::parllel.errors.ParllelWarning", "-c",
+             f"from snippet import *; main(total_steps={3 * README_STEPS_PER_BATCH})"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-4000:]
+        tables = _tables(done.stdout)
+        assert tables and tables[-1]["step"] == str(3 * README_STEPS_PER_BATCH)
+        finals.append(
+            {k: v for k, v in tables[-1].items() if not k.startswith("time/")}
+        )
+    assert finals[0] == finals[1]  # same seed, same training
 
 
 def test_markers_are_parsed(tmp_path):

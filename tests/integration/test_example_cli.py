@@ -53,3 +53,12 @@ def test_every_example_config_field_is_a_documented_flag(script, capsys, monkeyp
                 following.value, ast.Constant
             ), f"{node.target.id} has no docstring"
             assert following.value.value.split()[0] in text, node.target.id
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_default_and_quick_runs_are_whole_batches(script, monkeypatch):
+    """So neither a default run nor ``--quick`` gets a ScheduleWarning."""
+    module = _load(script, monkeypatch)
+    for config in (module.Config(), module.Config(**module.QUICK)):
+        steps_per_batch = getattr(config, "n_envs", 1) * config.batch_T
+        assert config.total_steps % steps_per_batch == 0, (config, steps_per_batch)

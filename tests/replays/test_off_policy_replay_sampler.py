@@ -177,6 +177,29 @@ def test_zero_copy_recording_aligns_with_a_sampler_that_rotates_first():
         cage.close()
 
 
+@pytest.mark.parametrize("zero_copy", [True, False], ids=["zero_copy", "copy"])
+def test_who_rotates_which_tree(zero_copy):
+    """docs/replays.md, "The loop": zero copy, the sampler rotates the replay
+    tree and ``record_batch(batch)`` (batch is that tree) rotates nothing;
+    copy-in, ``record_batch(sample_tree)`` rotates the replay tree."""
+    cage, sampler, sample_tree, replay = _setup(9, zero_copy=zero_copy)
+    storage = replay.storage
+    try:
+        for _ in range(4):
+            before = storage.window_start()
+            batch, _ = sampler.collect_batch()
+            assert (batch is storage.tree) == zero_copy
+            collected = storage.window_start()  # the sampler moved it, or not
+            assert collected == ((before + T) % 9 if zero_copy else before)
+            replay.record_batch(batch)
+            recorded = storage.window_start()
+            assert recorded == (collected if zero_copy else (collected + T) % 9)
+    finally:
+        cage.close()
+        sample_tree.close()
+        storage.tree.close()
+
+
 def test_copy_errors_name_the_leaf():
     cage, _, sample_tree, replay = _setup(6)
     try:

@@ -75,10 +75,20 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class Script:
     """A training script in its own session, its merged output read as it comes."""
 
-    def __init__(self, tmp_path: Path, *args: str, command: list[str] | None = None):
+    def __init__(
+        self,
+        tmp_path: Path,
+        *args: str,
+        command: list[str] | None = None,
+        background: bool = False,
+    ):
         self.process = subprocess.Popen(
             command or [sys.executable, str(EXAMPLE), *args],
             cwd=tmp_path,
@@ -86,6 +96,8 @@ class Script:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, like a terminal job
+            # a shell script's `cmd &` starts its job with SIGINT ignored
+            preexec_fn=_ignore_sigint if background else None,
         )
         self._fd = self.process.stdout.fileno()
         self._selector = selectors.DefaultSelector()
@@ -223,8 +235,47 @@ def test_second_ctrl_c_exits_at_once_without_leftovers(tmp_path):
     finally:
         script.kill()
     assert code == 130, script.output
-    assert "exited without a new checkpoint" in script.output
+    assert "interrupted before the first checkpoint" in script.output
+    assert "the run cannot be resumed" in script.output
+    assert "resume with:" not in script.output
     assert "Traceback" not in script.output
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert list((run_dir / "checkpoints").glob("*")) == []  # no partial file either
+    _assert_nothing_left(script.process.pid, workers)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_background_job_warns_that_ctrl_c_is_ignored_and_stops_on_sigterm(tmp_path):
+    script = Script(
+        tmp_path,
+        "--quick",
+        "--total-steps", str(1_000 * BATCH),
+        "--eval-interval-steps", str(BATCH),
+        "--parallel", "process",
+        background=True,
+    )  # fmt: skip
+    try:
+        script.wait_for("| step ")  # training is under way
+        workers = _descendants(script.process.pid)
+        script.ctrl_c()  # ignored, as the warning says
+        script.process.send_signal(signal.SIGTERM)
+        code = script.finish()
+    finally:
+        script.kill()
+    output = script.output
+    assert code == 128 + signal.SIGTERM, output
+    assert output.count("InterruptIgnoredWarning") == 1
+    assert f"kill {script.process.pid}" in output
+    # the warning points at the example's own line, not into parllel
+    (warning_line,) = [line for line in output.splitlines() if "SIGINT is ign" in line]
+    assert warning_line.startswith(str(EXAMPLE)), warning_line
+    assert "SIGTERM: stopping after this iteration and writing a checkpoint" in output
+    assert "Ctrl-C:" not in output
+    (checkpoint_line,) = [
+        line for line in output.splitlines() if "checkpoint written:" in line
+    ]
+    checkpoint = tmp_path / checkpoint_line.split("checkpoint written:")[1].strip()
+    assert checkpoint.is_file()
+    assert "resume with: " in output
     _assert_nothing_left(script.process.pid, workers)

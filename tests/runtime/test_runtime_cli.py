@@ -85,9 +85,27 @@ def test_quick_applies_on_top_of_the_resumed_config(tmp_path):
     assert config == Config(seed=9, total_steps=512, hidden_sizes=(8,))
 
 
-def test_resume_of_a_missing_run_is_a_clear_error(tmp_path):
-    with pytest.raises(RunDirectoryError, match="not a run directory"):
-        parse_config(Config, argv=["--resume", str(tmp_path / "nope")])
+def test_resume_of_a_missing_run_is_a_one_line_error_without_traceback(
+    tmp_path, capsys
+):
+    missing = tmp_path / "nope"
+    with pytest.raises(SystemExit) as exit_info:
+        parse_config(Config, argv=["--resume", str(missing)])
+    assert exit_info.value.code == 2  # as for any bad flag
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"error: --resume {missing}: {missing} does not exist (expected a run "
+        "directory such as runs/<name>-<timestamp>)"
+    ]
+
+
+def test_resume_of_a_directory_that_is_no_run_names_what_is_missing(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        parse_config(Config, argv=["--resume", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "is not a run directory (missing: config.json, metadata.json)" in err
+    with pytest.raises(RunDirectoryError, match="does not exist"):
+        RunDirectory.open(tmp_path / "nope")  # the Python API raises
 
 
 def test_unknown_saved_keys_warn_and_missing_keys_keep_defaults(tmp_path):

@@ -116,7 +116,7 @@ def test_open_for_resume(tmp_path):
 
 
 def test_open_refuses_non_run_directories(tmp_path):
-    with pytest.raises(RunDirectoryError, match="not a run directory"):
+    with pytest.raises(RunDirectoryError, match="missing does not exist"):
         RunDirectory.open(tmp_path / "missing")
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(RunDirectoryError, match="metadata.json"):

@@ -1,0 +1,77 @@
+"""What a runner warns about before and while it trains.
+
+Every warning is attributed to the user's line that called into parllel
+(``runner.run()``, ``runner.load(...)``, ``run_training(...)``), not to a
+line of parllel.
+"""
+
+from __future__ import annotations
+
+import os
+
+from parllel._warnings import warn_at_caller
+from parllel.errors import (
+    InterruptIgnoredWarning,
+    ScheduleWarning,
+    TotalStepsChangedWarning,
+)
+
+
+def warn_partial_batch(env_steps: int, total_steps: int, steps_per_batch: int) -> None:
+    """Warn (:class:`ScheduleWarning`) if training will stop past ``total_steps``.
+
+    Training runs in whole batches, so it stops at the first multiple of
+    ``steps_per_batch`` (counted from ``env_steps``) at or past ``total_steps``.
+    """
+    batches = -(-(total_steps - env_steps) // steps_per_batch)
+    final = env_steps + batches * steps_per_batch
+    if final != total_steps:
+        warn_at_caller(
+            f"total_steps={total_steps} is not a whole number of batches "
+            f"of {steps_per_batch} env steps: training runs {batches} "
+            f"batches and stops at {final} env steps",
+            ScheduleWarning,
+        )
+
+
+def warn_sigint_ignored(handles_sigterm: bool, checkpoints: bool) -> None:
+    """Warn (:class:`InterruptIgnoredWarning`) that Ctrl-C cannot stop this run.
+
+    Args:
+        handles_sigterm: the runner stops safely on SIGTERM.
+        checkpoints: the runner writes a checkpoint when it stops.
+    """
+    how = f"stop it with `kill {os.getpid()}`"
+    if handles_sigterm:
+        saving = " and writes a checkpoint" if checkpoints else ""
+        how += f" (SIGTERM: training stops after the current iteration{saving})"
+    warn_at_caller(
+        "SIGINT is ignored in this process, as in a job a shell script starts "
+        "in the background (`cmd &`), so Ctrl-C and `kill -INT` cannot stop "
+        f"this run: {how}, or start it where SIGINT is not ignored (in the "
+        "foreground, or with job control: `set -m` before `cmd &`)",
+        InterruptIgnoredWarning,
+    )
+
+
+def warn_total_steps_changed(
+    env_steps: int, saved_total_steps: int, total_steps: int
+) -> None:
+    """Warn (:class:`TotalStepsChangedWarning`) if a resume changes ``total_steps``.
+
+    Schedules that follow ``env_steps / total_steps`` (linear learning-rate
+    and clip-range decays) then jump at the resume step.
+    """
+    if saved_total_steps == total_steps:
+        return
+    before = min(1.0, env_steps / saved_total_steps)
+    after = min(1.0, env_steps / total_steps)
+    warn_at_caller(
+        f"resuming at env step {env_steps} with total_steps={total_steps}, but "
+        f"the checkpoint's run had total_steps={saved_total_steps}: schedules of "
+        "training progress (env_steps / total_steps, e.g. linear learning-rate "
+        f"and clip-range decays) jump from {before:.1%} to {after:.1%} done at "
+        f"this step, then reach their final values at step {total_steps} "
+        f"instead of {saved_total_steps}",
+        TotalStepsChangedWarning,
+    )
