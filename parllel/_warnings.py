@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from types import FrameType
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -30,7 +31,7 @@ def warn_at_caller(message: str, category: type[Warning]) -> None:
     Example:
         >>> warn_at_caller("the replay dropped steps early", UserWarning)
     """
-    frame = sys._getframe(0)  # this function: stacklevel 1
+    frame: FrameType | None = sys._getframe(0)  # this function: stacklevel 1
     level = 1
     while frame is not None and _inside_parllel(frame.f_code.co_filename):
         frame = frame.f_back

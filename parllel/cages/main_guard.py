@@ -82,8 +82,10 @@ def _check_rerunnable(source: str, start_method: str) -> None:
     if getattr(sys, "frozen", False):  # a bundled executable brings its own
         return
     path = source
-    if not os.path.isabs(path) and process.ORIGINAL_DIR is not None:
-        path = os.path.join(process.ORIGINAL_DIR, path)
+    # where the program started: spawn resolves a relative main path from here
+    original_dir = getattr(process, "ORIGINAL_DIR", None)
+    if not os.path.isabs(path) and original_dir is not None:
+        path = os.path.join(original_dir, path)
     if not os.path.isfile(path):
         raise ConfigError(
             f"ProcessCage cannot start workers with the {start_method!r} start "

@@ -91,7 +91,9 @@ class InterruptHandler:
         if len(self.received) > 1:
             raise KeyboardInterrupt
         again = SECOND_PRESS if signum == signal.SIGINT else SECOND_SIGTERM
-        _say(f"{SIGNAL_NAMES[signum]}: {self.on_first(signum)} ({again})")
+        _say(
+            f"{SIGNAL_NAMES[signal.Signals(signum)]}: {self.on_first(signum)} ({again})"
+        )
 
     def __enter__(self) -> InterruptHandler:
         if not (self.enabled and threading.current_thread() is threading.main_thread()):
