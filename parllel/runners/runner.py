@@ -10,11 +10,12 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from parllel import fields
 from parllel.errors import CheckpointError, CheckpointMismatchError, ConfigError
 from parllel.logging import EpisodeStats, Logger
+from parllel.runners.callbacks import Callback, Stateful
 from parllel.runners.interrupt import InterruptHandler
 from parllel.runners.notices import (
     warn_partial_batch,
@@ -36,42 +37,6 @@ from parllel.runtime.compatibility import (
     load_object,
 )
 from parllel.runtime.finite import refuse_nonfinite_state
-
-
-class Stateful(Protocol):
-    """Anything a checkpoint saves: a torch module, optimizer, algorithm, transform."""
-
-    def state_dict(self) -> Any:
-        """Everything needed to continue later (picklable by ``torch.save``)."""
-        ...
-
-    def load_state_dict(self, state: Any) -> Any:
-        """Restore what :meth:`state_dict` returned."""
-        ...
-
-
-class Callback:
-    """Hooks the runner calls; subclass and override the ones you need.
-
-    Every hook receives the runner (counters: ``runner.env_steps``,
-    ``runner.updates``; ``runner.request_stop()`` ends training after the
-    current iteration).
-    """
-
-    def on_train_start(self, runner: Any) -> None:
-        """Before the first batch (after a resume, with restored counters)."""
-
-    def on_collect_end(self, runner: Any, batch: Any, traj_infos: list) -> None:
-        """After a batch was collected and transformed, before optimizing."""
-
-    def on_update_end(self, runner: Any, metrics: dict[str, float]) -> None:
-        """After the algorithm's update; ``metrics`` is what will be logged."""
-
-    def on_eval_end(self, runner: Any, eval_metrics: dict[str, float]) -> None:
-        """After an evaluation."""
-
-    def on_train_end(self, runner: Any) -> None:
-        """After the last iteration (also when stopped early)."""
 
 
 def _schedule(interval: int | None, name: str) -> int | None:

@@ -55,9 +55,11 @@ class AlternatingSampler(BatchSampler):
         decorrelation_steps: random steps before the first batch.
         seed: seed of the decorrelation's random actions (e.g.
             ``seeds.decorrelation``).
-        check_finite: check every finished batch for NaN/inf observations
-            and rewards (:class:`~parllel.errors.NonFiniteSampleError` names
-            the env and step); False turns the check off.
+        check_finite: check every finished batch for NaN/inf rewards and
+            observations (:class:`~parllel.errors.NonFiniteSampleError` names
+            the env and step): ``"auto"`` checks float observations of at
+            most 1024 values per step, True every float observation, False
+            nothing (docs/samplers.md).
 
     Example:
         >>> halves = [ProcessCage(make_env, 4, n_workers=1, seed=0),
@@ -75,7 +77,7 @@ class AlternatingSampler(BatchSampler):
         observation_normalizer: ObservationNormalizer | None = None,
         decorrelation_steps: int = 0,
         seed: int | None = None,
-        check_finite: bool = True,
+        check_finite: bool | str = "auto",
     ) -> None:
         if len(as_cages(cages)) != 2:
             raise ConfigError(

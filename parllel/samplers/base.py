@@ -8,7 +8,7 @@ from typing import Any
 from parllel import fields
 from parllel.agents import Handler
 from parllel.cages import Cage
-from parllel.samplers.finite import FiniteCheck
+from parllel.samplers.finite import make_finite_check
 from parllel.samplers.steps import (
     GroupViews,
     ObservationNormalizer,
@@ -46,7 +46,7 @@ class BatchSampler:
         observation_normalizer: ObservationNormalizer | None,
         decorrelation_steps: int,
         seed: int | None,
-        check_finite: bool = True,
+        check_finite: bool | str = "auto",
     ) -> None:
         self.cages = as_cages(cages)
         self.handler = handler
@@ -60,9 +60,7 @@ class BatchSampler:
         self.batch_T = self.all_envs.T
         self._sliding = sliding_window(sample_tree)
         self._needs_reset = True
-        self.finite_check = (
-            FiniteCheck(sample_tree, self.cages) if check_finite else None
-        )
+        self.finite_check = make_finite_check(check_finite, sample_tree, self.cages)
 
     def reset(self) -> None:
         """Reset every env and the agent's state (and decorrelate); the next

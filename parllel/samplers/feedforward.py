@@ -44,9 +44,11 @@ class FeedForwardSampler(BatchSampler):
             envs are out of phase.
         seed: seed of the decorrelation's random actions (e.g.
             ``seeds.decorrelation``).
-        check_finite: check every finished batch for NaN/inf observations
-            and rewards (:class:`~parllel.errors.NonFiniteSampleError` names
-            the env and step); False turns the check off.
+        check_finite: check every finished batch for NaN/inf rewards and
+            observations (:class:`~parllel.errors.NonFiniteSampleError` names
+            the env and step): ``"auto"`` checks float observations of at
+            most 1024 values per step, True every float observation, False
+            nothing (docs/samplers.md).
 
     Example:
         >>> sampler = FeedForwardSampler(cage, handler, sample_tree, transform=gae)
@@ -64,7 +66,7 @@ class FeedForwardSampler(BatchSampler):
         observation_normalizer: ObservationNormalizer | None = None,
         decorrelation_steps: int = 0,
         seed: int | None = None,
-        check_finite: bool = True,
+        check_finite: bool | str = "auto",
     ) -> None:
         if handler.recurrent:
             raise ConfigError(

@@ -52,9 +52,11 @@ class RecurrentSampler(BatchSampler):
         decorrelation_steps: random steps before the first batch.
         seed: seed of the decorrelation's random actions (e.g.
             ``seeds.decorrelation``).
-        check_finite: check every finished batch for NaN/inf observations
-            and rewards (:class:`~parllel.errors.NonFiniteSampleError` names
-            the env and step); False turns the check off.
+        check_finite: check every finished batch for NaN/inf rewards and
+            observations (:class:`~parllel.errors.NonFiniteSampleError` names
+            the env and step): ``"auto"`` checks float observations of at
+            most 1024 values per step, True every float observation, False
+            nothing (docs/samplers.md).
 
     Example:
         >>> tree = sample_tree_from_examples(cage.example, example, 64, 8, recurrent=True)
@@ -73,7 +75,7 @@ class RecurrentSampler(BatchSampler):
         observation_normalizer: ObservationNormalizer | None = None,
         decorrelation_steps: int = 0,
         seed: int | None = None,
-        check_finite: bool = True,
+        check_finite: bool | str = "auto",
     ) -> None:
         self.wait_reset = bool(wait_reset)
         mode = "wait" if self.wait_reset else "auto"

@@ -11,6 +11,7 @@ from parllel.arrays import Array
 from parllel.arrays.fast_writer import GEOMETRY_EPOCH, compile_fast_writer
 from parllel.arrays.writing import closed_error
 from parllel.errors import TreeStructureError
+from parllel.tree.display import mappings_equal, tree_repr
 from parllel.tree.nodes import tree_get
 from parllel.tree.writing import join_path, key_mismatch_error, write_leaf, write_tree
 
@@ -381,46 +382,13 @@ class ArrayDict(Mapping[str, Any]):
         symmetric with plain dicts) instead of identity. Like dicts,
         ArrayDicts are therefore unhashable: key caches by ``id(tree)``.
         """
-        if self is other:
-            return True
-        if not isinstance(other, Mapping):
-            return NotImplemented
-        if len(other) != len(self._items):
-            return False
-        for key, leaf in self._items.items():
-            if key not in other:
-                return False
-            value = other[key]
-            if leaf is value:
-                continue
-            if isinstance(leaf, Mapping) or isinstance(value, Mapping):
-                if not (isinstance(value, Mapping) and isinstance(leaf, Mapping)):
-                    return False
-                if not leaf == value:
-                    return False
-            elif not np.array_equal(leaf, value):
-                return False
-        return True
+        return mappings_equal(self, other)
 
     # mutable Mapping, unhashable as dict (mypy wants object's __hash__ type)
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return self._repr(0)
-
-    def _repr(self, indent: int) -> str:
-        pad = "  " * (indent + 1)
-        lines = ["ArrayDict({"]
-        for key, value in self._items.items():
-            if isinstance(value, ArrayDict):
-                text = value._repr(indent + 1)
-            elif isinstance(value, np.ndarray):
-                text = f"ndarray(shape={value.shape}, dtype={value.dtype})"
-            else:
-                text = repr(value)
-            lines.append(f"{pad}{key!r}: {text},")
-        lines.append("  " * indent + "})")
-        return "\n".join(lines)
+        return tree_repr(self)
 
 
 def _as_ndarray(leaf: Any) -> np.ndarray:

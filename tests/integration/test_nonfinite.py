@@ -17,6 +17,7 @@ from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.cages import ProcessCage, SerialCage, TrajInfo
 from parllel.errors import (
+    ConfigError,
     NonFiniteCheckpointError,
     NonFiniteLossError,
     NonFiniteSampleError,
@@ -81,20 +82,27 @@ class GlitchEnv(gym.Env):
     reset observation) at its step ``at``."""
 
     def __init__(
-        self, bad_seed: int = -1, at: int = 3, what: str = "observation", dict_obs=False
+        self,
+        bad_seed: int = -1,
+        at: int = 3,
+        what: str = "observation",
+        dict_obs=False,
+        width: int = 3,
     ) -> None:
-        box = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+        box = gym.spaces.Box(-np.inf, np.inf, (width,), np.float32)
         counter = gym.spaces.Box(0, 10**6, (1,), np.int64)
         self.observation_space = (
             gym.spaces.Dict({"position": box, "count": counter}) if dict_obs else box
         )
         self.action_space = gym.spaces.Discrete(2)
         self.bad_seed, self.at, self.what, self.dict_obs = bad_seed, at, what, dict_obs
+        self.width = width
         self.bad = False
         self.t = 0
 
     def _observation(self, value: float) -> Any:
-        position = np.array([value, 0.0, 1.0], np.float32)
+        position = np.ones(self.width, np.float32)
+        position[:2] = value, 0.0
         if self.dict_obs:
             return {"position": position, "count": np.array([self.t], np.int64)}
         return position
@@ -180,6 +188,28 @@ def test_check_finite_false_lets_nan_through():
             batch, _ = sampler.collect_batch()
             assert np.isnan(batch[fields.OBSERVATION][3, 2, 0])
             assert sampler.finite_check is None
+
+
+@pytest.mark.parametrize("check_finite, caught", [("auto", False), (True, True)])
+def test_auto_skips_large_float_observations(check_finite, caught):
+    """``"auto"`` (the default) checks float observations of at most 1024 values
+    per step; a larger one (a float image) only with check_finite=True."""
+    kwargs = glitch(width=1025)
+    with SerialCage(GlitchEnv, N_ENVS, kwargs, seed=SEEDS.envs) as cage:
+        sampler, tree = make_sampler(cage, check_finite=check_finite)
+        with tree:
+            if caught:
+                with pytest.raises(NonFiniteSampleError, match="env 2"):
+                    sampler.collect_batch()
+            else:
+                batch, _ = sampler.collect_batch()
+                assert np.isnan(batch[fields.OBSERVATION][3, 2, 0])
+
+
+def test_a_bad_check_finite_value_is_a_config_error():
+    with SerialCage(GlitchEnv, N_ENVS, seed=SEEDS.envs) as cage:
+        with pytest.raises(ConfigError, match="check_finite"):
+            make_sampler(cage, check_finite="yes")
 
 
 def test_recurrent_and_alternating_samplers_check_too():

@@ -1,0 +1,160 @@
+"""Building cages: serial or process, a layout chosen from a quick measurement."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from numbers import Integral
+from typing import Any, TypedDict
+
+from parllel.cages import (
+    Cage,
+    ProcessCage,
+    SerialCage,
+    TrajInfo,
+    suggest_layout_for,
+)
+from parllel.errors import ConfigError
+
+PARALLEL_CHOICES = ("auto", "process", "serial")
+
+
+class _CageOptions(TypedDict):
+    """The arguments a SerialCage and a ProcessCage share (besides the envs)."""
+
+    seed: int | Sequence[int] | None
+    env_offset: int
+    reset_mode: str
+    traj_info_type: Callable[..., TrajInfo]
+    traj_info_kwargs: dict[str, Any] | None
+
+
+def build_cages(
+    env_factory: Callable[..., Any],
+    n_envs: int,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    parallel: str = "auto",
+    seed: int | Sequence[int] | None = None,
+    env_offset: int = 0,
+    reset_mode: str = "auto",
+    traj_info_type: Callable[..., TrajInfo] = TrajInfo,
+    traj_info_kwargs: dict[str, Any] | None = None,
+    **process_kwargs: Any,
+) -> Cage:
+    """One cage for ``n_envs`` envs: in worker processes, or serial.
+
+    ``parallel="auto"`` times a few steps of one env and a synchronization
+    with a helper process, and asks :func:`~parllel.cages.suggest_layout`
+    whether processes can win on this machine (and with which layout);
+    ``"process"`` always uses a
+    :class:`~parllel.cages.ProcessCage` (layout from ``process_kwargs``, or
+    suggested, falling back to one worker per core); ``"serial"`` a
+    :class:`~parllel.cages.SerialCage`. Same seed, same results either way.
+    ``seed``: a master seed or one seed per env (``seeds.envs``; the same
+    seeds, see :mod:`parllel.seeding`).
+    """
+    if parallel not in PARALLEL_CHOICES:
+        raise ConfigError(
+            f"parallel must be one of {PARALLEL_CHOICES}, got {parallel!r}"
+        )
+    common: _CageOptions = {
+        "seed": seed,
+        "env_offset": env_offset,
+        "reset_mode": reset_mode,
+        "traj_info_type": traj_info_type,
+        "traj_info_kwargs": traj_info_kwargs,
+    }
+    layout = None
+    if parallel != "serial" and not {"envs_per_worker", "n_workers"} & set(
+        process_kwargs
+    ):
+        layout = suggest_layout_for(
+            env_factory, n_envs, env_kwargs, process_kwargs.get("start_method")
+        )
+    if parallel == "serial" or (parallel == "auto" and layout is None):
+        return SerialCage(env_factory, n_envs, env_kwargs, **common)
+    return ProcessCage(
+        env_factory,
+        n_envs,
+        env_kwargs,
+        **{**(layout or {}), **process_kwargs},
+        **common,
+    )
+
+
+def build_alternating_cages(
+    env_factory: Callable[..., Any],
+    n_envs: int,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    seed: int | Sequence[int] | None = None,
+    traj_info_type: Callable[..., TrajInfo] = TrajInfo,
+    traj_info_kwargs: dict[str, Any] | None = None,
+    share_core: bool | None = None,
+    pin_main_process: bool = False,
+    **process_kwargs: Any,
+) -> list[ProcessCage]:
+    """The two cages of an :class:`~parllel.samplers.AlternatingSampler`.
+
+    Envs ``[0, n // 2)`` and ``[n // 2, n)``, one worker each. Only one half
+    steps at a time (the main process infers for the other), so with
+    ``share_core`` both workers are pinned to the last usable CPU and poll
+    (yielding) between steps instead of blocking: the idle worker yields the
+    core to the stepping one, and no blocking wake-up (tens of µs, docs/cages.md) is paid
+    per half step. ``pin_main_process`` also restricts this process to the
+    other CPUs, so the OS never runs inference on the workers' core (a process
+    setting: it stays after the cages close, and worker processes started
+    later with ``fork``/``spawn`` inherit it unless given ``worker_cpus``;
+    measured in ``benchmarks/sampler_throughput.py``). Default: share a core when there
+    are 2 or 3 usable CPUs (with more, each worker gets its own core and the
+    cage's default polling applies). ``seed``: a master seed or one seed per
+    env (split between the halves). Other keyword arguments go to both
+    :class:`~parllel.cages.ProcessCage`s.
+
+    Example:
+        >>> cages = build_alternating_cages(make_env, 8, seed=0)
+        >>> sampler = AlternatingSampler(cages, handler, sample_tree)
+    """
+    if n_envs < 2:
+        raise ConfigError(f"alternating sampling needs n_envs >= 2, got {n_envs}")
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if share_core is None:
+        share_core = 2 <= len(cpus) <= 3
+    if share_core:
+        if not cpus:
+            raise ConfigError("share_core needs os.sched_setaffinity (Linux)")
+        process_kwargs = {
+            "worker_cpus": cpus[-1:],
+            "worker_spin_seconds": 0.002,
+            **process_kwargs,
+        }
+    half = n_envs // 2
+    seeds: tuple[Any, Any] = (seed, seed)
+    if seed is not None and not isinstance(seed, (int, Integral)):
+        seed = list(seed)
+        if len(seed) != n_envs:
+            raise ConfigError(f"seed holds {len(seed)} per-env seeds for {n_envs} envs")
+        seeds = (seed[:half], seed[half:])
+    common = {
+        "n_workers": 1,
+        "traj_info_type": traj_info_type,
+        "traj_info_kwargs": traj_info_kwargs,
+        **process_kwargs,
+    }
+    first = ProcessCage(env_factory, half, env_kwargs, seed=seeds[0], **common)
+    try:
+        second = ProcessCage(
+            env_factory,
+            n_envs - half,
+            env_kwargs,
+            seed=seeds[1],
+            env_offset=half,
+            **common,
+        )
+    except BaseException:
+        first.close()
+        raise
+    if share_core and pin_main_process:
+        os.sched_setaffinity(0, set(cpus[:-1]))
+    return [first, second]

@@ -1,0 +1,166 @@
+"""Sample trees, replay trees, in-sampler transforms and the evaluation sampler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from parllel import fields
+from parllel.agents import Handler
+from parllel.arrays import Storage
+from parllel.cages import (
+    Cage,
+    ProcessCage,
+    SerialCage,
+)
+from parllel.samplers import (
+    EvalSampler,
+    ObservationNormalizer,
+    sample_tree_from_examples,
+)
+from parllel.transforms import (
+    ClipRewards,
+    EstimateAdvantage,
+    NormalizeAdvantage,
+    NormalizeObservations,
+    NormalizeRewards,
+)
+from parllel.tree import ArrayDict
+
+
+def build_sample_tree(
+    cage: Cage | Sequence[Cage],
+    handler: Handler,
+    batch_T: int,
+    *,
+    storage: Storage | None = None,
+    **options: Any,
+) -> ArrayDict:
+    """Allocate the sample tree for ``cage`` (or several, e.g. the two of an
+    alternating sampler: their envs side by side) and ``handler`` (see
+    :func:`parllel.samplers.sample_tree_from_examples` for the layout and ``options``).
+
+    Storage defaults to shared memory if any cage is a process cage, local
+    otherwise.
+    """
+    cages = [cage] if isinstance(cage, Cage) else list(cage)
+    if storage is None:
+        process = any(isinstance(c, ProcessCage) for c in cages)
+        storage = "shared" if process else "local"
+    example = cages[0].example
+    agent_example = handler.example_outputs(example[fields.OBSERVATION])
+    n_envs = sum(c.n_envs for c in cages)
+    return sample_tree_from_examples(
+        example, agent_example, batch_T, n_envs, storage, **options
+    )
+
+
+def build_replay_tree(
+    cage: Cage,
+    handler: Handler,
+    batch_T: int,
+    full_size: int,
+    *,
+    storage: Storage = "local",
+) -> ArrayDict:
+    """Allocate a replay tree of full-size Arrays (``full_size`` rows per env).
+
+    It has the sample tree's layout (observation with its bootstrap row,
+    action, reward, terminated, truncated, final observation) so
+    ``replay.record_batch(sample_tree)`` copies each batch in. ``full_size``
+    is rounded up to a multiple of ``batch_T``; the replay keeps
+    ``full_size - 1`` steps per env. Local memory by default: only the main
+    process reads it.
+
+    Example:
+        >>> sample_tree = build_sample_tree(cage, handler, 1, final_observation=True)
+        >>> replay_tree = build_replay_tree(cage, handler, 1, full_size=1_000_000)
+        >>> replay = UniformReplay(replay_tree, 256, np.random.default_rng(0))
+    """
+    rows = -(-int(full_size) // int(batch_T)) * int(batch_T)
+    return build_sample_tree(
+        cage,
+        handler,
+        batch_T,
+        storage=storage,
+        full_size=rows,
+        env_info=False,
+        bootstrap=False,
+        final_observation=True,
+        previous=False,
+    )
+
+
+def add_advantage_estimation(
+    sample_tree: ArrayDict,
+    gamma: float,
+    gae_lambda: float,
+    *,
+    normalize: bool = False,
+    only_valid: bool = False,
+) -> list:
+    """GAE transforms (bootstrapping truncations), optionally normalizing advantages.
+
+    Returns the transforms to put in the pipeline, in order.
+    """
+    transforms: list = [EstimateAdvantage(sample_tree, gamma, gae_lambda)]
+    if normalize:
+        transforms.append(NormalizeAdvantage(sample_tree, only_valid=only_valid))
+    return transforms
+
+
+def add_obs_normalization(
+    sample_tree: ArrayDict, **kwargs: Any
+) -> NormalizeObservations:
+    """An observation normalizer for the sampler (``observation_normalizer=``).
+
+    The sampler normalizes every fresh observation with it before the agent
+    acts, and freezes it during evaluation.
+    """
+    return NormalizeObservations(sample_tree, **kwargs)
+
+
+def add_reward_normalization(
+    sample_tree: ArrayDict, gamma: float, *, clip: float | None = None
+) -> list:
+    """Reward normalization by the running std of the discounted return, then clipping.
+
+    Put these before advantage estimation in the pipeline.
+    """
+    transforms: list = [NormalizeRewards(sample_tree, gamma)]
+    if clip is not None:
+        transforms.append(ClipRewards(sample_tree, clip))
+    return transforms
+
+
+def build_eval_sampler(
+    env_factory: Callable[..., Any],
+    handler: Handler,
+    n_envs: int,
+    n_episodes: int,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    seed: int | Sequence[int] | None = None,
+    observation_normalizer: ObservationNormalizer | None = None,
+    max_steps: int | None = None,
+) -> tuple[EvalSampler, Cage]:
+    """A serial eval cage plus an :class:`~parllel.samplers.EvalSampler` on it.
+
+    Give it ``seed=seeds.eval_envs`` (``Seeds.from_master(..., n_eval_envs=n_envs)``):
+    the evaluation envs' own stream, apart from the training envs'.
+
+    ``handler`` must be built for ``n_envs`` envs (it may wrap the training
+    agent: evaluation switches it to deterministic ``"eval"`` mode and back).
+    Returns the sampler and its cage (close the cage when done).
+    """
+    cage = SerialCage(env_factory, n_envs, env_kwargs, seed=seed)
+    tree = build_sample_tree(cage, handler, batch_T=1, storage="local")
+    sampler = EvalSampler(
+        cage,
+        handler,
+        tree,
+        n_episodes,
+        observation_normalizer=observation_normalizer,
+        max_steps=max_steps,
+    )
+    return sampler, cage

@@ -1,0 +1,137 @@
+"""The run logger and the run loop wrapper shared by the example scripts."""
+
+from __future__ import annotations
+
+import sys
+from signal import SIGINT
+from typing import Any
+
+from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
+
+
+def build_run_logger(
+    run: Any,
+    total_steps: int,
+    *,
+    resume: bool = False,
+    resume_step: int | None = None,
+    table_every: int = 4,
+) -> Any:
+    """The usual loggers of a run directory: console table, CSV, TensorBoard, progress bar.
+
+    The console table shows returns, losses, steps/s and elapsed time every
+    ``table_every``-th log line and at the end, written through the progress
+    bar so the two never collide; every metric goes to ``progress.csv`` and
+    TensorBoard.
+
+    ``resume=True`` keeps the run's ``progress.csv`` and TensorBoard events;
+    :meth:`Runner.load <parllel.runners.Runner.load>` then rewinds them to the
+    checkpoint's step (rows and events logged after it are dropped, so no step
+    appears twice). Without a runner, pass ``resume_step`` to rewind here.
+
+    Needs the ``torch`` and ``logging`` extras (TensorBoard, and tqdm for the
+    bar in a terminal).
+    """
+    from parllel.logging import (
+        CsvSink,
+        MultiLogger,
+        ProgressBar,
+        StdoutTable,
+        TensorBoardSink,
+    )
+
+    bar = ProgressBar(total=total_steps)
+    logger = MultiLogger(
+        [
+            StdoutTable(every=table_every, progress_bar=bar),
+            CsvSink(run.progress_csv, resume=resume),
+            TensorBoardSink(run.tensorboard_dir),
+            bar,
+        ]
+    )
+    if resume and resume_step is not None:
+        logger.rewind(resume_step)
+    return logger
+
+
+def run_training(
+    runner: Any, run: Any, *, resume: bool = False, close: tuple = ()
+) -> dict[str, float]:
+    """Resume if asked, run, always close ``close`` (and the runner's logger), plot.
+
+    Prints the outcome. After a normal end: the final eval return and the run
+    directory; the last metrics are returned. A resumed run that had already
+    finished trains nothing and says so (returns ``{}``). A resume that fails
+    (no readable checkpoint, one that does not fit) prints why, without a
+    traceback, and exits with status 1. After Ctrl-C: the checkpoint written,
+    the run directory and the command that resumes it, then ``SystemExit(130)``
+    (the shell's status for Ctrl-C; 143 after SIGTERM), also after a second
+    Ctrl-C that skipped the checkpoint (which says so when the run has no
+    checkpoint to resume from). ``close`` holds anything with ``close()``
+    (cages, sample trees). The learning curve needs the ``plot`` extra.
+    """
+    from parllel.plot import plot_learning_curve
+    from parllel.runtime.cli import resume_command
+
+    summary: dict[str, float] = {}
+    already_finished = exited_at_once = False
+    resume_error: Exception | None = None
+    try:
+        if resume:
+            try:
+                runner.load(run.checkpoints_dir)
+            except (CheckpointError, RunDirectoryError) as error:
+                resume_error = error
+            else:
+                run.record_resume(
+                    runner.env_steps, runner.resumed_from, config=runner.config or None
+                )
+        if resume_error is None:
+            already_finished = runner.finished
+            if not already_finished:
+                summary = runner.run()
+    except KeyboardInterrupt:
+        exited_at_once = True
+    finally:
+        for obj in (runner.logger, *close):
+            if obj is not None:
+                obj.close()
+    signals = getattr(runner, "stop_signals", None)
+    status = 128 + int(signals[-1] if signals else SIGINT)
+    if resume_error is not None:
+        print(f"cannot resume {run.path}: {resume_error}", file=sys.stderr)
+        raise SystemExit(1)
+    if exited_at_once:
+        newest = run.latest_checkpoint()
+        if newest is None:
+            print(
+                "interrupted before the first checkpoint: the run cannot be "
+                f"resumed (nothing in {run.checkpoints_dir}); run in {run.path}"
+            )
+        else:
+            print(f"interrupted: exited without a new checkpoint; run in {run.path}")
+            print(f"newest checkpoint: {newest}")
+            print(f"resume with: {resume_command(run.path)}")
+        raise SystemExit(status)
+    if already_finished:
+        print(
+            f"run already finished: {runner.env_steps} of total_steps "
+            f"{runner.total_steps} env steps done, nothing to train (resume "
+            f"with a larger --total-steps to train further); run in {run.path}"
+        )
+        return {}
+    try:
+        plot_learning_curve(run.path)
+    except (ConfigError, FileNotFoundError) as error:  # e.g. nothing logged yet
+        print(f"no learning curve: {error}")
+    if runner.interrupted:
+        print(f"interrupted at step {runner.env_steps}; run in {run.path}")
+        if runner.last_checkpoint is not None:
+            print(f"checkpoint written: {runner.last_checkpoint}")
+            print(f"resume with: {resume_command(run.path)}")
+        raise SystemExit(status)
+    eval_return = summary.get("eval/return_mean", float("nan"))
+    print(
+        f"eval return {eval_return:.1f} after {runner.env_steps} steps; run in {run.path}"
+    )
+    return summary
