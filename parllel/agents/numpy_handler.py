@@ -31,15 +31,24 @@ def write_outputs(out: Any, value: Any, path: str = "") -> None:
         return
     for key in out:
         where = f"{path}.{key}" if path else key
-        try:
-            item = tree_get(value, key)
-        except KeyError:
-            raise TreeStructureError(
-                f"the agent's output has no leaf {where!r} (a {type(value).__name__}); "
-                f"the slots expect keys {list(out)} there (a tuple also fills keys "
-                '"0", "1", ...)'
-            ) from None
-        write_outputs(out[key], item, where)
+        write_outputs(out[key], output_child(value, key, out, where), where)
+
+
+def output_child(value: Any, key: str, out: Any, where: str) -> Any:
+    """The agent output's child ``key`` for the slot node ``out`` (at ``where``).
+
+    Raises:
+        TreeStructureError: ``value`` has no such child; names the path and
+            the keys the slots expect.
+    """
+    try:
+        return tree_get(value, key)
+    except KeyError:
+        raise TreeStructureError(
+            f"the agent's output has no leaf {where!r} (a {type(value).__name__}); "
+            f"the slots expect keys {list(out)} there (a tuple also fills keys "
+            '"0", "1", ...)'
+        ) from None
 
 
 def batch_of_one(example: Any) -> Any:

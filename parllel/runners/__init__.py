@@ -11,6 +11,7 @@ from typing import Any
 from parllel.runners.off_policy import OffPolicyRunner
 from parllel.runners.on_policy import OnPolicyRunner
 from parllel.runners.runner import Callback, Runner
+from parllel.runtime import __all__ as _runtime_names
 
 __all__ = [
     "Callback",
@@ -19,20 +20,7 @@ __all__ = [
     "Runner",
 ]
 
-_MOVED_TO_RUNTIME = (
-    "RunDirectory",
-    "Seeds",
-    "capture_rng_state",
-    "check_config",
-    "check_state_dict",
-    "check_state_shapes",
-    "latest_checkpoint",
-    "load_checkpoint",
-    "load_latest_checkpoint",
-    "restore_rng_state",
-    "save_checkpoint",
-    "seed_everything",
-)
+_MOVED_TO_RUNTIME = tuple(_runtime_names)  # every public name of parllel.runtime
 
 
 def __getattr__(name: str) -> Any:

@@ -8,11 +8,14 @@ import numpy as np
 import torch
 
 from parllel.agents.base import Agent, AgentExample, check_mode
-from parllel.agents.numpy_handler import batch_of_one, zero_batch_of_one
+from parllel.agents.numpy_handler import (
+    batch_of_one,
+    output_child,
+    zero_batch_of_one,
+)
 from parllel.agents.state import ALL, EnvStates, as_index
-from parllel.errors import TreeStructureError
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
-from parllel.tree import tree_get, tree_items, tree_map
+from parllel.tree import tree_items, tree_map
 
 MAX_CACHED_VIEWS = 4096
 
@@ -27,14 +30,7 @@ def _copy_into(out: Any, value: Any, path: str = "") -> None:
         return
     for key in out:
         where = f"{path}.{key}" if path else key
-        try:
-            item = tree_get(value, key)
-        except KeyError:
-            raise TreeStructureError(
-                f"the agent's output has no leaf {where!r} (a {type(value).__name__}); "
-                f"the slots expect keys {list(out)} there"
-            ) from None
-        _copy_into(out[key], item, where)
+        _copy_into(out[key], output_child(value, key, out, where), where)
 
 
 def _to_numpy(tree: Any) -> Any:
