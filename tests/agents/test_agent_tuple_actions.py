@@ -18,7 +18,7 @@ from parllel.agents import (
 )
 from parllel.cages import ProcessCage, SerialCage
 from parllel.errors import TreeStructureError
-from parllel.samplers import FeedForwardSampler, build_sample_tree
+from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from parllel.tree import buffer_from_example, tree_get
 from tests.helpers.space_envs import SpaceEnv
 
@@ -98,7 +98,7 @@ def test_scripted_agent_returning_a_real_tuple_is_written():
     handler = NumpyHandler(ScriptedAgent(policy), n_envs=3)
     with SerialCage(partial(SpaceEnv, OBSERVATION, ACTION), 3, seed=0) as cage:
         example = handler.example_outputs(cage.example[fields.OBSERVATION])
-        tree = build_sample_tree(cage.example, example, 4, 3, storage="local")
+        tree = sample_tree_from_examples(cage.example, example, 4, 3, storage="local")
         cage.reset(tree.observation[0])
         views = tree.to_ndarray()
         handler.step(
@@ -127,7 +127,7 @@ def _collect(cage, T=6, batches=2):
     agent = RandomAgent(cage.spaces.action, seed=4)
     handler = NumpyHandler(agent, cage.n_envs)
     example = handler.example_outputs(cage.example[fields.OBSERVATION])
-    tree = build_sample_tree(cage.example, example, T, cage.n_envs)
+    tree = sample_tree_from_examples(cage.example, example, T, cage.n_envs)
     sampler = FeedForwardSampler(cage, handler, tree, decorrelation_steps=5, seed=2)
     sampler.reset()
     out = []

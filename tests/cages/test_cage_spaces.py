@@ -15,7 +15,7 @@ from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.cages import ProcessCage, SerialCage, space_leaves, zero_example
 from parllel.errors import InvalidActionError, ObservationMismatchError
-from parllel.samplers import FeedForwardSampler, build_sample_tree
+from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.space_envs import Interval, SpaceEnv, WrongObservationEnv
 
@@ -199,7 +199,7 @@ def _random_batches(cage):
     agent = RandomAgent(cage.spaces.action, seed=4)
     handler = NumpyHandler(agent, cage.n_envs)
     example = handler.example_outputs(cage.example[fields.OBSERVATION])
-    tree = build_sample_tree(cage.example, example, T, cage.n_envs)
+    tree = sample_tree_from_examples(cage.example, example, T, cage.n_envs)
     sampler = FeedForwardSampler(cage, handler, tree, decorrelation_steps=3, seed=2)
     sampler.reset()
     batch, trajs = sampler.collect_batch()

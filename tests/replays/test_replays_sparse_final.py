@@ -26,7 +26,7 @@ from parllel.arrays import Array
 from parllel.errors import ConfigError, ReplayCapacityWarning
 from parllel.replays import PrioritizedReplay, UniformReplay, gather_transitions
 from parllel.replays.final_observations import final_capacity
-from parllel.samplers import build_sample_tree
+from parllel.samplers import sample_tree_from_examples
 from parllel.tree import ArrayDict, tree_items
 from tests.helpers.replay_helpers import ScriptedSampler, build_replay_tree
 
@@ -379,7 +379,7 @@ def test_an_image_replay_takes_about_the_observation_storage():
     }
     T, B, N = 4, 2, 2048  # allocated lazily: the pages are never touched
     handler = NumpyHandler(RandomAgent(action_space), B)
-    tree = build_sample_tree(
+    tree = sample_tree_from_examples(
         env_example, handler.example_outputs(observation), T, B, "local",
         full_size=N, env_info=False, bootstrap=False, final_observation=True,
     )  # fmt: skip
