@@ -47,7 +47,7 @@ def _alive(pid: int) -> bool:
     try:  # a zombie counts as gone
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split()[2] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # exited while we read
         return False
 
 
