@@ -252,3 +252,11 @@ class TotalStepsChangedWarning(ParllelWarning):
 
 class InterruptIgnoredWarning(ParllelWarning):
     """SIGINT is ignored in this process (a background job), so Ctrl-C cannot stop training."""
+
+
+class UnsupportedVectorEnvError(ConfigError):
+    """A gymnasium vector env cannot serve as asked (e.g. its autoreset mode).
+
+    Raised by ``parllel.interop.VectorEnvCage``; the message names what the
+    vector env lacks and how to build one that has it.
+    """

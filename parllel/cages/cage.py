@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from parllel import fields
-from parllel.cages.cage_checks import check_factory, check_slot_tree
+from parllel.cages.cage_checks import check_slot_tree
 from parllel.cages.env_group import RESET_MODES
 from parllel.cages.spaces import ActionChecker, EnvSpaces, check_observation
 from parllel.cages.traj_info import TrajInfo
@@ -32,8 +32,11 @@ class CageState(enum.Enum):
 class Cage(ABC):
     """Steps ``n_envs`` gymnasium envs, writing results into preallocated slots.
 
-    A cage never receives a live env: it calls ``env_factory(**env_kwargs)``
-    once per env (in worker processes for :class:`ProcessCage`). Use it as::
+    :class:`SerialCage` and :class:`ProcessCage` never receive a live env:
+    they call ``env_factory(**env_kwargs)`` once per env (in worker processes
+    for :class:`ProcessCage`). A cage over envs someone else built (e.g.
+    ``parllel.interop.VectorEnvCage`` over a gymnasium vector env) passes no
+    factory (``env_factory=None``). Use any cage as::
 
         cage.reset(sample_tree.observation[0])
         cage.step_async(sample_tree.action[t], out=step_slots)
@@ -55,7 +58,7 @@ class Cage(ABC):
 
     def __init__(
         self,
-        env_factory: Callable[..., Any],
+        env_factory: Callable[..., Any] | None,
         n_envs: int,
         env_kwargs: dict[str, Any] | None,
         seed: int | Sequence[int] | None,
@@ -72,7 +75,7 @@ class Cage(ABC):
             )
         self.n_envs = int(n_envs)
         self.env_kwargs = dict(env_kwargs or {})
-        check_factory(env_factory)
+        # subclasses that build envs check their factory (check_factory)
         self.env_factory = env_factory
         self.seed = seed
         self.env_offset = int(env_offset)

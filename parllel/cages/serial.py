@@ -7,7 +7,7 @@ from typing import Any
 
 from parllel import fields
 from parllel.cages.cage import NOTHING_PENDING, Cage
-from parllel.cages.cage_checks import read_only_slot_error
+from parllel.cages.cage_checks import check_factory, read_only_slot_error
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import EnvError
@@ -64,6 +64,7 @@ class SerialCage(Cage):
             traj_info_type,
             traj_info_kwargs,
         )
+        check_factory(env_factory)
         self._group = EnvGroup(
             env_factory,
             self.env_kwargs,

@@ -1,0 +1,480 @@
+"""VectorEnvCage: any gymnasium vector env as a parllel cage."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector.utils import iterate
+
+from parllel import fields
+from parllel.cages import Cage, EnvSpaces, TrajInfo
+from parllel.cages.cage import NOTHING_PENDING
+from parllel.cages.cage_checks import read_only_slot_error
+from parllel.cages.env_access import call_env, set_env_attr
+from parllel.cages.env_info import InfoSlotTables
+from parllel.cages.spaces import env_name
+from parllel.errors import (
+    CageStateError,
+    ConfigError,
+    EnvAttributeError,
+    EnvError,
+    ParllelError,
+    UnsupportedVectorEnvError,
+)
+from parllel.interop.vector_episodes import EpisodeRecorder
+from parllel.interop.vector_infos import FINAL_KEYS, info_row, write_info_slots
+from parllel.interop.vector_spaces import (
+    ObservationWriter,
+    autoreset_mode,
+    vector_actions,
+)
+from parllel.seeding import action_space_seed
+
+
+class VectorEnvCage(Cage):
+    """A gymnasium vector env (``gymnasium.vector.VectorEnv``) as a parllel cage.
+
+    Samplers, transforms, replays and runners use it like any cage: each
+    step the cage hands the vector env the actions of every env at once and
+    copies what comes back into the sample tree's slots (observation,
+    reward, terminated, truncated, env info, final observation), in this
+    process, keeping episode statistics in :class:`~parllel.cages.TrajInfo`.
+    For the same env factory, seed and actions its batches equal a
+    :class:`~parllel.cages.SerialCage`'s bit for bit.
+
+    The vector env must reset finished envs in the step that ended their
+    episode (autoreset mode ``SAME_STEP``: the final observation comes in
+    ``info["final_obs"]``) or not at all (``DISABLED``: the cage resets the
+    finished envs with ``reset(options={"reset_mask": done})`` right after
+    the step). ``NEXT_STEP`` (gymnasium's default) is refused with
+    :class:`~parllel.errors.UnsupportedVectorEnvError`, which says how to
+    build the vector env instead. Only ``reset_mode="auto"`` exists: a
+    vector env steps every env at each ``step()``, so a finished env cannot
+    idle until the sampler resets it (wait mode).
+
+    The cage owns the vector env: :meth:`close` closes it (for
+    ``AsyncVectorEnv``, its worker processes end). Construction resets every
+    env (seeded) and steps it once with a random action, for the
+    :attr:`example` that buffers are allocated from; the first
+    :meth:`reset` seeds the envs again, so an env whose state
+    ``reset(seed=...)`` determines (gymnasium's contract) keeps nothing of
+    it. If construction raises, the vector env is left open.
+
+    Args:
+        vector_env: the vector env (``SyncVectorEnv``, ``AsyncVectorEnv`` or
+            any ``VectorEnv`` with gymnasium's batched API and autoreset
+            modes), not yet used by anyone else.
+        seed: as for :class:`~parllel.cages.SerialCage`: None (unseeded), a
+            master seed (env ``i`` gets ``Seeds.from_master(seed, ...).envs[i]``
+            by global index), or one seed per env. The seeds go to the vector
+            env's first ``reset(seed=[...])``; the batched action space is
+            seeded from env 0's seed (for the probe step).
+        env_offset: global index of the first env (seeds, TrajInfo indices).
+        reset_mode: ``"auto"`` (the only mode a vector env can honour).
+        traj_info_type: TrajInfo class (or factory) for episode statistics.
+        traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
+
+    Infos: gymnasium's batched info dict (arrays over envs with ``_key``
+    masks) fills the ``env_info`` slots as a serial cage fills them from
+    each env's info (same policy and errors, a key an env lacks writes 0);
+    the last step's entries no slot stored go to ``TrajInfo.extra`` and a
+    reset's entries to ``TrajInfo.reset_info``, as numpy scalars where the
+    vector env batched numbers into arrays. In ``SAME_STEP`` mode the
+    top-level entries of an env whose episode ended are its reset info and
+    ``final_info`` holds its last step's.
+
+    Env access: :meth:`call`, :meth:`get_attr`, :meth:`set_attr` and
+    :meth:`render` delegate to the vector env's ``call`` / ``get_attr`` /
+    ``set_attr``. For some of the envs only (``env_indices``) the cage needs
+    the envs themselves, which a ``SyncVectorEnv`` has; other vector envs
+    refuse it with :class:`~parllel.errors.UnsupportedVectorEnvError`.
+
+    Example:
+        >>> venv = gym.vector.SyncVectorEnv(
+        ...     [lambda: gym.make("CartPole-v1")] * 4,
+        ...     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        ... )
+        >>> cage = VectorEnvCage(venv, seed=0)
+        >>> cage.n_envs, cage.example[fields.OBSERVATION].shape
+        (4, (4,))
+    """
+
+    needs_shared_memory = False
+
+    def __init__(
+        self,
+        vector_env: gym.vector.VectorEnv,
+        *,
+        seed: int | Sequence[int] | None = None,
+        env_offset: int = 0,
+        reset_mode: str = "auto",
+        traj_info_type: Callable[..., TrajInfo] = TrajInfo,
+        traj_info_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(vector_env, gym.vector.VectorEnv):
+            raise ConfigError(
+                f"VectorEnvCage needs a gymnasium.vector.VectorEnv, got "
+                f"{type(vector_env).__name__}; for single envs use SerialCage or "
+                "ProcessCage with an env factory"
+            )
+        if getattr(vector_env, "closed", False):
+            raise ConfigError(f"the vector env {vector_env} is closed")
+        super().__init__(
+            None,
+            vector_env.num_envs,
+            None,
+            seed,
+            env_offset,
+            reset_mode,
+            traj_info_type,
+            traj_info_kwargs,
+        )
+        if reset_mode != "auto":
+            raise UnsupportedVectorEnvError(
+                f"VectorEnvCage cannot run reset_mode={reset_mode!r}: a gymnasium "
+                "vector env steps every env at each step(), so a finished env "
+                "cannot idle until the sampler resets it. Use reset_mode='auto' "
+                "(FeedForwardSampler, or RecurrentSampler without wait_reset)"
+            )
+        self.autoreset_mode = autoreset_mode(vector_env)
+        self.vector_env = vector_env
+        n = self.n_envs
+        self._name = _vector_env_name(vector_env)
+        spaces = EnvSpaces(
+            vector_env.single_observation_space,
+            vector_env.single_action_space,
+            self._name,
+        )
+        self._batch_actions = vector_actions(spaces.action)
+        self._observations = ObservationWriter(
+            spaces.observation, vector_env.observation_space
+        )
+        self._episodes = EpisodeRecorder(
+            self.env_indices, traj_info_type, self.traj_info_kwargs
+        )
+        self._info_slots = InfoSlotTables()
+        self._started = np.zeros(n, bool)  # reset since the probe
+        self._needs_seed = np.full(n, self.env_seeds is not None)
+        self._everyone = np.ones(n, bool)
+        # AsyncVectorEnv steps in its workers between step_async and await_step
+        self._async = isinstance(vector_env, AsyncVectorEnv)
+        self._finish_init(spaces, self._probe())
+        # (batched actions, out): what step_async leaves for await_step
+        self._pending_step: tuple[Any, Any] = NOTHING_PENDING
+        # (out_observation, env_indices)
+        self._pending_reset: tuple[Any, list[int] | None] = NOTHING_PENDING
+
+    # -- talking to the vector env ----------------------------------------------
+    def _vector_call(
+        self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any
+    ) -> Any:
+        """``fn(*args, **kw)``, an exception becoming :class:`EnvError` naming ``what``."""
+        try:
+            return fn(*args, **kw)
+        except ParllelError:
+            raise
+        except Exception as exc:
+            raise EnvError(
+                f"the vector env ({self._name}) raised {type(exc).__name__} in "
+                f"{what}: {exc}",
+                worker_traceback=traceback.format_exc(),
+            ) from exc
+
+    def _seeds_for(self, mask: np.ndarray) -> list[int | None] | None:
+        """Per-env seeds of a reset of the envs in ``mask`` (first resets only)."""
+        seeds = self.env_seeds
+        if seeds is None or not (self._needs_seed & mask).any():
+            return None
+        return [
+            int(s) if need and reset else None
+            for s, need, reset in zip(seeds, self._needs_seed, mask)
+        ]
+
+    def _reset_vector(self, mask: np.ndarray, what: str) -> tuple[Any, dict]:
+        """Reset the envs in ``mask`` (all: a plain ``reset``); observations, infos."""
+        seed = self._seeds_for(mask)
+        if mask.all():
+            result = self._vector_call(what, self.vector_env.reset, seed=seed)
+        else:
+            result = self._vector_call(
+                f"{what} of some envs (reset(options={{'reset_mask': ...}}), which "
+                "partial resets need; gymnasium's SyncVectorEnv and AsyncVectorEnv "
+                "take it)",
+                self.vector_env.reset,
+                seed=seed,
+                options={"reset_mask": mask.copy()},
+            )
+        self._needs_seed &= ~mask
+        return result
+
+    def _probe(self) -> dict[str, Any]:
+        """Reset (seeded) and step every env once: example values of env 0."""
+        venv = self.vector_env
+        if self.env_seeds is not None:
+            venv.action_space.seed(action_space_seed(self.env_seeds[0]))
+        self._reset_vector(self._everyone, "its probe reset")
+        actions = venv.action_space.sample()
+        observation, reward, terminated, truncated, infos = self._vector_call(
+            "its probe step", venv.step, actions
+        )
+        n = self.n_envs
+        ended = bool(terminated[0] or truncated[0])
+        if ended and self.autoreset_mode is AutoresetMode.SAME_STEP:
+            observation_0 = self._final_observations(observation, infos, [0])[0]
+            info_0 = info_row(infos.get("final_info"), 0, n)
+        else:
+            observation_0 = next(iter(iterate(venv.observation_space, observation)))
+            info_0 = info_row(infos, 0, n, skip=FINAL_KEYS)
+        self._needs_seed[:] = self.env_seeds is not None
+        self._started[:] = False
+        return {
+            fields.OBSERVATION: copy.deepcopy(observation_0),
+            fields.ACTION: copy.deepcopy(
+                next(iter(iterate(venv.action_space, actions)))
+            ),
+            fields.REWARD: np.float32(reward[0]),
+            fields.TERMINATED: bool(terminated[0]),
+            fields.TRUNCATED: bool(truncated[0]),
+            fields.ENV_INFO: info_0,
+        }
+
+    # -- stepping ---------------------------------------------------------------
+    def _step_async(self, action: Any, out: Any) -> None:
+        if not self._started.all():
+            first = int(np.flatnonzero(~self._started)[0])
+            raise CageStateError(
+                f"env {self.env_offset + first} was stepped before its first reset: "
+                "call cage.reset(...) before stepping"
+            )
+        actions = self._batch_actions(action)
+        if self._async:
+            self._vector_call("step_async", self.vector_env.step_async, actions)
+        self._pending_step = (actions, out)
+
+    def _await_step(self) -> list[TrajInfo]:
+        actions, out = self._pending_step
+        self._pending_step = NOTHING_PENDING
+        if self._async:
+            result = self._vector_call("step", self.vector_env.step_wait)
+        else:
+            result = self._vector_call("step", self.vector_env.step, actions)
+        try:
+            return self._write_step(out, actions, *result)
+        except EnvError:
+            raise
+        except Exception as exc:  # a closed buffer is not the env's fault
+            closed = read_only_slot_error(out)
+            if closed is None:
+                raise
+            raise closed from exc
+
+    def _write_step(
+        self,
+        out: Any,
+        actions: Any,
+        observation: Any,
+        reward: Any,
+        terminated: Any,
+        truncated: Any,
+        infos: dict[str, Any],
+    ) -> list[TrajInfo]:
+        n = self.n_envs
+        reward = np.asarray(reward, np.float64)
+        terminated = np.asarray(terminated, bool)
+        truncated = np.asarray(truncated, bool)
+        done = terminated | truncated
+        ended = np.flatnonzero(done).tolist()
+        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        # where each env's step info is: SAME_STEP moves a finished env's to final_info
+        final_infos = infos.get("final_info") if same_step and ended else None
+        sources = [(infos, self._everyone)]
+        if final_infos is not None:
+            sources = [(infos, ~done), (final_infos, done)]
+        out[fields.REWARD][:] = reward
+        out[fields.TERMINATED][:] = terminated
+        out[fields.TRUNCATED][:] = truncated
+        info_items, stored_keys = self._info_slots.get(out.get(fields.ENV_INFO))
+        if info_items:
+            write_info_slots(info_items, sources, n, self.env_offset)
+        out_observation = out[fields.OBSERVATION]
+        out_final = out.get(fields.FINAL_OBSERVATION)
+        self._observations.write(out_observation, observation)
+        final_observations = None
+        if ended:
+            final_observations = self._final_observations(observation, infos, ended)
+            if out_final is not None:
+                for i in ended:
+                    out_final[i] = final_observations[i]
+        episodes = self._episodes
+        if episodes.plain:
+            episodes.step(reward)
+        else:
+            rows = self._observations.rows(observation)
+            for i in ended:
+                rows[i] = final_observations[i]
+            step_infos = [info_row(infos, i, n, skip=FINAL_KEYS) for i in range(n)]
+            if same_step:
+                for i in ended:
+                    step_infos[i] = info_row(final_infos, i, n)
+            episodes.step_each(
+                rows,
+                list(iterate(self.vector_env.action_space, actions)),
+                reward.tolist(),
+                terminated.tolist(),
+                truncated.tolist(),
+                step_infos,
+            )
+        if not ended:
+            return []
+        completed = []
+        for i in ended:
+            info = info_row(final_infos if same_step else infos, i, n)
+            if stored_keys:
+                info = {k: v for k, v in info.items() if k not in stored_keys}
+            completed.append(
+                episodes.finish(i, bool(terminated[i]), bool(truncated[i]), info)
+            )
+        if same_step:
+            reset_infos = infos
+        else:  # DISABLED: the cage resets the finished envs itself
+            reset_observation, reset_infos = self._reset_vector(done, "auto-reset")
+            self._observations.write_rows(out_observation, reset_observation, ended)
+        for i in ended:
+            episodes.start(i, info_row(reset_infos, i, n, skip=FINAL_KEYS))
+        return completed
+
+    def _final_observations(
+        self, observation: Any, infos: dict[str, Any], ended: list[int]
+    ) -> dict[int, Any]:
+        """The last observation of each env in ``ended``, by env."""
+        if self.autoreset_mode is not AutoresetMode.SAME_STEP:
+            rows = self._observations.rows(observation)
+            return {i: copy.deepcopy(rows[i]) for i in ended}
+        final = infos.get("final_obs")
+        mask = infos.get("_final_obs")
+        missing = [
+            i for i in ended if final is None or (mask is not None and not mask[i])
+        ]
+        if missing:
+            raise EnvError(
+                f"the vector env ({self._name}) ended the episodes of envs "
+                f"{[self.env_offset + i for i in missing]} in autoreset mode "
+                "SAME_STEP but gave no info['final_obs'] for them"
+            )
+        return {i: final[i] for i in ended}
+
+    # -- resetting --------------------------------------------------------------
+    def _reset_async(self, out_observation: Any, env_indices: list[int] | None) -> None:
+        self._pending_reset = (out_observation, env_indices)
+
+    def _await_reset(self) -> None:
+        out_observation, env_indices = self._pending_reset
+        self._pending_reset = NOTHING_PENDING
+        mask = self._everyone.copy()
+        if env_indices is not None:
+            mask[:] = False
+            mask[env_indices] = True
+        if not mask.any():
+            return
+        observation, infos = self._reset_vector(mask, "reset")
+        index = np.flatnonzero(mask).tolist()
+        try:
+            if mask.all():
+                self._observations.write(out_observation, observation)
+            else:
+                self._observations.write_rows(out_observation, observation, index)
+        except Exception as exc:
+            closed = read_only_slot_error({fields.OBSERVATION: out_observation})
+            if closed is None:
+                raise
+            raise closed from exc
+        for i in index:
+            self._started[i] = True
+            self._episodes.start(i, info_row(infos, i, self.n_envs))
+
+    def _waiting_envs(self) -> list[int]:
+        return np.flatnonzero(~self._started).tolist()
+
+    # -- env access -------------------------------------------------------------
+    def _all_or_envs(self, indices: list[int], what: str) -> list[Any] | None:
+        """None if ``indices`` are every env once; else the envs themselves."""
+        bad = [i for i in indices if not 0 <= i < self.n_envs]
+        if bad:
+            raise ConfigError(f"env indices {bad} out of range for {self.n_envs} envs")
+        if sorted(indices) == list(range(self.n_envs)):
+            return None
+        envs = getattr(self.vector_env.unwrapped, "envs", None)
+        if not isinstance(self.vector_env.unwrapped, SyncVectorEnv) or envs is None:
+            raise UnsupportedVectorEnvError(
+                f"cannot {what} for envs {indices} only: "
+                f"{type(self.vector_env.unwrapped).__name__} reaches its envs all "
+                "together (VectorEnv.call/set_attr); leave env_indices out (every "
+                "env), or use a SyncVectorEnv"
+            )
+        return envs
+
+    def _call(
+        self, name: str, args: tuple, kwargs: dict, indices: list[int]
+    ) -> list[Any]:
+        envs = self._all_or_envs(indices, f"call {name!r}")
+        if envs is not None:
+            return [
+                call_env(envs[i], name, args, kwargs, self.env_offset + i)
+                for i in indices
+            ]
+        try:
+            results = self.vector_env.call(name, *args, **kwargs)
+        except AttributeError as exc:
+            raise EnvAttributeError(
+                f"the vector env ({self._name}) or its envs have no attribute "
+                f"{name!r}: {exc}"
+            ) from exc
+        except ParllelError:
+            raise
+        except Exception as exc:
+            raise EnvError(
+                f"the vector env ({self._name}) raised {type(exc).__name__} in "
+                f"call({name!r}): {exc}",
+                worker_traceback=traceback.format_exc(),
+            ) from exc
+        return [results[i] for i in indices]
+
+    def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
+        envs = self._all_or_envs(indices, f"set {name!r}")
+        if envs is not None:
+            for i, value in zip(indices, values):
+                set_env_attr(envs[i], name, value, self.env_offset + i)
+            return
+        ordered = [None] * self.n_envs
+        for i, value in zip(indices, values):
+            ordered[i] = value
+        self._vector_call(
+            f"set_attr({name!r})", self.vector_env.set_attr, name, ordered
+        )
+
+    # -- lifetime ---------------------------------------------------------------
+    def _close(self) -> None:
+        try:
+            self.vector_env.close()
+        except Exception:
+            # a broken vector env (e.g. a dead worker): force its processes down
+            with contextlib.suppress(Exception):
+                self.vector_env.close(terminate=True)
+
+
+def _vector_env_name(vector_env: gym.vector.VectorEnv) -> str:
+    """The env id (``gym.make_vec``), else a SyncVectorEnv's first env's, else the class."""
+    spec = getattr(vector_env, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return str(spec.id)
+    envs = getattr(vector_env.unwrapped, "envs", None)
+    if isinstance(vector_env.unwrapped, SyncVectorEnv) and envs:
+        return env_name(envs[0])
+    return type(vector_env.unwrapped).__name__

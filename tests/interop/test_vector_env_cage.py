@@ -1,0 +1,430 @@
+"""VectorEnvCage: a gymnasium vector env as a cage gives a SerialCage's batches.
+
+Each parity test runs the same env factory, seeds and actions through a
+:class:`~parllel.cages.SerialCage` and through a ``VectorEnvCage`` over a
+gymnasium vector env, and asserts that every leaf of the sample tree
+(observations, final observations, rewards, flags, env info, actions,
+values, GAE advantages and returns) and every TrajInfo are equal.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from functools import partial
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+from parllel import fields
+from parllel.agents import NumpyHandler, ScriptedAgent, sample_actions
+from parllel.arrays import Array
+from parllel.cages import CageState, SerialCage, TrajInfo
+from parllel.errors import (
+    ArrayClosedError,
+    CageStateError,
+    ClosedCageError,
+    ConfigError,
+    EnvAttributeError,
+    EnvInfoError,
+    InvalidActionError,
+    UnsupportedVectorEnvError,
+)
+from parllel.interop import VectorEnvCage
+from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
+from parllel.transforms import EstimateAdvantage
+from tests.helpers.cage_helpers import allocate, run, slots
+from tests.helpers.envs import CountingEnv
+from tests.helpers.space_envs import Interval, SpaceEnv
+
+SAME, DISABLED = AutoresetMode.SAME_STEP, AutoresetMode.DISABLED
+T, B, SEED = 16, 4, 11
+
+
+class SeededCountingEnv(CountingEnv):
+    """CountingEnv whose seeded reset restarts its counters.
+
+    gymnasium's contract (a seeded reset determines the env's state), which
+    the VectorEnvCage's probe step relies on: it resets and steps every env
+    once, where a SerialCage probes env 0 only.
+    """
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.episode, self.total_steps = -1, 0
+        return super().reset(seed=seed, options=options)
+
+
+class SeededSpaceEnv(SpaceEnv):
+    """SpaceEnv whose seeded reset restarts its episode count (see above)."""
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.episode = -1
+        return super().reset(seed=seed, options=options)
+
+
+def make_cartpole():
+    return gym.make("CartPole-v1", max_episode_steps=15)
+
+
+def make_counting_dict():
+    """Dict observations and actions; terminations and TimeLimit truncations."""
+    env = SeededCountingEnv(
+        min_length=3, max_length=8, observation="dict", action="dict"
+    )
+    return gym.wrappers.TimeLimit(env, max_episode_steps=6)
+
+
+def vector(factory, n=B, mode=SAME, **kwargs):
+    return SyncVectorEnv([factory] * n, autoreset_mode=mode, **kwargs)
+
+
+# -- comparing -------------------------------------------------------------------
+
+
+def leaves(tree) -> dict[str, np.ndarray]:
+    """A copy of every leaf, padding included."""
+    return {
+        path: np.array(leaf.padded_ndarray() if isinstance(leaf, Array) else leaf)
+        for path, leaf in tree.items_flat()
+    }
+
+
+def assert_same_arrays(got: dict, expected: dict) -> None:
+    assert got.keys() == expected.keys()
+    for key in expected:
+        assert got[key].dtype == expected[key].dtype, key
+        np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+
+
+def assert_same_trajs(got: list[TrajInfo], expected: list[TrajInfo]) -> None:
+    assert [t.to_dict() for t in got] == [t.to_dict() for t in expected]
+
+
+def state_value(observation):
+    """A value that depends on the observation (so truncations bootstrap)."""
+    state = (
+        observation["state"]
+        if "state" in getattr(observation, "keys", list)()
+        else observation
+    )
+    return 10.0 * state[:, 0] + state[:, 2]
+
+
+def collect(cage, n_batches=4, decorrelation_steps=0):
+    """Batches of a FeedForwardSampler with seeded random actions and GAE."""
+    space, rng = cage.spaces.action, np.random.default_rng(7)
+    agent = ScriptedAgent(
+        lambda obs, prev_action, prev_reward: sample_actions(space, cage.n_envs, rng),
+        value_fn=state_value,
+    )
+    handler = NumpyHandler(agent, cage.n_envs)
+    example = handler.example_outputs(cage.example[fields.OBSERVATION])
+    tree = sample_tree_from_examples(
+        cage.example, example, T, cage.n_envs, "local", previous=True
+    )
+    gae = EstimateAdvantage(tree, gamma=0.9, gae_lambda=0.8)
+    sampler = FeedForwardSampler(
+        cage,
+        handler,
+        tree,
+        transform=gae,
+        decorrelation_steps=decorrelation_steps,
+        seed=3,
+    )
+    batches, trajs = [], []
+    for _ in range(n_batches):
+        batch, completed = sampler.collect_batch()
+        batches.append(leaves(batch))
+        trajs += completed
+    tree.close()
+    return batches, trajs
+
+
+def assert_collect_equal(factory, vector_env, n_batches=4, decorrelation_steps=0):
+    with SerialCage(factory, vector_env.num_envs, seed=SEED) as cage:
+        expected = collect(cage, n_batches, decorrelation_steps)
+    with VectorEnvCage(vector_env, seed=SEED) as cage:
+        got = collect(cage, n_batches, decorrelation_steps)
+    for got_batch, expected_batch in zip(got[0], expected[0]):
+        assert_same_arrays(got_batch, expected_batch)
+    assert_same_trajs(got[1], expected[1])
+    return expected
+
+
+# -- parity with SerialCage ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [SAME, DISABLED], ids=["same_step", "disabled"])
+@pytest.mark.parametrize("decorrelation_steps", [0, 5])
+def test_cartpole_batches_equal_serial_cage(mode, decorrelation_steps):
+    batches, trajs = assert_collect_equal(
+        make_cartpole, vector(make_cartpole, mode=mode), 4, decorrelation_steps
+    )
+    truncated = np.concatenate([b["truncated"] for b in batches])
+    terminated = np.concatenate([b["terminated"] for b in batches])
+    assert truncated.sum() >= 4 and terminated.sum() >= 1  # both kinds of ends
+    assert len(trajs) >= 8
+    # truncations bootstrap from the final observation's value
+    final_value = np.concatenate([b["final_value"] for b in batches])
+    assert (final_value[truncated & ~terminated] != 0).all()
+
+
+@pytest.mark.parametrize("mode", [SAME, DISABLED], ids=["same_step", "disabled"])
+def test_dict_spaces_and_infos_equal_serial_cage(mode):
+    # copy=False: the vector env reuses its observation buffers between calls
+    batches, trajs = assert_collect_equal(
+        make_counting_dict,
+        vector(make_counting_dict, mode=mode, copy=False),
+        3,
+        decorrelation_steps=4,
+    )
+    assert {
+        "observation.state",
+        "observation.count",
+        "action.move",
+        "action.force",
+    } <= set(batches[0])
+    assert {"env_info.t", "env_info.ale.lives"} <= set(batches[0])
+    assert batches[0]["env_info.t"].max() > 0
+    # TrajInfo: the unstored info entry ("note") and the reset info
+    assert trajs and all(t.extra == {"note": "text"} for t in trajs)
+    assert all(t.reset_info == {"t": 0} for t in trajs)
+    assert any(t.terminated for t in trajs) and any(t.truncated for t in trajs)
+
+
+def test_async_vector_env_equals_serial_cage_and_its_workers_end_on_close():
+    venv = AsyncVectorEnv([make_cartpole] * 2, autoreset_mode=SAME, context="fork")
+    processes = list(venv.processes)
+    with SerialCage(make_cartpole, 2, seed=SEED) as cage:
+        expected = collect(cage, 2, decorrelation_steps=3)
+    cage = VectorEnvCage(venv, seed=SEED)
+    try:
+        got = collect(cage, 2, decorrelation_steps=3)
+        assert cage.get_attr("gravity") == [9.8, 9.8]
+        with pytest.raises(UnsupportedVectorEnvError, match="env_indices"):
+            cage.get_attr("gravity", env_indices=[1])
+    finally:
+        cage.close()
+    for got_batch, expected_batch in zip(got[0], expected[0]):
+        assert_same_arrays(got_batch, expected_batch)
+    assert_same_trajs(got[1], expected[1])
+    assert venv.closed
+    for process in processes:
+        process.join(timeout=10)
+        assert not process.is_alive()
+    assert not set(multiprocessing.active_children()) & set(processes)
+    cage.close()  # idempotent
+
+
+class StepRecordingTrajInfo(TrajInfo):
+    """Overrides step: the cage then reports every env's step to it."""
+
+    def step(self, observation, action, reward, terminated, truncated, env_info):
+        super().step(observation, action, reward, terminated, truncated, env_info)
+        self.extra.setdefault("seen", []).append(
+            (float(np.sum(observation, dtype=np.float64)), int(action), reward,
+             terminated, truncated, int(env_info.get("t", -1)))
+        )  # fmt: skip
+
+
+class InfoEnv(SeededCountingEnv):
+    """Infos with ints, bools, floats, keys that come and go, and nested dicts.
+
+    A key keeps its type: gymnasium batches each key into an array of the
+    type of the first env's value in that step (an int key that is sometimes
+    a float would lose its fraction inside the vector env).
+    """
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        info = {"t": self.t, "odd": self.t % 2 == 1, "nested": {"e": self.episode}}
+        if self.t % 3:
+            info["sometimes"] = 0.5 * self.t
+        return observation, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("mode", [SAME, DISABLED], ids=["same_step", "disabled"])
+@pytest.mark.parametrize("traj_info_type", [TrajInfo, StepRecordingTrajInfo])
+def test_raw_steps_infos_and_traj_infos_equal_serial_cage(mode, traj_info_type):
+    factory = partial(InfoEnv, min_length=2, max_length=6, terminal=False)
+    kwargs = {"seed": SEED, "traj_info_type": traj_info_type}
+    with SerialCage(factory, 3, **kwargs) as cage:
+        expected = run(cage, 20)
+    with VectorEnvCage(vector(factory, 3, mode), **kwargs) as cage:
+        got = run(cage, 20)
+    assert_same_arrays(got[0], expected[0])
+    assert_same_trajs(got[1], expected[1])
+    assert {"env_info.t", "env_info.odd", "env_info.sometimes"} <= set(got[0])
+    assert any("nested" in t.extra for t in got[1])
+    if traj_info_type is StepRecordingTrajInfo:
+        assert all(len(t.extra["seen"]) == t.length for t in got[1])
+
+
+def test_custom_and_tuple_spaces_equal_serial_cage():
+    space = Interval(-2.0, 3.0)
+    observation = gym.spaces.Dict(
+        {
+            "i": space,
+            "pair": gym.spaces.Tuple(
+                (gym.spaces.Discrete(4), gym.spaces.MultiBinary(2))
+            ),
+        }
+    )
+    factory = partial(
+        SeededSpaceEnv, observation, gym.spaces.Tuple((space, gym.spaces.Discrete(3)))
+    )
+    with SerialCage(factory, 3, seed=SEED) as cage:
+        expected = run(cage, 12)
+    with VectorEnvCage(vector(factory, 3), seed=SEED) as cage:
+        got = run(cage, 12)
+    assert_same_arrays(got[0], expected[0])
+    assert_same_trajs(got[1], expected[1])
+    assert "observation.i.1" in got[0] and "action.0.1" in got[0]
+
+
+# -- refusals --------------------------------------------------------------------------
+
+
+def test_next_step_vector_env_is_refused_and_left_open():
+    venv = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    assert venv.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    with pytest.raises(ConfigError, match="NEXT_STEP") as caught:
+        VectorEnvCage(venv)
+    assert isinstance(caught.value, UnsupportedVectorEnvError)
+    message = str(caught.value)
+    assert (
+        "SAME_STEP" in message and "vector_kwargs" in message and "make_vec" in message
+    )
+    assert not venv.closed  # still the caller's
+    venv.reset(seed=0)
+    venv.close()
+
+
+def test_missing_autoreset_mode_and_wait_mode_and_non_vector_envs_are_refused():
+    venv = vector(make_cartpole, 2)
+    try:
+        with pytest.raises(UnsupportedVectorEnvError, match="wait.*every env"):
+            VectorEnvCage(venv, reset_mode="wait")
+        del venv.metadata["autoreset_mode"]
+        with pytest.raises(UnsupportedVectorEnvError, match="no metadata"):
+            VectorEnvCage(venv)
+    finally:
+        venv.close()
+    with pytest.raises(ConfigError, match="closed"):
+        VectorEnvCage(venv)
+    with pytest.raises(ConfigError, match="VectorEnv.*SerialCage"):
+        VectorEnvCage(make_cartpole())
+    with pytest.raises(ConfigError, match="env_factory must be callable"):
+        SerialCage("not a factory", 2)  # the check moved from Cage to SerialCage
+
+
+def test_bad_actions_call_order_and_closed_cage():
+    cage = VectorEnvCage(vector(make_counting_dict, 2), seed=0)
+    tree = allocate(cage, 2, storage="local")
+    try:
+        assert cage.waiting_envs() == [0, 1]
+        with pytest.raises(CageStateError, match="before its first reset"):
+            cage.step(tree.action[0], slots(tree, 0))
+        cage.reset(tree.observation[0], env_indices=[1])
+        assert cage.waiting_envs() == [0]
+        with pytest.raises(CageStateError, match="env 0 was stepped before"):
+            cage.step(tree.action[0], slots(tree, 0))
+        cage.reset(tree.observation[0])
+        assert cage.waiting_envs() == []
+        wrong_shape = {
+            "move": np.zeros(3, np.int64),
+            "force": np.zeros((3, 1), np.float32),
+        }
+        with pytest.raises(InvalidActionError, match="shape"):
+            cage.step(wrong_shape, slots(tree, 0))
+        wrong_kind = {
+            "move": np.zeros(2, np.float32),
+            "force": np.zeros((2, 1), np.float32),
+        }
+        with pytest.raises(InvalidActionError, match="dtype"):
+            cage.step(wrong_kind, slots(tree, 0))
+        cage.step_async(tree.action[0], slots(tree, 0))
+        with pytest.raises(CageStateError, match="await_step"):
+            cage.step_async(tree.action[0], slots(tree, 0))
+        cage.await_step()
+        with pytest.raises(CageStateError, match="nothing is pending"):
+            cage.await_step()
+    finally:
+        cage.close()
+        tree.close()
+    assert cage.vector_env.closed
+    cage.close()  # idempotent
+    with pytest.raises(ClosedCageError):
+        cage.step(tree.action[0], slots(tree, 0))
+    with pytest.raises(ClosedCageError):
+        cage.reset(tree.observation[0])
+    with pytest.raises(ClosedCageError):
+        cage.get_attr("t")
+
+
+@pytest.mark.parametrize(
+    "bad", ["text", 2**60 + 1], ids=["string", "int_beyond_float64"]
+)
+def test_info_value_that_does_not_fit_its_slot_raises_env_info_error(bad):
+    def info(t, episode):
+        return {"x": bad if t == 3 else 1.0}
+
+    factory = partial(
+        SeededSpaceEnv, gym.spaces.Discrete(3), gym.spaces.Discrete(2), 5, 5, info
+    )
+    cage = VectorEnvCage(vector(factory, 2), seed=0, env_offset=10)
+    tree = allocate(cage, 4, storage="local")
+    try:
+        cage.reset(tree.observation[0])
+        for t in range(2):
+            cage.step(tree.action[t], slots(tree, t))
+        with pytest.raises(EnvInfoError, match="env 10: info key 'x'") as caught:
+            cage.step(tree.action[2], slots(tree, 2))
+        assert caught.value.env_index == 10
+    finally:
+        cage.close()
+        tree.close()
+
+
+# -- env access ---------------------------------------------------------------------------
+
+
+def test_get_attr_set_attr_call_and_render_reach_the_envs():
+    # the attributes live on the CountingEnv, behind a TimeLimit wrapper
+    with VectorEnvCage(vector(make_counting_dict, 3), seed=0, env_offset=5) as cage:
+        assert cage.get_attr("min_length") == [3] * 3
+        cage.set_attr("min_length", [1, 2, 3])
+        assert cage.get_attr("min_length") == [1, 2, 3]
+        cage.set_attr("min_length", 7, env_indices=[2])  # SyncVectorEnv: a subset
+        assert cage.get_attr("min_length", env_indices=[2, 0]) == [7, 1]
+        assert cage.call("get_wrapper_attr", "min_length", env_indices=[1]) == [2]
+        assert cage.get_attr("_max_episode_steps") == [6] * 3  # the TimeLimit's
+        with pytest.raises(EnvAttributeError, match="env 6"):
+            cage.get_attr("no_such_thing", env_indices=[1])
+        with pytest.raises(EnvAttributeError, match="no_such_thing"):
+            cage.get_attr("no_such_thing")
+        with pytest.raises(ConfigError, match="out of range"):
+            cage.get_attr("min_length", env_indices=[3])
+        tree = allocate(cage, 1, storage="local")
+        cage.reset(tree.observation[0])
+        cage.step(tree.action[0], slots(tree, 0))
+        tree.close()
+        frames = cage.render()
+        assert [frame.shape for frame in frames] == [(2, 2, 3)] * 3
+        assert all((frame == 1).all() for frame in frames)  # t = 1 everywhere
+
+
+def test_slots_of_a_closed_tree_are_an_array_closed_error():
+    with VectorEnvCage(vector(make_cartpole, 2), seed=0) as cage:
+        tree = allocate(cage, 4)  # shared memory: views taken after close are read-only
+        cage.reset(tree.observation[0])
+        cage.step(tree.action[0], slots(tree, 0))
+        tree.close()
+        with pytest.raises(ArrayClosedError, match="slot '(action|observation|reward)"):
+            cage.step(tree.action[1], slots(tree, 1))
+        with pytest.raises(ArrayClosedError, match="'observation'"):
+            cage.reset(tree.observation[0])
+        assert cage.state is CageState.IDLE
