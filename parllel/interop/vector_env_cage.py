@@ -4,32 +4,39 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode
 from gymnasium.vector.utils import iterate
 
 from parllel import fields
 from parllel.cages import Cage, EnvSpaces, TrajInfo
 from parllel.cages.cage import NOTHING_PENDING
 from parllel.cages.cage_checks import read_only_slot_error
-from parllel.cages.env_access import call_env, set_env_attr
 from parllel.cages.env_info import InfoSlotTables
-from parllel.cages.spaces import env_name
 from parllel.errors import (
     CageStateError,
     ConfigError,
-    EnvAttributeError,
     EnvError,
     ParllelError,
     UnsupportedVectorEnvError,
 )
+from parllel.interop.vector_env_access import (
+    call_envs,
+    set_envs_attr,
+    vector_env_name,
+    vector_error,
+)
 from parllel.interop.vector_episodes import EpisodeRecorder
-from parllel.interop.vector_infos import FINAL_KEYS, info_row, write_info_slots
+from parllel.interop.vector_infos import (
+    FINAL_KEYS,
+    StepInfos,
+    info_row,
+    write_info_slots,
+)
 from parllel.interop.vector_spaces import (
     ObservationWriter,
     autoreset_mode,
@@ -146,7 +153,7 @@ class VectorEnvCage(Cage):
         self.autoreset_mode = autoreset_mode(vector_env)
         self.vector_env = vector_env
         n = self.n_envs
-        self._name = _vector_env_name(vector_env)
+        self._name = vector_env_name(vector_env)
         spaces = EnvSpaces(
             vector_env.single_observation_space,
             vector_env.single_action_space,
@@ -164,7 +171,7 @@ class VectorEnvCage(Cage):
         self._needs_seed = np.full(n, self.env_seeds is not None)
         self._everyone = np.ones(n, bool)
         # AsyncVectorEnv steps in its workers between step_async and await_step
-        self._async = isinstance(vector_env, AsyncVectorEnv)
+        self._async_env = vector_env if isinstance(vector_env, AsyncVectorEnv) else None
         self._finish_init(spaces, self._probe())
         # (batched actions, out): what step_async leaves for await_step
         self._pending_step: tuple[Any, Any] = NOTHING_PENDING
@@ -181,11 +188,7 @@ class VectorEnvCage(Cage):
         except ParllelError:
             raise
         except Exception as exc:
-            raise EnvError(
-                f"the vector env ({self._name}) raised {type(exc).__name__} in "
-                f"{what}: {exc}",
-                worker_traceback=traceback.format_exc(),
-            ) from exc
+            raise vector_error(self._name, what, exc) from exc
 
     def _seeds_for(self, mask: np.ndarray) -> list[int | None] | None:
         """Per-env seeds of a reset of the envs in ``mask`` (first resets only)."""
@@ -224,14 +227,12 @@ class VectorEnvCage(Cage):
         observation, reward, terminated, truncated, infos = self._vector_call(
             "its probe step", venv.step, actions
         )
-        n = self.n_envs
-        ended = bool(terminated[0] or truncated[0])
-        if ended and self.autoreset_mode is AutoresetMode.SAME_STEP:
+        done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
+        if done[0]:  # the episode's last observation, as a serial cage's probe
             observation_0 = self._final_observations(observation, infos, [0])[0]
-            info_0 = info_row(infos.get("final_info"), 0, n)
         else:
-            observation_0 = next(iter(iterate(venv.observation_space, observation)))
-            info_0 = info_row(infos, 0, n, skip=FINAL_KEYS)
+            observation_0 = self._observations.rows(observation)[0]
+        info_0 = StepInfos(infos, done, self.autoreset_mode, self.n_envs).row(0)
         self._needs_seed[:] = self.env_seeds is not None
         self._started[:] = False
         return {
@@ -254,15 +255,15 @@ class VectorEnvCage(Cage):
                 "call cage.reset(...) before stepping"
             )
         actions = self._batch_actions(action)
-        if self._async:
-            self._vector_call("step_async", self.vector_env.step_async, actions)
+        if self._async_env is not None:
+            self._vector_call("step_async", self._async_env.step_async, actions)
         self._pending_step = (actions, out)
 
     def _await_step(self) -> list[TrajInfo]:
         actions, out = self._pending_step
         self._pending_step = NOTHING_PENDING
-        if self._async:
-            result = self._vector_call("step", self.vector_env.step_wait)
+        if self._async_env is not None:
+            result = self._vector_call("step", self._async_env.step_wait)
         else:
             result = self._vector_call("step", self.vector_env.step, actions)
         try:
@@ -285,76 +286,70 @@ class VectorEnvCage(Cage):
         truncated: Any,
         infos: dict[str, Any],
     ) -> list[TrajInfo]:
-        n = self.n_envs
+        """Copy one step's results into ``out``; auto-reset finished envs."""
         reward = np.asarray(reward, np.float64)
         terminated = np.asarray(terminated, bool)
         truncated = np.asarray(truncated, bool)
         done = terminated | truncated
         ended = np.flatnonzero(done).tolist()
-        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        # where each env's step info is: SAME_STEP moves a finished env's to final_info
-        final_infos = infos.get("final_info") if same_step and ended else None
-        sources = [(infos, self._everyone)]
-        if final_infos is not None:
-            sources = [(infos, ~done), (final_infos, done)]
+        # SAME_STEP moves a finished env's step info to final_info
+        step_infos = StepInfos(infos, done, self.autoreset_mode, self.n_envs)
         out[fields.REWARD][:] = reward
         out[fields.TERMINATED][:] = terminated
         out[fields.TRUNCATED][:] = truncated
         info_items, stored_keys = self._info_slots.get(out.get(fields.ENV_INFO))
         if info_items:
-            write_info_slots(info_items, sources, n, self.env_offset)
+            write_info_slots(
+                info_items, step_infos.sources, self.n_envs, self.env_offset
+            )
         out_observation = out[fields.OBSERVATION]
-        out_final = out.get(fields.FINAL_OBSERVATION)
         self._observations.write(out_observation, observation)
-        final_observations = None
-        if ended:
-            final_observations = self._final_observations(observation, infos, ended)
-            if out_final is not None:
-                for i in ended:
-                    out_final[i] = final_observations[i]
-        episodes = self._episodes
-        if episodes.plain:
-            episodes.step(reward)
+        final_observations = self._final_observations(observation, infos, ended)
+        out_final = out.get(fields.FINAL_OBSERVATION)
+        if out_final is not None:
+            for i in ended:
+                out_final[i] = final_observations[i]
+        if self._episodes.plain:
+            self._episodes.step(reward)
         else:
             rows = self._observations.rows(observation)
-            for i in ended:
-                rows[i] = final_observations[i]
-            step_infos = [info_row(infos, i, n, skip=FINAL_KEYS) for i in range(n)]
-            if same_step:
-                for i in ended:
-                    step_infos[i] = info_row(final_infos, i, n)
-            episodes.step_each(
+            for i, final in final_observations.items():
+                rows[i] = final
+            self._episodes.step_each(
                 rows,
                 list(iterate(self.vector_env.action_space, actions)),
                 reward.tolist(),
                 terminated.tolist(),
                 truncated.tolist(),
-                step_infos,
+                [step_infos.row(i) for i in range(self.n_envs)],
             )
         if not ended:
             return []
         completed = []
         for i in ended:
-            info = info_row(final_infos if same_step else infos, i, n)
+            info = step_infos.row(i)
             if stored_keys:
                 info = {k: v for k, v in info.items() if k not in stored_keys}
             completed.append(
-                episodes.finish(i, bool(terminated[i]), bool(truncated[i]), info)
+                self._episodes.finish(i, bool(terminated[i]), bool(truncated[i]), info)
             )
-        if same_step:
+        if self.autoreset_mode is AutoresetMode.SAME_STEP:
             reset_infos = infos
         else:  # DISABLED: the cage resets the finished envs itself
             reset_observation, reset_infos = self._reset_vector(done, "auto-reset")
             self._observations.write_rows(out_observation, reset_observation, ended)
         for i in ended:
-            episodes.start(i, info_row(reset_infos, i, n, skip=FINAL_KEYS))
+            self._episodes.start(i, info_row(reset_infos, i, self.n_envs, FINAL_KEYS))
         return completed
 
     def _final_observations(
         self, observation: Any, infos: dict[str, Any], ended: list[int]
     ) -> dict[int, Any]:
         """The last observation of each env in ``ended``, by env."""
+        if not ended:
+            return {}
         if self.autoreset_mode is not AutoresetMode.SAME_STEP:
+            # copies: a vector env with copy=False reuses the array at its reset
             rows = self._observations.rows(observation)
             return {i: copy.deepcopy(rows[i]) for i in ended}
         final = infos.get("final_obs")
@@ -362,7 +357,7 @@ class VectorEnvCage(Cage):
         missing = [
             i for i in ended if final is None or (mask is not None and not mask[i])
         ]
-        if missing:
+        if final is None or missing:
             raise EnvError(
                 f"the vector env ({self._name}) ended the episodes of envs "
                 f"{[self.env_offset + i for i in missing]} in autoreset mode "
@@ -403,60 +398,16 @@ class VectorEnvCage(Cage):
         return np.flatnonzero(~self._started).tolist()
 
     # -- env access -------------------------------------------------------------
-    def _all_or_envs(self, indices: list[int], what: str) -> list[Any] | None:
-        """None if ``indices`` are every env once; else the envs themselves."""
-        bad = [i for i in indices if not 0 <= i < self.n_envs]
-        if bad:
-            raise ConfigError(f"env indices {bad} out of range for {self.n_envs} envs")
-        if sorted(indices) == list(range(self.n_envs)):
-            return None
-        envs = getattr(self.vector_env.unwrapped, "envs", None)
-        if not isinstance(self.vector_env.unwrapped, SyncVectorEnv) or envs is None:
-            raise UnsupportedVectorEnvError(
-                f"cannot {what} for envs {indices} only: "
-                f"{type(self.vector_env.unwrapped).__name__} reaches its envs all "
-                "together (VectorEnv.call/set_attr); leave env_indices out (every "
-                "env), or use a SyncVectorEnv"
-            )
-        return envs
-
     def _call(
         self, name: str, args: tuple, kwargs: dict, indices: list[int]
     ) -> list[Any]:
-        envs = self._all_or_envs(indices, f"call {name!r}")
-        if envs is not None:
-            return [
-                call_env(envs[i], name, args, kwargs, self.env_offset + i)
-                for i in indices
-            ]
-        try:
-            results = self.vector_env.call(name, *args, **kwargs)
-        except AttributeError as exc:
-            raise EnvAttributeError(
-                f"the vector env ({self._name}) or its envs have no attribute "
-                f"{name!r}: {exc}"
-            ) from exc
-        except ParllelError:
-            raise
-        except Exception as exc:
-            raise EnvError(
-                f"the vector env ({self._name}) raised {type(exc).__name__} in "
-                f"call({name!r}): {exc}",
-                worker_traceback=traceback.format_exc(),
-            ) from exc
-        return [results[i] for i in indices]
+        return call_envs(
+            self.vector_env, name, args, kwargs, indices, self.env_offset, self._name
+        )
 
     def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
-        envs = self._all_or_envs(indices, f"set {name!r}")
-        if envs is not None:
-            for i, value in zip(indices, values):
-                set_env_attr(envs[i], name, value, self.env_offset + i)
-            return
-        ordered = [None] * self.n_envs
-        for i, value in zip(indices, values):
-            ordered[i] = value
-        self._vector_call(
-            f"set_attr({name!r})", self.vector_env.set_attr, name, ordered
+        set_envs_attr(
+            self.vector_env, name, values, indices, self.env_offset, self._name
         )
 
     # -- lifetime ---------------------------------------------------------------
@@ -467,14 +418,3 @@ class VectorEnvCage(Cage):
             # a broken vector env (e.g. a dead worker): force its processes down
             with contextlib.suppress(Exception):
                 self.vector_env.close(terminate=True)
-
-
-def _vector_env_name(vector_env: gym.vector.VectorEnv) -> str:
-    """The env id (``gym.make_vec``), else a SyncVectorEnv's first env's, else the class."""
-    spec = getattr(vector_env, "spec", None)
-    if spec is not None and getattr(spec, "id", None):
-        return str(spec.id)
-    envs = getattr(vector_env.unwrapped, "envs", None)
-    if isinstance(vector_env.unwrapped, SyncVectorEnv) and envs:
-        return env_name(envs[0])
-    return type(vector_env.unwrapped).__name__

@@ -20,6 +20,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from parllel.arrays import Array
 from parllel.cages.env_info import write_info_value
@@ -152,3 +153,42 @@ def write_info_slots(
                 filled |= take
         if not filled.all():
             target[np.flatnonzero(~filled)] = zero
+
+
+class StepInfos:
+    """Where each env's step info is in one step's batched info dict.
+
+    In autoreset mode ``SAME_STEP`` an env whose episode ended has its step
+    info in ``final_info`` (the top-level entries are its reset info); else
+    every env's step info is at the top level.
+
+    Args:
+        infos: the step's batched info dict.
+        done: ``terminated | truncated`` over envs.
+        mode: the vector env's autoreset mode.
+        n: number of envs.
+
+    Attributes:
+        sources: ``(batched info dict, rows)`` pairs for :func:`write_info_slots`.
+    """
+
+    def __init__(
+        self, infos: Mapping[str, Any], done: np.ndarray, mode: AutoresetMode, n: int
+    ) -> None:
+        self.n = n
+        self._infos = infos
+        self._done = done
+        self._final = None
+        if mode is AutoresetMode.SAME_STEP and done.any():
+            self._final = infos.get("final_info")
+        self.sources: list[tuple[Mapping[str, Any] | None, np.ndarray]] = (
+            [(infos, np.ones(n, bool))]
+            if self._final is None
+            else [(infos, ~done), (self._final, done)]
+        )
+
+    def row(self, i: int) -> dict[str, Any]:
+        """Env ``i``'s step info dict."""
+        if self._final is not None and self._done[i]:
+            return info_row(self._final, i, self.n)
+        return info_row(self._infos, i, self.n, skip=FINAL_KEYS)

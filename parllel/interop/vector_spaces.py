@@ -190,9 +190,9 @@ class ObservationWriter:
     def write_rows(self, out: Any, batched: Any, index: Sequence[int]) -> None:
         """Write rows ``index`` of ``batched`` into the same rows of ``out``."""
         if self.stacked:
-            index = np.asarray(index, dtype=np.intp)
-            out[index] = tree_map(lambda leaf: leaf[index], batched)
+            rows = np.asarray(index, dtype=np.intp)
+            out[rows] = tree_map(lambda leaf: leaf[rows], batched)
             return
-        rows = self.rows(batched)
+        every_row = self.rows(batched)
         for i in index:
-            out[i] = rows[i]
+            out[i] = every_row[i]
