@@ -27,12 +27,17 @@ from parllel.errors import (
     ClosedCageError,
     ConfigError,
     EnvAttributeError,
+    EnvError,
     EnvInfoError,
     InvalidActionError,
     UnsupportedVectorEnvError,
 )
 from parllel.interop import VectorEnvCage
-from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
+from parllel.samplers import (
+    AlternatingSampler,
+    FeedForwardSampler,
+    sample_tree_from_examples,
+)
 from parllel.transforms import EstimateAdvantage
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.envs import CountingEnv
@@ -113,27 +118,34 @@ def state_value(observation):
     return 10.0 * state[:, 0] + state[:, 2]
 
 
-def collect(cage, n_batches=4, decorrelation_steps=0):
-    """Batches of a FeedForwardSampler with seeded random actions and GAE."""
-    space, rng = cage.spaces.action, np.random.default_rng(7)
+def collect(cages, n_batches=4, decorrelation_steps=0, alternating=False):
+    """Batches of a sampler with seeded random actions and GAE."""
+    cages = cages if isinstance(cages, list) else [cages]
+    space, rng = cages[0].spaces.action, np.random.default_rng(7)
+    n_envs = sum(cage.n_envs for cage in cages)
     agent = ScriptedAgent(
-        lambda obs, prev_action, prev_reward: sample_actions(space, cage.n_envs, rng),
+        lambda obs, prev_action, prev_reward: sample_actions(
+            space, len(state_value(obs)), rng
+        ),
         value_fn=state_value,
     )
-    handler = NumpyHandler(agent, cage.n_envs)
-    example = handler.example_outputs(cage.example[fields.OBSERVATION])
+    handler = NumpyHandler(agent, n_envs)
+    example = handler.example_outputs(cages[0].example[fields.OBSERVATION])
     tree = sample_tree_from_examples(
-        cage.example, example, T, cage.n_envs, "local", previous=True
+        cages[0].example, example, T, n_envs, "local", previous=True
     )
     gae = EstimateAdvantage(tree, gamma=0.9, gae_lambda=0.8)
-    sampler = FeedForwardSampler(
-        cage,
-        handler,
-        tree,
-        transform=gae,
-        decorrelation_steps=decorrelation_steps,
-        seed=3,
-    )
+    if alternating:
+        sampler = AlternatingSampler(cages, handler, tree, transform=gae)
+    else:
+        sampler = FeedForwardSampler(
+            cages,
+            handler,
+            tree,
+            transform=gae,
+            decorrelation_steps=decorrelation_steps,
+            seed=3,
+        )
     batches, trajs = [], []
     for _ in range(n_batches):
         batch, completed = sampler.collect_batch()
@@ -195,8 +207,9 @@ def test_dict_spaces_and_infos_equal_serial_cage(mode):
     assert any(t.terminated for t in trajs) and any(t.truncated for t in trajs)
 
 
-def test_async_vector_env_equals_serial_cage_and_its_workers_end_on_close():
-    venv = AsyncVectorEnv([make_cartpole] * 2, autoreset_mode=SAME, context="fork")
+@pytest.mark.parametrize("mode", [SAME, DISABLED], ids=["same_step", "disabled"])
+def test_async_vector_env_equals_serial_cage_and_its_workers_end_on_close(mode):
+    venv = AsyncVectorEnv([make_cartpole] * 2, autoreset_mode=mode, context="fork")
     processes = list(venv.processes)
     with SerialCage(make_cartpole, 2, seed=SEED) as cage:
         expected = collect(cage, 2, decorrelation_steps=3)
@@ -217,6 +230,30 @@ def test_async_vector_env_equals_serial_cage_and_its_workers_end_on_close():
         assert not process.is_alive()
     assert not set(multiprocessing.active_children()) & set(processes)
     cage.close()  # idempotent
+
+
+def test_alternating_sampler_over_two_vector_env_cages_equals_serial_cages():
+    def two(make):
+        return [make(0), make(2)]
+
+    serial = two(
+        lambda offset: SerialCage(make_cartpole, 2, seed=SEED, env_offset=offset)
+    )
+    expected = collect(serial, 3, alternating=True)
+    for cage in serial:
+        cage.close()
+    cages = two(
+        lambda offset: VectorEnvCage(
+            vector(make_cartpole, 2), seed=SEED, env_offset=offset
+        )
+    )
+    got = collect(cages, 3, alternating=True)
+    for cage in cages:
+        cage.close()
+    for got_batch, expected_batch in zip(got[0], expected[0]):
+        assert_same_arrays(got_batch, expected_batch)
+    assert_same_trajs(got[1], expected[1])
+    assert {t.env_index for t in got[1]} == {0, 1, 2, 3}
 
 
 class StepRecordingTrajInfo(TrajInfo):
@@ -283,6 +320,76 @@ def test_custom_and_tuple_spaces_equal_serial_cage():
     assert_same_arrays(got[0], expected[0])
     assert_same_trajs(got[1], expected[1])
     assert "observation.i.1" in got[0] and "action.0.1" in got[0]
+
+
+class EditedInfos(gym.vector.VectorWrapper):
+    """Rewrites the infos of the vector env it wraps, as other libraries shape them."""
+
+    def __init__(self, env, edit):
+        super().__init__(env)
+        self.edit = edit
+
+    def reset(self, *, seed=None, options=None):
+        observation, infos = self.env.reset(seed=seed, options=options)
+        return observation, self.edit(infos)
+
+    def step(self, actions):
+        *results, infos = self.env.step(actions)
+        return (*results, self.edit(infos))
+
+
+def without_masks(infos):
+    """Every key for every env, no ``_key`` masks (as EnvPool returns infos)."""
+    return {
+        key: without_masks(value) if isinstance(value, dict) else value
+        for key, value in infos.items()
+        if not (key.startswith("_") and key[1:] in infos)
+    }
+
+
+def test_infos_without_masks_fill_the_same_slots():
+    factory = partial(SeededCountingEnv, terminal=False)
+    with SerialCage(factory, 3, seed=SEED) as cage:
+        expected = run(cage, 20)
+    venv = EditedInfos(vector(factory, 3), without_masks)
+    with VectorEnvCage(venv, seed=SEED) as cage:
+        got = run(cage, 20)
+        assert cage.get_attr("min_length") == [3] * 3  # through the wrapper
+    assert_same_arrays(got[0], expected[0])
+    assert [t.extra for t in got[1]] == [t.extra for t in expected[1]]
+    assert [t.length for t in got[1]] == [t.length for t in expected[1]]
+
+
+def test_wrapped_vector_env_equals_serial_cage():
+    venv = gym.wrappers.vector.RecordEpisodeStatistics(vector(make_cartpole, 3))
+    with SerialCage(make_cartpole, 3, seed=SEED) as cage:
+        expected = run(cage, 40)
+    with VectorEnvCage(venv, seed=SEED) as cage:
+        got = run(cage, 40)
+        assert cage.get_attr("gravity") == [9.8] * 3
+    assert_same_arrays(got[0], expected[0])
+    stats = [(t.length, t.return_, t.discounted_return, t.truncated) for t in got[1]]
+    assert stats == [
+        (t.length, t.return_, t.discounted_return, t.truncated) for t in expected[1]
+    ]
+    assert len(venv.length_queue) == len(got[1])  # the wrapper saw the same episodes
+
+
+def test_same_step_vector_env_without_final_observations_is_an_env_error():
+    def drop_final_obs(infos):
+        return {k: v for k, v in infos.items() if k not in ("final_obs", "_final_obs")}
+
+    factory = partial(SeededCountingEnv, min_length=2, max_length=2)
+    venv = EditedInfos(vector(factory, 2), drop_final_obs)
+    with VectorEnvCage(venv, seed=0, env_offset=3) as cage:
+        tree = allocate(cage, 2, storage="local")
+        try:
+            cage.reset(tree.observation[0])
+            cage.step(tree.action[0], slots(tree, 0))
+            with pytest.raises(EnvError, match=r"envs \[3, 4\].*final_obs"):
+                cage.step(tree.action[1], slots(tree, 1))
+        finally:
+            tree.close()
 
 
 # -- refusals --------------------------------------------------------------------------
