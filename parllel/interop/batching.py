@@ -71,7 +71,8 @@ def single_value(space: spaces.Space, tree: Any, index: int) -> Any:
         return tuple(
             single_value(sub, tree[str(i)], index) for i, sub in enumerate(space)
         )
-    return np.array(tree.to_ndarray()[index])
+    value = tree.to_ndarray()[index]
+    return value.copy() if isinstance(value, np.ndarray) else value  # a numpy scalar
 
 
 def write_batch(space: spaces.Space, tree: Any, value: Any, path: str = "") -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -170,7 +171,12 @@ class CageSB3VecEnv(VecEnv):
         """Each env's ``render()`` (needs ``render_mode="rgb_array"``)."""
         self._stepper.check_open("get_images")
         if self.render_mode != "rgb_array":
-            return super().get_images()  # SB3's warning and Nones
+            warnings.warn(
+                f"The render mode is {self.render_mode}, but get_images() needs "
+                "render_mode='rgb_array' to obtain images.",
+                stacklevel=2,
+            )
+            return [None] * self.num_envs
         return self.cage.render()
 
     def _indices(self, indices: Any) -> list[int]:

@@ -59,7 +59,8 @@ def make_vec(
         seed: if given, the first :meth:`~CageVectorEnv.reset` without a seed
             seeds env ``i`` with ``seed + i`` (like ``reset(seed=seed)``), and
             the batched action space is seeded with it.
-        autoreset_mode: gymnasium's ``AutoresetMode`` (or its string value).
+        autoreset_mode: gymnasium's ``AutoresetMode``, or its value or name as
+            a string (``"NextStep"``, ``"same_step"``, ...).
         copy: return copies of the observations (True), or views of the
             shared buffers that the next ``step``/``reset`` overwrites.
         cage_kwargs: passed to the cage (e.g. ``n_workers``,
@@ -93,13 +94,15 @@ def make_vec(
 
 
 def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
-    try:
-        return AutoresetMode(mode)
-    except ValueError:
-        choices = [m.value for m in AutoresetMode]
-        raise ConfigError(
-            f"autoreset_mode must be one of {choices}, got {mode!r}"
-        ) from None
+    """gymnasium's AutoresetMode from itself, its value or its name (any case)."""
+    if isinstance(mode, AutoresetMode):
+        return mode
+    wanted = str(mode).replace("_", "").lower()
+    for member in AutoresetMode:
+        if wanted in (member.value.lower(), member.name.replace("_", "").lower()):
+            return member
+    choices = [m.value for m in AutoresetMode]
+    raise ConfigError(f"autoreset_mode must be one of {choices}, got {mode!r}")
 
 
 class CageVectorEnv(gym.vector.VectorEnv):
