@@ -1,0 +1,29 @@
+"""Interop: parllel cages behind gymnasium's and SB3's vector-env interfaces.
+
+- :func:`make_vec` returns a gymnasium ``VectorEnv`` (:class:`CageVectorEnv`)
+  whose envs a parllel cage steps, serially or in worker processes.
+- :func:`make_sb3_vec_env` returns a Stable-Baselines3 ``VecEnv``
+  (needs the ``sb3`` extra; imported only when used).
+
+No torch (and no SB3, until asked for) is imported here; nothing else in
+parllel imports this package.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from parllel.interop.vector_env import CageVectorEnv, make_vec
+
+__all__ = ["CageSB3VecEnv", "CageVectorEnv", "make_sb3_vec_env", "make_vec"]
+
+_SB3_NAMES = ("CageSB3VecEnv", "make_sb3_vec_env")
+
+
+def __getattr__(name: str) -> Any:
+    # the SB3 adapter subclasses SB3's VecEnv: import it (and SB3) on first use
+    if name in _SB3_NAMES:
+        from parllel.interop import sb3_vec_env
+
+        return getattr(sb3_vec_env, name)
+    raise AttributeError(f"module 'parllel.interop' has no attribute {name!r}")
