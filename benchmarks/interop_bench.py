@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import statistics
 import sys
 import time
@@ -52,10 +53,8 @@ from cage_throughput import run_cage, run_ceiling, run_raw  # noqa: E402
 from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 
 from parllel.cages import ProcessCage  # noqa: E402
+from parllel.interop import make_vec  # noqa: E402
 
-make_vec = lambda env_fn, n, parallel="auto", seed=None, copy=True, **cage: (
-    gym.vector.SyncVectorEnv([env_fn] * n)
-)  # noqa: E731  STAND-IN
 make_sb3_vec_env = lambda env_fn, n, parallel="auto", seed=None, **cage: __import__(
     "stable_baselines3.common.vec_env", fromlist=["DummyVecEnv"]
 ).DummyVecEnv([env_fn] * n)  # noqa: E731  STAND-IN
@@ -72,9 +71,17 @@ TARGETS = {
 make_cartpole = partial(gym.make, "CartPole-v1", disable_env_checker=True)
 """CartPole-v1 without gymnasium's checker wrappers' per-step overhead"""
 
-LAYOUT: dict[str, Any] = {}
-"""cage keyword arguments of make_vec / make_sb3_vec_env and the bare cage loop
-(empty: ProcessCage's default layout)"""
+
+def process_layout(n_envs: int) -> dict[str, int]:
+    """The ProcessCage layout of every process contender of parllel.
+
+    The one ``make_vec(parallel=True)`` picks when processes pay: the main
+    process steps ``1 / cores`` of the envs, ``cores - 1`` workers the rest
+    (given explicitly, so the adapters and the bare cage loop step alike; one
+    worker at least).
+    """
+    cores = max(2, min(len(os.sched_getaffinity(0)), n_envs))
+    return {"main_process_envs": n_envs // cores, "n_workers": cores - 1}
 
 
 def have_sb3() -> bool:
@@ -127,19 +134,20 @@ def cage_spec(spec: dict) -> dict:
 def gym_contenders(spec: dict, actions: np.ndarray) -> dict[str, Callable[[], float]]:
     """Name -> zero-argument callable returning steps/s, gymnasium interface."""
     factory, n = spec["factory"], spec["n"]
+    layout = process_layout(n)
 
     def vector(make: Callable[[], Any]) -> Callable[[], float]:
         return partial(run_vector_env, make, actions, "gym")
 
     return {
         "make_vec": vector(
-            lambda: make_vec(factory, n, parallel=True, seed=0, **LAYOUT)
+            lambda: make_vec(factory, n, parallel=True, seed=0, **layout)
         ),
         "make_vec_nocopy": vector(
-            lambda: make_vec(factory, n, parallel=True, seed=0, copy=False, **LAYOUT)
+            lambda: make_vec(factory, n, parallel=True, seed=0, copy=False, **layout)
         ),
         "cage": lambda: run_cage(
-            lambda: ProcessCage(factory, n, seed=0, **LAYOUT), cage_spec(spec), actions
+            lambda: ProcessCage(factory, n, seed=0, **layout), cage_spec(spec), actions
         ),
         "sync": vector(lambda: gym.vector.SyncVectorEnv([factory] * n)),
         "async": vector(
@@ -155,13 +163,14 @@ def sb3_contenders(spec: dict, actions: np.ndarray) -> dict[str, Callable[[], fl
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     factory, n = spec["factory"], spec["n"]
+    layout = process_layout(n)
 
     def vector(make: Callable[[], Any]) -> Callable[[], float]:
         return partial(run_vector_env, make, actions, "sb3")
 
     return {
         "make_sb3_vec_env": vector(
-            lambda: make_sb3_vec_env(factory, n, parallel=True, seed=0, **LAYOUT)
+            lambda: make_sb3_vec_env(factory, n, parallel=True, seed=0, **layout)
         ),
         "subproc": vector(lambda: SubprocVecEnv([factory] * n)),
         "dummy": vector(lambda: DummyVecEnv([factory] * n)),

@@ -40,7 +40,7 @@ import tyro
 from torch import nn
 from torch.distributions import Categorical
 
-make_vec = lambda env_fn, n, seed=None: gym.vector.SyncVectorEnv([env_fn] * n)  # noqa: E731  STAND-IN until parllel.interop lands
+from parllel.interop import make_vec
 
 
 @dataclasses.dataclass
@@ -180,7 +180,8 @@ def main(config: Config) -> dict:
     global_step, episodes = 0, 0
     solved_at: tuple[int, float] | None = None
     start = time.perf_counter()
-    next_obs = torch.as_tensor(envs.reset(seed=config.seed)[0], dtype=torch.float32)
+    observation, _ = envs.reset()  # env i seeded with seed + i by make_vec
+    next_obs = torch.as_tensor(observation, dtype=torch.float32)
     next_autoreset = torch.zeros(B, dtype=torch.bool)  # the next step resets the env
     next_log = config.log_interval_steps
 
