@@ -78,6 +78,8 @@ def apply_to_env(
     """``function(env, *args, **kwargs)``; an exception becomes an EnvError naming the env."""
     try:
         return function(env, *args, **kwargs)
+    except EnvError:  # e.g. EnvAttributeError from get_env_attr
+        raise
     except Exception as exc:
         name = getattr(function, "__name__", repr(function))
         raise _call_error(env_index, f"{name}(env, ...)", exc) from exc

@@ -10,18 +10,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from parllel import fields
-from parllel.arrays import Storage
 from parllel.cages import Cage, build_cages
-from parllel.errors import CageStateError, ClosedCageError, ConfigError
-from parllel.interop.batching import (
-    allocate_for_space,
-    batch_copy,
-    batch_view,
-    single_value,
-    write_batch,
-)
-from parllel.tree import buffer_from_example, tree_close
+from parllel.errors import CageStateError, ConfigError
+from parllel.interop.stepper import CageStepper
 
 __all__ = ["CageVectorEnv", "make_vec", "parallel_choice"]
 
@@ -132,12 +123,12 @@ class CageVectorEnv(gym.vector.VectorEnv):
         seed: int | None = None,
     ) -> None:
         mode = _autoreset_mode(autoreset_mode)
-        if cage.reset_mode != CAGE_RESET_MODES[mode] or not cage.keep_infos:
+        if cage.reset_mode != CAGE_RESET_MODES[mode]:
             raise ConfigError(
                 f"autoreset_mode {mode.value!r} needs a cage built with "
-                f"reset_mode={CAGE_RESET_MODES[mode]!r} and keep_infos=True; "
-                f"got reset_mode={cage.reset_mode!r}, keep_infos={cage.keep_infos}"
+                f"reset_mode={CAGE_RESET_MODES[mode]!r}; got {cage.reset_mode!r}"
             )
+        self._stepper = CageStepper(cage)
         self.cage = cage
         self.num_envs = cage.n_envs
         self.autoreset_mode = mode
@@ -156,25 +147,6 @@ class CageVectorEnv(gym.vector.VectorEnv):
         if seed is not None:
             self.action_space.seed(seed)
         self.closed = False
-        self._slots = self._allocate()
-        self._done = np.zeros(self.num_envs, dtype=bool)  # ended in the last step
-        self._pending = False
-
-    def _allocate(self) -> dict[str, Any]:
-        storage: Storage = "shared" if self.cage.needs_shared_memory else "local"
-        n = self.num_envs
-        obs_space = self.single_observation_space
-        slots = {
-            fields.ACTION: allocate_for_space(self.single_action_space, n, storage),
-            fields.OBSERVATION: allocate_for_space(obs_space, n, storage),
-            # float64 rewards and bool flags, like gymnasium's vector envs
-            fields.REWARD: buffer_from_example(np.float64(0), (n,), storage),
-            fields.TERMINATED: buffer_from_example(False, (n,), storage),
-            fields.TRUNCATED: buffer_from_example(False, (n,), storage),
-        }
-        if self.autoreset_mode is AutoresetMode.SAME_STEP:
-            slots[fields.FINAL_OBSERVATION] = allocate_for_space(obs_space, n, storage)
-        return slots
 
     # -- resetting -------------------------------------------------------------
     def reset(
@@ -189,10 +161,10 @@ class CageVectorEnv(gym.vector.VectorEnv):
         (or None) per env. ``options`` go to every env's reset, except
         ``reset_mask`` (a bool array over envs: reset only those).
         """
-        self._check_open("reset")
-        self._check_idle("reset")
+        self._stepper.check_open("reset")
         if seed is None and self._first_seed is not None:
-            seed, self._first_seed = self._first_seed, None
+            seed = self._first_seed
+        self._first_seed = None
         seeds = self._seeds(seed)
         indices: list[int] | None = None
         if options is not None and "reset_mask" in options:
@@ -200,16 +172,11 @@ class CageVectorEnv(gym.vector.VectorEnv):
             mask = _check_reset_mask(options.pop("reset_mask"), self.num_envs)
             indices = [int(i) for i in np.flatnonzero(mask)]
             seeds = None if seeds is None else [seeds[i] for i in indices]
-        self.cage.reset(
-            self._slots[fields.OBSERVATION], indices, seeds=seeds, options=options
-        )
-        reset = range(self.num_envs) if indices is None else indices
-        self._done[list(reset)] = False
-        kept = self.cage.last_infos.reset
+        kept = self._stepper.reset(indices, seeds, options).reset
         infos: dict[str, Any] = {}
         for i in sorted(kept):
             infos = self._add_info(infos, kept[i], i)
-        return self._observations(), infos
+        return self._stepper.observations(self.copy), infos
 
     def _seeds(
         self, seed: int | Sequence[int | None] | None
@@ -229,40 +196,30 @@ class CageVectorEnv(gym.vector.VectorEnv):
     # -- stepping --------------------------------------------------------------
     def step(
         self, actions: Any
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every env with its action; return gymnasium's five batched values."""
         self.step_async(actions)
         return self.step_wait()
 
     def step_async(self, actions: Any) -> None:
         """Start stepping with ``actions`` (a batch of ``action_space``)."""
-        self._check_open("step_async")
-        self._check_idle("step_async")
-        if self.autoreset_mode is AutoresetMode.DISABLED and self._done.any():
-            ended = [int(i) for i in np.flatnonzero(self._done)]
+        stepper = self._stepper
+        stepper.check_open("step_async")
+        if self.autoreset_mode is AutoresetMode.DISABLED and stepper.done.any():
+            ended = [int(i) for i in np.flatnonzero(stepper.done)]
             raise CageStateError(
                 f"envs {ended} ended their episodes: with autoreset_mode DISABLED, "
                 "reset them with reset(options={'reset_mask': mask}) before stepping"
             )
-        slots = self._slots
-        write_batch(self.single_action_space, slots[fields.ACTION], actions)
-        self.cage.step_async(slots[fields.ACTION], slots)
-        self._pending = True
+        stepper.step_async(actions)
 
-    def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+    def step_wait(
+        self,
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Wait for the step started by :meth:`step_async`; return its results."""
-        self._check_open("step_wait")
-        if not self._pending:
-            raise CageStateError("step_wait() called without step_async()")
-        self._pending = False
-        self.cage.await_step()
-        slots = self._slots
-        rewards = np.array(slots[fields.REWARD].to_ndarray())
-        terminations = np.array(slots[fields.TERMINATED].to_ndarray())
-        truncations = np.array(slots[fields.TRUNCATED].to_ndarray())
-        np.logical_or(terminations, truncations, out=self._done)
+        rewards, terminations, truncations = self._stepper.step_wait()
         return (
-            self._observations(),
+            self._stepper.observations(self.copy),
             rewards,
             terminations,
             truncations,
@@ -271,18 +228,15 @@ class CageVectorEnv(gym.vector.VectorEnv):
 
     def _step_infos(self) -> dict[str, Any]:
         """The step's infos, added env by env in gymnasium's order."""
+        stepper = self._stepper
         kept = self.cage.last_infos
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        ended = np.flatnonzero(self._done) if same_step else ()
+        ended = [int(i) for i in np.flatnonzero(stepper.done)] if same_step else []
         infos: dict[str, Any] = {}
-        for i in sorted({*kept.step, *kept.reset, *(int(i) for i in ended)}):
-            if same_step and self._done[i]:
+        for i in sorted({*kept.step, *kept.reset, *ended}):
+            if same_step and stepper.done[i]:
                 final = {
-                    "final_obs": single_value(
-                        self.single_observation_space,
-                        self._slots[fields.FINAL_OBSERVATION],
-                        i,
-                    ),
+                    "final_obs": stepper.final_observation(i),
                     "final_info": kept.step.get(i, {}),
                 }
                 infos = self._add_info(infos, final, i)
@@ -294,50 +248,31 @@ class CageVectorEnv(gym.vector.VectorEnv):
             infos = self._add_info(infos, info, i)
         return infos
 
-    def _observations(self) -> Any:
-        observation = self._slots[fields.OBSERVATION]
-        if self.copy:
-            return batch_copy(self.single_observation_space, observation)
-        return batch_view(self.single_observation_space, observation)
-
     # -- env access ------------------------------------------------------------
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Each env's attribute ``name`` (a method is called without arguments)."""
-        self._check_open("get_attr")
+        self._stepper.check_open("get_attr")
         return tuple(self.cage.get_attr(name))
 
     def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
         """Set attribute ``name`` of each env (one value for all, or one per env)."""
-        self._check_open("set_attr")
+        self._stepper.check_open("set_attr")
         self.cage.set_attr(name, values)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of each env; return the results."""
-        self._check_open("call")
+        self._stepper.check_open("call")
         return tuple(self.cage.call(name, *args, **kwargs))
 
     def render(self) -> tuple[Any, ...] | None:
         """Each env's ``render()``."""
-        self._check_open("render")
+        self._stepper.check_open("render")
         return tuple(self.cage.render())
 
     # -- lifetime --------------------------------------------------------------
     def close_extras(self, **kwargs: Any) -> None:
         """Close the cage (its envs and worker processes) and the slots."""
-        try:
-            self.cage.close()
-        finally:
-            tree_close(self._slots)
-
-    def _check_open(self, call: str) -> None:
-        if self.closed:
-            raise ClosedCageError(f"cannot {call}: the vector env is closed")
-
-    def _check_idle(self, call: str) -> None:
-        if self._pending:
-            raise CageStateError(
-                f"cannot {call} while stepping: call step_wait() first"
-            )
+        self._stepper.close()
 
     def __repr__(self) -> str:
         return (
