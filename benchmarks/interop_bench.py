@@ -55,10 +55,6 @@ from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 from parllel.cages import ProcessCage  # noqa: E402
 from parllel.interop import make_vec  # noqa: E402
 
-make_sb3_vec_env = lambda env_fn, n, parallel="auto", seed=None, **cage: __import__(
-    "stable_baselines3.common.vec_env", fromlist=["DummyVecEnv"]
-).DummyVecEnv([env_fn] * n)  # noqa: E731  STAND-IN
-
 TARGETS = {
     "gym_cartpole64_vs_async": 5.0,
     "gym_cartpole64_vs_cage": 0.85,
@@ -161,6 +157,8 @@ def gym_contenders(spec: dict, actions: np.ndarray) -> dict[str, Callable[[], fl
 def sb3_contenders(spec: dict, actions: np.ndarray) -> dict[str, Callable[[], float]]:
     """Name -> zero-argument callable returning steps/s, SB3 interface."""
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    from parllel.interop import make_sb3_vec_env  # imports SB3
 
     factory, n = spec["factory"], spec["n"]
     layout = process_layout(n)

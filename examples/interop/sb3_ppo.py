@@ -86,12 +86,9 @@ def main(config: Config) -> dict:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.vec_env import (
-        DummyVecEnv,  # STAND-IN
-        VecMonitor,
-    )
+    from stable_baselines3.common.vec_env import VecMonitor
 
-    make_sb3_vec_env = lambda env_fn, n, seed=None: DummyVecEnv([env_fn] * n)  # noqa: E731  STAND-IN until parllel.interop lands
+    from parllel.interop import make_sb3_vec_env
 
     torch.set_num_threads(1)
 
