@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from parllel.errors import MissingDependencyError
 from parllel.interop.vector_env import CageVectorEnv, make_vec
 
 __all__ = ["CageSB3VecEnv", "CageVectorEnv", "make_sb3_vec_env", "make_vec"]
@@ -23,7 +24,14 @@ _SB3_NAMES = ("CageSB3VecEnv", "make_sb3_vec_env")
 def __getattr__(name: str) -> Any:
     # the SB3 adapter subclasses SB3's VecEnv: import it (and SB3) on first use
     if name in _SB3_NAMES:
-        from parllel.interop import sb3_vec_env
-
+        try:
+            from parllel.interop import sb3_vec_env
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not exc.name.startswith("stable_baselines3"):
+                raise
+            raise MissingDependencyError(
+                f"parllel.interop.{name} needs Stable-Baselines3: install torch, "
+                'then pip install "parllel[sb3]"'
+            ) from exc
         return getattr(sb3_vec_env, name)
     raise AttributeError(f"module 'parllel.interop' has no attribute {name!r}")
