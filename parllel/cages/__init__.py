@@ -9,9 +9,10 @@ No torch is imported here.
 """
 
 from parllel.cages.balance import Balancer, LoadBalancer
+from parllel.cages.building import build_cages
 from parllel.cages.cage import Cage, CageState
 from parllel.cages.env_group import EnvGroup, env_seed
-from parllel.cages.env_info import numeric_info_example
+from parllel.cages.env_info import KeptInfos, numeric_info_example
 from parllel.cages.layout import (
     measure_step_seconds,
     measure_sync_seconds,
@@ -36,10 +37,12 @@ __all__ = [
     "CageState",
     "EnvGroup",
     "EnvSpaces",
+    "KeptInfos",
     "LoadBalancer",
     "ProcessCage",
     "SerialCage",
     "TrajInfo",
+    "build_cages",
     "env_seed",
     "measure_step_seconds",
     "measure_sync_seconds",

@@ -10,9 +10,10 @@ from typing import Any
 from parllel import fields
 from parllel.cages.cage_checks import check_slot_tree
 from parllel.cages.env_group import RESET_MODES
+from parllel.cages.env_info import KeptInfos
 from parllel.cages.spaces import ActionChecker, EnvSpaces, check_observation
 from parllel.cages.traj_info import TrajInfo
-from parllel.errors import CageStateError, ClosedCageError, ConfigError
+from parllel.errors import CageError, CageStateError, ClosedCageError, ConfigError
 from parllel.seeding import resolve_env_seeds
 
 # What a cage's pending-call attributes hold while no call is pending (the
@@ -66,6 +67,7 @@ class Cage(ABC):
         reset_mode: str,
         traj_info_type: Callable[..., TrajInfo],
         traj_info_kwargs: dict[str, Any] | None,
+        keep_infos: bool = False,
     ) -> None:
         if int(n_envs) < 1:
             raise ConfigError(f"n_envs must be >= 1, got {n_envs}")
@@ -84,6 +86,8 @@ class Cage(ABC):
         self.reset_mode = reset_mode
         self.traj_info_type = traj_info_type
         self.traj_info_kwargs = dict(traj_info_kwargs or {})
+        self.keep_infos = bool(keep_infos)
+        self._last_infos = KeptInfos()
         self.state = CageState.IDLE
         self.spaces: EnvSpaces
         self.example: dict[str, Any]
@@ -146,12 +150,25 @@ class Cage(ABC):
 
     # -- resetting -----------------------------------------------------------
     def reset_async(
-        self, out_observation: Any, env_indices: Sequence[int] | None = None
+        self,
+        out_observation: Any,
+        env_indices: Sequence[int] | None = None,
+        *,
+        seeds: Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> None:
         """Start resetting envs (all, or these cage-local indices) into ``out_observation``.
 
         ``out_observation`` is an ``[n_envs, ...]`` view (or tree of views);
         only the rows of the reset envs are written.
+
+        Args:
+            out_observation: where the reset observations go.
+            env_indices: cage-local indices of the envs to reset (None: all).
+            seeds: one seed (or None) per reset env, in the order of
+                ``env_indices``, for ``env.reset(seed=...)``. Without one, an
+                env gets the cage's seed at its first reset and none later.
+            options: passed to every reset env's ``env.reset(options=...)``.
         """
         self._require(CageState.IDLE, "reset_async")
         if env_indices is not None:
@@ -161,7 +178,21 @@ class Cage(ABC):
                 raise ConfigError(
                     f"env indices {bad} out of range for {self.n_envs} envs"
                 )
-        self._reset_async(out_observation, env_indices)
+        seed_map = None
+        if seeds is not None:
+            indices = range(self.n_envs) if env_indices is None else env_indices
+            seeds = list(seeds)
+            if len(seeds) != len(indices):
+                raise ConfigError(
+                    f"got {len(seeds)} seeds for {len(indices)} reset envs: give "
+                    "one seed (or None) per env that is reset"
+                )
+            seed_map = {
+                i: None if s is None else int(s) for i, s in zip(indices, seeds)
+            }
+        if options is not None and not isinstance(options, Mapping):
+            raise ConfigError(f"reset options must be a dict, got {options!r}")
+        self._reset_async(out_observation, env_indices, seed_map, options)
         self.state = CageState.RESETTING
 
     def await_reset(self) -> None:
@@ -174,11 +205,32 @@ class Cage(ABC):
                 self.state = CageState.IDLE
 
     def reset(
-        self, out_observation: Any, env_indices: Sequence[int] | None = None
+        self,
+        out_observation: Any,
+        env_indices: Sequence[int] | None = None,
+        *,
+        seeds: Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> None:
         """Blocking :meth:`reset_async` + :meth:`await_reset`."""
-        self.reset_async(out_observation, env_indices)
+        self.reset_async(out_observation, env_indices, seeds=seeds, options=options)
         self.await_reset()
+
+    @property
+    def last_infos(self) -> KeptInfos:
+        """The envs' info dicts of the last step or reset, unchanged.
+
+        Only for cages built with ``keep_infos=True`` (in process cages every
+        non-empty info then travels back by pipe, so it costs a pickle per
+        env with an info). Adapters that must hand infos on as the envs
+        returned them (:mod:`parllel.interop`) use it; samplers use env-info
+        slots instead.
+        """
+        if not self.keep_infos:
+            raise ConfigError(
+                "this cage does not keep infos: build it with keep_infos=True"
+            )
+        return self._last_infos
 
     def waiting_envs(self) -> list[int]:
         """Cage-local indices of envs that finished and wait for a reset (wait mode)."""
@@ -205,6 +257,29 @@ class Cage(ABC):
         self._require(CageState.IDLE, f"call {name!r}")
         indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
         return self._call(name, args, kwargs, indices)
+
+    def apply(
+        self,
+        function: Callable[..., Any],
+        *args: Any,
+        env_indices: Sequence[int] | None = None,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Run ``function(env, *args, **kwargs)`` on each env, where it lives; the results.
+
+        ``function`` gets the env as built by the factory (wrappers
+        included). In process cages it is cloudpickled to the workers, and
+        arguments and results travel by pipe, so they must pickle. An
+        exception in ``function`` raises :class:`~parllel.errors.EnvError`
+        naming the env.
+
+        Example:
+            >>> cage.apply(lambda env: type(env.unwrapped).__name__)
+            ['CartPoleEnv', 'CartPoleEnv']
+        """
+        self._require(CageState.IDLE, f"apply {function!r}")
+        indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
+        return self._apply(function, args, kwargs, indices)
 
     def get_attr(
         self, name: str, env_indices: Sequence[int] | None = None
@@ -286,7 +361,11 @@ class Cage(ABC):
 
     @abstractmethod
     def _reset_async(
-        self, out_observation: Any, env_indices: list[int] | None
+        self,
+        out_observation: Any,
+        env_indices: list[int] | None,
+        seeds: dict[int, int | None] | None,
+        options: dict[str, Any] | None,
     ) -> None: ...
 
     @abstractmethod
@@ -299,6 +378,15 @@ class Cage(ABC):
     def _call(
         self, name: str, args: tuple, kwargs: dict, indices: list[int]
     ) -> list[Any]: ...
+
+    def _apply(
+        self,
+        function: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        indices: list[int],
+    ) -> list[Any]:
+        raise CageError(f"{type(self).__name__} cannot run functions on its envs")
 
     @abstractmethod
     def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None: ...

@@ -16,6 +16,7 @@ Objects that are not gymnasium envs get plain ``getattr`` / ``setattr``.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from parllel.errors import EnvAttributeError, EnvError
@@ -65,6 +66,23 @@ def call_env(
         return attribute(*args, **kwargs)
     except Exception as exc:
         raise _call_error(env_index, f"{name}()", exc) from exc
+
+
+def apply_to_env(
+    env: Any,
+    function: Callable[..., Any],
+    args: tuple,
+    kwargs: dict,
+    env_index: int | None = None,
+) -> Any:
+    """``function(env, *args, **kwargs)``; an exception becomes an EnvError naming the env."""
+    try:
+        return function(env, *args, **kwargs)
+    except EnvError:  # e.g. EnvAttributeError from get_env_attr
+        raise
+    except Exception as exc:
+        name = getattr(function, "__name__", repr(function))
+        raise _call_error(env_index, f"{name}(env, ...)", exc) from exc
 
 
 def set_env_attr(env: Any, name: str, value: Any, env_index: int | None = None) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 from gymnasium.utils import EzPickle
 
 from parllel import fields
-from parllel.cages.env_access import call_env, set_env_attr
+from parllel.cages.env_access import apply_to_env, call_env, set_env_attr
 from parllel.cages.env_info import InfoSlotTables, write_info_value
 from parllel.cages.spaces import (
     EnvSpaces,
@@ -30,7 +30,7 @@ from parllel.seeding import action_space_seed, env_seed
 
 __all__ = ["RESET_MODES", "EnvGroup", "env_seed"]
 
-RESET_MODES = ("auto", "wait")
+RESET_MODES = ("auto", "wait", "next_step")
 
 
 def _env_error(env_index: int, what: str, exc: BaseException) -> EnvError:
@@ -53,9 +53,17 @@ class EnvGroup:
             too (:mod:`parllel.seeding`). None: unseeded.
         reset_mode: ``"auto"`` resets an env in the step that ended its
             episode (the next observation slot gets the reset observation);
-            ``"wait"`` leaves it finished until :meth:`reset` is called.
+            ``"wait"`` leaves it finished until :meth:`reset` is called;
+            ``"next_step"`` resets it in its next step instead of stepping it
+            (the action is ignored, reward 0, flags False, the observation
+            slot gets the reset observation), like gymnasium's ``NEXT_STEP``
+            autoreset mode.
         traj_info_type: TrajInfo class (or factory) used per episode.
         traj_info_kwargs: extra keyword arguments for it (e.g. ``discount``).
+        keep_infos: keep the info dicts of the last :meth:`step` or
+            :meth:`reset` as they are, in :attr:`step_infos` and
+            :attr:`reset_infos` (by view index; envs with empty infos left
+            out), for adapters that hand infos on unchanged.
     """
 
     def __init__(
@@ -67,8 +75,14 @@ class EnvGroup:
         reset_mode: str,
         traj_info_type: Callable[..., TrajInfo],
         traj_info_kwargs: dict[str, Any],
+        keep_infos: bool = False,
     ) -> None:
         self.env_indices = tuple(env_indices)
+        self.keep_infos = keep_infos
+        #: info dicts of the last step / of the resets in the last step or
+        #: reset, by view index (``offset + i``); filled if ``keep_infos``
+        self.step_infos: dict[int, dict] = {}
+        self.reset_infos: dict[int, dict] = {}
         self.reset_mode = reset_mode
         self.traj_info_type = traj_info_type
         self.traj_info_kwargs = traj_info_kwargs
@@ -101,6 +115,7 @@ class EnvGroup:
         )
         self._needs_seed = [env_seeds is not None] * len(self.envs)
         self._waiting = [True] * len(self.envs)  # not reset yet / finished (wait mode)
+        self._started = [False] * len(self.envs)  # reset at least once
         self._trajs = [self._new_traj(i) for i in self.env_indices]
         n = len(self.envs)
         self._gamma = self._trajs[0].discount
@@ -117,12 +132,18 @@ class EnvGroup:
     def _new_traj(self, env_index: int) -> TrajInfo:
         return self.traj_info_type(env_index=env_index, **self.traj_info_kwargs)
 
-    def _reset_env(self, i: int) -> tuple[Any, dict]:
+    def _reset_env(
+        self, i: int, seed: int | None = None, options: dict | None = None
+    ) -> tuple[Any, dict]:
+        """Reset env ``i``: with ``seed`` if given, else its own seed at its first reset."""
         env = self.envs[i]
         if self._needs_seed[i]:
             self._needs_seed[i] = False
-            return env.reset(seed=self._seeds[i])
-        return env.reset()
+            if seed is None:
+                seed = self._seeds[i]
+        if options is None:
+            return env.reset(seed=seed)
+        return env.reset(seed=seed, options=options)
 
     # -- probing -------------------------------------------------------------
     def example_step(self) -> dict[str, Any]:
@@ -140,6 +161,7 @@ class EnvGroup:
             raise _env_error(self.env_indices[0], "its probe step", exc) from exc
         self._needs_seed[0] = self._seeds[0] is not None
         self._waiting[0] = True
+        self._started[0] = False
         return {
             fields.OBSERVATION: next_observation,
             fields.ACTION: action,
@@ -155,22 +177,48 @@ class EnvGroup:
         out_observation: Any,
         local_indices: Sequence[int] | None = None,
         offset: int = 0,
+        seeds: dict[int, int | None] | None = None,
+        options: dict | None = None,
     ) -> None:
         """Reset envs (all, or ``local_indices``) and write their observations.
 
         Local env ``i`` writes to ``out_observation[offset + i]`` (a view over
         envs, or a tree of them). Episode statistics of unfinished episodes
         of the reset envs are discarded.
+
+        Args:
+            seeds: seeds by view index (``offset + i``) for ``env.reset(seed=...)``;
+                an env without one gets its own seed at its first reset and
+                no seed later.
+            options: passed to every ``env.reset(options=...)``.
         """
         indices = range(len(self.envs)) if local_indices is None else local_indices
+        if self.keep_infos:
+            self.step_infos, self.reset_infos = {}, {}
         for i in indices:
-            try:
-                observation, info = self._reset_env(i)
-                out_observation[offset + i] = observation
-            except Exception as exc:
-                raise _env_error(self.env_indices[i], "reset", exc) from exc
-            self._waiting[i] = False
-            self._start_episode(i, info)
+            j = offset + i
+            seed = None if seeds is None else seeds.get(j)
+            self._reset_into(i, out_observation, j, seed, options)
+
+    def _reset_into(
+        self,
+        i: int,
+        out_observation: Any,
+        j: int,
+        seed: int | None = None,
+        options: dict | None = None,
+    ) -> None:
+        """Reset env ``i``, write its observation to index ``j``, start its episode."""
+        try:
+            observation, info = self._reset_env(i, seed, options)
+            out_observation[j] = observation
+        except Exception as exc:
+            raise _env_error(self.env_indices[i], "reset", exc) from exc
+        self._waiting[i] = False
+        self._started[i] = True
+        self._start_episode(i, info)
+        if self.keep_infos and info:
+            self.reset_infos[j] = info
 
     # -- stepping ------------------------------------------------------------
     def step(self, action: Any, out: Any, offset: int = 0) -> list[TrajInfo]:
@@ -200,6 +248,10 @@ class EnvGroup:
         truncateds = [False] * n
         completed: list[TrajInfo] = []
         auto_reset = self.reset_mode == "auto"
+        next_step = self.reset_mode == "next_step"
+        keep_infos = self.keep_infos
+        if keep_infos:
+            self.step_infos, self.reset_infos = {}, {}
         actions = self._read_actions(action)
         gamma = self._gamma
         plain_stats = self._plain_stats
@@ -209,14 +261,16 @@ class EnvGroup:
         lengths, returns = self._lengths, self._returns
         discounted, discounts = self._discounted, self._discounts
         for i, env in enumerate(self.envs):
+            j = offset + i
             if waiting[i]:
-                if auto_reset:
+                if not self._started[i] and not self.reset_mode == "wait":
                     raise CageStateError(
                         f"env {self.env_indices[i]} was stepped before its first "
                         "reset: call cage.reset(...) before stepping"
                     )
+                if next_step:  # the step after the episode's end resets it
+                    self._reset_into(i, out_observation, j)
                 continue  # wait mode: a finished env idles until reset
-            j = offset + i
             try:
                 env_action = actions[j]
                 observation, reward, terminated, truncated, info = env.step(env_action)
@@ -232,6 +286,8 @@ class EnvGroup:
                 rewards[i] = reward
                 terminateds[i] = terminated
                 truncateds[i] = truncated
+                if keep_infos and info:
+                    self.step_infos[j] = info
                 for key, view, exact, zero in info_items:
                     value = info.get(key, zero)
                     if type(value) in exact:
@@ -250,6 +306,8 @@ class EnvGroup:
                         observation, reset_info = env.reset()
                         if reset_info:
                             trajs[i].reset_info = reset_info
+                            if keep_infos:
+                                self.reset_infos[j] = reset_info
                     else:
                         waiting[i] = True
                 out_observation[j] = observation
@@ -362,7 +420,8 @@ class EnvGroup:
     def _columns(self) -> tuple[list, ...]:
         # every per-env list, in one fixed order (give_env/take_env payloads)
         return (
-            self.envs, self._seeds, self._needs_seed, self._waiting, self._trajs,
+            self.envs, self._seeds, self._needs_seed, self._waiting, self._started,
+            self._trajs,
             self._lengths, self._returns, self._discounted, self._discounts,
         )  # fmt: skip
 
@@ -377,6 +436,19 @@ class EnvGroup:
         """
         return [
             call_env(self.envs[i], name, args, kwargs, self.env_indices[i])
+            for i in local_indices
+        ]
+
+    def apply(
+        self,
+        function: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        local_indices: Sequence[int],
+    ) -> list:
+        """``function(env, *args, **kwargs)`` for each env; the results."""
+        return [
+            apply_to_env(self.envs[i], function, args, kwargs, self.env_indices[i])
             for i in local_indices
         ]
 

@@ -14,11 +14,38 @@ missing from a step's info writes 0.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from parllel.errors import EnvInfoError
+
+
+@dataclass
+class KeptInfos:
+    """The info dicts of a cage's last step or reset, as the envs returned them.
+
+    Only cages built with ``keep_infos=True`` keep them (see
+    :attr:`parllel.cages.Cage.last_infos`). Keys are cage-local env indices;
+    envs whose info was empty are left out.
+
+    Attributes:
+        step: the info of each env's ``env.step`` (the last step of a
+            finished episode included).
+        reset: the info of each env's ``env.reset`` in this call (auto-reset
+            after an episode's end, a ``"next_step"`` reset, or an explicit
+            reset).
+    """
+
+    step: dict[int, dict] = field(default_factory=dict)
+    reset: dict[int, dict] = field(default_factory=dict)
+
+    def update(self, other: KeptInfos) -> None:
+        """Add the infos of another part of the cage (disjoint env indices)."""
+        self.step.update(other.step)
+        self.reset.update(other.reset)
+
 
 INFO_DTYPE = np.dtype(np.float64)
 _SCALARS = (bool, int, float, np.number, np.bool_)

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from parllel.cages.protocol import CallEnvs, Request, SetEnvAttr, WaitingEnvs
+import cloudpickle
+
+from parllel.cages.protocol import (
+    ApplyToEnvs,
+    CallEnvs,
+    Request,
+    SetEnvAttr,
+    WaitingEnvs,
+)
 from parllel.cages.stepping import SteppingProcesses
 from parllel.cages.worker_handle import WorkerHandle
 
@@ -51,6 +59,23 @@ def call_envs(
     """Each indexed env's method ``name`` called (or attribute ``name`` read)."""
     results = _ask(
         processes, lambda local: CallEnvs(name, args, kwargs, local), indices
+    )
+    return [results[i] for i in indices]
+
+
+def apply_to_envs(
+    processes: SteppingProcesses,
+    function: Callable[..., Any],
+    args: tuple,
+    kwargs: dict[str, Any],
+    indices: list[int],
+) -> list[Any]:
+    """``function(env, *args, **kwargs)`` for each indexed env, where the env lives."""
+    function_bytes = cloudpickle.dumps(function)
+    results = _ask(
+        processes,
+        lambda local: ApplyToEnvs(function_bytes, args, kwargs, local),
+        indices,
     )
     return [results[i] for i in indices]
 

@@ -24,6 +24,8 @@ from parllel.cages import env_requests, faults, moves
 from parllel.cages.balance import Balancer
 from parllel.cages.cage import NOTHING_PENDING, Cage
 from parllel.cages.cage_checks import check_factory_pickles
+from parllel.cages.env_group import EnvGroup
+from parllel.cages.env_info import KeptInfos
 from parllel.cages.main_guard import check_main_guard
 from parllel.cages.process_options import (
     DEFAULT_STEP_TIMEOUT,
@@ -36,6 +38,9 @@ from parllel.cages.process_options import (
 from parllel.cages.protocol import (
     Command,
     Episodes,
+    Infos,
+    Message,
+    ResetArgs,
     WorkerError,
     read_episodes,
     reset_extra,
@@ -82,9 +87,11 @@ class ProcessCage(Cage):
         seed: as for :class:`~parllel.cages.SerialCage` (results are
             bit-identical to it), like the next four arguments.
         env_offset: global index of this cage's first env.
-        reset_mode: ``"auto"`` or ``"wait"``.
+        reset_mode: ``"auto"``, ``"wait"`` or ``"next_step"``.
         traj_info_type: TrajInfo class (or factory) used per episode.
         traj_info_kwargs: keyword arguments for ``traj_info_type``.
+        keep_infos: keep the envs' info dicts of every step and reset in
+            :attr:`last_infos` (non-empty infos then travel back by pipe).
         on_worker_death: ``"raise"`` (:class:`~parllel.errors.WorkerDiedError`)
             or ``"restart"``: recreate the worker's envs, reset them, report
             their episodes as lost (``TrajInfo.lost``, truncated) and go on.
@@ -136,6 +143,7 @@ class ProcessCage(Cage):
         reset_mode: str = "auto",
         traj_info_type: Callable[..., TrajInfo] = TrajInfo,
         traj_info_kwargs: dict[str, Any] | None = None,
+        keep_infos: bool = False,
         on_worker_death: str = "raise",
         rebalance: bool | Balancer = False,
         worker_cpus: Sequence[int] | None = None,
@@ -154,6 +162,7 @@ class ProcessCage(Cage):
             reset_mode,
             traj_info_type,
             traj_info_kwargs,
+            keep_infos,
         )
         self.factory_bytes = check_factory_pickles(env_factory, self.env_kwargs)
         self.on_worker_death = check_death_policy(on_worker_death)
@@ -185,8 +194,8 @@ class ProcessCage(Cage):
         # what step_async / reset_async leave for the await call (the Cage
         # state machine orders the calls); reset after use to hold no slots
         self._pending_step: tuple[Any, Any] = NOTHING_PENDING  # (out, views)
-        # (observation views, env_indices)
-        self._pending_reset: tuple[Any, list[int] | None] = NOTHING_PENDING
+        # (observation views, env_indices, seeds, options)
+        self._pending_reset: tuple[Any, ...] = NOTHING_PENDING
         self._settings = GroupSettings(
             ctx=self._ctx,
             env_factory=env_factory,
@@ -195,6 +204,7 @@ class ProcessCage(Cage):
             reset_mode=self.reset_mode,
             traj_info_type=self.traj_info_type,
             traj_info_kwargs=self.traj_info_kwargs,
+            keep_infos=self.keep_infos,
             spin_seconds=self.worker_spin_seconds,
             cpus=self.worker_cpus,
         )
@@ -240,6 +250,8 @@ class ProcessCage(Cage):
         for reply in replies:
             if type(reply) is Episodes:
                 completed.extend(reply.trajs)
+            elif type(reply) is Infos:
+                self._last_infos.update(reply.infos)
             elif type(reply) is WorkerError:
                 errors.append(reply)
 
@@ -275,10 +287,12 @@ class ProcessCage(Cage):
         main = self._resources.main_group
         main_error = None
         main_seconds = 0.0
+        self._last_infos = KeptInfos()
         if main is not None:
             start = time.perf_counter()
             try:
                 completed += main.step(*views)
+                self._keep_main_infos(main)
             except Exception as exc:  # still collect the workers before raising
                 main_error = exc
             main_seconds = time.perf_counter() - start
@@ -301,8 +315,17 @@ class ProcessCage(Cage):
         return completed
 
     # -- resetting -------------------------------------------------------------
-    def _reset_async(self, out_observation: Any, env_indices: list[int] | None) -> None:
+    def _reset_async(
+        self,
+        out_observation: Any,
+        env_indices: list[int] | None,
+        seeds: dict[int, int | None] | None,
+        options: dict[str, Any] | None,
+    ) -> None:
         slots = self._slots.register({fields.OBSERVATION: out_observation})
+        messages: list[Message] = list(slots.messages)
+        if seeds is not None or options is not None:
+            messages.append(ResetArgs(seeds, options))
         for worker in self._resources.workers:
             if env_indices is None:
                 local = None
@@ -310,20 +333,28 @@ class ProcessCage(Cage):
                 lo, hi = worker.env_slice
                 local = [i - lo for i in env_indices if lo <= i < hi]
             worker.command(
-                Command.RESET, slots.messages, slots.ids, slots.layout_id,
+                Command.RESET, messages, slots.ids, slots.layout_id,
                 reset_extra(local),
             )  # fmt: skip
-        self._pending_reset = (slots.views[fields.OBSERVATION], env_indices)
+        self._pending_reset = (
+            slots.views[fields.OBSERVATION], env_indices, seeds, options,
+        )  # fmt: skip
+
+    def _keep_main_infos(self, main: EnvGroup) -> None:
+        if self.keep_infos:
+            self._last_infos.update(KeptInfos(main.step_infos, main.reset_infos))
 
     def _await_reset(self) -> None:
-        out_observation, env_indices = self._pending_reset
+        out_observation, env_indices, seeds, options = self._pending_reset
         self._pending_reset = NOTHING_PENDING
         errors: list[WorkerError] = []
+        self._last_infos = KeptInfos()
         main = self._resources.main_group
         if main is not None:
             n = self._resources.main_process_envs
             local = None if env_indices is None else [i for i in env_indices if i < n]
-            main.reset(out_observation, local)
+            main.reset(out_observation, local, 0, seeds, options)
+            self._keep_main_infos(main)
         workers = list(self._resources.workers)
         for position, worker in enumerate(workers):
             try:
@@ -381,6 +412,17 @@ class ProcessCage(Cage):
         self, name: str, args: tuple, kwargs: dict, indices: list[int]
     ) -> list[Any]:
         return env_requests.call_envs(self._resources, name, args, kwargs, indices)
+
+    def _apply(
+        self,
+        function: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        indices: list[int],
+    ) -> list[Any]:
+        return env_requests.apply_to_envs(
+            self._resources, function, args, kwargs, indices
+        )
 
     def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
         env_requests.set_env_attrs(self._resources, name, values, indices)

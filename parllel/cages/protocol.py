@@ -28,9 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import cloudpickle
 import numpy as np
 
 from parllel.cages.env_group import EnvGroup
+from parllel.cages.env_info import KeptInfos
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import EnvAttributeError, EnvError
 
@@ -184,6 +186,21 @@ class CallEnvs:
 
 
 @dataclass(frozen=True)
+class ApplyToEnvs:
+    """Run a function (cloudpickled) on each env at local ``indices``."""
+
+    function_bytes: bytes
+    args: tuple
+    kwargs: dict[str, Any]
+    indices: list[int]
+
+    def run(self, group: EnvGroup) -> list[Any]:
+        """Carry the request out on an EnvGroup."""
+        function = cloudpickle.loads(self.function_bytes)
+        return group.apply(function, self.args, self.kwargs, self.indices)
+
+
+@dataclass(frozen=True)
 class SetEnvAttr:
     """Set attribute ``name`` of the envs at local ``indices`` to ``values``."""
 
@@ -205,8 +222,16 @@ class WaitingEnvs:
         return group.waiting()
 
 
-Request = GiveEnvs | TakeEnvs | CallEnvs | SetEnvAttr | WaitingEnvs
-Message = Layout | Views | Request
+@dataclass(frozen=True)
+class ResetArgs:
+    """Seeds (by cage-local env index) and options for the RESET that follows."""
+
+    seeds: dict[int, int | None] | None
+    options: dict | None
+
+
+Request = GiveEnvs | TakeEnvs | CallEnvs | ApplyToEnvs | SetEnvAttr | WaitingEnvs
+Message = Layout | Views | ResetArgs | Request
 
 
 # -- replies (worker -> main) ---------------------------------------------------------
@@ -254,7 +279,14 @@ class WorkerError:
         )
 
 
-Reply = Ready | Result | Episodes | WorkerError
+@dataclass(frozen=True)
+class Infos:
+    """The info dicts a step or reset produced (cages with ``keep_infos``)."""
+
+    infos: KeptInfos
+
+
+Reply = Ready | Result | Episodes | Infos | WorkerError
 
 
 # -- control-row helpers ---------------------------------------------------------------

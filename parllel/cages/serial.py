@@ -9,6 +9,7 @@ from parllel import fields
 from parllel.cages.cage import NOTHING_PENDING, Cage
 from parllel.cages.cage_checks import check_factory, read_only_slot_error
 from parllel.cages.env_group import EnvGroup
+from parllel.cages.env_info import KeptInfos
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import EnvError
 
@@ -32,9 +33,12 @@ class SerialCage(Cage):
             its first reset.
         env_offset: global index of this cage's first env (seeds and TrajInfo
             indices), for setups with several cages.
-        reset_mode: ``"auto"`` or ``"wait"`` (see :class:`~parllel.cages.EnvGroup`).
+        reset_mode: ``"auto"``, ``"wait"`` or ``"next_step"`` (see
+            :class:`~parllel.cages.EnvGroup`).
         traj_info_type: TrajInfo class (or factory) for episode statistics.
         traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
+        keep_infos: keep the envs' info dicts of every step and reset in
+            :attr:`last_infos`.
 
     Example:
         >>> cage = SerialCage(lambda: gym.make("CartPole-v1"), n_envs=4, seed=0)
@@ -53,6 +57,7 @@ class SerialCage(Cage):
         reset_mode: str = "auto",
         traj_info_type: Callable[..., TrajInfo] = TrajInfo,
         traj_info_kwargs: dict[str, Any] | None = None,
+        keep_infos: bool = False,
     ) -> None:
         super().__init__(
             env_factory,
@@ -63,6 +68,7 @@ class SerialCage(Cage):
             reset_mode,
             traj_info_type,
             traj_info_kwargs,
+            keep_infos,
         )
         check_factory(env_factory)
         self._group = EnvGroup(
@@ -73,6 +79,7 @@ class SerialCage(Cage):
             reset_mode,
             traj_info_type,
             self.traj_info_kwargs,
+            self.keep_infos,
         )
         try:
             self._finish_init(self._group.spaces, self._group.example_step())
@@ -82,8 +89,8 @@ class SerialCage(Cage):
         # what step_async / reset_async leave for the await call (the Cage
         # state machine orders the calls); reset after use to hold no slots
         self._pending_step: tuple[Any, Any] = NOTHING_PENDING  # (action, out)
-        # (out_observation, env_indices)
-        self._pending_reset: tuple[Any, list[int] | None] = NOTHING_PENDING
+        # (out_observation, env_indices, seeds, options)
+        self._pending_reset: tuple[Any, ...] = NOTHING_PENDING
 
     def _step_async(self, action: Any, out: Any) -> None:
         self._pending_step = (action, out)
@@ -92,21 +99,35 @@ class SerialCage(Cage):
         action, out = self._pending_step
         self._pending_step = NOTHING_PENDING
         try:
-            return self._group.step(action, out)
+            completed = self._group.step(action, out)
+            self._keep_infos()
+            return completed
         except EnvError as exc:  # a closed buffer is not the env's fault
             closed = read_only_slot_error(out)
             if closed is None:
                 raise
             raise closed from exc
 
-    def _reset_async(self, out_observation: Any, env_indices: list[int] | None) -> None:
-        self._pending_reset = (out_observation, env_indices)
+    def _keep_infos(self) -> None:
+        if self.keep_infos:
+            group = self._group
+            self._last_infos = KeptInfos(group.step_infos, group.reset_infos)
+
+    def _reset_async(
+        self,
+        out_observation: Any,
+        env_indices: list[int] | None,
+        seeds: dict[int, int | None] | None,
+        options: dict[str, Any] | None,
+    ) -> None:
+        self._pending_reset = (out_observation, env_indices, seeds, options)
 
     def _await_reset(self) -> None:
-        out_observation, env_indices = self._pending_reset
+        out_observation, env_indices, seeds, options = self._pending_reset
         self._pending_reset = NOTHING_PENDING
         try:
-            self._group.reset(out_observation, env_indices)
+            self._group.reset(out_observation, env_indices, 0, seeds, options)
+            self._keep_infos()
         except EnvError as exc:
             closed = read_only_slot_error({fields.OBSERVATION: out_observation})
             if closed is None:
@@ -120,6 +141,15 @@ class SerialCage(Cage):
         self, name: str, args: tuple, kwargs: dict, indices: list[int]
     ) -> list[Any]:
         return self._group.call(name, args, kwargs, indices)
+
+    def _apply(
+        self,
+        function: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        indices: list[int],
+    ) -> list[Any]:
+        return self._group.apply(function, args, kwargs, indices)
 
     def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
         self._group.set_attr(name, values, indices)

@@ -29,7 +29,7 @@ class GroupSettings:
         ctx: multiprocessing context of the workers.
         env_factory, env_kwargs: build one env (in the main process's share).
         factory_bytes: both, cloudpickled (for the workers).
-        reset_mode, traj_info_type, traj_info_kwargs: as for the cage.
+        reset_mode, traj_info_type, traj_info_kwargs, keep_infos: as for the cage.
         spin_seconds: the workers' idle polling budget (negative: automatic).
         cpus: CPUs to pin the workers to, or None.
     """
@@ -41,6 +41,7 @@ class GroupSettings:
     reset_mode: str
     traj_info_type: Callable[..., TrajInfo]
     traj_info_kwargs: dict[str, Any]
+    keep_infos: bool
     spin_seconds: float
     cpus: tuple[int, ...] | None
 
@@ -54,6 +55,7 @@ class GroupSettings:
             "reset_mode": self.reset_mode,
             "traj_info_type": self.traj_info_type,
             "traj_info_kwargs": self.traj_info_kwargs,
+            "keep_infos": self.keep_infos,
         }
 
 

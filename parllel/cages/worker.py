@@ -27,17 +27,20 @@ import numpy as np
 
 from parllel.arrays import Array, attach_view
 from parllel.cages.env_group import EnvGroup
+from parllel.cages.env_info import KeptInfos
 from parllel.cages.protocol import (
     MAX_TREES,
     STACK_SIGNAL,
     Command,
     Episodes,
     GiveEnvs,
+    Infos,
     Layout,
     Message,
     Ready,
     Reply,
     Request,
+    ResetArgs,
     Result,
     Row,
     Status,
@@ -68,10 +71,13 @@ class WorkerSlots:
         self.views: dict[int, np.ndarray] = {}
         self.layouts: dict[int, Any] = {}
         self.trees: dict[tuple, Any] = {}
+        self.reset_args: ResetArgs | None = None  # for the next RESET only
 
-    def learn(self, message: Layout | Views) -> None:
-        """Remember a layout or attach newly described views."""
-        if isinstance(message, Layout):
+    def learn(self, message: Layout | Views | ResetArgs) -> None:
+        """Remember a layout, the next reset's arguments, or attach new views."""
+        if isinstance(message, ResetArgs):
+            self.reset_args = message
+        elif isinstance(message, Layout):
             self.layouts[message.layout_id] = message.skeleton
         else:
             for view_id, descriptor in message.descriptors:
@@ -181,7 +187,18 @@ def _serve(
                         replies.append(Episodes(completed))
                 else:
                     indices = read_reset_indices(row, n_ids)
-                    group.reset(tree["observation"], indices, bounds[0])
+                    args, slots.reset_args = slots.reset_args, None
+                    if args is None:
+                        group.reset(tree["observation"], indices, bounds[0])
+                    else:
+                        group.reset(
+                            tree["observation"], indices, bounds[0],
+                            args.seeds, args.options,
+                        )  # fmt: skip
+                if group.keep_infos and (group.step_infos or group.reset_infos):
+                    replies.append(
+                        Infos(KeptInfos(group.step_infos, group.reset_infos))
+                    )
             elif command == close:
                 return
         except ParentGone:
@@ -198,7 +215,7 @@ def _handle(
     message: Message, group: EnvGroup, slots: WorkerSlots, bounds: list[int]
 ) -> Result | None:
     """Learn a slot message, or run a request and return its result."""
-    if isinstance(message, (Layout, Views)):
+    if isinstance(message, (Layout, Views, ResetArgs)):
         slots.learn(message)
         return None
     if not isinstance(message, Request):

@@ -1,10 +1,47 @@
-"""Interop with other RL libraries' env APIs (torch-free).
+"""Interop: parllel cages behind gymnasium's and SB3's vector-env interfaces, and back.
 
+- :func:`make_vec` returns a gymnasium ``VectorEnv`` (:class:`CageVectorEnv`)
+  whose envs a parllel cage steps, serially or in worker processes.
+- :func:`make_sb3_vec_env` returns a Stable-Baselines3 ``VecEnv``
+  (needs the ``sb3`` extra; imported only when used).
 - :class:`VectorEnvCage` runs any gymnasium vector env (``SyncVectorEnv``,
   ``AsyncVectorEnv``, or another ``gymnasium.vector.VectorEnv``) as a parllel
   cage, so samplers, transforms, replays and runners use it unchanged.
+
+No torch (and no SB3, until asked for) is imported here; nothing else in
+parllel imports this package.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+from parllel.errors import MissingDependencyError
+from parllel.interop.vector_env import CageVectorEnv, make_vec
 from parllel.interop.vector_env_cage import VectorEnvCage
 
-__all__ = ["VectorEnvCage"]
+__all__ = [
+    "CageSB3VecEnv",
+    "CageVectorEnv",
+    "VectorEnvCage",
+    "make_sb3_vec_env",
+    "make_vec",
+]
+
+_SB3_NAMES = ("CageSB3VecEnv", "make_sb3_vec_env")
+
+
+def __getattr__(name: str) -> Any:
+    # the SB3 adapter subclasses SB3's VecEnv: import it (and SB3) on first use
+    if name in _SB3_NAMES:
+        try:
+            from parllel.interop import sb3_vec_env
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not exc.name.startswith("stable_baselines3"):
+                raise
+            raise MissingDependencyError(
+                f"parllel.interop.{name} needs Stable-Baselines3: install torch, "
+                'then pip install "parllel[sb3]"'
+            ) from exc
+        return getattr(sb3_vec_env, name)
+    raise AttributeError(f"module 'parllel.interop' has no attribute {name!r}")

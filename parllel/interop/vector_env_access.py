@@ -10,13 +10,13 @@ serial cage reaches its envs (:mod:`parllel.cages.env_access`).
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.vector import SyncVectorEnv
 
-from parllel.cages.env_access import call_env, set_env_attr
+from parllel.cages.env_access import apply_to_env, call_env, set_env_attr
 from parllel.cages.spaces import env_name
 from parllel.errors import (
     ConfigError,
@@ -61,22 +61,29 @@ def _with_methods(vector_env: gym.vector.VectorEnv) -> Any:
 
 
 def _envs_of(
-    vector_env: gym.vector.VectorEnv, indices: Sequence[int], what: str
+    vector_env: gym.vector.VectorEnv,
+    indices: Sequence[int],
+    what: str,
+    every_env_too: bool = False,
 ) -> list[Any] | None:
-    """None if ``indices`` are every env once; else the envs themselves."""
+    """The envs themselves, or None if ``indices`` are every env once.
+
+    ``every_env_too``: the envs even then (for what only the envs can do).
+    """
     n = vector_env.num_envs
     bad = [i for i in indices if not 0 <= i < n]
     if bad:
         raise ConfigError(f"env indices {bad} out of range for {n} envs")
-    if sorted(indices) == list(range(n)):
+    if not every_env_too and sorted(indices) == list(range(n)):
         return None
     unwrapped = vector_env.unwrapped
     if not isinstance(unwrapped, SyncVectorEnv):
+        where = "" if every_env_too else f" for envs {list(indices)} only"
+        hint = "" if every_env_too else "leave env_indices out (every env), or "
         raise UnsupportedVectorEnvError(
-            f"cannot {what} for envs {list(indices)} only: "
-            f"{type(unwrapped).__name__} reaches its envs all together "
-            "(VectorEnv.call/set_attr); leave env_indices out (every env), or use "
-            "a SyncVectorEnv"
+            f"cannot {what}{where}: {type(unwrapped).__name__} reaches its envs "
+            f"only all together, through VectorEnv.call/set_attr; {hint}use a "
+            "SyncVectorEnv, whose envs live in this process"
         )
     return list(unwrapped.envs)
 
@@ -148,3 +155,24 @@ def set_envs_attr(
         raise
     except Exception as exc:
         raise vector_error(label, f"set_attr({name!r})", exc) from exc
+
+
+def apply_envs(
+    vector_env: gym.vector.VectorEnv,
+    function: Callable[..., Any],
+    args: tuple,
+    kwargs: dict,
+    indices: Sequence[int],
+    env_offset: int,
+) -> list[Any]:
+    """``function(env, *args, **kwargs)`` for the envs ``indices``, as ``Cage.apply``.
+
+    Only a ``SyncVectorEnv`` holds its envs where a function can reach them;
+    other vector envs raise :class:`~parllel.errors.UnsupportedVectorEnvError`.
+    """
+    name = getattr(function, "__name__", repr(function))
+    envs = _envs_of(vector_env, indices, f"apply {name}", every_env_too=True)
+    assert envs is not None  # every_env_too
+    return [
+        apply_to_env(envs[i], function, args, kwargs, env_offset + i) for i in indices
+    ]

@@ -16,7 +16,7 @@ from parllel import fields
 from parllel.cages import Cage, EnvSpaces, TrajInfo
 from parllel.cages.cage import NOTHING_PENDING
 from parllel.cages.cage_checks import read_only_slot_error
-from parllel.cages.env_info import InfoSlotTables
+from parllel.cages.env_info import InfoSlotTables, KeptInfos
 from parllel.errors import (
     CageStateError,
     ConfigError,
@@ -25,6 +25,7 @@ from parllel.errors import (
     UnsupportedVectorEnvError,
 )
 from parllel.interop.vector_env_access import (
+    apply_envs,
     call_envs,
     set_envs_attr,
     vector_env_name,
@@ -87,6 +88,12 @@ class VectorEnvCage(Cage):
         reset_mode: ``"auto"`` (the only mode a vector env can honour).
         traj_info_type: TrajInfo class (or factory) for episode statistics.
         traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
+        keep_infos: keep every env's info dicts of the last step or reset in
+            :attr:`last_infos` (unbatched, as this cage reads them).
+
+    Attributes:
+        vector_env: the vector env (the cage's to close).
+        autoreset_mode: its ``gymnasium.vector.AutoresetMode``.
 
     Infos: gymnasium's batched info dict (arrays over envs with ``_key``
     masks) fills the ``env_info`` slots as a serial cage fills them from
@@ -124,6 +131,7 @@ class VectorEnvCage(Cage):
         reset_mode: str = "auto",
         traj_info_type: Callable[..., TrajInfo] = TrajInfo,
         traj_info_kwargs: dict[str, Any] | None = None,
+        keep_infos: bool = False,
     ) -> None:
         if not isinstance(vector_env, gym.vector.VectorEnv):
             raise ConfigError(
@@ -142,6 +150,7 @@ class VectorEnvCage(Cage):
             reset_mode,
             traj_info_type,
             traj_info_kwargs,
+            keep_infos,
         )
         if reset_mode != "auto":
             raise UnsupportedVectorEnvError(
@@ -175,8 +184,8 @@ class VectorEnvCage(Cage):
         self._finish_init(spaces, self._probe())
         # (batched actions, out): what step_async leaves for await_step
         self._pending_step: tuple[Any, Any] = NOTHING_PENDING
-        # (out_observation, env_indices)
-        self._pending_reset: tuple[Any, list[int] | None] = NOTHING_PENDING
+        # (out_observation, env_indices, seeds, options)
+        self._pending_reset: tuple[Any, ...] = NOTHING_PENDING
 
     # -- talking to the vector env ----------------------------------------------
     def _vector_call(
@@ -190,32 +199,46 @@ class VectorEnvCage(Cage):
         except Exception as exc:
             raise vector_error(self._name, what, exc) from exc
 
-    def _seeds_for(self, mask: np.ndarray) -> list[int | None] | None:
-        """Per-env seeds of a reset of the envs in ``mask`` (first resets only)."""
-        seeds = self.env_seeds
-        if seeds is None or not (self._needs_seed & mask).any():
-            return None
-        return [
-            int(s) if need and reset else None
-            for s, need, reset in zip(seeds, self._needs_seed, mask)
-        ]
+    def _seeds_for(
+        self, mask: np.ndarray, seeds: dict[int, int | None] | None
+    ) -> list[int | None] | None:
+        """Per-env seeds of a reset of the envs in ``mask``, as a serial cage seeds.
 
-    def _reset_vector(self, mask: np.ndarray, what: str) -> tuple[Any, dict]:
-        """Reset the envs in ``mask`` (all: a plain ``reset``); observations, infos."""
-        seed = self._seeds_for(mask)
-        if mask.all():
-            result = self._vector_call(what, self.vector_env.reset, seed=seed)
-        else:
-            result = self._vector_call(
-                f"{what} of some envs (reset(options={{'reset_mask': ...}}), which "
-                "partial resets need; gymnasium's SyncVectorEnv and AsyncVectorEnv "
-                "take it)",
-                self.vector_env.reset,
-                seed=seed,
-                options={"reset_mask": mask.copy()},
-            )
+        An env gets its seed from ``seeds`` if given there, else the cage's
+        seed at its first reset, else none.
+        """
+        per_env: list[int | None] = [None] * self.n_envs
+        for i in np.flatnonzero(mask).tolist():
+            seed = None if seeds is None else seeds.get(i)
+            if seed is None and self._needs_seed[i] and self.env_seeds is not None:
+                seed = int(self.env_seeds[i])
+            per_env[i] = seed
         self._needs_seed &= ~mask
-        return result
+        return None if all(seed is None for seed in per_env) else per_env
+
+    def _reset_vector(
+        self,
+        mask: np.ndarray,
+        what: str,
+        seeds: dict[int, int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, dict]:
+        """Reset the envs in ``mask`` (all: a plain ``reset``); observations, infos."""
+        seed = self._seeds_for(mask, seeds)
+        if mask.all():
+            return self._vector_call(
+                what, self.vector_env.reset, seed=seed, options=options
+            )
+        # a fresh dict: gymnasium's vector envs pop the reset_mask from it
+        partial = {**(options or {}), "reset_mask": mask.copy()}
+        return self._vector_call(
+            f"{what} of some envs (reset(options={{'reset_mask': ...}}), which "
+            "partial resets need; gymnasium's SyncVectorEnv and AsyncVectorEnv "
+            "take it)",
+            self.vector_env.reset,
+            seed=seed,
+            options=partial,
+        )
 
     def _probe(self) -> dict[str, Any]:
         """Reset (seeded) and step every env once: example values of env 0."""
@@ -323,6 +346,9 @@ class VectorEnvCage(Cage):
                 truncated.tolist(),
                 [step_infos.row(i) for i in range(self.n_envs)],
             )
+        if self.keep_infos:
+            kept = {i: step_infos.row(i) for i in range(self.n_envs)}
+            self._last_infos = KeptInfos(_non_empty(kept), {})
         if not ended:
             return []
         completed = []
@@ -339,7 +365,10 @@ class VectorEnvCage(Cage):
             reset_observation, reset_infos = self._reset_vector(done, "auto-reset")
             self._observations.write_rows(out_observation, reset_observation, ended)
         for i in ended:
-            self._episodes.start(i, info_row(reset_infos, i, self.n_envs, FINAL_KEYS))
+            reset_info = info_row(reset_infos, i, self.n_envs, FINAL_KEYS)
+            self._episodes.start(i, reset_info)
+            if self.keep_infos and reset_info:
+                self._last_infos.reset[i] = reset_info
         return completed
 
     def _final_observations(
@@ -366,11 +395,17 @@ class VectorEnvCage(Cage):
         return {i: final[i] for i in ended}
 
     # -- resetting --------------------------------------------------------------
-    def _reset_async(self, out_observation: Any, env_indices: list[int] | None) -> None:
-        self._pending_reset = (out_observation, env_indices)
+    def _reset_async(
+        self,
+        out_observation: Any,
+        env_indices: list[int] | None,
+        seeds: dict[int, int | None] | None,
+        options: dict[str, Any] | None,
+    ) -> None:
+        self._pending_reset = (out_observation, env_indices, seeds, options)
 
     def _await_reset(self) -> None:
-        out_observation, env_indices = self._pending_reset
+        out_observation, env_indices, seeds, options = self._pending_reset
         self._pending_reset = NOTHING_PENDING
         mask = self._everyone.copy()
         if env_indices is not None:
@@ -378,7 +413,7 @@ class VectorEnvCage(Cage):
             mask[env_indices] = True
         if not mask.any():
             return
-        observation, infos = self._reset_vector(mask, "reset")
+        observation, infos = self._reset_vector(mask, "reset", seeds, options)
         index = np.flatnonzero(mask).tolist()
         try:
             if mask.all():
@@ -390,9 +425,12 @@ class VectorEnvCage(Cage):
             if closed is None:
                 raise
             raise closed from exc
+        reset_infos = {i: info_row(infos, i, self.n_envs) for i in index}
         for i in index:
             self._started[i] = True
-            self._episodes.start(i, info_row(infos, i, self.n_envs))
+            self._episodes.start(i, reset_infos[i])
+        if self.keep_infos:
+            self._last_infos = KeptInfos({}, _non_empty(reset_infos))
 
     def _waiting_envs(self) -> list[int]:
         return np.flatnonzero(~self._started).tolist()
@@ -403,6 +441,17 @@ class VectorEnvCage(Cage):
     ) -> list[Any]:
         return call_envs(
             self.vector_env, name, args, kwargs, indices, self.env_offset, self._name
+        )
+
+    def _apply(
+        self,
+        function: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        indices: list[int],
+    ) -> list[Any]:
+        return apply_envs(
+            self.vector_env, function, args, kwargs, indices, self.env_offset
         )
 
     def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
@@ -418,3 +467,7 @@ class VectorEnvCage(Cage):
             # a broken vector env (e.g. a dead worker): force its processes down
             with contextlib.suppress(Exception):
                 self.vector_env.close(terminate=True)
+
+
+def _non_empty(infos: dict[int, dict]) -> dict[int, dict]:
+    return {i: info for i, info in infos.items() if info}

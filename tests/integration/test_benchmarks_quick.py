@@ -59,6 +59,23 @@ EXPECTED_KEYS = {
         "ours_steps_to_m200",
         "sb3_steps_to_m200",
     },
+    # SB3 figures are null without stable-baselines3; the keys are always there
+    "interop_bench.py": {
+        "gym_cartpole64_vs_async",
+        "gym_cartpole64_vs_cage",
+        "sb3_cartpole64_vs_subproc",
+        "gym_cpu200us_vs_sync",
+        "gym_cartpole64_make_vec_sps",
+        "gym_cartpole64_async_sps",
+        "gym_cartpole64_cage_sps",
+        "gym_cartpole64_ceiling_sps",
+        "sb3_cartpole64_make_sb3_vec_env_sps",
+        "sb3_cartpole64_subproc_sps",
+        "gym_cpu200us_make_vec_sps",
+        "gym_cpu200us_sync_sps",
+        "gym_cpu200us_ceiling_sps",
+        "envpool",
+    },
     "replay_memory.py": {
         "observation_bytes_per_step",
         "bytes_per_stored_step",

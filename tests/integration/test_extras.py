@@ -87,6 +87,21 @@ sink.log(10, {"train/return_mean": 2.0})
 sink.close()
 assert plot_learning_curve(tmp).is_file()
 """,
+    "parllel.interop": """
+import gymnasium as gym
+from parllel.interop import make_vec
+envs = make_vec(lambda: gym.make("CartPole-v1"), 2, parallel=False, seed=0)
+envs.reset()
+envs.step(envs.action_space.sample())
+envs.close()
+""",
+    "parllel.interop.sb3_vec_env": """
+import gymnasium as gym
+from parllel.interop.sb3_vec_env import make_sb3_vec_env
+venv = make_sb3_vec_env(lambda: gym.make("CartPole-v1"), 2, parallel=False, seed=0)
+venv.reset()
+venv.close()
+""",
     "parllel.patterns": """
 from parllel.patterns import build_run_logger, run_training
 from parllel.runtime import RunDirectory

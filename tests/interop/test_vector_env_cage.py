@@ -39,8 +39,10 @@ from parllel.samplers import (
     sample_tree_from_examples,
 )
 from parllel.transforms import EstimateAdvantage
+from tests.cages.test_cage_kept_infos import _script as kept_infos_script
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.envs import CountingEnv
+from tests.helpers.interop_envs import make_count_env
 from tests.helpers.space_envs import Interval, SpaceEnv
 
 SAME, DISABLED = AutoresetMode.SAME_STEP, AutoresetMode.DISABLED
@@ -219,6 +221,8 @@ def test_async_vector_env_equals_serial_cage_and_its_workers_end_on_close(mode):
         assert cage.get_attr("gravity") == [9.8, 9.8]
         with pytest.raises(UnsupportedVectorEnvError, match="env_indices"):
             cage.get_attr("gravity", env_indices=[1])
+        with pytest.raises(UnsupportedVectorEnvError, match="apply.*SyncVectorEnv"):
+            cage.apply(lambda env: env.unwrapped.gravity)
     finally:
         cage.close()
     for got_batch, expected_batch in zip(got[0], expected[0]):
@@ -392,6 +396,17 @@ def test_same_step_vector_env_without_final_observations_is_an_env_error():
             tree.close()
 
 
+@pytest.mark.parametrize("mode", [SAME, DISABLED], ids=["same_step", "disabled"])
+def test_reset_seeds_options_and_kept_infos_equal_serial_cage(mode):
+    serial = SerialCage(make_count_env, 4, keep_infos=True)
+    expected = kept_infos_script(serial)
+    serial.close()
+    with VectorEnvCage(vector(make_count_env, 4, mode), keep_infos=True) as cage:
+        got = kept_infos_script(cage)
+    assert got == expected
+    assert got[0][2].reset[0] == {"options": {"o": 1}}  # the reset info, kept
+
+
 # -- refusals --------------------------------------------------------------------------
 
 
@@ -509,6 +524,12 @@ def test_get_attr_set_attr_call_and_render_reach_the_envs():
         assert cage.get_attr("min_length", env_indices=[2, 0]) == [7, 1]
         assert cage.call("get_wrapper_attr", "min_length", env_indices=[1]) == [2]
         assert cage.get_attr("_max_episode_steps") == [6] * 3  # the TimeLimit's
+        assert cage.apply(lambda env, k: env.unwrapped.min_length * k, 10) == [
+            10,
+            20,
+            70,
+        ]
+        assert cage.apply(type, env_indices=[1]) == [gym.wrappers.TimeLimit]
         with pytest.raises(EnvAttributeError, match="env 6"):
             cage.get_attr("no_such_thing", env_indices=[1])
         with pytest.raises(EnvAttributeError, match="no_such_thing"):

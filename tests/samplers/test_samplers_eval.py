@@ -135,6 +135,7 @@ def test_configuration_errors_are_named():
     with (
         SerialCage(CountingEnv, 2, seed=0) as cage,
         SerialCage(CountingEnv, 2, seed=0, reset_mode="wait") as wait_cage,
+        SerialCage(CountingEnv, 2, seed=0, reset_mode="next_step") as next_cage,
     ):
         handler, example = make_handler(cage)
         rnn_handler, rnn_example = make_handler(cage, recurrent=True)
@@ -146,6 +147,10 @@ def test_configuration_errors_are_named():
                 FeedForwardSampler(cage, rnn_handler, tree)
             with pytest.raises(ConfigError, match="auto-reset"):
                 FeedForwardSampler(wait_cage, handler, tree)
+            with pytest.raises(ConfigError, match="auto-reset"):
+                FeedForwardSampler(next_cage, handler, tree)
+            with pytest.raises(ConfigError, match="reset_mode"):
+                RecurrentSampler(next_cage, handler, tree)
             with pytest.raises(ConfigError, match="initial_state"):
                 RecurrentSampler(cage, rnn_handler, tree)
             with pytest.raises(ConfigError, match="reset_mode"):

@@ -1,0 +1,86 @@
+"""Building one cage: serial or process, a layout chosen from a quick measurement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypedDict
+
+from parllel.cages.cage import Cage
+from parllel.cages.layout import suggest_layout_for
+from parllel.cages.process import ProcessCage
+from parllel.cages.serial import SerialCage
+from parllel.cages.traj_info import TrajInfo
+from parllel.errors import ConfigError
+
+__all__ = ["PARALLEL_CHOICES", "build_cages"]
+
+PARALLEL_CHOICES = ("auto", "process", "serial")
+
+
+class _CageOptions(TypedDict):
+    """The arguments a SerialCage and a ProcessCage share (besides the envs)."""
+
+    seed: int | Sequence[int] | None
+    env_offset: int
+    reset_mode: str
+    traj_info_type: Callable[..., TrajInfo]
+    traj_info_kwargs: dict[str, Any] | None
+    keep_infos: bool
+
+
+def build_cages(
+    env_factory: Callable[..., Any],
+    n_envs: int,
+    env_kwargs: dict[str, Any] | None = None,
+    *,
+    parallel: str = "auto",
+    seed: int | Sequence[int] | None = None,
+    env_offset: int = 0,
+    reset_mode: str = "auto",
+    traj_info_type: Callable[..., TrajInfo] = TrajInfo,
+    traj_info_kwargs: dict[str, Any] | None = None,
+    keep_infos: bool = False,
+    **process_kwargs: Any,
+) -> Cage:
+    """One cage for ``n_envs`` envs: in worker processes, or serial.
+
+    ``parallel="auto"`` times a few steps of one env and a synchronization
+    with a helper process, and asks :func:`~parllel.cages.suggest_layout`
+    whether processes can win on this machine (and with which layout);
+    ``"process"`` always uses a
+    :class:`~parllel.cages.ProcessCage` (layout from ``process_kwargs``, or
+    suggested, falling back to one worker per core); ``"serial"`` a
+    :class:`~parllel.cages.SerialCage`. Same seed, same results either way.
+    ``seed``: a master seed or one seed per env (``seeds.envs``; the same
+    seeds, see :mod:`parllel.seeding`). The other arguments are those of
+    :class:`~parllel.cages.SerialCage` and :class:`~parllel.cages.ProcessCage`
+    (``process_kwargs``: the process cage's own).
+    """
+    if parallel not in PARALLEL_CHOICES:
+        raise ConfigError(
+            f"parallel must be one of {PARALLEL_CHOICES}, got {parallel!r}"
+        )
+    common: _CageOptions = {
+        "seed": seed,
+        "env_offset": env_offset,
+        "reset_mode": reset_mode,
+        "traj_info_type": traj_info_type,
+        "traj_info_kwargs": traj_info_kwargs,
+        "keep_infos": keep_infos,
+    }
+    layout = None
+    if parallel != "serial" and not {"envs_per_worker", "n_workers"} & set(
+        process_kwargs
+    ):
+        layout = suggest_layout_for(
+            env_factory, n_envs, env_kwargs, process_kwargs.get("start_method")
+        )
+    if parallel == "serial" or (parallel == "auto" and layout is None):
+        return SerialCage(env_factory, n_envs, env_kwargs, **common)
+    return ProcessCage(
+        env_factory,
+        n_envs,
+        env_kwargs,
+        **{**(layout or {}), **process_kwargs},
+        **common,
+    )

@@ -1,0 +1,133 @@
+"""Envs and comparisons for the interop tests (gymnasium / SB3 vector envs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+class CountEnv(gym.Env):
+    """Observation: steps since reset (or the reset seed); reward = action.
+
+    The episode terminates when the action is 1, truncates when it is 2.
+    Reset info echoes the options; step info carries the count, a string, a
+    nested dict, and a key only at the episode's end.
+    """
+
+    observation_space = gym.spaces.Discrete(1000)
+    action_space = gym.spaces.Discrete(3)
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.render_mode = render_mode
+        self.count = 0
+
+    def render(self) -> np.ndarray | None:
+        """A 2x2 RGB image filled with the count (``render_mode="rgb_array"``)."""
+        if self.render_mode != "rgb_array":
+            return None
+        return np.full((2, 2, 3), self.count % 256, dtype=np.uint8)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.count = seed if seed is not None else 0
+        return self.count, {"options": options} if options else {}
+
+    def step(self, action: Any):
+        self.count += 1
+        action = int(action)
+        terminated, truncated = action == 1, action == 2
+        info: dict[str, Any] = {"count": self.count, "text": f"c{self.count}"}
+        info["nested"] = {"half": self.count / 2}
+        if terminated or truncated:
+            info["ended"] = True
+        return self.count, float(action), terminated, truncated, info
+
+
+class RichEnv(gym.Env):
+    """Dict observations (a Box and a Discrete), seeded random dynamics.
+
+    Episodes end after a seeded random length, terminated or truncated.
+    Step infos vary in which keys they hold; numpy arrays included.
+    """
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Dict(
+            {
+                "pos": gym.spaces.Box(-10, 10, (3,), np.float32),
+                "id": gym.spaces.Discrete(7),
+            }
+        )
+        self.action_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        self.t = 0
+        self.length = 0
+
+    def _observation(self) -> dict[str, Any]:
+        return {
+            "pos": self.np_random.normal(size=3).astype(np.float32),
+            "id": int(self.np_random.integers(7)),
+        }
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.length = int(self.np_random.integers(2, 7))
+        return self._observation(), {"length": self.length}
+
+    def step(self, action: Any):
+        self.t += 1
+        reward = float(np.sum(action)) + float(self.np_random.random())
+        done = self.t >= self.length
+        terminated = done and self.length % 2 == 0
+        truncated = done and not terminated
+        info: dict[str, Any] = {"t": self.t}
+        if self.t % 2:
+            info["odd"] = np.array([self.t, -self.t], dtype=np.int32)
+        return self._observation(), reward, terminated, truncated, info
+
+
+def make_count_env() -> gym.Env:
+    """A CountEnv (module-level: picklable by reference)."""
+    return CountEnv()
+
+
+def make_rich_env() -> gym.Env:
+    """A RichEnv."""
+    return RichEnv()
+
+
+def make_cartpole() -> gym.Env:
+    """CartPole with a short time limit (episodes truncate as well as terminate)."""
+    return gym.make("CartPole-v1", max_episode_steps=12)
+
+
+def assert_same(expected: Any, actual: Any, path: str = "", skip: tuple = ()) -> None:
+    """Recursive exact equality of nested dicts / tuples / lists / arrays, dtypes included."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), f"{path}: {type(actual)} is not a dict"
+        assert set(expected) == set(actual), (
+            f"{path}: keys {set(expected)} != {set(actual)}"
+        )
+        for key in expected:
+            if key not in skip:
+                assert_same(expected[key], actual[key], f"{path}[{key!r}]", skip)
+    elif isinstance(expected, (tuple, list)):
+        assert type(actual) in (tuple, list), f"{path}: {type(actual)}"
+        assert len(expected) == len(actual), f"{path}: length"
+        for i, (a, b) in enumerate(zip(expected, actual)):
+            assert_same(a, b, f"{path}[{i}]", skip)
+    elif isinstance(expected, np.ndarray) and expected.dtype == object:
+        assert isinstance(actual, np.ndarray) and actual.dtype == object, path
+        assert expected.shape == actual.shape, path
+        for i, (a, b) in enumerate(zip(expected, actual)):
+            assert_same(a, b, f"{path}[{i}]", skip)
+    elif isinstance(expected, np.ndarray):
+        actual = np.asarray(actual)
+        assert expected.dtype == actual.dtype, (
+            f"{path}: {expected.dtype} != {actual.dtype}"
+        )
+        np.testing.assert_array_equal(expected, actual, err_msg=path)
+    else:
+        assert expected == actual, f"{path}: {expected!r} != {actual!r}"

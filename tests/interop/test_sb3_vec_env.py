@@ -1,0 +1,188 @@
+"""make_sb3_vec_env: a parllel cage behind SB3's VecEnv, exactly DummyVecEnv."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+sb3_vec_env = pytest.importorskip("stable_baselines3.common.vec_env")
+DummyVecEnv = sb3_vec_env.DummyVecEnv
+VecFrameStack = sb3_vec_env.VecFrameStack
+VecMonitor = sb3_vec_env.VecMonitor
+VecNormalize = sb3_vec_env.VecNormalize
+
+from parllel.errors import (  # noqa: E402
+    CageStateError,
+    ClosedCageError,
+    EnvAttributeError,
+    InvalidActionError,
+)
+from parllel.interop import CageSB3VecEnv, make_sb3_vec_env  # noqa: E402
+from tests.helpers.interop_envs import (  # noqa: E402
+    CountEnv,
+    assert_same,
+    make_cartpole,
+    make_count_env,
+    make_rich_env,
+)
+
+PARALLEL = [False, True]
+
+
+def _layout(parallel: bool) -> dict:
+    """Arguments for serial, or two workers (no layout measurement)."""
+    return {"parallel": True, "n_workers": 2} if parallel else {"parallel": False}
+
+
+def _run_both(env_fn, parallel, steps, n_envs=4, wrap=lambda venv: venv, seed=3):
+    """Drive DummyVecEnv and make_sb3_vec_env alike; compare every result."""
+    reference = wrap(DummyVecEnv([env_fn] * n_envs))
+    ours = wrap(make_sb3_vec_env(env_fn, n_envs, **_layout(parallel)))
+    try:
+        assert reference.seed(seed) == ours.seed(seed)
+        assert_same(reference.reset(), ours.reset())
+        assert_same(reference.reset_infos, ours.reset_infos)
+        reference.action_space.seed(0)
+        ends = 0
+        for t in range(steps):
+            actions = np.stack([reference.action_space.sample() for _ in range(n_envs)])
+            expected, actual = reference.step(actions), ours.step(actions)
+            # VecMonitor's episode time "t" is wall-clock time
+            assert_same(expected, actual, f"step {t}", skip=("t",))
+            assert_same(reference.reset_infos, ours.reset_infos)
+            ends += int(expected[2].sum())
+        return ends
+    finally:
+        reference.close()
+        ours.close()
+
+
+@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+def test_cartpole_equals_dummy_vec_env(parallel):
+    assert _run_both(make_cartpole, parallel, 100) >= 25
+
+
+@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+def test_dict_observations_equal_dummy_vec_env(parallel):
+    assert _run_both(make_rich_env, parallel, 40, n_envs=3) >= 10
+
+
+def test_infos_of_every_kind_equal_dummy_vec_env():
+    assert _run_both(make_count_env, False, 30, n_envs=3) >= 5
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        VecNormalize,
+        VecMonitor,
+        lambda venv: VecFrameStack(venv, 3),
+        lambda venv: VecNormalize(VecFrameStack(VecMonitor(venv), 2)),
+    ],
+    ids=["normalize", "monitor", "framestack", "all"],
+)
+def test_wrappers_see_what_they_see_on_dummy_vec_env(wrap):
+    _run_both(make_cartpole, False, 60, wrap=wrap)
+
+
+def test_dict_observations_under_vec_normalize_and_monitor():
+    def wrap(venv):
+        return VecNormalize(VecMonitor(venv), norm_obs_keys=["pos"])
+
+    _run_both(make_rich_env, False, 30, n_envs=3, wrap=wrap)
+
+
+# -- SB3's VecEnv scenarios ------------------------------------------------------------
+def test_terminal_observation_and_time_limit_flag():
+    venv = make_sb3_vec_env(make_count_env, 2, parallel=False, seed=0)
+    assert venv.reset().tolist() == [0, 1]
+    observations, rewards, dones, infos = venv.step(np.array([2, 1]))
+    assert observations.tolist() == [0, 0] and dones.tolist() == [True, True]
+    assert rewards.dtype == np.float32 and rewards.tolist() == [2.0, 1.0]
+    assert [info["terminal_observation"] for info in infos] == [1, 2]
+    assert [info["TimeLimit.truncated"] for info in infos] == [True, False]
+    observations, _, dones, infos = venv.step(np.array([0, 0]))
+    assert not dones.any() and "terminal_observation" not in infos[0]
+    venv.close()
+
+
+def test_seeding_makes_resets_reproducible():
+    def first_observations(seed):
+        venv = make_sb3_vec_env(make_cartpole, 3, parallel=False)
+        venv.seed(seed)
+        observations = venv.reset()
+        venv.close()
+        return observations
+
+    np.testing.assert_array_equal(first_observations(1), first_observations(1))
+    assert not np.array_equal(first_observations(1), first_observations(2))
+    seeded = make_sb3_vec_env(make_count_env, 2, parallel=False, seed=7)
+    assert seeded.reset().tolist() == [7, 8]
+    assert seeded.reset().tolist() == [0, 0]  # seeds are used once
+    seeded.close()
+
+
+def test_per_env_reset_options():
+    venv = make_sb3_vec_env(make_count_env, 3, parallel=False)
+    venv.set_options([{"level": 1}, {}, {"level": 1}])
+    venv.reset()
+    assert venv.reset_infos == [
+        {"options": {"level": 1}},
+        {},
+        {"options": {"level": 1}},
+    ]
+    venv.reset()
+    assert venv.reset_infos == [{}, {}, {}]  # options are used once
+    venv.close()
+
+
+@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+def test_custom_calls(parallel):
+    venv = make_sb3_vec_env(make_cartpole, 3, **_layout(parallel))
+    assert isinstance(venv, CageSB3VecEnv)
+    assert venv.get_attr("gravity") == [9.8] * 3
+    venv.set_attr("custom", 5, indices=[0, 2])
+    assert venv.get_attr("custom", indices=[0, 2]) == [5, 5]
+    with pytest.raises(EnvAttributeError, match="custom"):
+        venv.get_attr("custom", indices=1)
+    assert venv.env_method("get_wrapper_attr", "length", indices=[1]) == [0.5]
+    spec_ids = [spec.id for spec in venv.env_method("get_wrapper_attr", "spec")]
+    assert spec_ids == ["CartPole-v1"] * 3
+    assert venv.env_is_wrapped(gym.wrappers.TimeLimit) == [True] * 3
+    assert venv.env_is_wrapped(gym.wrappers.RecordVideo, indices=[0]) == [False]
+    venv.close()
+
+
+def test_get_images():
+    venv = make_sb3_vec_env(
+        lambda: CountEnv(render_mode="rgb_array"), 2, parallel=False
+    )
+    venv.seed(4)
+    venv.reset()
+    assert [image[0, 0, 0] for image in venv.get_images()] == [4, 5]
+    venv.close()
+    plain = make_sb3_vec_env(make_count_env, 2, parallel=False)
+    with pytest.warns(UserWarning, match="render mode"):
+        assert plain.get_images() == [None, None]
+    plain.close()
+
+
+# -- bad input ---------------------------------------------------------------------------
+def test_bad_actions_and_call_order():
+    venv = make_sb3_vec_env(make_cartpole, 2, parallel=False)
+    venv.reset()
+    with pytest.raises(InvalidActionError, match="expected"):
+        venv.step(np.array([0, 1, 1]))
+    with pytest.raises(InvalidActionError, match="dtype"):
+        venv.step(np.array([0.2, 1.0]))
+    with pytest.raises(CageStateError, match="without step_async"):
+        venv.step_wait()
+    venv.step_async(np.array([0, 1]))
+    with pytest.raises(CageStateError, match="step_wait"):
+        venv.reset()
+    venv.step_wait()
+    venv.close()
+    venv.close()
+    with pytest.raises(ClosedCageError):
+        venv.step(np.array([0, 1]))
