@@ -75,6 +75,21 @@ class VectorEnvCage(Cage):
     ``reset(seed=...)`` determines (gymnasium's contract) keeps nothing of
     it. If construction raises, the vector env is left open.
 
+    Infos: gymnasium's batched info dict (arrays over envs with ``_key``
+    masks) fills the ``env_info`` slots as a serial cage fills them from
+    each env's info (same policy and errors, a key an env lacks writes 0);
+    the last step's entries no slot stored go to ``TrajInfo.extra`` and a
+    reset's entries to ``TrajInfo.reset_info``, as numpy scalars where the
+    vector env batched numbers into arrays. In ``SAME_STEP`` mode the
+    top-level entries of an env whose episode ended are its reset info and
+    ``final_info`` holds its last step's.
+
+    Env access: :meth:`call`, :meth:`get_attr`, :meth:`set_attr` and
+    :meth:`render` delegate to the vector env's ``call`` / ``set_attr``.
+    Some of the envs only (``env_indices``) and :meth:`apply` need the envs
+    themselves, which a ``SyncVectorEnv`` has; other vector envs refuse them
+    with :class:`~parllel.errors.UnsupportedVectorEnvError`.
+
     Args:
         vector_env: the vector env (``SyncVectorEnv``, ``AsyncVectorEnv`` or
             any ``VectorEnv`` with gymnasium's batched API and autoreset
@@ -94,21 +109,6 @@ class VectorEnvCage(Cage):
     Attributes:
         vector_env: the vector env (the cage's to close).
         autoreset_mode: its ``gymnasium.vector.AutoresetMode``.
-
-    Infos: gymnasium's batched info dict (arrays over envs with ``_key``
-    masks) fills the ``env_info`` slots as a serial cage fills them from
-    each env's info (same policy and errors, a key an env lacks writes 0);
-    the last step's entries no slot stored go to ``TrajInfo.extra`` and a
-    reset's entries to ``TrajInfo.reset_info``, as numpy scalars where the
-    vector env batched numbers into arrays. In ``SAME_STEP`` mode the
-    top-level entries of an env whose episode ended are its reset info and
-    ``final_info`` holds its last step's.
-
-    Env access: :meth:`call`, :meth:`get_attr`, :meth:`set_attr` and
-    :meth:`render` delegate to the vector env's ``call`` / ``get_attr`` /
-    ``set_attr``. For some of the envs only (``env_indices``) the cage needs
-    the envs themselves, which a ``SyncVectorEnv`` has; other vector envs
-    refuse it with :class:`~parllel.errors.UnsupportedVectorEnvError`.
 
     Example:
         >>> venv = gym.vector.SyncVectorEnv(
@@ -254,7 +254,7 @@ class VectorEnvCage(Cage):
         if done[0]:  # the episode's last observation, as a serial cage's probe
             observation_0 = self._final_observations(observation, infos, [0])[0]
         else:
-            observation_0 = self._observations.rows(observation)[0]
+            observation_0 = self._observations.row(observation, 0)
         info_0 = StepInfos(infos, done, self.autoreset_mode, self.n_envs).row(0)
         self._needs_seed[:] = self.env_seeds is not None
         self._started[:] = False
@@ -327,8 +327,10 @@ class VectorEnvCage(Cage):
             )
         out_observation = out[fields.OBSERVATION]
         self._observations.write(out_observation, observation)
-        final_observations = self._final_observations(observation, infos, ended)
         out_final = out.get(fields.FINAL_OBSERVATION)
+        final_observations = {}
+        if ended and (out_final is not None or not self._episodes.plain):
+            final_observations = self._final_observations(observation, infos, ended)
         if out_final is not None:
             for i in ended:
                 out_final[i] = final_observations[i]
@@ -379,8 +381,8 @@ class VectorEnvCage(Cage):
             return {}
         if self.autoreset_mode is not AutoresetMode.SAME_STEP:
             # copies: a vector env with copy=False reuses the array at its reset
-            rows = self._observations.rows(observation)
-            return {i: copy.deepcopy(rows[i]) for i in ended}
+            row = self._observations.row
+            return {i: copy.deepcopy(row(observation, i)) for i in ended}
         final = infos.get("final_obs")
         mask = infos.get("_final_obs")
         missing = [

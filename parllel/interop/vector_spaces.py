@@ -179,6 +179,12 @@ class ObservationWriter:
         """Every env's observation, in the single-env form."""
         return list(iterate(self.batched_space, batched))
 
+    def row(self, batched: Any, i: int) -> Any:
+        """Env ``i``'s observation (views into ``batched`` where it is stacked)."""
+        if self.stacked:
+            return tree_map(lambda leaf: leaf[i], batched)
+        return self.rows(batched)[i]
+
     def write(self, out: Any, batched: Any) -> None:
         """Write every env's row of ``batched`` into ``out``."""
         if self.stacked:
