@@ -100,7 +100,8 @@ class VectorEnvCage(Cage):
             env's first ``reset(seed=[...])``; the batched action space is
             seeded from env 0's seed (for the probe step).
         env_offset: global index of the first env (seeds, TrajInfo indices).
-        reset_mode: ``"auto"`` (the only mode a vector env can honour).
+        reset_mode: ``"auto"``, the only mode (``"wait"`` cannot be honoured;
+            ``"next_step"`` serves cages behind vector-env adapters).
         traj_info_type: TrajInfo class (or factory) for episode statistics.
         traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
         keep_infos: keep every env's info dicts of the last step or reset in
@@ -153,11 +154,16 @@ class VectorEnvCage(Cage):
             keep_infos,
         )
         if reset_mode != "auto":
+            why = (
+                "a gymnasium vector env steps every env at each step(), so a "
+                "finished env cannot idle until the sampler resets it"
+                if reset_mode == "wait"
+                else "samplers need 'auto', and the vector env already is one"
+            )
             raise UnsupportedVectorEnvError(
-                f"VectorEnvCage cannot run reset_mode={reset_mode!r}: a gymnasium "
-                "vector env steps every env at each step(), so a finished env "
-                "cannot idle until the sampler resets it. Use reset_mode='auto' "
-                "(FeedForwardSampler, or RecurrentSampler without wait_reset)"
+                f"VectorEnvCage cannot run reset_mode={reset_mode!r}: {why}. Use "
+                "reset_mode='auto' (FeedForwardSampler, AlternatingSampler, "
+                "EvalSampler, or RecurrentSampler without wait_reset)"
             )
         self.autoreset_mode = autoreset_mode(vector_env)
         self.vector_env = vector_env

@@ -430,6 +430,8 @@ def test_missing_autoreset_mode_and_wait_mode_and_non_vector_envs_are_refused():
     try:
         with pytest.raises(UnsupportedVectorEnvError, match="wait.*every env"):
             VectorEnvCage(venv, reset_mode="wait")
+        with pytest.raises(UnsupportedVectorEnvError, match="next_step.*'auto'"):
+            VectorEnvCage(venv, reset_mode="next_step")
         del venv.metadata["autoreset_mode"]
         with pytest.raises(UnsupportedVectorEnvError, match="no metadata"):
             VectorEnvCage(venv)
