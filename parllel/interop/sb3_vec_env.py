@@ -8,12 +8,11 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from stable_baselines3.common.env_util import is_wrapped
 from stable_baselines3.common.vec_env import VecEnv
 
 from parllel.cages import Cage, build_cages
-from parllel.cages.env_access import get_env_attr
 from parllel.errors import ConfigError
+from parllel.interop.env_calls import call_method, is_wrapped_with, wrapper_attr
 from parllel.interop.stepper import CageStepper
 from parllel.interop.vector_env import parallel_choice
 
@@ -133,7 +132,7 @@ class CageSB3VecEnv(VecEnv):
         """Each env's attribute (searched through its wrappers), as it is."""
         self._stepper.check_open("get_attr")
         return self.cage.apply(
-            _wrapper_attr, attr_name, env_indices=self._indices(indices)
+            wrapper_attr, attr_name, env_indices=self._indices(indices)
         )
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
@@ -151,7 +150,7 @@ class CageSB3VecEnv(VecEnv):
         """Call a method of each env (searched through its wrappers)."""
         self._stepper.check_open("env_method")
         return self.cage.apply(
-            _call_method,
+            call_method,
             method_name,
             method_args,
             method_kwargs,
@@ -164,7 +163,7 @@ class CageSB3VecEnv(VecEnv):
         """Whether each env is wrapped with ``wrapper_class``."""
         self._stepper.check_open("env_is_wrapped")
         return self.cage.apply(
-            is_wrapped, wrapper_class, env_indices=self._indices(indices)
+            is_wrapped_with, wrapper_class, env_indices=self._indices(indices)
         )
 
     def get_images(self) -> Sequence[np.ndarray | None]:
@@ -204,13 +203,3 @@ def _options_groups(
         else:
             groups.append((option, [i]))
     return groups
-
-
-def _wrapper_attr(env: Any, name: str) -> Any:
-    """``env.get_wrapper_attr(name)``, as it is (runs where the env lives)."""
-    return get_env_attr(env, name)
-
-
-def _call_method(env: Any, name: str, args: tuple, kwargs: dict) -> Any:
-    """``env.get_wrapper_attr(name)(*args, **kwargs)`` (runs where the env lives)."""
-    return get_env_attr(env, name)(*args, **kwargs)

@@ -103,6 +103,13 @@ def make_cartpole() -> gym.Env:
     return gym.make("CartPole-v1", max_episode_steps=12)
 
 
+def imports_sb3_or_torch(env: Any) -> bool:
+    """Whether the process running this has imported Stable-Baselines3 or torch."""
+    import sys
+
+    return "stable_baselines3" in sys.modules or "torch" in sys.modules
+
+
 def assert_same(expected: Any, actual: Any, path: str = "", skip: tuple = ()) -> None:
     """Recursive exact equality of nested dicts / tuples / lists / arrays, dtypes included."""
     if isinstance(expected, dict):

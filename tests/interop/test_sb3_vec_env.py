@@ -22,6 +22,7 @@ from parllel.interop import CageSB3VecEnv, make_sb3_vec_env  # noqa: E402
 from tests.helpers.interop_envs import (  # noqa: E402
     CountEnv,
     assert_same,
+    imports_sb3_or_torch,
     make_cartpole,
     make_count_env,
     make_rich_env,
@@ -151,6 +152,8 @@ def test_custom_calls(parallel):
     assert spec_ids == ["CartPole-v1"] * 3
     assert venv.env_is_wrapped(gym.wrappers.TimeLimit) == [True] * 3
     assert venv.env_is_wrapped(gym.wrappers.RecordVideo, indices=[0]) == [False]
+    if parallel:  # what the workers ran did not drag SB3 (and torch) into them
+        assert venv.cage.apply(imports_sb3_or_torch) == [False] * 3
     venv.close()
 
 
