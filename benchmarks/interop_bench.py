@@ -91,7 +91,7 @@ def settings(quick: bool) -> dict[str, dict]:
     cpu_env = partial(CpuBoundEnv, iterations=busy_iterations(200e-6))
     return {
         "cartpole64": dict(factory=make_cartpole, n=n64, steps=int(600 * scale)),
-        "cpu200us": dict(factory=cpu_env, n=8, steps=int(450 * scale)),
+        "cpu200us": dict(factory=cpu_env, n=8, steps=int(1500 * scale)),
     }
 
 
