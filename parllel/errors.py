@@ -260,3 +260,16 @@ class UnsupportedVectorEnvError(ConfigError):
     Raised by ``parllel.interop.VectorEnvCage``; the message names what the
     vector env lacks and how to build one that has it.
     """
+
+
+class MainGuardError(ConfigError):
+    """Worker processes would start from unguarded top-level code of the main script.
+
+    With the ``spawn`` / ``forkserver`` start methods every worker first
+    re-runs the main script; the message quotes the line and says how to
+    guard it (or to step the envs in this process instead).
+    """
+
+
+class SerialFallbackWarning(ParllelWarning):
+    """``parallel="auto"`` stepped the envs in this process although processes could pay."""

@@ -13,6 +13,7 @@ from parllel.cages.building import build_cages
 from parllel.cages.cage import Cage, CageState
 from parllel.cages.env_group import EnvGroup, env_seed
 from parllel.cages.env_info import KeptInfos, numeric_info_example
+from parllel.cages.factories import PerEnvFactories
 from parllel.cages.layout import (
     measure_step_seconds,
     measure_sync_seconds,
@@ -39,6 +40,7 @@ __all__ = [
     "EnvSpaces",
     "KeptInfos",
     "LoadBalancer",
+    "PerEnvFactories",
     "ProcessCage",
     "SerialCage",
     "TrajInfo",

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
+from parllel._warnings import warn_at_caller
 from parllel.cages.cage import Cage
 from parllel.cages.layout import suggest_layout_for
 from parllel.cages.process import ProcessCage
 from parllel.cages.serial import SerialCage
 from parllel.cages.traj_info import TrajInfo
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, MainGuardError, SerialFallbackWarning
 
 __all__ = ["PARALLEL_CHOICES", "build_cages"]
 
@@ -46,7 +47,10 @@ def build_cages(
 
     ``parallel="auto"`` times a few steps of one env and a synchronization
     with a helper process, and asks :func:`~parllel.cages.suggest_layout`
-    whether processes can win on this machine (and with which layout);
+    whether processes can win on this machine (and with which layout); when
+    workers cannot start (called from unguarded top-level code of the main
+    script) it steps the envs serially, with a
+    :class:`~parllel.errors.SerialFallbackWarning`;
     ``"process"`` always uses a
     :class:`~parllel.cages.ProcessCage` (layout from ``process_kwargs``, or
     suggested, falling back to one worker per core); ``"serial"`` a
@@ -68,19 +72,31 @@ def build_cages(
         "traj_info_kwargs": traj_info_kwargs,
         "keep_infos": keep_infos,
     }
-    layout = None
-    if parallel != "serial" and not {"envs_per_worker", "n_workers"} & set(
-        process_kwargs
-    ):
-        layout = suggest_layout_for(
-            env_factory, n_envs, env_kwargs, process_kwargs.get("start_method")
-        )
-    if parallel == "serial" or (parallel == "auto" and layout is None):
+    if parallel == "serial":
         return SerialCage(env_factory, n_envs, env_kwargs, **common)
-    return ProcessCage(
-        env_factory,
-        n_envs,
-        env_kwargs,
-        **{**(layout or {}), **process_kwargs},
-        **common,
+    try:
+        layout = None
+        if not {"envs_per_worker", "n_workers"} & set(process_kwargs):
+            layout = suggest_layout_for(
+                env_factory, n_envs, env_kwargs, process_kwargs.get("start_method")
+            )
+        if parallel == "auto" and layout is None:
+            return SerialCage(env_factory, n_envs, env_kwargs, **common)
+        return ProcessCage(
+            env_factory,
+            n_envs,
+            env_kwargs,
+            **{**(layout or {}), **process_kwargs},
+            **common,
+        )
+    except MainGuardError:
+        if parallel != "auto":
+            raise
+    warn_at_caller(
+        'parallel="auto" steps the envs in this process: worker processes '
+        "cannot start from top-level code of the main script outside an "
+        '`if __name__ == "__main__":` block (put the code under it to let '
+        "processes step the envs)",
+        SerialFallbackWarning,
     )
+    return SerialCage(env_factory, n_envs, env_kwargs, **common)

@@ -11,6 +11,7 @@ from parllel import fields
 from parllel.cages.cage_checks import check_slot_tree
 from parllel.cages.env_group import RESET_MODES
 from parllel.cages.env_info import KeptInfos
+from parllel.cages.factories import PerEnvFactories
 from parllel.cages.spaces import ActionChecker, EnvSpaces, check_observation
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageError, CageStateError, ClosedCageError, ConfigError
@@ -81,6 +82,8 @@ class Cage(ABC):
         self.env_factory = env_factory
         self.seed = seed
         self.env_offset = int(env_offset)
+        if isinstance(env_factory, PerEnvFactories):
+            env_factory.check_covers(self.env_indices)
         # one seed per env of this cage, or None (parllel.seeding)
         self.env_seeds = resolve_env_seeds(seed, self.env_indices)
         self.reset_mode = reset_mode

@@ -53,7 +53,10 @@ def read_only_slot_error(slots: Any) -> ArrayClosedError | None:
 def check_factory(env_factory: Callable[..., Any]) -> None:
     """Raise ConfigError unless ``env_factory`` is callable."""
     if not callable(env_factory):
-        raise ConfigError(f"env_factory must be callable, got {env_factory!r}")
+        raise ConfigError(
+            f"env_factory must be a callable that builds one env (e.g. "
+            f'lambda: gym.make("CartPole-v1")), got {env_factory!r}'
+        )
 
 
 def check_factory_pickles(env_factory: Callable[..., Any], env_kwargs: dict) -> bytes:

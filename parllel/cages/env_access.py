@@ -39,8 +39,13 @@ def get_env_attr(env: Any, name: str, env_index: int | None = None) -> Any:
     except AttributeError as exc:
         if not _missing(exc, name):  # a property that itself raised
             raise _call_error(env_index, f"reading {name!r}", exc) from exc
+        where = (
+            _describe(env)
+            if env_index is None
+            else f"env {env_index} ({_describe(env)})"
+        )
         raise EnvAttributeError(
-            f"env {env_index} ({_describe(env)}) has no attribute {name!r}",
+            f"{where} has no attribute {name!r}",
             env_index=env_index,
         ) from None
     except Exception as exc:  # a property that raised
@@ -78,7 +83,13 @@ def apply_to_env(
     """``function(env, *args, **kwargs)``; an exception becomes an EnvError naming the env."""
     try:
         return function(env, *args, **kwargs)
-    except EnvError:  # e.g. EnvAttributeError from get_env_attr
+    except EnvAttributeError as exc:  # from get_env_attr, which may not know the index
+        if exc.env_index is not None:
+            raise
+        raise EnvAttributeError(
+            f"env {env_index}: {exc}", env_index=env_index
+        ) from None
+    except EnvError:
         raise
     except Exception as exc:
         name = getattr(function, "__name__", repr(function))

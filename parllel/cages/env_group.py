@@ -18,6 +18,7 @@ from gymnasium.utils import EzPickle
 from parllel import fields
 from parllel.cages.env_access import apply_to_env, call_env, set_env_attr
 from parllel.cages.env_info import InfoSlotTables, write_info_value
+from parllel.cages.factories import build_env
 from parllel.cages.spaces import (
     EnvSpaces,
     action_reader,
@@ -93,7 +94,7 @@ class EnvGroup:
         self.envs: list[Any] = []
         for index in self.env_indices:
             try:
-                self.envs.append(env_factory(**env_kwargs))
+                self.envs.append(build_env(env_factory, env_kwargs, index))
             except Exception as exc:
                 self.close()
                 raise _env_error(index, "its construction", exc) from exc

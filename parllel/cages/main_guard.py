@@ -20,7 +20,7 @@ import sys
 from multiprocessing import process
 from types import FrameType, ModuleType
 
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, MainGuardError
 
 GUARD = 'if __name__ == "__main__":'
 
@@ -49,13 +49,14 @@ def check_main_guard(start_method: str) -> None:
     guarded = guarded_lines(filename)
     if guarded is None or line in guarded:
         return
-    raise ConfigError(
+    raise MainGuardError(
         f"ProcessCage workers are started from top-level code of your main "
         f"script ({filename}, {_quote_statement(filename, line)}), outside an "
         f"`{GUARD}` block. With the {start_method!r} start method every worker "
         f"first re-runs the main script, so each would start workers again and "
         f"die. Put the script's top-level code (or a call to main()) under "
-        f"`{GUARD}`."
+        f"`{GUARD}`, or step the envs in this process (a SerialCage; "
+        f'parallel="serial" / False in build_cages and parllel.interop).'
     )
 
 

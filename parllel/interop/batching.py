@@ -112,7 +112,7 @@ def write_batch(space: spaces.Space, tree: Any, value: Any, path: str = "") -> N
     if not np.can_cast(array.dtype, leaf.dtype, "same_kind"):
         raise InvalidActionError(
             f"actions{path} have dtype {array.dtype}, which does not fit {space} "
-            f"(dtype {leaf.dtype})"
+            f"(dtype {leaf.dtype}); convert them, e.g. actions.astype(np.{leaf.dtype})"
         )
     leaf[...] = array
 

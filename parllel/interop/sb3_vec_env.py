@@ -14,13 +14,13 @@ from parllel.cages import Cage, build_cages
 from parllel.errors import ConfigError
 from parllel.interop.env_calls import call_method, is_wrapped_with, wrapper_attr
 from parllel.interop.stepper import CageStepper
-from parllel.interop.vector_env import parallel_choice
+from parllel.interop.vector_env import env_factory_of, parallel_choice
 
 __all__ = ["CageSB3VecEnv", "make_sb3_vec_env"]
 
 
 def make_sb3_vec_env(
-    env_fn: Callable[[], Any],
+    env_fn: Callable[[], Any] | Sequence[Callable[[], Any]],
     n_envs: int,
     *,
     parallel: bool | str = "auto",
@@ -36,7 +36,8 @@ def make_sb3_vec_env(
 
     Args:
         env_fn: zero-argument callable returning a gymnasium env (picklable
-            with cloudpickle when envs run in worker processes).
+            with cloudpickle when envs run in worker processes), or a list of
+            ``n_envs`` of them, one per env (as ``DummyVecEnv`` takes).
         n_envs: number of envs.
         parallel: ``"auto"`` (worker processes when they pay on this machine,
             measured), ``True`` / ``"process"``, ``False`` / ``"serial"``.
@@ -54,7 +55,7 @@ def make_sb3_vec_env(
             "make_sb3_vec_env chooses the cage's reset_mode and keep_infos"
         )
     cage = build_cages(
-        env_fn,
+        env_factory_of(env_fn, n_envs),
         n_envs,
         parallel=parallel_choice(parallel),
         reset_mode="auto",

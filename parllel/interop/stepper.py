@@ -64,6 +64,7 @@ class CageStepper:
         self.done = np.zeros(n, dtype=bool)
         self.pending = False
         self.closed = False
+        self.started = False  # reset at least once
 
     # -- calls -------------------------------------------------------------------
     def reset(
@@ -79,12 +80,15 @@ class CageStepper:
             self.slots[fields.OBSERVATION], env_indices, seeds=seeds, options=options
         )
         self.done[slice(None) if env_indices is None else list(env_indices)] = False
+        self.started = True
         return self.cage.last_infos
 
     def step_async(self, actions: Any) -> None:
         """Write the batched ``actions`` into the action slots and start the step."""
         self.check_open("step_async")
         self.check_idle("step_async")
+        if not self.started:
+            raise CageStateError("call reset() before the first step()")
         slots = self.slots
         write_batch(self.action_space, slots[fields.ACTION], actions)
         self.cage.step_async(slots[fields.ACTION], slots)

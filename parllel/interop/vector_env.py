@@ -10,11 +10,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from parllel.cages import Cage, build_cages
+from parllel.cages import Cage, PerEnvFactories, build_cages
 from parllel.errors import CageStateError, ConfigError
 from parllel.interop.stepper import CageStepper
 
-__all__ = ["CageVectorEnv", "make_vec", "parallel_choice"]
+__all__ = ["CageVectorEnv", "env_factory_of", "make_vec", "parallel_choice"]
 
 # the cage reset mode that gives each gymnasium autoreset mode
 CAGE_RESET_MODES = {
@@ -33,8 +33,32 @@ def parallel_choice(parallel: bool | str) -> str:
     return parallel
 
 
+def env_factory_of(
+    env_fn: Callable[[], Any] | Sequence[Callable[[], Any]], n_envs: int
+) -> Callable[..., Any]:
+    """The cage's env factory for an adapter's ``env_fn``: one callable, or one per env.
+
+    Raises:
+        ConfigError: ``env_fn`` is neither (e.g. an env id string or a live env).
+    """
+    if isinstance(env_fn, (list, tuple)):
+        if len(env_fn) != n_envs:
+            raise ConfigError(
+                f"got {len(env_fn)} env functions for n_envs={n_envs}: give one "
+                "callable for all envs, or one per env"
+            )
+        return PerEnvFactories(env_fn)
+    if not callable(env_fn):
+        raise ConfigError(
+            "env_fn must be a callable that builds one env (e.g. lambda: "
+            'gym.make("CartPole-v1")), or a list of n_envs such callables; got '
+            f"{type(env_fn).__name__} {env_fn!r}"[:300]
+        )
+    return env_fn
+
+
 def make_vec(
-    env_fn: Callable[[], Any],
+    env_fn: Callable[[], Any] | Sequence[Callable[[], Any]],
     n_envs: int,
     *,
     parallel: bool | str = "auto",
@@ -51,10 +75,12 @@ def make_vec(
 
     Args:
         env_fn: zero-argument callable returning a gymnasium env (picklable
-            with cloudpickle when envs run in worker processes).
+            with cloudpickle when envs run in worker processes), or a list of
+            ``n_envs`` of them, one per env (as ``SyncVectorEnv`` takes).
         n_envs: number of envs.
         parallel: ``"auto"`` (worker processes when they pay on this machine,
-            measured), ``True`` / ``"process"`` (a
+            measured; serial when called from unguarded top-level code of the
+            main script), ``True`` / ``"process"`` (a
             :class:`~parllel.cages.ProcessCage`), ``False`` / ``"serial"``.
         seed: if given, the first :meth:`~CageVectorEnv.reset` without a seed
             seeds env ``i`` with ``seed + i`` (like ``reset(seed=seed)``), and
@@ -79,7 +105,7 @@ def make_vec(
             "autoreset_mode instead"
         )
     cage = build_cages(
-        env_fn,
+        env_factory_of(env_fn, n_envs),
         n_envs,
         parallel=parallel_choice(parallel),
         reset_mode=CAGE_RESET_MODES[mode],

@@ -85,9 +85,10 @@ def test_unguarded_script_gets_a_config_error_naming_the_guard(
     assert result.returncode == 1, result.stdout + result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(
-        "parllel.errors.ConfigError: ProcessCage workers are started"
+        "parllel.errors.MainGuardError: ProcessCage workers are started"
     )
     assert 'if __name__ == "__main__":' in last
+    assert 'parallel="serial"' in last  # the other way out
     # the top-level line of the script that is running
     lines = source.format(kwargs=kwargs).splitlines()
     running = 1 + next(
@@ -107,6 +108,20 @@ def test_guarded_script_runs(tmp_path, as_module):
     result = run_script(tmp_path, GUARDED, as_module=as_module)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "built 2"
+
+
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="auto picks serial on one core anyway"
+)
+def test_auto_falls_back_to_serial_with_a_warning_in_an_unguarded_script(tmp_path):
+    source = UNGUARDED.replace('parallel="process"', 'parallel="auto"')
+    result = run_script(
+        tmp_path, source.replace("print(", "print(type(cage).__name__, ")
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "SerialCage built 2"
+    assert "SerialFallbackWarning" in result.stderr
+    assert "train.py:" in result.stderr  # the warning points at the script's line
 
 
 def test_unguarded_script_with_fork_is_fine(tmp_path):

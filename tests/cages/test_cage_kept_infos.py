@@ -3,11 +3,13 @@ options, functions run on the envs; serial and process cages agree exactly."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import KeptInfos, ProcessCage, SerialCage
+from parllel.cages import KeptInfos, PerEnvFactories, ProcessCage, SerialCage
 from parllel.errors import ConfigError, EnvError
 from parllel.tree import ArrayDict, buffer_from_example
 from tests.helpers.interop_envs import CountEnv, make_count_env
@@ -155,3 +157,22 @@ def test_apply_runs_a_function_on_each_env_where_it_lives(layout):
 
 def test_count_env_reset_echoes_options():
     assert CountEnv().reset(options={"a": 1}) == (0, {"options": {"a": 1}})
+
+
+def _count_env_from(start: int):
+    env = CountEnv()
+    env.start = start  # tells the envs apart
+    return env
+
+
+@pytest.mark.parametrize("layout", ["serial", "process"])
+def test_per_env_factories_build_each_env_with_its_own(layout):
+    factories = PerEnvFactories([partial(_count_env_from, i * 10) for i in range(4)])
+    if layout == "serial":
+        cage = SerialCage(factories, 2, env_offset=2)
+    else:
+        cage = ProcessCage(factories, 2, env_offset=2, n_workers=1)
+    assert cage.apply(lambda env: env.start) == [20, 30]
+    cage.close()
+    with pytest.raises(ConfigError, match="4 env factories for envs 3..4"):
+        SerialCage(factories, 2, env_offset=3)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+
+import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
@@ -263,4 +266,45 @@ def test_an_env_that_raises_names_itself_and_nothing_hangs(parallel):
     envs.step(np.array([0, 0]))
     with pytest.raises(EnvError, match="env 0"):
         envs.step(np.array([0, 0]))
+    envs.close()
+
+
+def _limited_cartpole(limit: int):
+    return gym.make("CartPole-v1", max_episode_steps=limit)
+
+
+@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+def test_one_env_function_per_env_like_sync_vector_env(parallel):
+    # CleanRL builds env i with make_env(..., i): e.g. other limits per env
+    env_fns = [partial(_limited_cartpole, limit) for limit in (5, 9, 13, 500)]
+    reference = SyncVectorEnv(env_fns)
+    ours = make_vec(env_fns, 4, **_layout(parallel))
+    try:
+        assert_same(reference.reset(seed=1), ours.reset(seed=1))
+        for t, actions in enumerate(_random_actions(reference.action_space, 40)):
+            assert_same(reference.step(actions), ours.step(actions), f"step {t}")
+        assert ours.get_attr("_max_episode_steps") == (5, 9, 13, 500)
+    finally:
+        reference.close()
+        ours.close()
+
+
+@pytest.mark.parametrize(
+    "env_fn, match",
+    [
+        ("CartPole-v1", "env_fn must be a callable that builds one env"),
+        (gym.make("CartPole-v1"), "got TimeLimit"),
+        ([make_cartpole] * 3, "3 env functions for n_envs=2"),
+        ([make_cartpole, "x"], "factory 1 must be callable"),
+    ],
+)
+def test_what_is_not_an_env_function_is_refused(env_fn, match):
+    with pytest.raises(ConfigError, match=match):
+        make_vec(env_fn, 2, parallel=False)
+
+
+def test_stepping_before_the_first_reset_is_refused():
+    envs = make_vec(make_cartpole, 2, parallel=False)
+    with pytest.raises(CageStateError, match=r"call reset\(\) before the first step"):
+        envs.step(np.array([0, 1]))
     envs.close()

@@ -441,7 +441,7 @@ def test_missing_autoreset_mode_and_wait_mode_and_non_vector_envs_are_refused():
         VectorEnvCage(venv)
     with pytest.raises(ConfigError, match="VectorEnv.*SerialCage"):
         VectorEnvCage(make_cartpole())
-    with pytest.raises(ConfigError, match="env_factory must be callable"):
+    with pytest.raises(ConfigError, match="env_factory must be a callable"):
         SerialCage("not a factory", 2)  # the check moved from Cage to SerialCage
 
 
