@@ -24,7 +24,7 @@ as skipped. Without Stable-Baselines3 (the ``bench`` extra) the SB3 figures
 are null.
 
 Medians over interleaved repeats, torch pinned to one thread. ``--quick``
-runs 8 envs instead of 64 and a few steps (the key names stay). Last line:
+runs 2 envs and a few steps (the key names stay). Last line:
 one JSON object with the four ratios, ``{comparison}_{contender}_sps`` for
 every contender and ``envpool``.
 
@@ -86,12 +86,12 @@ def have_sb3() -> bool:
 
 def settings(quick: bool) -> dict[str, dict]:
     """Setting name -> env factory (zero arguments), n_envs, vector steps."""
-    n64 = 8 if quick else 64
-    scale = 0.05 if quick else 1.0
+    n64, n8 = (2, 2) if quick else (64, 8)
+    scale = 0.02 if quick else 1.0
     cpu_env = partial(CpuBoundEnv, iterations=busy_iterations(200e-6))
     return {
         "cartpole64": dict(factory=make_cartpole, n=n64, steps=int(600 * scale)),
-        "cpu200us": dict(factory=cpu_env, n=8, steps=int(1500 * scale)),
+        "cpu200us": dict(factory=cpu_env, n=n8, steps=int(1500 * scale)),
     }
 
 
