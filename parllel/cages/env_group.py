@@ -277,8 +277,9 @@ class EnvGroup:
                 observation, reward, terminated, truncated, info = env.step(env_action)
                 if plain_stats:
                     lengths[i] += 1
-                    returns[i] += reward
-                    discounted[i] += discounts[i] * reward
+                    value = float(reward)  # numpy 2 keeps float + np.float32 in float32
+                    returns[i] += value
+                    discounted[i] += discounts[i] * value
                     discounts[i] *= gamma
                 else:
                     trajs[i].step(

@@ -62,6 +62,7 @@ class TrajInfo:
     ) -> None:
         """Account for one env step."""
         self.length += 1
+        reward = float(reward)  # numpy 2 keeps float + np.float32 in float32
         self.return_ += reward
         self.discounted_return += self._current_discount * reward
         self._current_discount *= self.discount

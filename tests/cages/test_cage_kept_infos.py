@@ -176,3 +176,35 @@ def test_per_env_factories_build_each_env_with_its_own(layout):
     cage.close()
     with pytest.raises(ConfigError, match="4 env factories for envs 3..4"):
         SerialCage(factories, 2, env_offset=3)
+
+
+class Float32RewardEnv(CountEnv):
+    """CountEnv with np.float32 rewards of 0.1, ending after 1000 steps."""
+
+    def step(self, action):
+        count, _, _, _, info = super().step(0)
+        return count, np.float32(0.1), False, count >= 1000, info
+
+
+@pytest.mark.parametrize("traj_info_type", ["plain", "subclass"])
+def test_episode_returns_add_float32_rewards_in_float64(traj_info_type):
+    from parllel.cages import TrajInfo
+
+    class Counting(TrajInfo):
+        def step(self, *args):
+            super().step(*args)
+
+    kind = TrajInfo if traj_info_type == "plain" else Counting
+    cage = SerialCage(Float32RewardEnv, 1, traj_info_type=kind)
+    tree = _slots(cage)
+    cage.reset(tree.observation)
+    trajs = []
+    for _ in range(1000):
+        trajs += cage.step(tree.action, tree)
+    (traj,) = trajs
+    expected = 0.0
+    for _ in range(1000):
+        expected += float(np.float32(0.1))
+    assert type(traj.return_) is float and traj.return_ == expected
+    tree.close()
+    cage.close()
