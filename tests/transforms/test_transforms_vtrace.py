@@ -410,3 +410,17 @@ def test_output_that_would_be_a_copy_is_refused():
         readonly = np.zeros((6, 2, 3), np.float32)
         readonly.flags.writeable = False
         vtrace(**batch, gamma=0.9, return_out=readonly)
+
+
+@pytest.mark.parametrize("as_ratio", [False, True])
+def test_nan_ratio_propagates_instead_of_being_clipped(as_ratio):
+    """A NaN ratio (e.g. unwritten target log-probs) must not pass for the
+    clip threshold: the step's outputs and the trace before it turn NaN."""
+    batch = good_batch()
+    log_ratio = batch.pop("log_ratio")
+    log_ratio[3, 0] = np.nan
+    ratio_arg = {"ratio": np.exp(log_ratio)} if as_ratio else {"log_ratio": log_ratio}
+    targets, advantages = vtrace(**batch, **ratio_arg, gamma=0.9)
+    assert np.isnan(targets[:4, 0]).all() and np.isnan(advantages[3, 0])
+    assert not np.isnan(targets[4:, 0]).any() and not np.isnan(targets[:, 1]).any()
+    assert np.isnan(truncated_importance_weights(log_ratio)[3, 0])

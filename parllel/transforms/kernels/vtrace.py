@@ -17,7 +17,8 @@ With ``rho = min(rho_bar, ratio)``, ``c = lambda * min(c_bar, ratio)`` and
 after a truncation, ``V[t + 1]`` inside an episode, ``bootstrap_value`` after
 the last step). ``next_target`` is ``v[t + 1]`` inside an episode and equals
 ``next_value`` at an episode end or the batch end (nothing is known beyond
-it, so the target is the value itself). An episode end cuts the trace.
+it, so the target is the value itself). An episode end cuts the trace. A NaN
+ratio gives NaN outputs (it is not clipped to a threshold).
 
 The running ``v[t + 1] - V[t + 1]`` of every column is kept in a float64
 ``[M]`` scratch array; with all ratios 1, ``rho_bar = c_bar = 1`` and float64
@@ -98,7 +99,9 @@ def vtrace_kernel(
             r = ratio[t, m // j]
             if ratio_is_log:
                 r = np.exp(r)
-            rho = min(rho_bar, r)
+            # clip as ``bar if r > bar else r`` so that a NaN ratio stays NaN
+            # (``min(bar, nan)`` would silently give ``bar``)
+            rho = rho_bar if r > rho_bar else r
             v = value[t, m]
             reward_tm = reward[t, m]
             delta = rho * (reward_tm + gamma * next_value - v)
@@ -106,10 +109,10 @@ def vtrace_kernel(
                 difference = delta
                 next_target = next_value
             else:
-                c = trace_lambda * min(c_bar, r)
+                c = trace_lambda * (c_bar if r > c_bar else r)
                 difference = delta + (gamma * c) * trace[m]
                 next_target = next_value + trace[m]
             trace[m] = difference
             return_out[t, m] = difference + v
-            pg_rho = min(pg_rho_bar, r)
+            pg_rho = pg_rho_bar if r > pg_rho_bar else r
             advantage_out[t, m] = pg_rho * (reward_tm + gamma * next_target - v)
