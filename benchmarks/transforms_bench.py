@@ -16,6 +16,9 @@ truncations bootstrapped from ``final_value``) at several ``[T, B]`` sizes:
 bytes: one ``np.copyto`` of every array the kernel reads or writes
 (``gae_2048x16_memcpy_us``), the memory-bound limit. ``jit_compile_s`` is the first call's time in a
 fresh process with an empty numba cache (normal runs load the cached kernel).
+``vtrace_{T}x{B}_numba_us`` times the checked ``vtrace`` (same batch,
+log-ratios drawn from N(0, 0.3), preallocated outputs) and
+``vtrace_2048x16_vs_gae`` divides it by the checked GAE's time.
 The last printed line is one JSON object with these figures.
 
 Usage: ``python benchmarks/transforms_bench.py [--quick]``.
@@ -40,7 +43,7 @@ GAMMA, LAMBDA = 0.99, 0.95
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
-from parllel.transforms import generalized_advantage_estimation  # noqa: E402
+from parllel.transforms import generalized_advantage_estimation, vtrace  # noqa: E402
 from parllel.transforms.kernels.gae import gae_kernel  # noqa: E402
 
 
@@ -192,6 +195,29 @@ def main() -> None:
         ours()  # load (or compile) the kernel before timing
         reference = advantage.copy()
         results[f"{prefix}_numba_us"] = median_us(ours, repeats, target_s)
+        log_ratio = (
+            np.random.default_rng(1)
+            .normal(0, 0.3, (n_steps, n_envs))
+            .astype(np.float32)
+        )
+
+        def ours_vtrace(
+            batch=batch, log_ratio=log_ratio, returns=returns, advantage=advantage
+        ):
+            vtrace(
+                **batch,
+                log_ratio=log_ratio,
+                gamma=GAMMA,
+                trace_lambda=LAMBDA,
+                return_out=returns,
+                advantage_out=advantage,
+            )
+
+        ours_vtrace()
+        vtrace_us = median_us(ours_vtrace, repeats, target_s)
+        results[f"vtrace_{n_steps}x{n_envs}_numba_us"] = vtrace_us
+        if (n_steps, n_envs) == (2048, 16):
+            results["vtrace_2048x16_vs_gae"] = vtrace_us / results[f"{prefix}_numba_us"]
         results[f"{prefix}_numpy_loop_us"] = median_us(
             lambda b=batch, a=advantage: gae_numpy_loop(b, a), repeats, target_s
         )
@@ -246,7 +272,7 @@ def main() -> None:
             )
             results["gae_2048x16_vs_memcpy"] = kernel_us / memcpy
         for key, value in results.items():
-            if key.startswith(prefix):
+            if key.startswith((prefix, f"vtrace_{n_steps}x{n_envs}")):
                 print(f"{key:36s} {'absent' if value is None else f'{value:12.1f}'}")
     results["jit_compile_s"] = jit_compile_seconds()
     print(

@@ -22,6 +22,8 @@ Layout (``T`` = batch length, ``B`` = number of envs):
 - ``FINAL_VALUE``: ``[T, B]`` value of ``FINAL_OBSERVATION`` where truncated.
 - ``ADVANTAGE``, ``RETURN``: written by advantage estimation.
 - ``INITIAL_STATE``: ``[B, ...]`` agent recurrent state at the batch start.
+- ``TARGET_LOG_PROB``: ``[T, B]`` log-probabilities of the recorded actions
+  under the policy being trained (off-policy corrections such as V-trace).
 """
 
 from __future__ import annotations
@@ -45,3 +47,4 @@ ADVANTAGE = "advantage"
 RETURN = "return_"
 INITIAL_STATE = "initial_state"
 LOG_PROB = "log_prob"
+TARGET_LOG_PROB = "target_log_prob"

@@ -3,7 +3,8 @@
 Transforms turn a finished ``[T, B]`` sample tree into what the algorithm
 needs, in place: advantage estimation (GAE, discounted returns) with
 ``terminated`` and ``truncated`` kept apart, advantage/observation/reward
-normalization, reward clipping and the wait-reset ``valid`` mask. Each
+normalization, reward clipping, the wait-reset ``valid`` mask and the V-trace
+off-policy correction for samples from a lagged policy. Each
 Transform is built from an example sample tree (it checks what it reads and
 allocates what it writes) and :class:`Compose` chains them into the pipeline a
 sampler runs after every batch. Imports numpy and numba only, never torch.
@@ -16,9 +17,12 @@ from parllel.transforms.functional import (
     first_nonfinite,
     generalized_advantage_estimation,
     normalize_advantage,
+    truncated_importance_weights,
     valid_mask,
+    vtrace,
 )
 from parllel.transforms.observation import NormalizeObservations
+from parllel.transforms.off_policy import ComputeVTrace
 from parllel.transforms.reward import ClipRewards, NormalizeRewards
 from parllel.transforms.running_stats import RunningMeanStd
 from parllel.transforms.valid import ComputeValidMask
@@ -26,6 +30,7 @@ from parllel.transforms.valid import ComputeValidMask
 __all__ = [
     "ClipRewards",
     "Compose",
+    "ComputeVTrace",
     "ComputeValidMask",
     "EstimateAdvantage",
     "NormalizeAdvantage",
@@ -37,5 +42,7 @@ __all__ = [
     "first_nonfinite",
     "generalized_advantage_estimation",
     "normalize_advantage",
+    "truncated_importance_weights",
     "valid_mask",
+    "vtrace",
 ]

@@ -22,10 +22,24 @@ from parllel.transforms._checks import (
     check_unit_interval,
     flag_columns,
 )
+from parllel.transforms.functional_vtrace import (
+    truncated_importance_weights,
+    vtrace,
+)
 from parllel.transforms.kernels.finite import first_nonfinite_kernel
 from parllel.transforms.kernels.gae import discounted_return_kernel, gae_kernel
 from parllel.transforms.kernels.normalization import normalize_advantage_kernel
 from parllel.transforms.kernels.valid import valid_mask_kernel
+
+__all__ = [
+    "discounted_return",
+    "first_nonfinite",
+    "generalized_advantage_estimation",
+    "normalize_advantage",
+    "truncated_importance_weights",
+    "valid_mask",
+    "vtrace",
+]
 
 
 def generalized_advantage_estimation(

@@ -28,6 +28,10 @@ def test_quick_benchmark_prints_expected_json():
         for t, b in ((128, 8), (2048, 16), (1024, 64))
         for impl in ("numba", "numpy_loop", "python_loop", "torchrl")
     } | {"gae_2048x16_numpy_loop_vs_numba", "gae_2048x16_vs_memcpy", "jit_compile_s"}
+    expected |= {
+        f"vtrace_{t}x{b}_numba_us" for t, b in ((128, 8), (2048, 16), (1024, 64))
+    }
+    expected |= {"vtrace_2048x16_vs_gae"}
     assert expected <= set(summary)
     for key, value in summary.items():
         if value is None:

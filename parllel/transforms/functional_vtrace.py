@@ -1,0 +1,222 @@
+"""Checked functional entry points for off-policy corrections.
+
+:func:`vtrace` (IMPALA's V-trace targets and policy-gradient advantages) and
+:func:`truncated_importance_weights` (clipped importance ratios for PPO-style
+losses on lagged samples). Both take numpy arrays, so a learner calls them
+on its own data (e.g. ``tensor.numpy()`` of target log-probs computed at
+train time); :mod:`parllel.transforms.functional` re-exports them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from parllel.errors import ConfigError, ShapeError
+from parllel.transforms._checks import (
+    as_columns,
+    batch_and_feature_shape,
+    check_float_array,
+    check_output,
+    check_positive,
+    check_shape,
+    check_unit_interval,
+    flag_columns,
+)
+from parllel.transforms.kernels.vtrace import vtrace_kernel
+
+
+def _ratio_argument(
+    log_ratio: np.ndarray | None, ratio: np.ndarray | None
+) -> tuple[str, np.ndarray, bool]:
+    """The one ratio argument given, as ``(name, array, is_log)``."""
+    if (log_ratio is None) == (ratio is None):
+        raise ConfigError(
+            "pass exactly one of 'log_ratio' (log pi - log mu) and 'ratio' (pi / mu)"
+        )
+    if log_ratio is not None:
+        return "log_ratio", check_float_array("log_ratio", log_ratio), True
+    ratio = check_float_array("ratio", ratio)
+    if ratio.size and ratio.min() < 0:  # NaN compares False and propagates
+        raise ConfigError(f"field 'ratio' must be >= 0, got {ratio.min()}")
+    return "ratio", ratio, False
+
+
+def _ratio_columns(
+    name: str, ratio: np.ndarray, batch_shape: tuple, feature_shape: tuple
+) -> tuple[np.ndarray, int]:
+    """Flatten ``[T, B]`` or ``[T, B, *F]`` ratios to ``[T, M / j]`` and ``j``."""
+    n_features = int(np.prod(feature_shape)) if feature_shape else 1
+    if tuple(ratio.shape) == tuple(batch_shape):
+        return ratio, n_features
+    if tuple(ratio.shape) == tuple(batch_shape) + tuple(feature_shape):
+        return as_columns(name, ratio, 2), 1
+    raise ShapeError(
+        f"field '{name}' must have shape {tuple(batch_shape)} or "
+        f"{tuple(batch_shape) + tuple(feature_shape)}, got {tuple(ratio.shape)}"
+    )
+
+
+def vtrace(
+    reward: np.ndarray,
+    value: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    bootstrap_value: np.ndarray,
+    final_value: np.ndarray | None = None,
+    *,
+    log_ratio: np.ndarray | None = None,
+    ratio: np.ndarray | None = None,
+    gamma: float,
+    trace_lambda: float = 1.0,
+    rho_bar: float = 1.0,
+    c_bar: float = 1.0,
+    pg_rho_bar: float | None = None,
+    truncation_as_termination: bool = False,
+    return_out: np.ndarray | None = None,
+    advantage_out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """V-trace value targets and policy-gradient advantages (IMPALA).
+
+    The samples were drawn by a behaviour policy ``mu``; the targets are for
+    the target policy ``pi``. With ``rho = min(rho_bar, pi/mu)`` and
+    ``c = trace_lambda * min(c_bar, pi/mu)``::
+
+        v[t] = V[t] + rho[t] * (r[t] + gamma * V[t+1] - V[t])
+                    + gamma * c[t] * (v[t+1] - V[t+1])
+        advantage[t] = min(pg_rho_bar, pi/mu) * (r[t] + gamma * v[t+1] - V[t])
+
+    Episode ends as in :func:`generalized_advantage_estimation`: after a
+    terminated step ``V[t+1] = v[t+1] = 0``; after a truncated step both are
+    ``final_value[t]``; after the last step both are ``bootstrap_value``; each
+    of these cuts the trace. With all ratios 1 and ``rho_bar = c_bar = 1``,
+    ``v`` is the lambda-return (GAE advantage + value, ``gae_lambda =
+    trace_lambda``).
+
+    Args:
+        reward: ``[T, B, *F]`` rewards, float32 or float64.
+        value: ``[T, B, *F]`` values ``V(x_t)``.
+        terminated: ``[T, B]`` or ``[T, B, *F]`` flags.
+        truncated: like ``terminated``.
+        bootstrap_value: ``[B, *F]`` value of ``observation[T]``.
+        final_value: ``[T, B, *F]``, read where truncated. Required unless
+            ``truncation_as_termination``.
+        log_ratio: ``[T, B]`` or ``[T, B, *F]`` ``log pi(a|x) - log mu(a|x)``.
+        ratio: the ratios ``pi / mu`` instead (>= 0); pass exactly one.
+        gamma: discount in ``[0, 1]``.
+        trace_lambda: scale of the trace coefficients in ``[0, 1]``.
+        rho_bar: clip of ``rho`` (> 0; ``inf`` disables it).
+        c_bar: clip of ``c`` (> 0; ``inf`` disables it).
+        pg_rho_bar: clip of the advantage's weight; ``None`` means ``rho_bar``.
+        truncation_as_termination: treat truncations as terminations.
+        return_out: optional preallocated output for ``v``, like ``reward``.
+        advantage_out: optional preallocated output, like ``reward``.
+
+    Returns:
+        ``(return_, advantage)``: the targets ``v`` and the advantages.
+
+    Example:
+        >>> reward, value = np.ones((3, 1)), np.zeros((3, 1))
+        >>> ended = np.zeros((3, 1), bool)  # [T, B]: no episode ends
+        >>> v, adv = vtrace(reward, value, ended, ended, np.zeros(1), value,
+        ...                 log_ratio=np.log(np.full((3, 1), 0.5)), gamma=1.0)
+        >>> v[:, 0].tolist()  # each step's correction is halved
+        [0.875, 0.75, 0.5]
+    """
+    gamma = check_unit_interval("gamma", gamma)
+    trace_lambda = check_unit_interval("trace_lambda", trace_lambda)
+    rho_bar = check_positive("rho_bar", rho_bar, allow_inf=True)
+    c_bar = check_positive("c_bar", c_bar, allow_inf=True)
+    pg_rho_bar = (
+        rho_bar
+        if pg_rho_bar is None
+        else check_positive("pg_rho_bar", pg_rho_bar, allow_inf=True)
+    )
+    ratio_name, ratio_array, is_log = _ratio_argument(log_ratio, ratio)
+    reward = check_float_array("reward", reward)
+    value = check_float_array("value", value)
+    batch_shape, feature_shape = batch_and_feature_shape("reward", reward)
+    check_shape("value", value, reward.shape)
+    bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
+    check_shape("bootstrap_value", bootstrap_value, reward.shape[1:])
+    terminated2, k = flag_columns("terminated", terminated, batch_shape, feature_shape)
+    truncated2, k2 = flag_columns("truncated", truncated, batch_shape, feature_shape)
+    if k != k2:
+        raise ShapeError("fields 'terminated' and 'truncated' must have the same shape")
+    ratio2, j = _ratio_columns(ratio_name, ratio_array, batch_shape, feature_shape)
+    if final_value is None:
+        if not truncation_as_termination:
+            raise ConfigError(
+                "field 'final_value' is required to bootstrap truncated episodes; "
+                "pass truncation_as_termination=True to treat truncations as "
+                "terminations instead"
+            )
+        final_value = value  # never read
+    else:
+        final_value = check_float_array("final_value", final_value)
+        check_shape("final_value", final_value, reward.shape)
+    if return_out is None:
+        return_out = np.empty(reward.shape, dtype=value.dtype)
+    check_output("return_", return_out, reward.shape, float_dtype=True)
+    if advantage_out is None:
+        advantage_out = np.empty(reward.shape, dtype=value.dtype)
+    check_output("advantage", advantage_out, reward.shape, float_dtype=True)
+    vtrace_kernel(
+        as_columns("reward", reward, 2),
+        as_columns("value", value, 2),
+        terminated2,
+        truncated2,
+        as_columns("bootstrap_value", bootstrap_value, 1),
+        as_columns("final_value", final_value, 2),
+        ratio2,
+        is_log,
+        j,
+        gamma,
+        trace_lambda,
+        rho_bar,
+        c_bar,
+        pg_rho_bar,
+        not truncation_as_termination,
+        k,
+        as_columns("return_", return_out, 2),
+        as_columns("advantage", advantage_out, 2),
+    )
+    return return_out, advantage_out
+
+
+def truncated_importance_weights(
+    log_ratio: np.ndarray | None = None,
+    ratio: np.ndarray | None = None,
+    *,
+    clip: float = 1.0,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """Importance weights ``min(clip, pi / mu)`` of any shape.
+
+    For losses on lagged samples (IMPACT-style PPO): weight each step's loss
+    by how much more (up to ``clip``) the target policy would take the action
+    than the behaviour policy that took it.
+
+    Args:
+        log_ratio: ``log pi(a|x) - log mu(a|x)``, float32 or float64.
+        ratio: the ratios ``pi / mu`` instead (>= 0); pass exactly one.
+        clip: upper bound (> 0; ``inf`` disables it).
+        out: optional preallocated output (may be the input itself).
+
+    Returns:
+        The weights, shaped and typed like the input.
+
+    Example:
+        >>> truncated_importance_weights(np.log([0.5, 1.0, 4.0])).tolist()
+        [0.5, 1.0, 1.0]
+    """
+    clip = check_positive("clip", clip, allow_inf=True)
+    name, array, is_log = _ratio_argument(log_ratio, ratio)
+    if out is None:
+        out = np.empty(array.shape, dtype=array.dtype)
+    check_output("out", out, array.shape, float_dtype=True)
+    if is_log:
+        np.exp(array, out=out)
+    elif out is not array:
+        np.copyto(out, array)
+    np.minimum(out, clip, out=out)
+    return out
