@@ -60,6 +60,19 @@ EXPECTED_KEYS = {
         "sb3_steps_to_m200",
     },
     # SB3 figures are null without stable-baselines3; the keys are always there
+    "learner_speed.py": {
+        "ppo_forloop_ms",
+        "ppo_foreach_ms",
+        "ppo_fused_ms",
+        "ppo_best",
+        "ppo_best_vs_forloop",
+        "ppo_compile_seconds",
+        "sac_forloop_ms",
+        "sac_fused_ms",
+        "sac_best",
+        "sac_best_vs_forloop",
+        "sac_compile_seconds",
+    },
     "interop_bench.py": {
         "gym_cartpole64_vs_async",
         "gym_cartpole64_vs_cage",
