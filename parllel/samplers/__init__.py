@@ -9,6 +9,8 @@
 - :class:`EvalSampler`: deterministic evaluation episodes.
 - :class:`FiniteCheck`: the training samplers' NaN/inf check of each batch.
 - :class:`ObservationNormalizer`: what a sampler's ``observation_normalizer`` provides.
+- :class:`TreeRing`: K preallocated shared trees handed in turn from a writer
+  (a sampler) to a reader (a learner) in another process.
 
 No torch is imported here.
 """
@@ -22,6 +24,7 @@ from parllel.samplers.feedforward import FeedForwardSampler
 from parllel.samplers.finite import FiniteCheck
 from parllel.samplers.recurrent import RecurrentSampler
 from parllel.samplers.steps import GroupViews, ObservationNormalizer
+from parllel.samplers.tree_ring import Handover, TreeRing, allocate_like, tree_layout
 
 __all__ = [
     "AlternatingSampler",
@@ -29,9 +32,13 @@ __all__ = [
     "FeedForwardSampler",
     "FiniteCheck",
     "GroupViews",
+    "Handover",
     "ObservationNormalizer",
     "RecurrentSampler",
+    "TreeRing",
+    "allocate_like",
     "sample_tree_from_examples",
+    "tree_layout",
 ]
 
 
