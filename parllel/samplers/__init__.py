@@ -9,6 +9,8 @@
 - :class:`EvalSampler`: deterministic evaluation episodes.
 - :class:`FiniteCheck`: the training samplers' NaN/inf check of each batch.
 - :class:`ObservationNormalizer`: what a sampler's ``observation_normalizer`` provides.
+- :class:`BackgroundSampler`: any of these samplers in its own process, filling
+  a TreeRing while the learner trains, with a bounded policy lag.
 - :class:`TreeRing`: K preallocated shared trees handed in turn from a writer
   (a sampler) to a reader (a learner) in another process.
 
@@ -18,6 +20,7 @@ No torch is imported here.
 from typing import Any
 
 from parllel.samplers.alternating import AlternatingSampler
+from parllel.samplers.background import BackgroundBatch, BackgroundSampler
 from parllel.samplers.build import sample_tree_from_examples
 from parllel.samplers.evaluation import EvalSampler
 from parllel.samplers.feedforward import FeedForwardSampler
@@ -28,6 +31,8 @@ from parllel.samplers.tree_ring import Handover, TreeRing, allocate_like, tree_l
 
 __all__ = [
     "AlternatingSampler",
+    "BackgroundBatch",
+    "BackgroundSampler",
     "EvalSampler",
     "FeedForwardSampler",
     "FiniteCheck",
