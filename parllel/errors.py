@@ -273,3 +273,40 @@ class MainGuardError(ConfigError):
 
 class SerialFallbackWarning(ParllelWarning):
     """``parallel="auto"`` stepped the envs in this process although processes could pay."""
+
+
+class TreeRingError(ParllelError, RuntimeError):
+    """A :class:`~parllel.samplers.TreeRing` was used out of turn (e.g. two
+    ``begin_write`` without ``end_write``)."""
+
+
+class TreeRingClosedError(TreeRingError):
+    """A :class:`~parllel.samplers.TreeRing` was closed while (or before) waiting on it."""
+
+
+class BackgroundSamplerError(ParllelError, RuntimeError):
+    """The background sampler's process raised; carries that process's traceback.
+
+    Attributes:
+        worker_traceback: the formatted traceback from the background process.
+    """
+
+    def __init__(self, message: str, worker_traceback: str = "") -> None:
+        super().__init__(message)
+        self.worker_traceback = worker_traceback
+
+
+class BackgroundSamplerDiedError(BackgroundSamplerError):
+    """The background sampler's process exited without reporting an error.
+
+    Attributes:
+        exitcode: the process's exit code (negative: killed by that signal).
+    """
+
+    def __init__(self, message: str, exitcode: int | None) -> None:
+        super().__init__(message)
+        self.exitcode = exitcode
+
+
+class PolicyLagError(ParllelError, RuntimeError):
+    """A batch was collected by a policy older than ``max_lag`` versions allow."""

@@ -9,6 +9,10 @@
 - :class:`EvalSampler`: deterministic evaluation episodes.
 - :class:`FiniteCheck`: the training samplers' NaN/inf check of each batch.
 - :class:`ObservationNormalizer`: what a sampler's ``observation_normalizer`` provides.
+- :class:`BackgroundSampler`: any of these samplers in its own process, filling
+  a TreeRing while the learner trains, with a bounded policy lag.
+- :class:`TreeRing`: K preallocated shared trees handed in turn from a writer
+  (a sampler) to a reader (a learner) in another process.
 
 No torch is imported here.
 """
@@ -16,22 +20,30 @@ No torch is imported here.
 from typing import Any
 
 from parllel.samplers.alternating import AlternatingSampler
+from parllel.samplers.background import BackgroundBatch, BackgroundSampler
 from parllel.samplers.build import sample_tree_from_examples
 from parllel.samplers.evaluation import EvalSampler
 from parllel.samplers.feedforward import FeedForwardSampler
 from parllel.samplers.finite import FiniteCheck
 from parllel.samplers.recurrent import RecurrentSampler
 from parllel.samplers.steps import GroupViews, ObservationNormalizer
+from parllel.samplers.tree_ring import Handover, TreeRing, allocate_like, tree_layout
 
 __all__ = [
     "AlternatingSampler",
+    "BackgroundBatch",
+    "BackgroundSampler",
     "EvalSampler",
     "FeedForwardSampler",
     "FiniteCheck",
     "GroupViews",
+    "Handover",
     "ObservationNormalizer",
     "RecurrentSampler",
+    "TreeRing",
+    "allocate_like",
     "sample_tree_from_examples",
+    "tree_layout",
 ]
 
 

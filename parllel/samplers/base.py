@@ -7,7 +7,9 @@ from typing import Any
 
 from parllel import fields
 from parllel.agents import Handler
+from parllel.arrays import Array
 from parllel.cages import Cage
+from parllel.errors import ConfigError
 from parllel.samplers.finite import make_finite_check
 from parllel.samplers.steps import (
     GroupViews,
@@ -61,6 +63,9 @@ class BatchSampler:
         self._sliding = sliding_window(sample_tree)
         self._needs_reset = True
         self.finite_check = make_finite_check(check_finite, sample_tree, self.cages)
+        self._check_finite = check_finite
+        # per tree the sampler wrote into: (tree, views, all_envs, finite_check)
+        self._trees: dict[int, tuple[ArrayDict, list[GroupViews], GroupViews, Any]] = {}
 
     def reset(self) -> None:
         """Reset every env and the agent's state (and decorrelate); the next
@@ -74,6 +79,61 @@ class BatchSampler:
             self.seed,
         )
         self._needs_reset = False
+
+    def use_tree(self, sample_tree: ArrayDict) -> None:
+        """Write the next batches into ``sample_tree``, a tree of the same layout.
+
+        The rows around the batch boundary (``observation[T]``, the last
+        action and reward, ...: each leaf's padding) are copied over from the
+        current tree, so the next batch continues where the last one ended,
+        exactly as after a rotation; nothing else is copied. A background
+        sampler switches this way between the trees of a
+        :class:`~parllel.samplers.TreeRing`. Views are built once per tree.
+
+        Raises:
+            ConfigError: the trees' fields or shapes differ, or the sampler
+                writes into full-size (sliding) leaves.
+        """
+        current = self.sample_tree
+        if sample_tree is current:
+            return
+        if self._sliding:
+            raise ConfigError("use_tree needs trees without full-size (sliding) leaves")
+        old_leaves, new_leaves = (
+            list(current.items_flat()),
+            list(sample_tree.items_flat()),
+        )
+        pairs = list(zip(old_leaves, new_leaves))
+        if len(old_leaves) != len(new_leaves) or any(
+            old_path != new_path
+            or not isinstance(old, Array)
+            or not isinstance(new, Array)
+            or (old.shape, old.dtype, old.padding)
+            != (new.shape, new.dtype, new.padding)
+            for (old_path, old), (new_path, new) in pairs
+        ):
+            raise ConfigError(
+                "use_tree needs a tree of Arrays with the fields, shapes, dtypes "
+                "and padding of the sampler's tree (e.g. from TreeRing.allocate)"
+            )
+        for (_, old), (_, new) in pairs:
+            if old.padding:
+                rows = 2 * old.padding
+                new.padded_ndarray()[-rows:] = old.padded_ndarray()[-rows:]
+        self._trees.setdefault(
+            id(current), (current, self.views, self.all_envs, self.finite_check)
+        )
+        entry = self._trees.get(id(sample_tree))
+        if entry is None or entry[0] is not sample_tree:
+            views = group_views(sample_tree, self.cages, self.handler)
+            entry = (
+                sample_tree,
+                views,
+                GroupViews(sample_tree, 0, self.all_envs.n_envs),
+                make_finite_check(self._check_finite, sample_tree, self.cages),
+            )
+            self._trees[id(sample_tree)] = entry
+        self.sample_tree, self.views, self.all_envs, self.finite_check = entry
 
     def _begin_batch(self) -> None:
         """Reset if needed, rotate the tree, refresh the views if the window moved."""

@@ -14,7 +14,9 @@ from parllel.agents.numpy_handler import (
     zero_batch_of_one,
 )
 from parllel.agents.state import ALL, EnvStates, as_index
+from parllel.errors import ConfigError
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
+from parllel.torch.weights import SharedWeights, agent_modules, module_tensors
 from parllel.tree import tree_items, tree_map
 
 MAX_CACHED_VIEWS = 4096
@@ -71,6 +73,10 @@ class TorchHandler:
         self._views: dict[int, tuple[Any, Any]] = {}
         self._mode = "sample"
         agent.set_mode(self._mode)
+        # weights shared with other processes: (weights, this agent's tensors)
+        self._shared: tuple[SharedWeights, dict[str, torch.Tensor]] | None = None
+        self._role = ""  # "share_weights" (publisher) or "follow_weights"
+        self._policy_version: int | None = None
 
     @property
     def recurrent(self) -> bool:
@@ -188,3 +194,69 @@ class TorchHandler:
         with torch.no_grad():
             for target, state in zip(targets, states):
                 target.copy_(state)
+
+    # -- weights shared across processes ---------------------------------------
+    def _link(
+        self, weights: SharedWeights | None, modules: Any, start_method: str | None
+    ) -> SharedWeights:
+        self._role = "share_weights" if weights is None else "follow_weights"
+        tensors = module_tensors(modules or agent_modules(self.agent))
+        if weights is None:
+            weights = SharedWeights(tensors, start_method)
+        self._shared = (weights, tensors)
+        return weights
+
+    def share_weights(
+        self, modules: Any = None, start_method: str | None = None
+    ) -> SharedWeights:
+        """Learner side: put the agent's weights in shared memory as version 0.
+
+        Pass the returned :class:`~parllel.torch.weights.SharedWeights` to the
+        sampling process (e.g. to a background sampler's builder) and call
+        :meth:`publish_weights` after every update; close it at the end.
+
+        Args:
+            modules: ``{name: nn.Module}`` to share (default:
+                :func:`~parllel.torch.weights.agent_modules` of the agent).
+            start_method: start method of the processes that will read them.
+        """
+        weights = self._link(None, modules, start_method)
+        self._policy_version = 0
+        return weights
+
+    def publish_weights(self) -> int:
+        """Learner side: publish the agent's current weights; return the new version."""
+        weights, tensors = self._linked("publish_weights", "share_weights")
+        self._policy_version = weights.publish(tensors)
+        return self._policy_version
+
+    def follow_weights(self, weights: SharedWeights, modules: Any = None) -> int:
+        """Sampler side: load the newest published weights now and follow them;
+        return that version (:meth:`refresh_weights` loads newer ones)."""
+        self._link(weights, modules, None)
+        self._policy_version = None
+        return self.refresh_weights()
+
+    def refresh_weights(self, min_version: int = 0, check_alive: Any = None) -> int:
+        """Sampler side: wait until ``min_version`` is published, load the
+        newest version if it is newer than the agent's; return the agent's version.
+
+        ``check_alive()`` runs every 0.1 s while waiting and may raise.
+        """
+        weights, tensors = self._linked("refresh_weights", "follow_weights")
+        weights.wait_for_version(min_version, check_alive)
+        held = -1 if self._policy_version is None else self._policy_version
+        self._policy_version = weights.read_into(tensors, newer_than=held)
+        return self._policy_version
+
+    @property
+    def policy_version(self) -> int | None:
+        """Version of the weights the agent holds (None: not shared or followed)."""
+        return self._policy_version
+
+    def _linked(
+        self, call: str, setup: str
+    ) -> tuple[SharedWeights, dict[str, torch.Tensor]]:
+        if self._shared is None or self._role != setup:
+            raise ConfigError(f"{call}() needs {setup}() first")
+        return self._shared

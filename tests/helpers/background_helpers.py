@@ -1,0 +1,95 @@
+"""Sampler builders for the background-sampler tests (run in the background process)."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+from parllel.agents import AgentStep, NumpyHandler, RandomAgent
+from parllel.cages import ProcessCage, SerialCage
+from parllel.patterns import build_sample_tree
+from parllel.samplers import FeedForwardSampler
+from parllel.torch.handler import TorchHandler
+from parllel.transforms import EstimateAdvantage
+from tests.helpers.envs import CountingEnv
+
+T, N_ENVS = 6, 3
+ENV_KWARGS = {"min_length": 2, "max_length": 9, "terminal": False}
+
+
+def build_random_sampler(seed: int, process: bool = False, **env_kwargs):
+    """CountingEnvs (truncating), a RandomAgent, decorrelation: a FeedForwardSampler."""
+    kwargs = {**ENV_KWARGS, **env_kwargs}
+    if process:
+        cage = ProcessCage(CountingEnv, N_ENVS, kwargs, n_workers=1, seed=seed)
+    else:
+        cage = SerialCage(CountingEnv, N_ENVS, kwargs, seed=seed)
+    handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=seed), N_ENVS)
+    tree = build_sample_tree(cage, handler, T, previous=True)
+    return FeedForwardSampler(cage, handler, tree, decorrelation_steps=4, seed=seed)
+
+
+class LinearAgent:
+    """Deterministic torch agent: action = argmax of a linear layer; value = its first output."""
+
+    def __init__(self) -> None:
+        self.model = nn.Linear(4, 5)
+
+    def initial_state(self, n_envs):
+        return None
+
+    def step(self, observation, prev_action, prev_reward, state):
+        out = self.model(observation / 10)
+        return AgentStep(out.argmax(-1), {"value": out[:, 0]})
+
+    def value(self, observation, prev_action, prev_reward, state):
+        return self.model(observation / 10)[:, 0]
+
+    def set_mode(self, mode):
+        pass
+
+
+def make_linear_handler(seed: int) -> TorchHandler:
+    torch.manual_seed(seed)
+    return TorchHandler(LinearAgent(), N_ENVS)
+
+
+def learner_update(handler: TorchHandler, batch_index: int) -> None:
+    """A deterministic stand-in for an optimizer step."""
+    with torch.no_grad():
+        for k, param in enumerate(handler.agent.model.parameters()):
+            param.add_(
+                torch.sin(torch.arange(param.numel()).view_as(param) + batch_index + k)
+            )
+
+
+def build_torch_sampler(seed: int, weights=None):
+    """CountingEnvs, the LinearAgent (following ``weights`` if given), GAE."""
+    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
+    handler = make_linear_handler(seed)
+    if weights is not None:
+        handler.follow_weights(weights)
+    tree = build_sample_tree(cage, handler, T)
+    gae = EstimateAdvantage(tree, 0.99, 0.95)
+    return FeedForwardSampler(cage, handler, tree, transform=gae, seed=seed)
+
+
+def build_failing_sampler(seed: int):
+    """A sampler whose envs raise at their 20th step (the third batch)."""
+    return build_random_sampler(seed, fail_at_step=20)
+
+
+def build_raising(seed: int):
+    raise ValueError(f"cannot build sampler {seed}")
+
+
+def build_worker_pid_sampler(seed: int, pids):
+    """A process-cage sampler that reports its worker pids and its own pid."""
+    sampler = build_random_sampler(seed, process=True)
+    for cage in sampler.cages:
+        for pid in cage.worker_pids:
+            pids.put(pid)
+    pids.put(os.getpid())
+    return sampler
