@@ -35,7 +35,7 @@ from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
+from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
 from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import Compose
@@ -142,7 +142,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
 
     # the algorithm
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    optimizer = adam(model.parameters(), config.learning_rate)  # fused: measured faster
     ppo = PPO(
         ActorCriticEvaluator(model, distribution),
         optimizer,
