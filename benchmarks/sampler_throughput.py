@@ -137,21 +137,30 @@ ALTERNATING_LAYOUTS = {
 }
 
 
-def contenders(factory, kwargs, make_agent, T, B, batches, serial: bool) -> dict:
-    """Name -> zero-argument callable returning steps/s for one env setting."""
+def contenders(
+    factory, kwargs, make_agent, T, B, batches, serial: bool, quick: bool = False
+) -> dict:
+    """Name -> zero-argument callable returning steps/s for one env setting.
+
+    ``quick``: one layout of each kind (the tests' smoke run).
+    """
     runs = {}
+    ff_layouts, alternating_layouts = FF_LAYOUTS, ALTERNATING_LAYOUTS
+    if quick:
+        ff_layouts = dict(list(FF_LAYOUTS.items())[:1])
+        alternating_layouts = dict(list(ALTERNATING_LAYOUTS.items())[:1])
     if serial:
         runs["ff_serial"] = lambda: run_sampler(
             lambda: [SerialCage(factory, B, kwargs, seed=0)],
             make_agent, FeedForwardSampler, T, B, batches,
         )  # fmt: skip
-    for name, layout in FF_LAYOUTS.items():
+    for name, layout in ff_layouts.items():
         runs[f"ff_process[{name}]"] = partial(
             run_sampler,
             lambda layout=layout: [ProcessCage(factory, B, kwargs, seed=0, **layout(B))],
             make_agent, FeedForwardSampler, T, B, batches,
         )  # fmt: skip
-    for name, layout in ALTERNATING_LAYOUTS.items():
+    for name, layout in alternating_layouts.items():
         runs[f"alternating_process[{name}]"] = partial(
             run_alternating, factory, kwargs, make_agent, T, B, batches, layout
         )
@@ -348,7 +357,10 @@ def main() -> None:
     T, B, batches = (16, 8, 1) if args.quick else (128, 64, 8)
     result: dict[str, float | str] = {}
 
-    runs = contenders(make_cartpole, None, cartpole_agent, T, B, batches, serial=True)
+    runs = contenders(
+        make_cartpole, None, cartpole_agent, T, B, batches, serial=True,
+        quick=args.quick,
+    )  # fmt: skip
     runs["gym_sync"] = lambda: run_gym_loop("sync", T, B, batches)
     runs["gym_async"] = lambda: run_gym_loop("async", T, B, batches)
     measure(runs, repeats, "cartpole", result)
@@ -378,7 +390,7 @@ def main() -> None:
     cpu_T, cpu_batches = (8, 1) if args.quick else (64, 4)
     runs = contenders(
         CpuBoundEnv, {"iterations": iterations}, make_agent, cpu_T, 8, cpu_batches,
-        serial=False,
+        serial=False, quick=args.quick,
     )  # fmt: skip
     measure(runs, repeats, "cpu200us", result, before_repeat=recalibrate)
     for j, name in enumerate(("env_step", "inference", "inference_half")):
