@@ -7,6 +7,7 @@ before the kernel runs, with an error that names the offending field.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -144,3 +145,80 @@ def batch_and_feature_shape(name: str, array: np.ndarray) -> tuple[tuple, tuple]
             f"field '{name}' must be at least 2-D [T, B, ...], got shape {array.shape}"
         )
     return tuple(array.shape[:2]), tuple(array.shape[2:])
+
+
+class EpisodeColumns(NamedTuple):
+    """Checked value-based episode inputs as kernel columns (see :func:`episode_columns`)."""
+
+    shape: tuple  # [T, B, *F] of reward
+    dtype: np.dtype  # of value: the outputs' dtype
+    reward: np.ndarray
+    value: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    bootstrap_value: np.ndarray
+    final_value: np.ndarray
+    flag_columns: int  # k: feature columns per flag column
+    batch_shape: tuple
+    feature_shape: tuple
+
+
+def episode_columns(
+    reward: np.ndarray,
+    value: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    bootstrap_value: np.ndarray,
+    final_value: np.ndarray | None,
+    truncation_as_termination: bool,
+) -> EpisodeColumns:
+    """Check the inputs GAE and V-trace share and give them as kernel columns.
+
+    Raises:
+        ShapeError, DtypeError: a field has the wrong shape or dtype (named).
+        ConfigError: ``final_value`` is missing while truncations bootstrap.
+    """
+    reward = check_float_array("reward", reward)
+    value = check_float_array("value", value)
+    batch_shape, feature_shape = batch_and_feature_shape("reward", reward)
+    check_shape("value", value, reward.shape)
+    bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
+    check_shape("bootstrap_value", bootstrap_value, reward.shape[1:])
+    terminated2, k = flag_columns("terminated", terminated, batch_shape, feature_shape)
+    truncated2, k2 = flag_columns("truncated", truncated, batch_shape, feature_shape)
+    if k != k2:
+        raise ShapeError("fields 'terminated' and 'truncated' must have the same shape")
+    if final_value is None:
+        if not truncation_as_termination:
+            raise ConfigError(
+                "field 'final_value' is required to bootstrap truncated episodes; "
+                "pass truncation_as_termination=True to treat truncations as "
+                "terminations instead"
+            )
+        final_value = value  # never read
+    else:
+        final_value = check_float_array("final_value", final_value)
+        check_shape("final_value", final_value, reward.shape)
+    return EpisodeColumns(
+        reward.shape,
+        value.dtype,
+        as_columns("reward", reward, 2),
+        as_columns("value", value, 2),
+        terminated2,
+        truncated2,
+        as_columns("bootstrap_value", bootstrap_value, 1),
+        as_columns("final_value", final_value, 2),
+        k,
+        batch_shape,
+        feature_shape,
+    )
+
+
+def output_columns(
+    name: str, out: np.ndarray | None, shape: tuple, dtype: np.dtype
+) -> tuple[np.ndarray, np.ndarray]:
+    """``out`` (allocated if None) checked, and its kernel columns."""
+    if out is None:
+        out = np.empty(shape, dtype=dtype)
+    check_output(name, out, shape, float_dtype=True)
+    return out, as_columns(name, out, 2)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from parllel._deprecation import renamed_keyword
-from parllel.errors import ConfigError, ShapeError
+from parllel.errors import ShapeError
 from parllel.transforms._checks import (
     as_columns,
     batch_and_feature_shape,
@@ -20,7 +20,9 @@ from parllel.transforms._checks import (
     check_output,
     check_shape,
     check_unit_interval,
+    episode_columns,
     flag_columns,
+    output_columns,
 )
 from parllel.transforms.functional_vtrace import (
     truncated_importance_weights,
@@ -99,46 +101,29 @@ def generalized_advantage_estimation(
         "generalized_advantage_estimation", "lambda_", "gae_lambda", lambda_, gae_lambda
     )
     gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
-    reward = check_float_array("reward", reward)
-    value = check_float_array("value", value)
-    batch_shape, feature_shape = batch_and_feature_shape("reward", reward)
-    check_shape("value", value, reward.shape)
-    bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
-    check_shape("bootstrap_value", bootstrap_value, reward.shape[1:])
-    terminated2, k = flag_columns("terminated", terminated, batch_shape, feature_shape)
-    truncated2, k2 = flag_columns("truncated", truncated, batch_shape, feature_shape)
-    if k != k2:
-        raise ShapeError("fields 'terminated' and 'truncated' must have the same shape")
-    if final_value is None:
-        if not truncation_as_termination:
-            raise ConfigError(
-                "field 'final_value' is required to bootstrap truncated episodes; "
-                "pass truncation_as_termination=True to treat truncations as "
-                "terminations instead"
-            )
-        final_value = value  # never read
-    else:
-        final_value = check_float_array("final_value", final_value)
-        check_shape("final_value", final_value, reward.shape)
-    if advantage_out is None:
-        advantage_out = np.empty(reward.shape, dtype=value.dtype)
-    check_output("advantage", advantage_out, reward.shape, float_dtype=True)
-    if return_out is None:
-        return_out = np.empty(reward.shape, dtype=value.dtype)
-    check_output("return_", return_out, reward.shape, float_dtype=True)
+    inputs = episode_columns(
+        reward, value, terminated, truncated, bootstrap_value, final_value,
+        truncation_as_termination,
+    )  # fmt: skip
+    advantage_out, advantage_columns = output_columns(
+        "advantage", advantage_out, inputs.shape, inputs.dtype
+    )
+    return_out, return_columns = output_columns(
+        "return_", return_out, inputs.shape, inputs.dtype
+    )
     gae_kernel(
-        as_columns("reward", reward, 2),
-        as_columns("value", value, 2),
-        terminated2,
-        truncated2,
-        as_columns("bootstrap_value", bootstrap_value, 1),
-        as_columns("final_value", final_value, 2),
+        inputs.reward,
+        inputs.value,
+        inputs.terminated,
+        inputs.truncated,
+        inputs.bootstrap_value,
+        inputs.final_value,
         gamma,
         gae_lambda,
         not truncation_as_termination,
-        k,
-        as_columns("advantage", advantage_out, 2),
-        as_columns("return_", return_out, 2),
+        inputs.flag_columns,
+        advantage_columns,
+        return_columns,
     )
     return advantage_out, return_out
 

@@ -14,13 +14,12 @@ import numpy as np
 from parllel.errors import ConfigError, ShapeError
 from parllel.transforms._checks import (
     as_columns,
-    batch_and_feature_shape,
     check_float_array,
     check_output,
     check_positive,
-    check_shape,
     check_unit_interval,
-    flag_columns,
+    episode_columns,
+    output_columns,
 )
 from parllel.transforms.kernels.vtrace import vtrace_kernel
 
@@ -132,41 +131,26 @@ def vtrace(
         else check_positive("pg_rho_bar", pg_rho_bar, allow_inf=True)
     )
     ratio_name, ratio_array, is_log = _ratio_argument(log_ratio, ratio)
-    reward = check_float_array("reward", reward)
-    value = check_float_array("value", value)
-    batch_shape, feature_shape = batch_and_feature_shape("reward", reward)
-    check_shape("value", value, reward.shape)
-    bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
-    check_shape("bootstrap_value", bootstrap_value, reward.shape[1:])
-    terminated2, k = flag_columns("terminated", terminated, batch_shape, feature_shape)
-    truncated2, k2 = flag_columns("truncated", truncated, batch_shape, feature_shape)
-    if k != k2:
-        raise ShapeError("fields 'terminated' and 'truncated' must have the same shape")
-    ratio2, j = _ratio_columns(ratio_name, ratio_array, batch_shape, feature_shape)
-    if final_value is None:
-        if not truncation_as_termination:
-            raise ConfigError(
-                "field 'final_value' is required to bootstrap truncated episodes; "
-                "pass truncation_as_termination=True to treat truncations as "
-                "terminations instead"
-            )
-        final_value = value  # never read
-    else:
-        final_value = check_float_array("final_value", final_value)
-        check_shape("final_value", final_value, reward.shape)
-    if return_out is None:
-        return_out = np.empty(reward.shape, dtype=value.dtype)
-    check_output("return_", return_out, reward.shape, float_dtype=True)
-    if advantage_out is None:
-        advantage_out = np.empty(reward.shape, dtype=value.dtype)
-    check_output("advantage", advantage_out, reward.shape, float_dtype=True)
+    inputs = episode_columns(
+        reward, value, terminated, truncated, bootstrap_value, final_value,
+        truncation_as_termination,
+    )  # fmt: skip
+    ratio2, j = _ratio_columns(
+        ratio_name, ratio_array, inputs.batch_shape, inputs.feature_shape
+    )
+    return_out, return_columns = output_columns(
+        "return_", return_out, inputs.shape, inputs.dtype
+    )
+    advantage_out, advantage_columns = output_columns(
+        "advantage", advantage_out, inputs.shape, inputs.dtype
+    )
     vtrace_kernel(
-        as_columns("reward", reward, 2),
-        as_columns("value", value, 2),
-        terminated2,
-        truncated2,
-        as_columns("bootstrap_value", bootstrap_value, 1),
-        as_columns("final_value", final_value, 2),
+        inputs.reward,
+        inputs.value,
+        inputs.terminated,
+        inputs.truncated,
+        inputs.bootstrap_value,
+        inputs.final_value,
         ratio2,
         is_log,
         j,
@@ -176,9 +160,9 @@ def vtrace(
         c_bar,
         pg_rho_bar,
         not truncation_as_termination,
-        k,
-        as_columns("return_", return_out, 2),
-        as_columns("advantage", advantage_out, 2),
+        inputs.flag_columns,
+        return_columns,
+        advantage_columns,
     )
     return return_out, advantage_out
 
