@@ -19,6 +19,7 @@ This assumes the learner publishes once per batch it trains on.
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import traceback
 from collections import deque
 from collections.abc import Callable
@@ -78,6 +79,9 @@ def _run(
     max_lag: int | None,
 ) -> None:
     """The background process: build the sampler, then fill the ring's trees."""
+    # the learner decides what Ctrl-C does (e.g. a runner finishes its
+    # iteration first); a terminal sends SIGINT to this process too
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = mp.parent_process()
     sampler = ring = None
     try:
