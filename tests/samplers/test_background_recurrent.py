@@ -15,6 +15,7 @@ from parllel import fields
 from parllel.samplers.background import BackgroundSampler
 from tests.helpers.background_helpers import learner_update
 from tests.helpers.background_recurrent_helpers import (
+    T,
     build_alternating_sampler,
     build_recurrent_sampler,
     make_recurrent_handler,
@@ -53,6 +54,11 @@ def background_batches(build, seed: int) -> list[dict[str, np.ndarray]]:
                 batch = background.collect_batch(learner_version=learner.policy_version)
                 assert (batch.batch_index, batch.policy_version, batch.lag) == (n, n, 0)
                 batches.append(snapshot(batch.sample_tree))
+                # each step's version (the synchronous handler records none)
+                versions = batches[-1].pop(
+                    f"{fields.AGENT_INFO}.{fields.POLICY_VERSION}"
+                )
+                assert (versions[:T] == n).all()
                 learner_update(learner, n)
                 learner.publish_weights()
     finally:
