@@ -8,12 +8,16 @@ reads are impossible: the header records which version the publisher is
 had started over the buffer it copied (the publisher writes version ``v``
 into buffer ``v % 2``, so one publish during a copy does not disturb it; two
 make the reader copy again). A process-shared lock guards the two header
-words (a memory barrier on every architecture, held for a few instructions)
-and its condition wakes readers waiting for a version.
+words (a memory barrier on every architecture, held for a few instructions).
+Readers waiting for a version poll it (sleeping up to 1 ms between looks)
+rather than wait on a condition the publisher notifies: a notify waits for
+every waiting reader to wake, so a reader killed while waiting (a background
+sampler's process, say) would block the publisher forever.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +32,8 @@ from parllel.errors import ConfigError
 
 _PUBLISHED, _WRITING = 0, 1
 _ALIGN = 64  # bytes: every tensor starts on a cache line
+# a reader waiting for a version sleeps this long between looks, doubling
+_FIRST_NAP_SECONDS, _LAST_NAP_SECONDS = 5e-5, 1e-3
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ class SharedWeights:
             offset += -(-nbytes // _ALIGN) * _ALIGN
         self.slots = tuple(slots)
         self.nbytes = offset
-        self._lock = start_context(start_method).Condition()
+        self._lock = start_context(start_method).Lock()
         self._header = Array((2,), dtype=np.int64, storage="shared")
         self._buffers = Array((2, max(offset, 1)), dtype=np.uint8, storage="shared")
         self._views: list[list[torch.Tensor]] | None = None
@@ -174,7 +180,6 @@ class SharedWeights:
                 view.copy_(source.detach())
         with self._lock:
             header[_PUBLISHED] = version
-            self._lock.notify_all()
 
     def publish(self, tensors: Mapping[str, torch.Tensor]) -> int:
         """Publish ``tensors`` (the layout given at construction) as the next
@@ -212,19 +217,22 @@ class SharedWeights:
     ) -> int:
         """Block until ``version`` is published; return the newest version.
 
-        ``check_alive()`` runs every ``poll_seconds`` while waiting and may
-        raise to stop (e.g. when the publisher's process is gone).
+        Looks at the version every 50 µs at first, then (doubling) every
+        1 ms. ``check_alive()`` runs every ``poll_seconds`` while waiting and
+        may raise to stop (e.g. when the publisher's process is gone).
         """
-        header = self._header.to_ndarray()
+        nap = _FIRST_NAP_SECONDS
+        deadline = time.monotonic() + poll_seconds
         while True:
-            with self._lock:
-                if header[_PUBLISHED] >= version:
-                    return int(header[_PUBLISHED])
-                self._lock.wait(poll_seconds)
-                if header[_PUBLISHED] >= version:
-                    return int(header[_PUBLISHED])
-            if check_alive is not None:
-                check_alive()
+            newest = self.version
+            if newest >= version:
+                return newest
+            time.sleep(nap)
+            nap = min(2 * nap, _LAST_NAP_SECONDS)
+            if time.monotonic() >= deadline:
+                if check_alive is not None:
+                    check_alive()
+                deadline = time.monotonic() + poll_seconds
 
     def close(self) -> None:
         """Free the shared memory (in the creating process; idempotent)."""

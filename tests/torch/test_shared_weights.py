@@ -198,3 +198,44 @@ def test_handler_weight_calls_out_of_order_are_refused():
             handler.refresh_weights()
     finally:
         weights.close()
+
+
+def _waiting_reader(weights: SharedWeights, told) -> None:
+    told.put("waiting")
+    weights.wait_for_version(10**9, poll_seconds=600)
+
+
+def _sleeping(pid: int) -> bool:
+    """The process's main thread sleeps in the kernel (here: in the wait)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "S"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.timeout(60)
+def test_a_reader_killed_while_waiting_does_not_block_the_publisher():
+    """A background sampler's process killed while it waits for the next
+    version: the learner's next publish must still return."""
+    import os
+    import signal
+
+    weights = SharedWeights(make_tensors())
+    ctx = mp.get_context("forkserver")
+    told = ctx.Queue()
+    process = ctx.Process(target=_waiting_reader, args=(weights, told))
+    process.start()
+    try:
+        assert told.get(timeout=30) == "waiting"
+        while not _sleeping(process.pid):  # pytest-timeout guards a hang
+            pass
+        os.kill(process.pid, signal.SIGKILL)
+        process.join(30)
+        tensors = make_tensors()
+        fill(tensors, 3)
+        assert weights.publish(tensors) == 1  # used to wait for the dead reader
+        assert weights.wait_for_version(1) == 1
+    finally:
+        weights.close()
+        process.join(30)
