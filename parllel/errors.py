@@ -310,3 +310,8 @@ class BackgroundSamplerDiedError(BackgroundSamplerError):
 
 class PolicyLagError(ParllelError, RuntimeError):
     """A batch was collected by a policy older than ``max_lag`` versions allow."""
+
+
+class BackgroundSamplerRestartWarning(ParllelWarning):
+    """The background sampler's process died and a new one was started in its
+    place (``BackgroundSampler(max_restarts=...)``); its envs start from reset."""

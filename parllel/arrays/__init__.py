@@ -6,7 +6,11 @@ See :class:`Array` for indexing, padding and rotation semantics and
 
 from parllel.arrays.array import STORAGE_KINDS, Array, PaddedView, Storage
 from parllel.arrays.fast_writer import FastWriter, WriteTarget, compile_fast_writer
-from parllel.arrays.shared_memory import SharedSegment, list_segments
+from parllel.arrays.shared_memory import (
+    SharedSegment,
+    list_segments,
+    remove_dead_owner_segments,
+)
 from parllel.arrays.views import (
     NotSharedError,
     ViewDescriptor,
@@ -30,4 +34,5 @@ __all__ = [
     "STORAGE_KINDS",
     "check_value_dtype",
     "list_segments",
+    "remove_dead_owner_segments",
 ]

@@ -164,3 +164,28 @@ def list_segments(pid: int | None = None) -> list[str]:
         return sorted(n for n in os.listdir(_SHM_DIR) if n.startswith(prefix))
     except FileNotFoundError:
         return []
+
+
+def remove_dead_owner_segments(pid: int) -> list[str]:
+    """Unlink the segments a dead process created and never closed; return their names.
+
+    A process killed before it could close its segments leaves them until the
+    resource tracker removes them when the whole program exits. A long-lived
+    parent that restarts such a child calls this once the child is gone (and
+    stops the tracker from removing them a second time at exit). Processes
+    still attached keep their mappings.
+
+    Raises:
+        ValueError: ``pid`` is this process.
+    """
+    if int(pid) == os.getpid():
+        raise ValueError("remove_dead_owner_segments is for segments of a dead process")
+    names = list_segments(int(pid))
+    for name in names:
+        try:
+            os.unlink(segment_path(name))
+        except FileNotFoundError:
+            continue
+        if _TRACKED:
+            resource_tracker.unregister("/" + name, "shared_memory")
+    return names

@@ -21,31 +21,48 @@ starts), batch ``n`` is collected with version ``>= v0 + n - max_lag``: the
 background process waits for that version before it starts the batch.
 This assumes the learner publishes once per batch it trains on (the
 runners do).
+
+With ``max_restarts > 0``, a background process that dies (killed, crashed,
+exited) is replaced by a new one built by the same function over the same
+trees; see :class:`BackgroundSampler`. The process side of the protocol is
+in :mod:`parllel.samplers.background_process`.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import signal
 import time
-import traceback
+import warnings
 from collections import deque
 from collections.abc import Callable
 from multiprocessing import util
 from typing import Any, NamedTuple
 
 from parllel import fields
+from parllel.arrays import remove_dead_owner_segments
 from parllel.cages import TrajInfo
 from parllel.cages.sync import start_context
 from parllel.errors import (
     BackgroundSamplerDiedError,
     BackgroundSamplerError,
+    BackgroundSamplerRestartWarning,
     ConfigError,
     PolicyLagError,
     TreeRingClosedError,
 )
+from parllel.samplers.background_process import (
+    load_sampler_state,
+    run_background_sampler,
+    sampler_state,
+)
 from parllel.samplers.tree_ring import Handover, TreeRing, allocate_like, tree_layout
 from parllel.tree import ArrayDict
+
+__all__ = [
+    "BackgroundBatch",
+    "BackgroundSampler",
+    "load_sampler_state",
+    "sampler_state",
+]
 
 
 class BackgroundBatch(NamedTuple):
@@ -81,129 +98,16 @@ class BackgroundBatch(NamedTuple):
     sampler_state: dict[str, Any] | None = None
 
 
-class _ParentGone(Exception):
-    pass
+class _Restarted(Exception):
+    """The learner started a new background process while waiting for a batch."""
 
 
-def _follows_weights(handler: Any) -> bool:
-    return (
-        callable(getattr(handler, "refresh_weights", None))
-        and getattr(handler, "policy_version", None) is not None
-    )
+class _Died(Exception):
+    """The background process exited before sending its tree layout."""
 
-
-def _stateful_parts(sampler: Any) -> dict[str, Any]:
-    """The sampler's parts with state: its transform and observation normalizer."""
-    parts = {
-        "transform": getattr(sampler, "transform", None),
-        "observation_normalizer": getattr(sampler, "observation_normalizer", None),
-    }
-    return {
-        name: part
-        for name, part in parts.items()
-        if callable(getattr(part, "state_dict", None))
-    }
-
-
-def sampler_state(sampler: Any) -> dict[str, Any]:
-    """``state_dict()`` of the sampler's transform and observation normalizer."""
-    return {name: part.state_dict() for name, part in _stateful_parts(sampler).items()}
-
-
-def load_sampler_state(sampler: Any, state: dict[str, Any]) -> None:
-    """Restore what :func:`sampler_state` returned into the sampler's parts."""
-    parts = _stateful_parts(sampler)
-    unknown = sorted(set(state) - set(parts))
-    if unknown:
-        raise ConfigError(
-            f"the background sampler has no {unknown} to load state into "
-            f"(it has {sorted(parts)})"
-        )
-    for name, part_state in state.items():
-        parts[name].load_state_dict(part_state)
-
-
-def _wait_for_weights(
-    handler: Any, least: int, conn: Any, check_alive: Callable[[], None]
-) -> int:
-    """Refresh the handler's weights to version ``>= least``; tell the learner
-    while waiting for it (so a learner that never publishes is told so)."""
-    waiting = []
-
-    def check() -> None:
-        check_alive()
-        if not waiting:  # runs only when the version is not there yet
-            conn.send(("waiting", least))
-            waiting.append(least)
-
-    version = handler.refresh_weights(max(least, 0), check)
-    if waiting:
-        conn.send(("resumed", version))
-    return version
-
-
-def _run(
-    build: Callable[..., Any],
-    args: tuple,
-    conn: Any,
-    handover: Handover,
-    max_lag: int | None,
-) -> None:
-    """The background process: build the sampler, then fill the ring's trees."""
-    # Ctrl-C in a terminal reaches the whole process group: the learner
-    # decides when this process stops (it closes the ring).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = mp.parent_process()
-    sampler = ring = None
-    try:
-        sampler = build(*args)
-        original = sampler.sample_tree
-        conn.send(("layout", tree_layout(original), sampler_state(sampler)))
-        ring = TreeRing(conn.recv(), handover=handover)
-        sampler.use_tree(ring.trees[0])  # (and later the others)
-        original.close()  # the ring's trees replace it for good
-
-        def check_alive() -> None:
-            if ring.closed:
-                raise TreeRingClosedError("the learner closed the background sampler")
-            if parent is not None and not parent.is_alive():
-                raise _ParentGone
-
-        while not conn.poll(0.1):  # sampling starts at the first collect_batch
-            check_alive()
-        start = conn.recv()
-        assert start[0] == "start", start
-        if start[1] is not None:
-            load_sampler_state(sampler, start[1])
-        follows = _follows_weights(sampler.handler)
-        first_version = (
-            sampler.handler.refresh_weights(0, check_alive) if follows else 0
-        )
-        n = 0
-        while True:
-            index = ring.begin_write(check_alive=check_alive)
-            assert index is not None  # a blocking call
-            version = 0
-            if follows:
-                least = 0 if max_lag is None else first_version + n - max_lag
-                version = _wait_for_weights(sampler.handler, least, conn, check_alive)
-            sampler.use_tree(ring.trees[index])
-            _, completed = sampler.collect_batch()
-            # sent before the hand-over: the learner reads it after begin_read
-            conn.send(("batch", n, completed, sampler_state(sampler)))
-            ring.end_write(stamp=version)
-            n += 1
-    except (TreeRingClosedError, _ParentGone, BrokenPipeError):
-        pass  # the learner closed (or is gone): a normal end
-    except BaseException as exc:
-        try:
-            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        except Exception:
-            pass
-    finally:
-        if sampler is not None:
-            for cage in sampler.cages:
-                cage.close()
+    def __init__(self, exitcode: int | None) -> None:
+        super().__init__(exitcode)
+        self.exitcode = exitcode
 
 
 def _shutdown(process: Any, ring: TreeRing | None, conn: Any, timeout: float) -> None:
@@ -252,6 +156,21 @@ class BackgroundSampler:
         start_method: start method of the background process.
         close_timeout: seconds :meth:`close` waits for the process to exit
             before terminating it.
+        max_restarts: how many times a background process that dies
+            (killed, crashed, exited without reporting an error) is replaced
+            by a new one, built by ``build_sampler(*args)`` over the same
+            trees, before :meth:`collect_batch` raises
+            :class:`~parllel.errors.BackgroundSamplerDiedError`. The batches
+            it had handed over stay; the one it was collecting is dropped;
+            the new process's envs start from reset, its transforms from
+            the state of the newest batch handed over. Each restart warns
+            (:class:`~parllel.errors.BackgroundSamplerRestartWarning`). An
+            error the sampler raises is never restarted: it raises
+            :class:`~parllel.errors.BackgroundSamplerError`. Default 0.
+
+    Attributes:
+        restarts: background processes started to replace a dead one.
+        dropped_batches: unfinished batches lost with a dead process.
 
     Example:
         >>> with BackgroundSampler(build_sampler, weights, max_lag=1) as sampler:
@@ -267,18 +186,22 @@ class BackgroundSampler:
         max_lag: int | None = 0,
         start_method: str | None = None,
         close_timeout: float = 30.0,
+        max_restarts: int = 0,
     ) -> None:
         if max_lag is not None and int(max_lag) < 0:
             raise ConfigError(f"max_lag must be >= 0 or None, got {max_lag}")
+        if int(max_restarts) < 0:
+            raise ConfigError(f"max_restarts must be >= 0, got {max_restarts}")
         self.max_lag = None if max_lag is None else int(max_lag)
-        handover = Handover(k, start_method)
-        ctx = start_context(start_method)
-        self._conn, child_conn = ctx.Pipe()
-        self._process = ctx.Process(
-            target=_run,
-            args=(build_sampler, args, child_conn, handover, self.max_lag),
-            name="parllel-background-sampler",
-        )
+        self.max_restarts = int(max_restarts)
+        self.restarts = 0
+        self.dropped_batches = 0
+        self._build = (build_sampler, args)
+        self._start_method = start_method
+        self._close_timeout = close_timeout
+        self._process: Any = None
+        self._conn: Any = None
+        self._finalizer: Any = None
         self._ring: TreeRing | None = None
         self._messages: deque = deque()
         self._holding = False
@@ -290,28 +213,79 @@ class BackgroundSampler:
         # (version, since when) the background process waits for weights
         self._sampler_waits: tuple[int, float] | None = None
         self.deadlock_seconds = 5.0
+        # the process's base policy version (batch n needs >= base + n -
+        # max_lag), the batch it began last, and processes started - 1
+        self._first_version: int | None = None
+        self._begun = -1
+        self._generation = 0
+        handover = Handover(k, start_method)
         trees: list[ArrayDict] = []
         try:
-            self._process.start()
-            child_conn.close()
-            _, layout, self._initial_state = self._receive("layout")
+            _, layout, self._initial_state = self._launch(handover)
             for _ in range(handover.k):
                 trees.append(allocate_like(layout))
             self._ring = TreeRing(trees, handover=handover)
             self._conn.send(trees)
-        except BaseException:
+        except BaseException as exc:
             for tree in trees:
                 tree.close()
             handover.close()
             self._closed = True
-            _shutdown(self._process, None, self._conn, close_timeout)
+            if self._process is not None:
+                _shutdown(self._process, None, self._conn, close_timeout)
+            if isinstance(exc, _Died):
+                raise BackgroundSamplerDiedError(
+                    f"the background sampler process exited (exit code "
+                    f"{exc.exitcode}) before building its sampler",
+                    exc.exitcode,
+                ) from None
             raise
+        self._watch()
+
+    def _watch(self) -> None:
+        """Close the ring and stop the current process at close, GC or exit."""
         self._finalizer = util.Finalize(
             self,
             _shutdown,
-            args=(self._process, self._ring, self._conn, close_timeout),
+            args=(self._process, self._ring, self._conn, self._close_timeout),
             exitpriority=10,  # before multiprocessing joins its children at exit
         )
+
+    def _launch(
+        self, handover: Handover, resume: tuple[int, int | None] | None = None
+    ) -> tuple:
+        """Start a background process; return its ``layout`` message.
+
+        Raises:
+            _Died: the process exited before sending it.
+            BackgroundSamplerError: the builder raised.
+        """
+        ctx = start_context(self._start_method)
+        self._conn, child_conn = ctx.Pipe()
+        build, args = self._build
+        self._process = ctx.Process(
+            target=run_background_sampler,
+            args=(build, args, child_conn, handover, self.max_lag, resume),
+            name="parllel-background-sampler",
+        )
+        try:
+            self._process.start()
+        finally:
+            child_conn.close()
+        if self._ring is not None:  # a restart: the ring exists already
+            self._watch()
+        while not self._conn.poll(0.1):
+            if not self._process.is_alive() and not self._conn.poll():
+                raise _Died(self._process.exitcode)
+        try:
+            message = self._conn.recv()
+        except EOFError:
+            self._process.join(self._close_timeout)
+            raise _Died(self._process.exitcode) from None
+        if message[0] == "error":
+            self._raise_reported(message)
+        assert message[0] == "layout", message
+        return message
 
     @property
     def pid(self) -> int | None:
@@ -379,32 +353,111 @@ class BackgroundSampler:
         assert self._ring is not None
         return self._ring
 
-    def _check_alive(self) -> None:
-        """Raise if the background process reported an error or is gone."""
+    def _raise_reported(self, message: tuple) -> None:
+        self.close()
+        raise BackgroundSamplerError(
+            f"the background sampler raised {message[1]}\n"
+            f"--- its traceback ---\n{message[2]}",
+            worker_traceback=message[2],
+        )
+
+    def _read_messages(self) -> None:
+        """Take in what the background process sent; raise its error report."""
         while self._conn.poll():
             try:
                 message = self._conn.recv()
             except EOFError:
                 break
-            if message[0] == "error":
-                self.close()
-                raise BackgroundSamplerError(
-                    f"the background sampler raised {message[1]}\n"
-                    f"--- its traceback ---\n{message[2]}",
-                    worker_traceback=message[2],
-                )
-            if message[0] == "waiting":
+            kind = message[0]
+            if kind == "error":
+                self._raise_reported(message)
+            if kind == "waiting":
                 self._sampler_waits = (message[1], time.monotonic())
-            elif message[0] == "resumed":
+            elif kind == "resumed":
                 self._sampler_waits = None
+            elif kind == "started":
+                self._first_version = message[1]
+            elif kind == "begin":
+                self._begun = message[1]
             else:
                 self._messages.append(message)
+
+    def _check_alive(self) -> None:
+        """Raise if the background process reported an error; if it is gone,
+        start another (up to ``max_restarts``) or raise."""
+        self._read_messages()
         if not self._process.is_alive():
-            code = self._process.exitcode
-            self.close()
-            raise BackgroundSamplerDiedError(
-                f"the background sampler process exited (exit code {code})", code
+            self._restart(self._process.exitcode)
+
+    def _restart(self, exitcode: int | None) -> None:
+        """The process is gone: start another over the same trees, or raise
+        BackgroundSamplerDiedError once ``max_restarts`` are used up."""
+        ring = self.ring
+        while True:
+            self._read_messages()  # raises if it reported an error before dying
+            # a killed process leaves its segments: nobody else unlinks them
+            remove_dead_owner_segments(self._process.pid)
+            if self.restarts >= self.max_restarts:
+                self.close()
+                after = f" after {self.restarts} restarts" if self.restarts else ""
+                raise BackgroundSamplerDiedError(
+                    f"the background sampler process exited (exit code {exitcode})"
+                    f"{after} (max_restarts={self.max_restarts})",
+                    exitcode,
+                )
+            self.restarts += 1
+            dropped = self._forget_dead_process()
+            self.dropped_batches += dropped
+            warnings.warn(
+                f"the background sampler process exited (exit code {exitcode}); "
+                f"restart {self.restarts} of {self.max_restarts}"
+                + (", its unfinished batch dropped" if dropped else "")
+                + "; the new process's envs start from reset",
+                BackgroundSamplerRestartWarning,
+                stacklevel=4,
             )
+            ring.handover = ring.handover.for_new_writer(
+                self._holding, self._start_method
+            )
+            try:
+                layout = self._launch(
+                    ring.handover, resume=(ring.written, self._first_version)
+                )[1]
+            except _Died as died:  # died again before building its sampler
+                exitcode = died.exitcode
+                continue
+            break
+        if layout != tree_layout(ring.trees[0]):
+            self.close()
+            raise BackgroundSamplerError(
+                "the restarted background sampler built a tree of another layout"
+            )
+        self._conn.send(ring.trees)
+        if self._started:
+            self._conn.send(("start", self._newest_state()))
+        self._sampler_waits = None
+        self._generation += 1
+
+    def _forget_dead_process(self) -> int:
+        """Drop what the dead process left: its messages of batches it did not
+        hand over, the tree it was filling (its cage workers may still write
+        into it: replaced by a new one), its pipe. Return the number of
+        batches dropped (0 or 1)."""
+        ring, written = self.ring, self.ring.written
+        self._messages = deque(m for m in self._messages if m[1] < written)
+        dropped = int(self._begun >= written)
+        if dropped:
+            ring.replace_tree(written % ring.k)
+        self._begun = -1
+        self._finalizer.cancel()
+        self._conn.close()
+        return dropped
+
+    def _newest_state(self) -> dict[str, Any] | None:
+        """The sampler state of the newest batch handed over (for a restart)."""
+        if self._messages:
+            return self._messages[-1][3]
+        return self._last_state if self._last_state is not None else self._state_to_load
 
     def _check_deadlock(self) -> None:
         """While the learner waits for a batch: raise if the background
@@ -419,6 +472,24 @@ class BackgroundSampler:
                 "for a batch; publish the weights once per collected batch "
                 "(handler.publish_weights(), or the runner's publisher=)"
             )
+
+    def _begin_read(self) -> int:
+        """The ring's next filled tree; waits again, on the new handover, if
+        the process was restarted meanwhile."""
+        while True:
+            generation = self._generation
+
+            def check(generation: int = generation) -> None:
+                self._check_deadlock()
+                if self._generation != generation:  # a new process, a new handover
+                    raise _Restarted
+
+            try:
+                index = self.ring.begin_read(check_alive=check)
+            except _Restarted:
+                continue
+            assert index is not None
+            return index
 
     def _receive(self, kind: str) -> tuple:
         while not self._messages:
@@ -448,13 +519,15 @@ class BackgroundSampler:
             raise TreeRingClosedError("the background sampler is closed")
         ring = self.ring
         if not self._started:
-            self._conn.send(("start", self._state_to_load))
             self._started = True
+            try:
+                self._conn.send(("start", self._state_to_load))
+            except OSError:  # the process died: begin_read's check handles it
+                pass
         if self._holding:
             ring.end_read()
             self._holding = False
-        index = ring.begin_read(check_alive=self._check_deadlock)
-        assert index is not None
+        index = self._begin_read()
         self._holding = True
         _, number, completed, state = self._receive("batch")
         self._last_state = state

@@ -110,6 +110,39 @@ class Handover:
         self.filled = ctx.Semaphore(0)
         self.header = Array((_HEADER + self.k,), dtype=np.int64, storage="shared")
 
+    def for_new_writer(
+        self, reader_holding: bool, start_method: str | None = None
+    ) -> Handover:
+        """A handover for a new writer process, after the old writer died.
+
+        The reader's side builds it: the header (counters and stamps) is
+        kept, so the trees filled and not yet read stay filled in order; the
+        semaphores are made anew from the counters (the dead writer may have
+        left the old ones anywhere): ``written - read`` trees are filled or
+        held by the reader, the others free; a tree the dead writer was
+        filling counts as free. Pass the new handover to the new writer's
+        process and set it as the reader's ``ring.handover``.
+
+        Args:
+            reader_holding: the reader holds a tree (``begin_read`` without
+                ``end_read``).
+            start_method: start method of the new writer's process.
+        """
+        header = self.header.to_ndarray()
+        waiting = int(header[_WRITTEN] - header[_READ])
+        if not 0 <= waiting - int(reader_holding) <= waiting <= self.k:
+            raise TreeRingError(
+                f"inconsistent ring counters: {int(header[_WRITTEN])} written, "
+                f"{int(header[_READ])} read, k={self.k}"
+            )
+        new = Handover.__new__(Handover)
+        new.k = self.k
+        ctx = start_context(start_method)
+        new.free = ctx.Semaphore(self.k - waiting)
+        new.filled = ctx.Semaphore(waiting - int(reader_holding))
+        new.header = self.header
+        return new
+
     def close(self) -> None:
         """Mark closed and wake a blocked writer and reader; the owner frees the header."""
         if not self.header.closed:
@@ -325,6 +358,19 @@ class TreeRing:
             yield self.trees[index], self.stamp(index)
         finally:
             self.end_read()
+
+    def replace_tree(self, index: int) -> None:
+        """Put a new tree of the same layout at ``index`` and free the old one.
+
+        The reader's side uses it after the writer's process died while
+        filling tree ``index``: processes the dead writer started (e.g. cage
+        workers) may still write into the old tree until they notice.
+        """
+        if index == self._reading:
+            raise TreeRingError(f"tree {index} is held by the reader")
+        old = self.trees[int(index)]
+        self.trees[int(index)] = allocate_like(old)
+        old.close()
 
     def close(self) -> None:
         """Close the ring for both sides (waiters raise TreeRingClosedError);
