@@ -99,6 +99,16 @@ EXPECTED_KEYS = {
         "final_observation_capacity",
         "table_bytes",
     },
+    "async_bench.py": {
+        "sample_ms",
+        "learn_ms",
+        "sync_sps",
+        "async_sps",
+        "async_vs_sync_sps",
+        "ceiling_vs_sync",
+        "max_lag",
+        "max_lag_observed",
+    },
     "train_cartpole.py": {
         "ours_time_to_475_s",
         "sb3_time_to_475_s",
