@@ -116,6 +116,9 @@ EXPECTED_KEYS = {
         "ours_steps_to_475",
         "sb3_steps_to_475",
         "ours_final_return",
+        "ours_async_time_to_475_s",
+        "async_time_to_475_vs_sync",
+        "async_steps_to_475_vs_sync",
     },
 }
 # benchmarks that cannot run at all without a peer library (the bench extra)
