@@ -22,6 +22,9 @@ Layout (``T`` = batch length, ``B`` = number of envs):
 - ``FINAL_VALUE``: ``[T, B]`` value of ``FINAL_OBSERVATION`` where truncated.
 - ``ADVANTAGE``, ``RETURN``: written by advantage estimation.
 - ``INITIAL_STATE``: ``[B, ...]`` agent recurrent state at the batch start.
+- ``POLICY_VERSION``: ``[T, B]`` int64 in ``AGENT_INFO``: version of the
+  shared weights that chose each action (recorded by a handler that follows
+  a learner's weights in another process).
 - ``TARGET_LOG_PROB``: ``[T, B]`` log-probabilities of the recorded actions
   under the policy being trained (off-policy corrections such as V-trace).
 """
@@ -48,3 +51,4 @@ RETURN = "return_"
 INITIAL_STATE = "initial_state"
 LOG_PROB = "log_prob"
 TARGET_LOG_PROB = "target_log_prob"
+POLICY_VERSION = "policy_version"

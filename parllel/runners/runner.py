@@ -37,6 +37,7 @@ from parllel.runtime.compatibility import (
     load_object,
 )
 from parllel.runtime.finite import refuse_nonfinite_state
+from parllel.samplers.background import BackgroundSampler
 
 
 def _schedule(interval: int | None, name: str) -> int | None:
@@ -66,9 +67,21 @@ class Runner:
     ``cmd &`` of a shell script), :meth:`run` warns with
     :class:`~parllel.errors.InterruptIgnoredWarning`.
 
+    With a :class:`~parllel.samplers.BackgroundSampler` the next batch is
+    collected while the algorithm trains: pass the learner's handler as
+    ``publisher`` and the runner publishes the weights after every
+    iteration, checks each batch's policy lag against the sampler's
+    ``max_lag`` and logs it (``async/lag_min``, ``async/lag_mean``,
+    ``async/lag_max`` over the batches since the last log line, and
+    ``async/policy_version``). The background sampler's transform state is
+    checkpointed as ``"sampler"``; the batch being collected when a
+    checkpoint is written is not saved: a resumed run starts from reset
+    envs, as a synchronous one does.
+
     Args:
         sampler: has ``collect_batch() -> (batch, traj_infos)`` and a
-            ``sample_tree`` (env steps per batch = T * B).
+            ``sample_tree`` (env steps per batch = T * B), or is a
+            :class:`~parllel.samplers.BackgroundSampler`.
         algorithm: the learner; what is called on it depends on the subclass.
         total_steps: env steps to train for.
         eval_sampler: has ``collect() -> traj_infos`` (None: no evaluation).
@@ -90,6 +103,14 @@ class Runner:
         rng: the numpy Generator of the run (its state is checkpointed).
         handle_interrupt: stop gracefully on the first Ctrl-C or SIGTERM
             (only when :meth:`run` is called from the main thread).
+        publisher: the learner's handler after ``share_weights()`` (has
+            ``publish_weights()`` and ``policy_version``): its weights are
+            published after every iteration (also after :meth:`load`), for
+            a sampler that follows them in another process.
+
+    Raises:
+        ConfigError: a bad interval or count, or a background sampler that
+            follows weights without a ``publisher``.
     """
 
     def __init__(
@@ -112,6 +133,7 @@ class Runner:
         episode_window: int = 100,
         rng: Any = None,
         handle_interrupt: bool = True,
+        publisher: Any = None,
     ) -> None:
         if int(total_steps) < 1:
             raise ConfigError(f"total_steps must be >= 1, got {total_steps}")
@@ -130,6 +152,18 @@ class Runner:
         )
         self.keep_checkpoints = int(keep_checkpoints)
         self.checkpoint_objects = dict(checkpoint_objects or {})
+        self.publisher = publisher
+        if publisher is not None and getattr(publisher, "policy_version", None) is None:
+            raise ConfigError(
+                "publisher needs published weights: call publisher.share_weights() "
+                "(and pass the weights to the sampler) first"
+            )
+        self.background = isinstance(sampler, BackgroundSampler)
+        if self.background and (
+            self.checkpoint_dir is not None or self.checkpoint_objects
+        ):
+            self.checkpoint_objects.setdefault("sampler", sampler)
+        self._lags: list[tuple[int, float, int]] = []
         self.config = dict(config or {})
         self.config_keys = config_keys
         self.callbacks = list(callbacks)
@@ -218,6 +252,8 @@ class Runner:
         metrics: dict[str, float] = {}
         while self.env_steps < self.total_steps and not self._stop:
             algo_metrics = self._iterate()
+            if self.publisher is not None:
+                self.publisher.publish_weights()
             metrics = self._metrics(algo_metrics)
             self._call("on_update_end", metrics)
             evaluated = self._due("eval", self.eval_interval_steps)
@@ -246,7 +282,14 @@ class Runner:
 
     def _collect(self) -> Any:
         """Collect one batch, count its steps and episodes, call the hook."""
-        batch, traj_infos = self.sampler.collect_batch()
+        if self.background:
+            version = None if self.publisher is None else self.publisher.policy_version
+            result = self.sampler.collect_batch(learner_version=version)
+            batch, traj_infos = result.sample_tree, result.completed
+            if result.lag is not None:
+                self._lags.append((result.lag_min, result.lag_mean, result.lag))
+        else:
+            batch, traj_infos = self.sampler.collect_batch()
         self.env_steps += self.steps_per_batch
         self.train_stats.extend(traj_infos)
         self._call("on_collect_end", batch, traj_infos)
@@ -272,6 +315,14 @@ class Runner:
         metrics["time/steps_per_second"] = (self.env_steps - steps_then) / max(
             now - since, 1e-9
         )
+        if self._lags:
+            metrics["async/lag_min"] = float(min(lag[0] for lag in self._lags))
+            metrics["async/lag_mean"] = sum(lag[1] for lag in self._lags) / len(
+                self._lags
+            )
+            metrics["async/lag_max"] = float(max(lag[2] for lag in self._lags))
+        if self.publisher is not None:
+            metrics["async/policy_version"] = float(self.publisher.policy_version)
         return metrics
 
     def _elapsed(self) -> float:
@@ -280,6 +331,7 @@ class Runner:
 
     def _log(self, metrics: dict[str, float]) -> None:
         self._last_log = (time.perf_counter(), self.env_steps)
+        self._lags.clear()
         if self.logger is not None:
             self.logger.log(
                 self.env_steps, {k: v for k, v in metrics.items() if k[0] != "_"}
@@ -378,6 +430,8 @@ class Runner:
             )
         for name, obj in self.checkpoint_objects.items():
             load_object(name, obj, saved_objects[name])
+        if self.publisher is not None:  # the restored weights reach the sampler
+            self.publisher.publish_weights()
         runner = state["runner"]
         self.env_steps = int(runner["env_steps"])
         self.updates = int(runner["updates"])

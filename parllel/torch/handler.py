@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from parllel import fields
 from parllel.agents.base import Agent, AgentExample, check_mode
 from parllel.agents.numpy_handler import (
     batch_of_one,
@@ -77,6 +79,7 @@ class TorchHandler:
         self._shared: tuple[SharedWeights, dict[str, torch.Tensor]] | None = None
         self._role = ""  # "share_weights" (publisher) or "follow_weights"
         self._policy_version: int | None = None
+        self._refresh_every_step = False
 
     @property
     def recurrent(self) -> bool:
@@ -133,7 +136,13 @@ class TorchHandler:
             )
         first = tree_map(lambda leaf: leaf[0], _to_numpy(step[:2]))
         state = None if step.state is None else _to_numpy(step.state[0])
-        return AgentExample(first[0], first[1], state)
+        agent_info = first[1]
+        if self._role == "follow_weights" and isinstance(agent_info, Mapping):
+            # a follower records, per step, the weights version that acted
+            agent_info = type(agent_info)(
+                {**agent_info, fields.POLICY_VERSION: np.int64(0)}
+            )
+        return AgentExample(first[0], agent_info, state)
 
     def step(
         self,
@@ -147,6 +156,8 @@ class TorchHandler:
     ) -> None:
         """Run the agent for ``env_indices`` and copy its outputs into the slots."""
         index = self._index(env_indices)
+        if self._refresh_every_step:
+            self._load_newer_weights()
         with torch.no_grad():
             step = self.agent.step(
                 self._input(observation),
@@ -156,7 +167,13 @@ class TorchHandler:
             )
             _copy_into(self._view(out_action), step.action)
             if len(out_agent_info):
-                _copy_into(self._view(out_agent_info), step.agent_info)
+                out_info = self._view(out_agent_info)
+                if fields.POLICY_VERSION in out_info:
+                    out_info[fields.POLICY_VERSION].fill_(self._policy_version or 0)
+                    out_info = {
+                        k: v for k, v in out_info.items() if k != fields.POLICY_VERSION
+                    }
+                _copy_into(out_info, step.agent_info)
             self._states.scatter(index, step.state)
 
     def value(
@@ -230,12 +247,38 @@ class TorchHandler:
         self._policy_version = weights.publish(tensors)
         return self._policy_version
 
-    def follow_weights(self, weights: SharedWeights, modules: Any = None) -> int:
+    def follow_weights(
+        self, weights: SharedWeights, modules: Any = None, *, every: str = "batch"
+    ) -> int:
         """Sampler side: load the newest published weights now and follow them;
-        return that version (:meth:`refresh_weights` loads newer ones)."""
+        return that version.
+
+        From now on :meth:`example_outputs` adds ``agent_info.policy_version``
+        (build the sample tree after this call), and every step records there
+        the version that chose the action.
+
+        Args:
+            weights: the learner's :class:`~parllel.torch.weights.SharedWeights`.
+            modules: ``{name: nn.Module}`` matching the learner's (default: the
+                agent's modules).
+            every: ``"batch"``: newer weights are loaded only by
+                :meth:`refresh_weights` (a background sampler calls it before
+                each batch); ``"step"``: also before every step, as soon as
+                they are published (a version check per step; the lag bound
+                still holds, since versions only grow).
+        """
+        if every not in ("batch", "step"):
+            raise ConfigError(f"every must be 'batch' or 'step', got {every!r}")
         self._link(weights, modules, None)
         self._policy_version = None
+        self._refresh_every_step = every == "step"
         return self.refresh_weights()
+
+    def _load_newer_weights(self) -> None:
+        weights, tensors = self._linked("refresh_weights", "follow_weights")
+        held = -1 if self._policy_version is None else self._policy_version
+        if weights.version > held:
+            self._policy_version = weights.read_into(tensors, newer_than=held)
 
     def refresh_weights(self, min_version: int = 0, check_alive: Any = None) -> int:
         """Sampler side: wait until ``min_version`` is published, load the

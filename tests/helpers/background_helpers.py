@@ -93,3 +93,24 @@ def build_worker_pid_sampler(seed: int, pids):
             pids.put(pid)
     pids.put(os.getpid())
     return sampler
+
+
+def build_normalizing_sampler(seed: int, weights=None):
+    """CountingEnvs, the LinearAgent (following ``weights`` if given), an
+    observation normalizer with running statistics, GAE."""
+    from parllel.transforms import NormalizeObservations
+
+    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
+    handler = make_linear_handler(seed)
+    if weights is not None:
+        handler.follow_weights(weights)
+    tree = build_sample_tree(cage, handler, T)
+    gae = EstimateAdvantage(tree, 0.99, 0.95)
+    return FeedForwardSampler(
+        cage,
+        handler,
+        tree,
+        transform=gae,
+        observation_normalizer=NormalizeObservations(tree),
+        seed=seed,
+    )

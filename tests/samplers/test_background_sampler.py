@@ -115,7 +115,12 @@ def test_max_lag_0_torch_agent_with_published_weights_equals_the_synchronous_loo
             for n in range(BATCHES):
                 batch = background.collect_batch(learner_version=learner.policy_version)
                 assert (batch.batch_index, batch.policy_version, batch.lag) == (n, n, 0)
+                assert (batch.lag_min, batch.lag_mean) == (0, 0.0)
                 actual.append(snapshot(batch.sample_tree))
+                # the follower records each step's version; the synchronous
+                # sampler's handler follows none, so its tree lacks the field
+                versions = actual[-1].pop(f"{fields.AGENT_INFO}.{fields.POLICY_VERSION}")
+                assert (versions[: sampler.batch_T] == n).all()
                 learner_update(learner, n)
                 learner.publish_weights()
     finally:
