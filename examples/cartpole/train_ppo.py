@@ -7,6 +7,7 @@
     python examples/cartpole/train_ppo.py --rebalance         # envs follow the faster core
     python examples/cartpole/train_ppo.py --async             # sample while PPO trains
     python examples/cartpole/train_ppo.py --async --max-lag 2 # up to 2 policy versions behind
+    python examples/cartpole/train_ppo.py --async --vtrace    # V-trace corrects for the lag
     python examples/cartpole/train_ppo.py --resume runs/cartpole-ppo-...
     python examples/cartpole/train_ppo.py --help              # every Config field is a flag
 
@@ -39,7 +40,13 @@ from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
+from parllel.torch.algos import (
+    PPO,
+    ActorCriticEvaluator,
+    VTraceCorrection,
+    adam,
+    linear_schedule,
+)
 from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.torch.weights import SharedWeights
@@ -90,6 +97,8 @@ class Config:
     """--async: policy versions a batch may be behind the learner (0: take turns)"""
     refresh: Literal["batch", "step"] = "batch"
     """--async: the sampler loads new weights before each batch, or each step"""
+    vtrace: bool = False
+    """correct advantages and value targets for the policy lag with V-trace"""
     run_root: str = "runs"
     """directory the run directory is created in"""
 
@@ -207,6 +216,11 @@ def main(config: Config, resume: str | None = None) -> dict:
         epochs=config.epochs,
         minibatches=config.minibatches,
         entropy_coef=config.entropy_coef,
+        correction=(
+            VTraceCorrection(gamma=config.gamma, trace_lambda=config.gae_lambda)
+            if config.vtrace
+            else None
+        ),
     )
 
     logger = build_run_logger(run, config.total_steps, resume=bool(resume))

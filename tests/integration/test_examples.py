@@ -85,7 +85,14 @@ def test_example_quick_run_and_resume(script, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(200)
-@pytest.mark.parametrize("flags", [["--sampler", "alternating"], ["--rebalance"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--sampler", "alternating"],
+        ["--rebalance"],
+        ["--async", "--max-lag", "2", "--refresh", "step", "--vtrace"],
+    ],
+)
 def test_ppo_example_sampler_layouts(flags, tmp_path):
     done = _run("cartpole/train_ppo.py", tmp_path, *flags)
     assert "eval return" in done.stdout
