@@ -11,6 +11,9 @@ in every process.
   learning take turns.
 - ``async``: the same runner with a ``BackgroundSampler`` (``max_lag=1``):
   the next batch is collected in a background process while PPO trains.
+- ``async_lag0``: the background sampler with ``max_lag=0``: the two take
+  turns as in ``sync``, so this measures what the background machinery
+  costs (hand-over, weights, messages).
 - ceiling: the time per batch of sampling alone and of learning alone,
   measured while both run at once in two independent processes; the best
   an overlap can do is ``(t_sample + t_learn) / max(t_sample', t_learn')``.
@@ -18,8 +21,9 @@ in every process.
 Reported: ``sample_ms`` / ``learn_ms`` per batch (each alone),
 ``step_cost_us`` (the CPU cost added per env step), training steps/s of
 both modes (median of ``--repeats`` runs), ``async_vs_sync_sps``,
-``ceiling_vs_sync`` and ``max_lag_observed`` (the largest policy lag of any
-trained batch, which must not exceed ``max_lag``).
+``ceiling_vs_sync``, ``async_lag0_vs_sync_sps`` and ``max_lag_observed``
+(the largest policy lag of any trained batch, which must not exceed
+``max_lag``).
 
 Usage: python benchmarks/async_bench.py [--quick] [--batches N] [--repeats N]
 """
@@ -160,8 +164,10 @@ class LagRecorder(Callback):
             self.lags.append(metrics["async/lag_max"])
 
 
-def train(iterations: int, batches: int, asynchronous: bool) -> tuple[float, list]:
-    """Training steps per second of ``batches`` PPO iterations (after one warm-up)."""
+def train(iterations: int, batches: int, max_lag: int | None) -> tuple[float, list]:
+    """Training steps per second of ``batches`` PPO iterations (after one
+    warm-up); synchronous if ``max_lag`` is None, else a background sampler
+    with that bound."""
     agent = build_agent(0)
     ppo = build_ppo(agent)
     lags = LagRecorder()
@@ -172,11 +178,11 @@ def train(iterations: int, batches: int, asynchronous: bool) -> tuple[float, lis
         def on_update_end(self, runner: Any, metrics: dict[str, float]) -> None:
             clock.append(time.perf_counter())
 
-    if asynchronous:
+    if max_lag is not None:
         learner = TorchHandler(agent, N_ENVS)
         weights = learner.share_weights()
         sampler: Any = BackgroundSampler(
-            build_sampler, iterations, 0, weights, max_lag=MAX_LAG
+            build_sampler, iterations, 0, weights, max_lag=max_lag
         )
         close = [sampler.close, weights.close]
     else:
@@ -221,15 +227,16 @@ def main() -> None:
         f"{learn_both * 1e3:.1f} ms",
         flush=True,
     )
-    runs: dict[str, list[float]] = {"sync": [], "async": []}
-    observed: list[float] = []
+    modes = {"sync": None, "async": MAX_LAG, "async_lag0": 0}
+    runs: dict[str, list[float]] = {mode: [] for mode in modes}
+    observed: dict[str, list[float]] = {mode: [] for mode in modes}
     for repeat in range(args.repeats):
-        for mode in ("sync", "async"):
-            sps, lags = train(iterations, args.batches, mode == "async")
+        for mode, max_lag in modes.items():
+            sps, lags = train(iterations, args.batches, max_lag)
             runs[mode].append(sps)
-            observed += lags
+            observed[mode] += lags
             print(f"repeat {repeat} {mode}: {sps:,.0f} steps/s", flush=True)
-    sync, asynchronous = (statistics.median(runs[m]) for m in ("sync", "async"))
+    sync, asynchronous, lag0 = (statistics.median(runs[m]) for m in modes)
     print_result(
         {
             "sample_ms": round(sample * 1e3, 2),
@@ -241,8 +248,11 @@ def main() -> None:
             "ceiling_vs_sync": round(
                 (sample + learn) / max(sample_both, learn_both), 3
             ),
+            "async_lag0_sps": round(lag0, 1),
+            "async_lag0_vs_sync_sps": round(lag0 / sync, 3),
             "max_lag": MAX_LAG,
-            "max_lag_observed": int(max(observed)) if observed else None,
+            "max_lag_observed": int(max(observed["async"])),
+            "max_lag_observed_lag0": int(max(observed["async_lag0"])),
             "batches": args.batches,
             "repeats": args.repeats,
         }
