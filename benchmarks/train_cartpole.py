@@ -1,4 +1,9 @@
-"""Time to solve CartPole-v1: parllel PPO vs Stable-Baselines3 PPO, same hyperparameters.
+"""Time to solve CartPole-v1: parllel PPO (synchronous and asynchronous) vs Stable-Baselines3 PPO.
+
+Three contenders with the same hyperparameters: ``ours`` (parllel, sampling
+and learning take turns), ``ours_async`` (parllel with a background sampler,
+``--max-lag`` 1: the next batch is collected while PPO trains on this one)
+and ``sb3``.
 
 Both sides: 8 envs, 32 steps per env per batch (256 samples), one minibatch
 of 256, 20 epochs, gamma 0.98, GAE lambda 0.8, learning rate 1e-3 and clip
@@ -20,8 +25,10 @@ evaluation. Medians over the seeds (``null`` if the median seed never got
 there). parllel uses serial cages (measured faster than worker processes
 for CartPole on 2 cores; ``--parallel process`` to compare).
 
-Last line: one JSON object with ``ours_time_to_475_s``, ``sb3_time_to_475_s``,
-``time_to_475_ratio`` (ours / SB3), ``ours_steps_to_475``,
+Last line: one JSON object with ``ours_time_to_475_s``,
+``ours_async_time_to_475_s``, ``sb3_time_to_475_s``, ``time_to_475_ratio``
+(the faster parllel contender / SB3), ``async_time_to_475_vs_sync`` and
+``async_steps_to_475_vs_sync`` (ours_async / ours), ``ours_steps_to_475``,
 ``sb3_steps_to_475``, ``ours_final_return`` (median final eval return) and
 per-seed details, ``total_train_ratio`` (median training time for all 100k
 steps, ours / SB3) and the load average at start and end. Usage: python benchmarks/train_cartpole.py [--quick]
@@ -46,6 +53,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 
+from parllel.cages import EnvSpaces  # noqa: E402
 from parllel.patterns import (  # noqa: E402
     add_advantage_estimation,
     build_cages,
@@ -54,7 +62,7 @@ from parllel.patterns import (  # noqa: E402
 )
 from parllel.runners import Callback, OnPolicyRunner  # noqa: E402
 from parllel.runtime import Seeds, seed_everything  # noqa: E402
-from parllel.samplers import FeedForwardSampler  # noqa: E402
+from parllel.samplers import BackgroundSampler, FeedForwardSampler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule  # noqa: E402
 from parllel.torch.handler import TorchHandler  # noqa: E402
@@ -137,16 +145,10 @@ class _TimedEvalSampler:
         return trajs
 
 
-def run_parllel(seed: int, hp: dict, parallel: str, fused_adam: bool) -> Curve:
-    torch.manual_seed(seed)
-    seeds = Seeds.from_master(seed, n_envs=hp["n_envs"])
-    seed_everything(seeds)
-    cage = build_cages(make_env, hp["n_envs"], parallel=parallel, seed=seed)
+def build_model(spaces: Any) -> tuple[Any, Any]:
+    """64x64 separate tanh policy and value MLPs, initialized like SB3's."""
     model, distribution = build_actor_critic(
-        cage.spaces.observation,
-        cage.spaces.action,
-        hidden_sizes=(64, 64),
-        shared_trunk=False,
+        spaces.observation, spaces.action, hidden_sizes=(64, 64), shared_trunk=False
     )
     # SB3's initialization: orthogonal hidden layers with gain sqrt(2), zero
     # biases (parllel's heads already use gains 0.01 and 1 like SB3's)
@@ -155,15 +157,53 @@ def run_parllel(seed: int, hp: dict, parallel: str, fused_adam: bool) -> Curve:
             if isinstance(layer, nn.Linear):
                 nn.init.orthogonal_(layer.weight, gain=math.sqrt(2))
                 nn.init.zeros_(layer.bias)
-    agent = ActorCriticAgent(model, distribution)
+    return model, distribution
+
+
+def build_sampler(
+    seed: int, hp: dict, parallel: str, agent: Any = None, weights: Any = None
+) -> FeedForwardSampler:
+    """The training sampler: ``agent``'s, or (in a background process) one
+    whose new agent follows the learner's ``weights``."""
+    torch.set_num_threads(1)
+    cage = build_cages(make_env, hp["n_envs"], parallel=parallel, seed=seed)
+    if agent is None:
+        agent = ActorCriticAgent(*build_model(cage.spaces))
     handler = TorchHandler(agent, n_envs=cage.n_envs)
+    if weights is not None:
+        handler.follow_weights(weights)
     sample_tree = build_sample_tree(cage, handler, hp["n_steps"])
     transform = Compose(
         add_advantage_estimation(
             sample_tree, hp["gamma"], hp["gae_lambda"], normalize=True
         )
     )
-    sampler = FeedForwardSampler(cage, handler, sample_tree, transform=transform)
+    return FeedForwardSampler(cage, handler, sample_tree, transform=transform)
+
+
+def run_parllel(
+    seed: int, hp: dict, parallel: str, fused_adam: bool, max_lag: int | None = None
+) -> Curve:
+    """One training run; with ``max_lag`` the sampler runs in a background
+    process (asynchronous sampling) with that lag bound."""
+    torch.manual_seed(seed)
+    seeds = Seeds.from_master(seed, n_envs=hp["n_envs"])
+    seed_everything(seeds)
+    env = make_env()
+    model, distribution = build_model(
+        EnvSpaces(env.observation_space, env.action_space)
+    )
+    env.close()
+    agent = ActorCriticAgent(model, distribution)
+    if max_lag is None:
+        sampler: Any = build_sampler(seed, hp, parallel, agent=agent)
+        publisher, weights = None, None
+    else:
+        publisher = TorchHandler(agent, n_envs=hp["n_envs"])
+        weights = publisher.share_weights()
+        sampler = BackgroundSampler(
+            build_sampler, seed, hp, parallel, None, weights, max_lag=max_lag
+        )
     n_eval = hp["eval_episodes"]
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
@@ -196,14 +236,19 @@ def run_parllel(seed: int, hp: dict, parallel: str, fused_adam: bool) -> Curve:
         eval_sampler=_TimedEvalSampler(eval_sampler, curve, runner_ref),
         eval_interval_steps=hp["eval_interval"],
         callbacks=[_StartClock(curve)],
+        publisher=publisher,
     )
     runner_ref.append(runner)
     try:
         runner.run()
     finally:
-        cage.close()
+        if max_lag is None:
+            sampler.cages[0].close()
+            sampler.sample_tree.close()
+        else:
+            sampler.close()
+            weights.close()
         eval_cage.close()
-        sample_tree.close()
     return curve
 
 
@@ -311,7 +356,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny run (seconds)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--parallel", default="serial", choices=["serial", "process"])
-    parser.add_argument("--only", choices=["ours", "sb3"], help="run one side")
+    parser.add_argument(
+        "--only", choices=["ours", "ours_async", "sb3"], help="run one contender"
+    )
+    parser.add_argument(
+        "--max-lag", type=int, default=1, help="policy lag bound of ours_async"
+    )
     parser.add_argument(
         "--fused-adam", action="store_true", help="torch's fused Adam, both sides"
     )
@@ -327,21 +377,50 @@ def main() -> None:
         "parallel": args.parallel,
         "fused_adam": args.fused_adam,
     }
+    contenders = {
+        "ours": lambda seed: run_parllel(seed, hp, args.parallel, args.fused_adam),
+        "ours_async": lambda seed: run_parllel(
+            seed, hp, args.parallel, args.fused_adam, max_lag=args.max_lag
+        ),
+        "sb3": lambda seed: run_sb3(seed, hp, args.fused_adam),
+    }
+    result["max_lag"] = args.max_lag
     for seed in range(args.seeds):
-        if args.only != "sb3":
-            result.setdefault("_ours", []).append(
-                run_parllel(seed, hp, args.parallel, args.fused_adam)
-            )
-            print(f"ours seed {seed}: {result['_ours'][-1].points}", flush=True)
-        if args.only != "ours":
-            result.setdefault("_sb3", []).append(run_sb3(seed, hp, args.fused_adam))
-            print(f"sb3 seed {seed}: {result['_sb3'][-1].points}", flush=True)
-    for name in ("ours", "sb3"):
+        for name, run in contenders.items():
+            if args.only in (None, name):
+                result.setdefault(f"_{name}", []).append(run(seed))
+                print(
+                    f"{name} seed {seed}: {result[f'_{name}'][-1].points}", flush=True
+                )
+    for name in contenders:
         if f"_{name}" in result:
             result.update(summarize(name, result.pop(f"_{name}")))
-    ours, sb3 = result.get("ours_time_to_475_s"), result.get("sb3_time_to_475_s")
-    result["time_to_475_ratio"] = (
-        round(ours / sb3, 3) if ours is not None and sb3 else None
+    ours = [
+        t
+        for t in (
+            result.get("ours_time_to_475_s"),
+            result.get("ours_async_time_to_475_s"),
+        )
+        if t is not None
+    ]
+    sb3 = result.get("sb3_time_to_475_s")
+    # the best parllel contender against SB3
+    result["time_to_475_ratio"] = round(min(ours) / sb3, 3) if ours and sb3 else None
+    sync, asynchronous = (
+        result.get("ours_time_to_475_s"),
+        result.get("ours_async_time_to_475_s"),
+    )
+    result["async_time_to_475_vs_sync"] = (
+        round(asynchronous / sync, 3) if sync and asynchronous is not None else None
+    )
+    sync_steps, async_steps = (
+        result.get("ours_steps_to_475"),
+        result.get("ours_async_steps_to_475"),
+    )
+    result["async_steps_to_475_vs_sync"] = (
+        round(async_steps / sync_steps, 3)
+        if sync_steps and async_steps is not None
+        else None
     )
     ours_total, sb3_total = (
         result.get("ours_total_train_s"),

@@ -5,6 +5,9 @@
     python examples/cartpole/train_ppo.py --parallel serial   # same batches, no processes
     python examples/cartpole/train_ppo.py --sampler alternating  # inference overlaps stepping
     python examples/cartpole/train_ppo.py --rebalance         # envs follow the faster core
+    python examples/cartpole/train_ppo.py --async             # sample while PPO trains
+    python examples/cartpole/train_ppo.py --async --max-lag 2 # up to 2 policy versions behind
+    python examples/cartpole/train_ppo.py --async --vtrace    # V-trace corrects for the lag
     python examples/cartpole/train_ppo.py --resume runs/cartpole-ppo-...
     python examples/cartpole/train_ppo.py --help              # every Config field is a flag
 
@@ -16,11 +19,13 @@ the current batch, writes a checkpoint and prints the command that resumes.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import torch
+import tyro
 
+from parllel.cages import EnvSpaces
 from parllel.patterns import (
     add_advantage_estimation,
     build_alternating_cages,
@@ -33,11 +38,18 @@ from parllel.patterns import (
 from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
-from parllel.samplers import AlternatingSampler, FeedForwardSampler
+from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
+from parllel.torch.algos import (
+    PPO,
+    ActorCriticEvaluator,
+    VTraceCorrection,
+    adam,
+    linear_schedule,
+)
 from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
+from parllel.torch.weights import SharedWeights
 from parllel.transforms import Compose
 
 
@@ -79,6 +91,14 @@ class Config:
     """alternating: two halves of the envs, one worker each, inference overlaps stepping"""
     rebalance: bool = False
     """feed-forward process cages: move envs towards the faster process"""
+    async_sampling: Annotated[bool, tyro.conf.arg(aliases=("--async",))] = False
+    """sample in a background process while PPO trains on the last batch"""
+    max_lag: int = 1
+    """--async: policy versions a batch may be behind the learner (0: take turns)"""
+    refresh: Literal["batch", "step"] = "batch"
+    """--async: the sampler loads new weights before each batch, or each step"""
+    vtrace: bool = False
+    """correct advantages and value targets for the policy lag with V-trace"""
     run_root: str = "runs"
     """directory the run directory is created in"""
 
@@ -89,6 +109,58 @@ QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2
 
 def make_env() -> gym.Env:
     return gym.make("CartPole-v1")
+
+
+def build_agent(config: Config, spaces: Any) -> ActorCriticAgent:
+    """The actor-critic MLP for ``spaces`` (an ``observation`` and ``action`` space)."""
+    model, distribution = build_actor_critic(
+        spaces.observation, spaces.action, hidden_sizes=config.hidden_sizes
+    )
+    return ActorCriticAgent(model, distribution)
+
+
+def build_sampler(
+    config: Config, seeds: Seeds, weights: SharedWeights | None = None
+) -> tuple[FeedForwardSampler | AlternatingSampler, ActorCriticAgent]:
+    """Envs (in worker processes), the agent, the batch buffer and its transforms.
+
+    With ``weights`` the agent follows the learner's published weights (it
+    samples in a background process); without, it is the learner's agent.
+    """
+    if config.sampler == "alternating":
+        cages = build_alternating_cages(make_env, config.n_envs, seed=seeds.envs)
+    else:
+        process = {"rebalance": True} if config.rebalance else {}
+        cages = [
+            build_cages(
+                make_env,
+                config.n_envs,
+                parallel=config.parallel,
+                seed=seeds.envs,
+                **process,
+            )
+        ]
+    agent = build_agent(config, cages[0].spaces)
+    handler = TorchHandler(agent, n_envs=config.n_envs)
+    if weights is not None:
+        handler.follow_weights(weights, every=config.refresh)
+    # the batch buffer [T, B] and what runs on it after each batch
+    sample_tree = build_sample_tree(cages, handler, config.batch_T)
+    transform = Compose(
+        add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda)
+    )
+    sampler_type = (
+        AlternatingSampler if config.sampler == "alternating" else FeedForwardSampler
+    )
+    return sampler_type(cages, handler, sample_tree, transform=transform), agent
+
+
+def build_background_sampler(
+    config: Config, seeds: Seeds, weights: SharedWeights
+) -> FeedForwardSampler | AlternatingSampler:
+    """Runs in the background process: the sampler, following ``weights``."""
+    torch.set_num_threads(1)
+    return build_sampler(config, seeds, weights)[0]
 
 
 def main(config: Config, resume: str | None = None) -> dict:
@@ -103,36 +175,28 @@ def main(config: Config, resume: str | None = None) -> dict:
         )
     )
 
-    # environments (in worker processes) and the agent
-    if config.sampler == "alternating":
-        cages = build_alternating_cages(make_env, config.n_envs, seed=seeds.envs)
+    if config.async_sampling:
+        # the learner's agent publishes its weights; the sampler, with the
+        # envs, runs in a background process and follows them
+        env = make_env()
+        agent = build_agent(config, EnvSpaces(env.observation_space, env.action_space))
+        env.close()
+        learner = TorchHandler(agent, n_envs=config.n_envs)
+        weights = learner.share_weights()
+        sampler = BackgroundSampler(
+            build_background_sampler,
+            config,
+            seeds,
+            weights,
+            max_lag=config.max_lag,
+        )
+        checkpoint_objects = {"model": agent.model}  # + the sampler, by the runner
+        close: tuple = (sampler, weights)
     else:
-        process = {"rebalance": True} if config.rebalance else {}
-        cages = [
-            build_cages(
-                make_env,
-                config.n_envs,
-                parallel=config.parallel,
-                seed=seeds.envs,
-                **process,
-            )
-        ]
-    spaces = cages[0].spaces
-    model, distribution = build_actor_critic(
-        spaces.observation, spaces.action, hidden_sizes=config.hidden_sizes
-    )
-    agent = ActorCriticAgent(model, distribution)
-    handler = TorchHandler(agent, n_envs=config.n_envs)
-
-    # the batch buffer [T, B] and what runs on it after each batch
-    sample_tree = build_sample_tree(cages, handler, config.batch_T)
-    transform = Compose(
-        add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda)
-    )
-    sampler_type = (
-        AlternatingSampler if config.sampler == "alternating" else FeedForwardSampler
-    )
-    sampler = sampler_type(cages, handler, sample_tree, transform=transform)
+        sampler, agent = build_sampler(config, seeds)
+        learner = None
+        checkpoint_objects = {"model": agent.model, "transform": sampler.transform}
+        close = (*sampler.cages, sampler.sample_tree)
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
         TorchHandler(agent, n_envs=4),
@@ -142,6 +206,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
 
     # the algorithm
+    model, distribution = agent.model, agent.distribution
     optimizer = adam(model.parameters(), config.learning_rate)  # fused: measured faster
     ppo = PPO(
         ActorCriticEvaluator(model, distribution),
@@ -151,6 +216,11 @@ def main(config: Config, resume: str | None = None) -> dict:
         epochs=config.epochs,
         minibatches=config.minibatches,
         entropy_coef=config.entropy_coef,
+        correction=(
+            VTraceCorrection(gamma=config.gamma, trace_lambda=config.gae_lambda)
+            if config.vtrace
+            else None
+        ),
     )
 
     logger = build_run_logger(run, config.total_steps, resume=bool(resume))
@@ -164,16 +234,12 @@ def main(config: Config, resume: str | None = None) -> dict:
         log_interval_steps=config.eval_interval_steps,
         checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
-        checkpoint_objects={"model": model, "ppo": ppo, "transform": transform},
+        checkpoint_objects={**checkpoint_objects, "ppo": ppo},
         config=dataclasses.asdict(config),
-        config_keys=["n_envs", "batch_T", "hidden_sizes"],
+        config_keys=["n_envs", "batch_T", "hidden_sizes", "async_sampling"],
+        publisher=learner,
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(*cages, eval_cage, sample_tree),
-    )
+    return run_training(runner, run, resume=bool(resume), close=(*close, eval_cage))
 
 
 if __name__ == "__main__":

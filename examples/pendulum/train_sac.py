@@ -2,6 +2,7 @@
 
     python examples/pendulum/train_sac.py            # eval return >= -200 in ~5k steps
     python examples/pendulum/train_sac.py --quick    # a tiny smoke run
+    python examples/pendulum/train_sac.py --async    # the env steps while SAC updates
     python examples/pendulum/train_sac.py --resume runs/pendulum-sac-...
     python examples/pendulum/train_sac.py --help     # every Config field is a flag
 
@@ -13,10 +14,12 @@ eval return reaches ``target_return``.
 from __future__ import annotations
 
 import dataclasses
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+import tyro
 
 from parllel.cages import ProcessCage
 from parllel.patterns import (
@@ -24,6 +27,7 @@ from parllel.patterns import (
     build_eval_sampler,
     build_replay_tree,
     build_run_logger,
+    build_sample_tree,
     run_training,
 )
 from parllel.replays import UniformReplay
@@ -31,10 +35,11 @@ from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
-from parllel.samplers import FeedForwardSampler
+from parllel.samplers import BackgroundSampler, FeedForwardSampler
 from parllel.torch.agents import build_sac_agent
 from parllel.torch.algos import SAC, EntropyCoefficient, build_sac_optimizer
 from parllel.torch.handler import TorchHandler
+from parllel.torch.weights import SharedWeights
 
 
 @dataclasses.dataclass
@@ -71,6 +76,11 @@ class Config:
     """env steps between checkpoints (one is also written at the end)"""
     checkpoint_replay_contents: bool = False
     """save every stored transition in checkpoints"""
+    async_sampling: Annotated[bool, tyro.conf.arg(aliases=("--async",))] = False
+    """step the env in a background process while SAC updates (batches reach
+    the replay one batch later; replay_ratio still sets updates per env step)"""
+    max_lag: int = 1
+    """--async: policy versions a batch may be behind the learner"""
     run_root: str = "runs"
     """directory the run directory is created in"""
 
@@ -101,6 +111,59 @@ class StopAtReturn(Callback):
             runner.request_stop()
 
 
+class RandomUntil:
+    """Sampler transform for the background process: uniform random actions
+    (the warm-up) until ``steps`` env steps were collected.
+
+    It counts the batches it sees (its state is checkpointed with the
+    background sampler's) and switches the agent's ``random_actions`` off for
+    the batches after that, as ``AttributeSchedule`` does in the learner's
+    process when sampling is synchronous.
+    """
+
+    def __init__(self, agent: Any, steps: int, steps_per_batch: int) -> None:
+        self.agent, self.steps, self.per_batch = agent, int(steps), steps_per_batch
+        self.collected = 0
+        agent.random_actions = self.steps > 0
+
+    def __call__(self, tree: Any) -> Any:
+        self.collected += self.per_batch
+        self.agent.random_actions = self.collected < self.steps
+        return tree
+
+    def state_dict(self) -> dict[str, int]:
+        return {"collected": self.collected}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.collected = int(state["collected"])
+        self.agent.random_actions = self.collected < self.steps
+
+
+def build_agent(config: Config, spaces: Any) -> Any:
+    """The squashed Gaussian actor and twin Q critic for ``spaces``."""
+    return build_sac_agent(
+        spaces.observation, spaces.action, hidden_sizes=config.hidden_sizes
+    )
+
+
+def build_background_sampler(
+    config: Config, seeds: Seeds, weights: SharedWeights
+) -> FeedForwardSampler:
+    """Runs in the background process: the env and an actor following ``weights``.
+
+    It fills ordinary ``[T, B]`` batches; the learner copies each into its
+    replay (``replay.record_batch``).
+    """
+    torch.set_num_threads(1)
+    cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
+    agent = build_agent(config, cage.spaces)
+    handler = TorchHandler(agent, n_envs=1)
+    handler.follow_weights(weights, modules={"actor": agent.actor})
+    tree = build_sample_tree(cage, handler, config.batch_T, final_observation=True)
+    warmup = RandomUntil(agent, config.learning_starts, config.batch_T)
+    return FeedForwardSampler(cage, handler, tree, transform=warmup)
+
+
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=1, n_eval_envs=config.eval_episodes)
@@ -115,9 +178,7 @@ def main(config: Config, resume: str | None = None) -> dict:
 
     # one env in this process, the agent (squashed Gaussian actor, twin Q)
     cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
-    agent = build_sac_agent(
-        cage.spaces.observation, cage.spaces.action, hidden_sizes=config.hidden_sizes
-    )
+    agent = build_agent(config, cage.spaces)
     handler = TorchHandler(agent, n_envs=1)
 
     # the full-size replay tree: the sampler's [T, B] window slides over it,
@@ -136,7 +197,26 @@ def main(config: Config, resume: str | None = None) -> dict:
         learning_starts=config.learning_starts,
         discount=config.gamma,
     )
-    sampler = FeedForwardSampler(cage, handler, replay_tree)
+    callbacks: list[Callback] = [StopAtReturn(config.target_return)]
+    if config.async_sampling:
+        # the env and a copy of the actor step in a background process; this
+        # one only learns (the cage above only gave the replay its layout)
+        cage.close()
+        weights = handler.share_weights(modules={"actor": agent.actor})
+        sampler: Any = BackgroundSampler(
+            build_background_sampler, config, seeds, weights, max_lag=config.max_lag
+        )
+        close: tuple = (sampler, weights)
+        publisher: TorchHandler | None = handler
+    else:
+        sampler = FeedForwardSampler(cage, handler, replay_tree)
+        # warm-up: uniform random actions until learning starts
+        callbacks.append(
+            AttributeSchedule(
+                agent, "random_actions", lambda step: step < config.learning_starts
+            )
+        )
+        close, publisher = (cage,), None
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
         TorchHandler(agent, n_envs=config.eval_episodes),
@@ -166,24 +246,12 @@ def main(config: Config, resume: str | None = None) -> dict:
         checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
         config=dataclasses.asdict(config),
-        config_keys=["batch_T", "replay_size", "hidden_sizes"],
-        callbacks=[
-            # warm-up: uniform random actions until learning starts
-            AttributeSchedule(
-                agent, "random_actions", lambda step: step < config.learning_starts
-            ),
-            StopAtReturn(config.target_return),
-        ],
+        config_keys=["batch_T", "replay_size", "hidden_sizes", "async_sampling"],
+        callbacks=callbacks,
+        publisher=publisher,
     )
     return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(
-            cage,
-            eval_cage,
-            replay_tree,
-        ),
+        runner, run, resume=bool(resume), close=(*close, eval_cage, replay_tree)
     )
 
 

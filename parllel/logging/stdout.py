@@ -10,8 +10,14 @@ from typing import Any, TextIO
 from parllel.errors import ConfigError
 from parllel.logging.base import Sink, format_value, to_scalars
 
-#: What :class:`StdoutTable` shows by default: returns, losses, speed, time.
-COMPACT_KEYS = ("*/return_mean", "*loss*", "time/steps_per_second", "time/elapsed_s")
+#: What :class:`StdoutTable` shows by default: returns, losses, speed, time, lag.
+COMPACT_KEYS = (
+    "*/return_mean",
+    "*loss*",
+    "time/steps_per_second",
+    "time/elapsed_s",
+    "async/lag_max",
+)
 
 
 def format_table(

@@ -150,9 +150,10 @@ class BackgroundSampler:
             travel at process start).
         k: number of trees (>= 2): the learner holds one, the sampler fills
             up to ``k - 1`` ahead.
-        max_lag: batch ``n`` is collected with policy version ``>= n -
-            max_lag`` (if the handler follows shared weights); 0 reproduces
-            synchronous sampling, None never waits.
+        max_lag: batch ``n`` is collected with policy version ``>= v0 + n
+            - max_lag``, ``v0`` being the newest version when sampling starts
+            (if the handler follows shared weights); 0 reproduces synchronous
+            sampling, None never waits.
         start_method: start method of the background process.
         close_timeout: seconds :meth:`close` waits for the process to exit
             before terminating it.

@@ -73,7 +73,7 @@ def _wait_for_weights(
 ) -> int:
     """Refresh the handler's weights to version ``>= least``; tell the learner
     while waiting for it (so a learner that never publishes is told so)."""
-    waiting = []
+    waiting: list[int] = []
 
     def check() -> None:
         check_alive()

@@ -139,7 +139,8 @@ class TorchHandler:
         agent_info = first[1]
         if self._role == "follow_weights" and isinstance(agent_info, Mapping):
             # a follower records, per step, the weights version that acted
-            agent_info = type(agent_info)(
+            mapping_type: Any = type(agent_info)
+            agent_info = mapping_type(
                 {**agent_info, fields.POLICY_VERSION: np.int64(0)}
             )
         return AgentExample(first[0], agent_info, state)

@@ -99,6 +99,16 @@ EXPECTED_KEYS = {
         "final_observation_capacity",
         "table_bytes",
     },
+    "async_bench.py": {
+        "sample_ms",
+        "learn_ms",
+        "sync_sps",
+        "async_sps",
+        "async_vs_sync_sps",
+        "ceiling_vs_sync",
+        "max_lag",
+        "max_lag_observed",
+    },
     "train_cartpole.py": {
         "ours_time_to_475_s",
         "sb3_time_to_475_s",
@@ -106,6 +116,9 @@ EXPECTED_KEYS = {
         "ours_steps_to_475",
         "sb3_steps_to_475",
         "ours_final_return",
+        "ours_async_time_to_475_s",
+        "async_time_to_475_vs_sync",
+        "async_steps_to_475_vs_sync",
     },
 }
 # benchmarks that cannot run at all without a peer library (the bench extra)

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SCRIPTS = [
     "cartpole/train_ppo.py",
+    "cartpole/train_ppo.py --async",
     "cartpole/train_ppo_recurrent.py",
     "pendulum/train_ppo.py",
 ]
@@ -57,7 +58,8 @@ def _steps(progress_csv: Path) -> list[int]:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_example_quick_run_and_resume(script, tmp_path):
-    _run(script, tmp_path)
+    script, *flags = script.split()
+    _run(script, tmp_path, *flags)
     (run_dir,) = (tmp_path / "runs").iterdir()
     for name in ("config.json", "metadata.json", "logs/progress.csv"):
         assert (run_dir / name).is_file(), name
@@ -83,7 +85,14 @@ def test_example_quick_run_and_resume(script, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(200)
-@pytest.mark.parametrize("flags", [["--sampler", "alternating"], ["--rebalance"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--sampler", "alternating"],
+        ["--rebalance"],
+        ["--async", "--max-lag", "2", "--refresh", "step", "--vtrace"],
+    ],
+)
 def test_ppo_example_sampler_layouts(flags, tmp_path):
     done = _run("cartpole/train_ppo.py", tmp_path, *flags)
     assert "eval return" in done.stdout

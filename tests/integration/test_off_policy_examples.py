@@ -36,10 +36,11 @@ def test_example_quick(tmp_path, script, extra):
 
 
 @pytest.mark.timeout(120)
-def test_sac_example_resumes(tmp_path):
+@pytest.mark.parametrize("flags", [[], ["--async"]])
+def test_sac_example_resumes(tmp_path, flags):
     script = str(EXAMPLES / "pendulum/train_sac.py")
     first = subprocess.run(
-        [sys.executable, script, "--quick"], cwd=tmp_path, capture_output=True,
+        [sys.executable, script, "--quick", *flags], cwd=tmp_path, capture_output=True,
         text=True, timeout=110, env=ENV,
     )  # fmt: skip
     assert first.returncode == 0, first.stderr[-3000:]

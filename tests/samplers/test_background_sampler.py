@@ -119,7 +119,9 @@ def test_max_lag_0_torch_agent_with_published_weights_equals_the_synchronous_loo
                 actual.append(snapshot(batch.sample_tree))
                 # the follower records each step's version; the synchronous
                 # sampler's handler follows none, so its tree lacks the field
-                versions = actual[-1].pop(f"{fields.AGENT_INFO}.{fields.POLICY_VERSION}")
+                versions = actual[-1].pop(
+                    f"{fields.AGENT_INFO}.{fields.POLICY_VERSION}"
+                )
                 assert (versions[: sampler.batch_T] == n).all()
                 learner_update(learner, n)
                 learner.publish_weights()

@@ -17,6 +17,7 @@ from parllel.torch.algos.ppo import PPO
 from parllel.torch.algos.sac import SAC
 from parllel.torch.algos.sac_setup import EntropyCoefficient, build_sac_optimizer
 from parllel.torch.algos.schedules import Schedule, constant_schedule, linear_schedule
+from parllel.torch.algos.vtrace_correction import VTraceCorrection
 
 __all__ = [
     "DQN",
@@ -28,6 +29,7 @@ __all__ = [
     "PolicyEvaluation",
     "PolicyEvaluator",
     "Schedule",
+    "VTraceCorrection",
     "adam",
     "build_sac_optimizer",
     "constant_schedule",

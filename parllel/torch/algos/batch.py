@@ -77,20 +77,42 @@ class PolicyBatch:
         batch: Mapping[str, Any],
         recurrent: bool,
         extra_input_fields: Sequence[str] = (),
+        *,
+        targets: bool = True,
     ) -> PolicyBatch:
         """Read and check the fields PPO needs from a mapping of tensors.
+
+        Args:
+            batch: mapping of tensors named by :mod:`parllel.fields`.
+            recurrent: also read ``INITIAL_STATE`` and compute the resets.
+            extra_input_fields: further fields for the evaluator.
+            targets: read ``ADVANTAGE`` and ``RETURN``; with False they are
+                not read but allocated (uninitialized, like the value) for
+                the caller to fill, e.g. with an off-policy correction.
 
         Raises:
             TreeStructureError: a required field is missing.
             ShapeError: a field's leading dims differ from ``ADVANTAGE``'s
-                ``[T, B]`` (e.g. an observation with the bootstrap row).
+                (or, without targets, the value's) ``[T, B]`` (e.g. an
+                observation with the bootstrap row).
         """
-        advantage = _field(batch, fields.ADVANTAGE)
+        if targets:
+            advantage, leading_name = _field(batch, fields.ADVANTAGE), fields.ADVANTAGE
+        else:
+            advantage, leading_name = (
+                _agent_info_field(batch, fields.VALUE),
+                fields.VALUE,
+            )
         if advantage.dim() != 2:
             raise ShapeError(
-                f"{fields.ADVANTAGE} must be [T, B]; got {tuple(advantage.shape)}"
+                f"{leading_name} must be [T, B]; got {tuple(advantage.shape)}"
             )
         leading = tuple(advantage.shape)
+        if targets:
+            return_ = _field(batch, fields.RETURN)
+        else:  # outputs for the caller to fill, shaped like the value
+            advantage = torch.empty_like(advantage)
+            return_ = torch.empty_like(advantage)
         valid = batch.get(fields.VALID)
         initial_state = resets = None
         if recurrent:
@@ -112,7 +134,7 @@ class PolicyBatch:
             observation=_field(batch, fields.OBSERVATION),
             action=_field(batch, fields.ACTION),
             advantage=advantage,
-            return_=_field(batch, fields.RETURN),
+            return_=return_,
             old_log_prob=_agent_info_field(batch, fields.LOG_PROB),
             old_value=_agent_info_field(batch, fields.VALUE),
             valid=None if valid is None else valid.to(torch.bool),

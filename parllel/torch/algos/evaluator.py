@@ -54,6 +54,12 @@ class PolicyEvaluator(Protocol):
 
     ``evaluate`` returns a :class:`PolicyEvaluation` (or a 3-tuple in that
     order) whose tensors have the action's leading dims and carry gradients.
+
+    With ``PPO(correction=VTraceCorrection(...))`` it is also called without
+    gradients on the whole batch: feed-forward on all ``T * B`` samples, on
+    ``observation[T]`` (``[B, ...]``) and on final observations; recurrent on
+    all ``B`` columns, possibly ``T + 1`` steps long (row ``T`` is the
+    bootstrap observation, its action a placeholder).
     """
 
     def evaluate(

@@ -13,6 +13,7 @@ from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
 from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.schedules import Schedule
+from parllel.torch.algos.vtrace_correction import VTraceCorrection
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
 
 __all__ = ["PPO"]
@@ -86,6 +87,12 @@ class PPO:
     as soon as a minibatch's approximate KL (``mean((r - 1) - log r)``,
     measured before its step) exceeds ``target_kl``; that step is skipped.
 
+    Under policy lag (asynchronous sampling), ``old_log_prob`` is the
+    behaviour policy's, recorded while sampling: the ratio is ``pi / mu``.
+    ``correction=VTraceCorrection(...)`` also replaces the batch's advantages
+    and value targets by V-trace's, computed from the current policy at the
+    start of each :meth:`optimize` (see :class:`VTraceCorrection`).
+
     Schedules are callables of training progress in ``[0, 1]`` (see
     :mod:`parllel.torch.algos.schedules`). Progress is passed to
     :meth:`optimize`, or derived from ``total_updates`` and the number of
@@ -123,6 +130,8 @@ class PPO:
         extra_input_fields: batch fields passed to the evaluator as keyword
             arguments (e.g. ``(fields.PREV_ACTION, fields.PREV_REWARD)``).
         device: if given, the batch is moved there first.
+        correction: None (use the batch's ``ADVANTAGE`` and ``RETURN``) or a
+            :class:`VTraceCorrection` (off-policy targets for lagged samples).
 
     Raises:
         ConfigError: any invalid hyperparameter, with the reason.
@@ -148,6 +157,7 @@ class PPO:
         total_updates: int | None = None,
         extra_input_fields: Sequence[str] = (),
         device: torch.device | str | None = None,
+        correction: VTraceCorrection | None = None,
     ) -> None:
         if not callable(getattr(evaluator, "evaluate", None)):
             raise ConfigError(
@@ -173,6 +183,11 @@ class PPO:
         for name, value in (("epochs", epochs), ("minibatches", minibatches)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1; got {value!r}")
+        if correction is not None and not isinstance(correction, VTraceCorrection):
+            raise ConfigError(
+                "correction must be None or a VTraceCorrection (e.g. "
+                f"VTraceCorrection(gamma=0.99, trace_lambda=0.95)); got {correction!r}"
+            )
         if total_updates is not None and total_updates < 1:
             raise ConfigError(f"total_updates must be >= 1; got {total_updates}")
         if batch_shape is not None:
@@ -204,6 +219,7 @@ class PPO:
         self.total_updates = total_updates
         self.extra_input_fields = tuple(extra_input_fields)
         self.device = None if device is None else torch.device(device)
+        self.correction = correction
         self.updates_done = 0
         self.parameters = [p for g in optimizer.param_groups for p in g["params"]]
 
@@ -252,13 +268,14 @@ class PPO:
         """Run the PPO update on one batch.
 
         Args:
-            batch: mapping of torch tensors with fields from
-                :mod:`parllel.fields`: ``OBSERVATION`` ``[T, B, ...]`` (no
-                bootstrap row), ``ACTION``, ``ADVANTAGE``, ``RETURN``,
+            batch: the sample tree, or a mapping of torch tensors, with fields
+                from :mod:`parllel.fields`: ``OBSERVATION`` ``[T, B, ...]``
+                (no bootstrap row), ``ACTION``, ``ADVANTAGE``, ``RETURN``,
                 ``AGENT_INFO.LOG_PROB`` and ``AGENT_INFO.VALUE`` (or top-level
                 ``LOG_PROB``/``VALUE``), optional ``VALID`` ``[T, B]``; for
                 recurrent PPO also ``INITIAL_STATE`` ``[B, ...]`` (optional:
                 zeros) and ``DONE`` (or ``TERMINATED`` and ``TRUNCATED``).
+                With a correction, see :meth:`VTraceCorrection.correct`.
             progress: training progress in ``[0, 1]`` for the schedules.
 
         Returns:
@@ -267,15 +284,26 @@ class PPO:
             minibatches), ``grad_norm`` (mean over steps taken),
             ``explained_variance`` (of the old values), ``learning_rate``,
             ``clip_range``, ``epochs_run`` (fractional if stopped early),
-            ``minibatch_updates``, ``early_stopped`` (0 or 1).
+            ``minibatch_updates``, ``early_stopped`` (0 or 1); with a
+            correction also ``vtrace_rho_mean`` and ``vtrace_clipped_fraction``.
         """
         progress = self._progress(progress)
-        batch = numpy_to_torch_tree(batch)  # zero-copy views of a sampler's tree
-        if self.device is not None:
-            batch = tree_to_device(batch, self.device)
-        data = PolicyBatch.from_sample_tree(
-            batch, self.recurrent, self.extra_input_fields
-        )
+        correction_metrics: dict[str, float] = {}
+        if self.correction is None:
+            batch = numpy_to_torch_tree(batch)  # zero-copy views of a sampler's tree
+            if self.device is not None:
+                batch = tree_to_device(batch, self.device)
+            data = PolicyBatch.from_sample_tree(
+                batch, self.recurrent, self.extra_input_fields
+            )
+        else:
+            data, correction_metrics = self.correction.correct(
+                self.evaluator,
+                batch,
+                recurrent=self.recurrent,
+                extra_input_fields=self.extra_input_fields,
+                device=self.device,
+            )
         if self.learning_rate is not None:
             for group in self.optimizer.param_groups:
                 group["lr"] = self._resolve(self.learning_rate, progress)
@@ -321,6 +349,7 @@ class PPO:
             epochs_run=steps / self.minibatches,
             minibatch_updates=float(steps),
             early_stopped=float(early_stopped),
+            **correction_metrics,
         )
         return metrics
 
