@@ -226,7 +226,7 @@ class BackgroundSampler:
             for _ in range(handover.k):
                 trees.append(allocate_like(layout))
             self._ring = TreeRing(trees, handover=handover)
-            self._conn.send(trees)
+            self._send(trees)
         except BaseException as exc:
             for tree in trees:
                 tree.close()
@@ -242,6 +242,9 @@ class BackgroundSampler:
                 ) from None
             raise
         self._watch()
+
+    def _send(self, message: Any) -> None:
+        self._conn.send(message)
 
     def _watch(self) -> None:
         """Close the ring and stop the current process at close, GC or exit."""
@@ -290,7 +293,7 @@ class BackgroundSampler:
 
     @property
     def pid(self) -> int | None:
-        """Process id of the background process."""
+        """Process id of the background process (a new one after a restart)."""
         return self._process.pid
 
     @property
