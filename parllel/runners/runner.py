@@ -72,8 +72,9 @@ class Runner:
     ``publisher`` and the runner publishes the weights after every
     iteration, checks each batch's policy lag against the sampler's
     ``max_lag`` and logs it (``async/lag_min``, ``async/lag_mean``,
-    ``async/lag_max`` over the batches since the last log line, and
-    ``async/policy_version``). The background sampler's transform state is
+    ``async/lag_max`` over the batches since the last log line,
+    ``async/policy_version``, and the background process's
+    ``async/restarts`` and ``async/dropped_batches``). The background sampler's transform state is
     checkpointed as ``"sampler"``; the batch being collected when a
     checkpoint is written is not saved: a resumed run starts from reset
     envs, as a synchronous one does.
@@ -323,6 +324,9 @@ class Runner:
             metrics["async/lag_max"] = float(max(lag[2] for lag in self._lags))
         if self.publisher is not None:
             metrics["async/policy_version"] = float(self.publisher.policy_version)
+        if self.background:  # a restarted background process loses its batch
+            metrics["async/restarts"] = float(self.sampler.restarts)
+            metrics["async/dropped_batches"] = float(self.sampler.dropped_batches)
         return metrics
 
     def _elapsed(self) -> float:

@@ -95,6 +95,9 @@ def test_max_lag_0_runner_trains_on_the_synchronous_batches():
         np.testing.assert_array_equal(a, b, err_msg=f"batch {n}")
     assert all(m["async/lag_max"] == 0 for m in record.metrics)
     assert [m["async/policy_version"] for m in record.metrics] == [1, 2, 3, 4]
+    assert all(
+        m["async/restarts"] == m["async/dropped_batches"] == 0 for m in record.metrics
+    )
 
 
 def test_max_lag_1_lag_is_logged_and_bounded():
