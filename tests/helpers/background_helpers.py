@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import torch
 from torch import nn
 
+from parllel import fields
 from parllel.agents import AgentStep, NumpyHandler, RandomAgent
 from parllel.cages import ProcessCage, SerialCage
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.handler import TorchHandler
-from parllel.transforms import EstimateAdvantage
+from parllel.transforms import EstimateAdvantage, NormalizeObservations
 from tests.helpers.envs import CountingEnv
 
 T, N_ENVS = 6, 3
@@ -56,6 +58,18 @@ def make_linear_handler(seed: int) -> TorchHandler:
     return TorchHandler(LinearAgent(), N_ENVS)
 
 
+def snapshot(tree) -> dict[str, np.ndarray]:
+    """Every leaf with its padding; final observations only where an episode ended."""
+    done = tree[fields.DONE].to_ndarray()
+    out = {}
+    for path, leaf in tree.items_flat():
+        if path.startswith(fields.FINAL_OBSERVATION):
+            out[path] = leaf.to_ndarray()[done].copy()  # other rows are unspecified
+        else:
+            out[path] = leaf.padded_ndarray().copy()
+    return out
+
+
 def learner_update(handler: TorchHandler, batch_index: int) -> None:
     """A deterministic stand-in for an optimizer step."""
     with torch.no_grad():
@@ -65,15 +79,24 @@ def learner_update(handler: TorchHandler, batch_index: int) -> None:
             )
 
 
-def build_torch_sampler(seed: int, weights=None):
-    """CountingEnvs, the LinearAgent (following ``weights`` if given), GAE."""
+def build_torch_sampler(seed: int, weights=None, normalize: bool = False):
+    """CountingEnvs, the LinearAgent (following ``weights`` if given), GAE;
+    with ``normalize``, an observation normalizer with running statistics."""
     cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
     handler = make_linear_handler(seed)
     if weights is not None:
         handler.follow_weights(weights)
     tree = build_sample_tree(cage, handler, T)
     gae = EstimateAdvantage(tree, 0.99, 0.95)
-    return FeedForwardSampler(cage, handler, tree, transform=gae, seed=seed)
+    normalizer = NormalizeObservations(tree) if normalize else None
+    return FeedForwardSampler(
+        cage,
+        handler,
+        tree,
+        transform=gae,
+        observation_normalizer=normalizer,
+        seed=seed,
+    )
 
 
 def build_failing_sampler(seed: int):
@@ -96,21 +119,5 @@ def build_worker_pid_sampler(seed: int, pids):
 
 
 def build_normalizing_sampler(seed: int, weights=None):
-    """CountingEnvs, the LinearAgent (following ``weights`` if given), an
-    observation normalizer with running statistics, GAE."""
-    from parllel.transforms import NormalizeObservations
-
-    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
-    handler = make_linear_handler(seed)
-    if weights is not None:
-        handler.follow_weights(weights)
-    tree = build_sample_tree(cage, handler, T)
-    gae = EstimateAdvantage(tree, 0.99, 0.95)
-    return FeedForwardSampler(
-        cage,
-        handler,
-        tree,
-        transform=gae,
-        observation_normalizer=NormalizeObservations(tree),
-        seed=seed,
-    )
+    """:func:`build_torch_sampler` with an observation normalizer."""
+    return build_torch_sampler(seed, weights, normalize=True)

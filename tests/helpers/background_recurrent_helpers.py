@@ -8,10 +8,8 @@ the same on both sides.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from parllel import fields
 from parllel.cages import SerialCage
 from parllel.patterns import build_alternating_cages, build_sample_tree
 from parllel.samplers import AlternatingSampler, RecurrentSampler
@@ -72,15 +70,3 @@ def build_alternating_sampler(seed: int, weights=None) -> AlternatingSampler:
         for cage in cages:
             cage.close()
         raise
-
-
-def snapshot(tree) -> dict[str, np.ndarray]:
-    """Every leaf with its padding; final observations only where an episode ended."""
-    done = tree[fields.DONE].to_ndarray()
-    out = {}
-    for path, leaf in tree.items_flat():
-        if path.startswith(fields.FINAL_OBSERVATION):
-            out[path] = leaf.to_ndarray()[done].copy()  # other rows are unspecified
-        else:
-            out[path] = leaf.padded_ndarray().copy()
-    return out

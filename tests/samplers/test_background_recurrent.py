@@ -13,13 +13,12 @@ import pytest
 
 from parllel import fields
 from parllel.samplers.background import BackgroundSampler
-from tests.helpers.background_helpers import learner_update
+from tests.helpers.background_helpers import learner_update, snapshot
 from tests.helpers.background_recurrent_helpers import (
     T,
     build_alternating_sampler,
     build_recurrent_sampler,
     make_recurrent_handler,
-    snapshot,
 )
 
 BATCHES = 4

@@ -28,21 +28,10 @@ from tests.helpers.background_helpers import (
     build_worker_pid_sampler,
     learner_update,
     make_linear_handler,
+    snapshot,
 )
 
 BATCHES = 5
-
-
-def snapshot(tree) -> dict[str, np.ndarray]:
-    """Every leaf with its padding; final observations only where an episode ended."""
-    done = tree[fields.DONE].to_ndarray()
-    out = {}
-    for path, leaf in tree.items_flat():
-        if path.startswith(fields.FINAL_OBSERVATION):
-            out[path] = leaf.to_ndarray()[done].copy()  # other rows are unspecified
-        else:
-            out[path] = leaf.padded_ndarray().copy()
-    return out
 
 
 def episodes(completed) -> list[dict]:
