@@ -35,11 +35,9 @@ import warnings
 from collections import deque
 from collections.abc import Callable
 from multiprocessing import util
-from typing import Any, NamedTuple
+from typing import Any
 
-from parllel import fields
 from parllel.arrays import remove_dead_owner_segments
-from parllel.cages import TrajInfo
 from parllel.cages.sync import start_context
 from parllel.errors import (
     BackgroundSamplerDiedError,
@@ -49,6 +47,7 @@ from parllel.errors import (
     PolicyLagError,
     TreeRingClosedError,
 )
+from parllel.samplers.background_batch import BackgroundBatch, batch_lags
 from parllel.samplers.background_process import (
     load_sampler_state,
     run_background_sampler,
@@ -63,39 +62,6 @@ __all__ = [
     "load_sampler_state",
     "sampler_state",
 ]
-
-
-class BackgroundBatch(NamedTuple):
-    """One batch from :meth:`BackgroundSampler.collect_batch`.
-
-    Attributes:
-        sample_tree: the filled tree (shared memory, no copy), valid until
-            the next ``collect_batch``.
-        completed: the episodes that finished in this batch.
-        policy_version: version of the weights that collected it (0 if the
-            handler follows no shared weights).
-            With weights refreshed every step, the version at the batch's
-            start (its oldest); ``agent_info.policy_version`` in the tree
-            holds each step's.
-        batch_index: the batch's number, from 0.
-        lag: ``learner_version - policy_version`` (the batch's largest lag)
-            if ``collect_batch`` was given the learner's version, else None.
-        lag_min, lag_mean: the smallest and mean lag over the batch's steps
-            (from ``agent_info.policy_version`` if the tree records it, else
-            equal to ``lag``), or None without the learner's version.
-        sampler_state: the background sampler's transform and observation
-            normalizer state after this batch (see
-            :meth:`BackgroundSampler.state_dict`).
-    """
-
-    sample_tree: ArrayDict
-    completed: list[TrajInfo]
-    policy_version: int
-    batch_index: int
-    lag: int | None
-    lag_min: int | None = None
-    lag_mean: float | None = None
-    sampler_state: dict[str, Any] | None = None
 
 
 class _Restarted(Exception):
@@ -123,20 +89,6 @@ def _shutdown(process: Any, ring: TreeRing | None, conn: Any, timeout: float) ->
                 process.kill()
                 process.join(5)
     conn.close()
-
-
-def _lags(tree: ArrayDict, learner_version: int, stamp: int) -> tuple[int, int, float]:
-    """Largest, smallest and mean lag of a batch's steps behind ``learner_version``.
-
-    The largest is the batch stamp's (the version at its start): a handler
-    that refreshes between steps only moves to newer versions.
-    """
-    lag = learner_version - stamp
-    agent_info = tree[fields.AGENT_INFO] if fields.AGENT_INFO in tree else None
-    if agent_info is None or fields.POLICY_VERSION not in agent_info:
-        return lag, lag, float(lag)
-    lags = learner_version - agent_info[fields.POLICY_VERSION].to_ndarray()
-    return lag, int(lags.min()), float(lags.mean())
 
 
 class BackgroundSampler:
@@ -541,7 +493,7 @@ class BackgroundSampler:
             return BackgroundBatch(
                 tree, completed, version, number, None, None, None, state
             )
-        lag, lag_min, lag_mean = _lags(tree, int(learner_version), version)
+        lag, lag_min, lag_mean = batch_lags(tree, int(learner_version), version)
         if self.max_lag is not None and lag > self.max_lag:
             raise PolicyLagError(
                 f"batch {number} was collected with policy version {version}, "
