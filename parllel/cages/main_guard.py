@@ -25,8 +25,18 @@ from parllel.errors import ConfigError, MainGuardError
 GUARD = 'if __name__ == "__main__":'
 
 
-def check_main_guard(start_method: str) -> None:
+def check_main_guard(
+    start_method: str,
+    what: str = "ProcessCage workers are",
+    instead: str = (
+        "or step the envs in this process (a SerialCage; "
+        'parallel="serial" / False in build_cages and parllel.interop)'
+    ),
+) -> None:
     """Raise ConfigError if starting workers now would re-run this call in them.
+
+    ``what`` names the processes in the message (``"... started from
+    top-level code"``), ``instead`` the way out other than the guard.
 
     That is the case when ``start_method`` re-imports the main script in
     children (``spawn``, ``forkserver``) and the caller runs, directly or
@@ -50,13 +60,12 @@ def check_main_guard(start_method: str) -> None:
     if guarded is None or line in guarded:
         return
     raise MainGuardError(
-        f"ProcessCage workers are started from top-level code of your main "
+        f"{what} started from top-level code of your main "
         f"script ({filename}, {_quote_statement(filename, line)}), outside an "
-        f"`{GUARD}` block. With the {start_method!r} start method every worker "
-        f"first re-runs the main script, so each would start workers again and "
-        f"die. Put the script's top-level code (or a call to main()) under "
-        f"`{GUARD}`, or step the envs in this process (a SerialCage; "
-        f'parallel="serial" / False in build_cages and parllel.interop).'
+        f"`{GUARD}` block. With the {start_method!r} start method every new "
+        f"process first re-runs the main script, so each would start processes "
+        f"again and die. Put the script's top-level code (or a call to main()) "
+        f"under `{GUARD}`, {instead}."
     )
 
 

@@ -160,6 +160,13 @@ class Runner:
                 "(and pass the weights to the sampler) first"
             )
         self.background = isinstance(sampler, BackgroundSampler)
+        if self.background and publisher is None and sampler.follows_weights:
+            raise ConfigError(
+                "the background sampler's handler follows shared weights: pass "
+                "the learner's handler as publisher= so the runner publishes "
+                "them after every update (without, the sampler would keep the "
+                "first weights or wait for new ones forever)"
+            )
         if self.background and (
             self.checkpoint_dir is not None or self.checkpoint_objects
         ):
@@ -409,6 +416,12 @@ class Runner:
                 ``config_keys`` entry differs; nothing is loaded then.
             CheckpointError: when the checkpoint has no state for an object.
         """
+        if getattr(self.sampler, "started", False):
+            raise ConfigError(
+                "load a checkpoint before the first batch: this runner's "
+                "background sampler has started sampling (call runner.load() "
+                "before runner.run())"
+            )
         path = Path(path)
         if path.is_dir():
             path, state = load_latest_checkpoint(path, set_aside_unreadable=True)

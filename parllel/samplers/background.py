@@ -30,6 +30,7 @@ in :mod:`parllel.samplers.background_process`.
 
 from __future__ import annotations
 
+import pickle
 import time
 import warnings
 from collections import deque
@@ -37,13 +38,16 @@ from collections.abc import Callable
 from multiprocessing import util
 from typing import Any
 
+from parllel import fields
 from parllel.arrays import remove_dead_owner_segments
+from parllel.cages.main_guard import check_main_guard
 from parllel.cages.sync import start_context
 from parllel.errors import (
     BackgroundSamplerDiedError,
     BackgroundSamplerError,
     BackgroundSamplerRestartWarning,
     ConfigError,
+    ParllelWarning,
     PolicyLagError,
     TreeRingClosedError,
 )
@@ -101,11 +105,15 @@ class BackgroundSampler:
         *args: its arguments (picklable; may include shared weights, which
             travel at process start).
         k: number of trees (>= 2): the learner holds one, the sampler fills
-            up to ``k - 1`` ahead.
+            up to ``k - 1`` ahead, so the lag never exceeds ``k - 1``
+            either. Default: ``max_lag + 1`` (at least 2), enough for the
+            sampler to use the lag it is allowed.
         max_lag: batch ``n`` is collected with policy version ``>= v0 + n
             - max_lag``, ``v0`` being the newest version when sampling starts
-            (if the handler follows shared weights); 0 reproduces synchronous
-            sampling, None never waits.
+            (if the handler follows shared weights). The default 0 takes
+            turns with the learner and reproduces synchronous sampling; 1
+            overlaps sampling and learning; None never waits (the lag is
+            then bounded by ``k - 1``).
         start_method: start method of the background process.
         close_timeout: seconds :meth:`close` waits for the process to exit
             before terminating it.
@@ -122,6 +130,11 @@ class BackgroundSampler:
             :class:`~parllel.errors.BackgroundSamplerError`. Default 0.
 
     Attributes:
+        follows_weights: whether the sampler's handler follows shared weights
+            (then the learner must publish once per batch).
+        deadlock_seconds: how long the background process may wait for
+            weights while the learner waits for a batch before
+            :meth:`collect_batch` calls it a deadlock (default 5).
         restarts: background processes started to replace a dead one.
         dropped_batches: unfinished batches lost with a dead process.
 
@@ -135,7 +148,7 @@ class BackgroundSampler:
         self,
         build_sampler: Callable[..., Any],
         *args: Any,
-        k: int = 2,
+        k: int | None = None,
         max_lag: int | None = 0,
         start_method: str | None = None,
         close_timeout: float = 30.0,
@@ -146,6 +159,13 @@ class BackgroundSampler:
         if int(max_restarts) < 0:
             raise ConfigError(f"max_restarts must be >= 0, got {max_restarts}")
         self.max_lag = None if max_lag is None else int(max_lag)
+        if k is None:
+            k = max(2, (self.max_lag or 0) + 1)
+        check_main_guard(
+            start_context(start_method).get_start_method(),
+            what="the background sampler's process is",
+            instead="or use a synchronous sampler",
+        )
         self.max_restarts = int(max_restarts)
         self.restarts = 0
         self.dropped_batches = 0
@@ -166,6 +186,7 @@ class BackgroundSampler:
         # (version, since when) the background process waits for weights
         self._sampler_waits: tuple[int, float] | None = None
         self.deadlock_seconds = 5.0
+        self.follows_weights = False
         # the process's base policy version (batch n needs >= base + n -
         # max_lag), the batch it began last, and processes started - 1
         self._first_version: int | None = None
@@ -174,7 +195,21 @@ class BackgroundSampler:
         handover = Handover(k, start_method)
         trees: list[ArrayDict] = []
         try:
-            _, layout, self._initial_state = self._launch(handover)
+            _, layout, self._initial_state, self.follows_weights = self._launch(
+                handover
+            )
+            agent_info = (
+                layout[fields.AGENT_INFO] if fields.AGENT_INFO in layout else {}
+            )
+            if self.follows_weights and fields.POLICY_VERSION not in agent_info:
+                warnings.warn(
+                    "the background sampler's handler follows shared weights but "
+                    "its sample tree has no agent_info.policy_version: build the "
+                    "tree after handler.follow_weights(...) to record each step's "
+                    "version (lag_min and lag_mean then equal lag)",
+                    ParllelWarning,
+                    stacklevel=2,
+                )
             for _ in range(handover.k):
                 trees.append(allocate_like(layout))
             self._ring = TreeRing(trees, handover=handover)
@@ -226,6 +261,15 @@ class BackgroundSampler:
         )
         try:
             self._process.start()
+        except (pickle.PicklingError, AttributeError, TypeError) as error:
+            if "pickle" not in str(error).lower():
+                raise
+            raise ConfigError(
+                f"the background sampler's builder and its arguments travel to "
+                f"its process by pickle, and they cannot: {error}. Use a "
+                "module-level function (not a lambda or a nested function) and "
+                "picklable arguments"
+            ) from error
         finally:
             child_conn.close()
         if self._ring is not None:  # a restart: the ring exists already
@@ -355,10 +399,17 @@ class BackgroundSampler:
             remove_dead_owner_segments(self._process.pid)
             if self.restarts >= self.max_restarts:
                 self.close()
-                after = f" after {self.restarts} restarts" if self.restarts else ""
+                after = (
+                    f" after {self.restarts} restart{'s' * (self.restarts > 1)}"
+                    if self.restarts
+                    else ""
+                )
+                hint = (
+                    "" if self.max_restarts else "; max_restarts=N replaces it N times"
+                )
                 raise BackgroundSamplerDiedError(
                     f"the background sampler process exited (exit code {exitcode})"
-                    f"{after} (max_restarts={self.max_restarts})",
+                    f"{after} (max_restarts={self.max_restarts}){hint}",
                     exitcode,
                 )
             self.restarts += 1

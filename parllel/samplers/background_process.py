@@ -4,7 +4,8 @@
 in its own process. The protocol with the learner, over a pipe (the trees
 themselves are handed over by the :class:`~parllel.samplers.TreeRing`):
 
-- to the learner: ``("layout", tree layout, sampler state)`` once built;
+- to the learner: ``("layout", tree layout, sampler state, follows weights)``
+  once built;
   ``("started", base version)`` once sampling starts; per batch ``("begin",
   n)`` before it writes tree data and ``("batch", n, completed episodes,
   sampler state)`` before it hands the tree over; ``("waiting", version)`` /
@@ -109,7 +110,14 @@ def run_background_sampler(
     try:
         sampler = build(*args)
         original = sampler.sample_tree
-        conn.send(("layout", tree_layout(original), sampler_state(sampler)))
+        conn.send(
+            (
+                "layout",
+                tree_layout(original),
+                sampler_state(sampler),
+                _follows_weights(sampler.handler),
+            )
+        )
         ring = TreeRing(conn.recv(), handover=handover)
 
         def check_alive() -> None:

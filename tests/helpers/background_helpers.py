@@ -121,3 +121,13 @@ def build_worker_pid_sampler(seed: int, pids):
 def build_normalizing_sampler(seed: int, weights=None):
     """:func:`build_torch_sampler` with an observation normalizer."""
     return build_torch_sampler(seed, weights, normalize=True)
+
+
+def build_tree_then_follow(seed: int, weights):
+    """A mistake: the sample tree is built before the handler follows the
+    weights, so it has no ``agent_info.policy_version``."""
+    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
+    handler = make_linear_handler(seed)
+    tree = build_sample_tree(cage, handler, T)
+    handler.follow_weights(weights)
+    return FeedForwardSampler(cage, handler, tree, seed=seed)

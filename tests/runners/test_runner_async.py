@@ -186,3 +186,35 @@ def test_publisher_without_shared_weights_is_refused():
             )
     finally:
         sampler.cages[0].close()
+
+
+def test_a_following_background_sampler_needs_a_publisher():
+    learner = make_linear_handler(3)
+    weights = learner.share_weights()
+    try:
+        with BackgroundSampler(build_normalizing_sampler, 3, weights) as background:
+            with pytest.raises(ConfigError, match="publisher="):
+                OnPolicyRunner(background, UpdateAlgorithm(learner), 100)
+    finally:
+        weights.close()
+
+
+def test_loading_a_checkpoint_after_sampling_started_says_when_to_load(tmp_path):
+    learner = make_linear_handler(4)
+    weights = learner.share_weights()
+    try:
+        background, runner, _ = async_runner(
+            4,
+            weights,
+            learner,
+            0,
+            T * N_ENVS,
+            checkpoint_dir=tmp_path,
+            checkpoint_objects={"model": learner.agent.model},
+        )
+        with background:
+            runner.run()
+            with pytest.raises(ConfigError, match="before runner.run"):
+                runner.load(tmp_path)
+    finally:
+        weights.close()

@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from parllel import fields
-from parllel.errors import ConfigError, PolicyLagError
+from parllel.errors import ConfigError, ParllelWarning, PolicyLagError
 from parllel.samplers.background import BackgroundSampler
 from parllel.tree import ArrayDict
 from tests.helpers.background_helpers import (
     build_normalizing_sampler,
     build_torch_sampler,
+    build_tree_then_follow,
     learner_update,
     make_linear_handler,
 )
 
 pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def normalizer_counts(state) -> float:
@@ -124,3 +132,49 @@ def test_follow_weights_refuses_an_unknown_refresh_cadence():
             make_linear_handler(seed=7).follow_weights(weights, every="episode")
     finally:
         weights.close()
+
+
+def test_k_defaults_to_room_for_the_allowed_lag():
+    with BackgroundSampler(build_torch_sampler, 0, max_lag=2) as sampler:
+        assert sampler.ring.k == 3
+    with BackgroundSampler(build_torch_sampler, 0, max_lag=None) as sampler:
+        assert sampler.ring.k == 2
+
+
+def test_an_unpicklable_builder_is_a_config_error_naming_the_fix():
+    with pytest.raises(ConfigError, match="module-level function"):
+        BackgroundSampler(lambda seed: build_torch_sampler(seed), 0)
+
+
+def test_a_tree_built_before_follow_weights_is_warned_about():
+    learner = make_linear_handler(seed=8)
+    weights = learner.share_weights()
+    try:
+        with pytest.warns(ParllelWarning, match="build the tree after"):
+            sampler = BackgroundSampler(build_tree_then_follow, 8, weights)
+        sampler.close()
+    finally:
+        weights.close()
+
+
+UNGUARDED = """
+from parllel.samplers import BackgroundSampler
+from tests.helpers.background_helpers import build_torch_sampler
+
+sampler = BackgroundSampler(build_torch_sampler, 0)
+sampler.close()
+"""
+
+
+def test_a_script_without_the_main_guard_is_told_so(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(UNGUARDED)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode != 0
+    assert "MainGuardError: the background sampler's process is started" in done.stderr
