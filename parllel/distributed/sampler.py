@@ -161,7 +161,8 @@ class RaySampler:
             it was collecting is dropped and requested again from the
             restarted actor (its envs start from reset, its transforms from
             its newest state the learner received).
-        timeout_seconds: a batch an actor has not returned after this long is
+        timeout_seconds: a batch (or its sampler) an actor has not returned
+            (built) after this long is
             reported (:class:`~parllel.errors.SamplerActorTimeoutWarning`,
             once per period) and counted in :attr:`timeouts`; the learner
             keeps waiting. None: never reported.
@@ -273,10 +274,33 @@ class RaySampler:
         node_ids = getattr(self, "node_ids", None)
         return actor_label(index, node_ids[index] if node_ids else None)
 
+    def _wait(self, ref: Any, index: int, what: str) -> None:
+        """Block until ``ref`` is ready, waking every second (so Ctrl-C and
+        signal handlers run); report each ``timeout_seconds`` waited."""
+        ray, waited = self._ray, 0.0
+        period = self.timeout_seconds
+        while True:
+            step = 1.0 if period is None else min(1.0, period - waited)
+            ready, _ = ray.wait([ref], timeout=step)
+            if ready:
+                return
+            waited += step
+            if period is not None and waited >= period:
+                waited = 0.0
+                self.timeouts += 1
+                warnings.warn(
+                    f"{self._label(index)} has not {what} after {period} s "
+                    f"(timeout {self.timeouts}); waiting on",
+                    SamplerActorTimeoutWarning,
+                    stacklevel=4,
+                )
+
     def _describe(self, index: int) -> ActorInfo:
         ray = self._ray
         try:
-            info: ActorInfo = ray.get(self._actors[index].describe.remote())
+            ref = self._actors[index].describe.remote()
+            self._wait(ref, index, "built its sampler")
+            info: ActorInfo = ray.get(ref)
         except Exception as error:
             raise DistributedSamplerError(
                 f"{self._label(index)} could not build its sampler: {error}",
@@ -395,16 +419,7 @@ class RaySampler:
                     "runner's publisher=)"
                 )
             ref = queue[0][1]
-            ready, _ = ray.wait([ref], timeout=self.timeout_seconds)
-            if not ready:
-                self.timeouts += 1
-                warnings.warn(
-                    f"{self._label(index)} has not returned batch {number} after "
-                    f"{self.timeout_seconds} s (timeout {self.timeouts}); waiting on",
-                    SamplerActorTimeoutWarning,
-                    stacklevel=4,
-                )
-                continue
+            self._wait(ref, index, f"returned batch {number}")
             try:
                 result: ActorBatch = ray.get(ref)
             except Exception as error:

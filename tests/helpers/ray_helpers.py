@@ -29,12 +29,16 @@ def env_offset(actor_index: int, widths: tuple[int, ...]) -> int:
 
 
 def build_linear_sampler(
-    actor_index: int, seed: int, widths: tuple[int, ...], **env_kwargs
+    actor_index: int,
+    seed: int,
+    widths: tuple[int, ...],
+    env_factory=CountingEnv,
+    **env_kwargs,
 ) -> FeedForwardSampler:
     """CountingEnvs, the deterministic LinearAgent on CPU, GAE."""
     n_envs = widths[actor_index]
     cage = SerialCage(
-        CountingEnv,
+        env_factory,
         n_envs,
         {**ENV_KWARGS, **env_kwargs},
         seed=seed,
@@ -47,9 +51,27 @@ def build_linear_sampler(
     return FeedForwardSampler(cage, handler, tree, transform=gae, seed=seed)
 
 
-def build_local_linear_sampler(seed: int, n_envs: int) -> FeedForwardSampler:
-    """The same sampler over all ``n_envs`` envs in this process."""
-    return build_linear_sampler(0, seed, (n_envs,))
+def build_local_linear_sampler(
+    seed: int, widths: tuple[int, ...]
+) -> FeedForwardSampler:
+    """The same envs in this process: one local sampler over one cage per actor
+    (each cage builds its first env once more for its example, so a cage per
+    actor keeps every env's history the same)."""
+    cages = [
+        SerialCage(
+            CountingEnv,
+            width,
+            ENV_KWARGS,
+            seed=seed,
+            env_offset=env_offset(index, widths),
+        )
+        for index, width in enumerate(widths)
+    ]
+    torch.manual_seed(seed)
+    handler = TorchHandler(LinearAgent(), sum(widths))
+    tree = build_sample_tree(cages, handler, T)
+    gae = EstimateAdvantage(tree, 0.99, 0.95)
+    return FeedForwardSampler(cages, handler, tree, transform=gae, seed=seed)
 
 
 def build_dict_sampler(
@@ -83,35 +105,34 @@ def build_raising(actor_index: int, seed: int, widths: tuple[int, ...]):
 
 
 class GatedEnv(CountingEnv):
-    """A CountingEnv whose step blocks until the file ``gate`` exists."""
+    """A CountingEnv whose steps from its ``block_from``-th on block until the
+    file ``gate`` exists."""
 
-    def __init__(self, gate: str, **kwargs) -> None:
+    def __init__(self, gate: str, block_from: int = 1, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.gate = Path(gate)
+        self.gate, self.block_from = Path(gate), block_from
 
     def step(self, action):
-        while not self.gate.exists():
+        while self.total_steps + 1 >= self.block_from and not self.gate.exists():
             threading.Event().wait(0.01)
         return super().step(action)
 
 
 def build_gated_sampler(
-    actor_index: int, seed: int, widths: tuple[int, ...], gate: str
+    actor_index: int, seed: int, widths: tuple[int, ...], gate: str, block_from: int
 ):
-    """Actor 1 steps GatedEnvs (blocked until ``gate`` exists), actor 0 CountingEnvs."""
+    """Actor 1 steps GatedEnvs, the other actors CountingEnvs (else as
+    :func:`build_linear_sampler`)."""
     if actor_index != 1:
         return build_linear_sampler(actor_index, seed, widths)
-    n_envs = widths[actor_index]
-    cage = SerialCage(
-        GatedEnv,
-        n_envs,
-        {**ENV_KWARGS, "gate": gate},
-        seed=seed,
-        env_offset=env_offset(actor_index, widths),
+    return build_linear_sampler(
+        actor_index,
+        seed,
+        widths,
+        env_factory=GatedEnv,
+        gate=gate,
+        block_from=block_from,
     )
-    handler = TorchHandler(LinearAgent(), n_envs)
-    tree = build_sample_tree(cage, handler, T)
-    return FeedForwardSampler(cage, handler, tree, seed=seed)
 
 
 def columns_equal(
