@@ -19,6 +19,12 @@ def is_actor_death(ray: Any, error: BaseException) -> bool:
     return isinstance(error, ray.exceptions.RayActorError)
 
 
+def is_final_death(ray: Any, error: BaseException) -> bool:
+    """Whether the actor is dead for good: Ray will not restart it (its
+    ``max_restarts`` are used up, or its builder raised)."""
+    return isinstance(error, ray.exceptions.ActorDiedError)
+
+
 def raised_error(
     ray: Any, error: BaseException, label: str, index: int
 ) -> DistributedSamplerError:
@@ -37,13 +43,12 @@ def raised_error(
 
 
 def died_error(
-    error: BaseException, label: str, index: int, restarts: int, max_restarts: int
+    error: BaseException, label: str, index: int, max_restarts: int
 ) -> DistributedSamplerDiedError:
-    """A :class:`DistributedSamplerDiedError` once an actor's restarts are used up
-    (or it cannot be built)."""
+    """A :class:`DistributedSamplerDiedError` for an actor Ray will not restart."""
     return DistributedSamplerDiedError(
-        f"{label} died ({restarts} restarts used, max_restarts={max_restarts}): "
-        f"{error}",
+        f"{label} died and is not restarted (max_restarts={max_restarts} per "
+        f"actor): {error}",
         index,
         worker_traceback=str(error),
     )

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import warnings
 import weakref
 from collections import deque
@@ -39,6 +40,7 @@ from parllel.distributed.faults import (
     actor_label,
     died_error,
     is_actor_death,
+    is_final_death,
     raised_error,
 )
 from parllel.distributed.layout import allocate_local, copy_columns, joined_layout
@@ -52,6 +54,8 @@ from parllel.errors import (
 )
 from parllel.samplers.background_batch import BackgroundBatch, batch_lags
 from parllel.tree import ArrayDict
+
+_FIRST_RETRY_SECONDS = 0.05
 
 
 def _process_gone(pid: int) -> bool:
@@ -232,7 +236,8 @@ class RaySampler:
         self._batches = 0
         self._queues: list[deque[tuple[int, Any]]] = [deque() for _ in range(n_actors)]
         self._next_request = [0] * self.n_actors
-        self._deaths = [0] * self.n_actors
+        # per actor: None, or the pause before asking a restarting actor again
+        self._recovering: list[float | None] = [None] * self.n_actors
         self._infos: dict[int, tuple[int, str | None]] = {}
         self._ray = import_ray()
         ray = self._ray
@@ -372,17 +377,21 @@ class RaySampler:
         """Requests sent and not yet returned, per actor."""
         return [len(queue) for queue in self._queues]
 
-    def _actor_died(self, index: int, error: BaseException) -> None:
-        """Drop the batch a dead actor was collecting and ask the restarted
-        actor again; raise once its restarts are used up."""
-        self._deaths[index] += 1
-        if self._deaths[index] > self.max_restarts:
+    def _actor_failed(self, index: int, error: BaseException) -> None:
+        """A request failed because the actor died or is restarting: count its
+        batch as dropped (once per death), raise if Ray will not restart it,
+        else send the actor's requests again (to the restarted actor)."""
+        if is_final_death(self._ray, error):
             label = self._label(index)
             self.close()
-            raise died_error(
-                error, label, index, self._deaths[index] - 1, self.max_restarts
-            )
-        self.dropped_batches += 1
+            raise died_error(error, label, index, self.max_restarts)
+        pause = self._recovering[index]
+        if pause is None:  # the first failure of this death
+            self.dropped_batches += 1
+            self._recovering[index] = _FIRST_RETRY_SECONDS
+        else:  # still restarting: look again a little later
+            time.sleep(pause)
+            self._recovering[index] = min(2 * pause, 1.0)
         queue = self._queues[index]
         numbers = [number for number, _ in queue]
         queue.clear()
@@ -424,12 +433,13 @@ class RaySampler:
                 result: ActorBatch = ray.get(ref)
             except Exception as error:
                 if is_actor_death(ray, error):
-                    self._actor_died(index, error)
+                    self._actor_failed(index, error)
                     continue
                 label = self._label(index)
                 self.close()
                 raise raised_error(ray, error, label, index) from None
             queue.popleft()
+            self._recovering[index] = None
             self._note_incarnation(index, result)
             return result
 

@@ -146,3 +146,36 @@ def columns_equal(
         if expected[path].dtype != got[path].dtype
         or not np.array_equal(expected[path], got[path], equal_nan=True)
     ]
+
+
+class StuckOnceEnv(CountingEnv):
+    """A CountingEnv that hangs for good at its ``stuck_from``-th step, once per
+    ``marker`` file: the first env to get there creates the file and hangs (its
+    actor must be killed); envs of a restarted actor find it and never hang."""
+
+    def __init__(self, marker: str, stuck_from: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.marker, self.stuck_from = Path(marker), stuck_from
+
+    def step(self, action):
+        if self.total_steps + 1 >= self.stuck_from and not self.marker.exists():
+            self.marker.touch()
+            while True:
+                threading.Event().wait(0.05)
+        return super().step(action)
+
+
+def build_stuck_once_sampler(
+    actor_index: int, seed: int, widths: tuple[int, ...], marker: str, stuck_from: int
+):
+    """Actor 1 steps StuckOnceEnvs, the other actors CountingEnvs."""
+    if actor_index != 1:
+        return build_linear_sampler(actor_index, seed, widths)
+    return build_linear_sampler(
+        actor_index,
+        seed,
+        widths,
+        env_factory=StuckOnceEnv,
+        marker=marker,
+        stuck_from=stuck_from,
+    )
