@@ -25,6 +25,7 @@ from tests.helpers.ray_helpers import (
     build_gated_sampler,
     build_linear_sampler,
     build_local_linear_sampler,
+    build_normalizing_sampler,
     build_raising,
     columns_equal,
 )
@@ -235,3 +236,68 @@ def test_state_of_another_number_of_actors_is_refused(local_ray):
             sampler.load_state_dict({"actors": [{}]})
         with pytest.raises(ConfigError, match="publish_weights needs"):
             sampler.publish_weights()
+
+
+class UpdateModel:
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def optimize(self, batch, progress=None):
+        with torch.no_grad():
+            for param in self.model.parameters():
+                param.add_(0.01)
+        return {}
+
+
+def test_runner_checkpoints_and_resumes_the_actors_state(local_ray, tmp_path):
+    """The runner saves the RaySampler's state as "sampler" and gives it back
+    to a new RaySampler's actors on load."""
+    from parllel.runners import OnPolicyRunner
+
+    def runner_for(sampler, agent, batches):
+        return OnPolicyRunner(
+            sampler,
+            UpdateModel(agent.model),
+            batches * T * sum(WIDTHS),
+            checkpoint_dir=tmp_path,
+            checkpoint_objects={"model": agent.model},
+            publisher=sampler,
+            handle_interrupt=False,
+        )
+
+    agent = learner_agent()
+    with RaySampler(
+        build_normalizing_sampler,
+        SEED,
+        WIDTHS,
+        n_actors=2,
+        modules={"model": agent.model},
+    ) as sampler:
+        runner_for(sampler, agent, 2).run()
+        saved = sampler.state_dict()
+    assert len(saved["actors"]) == 2 and saved["actors"][0]["observation_normalizer"]
+    agent = learner_agent()
+    with RaySampler(
+        build_normalizing_sampler,
+        SEED,
+        WIDTHS,
+        n_actors=2,
+        modules={"model": agent.model},
+    ) as sampler:
+        runner = runner_for(sampler, agent, 3)
+        runner.load(tmp_path)
+        restored = sampler.state_dict()["actors"]
+        for got, expected in zip(restored, saved["actors"]):
+            for a, b in zip(
+                flatten(got["observation_normalizer"]),
+                flatten(expected["observation_normalizer"]),
+            ):
+                assert np.array_equal(np.asarray(a), np.asarray(b))
+        runner.run()
+        assert runner.env_steps == 3 * T * sum(WIDTHS)
+
+
+def flatten(state):
+    if isinstance(state, dict):
+        return [leaf for key in sorted(state) for leaf in flatten(state[key])]
+    return [state]

@@ -19,7 +19,7 @@ from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import derive_seed
 from parllel.torch.handler import TorchHandler
-from parllel.transforms import EstimateAdvantage
+from parllel.transforms import EstimateAdvantage, NormalizeObservations
 from tests.helpers.background_helpers import ENV_KWARGS, LinearAgent, T
 from tests.helpers.envs import CountingEnv
 
@@ -49,6 +49,21 @@ def build_linear_sampler(
     tree = build_sample_tree(cage, handler, T)
     gae = EstimateAdvantage(tree, 0.99, 0.95)
     return FeedForwardSampler(cage, handler, tree, transform=gae, seed=seed)
+
+
+def build_normalizing_sampler(
+    actor_index: int, seed: int, widths: tuple[int, ...]
+) -> FeedForwardSampler:
+    """:func:`build_linear_sampler` with running observation normalization."""
+    sampler = build_linear_sampler(actor_index, seed, widths)
+    return FeedForwardSampler(
+        sampler.cages,
+        sampler.handler,
+        sampler.sample_tree,
+        transform=sampler.transform,
+        observation_normalizer=NormalizeObservations(sampler.sample_tree),
+        seed=seed,
+    )
 
 
 def build_local_linear_sampler(
