@@ -321,6 +321,11 @@ class RaySampler:
         return list(self._actors)
 
     @property
+    def actor_pids(self) -> list[int]:
+        """Each actor's process id (a new one after a restart, once it answered)."""
+        return [self._infos[index][0] for index in range(self.n_actors)]
+
+    @property
     def columns(self) -> list[slice]:
         """Each actor's columns of :attr:`sample_tree`."""
         return list(self._columns)

@@ -110,3 +110,24 @@ def test_an_actor_dead_beyond_its_restarts_is_an_error(local_ray, tmp_path):
         ) as info:
             sampler.collect_batch(learner_version=sampler.policy_version)
     assert info.value.actor_index == 1
+
+
+def test_a_killed_actor_with_process_cages_leaves_no_shared_memory(local_ray):
+    """The killed actor's tree (shared memory: process cages) is unlinked
+    once the restarted actor answers; closing unlinks the others'."""
+    from parllel.arrays import list_segments
+    from tests.helpers.ray_helpers import build_dict_sampler
+
+    with RaySampler(
+        build_dict_sampler, SEED, WIDTHS, True, n_actors=2, max_restarts=1
+    ) as sampler:
+        sampler.collect_batch()
+        pids = sampler.actor_pids
+        assert all(list_segments(pid) for pid in pids)  # the actors' trees
+        local_ray.kill(sampler.actors[1], no_restart=False)
+        with pytest.warns(SamplerActorRestartWarning):
+            while sampler.restarts == 0:
+                sampler.collect_batch()
+        assert list_segments(pids[1]) == []
+        assert sampler.actor_pids[1] != pids[1]
+    assert list_segments(pids[0]) == []
