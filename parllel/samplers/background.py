@@ -144,6 +144,10 @@ class BackgroundSampler:
         ...     train(batch.sample_tree); handler.publish_weights()
     """
 
+    #: the runners pass the learner's version to collect_batch, check and log
+    #: the lag and the fault counters, and checkpoint the state as "sampler"
+    returns_background_batch = True
+
     def __init__(
         self,
         build_sampler: Callable[..., Any],

@@ -1,0 +1,55 @@
+"""Ray, imported when first needed, and the local Ray a RaySampler may start.
+
+Nothing else in parllel imports ray; importing :mod:`parllel.distributed`
+does not either (the runners can refer to a RaySampler without ray
+installed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from parllel.errors import MissingDependencyError
+
+
+def import_ray() -> Any:
+    """The ``ray`` module.
+
+    Raises:
+        MissingDependencyError: ray is not installed.
+    """
+    try:
+        import ray
+    except ImportError as error:
+        raise MissingDependencyError(
+            "sampling on Ray needs the 'ray' package: pip install 'parllel[ray]'"
+        ) from error
+    return ray
+
+
+def connect(address: str | None, num_cpus: int) -> bool:
+    """Join the Ray cluster at ``address``, or start a local Ray if none runs.
+
+    Args:
+        address: ``"auto"`` or ``"ray://host:port"`` / ``"host:port"`` of a
+            running cluster; None: this process's Ray if it is initialized,
+            else a new local Ray with ``num_cpus`` CPUs and no dashboard.
+
+    Returns:
+        Whether this call started Ray (the caller shuts it down then).
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    if address is None:
+        ray.init(num_cpus=num_cpus, include_dashboard=False)
+    else:
+        ray.init(address=address)
+    return True
+
+
+def node_affinity(node_id: str) -> Any:
+    """A scheduling strategy that places an actor on the node ``node_id`` (hard)."""
+    ray = import_ray()
+    strategies = ray.util.scheduling_strategies
+    return strategies.NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
