@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from parllel.errors import DistributedSamplerDiedError, DistributedSamplerError
@@ -52,3 +53,20 @@ def died_error(
         index,
         worker_traceback=str(error),
     )
+
+
+def wait_ready(
+    ray: Any, ref: Any, period: float | None, report: Callable[[float], None]
+) -> None:
+    """Block until ``ref`` is ready, waking every second (so Ctrl-C and signal
+    handlers run); call ``report(period)`` after each ``period`` s waited."""
+    waited = 0.0
+    while True:
+        step = 1.0 if period is None else min(1.0, period - waited)
+        ready, _ = ray.wait([ref], timeout=step)
+        if ready:
+            return
+        waited += step
+        if period is not None and waited >= period:
+            waited = 0.0
+            report(period)

@@ -31,9 +31,10 @@ def connect(address: str | None, num_cpus: int) -> bool:
     """Join the Ray cluster at ``address``, or start a local Ray if none runs.
 
     Args:
-        address: ``"auto"`` or ``"ray://host:port"`` / ``"host:port"`` of a
-            running cluster; None: this process's Ray if it is initialized,
-            else a new local Ray with ``num_cpus`` CPUs and no dashboard.
+        address: ``"auto"`` (the cluster this machine belongs to) or the
+            address of a running cluster; None: this process's Ray if it is
+            initialized, else a new local Ray of its own (never another one
+            running on the machine) with ``num_cpus`` CPUs and no dashboard.
 
     Returns:
         Whether this call started Ray (the caller shuts it down then).
@@ -41,8 +42,8 @@ def connect(address: str | None, num_cpus: int) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
-    if address is None:
-        ray.init(num_cpus=num_cpus, include_dashboard=False)
+    if address is None:  # a new Ray of our own, even if the machine runs a cluster
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
     else:
         ray.init(address=address)
     return True

@@ -26,15 +26,12 @@ assuming the learner publishes once per batch; the requests for batch
 from __future__ import annotations
 
 import math
-import os
 import time
 import warnings
 import weakref
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from parllel.arrays import remove_dead_owner_segments
 from parllel.distributed.actor import ActorBatch, ActorInfo, SamplerActor, weights_of
 from parllel.distributed.faults import (
     actor_label,
@@ -42,9 +39,12 @@ from parllel.distributed.faults import (
     is_actor_death,
     is_final_death,
     raised_error,
+    wait_ready,
 )
 from parllel.distributed.layout import allocate_local, copy_columns, joined_layout
+from parllel.distributed.lifetime import check_config, free_dead_segments, shutdown
 from parllel.distributed.ray_runtime import connect, import_ray, node_affinity
+from parllel.distributed.requests import RequestQueues
 from parllel.errors import (
     ConfigError,
     DistributedSamplerError,
@@ -55,84 +55,7 @@ from parllel.errors import (
 from parllel.samplers.background_batch import BackgroundBatch, batch_lags
 from parllel.tree import ArrayDict
 
-_FIRST_RETRY_SECONDS = 0.05
-
-
-def _process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def _free_dead_segments(pid: int, node_id: str | None, here: str | None) -> None:
-    """Unlink the shared memory a killed actor process left on this node."""
-    if node_id is not None and node_id == here and pid != os.getpid():
-        if _process_gone(pid):
-            remove_dead_owner_segments(pid)
-
-
-def _shutdown(
-    ray: Any,
-    actors: list[Any],
-    infos: dict[int, tuple[int, str | None]],
-    started_ray: bool,
-    timeout: float,
-) -> None:
-    """Close the actors' samplers (up to ``timeout`` s), kill the actors, and
-    shut Ray down if the sampler started it."""
-    if not ray.is_initialized():
-        return
-    here = ray.get_runtime_context().get_node_id()
-    try:
-        refs = [actor.close.remote() for actor in actors]
-        ray.wait(refs, num_returns=len(refs), timeout=timeout)
-    except Exception:
-        pass
-    for actor in actors:
-        try:
-            ray.kill(actor, no_restart=True)
-        except Exception:
-            pass
-    if started_ray:
-        ray.shutdown()
-    for pid, node_id in infos.values():
-        try:
-            _free_dead_segments(pid, node_id, here)
-        except Exception:
-            pass
-
-
-def _check_config(
-    n_actors: int,
-    max_lag: int | None,
-    max_restarts: int,
-    timeout_seconds: float | None,
-    num_cpus_per_actor: float,
-    node_ids: Sequence[str] | None,
-    max_in_flight: int | None,
-) -> None:
-    if int(n_actors) < 1:
-        raise ConfigError(f"n_actors must be >= 1, got {n_actors}")
-    if max_lag is not None and int(max_lag) < 0:
-        raise ConfigError(f"max_lag must be >= 0 or None, got {max_lag}")
-    if int(max_restarts) < 0:
-        raise ConfigError(f"max_restarts must be >= 0, got {max_restarts}")
-    if timeout_seconds is not None and not timeout_seconds > 0:
-        raise ConfigError(f"timeout_seconds must be > 0 or None, got {timeout_seconds}")
-    if not num_cpus_per_actor >= 0:
-        raise ConfigError(f"num_cpus_per_actor must be >= 0, got {num_cpus_per_actor}")
-    if max_in_flight is not None and int(max_in_flight) < 1:
-        raise ConfigError(f"max_in_flight must be >= 1 or None, got {max_in_flight}")
-    if node_ids is not None and (
-        isinstance(node_ids, str) or len(node_ids) != int(n_actors)
-    ):
-        raise ConfigError(
-            f"node_ids needs one node id per actor ({n_actors}), got {node_ids!r}"
-        )
+_FIRST_RETRY_SECONDS = 0.05  # then doubling, up to 1 s
 
 
 class RaySampler:
@@ -157,7 +80,8 @@ class RaySampler:
             agent's modules (e.g. ``{"model": agent.model}``); published as
             version 0 at construction. None: no weights are sent.
         address: a running Ray cluster to join (``"auto"``, or its address);
-            None: this process's Ray if initialized, else a new local Ray.
+            None: this process's Ray if initialized, else a new local Ray of
+            its own (never another Ray running on the machine).
         num_cpus_per_actor: Ray CPUs each actor reserves.
         node_ids: one Ray node id per actor to place it on (hard affinity),
             or None.
@@ -209,7 +133,7 @@ class RaySampler:
         close_timeout: float = 10.0,
         actor_options: Mapping[str, Any] | None = None,
     ) -> None:
-        _check_config(
+        check_config(
             n_actors,
             max_lag,
             max_restarts,
@@ -234,8 +158,7 @@ class RaySampler:
         self._base = 0
         self._weights_ref: Any = None
         self._batches = 0
-        self._queues: list[deque[tuple[int, Any]]] = [deque() for _ in range(n_actors)]
-        self._next_request = [0] * self.n_actors
+        self._requests = RequestQueues(self.n_actors, self.max_in_flight, self._request)
         # per actor: None, or the pause before asking a restarting actor again
         self._recovering: list[float | None] = [None] * self.n_actors
         self._infos: dict[int, tuple[int, str | None]] = {}
@@ -245,7 +168,7 @@ class RaySampler:
         started_ray = connect(address, cpus)
         self._actors: list[Any] = []
         self._finalizer = weakref.finalize(
-            self, _shutdown, ray, self._actors, self._infos, started_ray, close_timeout
+            self, shutdown, ray, self._actors, self._infos, started_ray, close_timeout
         )
         try:
             remote = ray.remote(SamplerActor)
@@ -280,25 +203,16 @@ class RaySampler:
         return actor_label(index, node_ids[index] if node_ids else None)
 
     def _wait(self, ref: Any, index: int, what: str) -> None:
-        """Block until ``ref`` is ready, waking every second (so Ctrl-C and
-        signal handlers run); report each ``timeout_seconds`` waited."""
-        ray, waited = self._ray, 0.0
-        period = self.timeout_seconds
-        while True:
-            step = 1.0 if period is None else min(1.0, period - waited)
-            ready, _ = ray.wait([ref], timeout=step)
-            if ready:
-                return
-            waited += step
-            if period is not None and waited >= period:
-                waited = 0.0
-                self.timeouts += 1
-                warnings.warn(
-                    f"{self._label(index)} has not {what} after {period} s "
-                    f"(timeout {self.timeouts}); waiting on",
-                    SamplerActorTimeoutWarning,
-                    stacklevel=4,
-                )
+        def report(period: float) -> None:
+            self.timeouts += 1
+            warnings.warn(
+                f"{self._label(index)} has not {what} after {period} s "
+                f"(timeout {self.timeouts}); waiting on",
+                SamplerActorTimeoutWarning,
+                stacklevel=6,
+            )
+
+        wait_ready(self._ray, ref, self.timeout_seconds, report)
 
     def _describe(self, index: int) -> ActorInfo:
         ray = self._ray
@@ -377,17 +291,11 @@ class RaySampler:
 
     def _submit(self) -> None:
         """Send every request the lag and ``max_in_flight`` allow."""
-        for index, queue in enumerate(self._queues):
-            while len(queue) < self.max_in_flight:
-                number = self._next_request[index]
-                if not self._allowed(number):
-                    break
-                queue.append((number, self._request(index)))
-                self._next_request[index] += 1
+        self._requests.fill(self._allowed)
 
     def in_flight(self) -> list[int]:
         """Requests sent and not yet returned, per actor."""
-        return [len(queue) for queue in self._queues]
+        return self._requests.in_flight()
 
     def _actor_failed(self, index: int, error: BaseException) -> None:
         """A request failed because the actor died or is restarting: count its
@@ -404,10 +312,7 @@ class RaySampler:
         else:  # still restarting: look again a little later
             time.sleep(pause)
             self._recovering[index] = min(2 * pause, 1.0)
-        queue = self._queues[index]
-        numbers = [number for number, _ in queue]
-        queue.clear()
-        queue.extend((number, self._request(index)) for number in numbers)
+        self._requests.send_again(index)
 
     def _note_incarnation(self, index: int, result: ActorBatch) -> None:
         if result.incarnation == self._incarnations[index]:
@@ -416,7 +321,7 @@ class RaySampler:
         self.restarts += 1
         old_pid, node_id = self._infos[index]
         self._infos[index] = (result.pid, node_id)
-        _free_dead_segments(
+        free_dead_segments(
             old_pid, node_id, self._ray.get_runtime_context().get_node_id()
         )
         warnings.warn(
@@ -429,9 +334,9 @@ class RaySampler:
 
     def _receive(self, index: int, number: int) -> ActorBatch:
         ray = self._ray
-        queue = self._queues[index]
         while True:
-            if not queue or queue[0][0] != number:
+            oldest = self._requests.oldest(index)
+            if oldest is None or oldest[0] != number:
                 raise PolicyLagError(
                     f"deadlock: batch {number} needs policy version "
                     f"{self._base + number - (self.max_lag or 0)} (max_lag="
@@ -439,7 +344,7 @@ class RaySampler:
                     "weights once per collected batch (publish_weights(), or the "
                     "runner's publisher=)"
                 )
-            ref = queue[0][1]
+            ref = oldest[1]
             self._wait(ref, index, f"returned batch {number}")
             try:
                 result: ActorBatch = ray.get(ref)
@@ -450,7 +355,7 @@ class RaySampler:
                 label = self._label(index)
                 self.close()
                 raise raised_error(ray, error, label, index) from None
-            queue.popleft()
+            self._requests.answered(index)
             self._recovering[index] = None
             self._note_incarnation(index, result)
             return result

@@ -9,6 +9,7 @@ import pytest
 def local_ray():
     """``ray.init(num_cpus=2)`` for the module's tests; RaySamplers join it."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # a Ray of its own, even while another runs on the machine (another test run)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

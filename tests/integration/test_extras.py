@@ -150,6 +150,7 @@ LAZY = {
     "parllel.plot": {"plot"},
     "parllel.patterns": {"logging", "plot"},
     "parllel.runtime.cli": {"cli"},
+    "parllel.distributed": {"ray"},
 }
 
 
