@@ -52,7 +52,7 @@ from parllel.errors import (
     SamplerActorRestartWarning,
     SamplerActorTimeoutWarning,
 )
-from parllel.samplers.background_batch import BackgroundBatch, batch_lags
+from parllel.samplers.background_batch import BackgroundBatch, checked_batch
 from parllel.tree import ArrayDict
 
 _FIRST_RETRY_SECONDS = 0.05  # then doubling, up to 1 s
@@ -390,21 +390,14 @@ class RaySampler:
         version = min(result.policy_version for result in results)
         completed = [info for result in results for info in result.completed]
         state = self.state_dict()
-        if learner_version is None:
-            return BackgroundBatch(
-                self.sample_tree, completed, version, number, None, None, None, state
-            )
-        lag, lag_min, lag_mean = batch_lags(
-            self.sample_tree, int(learner_version), version
-        )
-        if self.max_lag is not None and lag > self.max_lag:
-            raise PolicyLagError(
-                f"batch {number} was collected with policy version {version}, "
-                f"{lag} behind the learner's {learner_version} (max_lag="
-                f"{self.max_lag}); publish weights once per batch"
-            )
-        return BackgroundBatch(
-            self.sample_tree, completed, version, number, lag, lag_min, lag_mean, state
+        return checked_batch(
+            self.sample_tree,
+            completed,
+            version,
+            number,
+            state,
+            learner_version,
+            self.max_lag,
         )
 
     # -- state -------------------------------------------------------------
