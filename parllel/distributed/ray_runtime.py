@@ -7,6 +7,8 @@ installed).
 
 from __future__ import annotations
 
+import signal
+import threading
 from typing import Any
 
 from parllel.errors import MissingDependencyError
@@ -27,6 +29,26 @@ def import_ray() -> Any:
     return ray
 
 
+def init_ray(**kwargs: Any) -> None:
+    """``ray.init(**kwargs)``, keeping this process's SIGINT and SIGTERM handlers.
+
+    ``ray.init`` installs its own SIGTERM handler in the driver and leaves it
+    after ``ray.shutdown``; the runners' graceful stop on SIGTERM, and code
+    run after the sampler, expect the handlers they had.
+    """
+    ray = import_ray()
+    if threading.current_thread() is not threading.main_thread():
+        ray.init(**kwargs)
+        return
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        ray.init(**kwargs)
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
 def connect(address: str | None, num_cpus: int) -> bool:
     """Join the Ray cluster at ``address``, or start a local Ray if none runs.
 
@@ -43,9 +65,9 @@ def connect(address: str | None, num_cpus: int) -> bool:
     if ray.is_initialized():
         return False
     if address is None:  # a new Ray of our own, even if the machine runs a cluster
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
+        init_ray(address="local", num_cpus=num_cpus, include_dashboard=False)
     else:
-        ray.init(address=address)
+        init_ray(address=address)
     return True
 
 

@@ -9,7 +9,10 @@ import pytest
 def local_ray():
     """``ray.init(num_cpus=2)`` for the module's tests; RaySamplers join it."""
     ray = pytest.importorskip("ray")
-    # a Ray of its own, even while another runs on the machine (another test run)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from parllel.distributed.ray_runtime import init_ray
+
+    # a Ray of its own, even while another runs on the machine (another test
+    # run); the test process keeps its signal handlers (later tests need them)
+    init_ray(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from parllel.distributed import RaySampler
+from parllel.distributed.ray_runtime import init_ray
 from tests.helpers.background_helpers import T
 from tests.helpers.ray_helpers import build_linear_sampler
 
@@ -23,7 +24,7 @@ def two_nodes():
         head_node_args={"num_cpus": 1, "include_dashboard": False},
     )
     cluster.add_node(num_cpus=1)
-    ray.init(address=cluster.address)
+    init_ray(address=cluster.address)
     cluster.wait_for_nodes()
     try:
         yield [node["NodeID"] for node in ray.nodes() if node["Alive"]]

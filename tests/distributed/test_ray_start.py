@@ -3,6 +3,8 @@ also when the learner raises inside its ``with`` block."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from parllel.distributed import RaySampler
@@ -18,6 +20,7 @@ class LearnerFailed(Exception):
 
 def test_the_sampler_starts_ray_and_stops_it_when_the_learner_raises():
     assert not ray.is_initialized()
+    handlers = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
     with pytest.raises(LearnerFailed):
         with RaySampler(build_linear_sampler, 1, (2, 1), n_actors=2) as sampler:
             assert ray.is_initialized()
@@ -25,3 +28,5 @@ def test_the_sampler_starts_ray_and_stops_it_when_the_learner_raises():
             sampler.collect_batch()
             raise LearnerFailed
     assert not ray.is_initialized()
+    # ray.init's SIGTERM handler does not outlive it (runners install their own)
+    assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == handlers
