@@ -112,7 +112,9 @@ class Runner:
         publisher: the learner's handler after ``share_weights()`` (has
             ``publish_weights()`` and ``policy_version``): its weights are
             published after every iteration (also after :meth:`load`), for
-            a sampler that follows them in another process.
+            a sampler that follows them in another process. A sampler that
+            publishes itself (a :class:`~parllel.distributed.RaySampler`) is
+            its own publisher: ``publisher=sampler``.
 
     Raises:
         ConfigError: a bad interval or count, or a background sampler that
@@ -167,6 +169,16 @@ class Runner:
         # a BackgroundSampler or a RaySampler: collect_batch(learner_version)
         # returns a BackgroundBatch; restarts and dropped batches are counted
         self.background = bool(getattr(sampler, "returns_background_batch", False))
+        if (
+            publisher is not None
+            and callable(getattr(sampler, "publish_weights", None))
+            and publisher is not sampler
+        ):
+            raise ConfigError(
+                f"a {type(sampler).__name__} publishes the weights itself: pass "
+                "publisher=sampler (the sampler), not another object, or its "
+                "actors never receive new weights"
+            )
         if (
             self.background
             and publisher is None

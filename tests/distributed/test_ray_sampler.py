@@ -165,6 +165,31 @@ def test_a_batch_waiting_for_unpublished_weights_is_a_lag_error(local_ray):
             sampler.collect_batch(learner_version=0)  # never published version 1
 
 
+def test_a_runner_refuses_any_publisher_but_the_ray_sampler_itself(local_ray):
+    """The learner's handler as publisher would publish into shared memory the
+    actors never read: they would keep the first weights."""
+    from parllel.runners import OnPolicyRunner
+    from parllel.torch.handler import TorchHandler
+
+    agent = learner_agent()
+    handler = TorchHandler(agent, sum(WIDTHS))
+    weights = handler.share_weights()
+    try:
+        with RaySampler(
+            build_linear_sampler,
+            SEED,
+            WIDTHS,
+            n_actors=2,
+            modules={"model": agent.model},
+        ) as sampler:
+            with pytest.raises(ConfigError, match="publisher=sampler"):
+                OnPolicyRunner(sampler, object(), 100, publisher=handler)
+            with pytest.raises(ConfigError, match="publisher="):
+                OnPolicyRunner(sampler, object(), 100)
+    finally:
+        weights.close()
+
+
 def test_an_error_in_an_actor_comes_back_with_its_traceback(local_ray):
     with RaySampler(build_failing_sampler, SEED, WIDTHS, n_actors=2) as sampler:
         sampler.collect_batch()
