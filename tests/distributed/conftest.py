@@ -5,6 +5,14 @@ from __future__ import annotations
 import pytest
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every Ray test in one pytest-xdist worker (``--dist loadgroup``): one
+    local Ray at a time on the machine, never two competing for its cores."""
+    for item in items:
+        if "tests/distributed/" in item.nodeid:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """``ray.init(num_cpus=2)`` for the module's tests; RaySamplers join it."""
