@@ -37,7 +37,6 @@ from parllel.runtime.compatibility import (
     load_object,
 )
 from parllel.runtime.finite import refuse_nonfinite_state
-from parllel.samplers.background import BackgroundSampler
 
 
 def _schedule(interval: int | None, name: str) -> int | None:
@@ -67,22 +66,28 @@ class Runner:
     ``cmd &`` of a shell script), :meth:`run` warns with
     :class:`~parllel.errors.InterruptIgnoredWarning`.
 
-    With a :class:`~parllel.samplers.BackgroundSampler` the next batch is
+    With a :class:`~parllel.samplers.BackgroundSampler` (or any sampler whose
+    ``returns_background_batch`` is True, such as a
+    :class:`~parllel.distributed.RaySampler`) the next batch is
     collected while the algorithm trains: pass the learner's handler as
     ``publisher`` and the runner publishes the weights after every
     iteration, checks each batch's policy lag against the sampler's
     ``max_lag`` and logs it (``async/lag_min``, ``async/lag_mean``,
     ``async/lag_max`` over the batches since the last log line,
     ``async/policy_version``, and the background process's
-    ``async/restarts`` and ``async/dropped_batches``). The background sampler's transform state is
+    ``async/restarts`` and ``async/dropped_batches``; a RaySampler's
+    ``async/timeouts`` too). The background sampler's transform state is
     checkpointed as ``"sampler"``; the batch being collected when a
     checkpoint is written is not saved: a resumed run starts from reset
     envs, as a synchronous one does.
 
     Args:
         sampler: has ``collect_batch() -> (batch, traj_infos)`` and a
-            ``sample_tree`` (env steps per batch = T * B), or is a
-            :class:`~parllel.samplers.BackgroundSampler`.
+            ``sample_tree`` (env steps per batch = T * B), or has
+            ``returns_background_batch = True`` and
+            ``collect_batch(learner_version) -> BackgroundBatch`` (a
+            :class:`~parllel.samplers.BackgroundSampler`, a
+            :class:`~parllel.distributed.RaySampler`).
         algorithm: the learner; what is called on it depends on the subclass.
         total_steps: env steps to train for.
         eval_sampler: has ``collect() -> traj_infos`` (None: no evaluation).
@@ -107,7 +112,9 @@ class Runner:
         publisher: the learner's handler after ``share_weights()`` (has
             ``publish_weights()`` and ``policy_version``): its weights are
             published after every iteration (also after :meth:`load`), for
-            a sampler that follows them in another process.
+            a sampler that follows them in another process. A sampler that
+            publishes itself (a :class:`~parllel.distributed.RaySampler`) is
+            its own publisher: ``publisher=sampler``.
 
     Raises:
         ConfigError: a bad interval or count, or a background sampler that
@@ -159,13 +166,30 @@ class Runner:
                 "publisher needs published weights: call publisher.share_weights() "
                 "(and pass the weights to the sampler) first"
             )
-        self.background = isinstance(sampler, BackgroundSampler)
-        if self.background and publisher is None and sampler.follows_weights:
+        # a BackgroundSampler or a RaySampler: collect_batch(learner_version)
+        # returns a BackgroundBatch; restarts and dropped batches are counted
+        self.background = bool(getattr(sampler, "returns_background_batch", False))
+        if (
+            publisher is not None
+            and callable(getattr(sampler, "publish_weights", None))
+            and publisher is not sampler
+        ):
             raise ConfigError(
-                "the background sampler's handler follows shared weights: pass "
-                "the learner's handler as publisher= so the runner publishes "
-                "them after every update (without, the sampler would keep the "
-                "first weights or wait for new ones forever)"
+                f"a {type(sampler).__name__} publishes the weights itself: pass "
+                "publisher=sampler (the sampler), not another object, or its "
+                "actors never receive new weights"
+            )
+        if (
+            self.background
+            and publisher is None
+            and getattr(sampler, "follows_weights", False)
+        ):
+            raise ConfigError(
+                "the sampler's handlers follow the learner's weights: pass the "
+                "publisher (the learner's handler, or the RaySampler itself) as "
+                "publisher= so the runner publishes them after every update "
+                "(without, sampling would keep the first weights or wait for new "
+                "ones forever)"
             )
         if self.background and (
             self.checkpoint_dir is not None or self.checkpoint_objects
@@ -334,6 +358,9 @@ class Runner:
         if self.background:  # a restarted background process loses its batch
             metrics["async/restarts"] = float(self.sampler.restarts)
             metrics["async/dropped_batches"] = float(self.sampler.dropped_batches)
+            timeouts = getattr(self.sampler, "timeouts", None)
+            if timeouts is not None:  # a RaySampler's slow actors
+                metrics["async/timeouts"] = float(timeouts)
         return metrics
 
     def _elapsed(self) -> float:

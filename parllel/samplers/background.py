@@ -51,7 +51,7 @@ from parllel.errors import (
     PolicyLagError,
     TreeRingClosedError,
 )
-from parllel.samplers.background_batch import BackgroundBatch, batch_lags
+from parllel.samplers.background_batch import BackgroundBatch, checked_batch
 from parllel.samplers.background_process import (
     load_sampler_state,
     run_background_sampler,
@@ -143,6 +143,10 @@ class BackgroundSampler:
         ...     batch = sampler.collect_batch(learner_version=handler.policy_version)
         ...     train(batch.sample_tree); handler.publish_weights()
     """
+
+    #: the runners pass the learner's version to collect_batch, check and log
+    #: the lag and the fault counters, and checkpoint the state as "sampler"
+    returns_background_batch = True
 
     def __init__(
         self,
@@ -540,19 +544,8 @@ class BackgroundSampler:
         self._last_state = state
         tree = ring.trees[index]
         version = ring.stamp(index)
-        if learner_version is None:
-            return BackgroundBatch(
-                tree, completed, version, number, None, None, None, state
-            )
-        lag, lag_min, lag_mean = batch_lags(tree, int(learner_version), version)
-        if self.max_lag is not None and lag > self.max_lag:
-            raise PolicyLagError(
-                f"batch {number} was collected with policy version {version}, "
-                f"{lag} behind the learner's {learner_version} (max_lag="
-                f"{self.max_lag}); publish weights once per batch"
-            )
-        return BackgroundBatch(
-            tree, completed, version, number, lag, lag_min, lag_mean, state
+        return checked_batch(
+            tree, completed, version, number, state, learner_version, self.max_lag
         )
 
     def close(self) -> None:

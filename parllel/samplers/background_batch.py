@@ -6,9 +6,10 @@ from typing import Any, NamedTuple
 
 from parllel import fields
 from parllel.cages import TrajInfo
+from parllel.errors import PolicyLagError
 from parllel.tree import ArrayDict
 
-__all__ = ["BackgroundBatch", "batch_lags"]
+__all__ = ["BackgroundBatch", "batch_lags", "checked_batch"]
 
 
 class BackgroundBatch(NamedTuple):
@@ -58,3 +59,34 @@ def batch_lags(
         return lag, lag, float(lag)
     lags = learner_version - agent_info[fields.POLICY_VERSION].to_ndarray()
     return lag, int(lags.min()), float(lags.mean())
+
+
+def checked_batch(
+    tree: ArrayDict,
+    completed: list[TrajInfo],
+    version: int,
+    number: int,
+    state: dict[str, Any] | None,
+    learner_version: int | None,
+    max_lag: int | None,
+) -> BackgroundBatch:
+    """The :class:`BackgroundBatch` of batch ``number``, its lag computed
+    against ``learner_version`` (if given) and checked against ``max_lag``.
+
+    Raises:
+        PolicyLagError: the batch is more than ``max_lag`` versions behind.
+    """
+    if learner_version is None:
+        return BackgroundBatch(
+            tree, completed, version, number, None, None, None, state
+        )
+    lag, lag_min, lag_mean = batch_lags(tree, int(learner_version), version)
+    if max_lag is not None and lag > max_lag:
+        raise PolicyLagError(
+            f"batch {number} was collected with policy version {version}, "
+            f"{lag} behind the learner's {learner_version} (max_lag="
+            f"{max_lag}); publish weights once per batch"
+        )
+    return BackgroundBatch(
+        tree, completed, version, number, lag, lag_min, lag_mean, state
+    )

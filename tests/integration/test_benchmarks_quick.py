@@ -109,6 +109,17 @@ EXPECTED_KEYS = {
         "max_lag",
         "max_lag_observed",
     },
+    "ray_bench.py": {
+        "ray_vs_local",
+        "ray_sps",
+        "local_best_sps",
+        "local_best_layout",
+        "ray_batch_overhead_ms",
+        "recover_batches",
+        "weights_broadcast_ms",
+        "batch_bytes",
+        "weights_bytes",
+    },
     "train_cartpole.py": {
         "ours_time_to_475_s",
         "sb3_time_to_475_s",
@@ -122,7 +133,7 @@ EXPECTED_KEYS = {
     },
 }
 # benchmarks that cannot run at all without a peer library (the bench extra)
-NEEDS = {"train_cartpole.py": "stable_baselines3"}
+NEEDS = {"train_cartpole.py": "stable_baselines3", "ray_bench.py": "ray"}
 
 
 @pytest.mark.timeout(300)

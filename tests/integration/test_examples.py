@@ -22,6 +22,7 @@ EXAMPLES = ROOT / "examples"
 SCRIPTS = [
     "cartpole/train_ppo.py",
     "cartpole/train_ppo.py --async",
+    "cartpole/train_ppo_ray.py",
     "cartpole/train_ppo_recurrent.py",
     "pendulum/train_ppo.py",
 ]
@@ -59,6 +60,8 @@ def _steps(progress_csv: Path) -> list[int]:
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_example_quick_run_and_resume(script, tmp_path):
     script, *flags = script.split()
+    if "ray" in script:
+        pytest.importorskip("ray", reason="needs the ray extra")
     _run(script, tmp_path, *flags)
     (run_dir,) = (tmp_path / "runs").iterdir()
     for name in ("config.json", "metadata.json", "logs/progress.csv"):

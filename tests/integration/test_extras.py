@@ -102,6 +102,26 @@ venv = make_sb3_vec_env(lambda: gym.make("CartPole-v1"), 2, parallel=False, seed
 venv.reset()
 venv.close()
 """,
+    "parllel.distributed": """
+from parllel.cages import SerialCage
+from parllel.distributed import RaySampler
+from parllel.patterns import build_sample_tree
+from parllel.samplers import FeedForwardSampler
+from parllel.torch.handler import TorchHandler
+from parllel.torch.models import build_actor_critic
+from parllel.torch.agents import ActorCriticAgent
+import gymnasium as gym
+
+def build(actor_index):
+    cage = SerialCage(lambda: gym.make("CartPole-v1"), 2, seed=0, env_offset=2 * actor_index)
+    model, distribution = build_actor_critic(cage.spaces.observation, cage.spaces.action)
+    handler = TorchHandler(ActorCriticAgent(model, distribution), 2)
+    return FeedForwardSampler(cage, handler, build_sample_tree(cage, handler, 4))
+
+build.__module__ = "__main__"  # this call's module exists only here: pickle by value
+with RaySampler(build, n_actors=1, num_cpus_per_actor=0) as sampler:
+    assert sampler.collect_batch().sample_tree["reward"].shape == (4, 2)
+""",
     "parllel.patterns": """
 from parllel.patterns import build_run_logger, run_training
 from parllel.runtime import RunDirectory
@@ -130,6 +150,7 @@ LAZY = {
     "parllel.plot": {"plot"},
     "parllel.patterns": {"logging", "plot"},
     "parllel.runtime.cli": {"cli"},
+    "parllel.distributed": {"ray"},
 }
 
 
@@ -211,7 +232,32 @@ def blocked_names(extras: tuple[str, ...]) -> list[str]:
         for top, distributions in metadata.packages_distributions().items()
         if not any(canonical(d) in allowed for d in distributions)
     }
-    return sorted(blocked - set(sys.stdlib_module_names) - {"parllel", "tests"})
+    return sorted(
+        blocked
+        - vendored(allowed)
+        - set(sys.stdlib_module_names)
+        - {"parllel", "tests"}
+    )
+
+
+VENDOR_DIRECTORIES = {"thirdparty_files"}  # ray puts it on sys.path
+
+
+def vendored(distributions: set[str]) -> set[str]:
+    """Top-level packages that ``distributions`` ship inside themselves and put
+    on ``sys.path`` (ray's ``thirdparty_files``: colorama, psutil): the same
+    names installed on their own must not be refused to them."""
+    names: set[str] = set()
+    for name in distributions:
+        try:
+            files = metadata.files(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for file in files:
+            parts = file.parts
+            if len(parts) >= 3 and parts[-3] in VENDOR_DIRECTORIES:
+                names.add(parts[-2] if file.name == "__init__.py" else "")
+    return names - {""}
 
 
 def require_installed(extras: tuple[str, ...]) -> None:

@@ -1,0 +1,13 @@
+"""Sampling on a Ray cluster: actors that each run a whole local sampler.
+
+Install with ``pip install 'parllel[ray]'``. Importing this package does not
+import ray; creating a :class:`RaySampler` does (and raises
+:class:`~parllel.errors.MissingDependencyError` without it).
+"""
+
+from __future__ import annotations
+
+from parllel.distributed.actor import ActorBatch, ActorInfo, SamplerActor
+from parllel.distributed.sampler import RaySampler
+
+__all__ = ["ActorBatch", "ActorInfo", "RaySampler", "SamplerActor"]

@@ -1,0 +1,455 @@
+"""RaySampler: N Ray actors, each a complete local sampler, one remote call per batch.
+
+Each actor builds its own sampler with ``build_sampler(actor_index,
+*args)`` (cages, process cages included; a handler with a CPU copy of the
+policy; transforms) and answers a request with one whole ``[T, B_i]``
+batch: its tree's arrays (with the padding rows), its finished episodes,
+the policy version that collected it and its transforms' state. The learner
+holds one ``[T, sum B_i]`` tree and copies each actor's batch into its
+columns; :meth:`RaySampler.collect_batch` returns the
+:class:`~parllel.samplers.BackgroundBatch` a
+:class:`~parllel.samplers.BackgroundSampler` returns, so the runners drive
+both alike.
+
+Weights: the sampler is also the publisher. :meth:`RaySampler.publish_weights`
+puts the CPU state of ``modules`` in Ray's object store once; every request
+carries a reference to the newest weights and their version, and an actor
+fetches them only if it holds an older version.
+
+Lag: as for the background sampler, batch ``n`` is collected with policy
+version ``>= v0 + n - max_lag`` (``v0`` the version when sampling starts),
+assuming the learner publishes once per batch; the requests for batch
+``n`` are sent only once that version is published, so at most ``max_lag +
+1`` requests (and never more than ``max_in_flight``) wait at an actor.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from parllel.distributed.actor import ActorBatch, ActorInfo, SamplerActor, weights_of
+from parllel.distributed.faults import (
+    actor_label,
+    died_error,
+    is_actor_death,
+    is_final_death,
+    raised_error,
+    wait_ready,
+)
+from parllel.distributed.layout import allocate_local, copy_columns, joined_layout
+from parllel.distributed.lifetime import check_config, free_dead_segments, shutdown
+from parllel.distributed.ray_runtime import connect, import_ray, node_affinity
+from parllel.distributed.requests import RequestQueues
+from parllel.errors import (
+    ConfigError,
+    DistributedSamplerError,
+    PolicyLagError,
+    SamplerActorRestartWarning,
+    SamplerActorTimeoutWarning,
+)
+from parllel.samplers.background_batch import BackgroundBatch, checked_batch
+from parllel.tree import ArrayDict
+
+_FIRST_RETRY_SECONDS = 0.05  # then doubling, up to 1 s
+
+
+class RaySampler:
+    """N Ray actors that each run a local sampler and return whole batches.
+
+    Args:
+        build_sampler: a picklable function ``build_sampler(actor_index,
+            *args)`` that returns a complete local sampler (e.g. a
+            :class:`~parllel.samplers.FeedForwardSampler` with its cages,
+            a :class:`~parllel.torch.handler.TorchHandler` on CPU and its
+            transforms) over actor ``actor_index``'s envs. Give actor ``i``
+            the envs ``offset_i ..`` of the master seed (``SerialCage(...,
+            seed=master, env_offset=offset_i)``), so the actors' envs have
+            disjoint seed streams and the learner's tree columns are the
+            columns of one local sampler over all the envs.
+        *args: its further arguments (picklable).
+        n_actors: number of actors.
+        max_lag: batch ``n`` is collected with policy version ``>= v0 + n -
+            max_lag`` (0: synchronous, None: no bound); see the module doc.
+        modules: ``{name: nn.Module}`` of the learner's policy, named as
+            :func:`~parllel.torch.weights.agent_modules` names the actors'
+            agent's modules (e.g. ``{"model": agent.model}``); published as
+            version 0 at construction. None: no weights are sent.
+        address: a running Ray cluster to join (``"auto"``, or its address);
+            None: this process's Ray if initialized, else a new local Ray of
+            its own (never another Ray running on the machine).
+        num_cpus_per_actor: Ray CPUs each actor reserves.
+        node_ids: one Ray node id per actor to place it on (hard affinity),
+            or None.
+        max_restarts: how often Ray restarts each actor that dies; the batch
+            it was collecting is dropped and requested again from the
+            restarted actor (its envs start from reset, its transforms from
+            its newest state the learner received).
+        timeout_seconds: a batch (or its sampler) an actor has not returned
+            (built) after this long is
+            reported (:class:`~parllel.errors.SamplerActorTimeoutWarning`,
+            once per period) and counted in :attr:`timeouts`; the learner
+            keeps waiting. None: never reported.
+        max_in_flight: requests waiting at each actor at most (default
+            ``max_lag + 1``, or 2 with ``max_lag=None``).
+        close_timeout: seconds :meth:`close` lets the actors close their
+            samplers before it kills them.
+        actor_options: further ``ray.remote`` options of the actors (e.g.
+            ``{"runtime_env": ...}``).
+
+    Attributes:
+        restarts: actors Ray restarted after they died.
+        dropped_batches: actor batches lost with an actor that died
+            (each collected again by the restarted actor).
+        timeouts: batches reported for exceeding ``timeout_seconds``.
+
+    Example:
+        >>> with RaySampler(build_sampler, n_actors=2, modules={"model": agent.model}) as sampler:
+        ...     runner = OnPolicyRunner(sampler, ppo, total_steps, publisher=sampler)
+        ...     runner.run()
+    """
+
+    #: the runners treat the sampler like a BackgroundSampler (learner_version,
+    #: publisher, lag and fault counters, its state checkpointed as "sampler")
+    returns_background_batch = True
+
+    def __init__(
+        self,
+        build_sampler: Callable[..., Any],
+        *args: Any,
+        n_actors: int = 2,
+        max_lag: int | None = 0,
+        modules: Mapping[str, Any] | None = None,
+        address: str | None = None,
+        num_cpus_per_actor: float = 1,
+        node_ids: Sequence[str] | None = None,
+        max_restarts: int = 0,
+        timeout_seconds: float | None = None,
+        max_in_flight: int | None = None,
+        close_timeout: float = 10.0,
+        actor_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        check_config(
+            n_actors,
+            max_lag,
+            max_restarts,
+            timeout_seconds,
+            num_cpus_per_actor,
+            node_ids,
+            max_in_flight,
+        )
+        self.n_actors = int(n_actors)
+        self.max_lag = None if max_lag is None else int(max_lag)
+        self.max_restarts = int(max_restarts)
+        self.timeout_seconds = timeout_seconds
+        default_in_flight = 2 if self.max_lag is None else self.max_lag + 1
+        self.max_in_flight = int(max_in_flight or default_in_flight)
+        self.restarts = 0
+        self.dropped_batches = 0
+        self.timeouts = 0
+        self._modules = None if modules is None else dict(modules)
+        self._closed = False
+        self._started = False
+        self._version = 0
+        self._base = 0
+        self._weights_ref: Any = None
+        self._batches = 0
+        self._requests = RequestQueues(self.n_actors, self.max_in_flight, self._request)
+        # per actor: None, or the pause before asking a restarting actor again
+        self._recovering: list[float | None] = [None] * self.n_actors
+        self._infos: dict[int, tuple[int, str | None]] = {}
+        self._ray = import_ray()
+        ray = self._ray
+        cpus = max(1, math.ceil(self.n_actors * float(num_cpus_per_actor)))
+        started_ray = connect(address, cpus)
+        self._actors: list[Any] = []
+        self._finalizer = weakref.finalize(
+            self, shutdown, ray, self._actors, self._infos, started_ray, close_timeout
+        )
+        try:
+            remote = ray.remote(SamplerActor)
+            for index in range(self.n_actors):
+                options: dict[str, Any] = {
+                    "num_cpus": num_cpus_per_actor,
+                    "max_restarts": self.max_restarts,
+                    "max_task_retries": 0,
+                    **dict(actor_options or {}),
+                }
+                if node_ids is not None:
+                    options["scheduling_strategy"] = node_affinity(node_ids[index])
+                self._actors.append(
+                    remote.options(**options).remote(build_sampler, index, args)
+                )
+            infos = [self._describe(index) for index in range(self.n_actors)]
+            layout, self._columns = joined_layout([info.layout for info in infos])
+            self.sample_tree: ArrayDict = allocate_local(layout)
+            self._leaves = [leaf for _, leaf in self.sample_tree.items_flat()]
+            self._states: list[dict[str, Any] | None] = [info.state for info in infos]
+            self._incarnations = [info.incarnation for info in infos]
+            self.node_ids = [info.node_id for info in infos]
+            if self._modules is not None:
+                self._put_weights()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- actors ------------------------------------------------------------
+    def _label(self, index: int) -> str:
+        node_ids = getattr(self, "node_ids", None)
+        return actor_label(index, node_ids[index] if node_ids else None)
+
+    def _wait(self, ref: Any, index: int, what: str) -> None:
+        def report(period: float) -> None:
+            self.timeouts += 1
+            warnings.warn(
+                f"{self._label(index)} has not {what} after {period} s "
+                f"(timeout {self.timeouts}); waiting on",
+                SamplerActorTimeoutWarning,
+                stacklevel=6,
+            )
+
+        wait_ready(self._ray, ref, self.timeout_seconds, report)
+
+    def _describe(self, index: int) -> ActorInfo:
+        ray = self._ray
+        try:
+            ref = self._actors[index].describe.remote()
+            self._wait(ref, index, "built its sampler")
+            info: ActorInfo = ray.get(ref)
+        except Exception as error:
+            raise DistributedSamplerError(
+                f"{self._label(index)} could not build its sampler: {error}",
+                index,
+                worker_traceback=str(error),
+            ) from None
+        self._infos[index] = (info.pid, info.node_id)
+        return info
+
+    @property
+    def actors(self) -> list[Any]:
+        """The Ray actor handles (actor ``i`` fills columns ``columns[i]``)."""
+        return list(self._actors)
+
+    @property
+    def actor_pids(self) -> list[int]:
+        """Each actor's process id (a new one after a restart, once it answered)."""
+        return [self._infos[index][0] for index in range(self.n_actors)]
+
+    @property
+    def columns(self) -> list[slice]:
+        """Each actor's columns of :attr:`sample_tree`."""
+        return list(self._columns)
+
+    # -- weights -----------------------------------------------------------
+    def _put_weights(self) -> None:
+        assert self._modules is not None
+        self._weights_ref = self._ray.put(weights_of(self._modules))
+
+    def publish_weights(self) -> int:
+        """Put the current weights of ``modules`` in the object store as the
+        next version (one ``ray.put``); return the version.
+
+        Raises:
+            ConfigError: the sampler was built without ``modules``.
+        """
+        if self._modules is None:
+            raise ConfigError("publish_weights needs RaySampler(..., modules=...)")
+        self._put_weights()
+        self._version += 1
+        if self._started and not self._closed:
+            self._submit()
+        return self._version
+
+    @property
+    def follows_weights(self) -> bool:
+        """Whether the actors follow published weights (built with ``modules``):
+        then :meth:`publish_weights` must run once per batch (a runner's
+        ``publisher=``)."""
+        return self._modules is not None
+
+    @property
+    def policy_version(self) -> int | None:
+        """The newest published version (None without ``modules``)."""
+        return None if self._modules is None else self._version
+
+    # -- requests ----------------------------------------------------------
+    def _allowed(self, number: int) -> bool:
+        if self.max_lag is None or self._modules is None:
+            return True
+        return self._version >= self._base + number - self.max_lag
+
+    def _request(self, index: int) -> Any:
+        box = [] if self._weights_ref is None else [self._weights_ref]
+        # a restarted actor continues from its newest state the learner received
+        return self._actors[index].collect.remote(
+            box, self._version, self._states[index]
+        )
+
+    def _submit(self) -> None:
+        """Send every request the lag and ``max_in_flight`` allow."""
+        self._requests.fill(self._allowed)
+
+    def in_flight(self) -> list[int]:
+        """Requests sent and not yet returned, per actor."""
+        return self._requests.in_flight()
+
+    def _actor_failed(self, index: int, error: BaseException) -> None:
+        """A request failed because the actor died or is restarting: count its
+        batch as dropped (once per death), raise if Ray will not restart it,
+        else send the actor's requests again (to the restarted actor)."""
+        if is_final_death(self._ray, error):
+            label = self._label(index)
+            self.close()
+            raise died_error(error, label, index, self.max_restarts)
+        pause = self._recovering[index]
+        if pause is None:  # the first failure of this death
+            self.dropped_batches += 1
+            self._recovering[index] = _FIRST_RETRY_SECONDS
+        else:  # still restarting: look again a little later
+            time.sleep(pause)
+            self._recovering[index] = min(2 * pause, 1.0)
+        self._requests.send_again(index)
+
+    def _note_incarnation(self, index: int, result: ActorBatch) -> None:
+        if result.incarnation == self._incarnations[index]:
+            return
+        self._incarnations[index] = result.incarnation
+        self.restarts += 1
+        old_pid, node_id = self._infos[index]
+        self._infos[index] = (result.pid, node_id)
+        free_dead_segments(
+            old_pid, node_id, self._ray.get_runtime_context().get_node_id()
+        )
+        warnings.warn(
+            f"{self._label(index)} died and was restarted (restart {self.restarts}, "
+            f"max_restarts={self.max_restarts} per actor); its envs start from "
+            f"reset ({self.dropped_batches} actor batches dropped so far)",
+            SamplerActorRestartWarning,
+            stacklevel=4,
+        )
+
+    def _receive(self, index: int, number: int) -> ActorBatch:
+        ray = self._ray
+        while True:
+            oldest = self._requests.oldest(index)
+            if oldest is None or oldest[0] != number:
+                raise PolicyLagError(
+                    f"deadlock: batch {number} needs policy version "
+                    f"{self._base + number - (self.max_lag or 0)} (max_lag="
+                    f"{self.max_lag}), the newest is {self._version}; publish the "
+                    "weights once per collected batch (publish_weights(), or the "
+                    "runner's publisher=)"
+                )
+            ref = oldest[1]
+            self._wait(ref, index, f"returned batch {number}")
+            try:
+                result: ActorBatch = ray.get(ref)
+            except Exception as error:
+                if is_actor_death(ray, error):
+                    self._actor_failed(index, error)
+                    continue
+                label = self._label(index)
+                self.close()
+                raise raised_error(ray, error, label, index) from None
+            self._requests.answered(index)
+            self._recovering[index] = None
+            self._note_incarnation(index, result)
+            return result
+
+    # -- batches -----------------------------------------------------------
+    def collect_batch(self, learner_version: int | None = None) -> BackgroundBatch:
+        """Return the next batch, all actors' columns filled.
+
+        The tree is :attr:`sample_tree` (overwritten by the next call). With
+        ``learner_version`` the batch's lag is computed and checked.
+
+        Raises:
+            DistributedSamplerError: an actor's sampler raised (its traceback
+                attached); :class:`~parllel.errors.DistributedSamplerDiedError`
+                when an actor died more than ``max_restarts`` times.
+            PolicyLagError: the lag exceeds ``max_lag``, or the batch waits
+                for a version the learner has not published.
+        """
+        if self._closed:
+            raise ConfigError("the RaySampler is closed")
+        if not self._started:
+            self._started = True
+            self._base = self._version
+        number = self._batches
+        self._submit()
+        results = [self._receive(index, number) for index in range(self.n_actors)]
+        for index, result in enumerate(results):
+            copy_columns(self._leaves, result.arrays, self._columns[index])
+            self._states[index] = result.state
+        self._batches += 1
+        self._submit()  # the actors go on while the learner trains
+        version = min(result.policy_version for result in results)
+        completed = [info for result in results for info in result.completed]
+        state = self.state_dict()
+        return checked_batch(
+            self.sample_tree,
+            completed,
+            version,
+            number,
+            state,
+            learner_version,
+            self.max_lag,
+        )
+
+    # -- state -------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Each actor's transform and observation-normalizer state
+        (``{"actors": [state_0, ...]}``) as of the newest batch (before the
+        first: what :meth:`load_state_dict` was given, else as built)."""
+        return {"actors": [dict(state or {}) for state in self._states]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Give each actor the transform state to start from (resuming a run).
+
+        Raises:
+            ConfigError: sampling already started, or the state is for
+                another number of actors.
+        """
+        if self._started:
+            raise ConfigError(
+                "load_state_dict must come before the first collect_batch: "
+                "the RaySampler has started sampling"
+            )
+        states = list(state.get("actors", ()))
+        if len(states) != self.n_actors:
+            raise ConfigError(
+                f"the state holds {len(states)} actors' states, the RaySampler "
+                f"has {self.n_actors} actors"
+            )
+        self._states = [dict(actor_state) for actor_state in states]
+
+    def reset(self) -> None:
+        """Nothing to do before sampling starts (each actor resets its envs at
+        its first batch; runners call this when resuming).
+
+        Raises:
+            ConfigError: sampling already started.
+        """
+        if self._started:
+            raise ConfigError(
+                "a RaySampler cannot reset once sampling started; restore a "
+                "checkpoint before the first collect_batch"
+            )
+
+    # -- lifetime ----------------------------------------------------------
+    def close(self) -> None:
+        """Close the actors' samplers, kill the actors, and shut Ray down if
+        this sampler started it. Idempotent; also runs at garbage
+        collection and exit."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> RaySampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
