@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from parllel.errors import MissingDependencyError
@@ -29,24 +31,52 @@ def import_ray() -> Any:
     return ray
 
 
-def init_ray(**kwargs: Any) -> None:
-    """``ray.init(**kwargs)``, keeping this process's SIGINT and SIGTERM handlers.
+@contextmanager
+def kept_signal_handlers() -> Iterator[None]:
+    """Restore this process's SIGINT and SIGTERM handlers on exit.
 
-    ``ray.init`` installs its own SIGTERM handler in the driver and leaves it
-    after ``ray.shutdown``; the runners' graceful stop on SIGTERM, and code
-    run after the sampler, expect the handlers they had.
+    Starting or joining Ray (``ray.init``, a ``ray.cluster_utils.Cluster``'s
+    head node) installs a SIGTERM handler in the driver that outlives
+    ``ray.shutdown``; the runners' graceful stop on SIGTERM, and code run
+    after the sampler, expect the handlers they had. Outside the main thread
+    (where handlers cannot change) it does nothing.
     """
-    ray = import_ray()
     if threading.current_thread() is not threading.main_thread():
-        ray.init(**kwargs)
+        yield
         return
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        ray.init(**kwargs)
+        yield
     finally:
         for sig, handler in saved.items():
             if handler is not None:
                 signal.signal(sig, handler)
+
+
+def init_ray(**kwargs: Any) -> None:
+    """``ray.init(**kwargs)``, keeping this process's SIGINT and SIGTERM handlers."""
+    ray = import_ray()
+    with kept_signal_handlers():
+        ray.init(**kwargs)
+
+
+# Ray runs its workers at nice 15 by default: on a machine whose cores are
+# all busy (the learner, another job) the sampler actors then get almost no
+# CPU, and sampling stalls for minutes. Sampling is the work here: nice 0.
+SAMPLER_SYSTEM_CONFIG = {"worker_niceness": 0}
+
+
+def start_local_ray(num_cpus: int, **kwargs: Any) -> None:
+    """Start a new local Ray of this process's own (never joining another one
+    running on the machine) with ``num_cpus`` CPUs, no dashboard, and the
+    actors at the same priority as this process (``worker_niceness`` 0).
+    ``kwargs`` go to ``ray.init``."""
+    options: dict[str, Any] = {"include_dashboard": False, **kwargs}
+    options["_system_config"] = {
+        **SAMPLER_SYSTEM_CONFIG,
+        **options.get("_system_config", {}),
+    }
+    init_ray(address="local", num_cpus=num_cpus, **options)
 
 
 def connect(address: str | None, num_cpus: int) -> bool:
@@ -56,7 +86,8 @@ def connect(address: str | None, num_cpus: int) -> bool:
         address: ``"auto"`` (the cluster this machine belongs to) or the
             address of a running cluster; None: this process's Ray if it is
             initialized, else a new local Ray of its own (never another one
-            running on the machine) with ``num_cpus`` CPUs and no dashboard.
+            running on the machine) with ``num_cpus`` CPUs and no dashboard
+            (:func:`start_local_ray`).
 
     Returns:
         Whether this call started Ray (the caller shuts it down then).
@@ -65,7 +96,7 @@ def connect(address: str | None, num_cpus: int) -> bool:
     if ray.is_initialized():
         return False
     if address is None:  # a new Ray of our own, even if the machine runs a cluster
-        init_ray(address="local", num_cpus=num_cpus, include_dashboard=False)
+        start_local_ray(num_cpus)
     else:
         init_ray(address=address)
     return True

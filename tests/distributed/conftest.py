@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 
@@ -17,10 +19,23 @@ def pytest_collection_modifyitems(config, items):
 def local_ray():
     """``ray.init(num_cpus=2)`` for the module's tests; RaySamplers join it."""
     ray = pytest.importorskip("ray")
-    from parllel.distributed.ray_runtime import init_ray
+    from parllel.distributed.ray_runtime import start_local_ray
 
     # a Ray of its own, even while another runs on the machine (another test
     # run); the test process keeps its signal handlers (later tests need them)
-    init_ray(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    start_local_ray(num_cpus=2, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def signal_handlers_survive_the_module():
+    """Ray must not leave its signal handlers in the test process: the tests
+    run after these in the same worker (the runners' SIGTERM tests) need the
+    process's own."""
+    before = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
+    yield
+    after = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
+    for sig, handler in zip((signal.SIGINT, signal.SIGTERM), before):
+        signal.signal(sig, handler)
+    assert after == before, f"SIGINT/SIGTERM handlers changed: {before} -> {after}"

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from parllel.distributed import RaySampler
-from parllel.distributed.ray_runtime import init_ray
+from parllel.distributed.ray_runtime import (
+    SAMPLER_SYSTEM_CONFIG,
+    init_ray,
+    kept_signal_handlers,
+)
 from tests.helpers.background_helpers import T
 from tests.helpers.ray_helpers import build_linear_sampler
 
@@ -19,11 +23,16 @@ SEED, WIDTHS = 5, (2, 3)
 @pytest.fixture(scope="module")
 def two_nodes():
     """A head node and one more node, 1 CPU each; this process connected."""
-    cluster = cluster_utils.Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "include_dashboard": False},
-    )
-    cluster.add_node(num_cpus=1)
+    with kept_signal_handlers():  # the head node installs a SIGTERM handler
+        cluster = cluster_utils.Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": False,
+                "_system_config": SAMPLER_SYSTEM_CONFIG,
+            },
+        )
+        cluster.add_node(num_cpus=1)
     init_ray(address=cluster.address)
     cluster.wait_for_nodes()
     try:
