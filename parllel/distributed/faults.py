@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,16 +27,24 @@ def is_final_death(ray: Any, error: BaseException) -> bool:
     return isinstance(error, ray.exceptions.ActorDiedError)
 
 
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without the terminal colour codes Ray puts in its errors."""
+    return _ANSI_ESCAPE.sub("", text)
+
+
 def raised_error(
     ray: Any, error: BaseException, label: str, index: int
 ) -> DistributedSamplerError:
     """A :class:`DistributedSamplerError` for an error the actor's code raised."""
     if isinstance(error, ray.exceptions.RayTaskError):
         cause = error.cause if error.cause is not None else error
-        worker_traceback = str(error)
-        summary = f"{type(cause).__name__}: {cause}".splitlines()[0]
+        worker_traceback = plain_text(str(error))
+        summary = plain_text(f"{type(cause).__name__}: {cause}").splitlines()[0]
     else:
-        worker_traceback, summary = str(error), f"{type(error).__name__}"
+        worker_traceback, summary = plain_text(str(error)), type(error).__name__
     return DistributedSamplerError(
         f"{label} raised {summary}\n--- its traceback ---\n{worker_traceback}",
         index,
@@ -49,9 +58,9 @@ def died_error(
     """A :class:`DistributedSamplerDiedError` for an actor Ray will not restart."""
     return DistributedSamplerDiedError(
         f"{label} died and is not restarted (max_restarts={max_restarts} per "
-        f"actor): {error}",
+        f"actor): {plain_text(str(error))}",
         index,
-        worker_traceback=str(error),
+        worker_traceback=plain_text(str(error)),
     )
 
 
@@ -59,14 +68,16 @@ def wait_ready(
     ray: Any, ref: Any, period: float | None, report: Callable[[float], None]
 ) -> None:
     """Block until ``ref`` is ready, waking every second (so Ctrl-C and signal
-    handlers run); call ``report(period)`` after each ``period`` s waited."""
-    waited = 0.0
+    handlers run); after each ``period`` s waited, call ``report(total)`` with
+    the seconds waited so far."""
+    waited = since_report = 0.0
     while True:
-        step = 1.0 if period is None else min(1.0, period - waited)
+        step = 1.0 if period is None else min(1.0, period - since_report)
         ready, _ = ray.wait([ref], timeout=step)
         if ready:
             return
         waited += step
-        if period is not None and waited >= period:
-            waited = 0.0
-            report(period)
+        since_report += step
+        if period is not None and since_report >= period:
+            since_report = 0.0
+            report(waited)

@@ -38,6 +38,7 @@ from parllel.distributed.faults import (
     died_error,
     is_actor_death,
     is_final_death,
+    plain_text,
     raised_error,
     wait_ready,
 )
@@ -203,11 +204,12 @@ class RaySampler:
         return actor_label(index, node_ids[index] if node_ids else None)
 
     def _wait(self, ref: Any, index: int, what: str) -> None:
-        def report(period: float) -> None:
+        def report(waited: float) -> None:
             self.timeouts += 1
             warnings.warn(
-                f"{self._label(index)} has not {what} after {period} s "
-                f"(timeout {self.timeouts}); waiting on",
+                f"{self._label(index)} has not {what} after {waited:.4g} s "
+                f"(timeout_seconds={self.timeout_seconds}, timeout "
+                f"{self.timeouts}); waiting on",
                 SamplerActorTimeoutWarning,
                 stacklevel=6,
             )
@@ -222,9 +224,10 @@ class RaySampler:
             info: ActorInfo = ray.get(ref)
         except Exception as error:
             raise DistributedSamplerError(
-                f"{self._label(index)} could not build its sampler: {error}",
+                f"{self._label(index)} could not build its sampler: "
+                f"{plain_text(str(error))}",
                 index,
-                worker_traceback=str(error),
+                worker_traceback=plain_text(str(error)),
             ) from None
         self._infos[index] = (info.pid, info.node_id)
         return info

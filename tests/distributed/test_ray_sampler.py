@@ -197,6 +197,7 @@ def test_an_error_in_an_actor_comes_back_with_its_traceback(local_ray):
             sampler.collect_batch()
     assert info.value.actor_index == 1
     assert "env failed on purpose" in info.value.worker_traceback
+    assert "\x1b[" not in str(info.value)  # no terminal colour codes
     with pytest.raises(DistributedSamplerError, match="cannot build sampler 0"):
         RaySampler(build_raising, SEED, WIDTHS, n_actors=2)
 
@@ -238,6 +239,7 @@ def test_a_slow_actor_is_reported_by_name(local_ray, tmp_path):
         opener.join(10)
     messages = batch_timeouts(caught)  # (building the samplers may be reported too)
     assert messages and all(m.startswith("sampler actor 1 ") for m in messages)
+    assert "timeout_seconds=0.2" in messages[0]
 
 
 @pytest.mark.parametrize(
