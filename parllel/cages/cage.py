@@ -53,6 +53,13 @@ class Cage(ABC):
 
     Subclasses implement the ``_``-prefixed hooks; this class owns argument
     checks and the call-order state machine.
+
+    Attributes:
+        local_step_seconds: seconds this process has spent stepping this
+            cage's envs itself (all of a serial cage's steps, a process
+            cage's main-process share), summed since it was built; samplers
+            read it once per batch to tell env stepping from waiting on
+            worker processes.
     """
 
     #: True if envs run in other processes, which reach slots by shared memory
@@ -92,6 +99,7 @@ class Cage(ABC):
         self.keep_infos = bool(keep_infos)
         self._last_infos = KeptInfos()
         self.state = CageState.IDLE
+        self.local_step_seconds = 0.0
         self.spaces: EnvSpaces
         self.example: dict[str, Any]
         self._action_checker: ActionChecker

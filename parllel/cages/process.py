@@ -296,6 +296,7 @@ class ProcessCage(Cage):
             except Exception as exc:  # still collect the workers before raising
                 main_error = exc
             main_seconds = time.perf_counter() - start
+            self.local_step_seconds += main_seconds
         healthy = True
         workers = list(self._resources.workers)
         for position, worker in enumerate(workers):

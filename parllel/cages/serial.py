@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from time import perf_counter
 from typing import Any
 
 from parllel import fields
@@ -98,6 +99,7 @@ class SerialCage(Cage):
     def _await_step(self) -> list[TrajInfo]:
         action, out = self._pending_step
         self._pending_step = NOTHING_PENDING
+        start = perf_counter()
         try:
             completed = self._group.step(action, out)
             self._keep_infos()
@@ -107,6 +109,8 @@ class SerialCage(Cage):
             if closed is None:
                 raise
             raise closed from exc
+        finally:
+            self.local_step_seconds += perf_counter() - start
 
     def _keep_infos(self) -> None:
         if self.keep_infos:

@@ -42,6 +42,7 @@ class ActorBatch(NamedTuple):
     state: dict[str, Any]  # its transforms' state after the batch
     incarnation: str
     pid: int
+    phase_times: dict[str, Any]  # the sampler's PhaseTimes.take() for this batch
 
 
 def weights_of(modules: Mapping[str, torch.nn.Module]) -> dict[str, np.ndarray]:
@@ -161,6 +162,7 @@ class SamplerActor:
             sampler_state(self.sampler),
             self.incarnation,
             os.getpid(),
+            self.sampler.phase_times.take(),
         )
 
     def close(self) -> None:

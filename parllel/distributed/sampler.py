@@ -54,6 +54,7 @@ from parllel.errors import (
     SamplerActorTimeoutWarning,
 )
 from parllel.samplers.background_batch import BackgroundBatch, checked_batch
+from parllel.timing import PhaseTimes
 from parllel.tree import ArrayDict
 
 _FIRST_RETRY_SECONDS = 0.05  # then doubling, up to 1 s
@@ -107,6 +108,9 @@ class RaySampler:
         dropped_batches: actor batches lost with an actor that died
             (each collected again by the restarted actor).
         timeouts: batches reported for exceeding ``timeout_seconds``.
+        phase_times: the actors' sampler :class:`~parllel.timing.PhaseTimes`,
+            sent with every batch (one recording per actor batch, so the
+            milliseconds per batch are the actors' mean).
 
     Example:
         >>> with RaySampler(build_sampler, n_actors=2, modules={"model": agent.model}) as sampler:
@@ -152,6 +156,7 @@ class RaySampler:
         self.restarts = 0
         self.dropped_batches = 0
         self.timeouts = 0
+        self.phase_times = PhaseTimes()
         self._modules = None if modules is None else dict(modules)
         self._closed = False
         self._started = False
@@ -388,6 +393,7 @@ class RaySampler:
         for index, result in enumerate(results):
             copy_columns(self._leaves, result.arrays, self._columns[index])
             self._states[index] = result.state
+            self.phase_times.merge(result.phase_times)
         self._batches += 1
         self._submit()  # the actors go on while the learner trains
         version = min(result.policy_version for result in results)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Callable, Sequence
+from time import perf_counter
 from typing import Any
 
 import gymnasium as gym
@@ -293,8 +294,10 @@ class VectorEnvCage(Cage):
         self._pending_step = NOTHING_PENDING
         if self._async_env is not None:
             result = self._vector_call("step", self._async_env.step_wait)
-        else:
+        else:  # stepped here, in this process
+            start = perf_counter()
             result = self._vector_call("step", self.vector_env.step, actions)
+            self.local_step_seconds += perf_counter() - start
         try:
             return self._write_step(out, actions, *result)
         except EnvError:

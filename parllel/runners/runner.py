@@ -7,9 +7,9 @@ callbacks; a subclass says what one iteration does (:meth:`Runner._iterate`).
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from time import perf_counter as clock
 from typing import Any
 
 from parllel import fields
@@ -37,6 +37,10 @@ from parllel.runtime.compatibility import (
     load_object,
 )
 from parllel.runtime.finite import refuse_nonfinite_state
+from parllel.timing import PhaseTimes, sampler_metrics
+
+#: The learner's phases (``time/frac/<phase>``); ``other`` is the rest.
+LEARNER_PHASES = ("sample", "update", "eval", "log", "checkpoint")
 
 
 def _schedule(interval: int | None, name: str) -> int | None:
@@ -65,6 +69,18 @@ class Runner:
     ``KeyboardInterrupt`` at once. Where SIGINT is ignored (a background job
     ``cmd &`` of a shell script), :meth:`run` warns with
     :class:`~parllel.errors.InterruptIgnoredWarning`.
+
+    Every log line says where the time went since the previous one: the
+    fraction of the wall time spent collecting the batch (``time/frac/sample``:
+    sampling itself, or with an asynchronous sampler waiting for its batch),
+    in the algorithm's update (with publishing the weights), in evaluation,
+    logging and checkpoints, and the rest (``time/frac/other``: callbacks,
+    the runner's own work); they sum to 1. A sampler with ``phase_times``
+    (every parllel sampler) adds its breakdown in milliseconds per batch:
+    ``time/sampler/batch_ms``, ``env_step_ms``, ``worker_wait_ms``,
+    ``inference_ms``, ``transforms_ms`` and ``other_ms`` (measured where
+    the sampler runs: in the background process or the Ray actors for an
+    asynchronous one).
 
     With a :class:`~parllel.samplers.BackgroundSampler` (or any sampler whose
     ``returns_background_batch`` is True, such as a
@@ -215,9 +231,11 @@ class Runner:
         self.last_eval: dict[str, float] = {}
         self._stop = False
         self._next = {"log": 0, "eval": 0, "checkpoint": 0}
-        self._start_time = time.perf_counter()
+        self._start_time = clock()
         self._last_log = (self._start_time, 0)
         self._elapsed_before = 0.0  # training time of the runs this one resumes
+        self.phase_times = PhaseTimes()  # the learner's, since the last log line
+        self._sample_seconds = 0.0  # of the current iteration
 
     # -- control ---------------------------------------------------------------
     def request_stop(self) -> None:
@@ -268,7 +286,7 @@ class Runner:
         return f"stopping after this iteration {saving}".rstrip()
 
     def _run(self) -> dict[str, float]:
-        self._start_time = time.perf_counter()
+        self._start_time = clock()
         self._last_log = (self._start_time, self.env_steps)
         # The next event of each schedule is the next multiple of its interval,
         # so a resumed run keeps the cadence of the run it continues.
@@ -283,9 +301,17 @@ class Runner:
         self._call("on_train_start")
         metrics: dict[str, float] = {}
         while self.env_steps < self.total_steps and not self._stop:
+            start = clock()
+            self._sample_seconds = 0.0
             algo_metrics = self._iterate()
             if self.publisher is not None:
                 self.publisher.publish_weights()
+            self.phase_times.record(
+                {
+                    "sample": self._sample_seconds,
+                    "update": clock() - start - self._sample_seconds,
+                }
+            )
             metrics = self._metrics(algo_metrics)
             self._call("on_update_end", metrics)
             evaluated = self._due("eval", self.eval_interval_steps)
@@ -297,7 +323,7 @@ class Runner:
             if log_due or evaluated:  # evaluation results are always logged
                 self._log(metrics)
             if self._due("checkpoint", self.checkpoint_interval_steps):
-                self.save()
+                self._timed("checkpoint", self.save)
         if (
             self.eval_sampler is not None
             and not self.interrupted  # Ctrl-C: save quickly, no final evaluation
@@ -308,12 +334,20 @@ class Runner:
         elif metrics and self._last_log[1] != self.env_steps:
             self._log(metrics)  # the final step always gets a log line
         if self.checkpoint_dir is not None:
-            self.save()
+            self._timed("checkpoint", self.save)
         self._call("on_train_end")
         return {k: v for k, v in metrics.items() if not k.startswith("_")}
 
+    def _timed(self, phase: str, call: Any) -> Any:
+        start = clock()
+        try:
+            return call()
+        finally:
+            self.phase_times.record({phase: clock() - start}, count=0)
+
     def _collect(self) -> Any:
         """Collect one batch, count its steps and episodes, call the hook."""
+        start = clock()
         if self.background:
             version = None if self.publisher is None else self.publisher.policy_version
             result = self.sampler.collect_batch(learner_version=version)
@@ -322,6 +356,7 @@ class Runner:
                 self._lags.append((result.lag_min, result.lag_mean, result.lag))
         else:
             batch, traj_infos = self.sampler.collect_batch()
+        self._sample_seconds += clock() - start
         self.env_steps += self.steps_per_batch
         self.train_stats.extend(traj_infos)
         self._call("on_collect_end", batch, traj_infos)
@@ -337,7 +372,7 @@ class Runner:
         raise NotImplementedError
 
     def _metrics(self, algo_metrics: Mapping[str, float]) -> dict[str, float]:
-        now = time.perf_counter()
+        now = clock()
         since, steps_then = self._last_log
         metrics = {f"algo/{k}": float(v) for k, v in algo_metrics.items()}
         metrics.update(self.train_stats.metrics())
@@ -365,20 +400,37 @@ class Runner:
 
     def _elapsed(self) -> float:
         """Training seconds, including those of the runs this one resumes."""
-        return self._elapsed_before + time.perf_counter() - self._start_time
+        return self._elapsed_before + clock() - self._start_time
+
+    def _time_metrics(self, now: float) -> dict[str, float]:
+        """Where the time went since the last log line: the learner's phases
+        as fractions of the wall time, and the sampler's per batch."""
+        wall = max(now - self._last_log[0], 1e-9)
+        seconds = self.phase_times.take()["seconds"]
+        metrics = {
+            f"time/frac/{phase}": seconds.get(phase, 0.0) / wall
+            for phase in LEARNER_PHASES
+        }
+        metrics["time/frac/other"] = max(0.0, 1.0 - sum(metrics.values()))
+        sampler_times = getattr(self.sampler, "phase_times", None)
+        if isinstance(sampler_times, PhaseTimes):
+            metrics.update(sampler_metrics(sampler_times.take()))
+        return metrics
 
     def _log(self, metrics: dict[str, float]) -> None:
-        self._last_log = (time.perf_counter(), self.env_steps)
+        now = clock()
+        metrics.update(self._time_metrics(now))
+        self._last_log = (now, self.env_steps)
         self._lags.clear()
-        if self.logger is not None:
-            self.logger.log(
-                self.env_steps, {k: v for k, v in metrics.items() if k[0] != "_"}
-            )
+        logger = self.logger
+        if logger is not None:
+            logged = {k: v for k, v in metrics.items() if k[0] != "_"}
+            self._timed("log", lambda: logger.log(self.env_steps, logged))
 
     def evaluate(self) -> dict[str, float]:
         """Run the eval sampler now; return ``eval/...`` metrics."""
         stats = EpisodeStats(window=10**9, prefix="eval/")
-        stats.extend(self.eval_sampler.collect())
+        stats.extend(self._timed("eval", self.eval_sampler.collect))
         eval_metrics = stats.metrics()
         self.last_eval = {**eval_metrics, "_at": self.env_steps}
         self._call("on_eval_end", eval_metrics)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from time import perf_counter as clock
 from typing import Any
 
 from parllel import fields
@@ -110,26 +111,44 @@ class AlternatingSampler(BatchSampler):
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
+        start, local = clock(), self._local_step_seconds()
         self._begin_batch()
         tree, handler, T = self.sample_tree, self.handler, self.batch_T
         (cage_a, cage_b), (a, b) = self.cages, self.views
         completed: list[TrajInfo] = []
+        t0 = clock()
         act(handler, a, 0)
+        t1 = clock()
         cage_a.step_async(a.action[0], a.step_slots[0])
+        inference, envs = t1 - t0, clock() - t1
         for t in range(T):
+            t0 = clock()
             act(handler, b, t)  # overlaps with A stepping
+            t1 = clock()
             cage_b.step_async(b.action[t], b.step_slots[t])
             completed += cage_a.await_step()
+            t2 = clock()
             self._finish(a, t)
+            inference += t1 - t0
+            envs += t2 - t1
             if t + 1 < T:
+                t0 = clock()
                 act(handler, a, t + 1)  # overlaps with B stepping
+                t1 = clock()
                 cage_a.step_async(a.action[t + 1], a.step_slots[t + 1])
+                inference += t1 - t0
+                envs += clock() - t1
+            t0 = clock()
             completed += cage_b.await_step()
+            envs += clock() - t0
             self._finish(b, t)
         self._check_batch()
+        t0 = clock()
         bootstrap_values(handler, tree)
         if not handler.recurrent:
             final_values_batched(handler, tree)
+        t1 = clock()
         if self.transform is not None:
             self.transform(tree)
+        self._record_times(start, local, envs, inference + t1 - t0, t1)
         return tree, completed

@@ -58,6 +58,7 @@ from parllel.samplers.background_process import (
     sampler_state,
 )
 from parllel.samplers.tree_ring import Handover, TreeRing, allocate_like, tree_layout
+from parllel.timing import PhaseTimes
 from parllel.tree import ArrayDict
 
 __all__ = [
@@ -137,6 +138,9 @@ class BackgroundSampler:
             :meth:`collect_batch` calls it a deadlock (default 5).
         restarts: background processes started to replace a dead one.
         dropped_batches: unfinished batches lost with a dead process.
+        phase_times: the background sampler's
+            :class:`~parllel.timing.PhaseTimes` (stepping, waiting on
+            workers, inference, transforms), sent with every batch.
 
     Example:
         >>> with BackgroundSampler(build_sampler, weights, max_lag=1) as sampler:
@@ -189,6 +193,7 @@ class BackgroundSampler:
         self._initial_state: dict[str, Any] = {}
         # (version, since when) the background process waits for weights
         self._sampler_waits: tuple[int, float] | None = None
+        self.phase_times = PhaseTimes()
         self.deadlock_seconds = 5.0
         self.follows_weights = False
         # the process's base policy version (batch n needs >= base + n -
@@ -540,8 +545,9 @@ class BackgroundSampler:
             self._holding = False
         index = self._begin_read()
         self._holding = True
-        _, number, completed, state = self._receive("batch")
+        _, number, completed, state, times = self._receive("batch")
         self._last_state = state
+        self.phase_times.merge(times)
         tree = ring.trees[index]
         version = ring.stamp(index)
         return checked_batch(

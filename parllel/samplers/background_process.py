@@ -8,7 +8,7 @@ themselves are handed over by the :class:`~parllel.samplers.TreeRing`):
   once built;
   ``("started", base version)`` once sampling starts; per batch ``("begin",
   n)`` before it writes tree data and ``("batch", n, completed episodes,
-  sampler state)`` before it hands the tree over; ``("waiting", version)`` /
+  sampler state, phase times)`` before it hands the tree over; ``("waiting", version)`` /
   ``("resumed", version)`` around a wait for weights; ``("error", message,
   traceback)`` if it raised.
 - from the learner: the K trees, then ``("start", state to load or None)``
@@ -154,7 +154,8 @@ def run_background_sampler(
                 original = None
             _, completed = sampler.collect_batch()
             # sent before the hand-over: the learner reads it after begin_read
-            conn.send(("batch", n, completed, sampler_state(sampler)))
+            times = sampler.phase_times.take()
+            conn.send(("batch", n, completed, sampler_state(sampler), times))
             ring.end_write(stamp=version)
             n += 1
     except (TreeRingClosedError, _ParentGone, BrokenPipeError):

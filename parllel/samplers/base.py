@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from time import perf_counter as clock
 from typing import Any
 
 from parllel import fields
@@ -20,6 +21,7 @@ from parllel.samplers.steps import (
     sliding_window,
     start_batch,
 )
+from parllel.timing import PhaseTimes
 from parllel.tree import ArrayDict
 
 
@@ -37,6 +39,15 @@ class BatchSampler:
         views: one :class:`~parllel.samplers.steps.GroupViews` per cage.
         all_envs: GroupViews over every column.
         batch_T: time steps per batch.
+        phase_times: seconds per phase of the batches collected so far
+            (:class:`~parllel.timing.PhaseTimes`; ``take()`` reads and
+            clears them): ``batch`` (the whole call), ``env_step`` (this
+            process stepping envs: a serial cage's, a process cage's
+            main-process share), ``worker_wait`` (the rest of the time in
+            the cages: handing actions to worker processes and waiting for
+            them), ``inference`` (the handler's actions, bootstrap and final
+            values) and ``transforms``. Clocks are read a few times per time
+            step, never per env.
     """
 
     def __init__(
@@ -66,6 +77,7 @@ class BatchSampler:
         self._check_finite = check_finite
         # per tree the sampler wrote into: (tree, views, all_envs, finite_check)
         self._trees: dict[int, tuple[ArrayDict, list[GroupViews], GroupViews, Any]] = {}
+        self.phase_times = PhaseTimes()
 
     def reset(self) -> None:
         """Reset every env and the agent's state (and decorrelate); the next
@@ -143,6 +155,40 @@ class BatchSampler:
         if self._sliding:  # full-size tree: the window moved, so did its views
             self.views = group_views(self.sample_tree, self.cages, self.handler)
             self.all_envs = GroupViews(self.sample_tree, 0, self.all_envs.n_envs)
+
+    def _local_step_seconds(self) -> float:
+        """Seconds this process has spent stepping the cages' envs itself."""
+        return sum(cage.local_step_seconds for cage in self.cages)
+
+    def _record_times(
+        self,
+        start: float,
+        local_before: float,
+        envs: float,
+        inference: float,
+        transforms_start: float,
+    ) -> None:
+        """Record one batch in :attr:`phase_times`.
+
+        Args:
+            start: when the batch began (:func:`time.perf_counter`).
+            local_before: :meth:`_local_step_seconds` then.
+            envs: seconds spent in the cages' ``step_async``/``await_step``:
+                stepping envs here, or waiting on workers.
+            inference: seconds spent in the handler.
+            transforms_start: when the transforms began.
+        """
+        end = clock()
+        stepping = min(envs, self._local_step_seconds() - local_before)
+        self.phase_times.record(
+            {
+                "batch": end - start,
+                "env_step": stepping,
+                "worker_wait": envs - stepping,
+                "inference": inference,
+                "transforms": end - transforms_start,
+            }
+        )
 
     def _check_batch(self) -> None:
         """After the batch's last step: raise on NaN/inf observations or rewards."""

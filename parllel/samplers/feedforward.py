@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from time import perf_counter as clock
 from typing import Any
 
 from parllel.agents import Handler
@@ -92,20 +93,29 @@ class FeedForwardSampler(BatchSampler):
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
+        start, local = clock(), self._local_step_seconds()
         self._begin_batch()
         tree, handler = self.sample_tree, self.handler
         everyone = self.all_envs
         completed: list[TrajInfo] = []
+        inference = envs = 0.0
         for t in range(self.batch_T):
+            t0 = clock()
             act(handler, everyone, t)
+            t1 = clock()
             for cage, group in zip(self.cages, self.views):
                 cage.step_async(group.action[t], group.step_slots[t])
             for cage in self.cages:
                 completed += cage.await_step()
+            inference += t1 - t0
+            envs += clock() - t1
             finish_step(everyone, t, self.observation_normalizer)
         self._check_batch()
+        t0 = clock()
         bootstrap_values(handler, tree)
         final_values_batched(handler, tree)
+        t1 = clock()
         if self.transform is not None:
             self.transform(tree)
+        self._record_times(start, local, envs, inference + t1 - t0, t1)
         return tree, completed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from time import perf_counter as clock
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,7 @@ class RecurrentSampler(BatchSampler):
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
+        start, local = clock(), self._local_step_seconds()
         self._begin_batch()
         tree, handler = self.sample_tree, self.handler
         everyone = self.all_envs
@@ -115,18 +117,25 @@ class RecurrentSampler(BatchSampler):
         completed: list[TrajInfo] = []
         # the valid mask is written in wait-reset mode (its field checked in __init__)
         valid = everyone.valid if self.wait_reset else None
+        inference = envs = 0.0
         for t in range(self.batch_T):
             if valid is not None:
                 np.logical_not(finished, out=valid[t])
                 stepped = np.flatnonzero(valid[t])
+            t0 = clock()
             act(handler, everyone, t)
+            t1 = clock()
             for cage, group in zip(self.cages, self.views):
                 cage.step_async(group.action[t], group.step_slots[t])
             for cage in self.cages:
                 completed += cage.await_step()
+            inference += t1 - t0
+            envs += clock() - t1
             ended = finish_step(everyone, t, self.observation_normalizer, stepped)
             if ended is not None:
+                t0 = clock()
                 final_values_now(handler, everyone, t, ended)
+                inference += clock() - t0
                 if self.wait_reset:
                     finished[ended] = True
                 else:
@@ -134,9 +143,12 @@ class RecurrentSampler(BatchSampler):
         if self.wait_reset and finished.any():
             self._reset_finished(finished)
         self._check_batch()
+        t0 = clock()
         bootstrap_values(handler, tree)
+        t1 = clock()
         if self.transform is not None:
             self.transform(tree)
+        self._record_times(start, local, envs, inference + t1 - t0, t1)
         return tree, completed
 
     def _reset_finished(self, finished: np.ndarray) -> None:

@@ -112,6 +112,10 @@ def test_synchronous_batches_equal_the_local_sampler_bitwise(local_ray):
             assert sampler.in_flight() == [0, 0]  # synchronous: nothing ahead
             assert sampler.publish_weights() == n + 1
             assert sampler.in_flight() == [1, 1]  # sent with the new weights
+        # the actors' phase times came with the batches: one per actor batch
+        times = sampler.phase_times.take()
+        assert times["count"] == 2 * batches
+        assert {"batch", "env_step", "inference"} <= set(times["seconds"])
     local = build_local_linear_sampler(SEED, WIDTHS)
     try:
         for n in range(batches):
