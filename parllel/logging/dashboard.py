@@ -168,26 +168,31 @@ class Dashboard(Sink):
             self._usage, self._usage_at = self.monitor.sample(), now
         return self._usage
 
-    def render(self) -> Any:
-        """The dashboard panel as it would be drawn now (a rich renderable)."""
-        from parllel.logging.dashboard_view import build_view
+    def render(self, *, show_errors: bool = False) -> Any:
+        """The dashboard as it is now: a rich renderable laid out for the console
+        it is printed on (``console.print(dashboard.render())``).
 
-        console = self.console if self.console is not None else _rich_console_class()()
+        With ``show_errors`` an error while laying it out is drawn as a red
+        line instead of raised (what the live display does: a bug in the
+        dashboard must not stop training).
+        """
+        from parllel.logging.dashboard_view import DashboardView
+
         usage = self.usage()
         with self._lock:
-            return build_view(
-                self.state,
-                self.clock(),
-                usage,
-                width=console.width,
-                bar_width=self.bar_width,
-                title=self.title,
-            )
+            state, now = self.state.snapshot(), self.clock()
+        return DashboardView(
+            state,
+            now,
+            usage,
+            bar_width=self.bar_width,
+            title=self.title,
+            show_errors=show_errors,
+        )
 
-    def _render_safely(self) -> Any:
-        """:meth:`render` for the refresh thread: an error is shown, not raised."""
+    def _render_for_display(self) -> Any:
         try:
-            return self.render()
+            return self.render(show_errors=True)
         except Exception as error:  # noqa: BLE001 - keep training; show the bug
             from rich.text import Text
 
@@ -198,7 +203,7 @@ class Dashboard(Sink):
 
         display = Live(
             console=self.console,
-            get_renderable=self._render_safely,
+            get_renderable=self._render_for_display,
             refresh_per_second=self.refresh_per_second,
             transient=False,
         )

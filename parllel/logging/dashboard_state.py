@@ -74,6 +74,14 @@ class DashboardState:
         self._log_at: float | None = None
         self._previous: tuple[int, float] | None = None
 
+    def snapshot(self) -> DashboardState:
+        """An independent copy (for drawing while the original keeps changing)."""
+        copy = DashboardState.__new__(DashboardState)
+        copy.__dict__.update(self.__dict__)
+        copy.latest, copy.last_call = dict(self.latest), dict(self.last_call)
+        copy.returns = deque(self.returns, maxlen=self.returns.maxlen)
+        return copy
+
     # -- updates ---------------------------------------------------------------
     def update(self, step: int, metrics: Mapping[str, float], now: float) -> None:
         """Record one ``log(step, metrics)`` call made at clock reading ``now``."""
@@ -180,7 +188,10 @@ class DashboardState:
     def learner_phases(self) -> list[tuple[str, float]]:
         """``(phase, fraction of the learner's wall time)`` from ``time/frac/*``."""
         fractions = self.with_prefix("time/frac/")
-        return [(name, fractions[name]) for name in _ordered(list(fractions), LEARNER_PHASES)]
+        return [
+            (name, fractions[name])
+            for name in _ordered(list(fractions), LEARNER_PHASES)
+        ]
 
     def sampler_phases(self) -> tuple[float, list[tuple[str, float]]]:
         """``(ms per batch, [(phase, ms per batch)])`` from ``time/sampler/*_ms``.
@@ -194,7 +205,9 @@ class DashboardState:
             if key.endswith("_ms")
         }
         total = timings.pop("batch", None)
-        phases = [(name, timings[name]) for name in _ordered(list(timings), SAMPLER_PHASES)]
+        phases = [
+            (name, timings[name]) for name in _ordered(list(timings), SAMPLER_PHASES)
+        ]
         if total is None:
             total = sum(ms for _, ms in phases) if phases else math.nan
         return total, phases

@@ -131,14 +131,10 @@ def format_duration(seconds: float | None) -> str:
 def format_bytes(size: float) -> str:
     """A memory size in binary units: ``512 KiB``, ``1.21 GiB``."""
     units = ("B", "KiB", "MiB", "GiB", "TiB")
-    value = float(size)
-    unit = units[0]
-    for unit in units[:-1]:
-        if abs(value) < 1024:
-            break
-        value /= 1024
-    else:
-        unit = units[-1]
+    value, index = float(size), 0
+    while abs(value) >= 1024 and index < len(units) - 1:
+        value, index = value / 1024, index + 1
+    unit = units[index]
     if unit in ("B", "KiB") or abs(value) >= 100:
         return f"{value:.0f} {unit}"
     return f"{value:.{1 if abs(value) >= 10 else 2}f} {unit}"

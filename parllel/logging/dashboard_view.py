@@ -2,16 +2,17 @@
 
 Imported only when a :class:`~parllel.logging.Dashboard` draws (it imports
 ``rich``). :func:`build_view` turns a
-:class:`~parllel.logging.dashboard_state.DashboardState` into a renderable,
-eagerly: the result holds no reference to the state, so the state may change
-while it is drawn. The lines are laid out here as styled ``Text`` (no nested
-tables), which keeps a redraw cheap.
+:class:`~parllel.logging.dashboard_state.DashboardState` into a panel laid
+out for a given width; :class:`DashboardView` does it for the width of the
+console it is printed on. The lines are styled ``Text`` (no nested tables),
+which keeps a redraw cheap.
 """
 
 from __future__ import annotations
 
 import math
 
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.panel import Panel
 from rich.text import Text
 
@@ -61,13 +62,27 @@ def auto_bar_width(width: int) -> int:
     return min(max(width - 60, 10), 40)
 
 
-def _joined(parts: list[Text | str]) -> Text:
-    return Text(SEPARATOR).join(
-        Text(part) if isinstance(part, str) else part for part in parts
-    )
+def _pack(parts: list[Text | str], width: int, separator: str = SEPARATOR) -> Block:
+    """``parts`` joined by ``separator`` in lines at most ``width`` wide, where
+    they fit; a part is never split across lines."""
+    lines: Block = []
+    line = Text()
+    for part in parts:
+        text = Text(part) if isinstance(part, str) else part
+        if line.plain and len(line.plain) + len(separator) + len(text.plain) > width:
+            lines.append(line)
+            line = Text()
+        if line.plain:
+            line.append(separator)
+        line.append_text(text)
+    if line.plain:
+        lines.append(line)
+    return lines
 
 
-def _progress(state: DashboardState, now: float, bars: int) -> list[tuple[str, Block]]:
+def _progress(
+    state: DashboardState, now: float, bars: int, width: int
+) -> list[tuple[str, Block]]:
     fraction = state.fraction_done()
     steps = format_count(state.step)
     if fraction is None:
@@ -87,14 +102,14 @@ def _progress(state: DashboardState, now: float, bars: int) -> list[tuple[str, B
     if updates is not None:
         speed_parts.append(f"{format_count(updates)} updates")
     speed = (
-        _joined(speed_parts)
+        _pack(speed_parts, width)
         if rate is not None or average is not None
-        else Text("waiting for the first log line", style="dim")
+        else [Text("waiting for the first log line", style="dim")]
     )
     times: list[Text | str] = [f"{format_duration(state.elapsed(now))} elapsed"]
     if state.total_steps is not None:
         times.append(f"{format_duration(state.remaining(now))} remaining")
-    return [("progress", [progress]), ("speed", [speed]), ("time", [_joined(times)])]
+    return [("progress", [progress]), ("speed", speed), ("time", _pack(times, width))]
 
 
 def _phase_line(name: str, fraction: float, value: str, bars: int) -> Text:
@@ -125,7 +140,9 @@ def _timings(state: DashboardState, bars: int) -> list[tuple[str, Block]]:
     return sections
 
 
-def _episodes(state: DashboardState, spark_width: int) -> list[tuple[str, Block]]:
+def _episodes(
+    state: DashboardState, spark_width: int, width: int
+) -> list[tuple[str, Block]]:
     sources = [
         ("train", "train/", state.episode_table("train/")),
         ("eval", "eval/", state.episode_table("eval/")),
@@ -134,10 +151,14 @@ def _episodes(state: DashboardState, spark_width: int) -> list[tuple[str, Block]
     for name, prefix, quantities in sources:
         for quantity, stats in quantities.items():
             cells = [f"{name} {quantity}"]
-            cells += [format_return(stats[s]) if s in stats else "" for s in EPISODE_STATS]
+            cells += [
+                format_return(stats[s]) if s in stats else "" for s in EPISODE_STATS
+            ]
             episodes = state.latest.get(f"{prefix}episodes")
             first = quantity == next(iter(quantities))
-            cells.append(format_count(episodes) if episodes is not None and first else "")
+            cells.append(
+                format_count(episodes) if episodes is not None and first else ""
+            )
             note = Text()
             if name == "train" and quantity == "return":
                 values = [value for _, value in state.returns]
@@ -163,28 +184,19 @@ def _episodes(state: DashboardState, spark_width: int) -> list[tuple[str, Block]
         sections.append(("episodes", lines))
     extras = state.eval_extras()
     if extras:
-        sections.append(("eval", [_pairs(extras, 10**6)[0]]))
+        sections.append(("eval", _pairs(extras, width)))
     return sections
 
 
 def _pairs(pairs: list[tuple[str, float]], width: int) -> Block:
     """``name value`` pairs packed into lines at most ``width`` wide (never split)."""
-    lines: Block = []
-    line = Text()
-    for name, value in pairs:
-        pair = Text.assemble((name, "dim"), " ", format_number(value))
-        if line.plain and len(line.plain) + 3 + len(pair.plain) > width:
-            lines.append(line)
-            line = Text()
-        if line.plain:
-            line.append("   ")
-        line.append_text(pair)
-    if line.plain:
-        lines.append(line)
-    return lines
+    texts: list[Text | str] = [
+        Text.assemble((name, "dim"), " ", format_number(value)) for name, value in pairs
+    ]
+    return _pack(texts, width, separator="   ")
 
 
-def _async(state: DashboardState) -> list[tuple[str, Block]]:
+def _async(state: DashboardState, width: int) -> list[tuple[str, Block]]:
     metrics = state.with_prefix("async/")
     parts: list[Text | str] = []
     lags = [metrics.get(f"lag_{what}") for what in ("min", "mean", "max")]
@@ -202,19 +214,19 @@ def _async(state: DashboardState) -> list[tuple[str, Block]]:
             value = metrics[key]
             style = "bold red" if value > 0 else ""
             parts.append(Text(f"{label} {format_count(value)}", style=style))
-    return [("async", [_joined(parts)])] if parts else []
+    return [("async", _pack(parts, width))] if parts else []
 
 
-def _system(usage: ProcessUsage | None) -> list[tuple[str, Block]]:
+def _system(usage: ProcessUsage | None, width: int) -> list[tuple[str, Block]]:
     if usage is None:
         return []
     cpu = f"{usage.cpu_percent:.0f}%" if math.isfinite(usage.cpu_percent) else "-"
     processes = "process" if usage.processes == 1 else "processes"
-    text = (
-        f"cpu {cpu} ({usage.processes} {processes}, {usage.cores} cores)"
-        f"{SEPARATOR}memory {format_bytes(usage.rss_bytes)}"
-    )
-    return [("system", [Text(text)])]
+    parts: list[Text | str] = [
+        f"cpu {cpu} ({usage.processes} {processes}, {usage.cores} cores)",
+        f"memory {format_bytes(usage.rss_bytes)}",
+    ]
+    return [("system", _pack(parts, width))]
 
 
 def build_view(
@@ -239,14 +251,15 @@ def build_view(
         title: the panel's title.
     """
     bars = bar_width if bar_width is not None else auto_bar_width(width)
-    sections = _progress(state, now, bars)
+    inner = max(width - LABEL_WIDTH - 4, 20)  # inside the border and the labels
+    sections = _progress(state, now, bars, inner)
     sections += _timings(state, bars)
-    sections += _episodes(state, spark_width=max(bars, 8))
+    sections += _episodes(state, max(bars, 8), inner)
     losses = state.losses()
     if losses:
-        sections.append(("algo", _pairs(losses, max(width - LABEL_WIDTH - 4, 20))))
-    sections += _async(state)
-    sections += _system(usage)
+        sections.append(("algo", _pairs(losses, inner)))
+    sections += _async(state, inner)
+    sections += _system(usage, inner)
     body = Text(no_wrap=True, overflow="ellipsis")
     for label, block in sections:
         for index, line in enumerate(block):
@@ -255,3 +268,50 @@ def build_view(
             body.append(f"{label if index == 0 else '':<{LABEL_WIDTH}}", LABEL_STYLE)
             body.append_text(line)
     return Panel(body, title=title, title_align="left", border_style="blue")
+
+
+class DashboardView:
+    """A renderable that lays the dashboard out for the console it is drawn on.
+
+    Args:
+        state: what to show; keep a snapshot if the original may change.
+        now: the clock reading the times are computed at.
+        usage: CPU and memory of the run's processes (no row if None).
+        bar_width: cells of every bar; None fits them to the console.
+        title: the panel's title.
+        show_errors: draw an error raised while laying out as a red line
+            instead of raising it (for a display thread that must go on).
+    """
+
+    def __init__(
+        self,
+        state: DashboardState,
+        now: float,
+        usage: ProcessUsage | None = None,
+        *,
+        bar_width: int | None = None,
+        title: str = "parllel",
+        show_errors: bool = False,
+    ) -> None:
+        self.state, self.now, self.usage = state, now, usage
+        self.bar_width, self.title = bar_width, title
+        self.show_errors = show_errors
+
+    def __rich_console__(
+        self, console: Console, options: ConsoleOptions
+    ) -> RenderResult:
+        try:
+            panel = build_view(
+                self.state,
+                self.now,
+                self.usage,
+                width=options.max_width,
+                bar_width=self.bar_width,
+                title=self.title,
+            )
+        except Exception as error:
+            if not self.show_errors:
+                raise
+            yield Text(f"dashboard error: {error!r}", style="bold red")
+            return
+        yield panel

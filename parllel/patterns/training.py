@@ -8,7 +8,6 @@ from typing import Any
 
 from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
 
-
 #: The console outputs :func:`build_run_logger` offers.
 CONSOLES = ("auto", "dashboard", "plain", "table")
 
