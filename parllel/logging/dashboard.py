@@ -157,6 +157,9 @@ class Dashboard(Sink):
         display, self._display = self._display, None
         if display is not None:
             display.stop()
+            if not self.console.is_terminal or self.console.is_dumb_terminal:
+                # rich ends the final panel with a newline on terminals only
+                self.console.line()
 
     # -- drawing ---------------------------------------------------------------
     def usage(self) -> ProcessUsage | None:

@@ -100,7 +100,8 @@ def _progress(
         speed_parts.append(f"{format_count(average)} average")
     updates = state.latest.get("time/updates")
     if updates is not None:
-        speed_parts.append(f"{format_count(updates)} updates")
+        plural = "" if round(updates) == 1 else "s"
+        speed_parts.append(f"{format_count(updates)} update{plural}")
     speed = (
         _pack(speed_parts, width)
         if rate is not None or average is not None

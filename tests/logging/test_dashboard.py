@@ -441,6 +441,19 @@ def test_live_display_draws_the_final_state_and_gives_the_terminal_back():
     assert "a line printed during training" in console.export_text()
 
 
+def test_live_display_off_a_terminal_prints_the_final_panel_on_its_own_lines():
+    stream = io.StringIO()
+    console = rich_console.Console(file=stream, width=80, force_terminal=False)
+    board = Dashboard(TOTAL, console=console, live=True, system=False)
+    board.log(1_024, SYNC_METRICS)
+    board.close()
+    console.print("what comes next")
+    written = stream.getvalue()
+    assert not ANSI.search(written)
+    assert written.count("╭") == 1  # only the final panel, no redraws
+    assert written.endswith("╯\nwhat comes next\n")
+
+
 def test_close_after_an_exception_is_clean_and_idempotent():
     console = recording_console()
     stdout, stderr = sys.stdout, sys.stderr
