@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from parllel.errors import MissingDependencyError
+from parllel.errors import ConfigError, MissingDependencyError
 from parllel.logging.base import Sink, to_scalars
 from parllel.logging.dashboard_state import DashboardState
 from parllel.logging.process_usage import ProcessMonitor, ProcessUsage
@@ -87,6 +87,8 @@ class Dashboard(Sink):
         clock: monotonic seconds; injectable for tests.
 
     Raises:
+        ConfigError: if ``refresh_per_second``, ``history`` or ``bar_width``
+            is not positive.
         MissingDependencyError: in live mode, if ``rich`` is not installed.
     """
 
@@ -104,9 +106,14 @@ class Dashboard(Sink):
         system: bool = True,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        if refresh_per_second <= 0:
-            raise ValueError(
+        if not refresh_per_second > 0:
+            raise ConfigError(
                 f"Dashboard refresh_per_second must be > 0, got {refresh_per_second}"
+            )
+        if history < 1 or (bar_width is not None and bar_width < 1):
+            raise ConfigError(
+                f"Dashboard history and bar_width must be >= 1, got history="
+                f"{history}, bar_width={bar_width}"
             )
         self.clock = clock if clock is not None else time.monotonic
         self.stream = stream

@@ -100,7 +100,7 @@ def _progress(
         speed_parts.append(f"{format_count(average)} average")
     updates = state.latest.get("time/updates")
     if updates is not None:
-        plural = "" if round(updates) == 1 else "s"
+        plural = "" if updates == 1 else "s"
         speed_parts.append(f"{format_count(updates)} update{plural}")
     speed = (
         _pack(speed_parts, width)

@@ -205,6 +205,29 @@ def test_the_eval_results_stay_until_the_next_eval():
     assert evaluation.split()[3] == "250.0" and "at step 2,000" in evaluation
 
 
+def test_non_finite_metrics_are_drawn_not_raised():
+    clock = FakeClock(1.0)
+    board = dashboard(clock)
+    nan = float("nan")
+    metrics = {**SYNC_METRICS, **PHASES, **EVAL, **ASYNC}
+    board.log(1000, {key: nan for key in metrics})
+    board.log(2000, {key: math.inf for key in metrics})
+    text = shown(board)
+    assert section_labels(text) >= {"progress", "learner", "sampler", "episodes"}
+    assert "inf%" in text and "lag inf / inf / inf" in text
+    assert "2,000 / 102,400 env steps" in text
+
+
+@pytest.mark.parametrize(
+    "bad", [{"refresh_per_second": 0}, {"history": 0}, {"bar_width": 0}]
+)
+def test_bad_settings_are_config_errors(bad):
+    from parllel.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=next(iter(bad))):
+        Dashboard(10, live=False, **bad)
+
+
 # -- bars and sparklines ---------------------------------------------------------
 
 
