@@ -25,7 +25,7 @@ from parllel.logging.process_usage import ProcessMonitor, ProcessUsage
 from parllel.logging.progress import _is_tty
 
 #: Seconds between two readings of the processes' CPU and memory.
-SYSTEM_INTERVAL_S = 1.0
+SYSTEM_INTERVAL_S = 2.0
 
 
 def _rich_console_class() -> Any:
@@ -170,7 +170,7 @@ class Dashboard(Sink):
 
     # -- drawing ---------------------------------------------------------------
     def usage(self) -> ProcessUsage | None:
-        """CPU and memory of the run's processes, read at most once a second."""
+        """CPU and memory of the run's processes, read at most every ``SYSTEM_INTERVAL_S``."""
         if self.monitor is None:
             return None
         now = self.clock()
