@@ -15,6 +15,7 @@ eval return reaches ``target_return``.
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 import gymnasium as gym
 import numpy as np
@@ -87,6 +88,8 @@ class Config:
     """save every stored transition in checkpoints"""
     run_root: str = "runs"
     """directory the run directory is created in"""
+    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
+    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
 
 
 QUICK = dict(
@@ -193,7 +196,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         replay_ratio=config.replay_ratio,
     )
 
-    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
+    logger = build_run_logger(
+        run, config.total_steps, resume=bool(resume), console=config.console
+    )
     runner = OffPolicyRunner(
         sampler,
         replay,

@@ -101,6 +101,8 @@ class Config:
     """correct advantages and value targets for the policy lag with V-trace"""
     run_root: str = "runs"
     """directory the run directory is created in"""
+    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
+    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -223,7 +225,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         ),
     )
 
-    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
+    logger = build_run_logger(
+        run, config.total_steps, resume=bool(resume), console=config.console
+    )
     runner = OnPolicyRunner(
         sampler,
         ppo,

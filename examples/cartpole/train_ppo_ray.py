@@ -19,7 +19,7 @@ fault counters (``async/restarts``, ``async/dropped_batches``,
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import torch
@@ -87,6 +87,8 @@ class Config:
     """env steps between checkpoints (one is also written at the end)"""
     run_root: str = "runs"
     """directory the run directory is created in"""
+    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
+    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -171,7 +173,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         minibatches=1,
     )
 
-    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
+    logger = build_run_logger(
+        run, config.total_steps, resume=bool(resume), console=config.console
+    )
     runner = OnPolicyRunner(
         sampler,
         ppo,

@@ -84,6 +84,8 @@ class Config:
     """where envs step: worker processes, this process, or measured"""
     run_root: str = "runs"
     """directory the run directory is created in"""
+    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
+    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -176,7 +178,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         batch_shape=(config.batch_T, config.n_envs),
     )
 
-    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
+    logger = build_run_logger(
+        run, config.total_steps, resume=bool(resume), console=config.console
+    )
     runner = OnPolicyRunner(
         sampler,
         ppo,

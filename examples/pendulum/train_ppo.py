@@ -81,6 +81,8 @@ class Config:
     """where envs step: worker processes, this process, or measured"""
     run_root: str = "runs"
     """directory the run directory is created in"""
+    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
+    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
 
 
 QUICK = dict(
@@ -163,7 +165,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         batch_shape=(config.batch_T, config.n_envs),
     )
 
-    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
+    logger = build_run_logger(
+        run, config.total_steps, resume=bool(resume), console=config.console
+    )
     runner = OnPolicyRunner(
         sampler,
         ppo,

@@ -14,7 +14,7 @@ eval return reaches ``target_return``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -83,6 +83,8 @@ class Config:
     """--async: policy versions a batch may be behind the learner"""
     run_root: str = "runs"
     """directory the run directory is created in"""
+    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
+    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
 
 
 QUICK = dict(
@@ -231,7 +233,9 @@ def main(config: Config, resume: str | None = None) -> dict:
     optimizer = build_sac_optimizer(agent, alpha, learning_rate=config.learning_rate)
     sac = SAC(agent, optimizer, alpha, tau=config.tau, replay_ratio=config.replay_ratio)
 
-    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
+    logger = build_run_logger(
+        run, config.total_steps, resume=bool(resume), console=config.console
+    )
     runner = OffPolicyRunner(
         sampler,
         replay,

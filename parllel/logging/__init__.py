@@ -1,4 +1,4 @@
-"""Loggers for training scripts: a protocol, sinks, a progress bar, episode stats.
+"""Loggers for training scripts: a protocol, sinks, a live dashboard, episode stats.
 
 Build the loggers in the training script and pass them in; parllel keeps no
 global logger. Every sink implements :class:`Logger`
@@ -17,14 +17,19 @@ several::
     logger.log(env_steps, {**stats.metrics(), "train/loss": loss})
     logger.close()
 
-Optional packages (tensorboard, tqdm) are imported only when the sink that
-needs them is built.
+On a terminal, :class:`Dashboard` shows the run live (progress, speed,
+where the time goes, returns, losses, CPU and memory); elsewhere it prints
+one plain line per call.
+
+Optional packages (tensorboard, tqdm, rich) are imported only when the sink
+that needs them is built.
 """
 
 from __future__ import annotations
 
 from parllel.logging.base import Logger, MultiLogger, Sink, format_value, to_scalar
 from parllel.logging.csv_sink import CsvSink, read_progress
+from parllel.logging.dashboard import Dashboard
 from parllel.logging.progress import ProgressBar
 from parllel.logging.stats import EpisodeStats
 from parllel.logging.stdout import (
@@ -38,6 +43,7 @@ from parllel.logging.tensorboard import TensorBoardSink
 __all__ = [
     "COMPACT_KEYS",
     "CsvSink",
+    "Dashboard",
     "EpisodeStats",
     "Logger",
     "MultiLogger",

@@ -8,6 +8,9 @@ from typing import Any
 
 from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
 
+#: The console outputs :func:`build_run_logger` offers.
+CONSOLES = ("auto", "dashboard", "plain", "table")
+
 
 def build_run_logger(
     run: Any,
@@ -16,37 +19,58 @@ def build_run_logger(
     resume: bool = False,
     resume_step: int | None = None,
     table_every: int = 4,
+    console: str = "auto",
 ) -> Any:
-    """The usual loggers of a run directory: console table, CSV, TensorBoard, progress bar.
+    """The usual loggers of a run directory: the console, CSV and TensorBoard.
 
-    The console table shows returns, losses, steps/s and elapsed time every
-    ``table_every``-th log line and at the end, written through the progress
-    bar so the two never collide; every metric goes to ``progress.csv`` and
-    TensorBoard.
+    ``console`` chooses what the terminal shows:
+
+    - ``"auto"`` (default): the live :class:`~parllel.logging.Dashboard` when
+      stdout is a terminal, otherwise its plain one-line summaries;
+    - ``"dashboard"``: the live dashboard even off a terminal;
+    - ``"plain"``: one plain line per log call;
+    - ``"table"``: a compact table every ``table_every``-th log line and at
+      the end, written through a tqdm progress bar so the two never collide.
+
+    Every metric goes to ``progress.csv`` and TensorBoard.
 
     ``resume=True`` keeps the run's ``progress.csv`` and TensorBoard events;
     :meth:`Runner.load <parllel.runners.Runner.load>` then rewinds them to the
     checkpoint's step (rows and events logged after it are dropped, so no step
     appears twice). Without a runner, pass ``resume_step`` to rewind here.
 
-    Needs the ``torch`` and ``logging`` extras (TensorBoard, and tqdm for the
-    bar in a terminal).
+    Needs the ``torch`` and ``logging`` extras (TensorBoard; rich for the
+    dashboard, tqdm for the table's bar).
+
+    Raises:
+        ConfigError: if ``console`` is not one of :data:`CONSOLES`.
     """
     from parllel.logging import (
         CsvSink,
+        Dashboard,
         MultiLogger,
         ProgressBar,
         StdoutTable,
         TensorBoardSink,
     )
 
-    bar = ProgressBar(total=total_steps)
+    if console not in CONSOLES:
+        raise ConfigError(f"console must be one of {CONSOLES}, got {console!r}")
+    if console == "table":
+        # the bar closes last: the table's final print goes through it
+        bar = ProgressBar(total=total_steps)
+        first: list[Any] = [StdoutTable(every=table_every, progress_bar=bar)]
+        last: list[Any] = [bar]
+    else:
+        live = {"auto": None, "dashboard": True, "plain": False}[console]
+        title = f"parllel · {run.path.name}"
+        first, last = [Dashboard(total_steps, live=live, title=title)], []
     logger = MultiLogger(
         [
-            StdoutTable(every=table_every, progress_bar=bar),
+            *first,
             CsvSink(run.progress_csv, resume=resume),
             TensorBoardSink(run.tensorboard_dir),
-            bar,
+            *last,
         ]
     )
     if resume and resume_step is not None:

@@ -53,6 +53,10 @@ logger.log(5, {"train/return_mean": 1.0})
 logger.close()
 TensorBoardSink(tmp / "tensorboard").close()
 ProgressBar(total=10, disable=False).close()
+from parllel.logging import Dashboard
+board = Dashboard(10, live=True)
+board.log(5, {"train/return_mean": 1.0})
+board.close()
 """,
     "parllel.runtime": """
 from parllel.runtime import (
