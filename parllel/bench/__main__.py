@@ -122,9 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_MARGIN})",
     )
     parser.add_argument(
-        "--json", action="store_true", help="also print one JSON object as the last line"
+        "--json",
+        action="store_true",
+        help="also print one JSON object as the last line",
     )
-    parser.add_argument("--png", default=None, help="write a bar chart to this PNG path")
+    parser.add_argument(
+        "--png", default=None, help="write a bar chart to this PNG path"
+    )
     return parser
 
 

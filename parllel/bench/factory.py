@@ -12,7 +12,9 @@ from parllel.errors import EnvFactoryError
 
 __all__ = ["EnvFactory", "check_factory", "load_factory"]
 
-EXAMPLES = "e.g. gymnasium.envs.classic_control.cartpole:CartPoleEnv or mypkg.envs:make_env"
+EXAMPLES = (
+    "e.g. gymnasium.envs.classic_control.cartpole:CartPoleEnv or mypkg.envs:make_env"
+)
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,9 @@ def _main_share(n_envs: int, cores: int) -> dict[str, int]:
     With one core it cannot suggest processes; the split is then half in the
     main process and one worker.
     """
-    split = suggest_layout(n_envs, step_seconds=1.0, cores=max(cores, 2), sync_seconds=0.0)
+    split = suggest_layout(
+        n_envs, step_seconds=1.0, cores=max(cores, 2), sync_seconds=0.0
+    )
     assert split is not None  # n_envs >= 2 and 2 cores: processes always pay here
     return split
 
@@ -177,7 +179,9 @@ def candidate_layouts(
         raise ConfigError(f"n_envs must be >= 1, got {n_envs}")
     unknown = sorted(set(names or ()) - set(LAYOUT_NAMES))
     if unknown:
-        raise ConfigError(f"unknown layouts {unknown}; choose from {list(LAYOUT_NAMES)}")
+        raise ConfigError(
+            f"unknown layouts {unknown}; choose from {list(LAYOUT_NAMES)}"
+        )
     cores = usable_cores() if cores is None else cores
     layouts = [
         Layout("serial", n_envs, (("parallel", "serial"),)),
@@ -195,7 +199,9 @@ def candidate_layouts(
             ("n_workers", split["n_workers"]),
         )
         layouts.insert(1, Layout("process-main", n_envs, main))
-        layouts.append(Layout("process-rebalance", n_envs, (*main, ("rebalance", True))))
+        layouts.append(
+            Layout("process-rebalance", n_envs, (*main, ("rebalance", True)))
+        )
         layouts.append(Layout("alternating", n_envs))
     if names is not None:
         layouts = [layout for layout in layouts if layout.name in names]

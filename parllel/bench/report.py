@@ -29,7 +29,9 @@ def format_table(report: BenchReport) -> str:
     the best of the same env count and policy; the recommended rows are marked."""
     best = _best(report)
     chosen = {id(r.chosen) for r in report.recommendations}
-    width = max([len("layout")] + [len(m.layout.describe()) for m in report.measurements])
+    width = max(
+        [len("layout")] + [len(m.layout.describe()) for m in report.measurements]
+    )
     lines = [
         f"{report.env_factory.reference}: {report.cores} usable cores, "
         f"{report.seconds:g} s per measurement, batch_T {report.batch_T}",
@@ -58,7 +60,8 @@ def format_recommendations(report: BenchReport) -> str:
             f"{layout.describe()} ({r.chosen.steps_per_second:,.0f} steps/s)"
         )
         lines += [
-            f"    {line}" for line in layout.script_lines(factory.import_line(), factory.name)
+            f"    {line}"
+            for line in layout.script_lines(factory.import_line(), factory.name)
         ]
         lines += [f"  - {note}" for note in r.notes()]
         lines.append("")
@@ -96,7 +99,10 @@ def write_png(report: BenchReport, path: str | os.PathLike[str]) -> Path:
     pyplot = _pyplot()
     groups = report.recommendations
     figure, axes = pyplot.subplots(
-        len(groups), 1, squeeze=False, figsize=(8, 0.5 + 0.45 * len(report.measurements))
+        len(groups),
+        1,
+        squeeze=False,
+        figsize=(8, 0.5 + 0.45 * len(report.measurements)),
     )
     for axis, r in zip(axes[:, 0], groups):
         rows = [

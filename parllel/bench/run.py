@@ -118,7 +118,9 @@ def run_bench(
     if not envs or min(envs) < 1:
         raise ConfigError(f"env counts must be >= 1, got {envs}")
     if not seconds > 0 or batch_T < 1:
-        raise ConfigError(f"seconds must be > 0 and batch_T >= 1, got {seconds}, {batch_T}")
+        raise ConfigError(
+            f"seconds must be > 0 and batch_T >= 1, got {seconds}, {batch_T}"
+        )
     if not policies:
         raise ConfigError("give at least one policy")
     for policy in policies:
@@ -131,7 +133,9 @@ def run_bench(
     for n_envs in envs:
         candidates = candidate_layouts(n_envs, report.cores, layouts)
         if not candidates:
-            raise ConfigError(f"none of the layouts {list(layouts or ())} applies to {n_envs} envs")
+            raise ConfigError(
+                f"none of the layouts {list(layouts or ())} applies to {n_envs} envs"
+            )
         say(f"{n_envs} envs: suggest_layout_for ...")
         predicted = predict_layout(env_factory.factory, n_envs)
         for policy in policies:
@@ -139,7 +143,9 @@ def run_bench(
             for layout in candidates:
                 say(f"{n_envs} envs, {policy} policy: {layout.describe()} ...")
                 group.append(
-                    measure_layout(env_factory.factory, layout, policy, seconds, batch_T)
+                    measure_layout(
+                        env_factory.factory, layout, policy, seconds, batch_T
+                    )
                 )
             report.measurements += group
             report.recommendations.append(recommend(group, predicted, margin))

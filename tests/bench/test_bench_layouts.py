@@ -53,7 +53,9 @@ def test_one_env_and_one_core():
 
 
 def test_names_filter_and_bad_arguments():
-    names = [layout.name for layout in candidate_layouts(8, 2, ["alternating", "serial"])]
+    names = [
+        layout.name for layout in candidate_layouts(8, 2, ["alternating", "serial"])
+    ]
     assert names == ["serial", "alternating"]
     with pytest.raises(ConfigError, match="unknown layouts \\['threads'\\]"):
         candidate_layouts(8, 2, ["threads"])
@@ -105,7 +107,9 @@ def test_the_printed_call_builds_the_layout_it_names(name):
 def test_the_alternating_call_builds_two_halves():
     (layout,) = candidate_layouts(4, cores=2, names=["alternating"])
     namespace = {"build_alternating_cages": build_alternating_cages}
-    cages = eval(layout.builder_call("make_env"), {**namespace, "make_env": make_noop_env})
+    cages = eval(
+        layout.builder_call("make_env"), {**namespace, "make_env": make_noop_env}
+    )
     try:
         assert [cage.n_envs for cage in cages] == [2, 2]
     finally:

@@ -11,7 +11,8 @@ from parllel.errors import ConfigError
 def measured(n_envs: int, rates: dict[str, float], policy: str = "random") -> list:
     layouts = {layout.name: layout for layout in candidate_layouts(n_envs, cores=2)}
     return [
-        Measurement(layouts[name], policy, rate, (rate,), 1) for name, rate in rates.items()
+        Measurement(layouts[name], policy, rate, (rate,), 1)
+        for name, rate in rates.items()
     ]
 
 
@@ -20,7 +21,9 @@ MAIN_SPLIT = suggested_layout(64, {"main_process_envs": 32, "n_workers": 1})
 
 
 def test_the_fastest_wins_beyond_the_margin():
-    group = measured(64, {"serial": 100.0, "process-main": 180.0, "process-workers": 150.0})
+    group = measured(
+        64, {"serial": 100.0, "process-main": 180.0, "process-workers": 150.0}
+    )
     r = recommend(group, MAIN_SPLIT, margin=0.05)
     assert r.chosen.layout.name == "process-main" and r.fastest is r.chosen
     assert r.agree and r.same_layout
