@@ -64,7 +64,7 @@ def _names(choices: Sequence[str]) -> Callable[[str], list[str]]:
             raise argparse.ArgumentTypeError(
                 f"choose from {', '.join(choices)} (comma-separated), got {text!r}"
             )
-        return names
+        return list(dict.fromkeys(names))  # each once, in the order given
 
     return parse
 
@@ -85,12 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. gymnasium.envs.classic_control.cartpole:CartPoleEnv, mypkg.envs:make_env)",
     )
     parser.add_argument(
-        "--envs", type=_env_counts, default=[8, 64], help="env counts (default 8,64)"
+        "--envs",
+        type=_env_counts,
+        default=[8, 64],
+        metavar="N[,N...]",
+        help="env counts (default 8,64)",
     )
     parser.add_argument(
         "--seconds",
         type=_positive(float),
         default=1.0,
+        metavar="S",
         help="timed seconds per measurement (default 1; a warm-up of a quarter "
         "of it comes first)",
     )
@@ -98,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy",
         type=_names(POLICIES),
         default=["random"],
+        metavar="random|mlp",
         help="random actions, a small torch MLP (needs torch), or both: random,mlp "
         "(default random)",
     )
@@ -105,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--layouts",
         type=_names(LAYOUT_NAMES),
         default=None,
+        metavar="NAME[,NAME...]",
         help=f"layouts to try, comma-separated (default: all of {', '.join(LAYOUT_NAMES)})",
     )
     parser.add_argument(
@@ -112,12 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
         dest="batch_T",
         type=_positive(int),
         default=64,
+        metavar="T",
         help="time steps per batch (default 64)",
     )
     parser.add_argument(
         "--margin",
         type=float,
         default=DEFAULT_MARGIN,
+        metavar="FRACTION",
         help="a simpler layout within this fraction of the fastest is recommended "
         f"(default {DEFAULT_MARGIN})",
     )
@@ -127,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also print one JSON object as the last line",
     )
     parser.add_argument(
-        "--png", default=None, help="write a bar chart to this PNG path"
+        "--png", default=None, metavar="PATH", help="write a bar chart to this PNG file"
     )
     return parser
 

@@ -123,6 +123,8 @@ def run_bench(
         )
     if not policies:
         raise ConfigError("give at least one policy")
+    if margin < 0:
+        raise ConfigError(f"margin must be >= 0, got {margin}")
     for policy in policies:
         require_policy(policy)
     if isinstance(env_factory, str):

@@ -190,6 +190,12 @@ def test_bad_arguments_exit_2(capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
+def test_a_negative_margin_is_refused_before_measuring(capsys):
+    status, out, err = run_main(capsys, CARTPOLE, "--margin", "-0.1", *TINY)
+    assert status == 2 and "margin must be >= 0, got -0.1" in err
+    assert "envs" not in err.split("error:")[0]  # nothing was measured
+
+
 def test_missing_torch_and_matplotlib_are_named_before_measuring(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     with pytest.raises(MissingDependencyError, match=r"parllel\[torch\]"):
