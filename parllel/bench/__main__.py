@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the tool; return the exit status (0, or 2 with a message on stderr)."""
+    """Run the tool; return the exit status (0; 2 with a message on stderr; 130
+    on Ctrl-C)."""
     args = build_parser().parse_args(argv)
     try:
         if args.png is not None:
@@ -161,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_recommendations(report))
         if args.png is not None:
             print(f"\nwrote {write_png(report, args.png)}")
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted (every cage closed)", file=sys.stderr)
+        return 130
     except ParllelError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         if isinstance(error, EnvError) and error.worker_traceback:

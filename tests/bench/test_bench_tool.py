@@ -19,7 +19,7 @@ from parllel.bench import run_bench
 from parllel.bench.__main__ import main
 from parllel.bench.policies import require_policy
 from parllel.cages import usable_cores
-from parllel.errors import MissingDependencyError
+from parllel.errors import EnvError, MissingDependencyError
 
 ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = "gymnasium.envs.classic_control.cartpole:CartPoleEnv"
@@ -155,9 +155,20 @@ def test_bad_factories_exit_2_naming_the_problem(capsys, reference, message):
     no_children_left()
 
 
-def test_an_env_failing_while_stepping_in_a_worker_exits_2_and_closes_everything(
-    capsys,
-):
+def closed_at_once(error_info: pytest.ExceptionInfo) -> None:
+    """No worker process and no segment of this process is left while the error
+    (whose traceback keeps the measuring frames, and so the cages, alive) is
+    still held: they were closed, not garbage-collected later."""
+    assert error_info.tb is not None
+    assert multiprocessing.active_children() == []
+    assert list_segments(os.getpid()) == []
+
+
+def test_an_env_failing_while_stepping_in_a_worker_closes_everything(capsys):
+    layouts = ["process-workers"]
+    with pytest.raises(EnvError, match="FailingStepEnv broke on purpose") as info:
+        run_bench(f"{HELPERS}:FailingStepEnv", [2], seconds=10, layouts=layouts)
+    closed_at_once(info)
     status, _, err = run_main(
         capsys,
         f"{HELPERS}:FailingStepEnv",
@@ -165,11 +176,25 @@ def test_an_env_failing_while_stepping_in_a_worker_exits_2_and_closes_everything
         "2",
         "--layouts",
         "process-workers",
-        *TINY,
     )
     assert status == 2
     assert "FailingStepEnv broke on purpose" in err
-    no_children_left()  # the cage was closed; segments: the autouse fixture
+    no_children_left()
+
+
+def test_ctrl_c_while_measuring_closes_the_cages(capsys):
+    """Ctrl-C in the main process's share of a process cage: the cage, its
+    worker and the sample tree are closed; the CLI exits with status 130."""
+    with pytest.raises(KeyboardInterrupt) as info:
+        run_bench(
+            f"{HELPERS}:InterruptedEnv", [2], seconds=30, layouts=["process-main"]
+        )
+    closed_at_once(info)
+    status, _, err = run_main(
+        capsys, f"{HELPERS}:InterruptedEnv", "--envs", "2", "--layouts", "process-main"
+    )
+    assert status == 130 and "interrupted" in err
+    no_children_left()
 
 
 @pytest.mark.parametrize(

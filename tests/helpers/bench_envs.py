@@ -7,6 +7,7 @@ CPU whatever else runs on the machine). The others fail in chosen ways.
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 
 import gymnasium as gym
@@ -51,6 +52,25 @@ class FailingStepEnv(NoopEnv):
         self.steps += 1
         if self.steps > self.fail_after:
             raise RuntimeError("FailingStepEnv broke on purpose")
+        return super().step(action)
+
+
+class InterruptedEnv(NoopEnv):
+    """Raises KeyboardInterrupt (as Ctrl-C would) in ``step`` once it has stepped
+    ``interrupt_after`` times, only in the main process (not in workers)."""
+
+    interrupt_after = 250  # beyond suggest_layout_for's 200 probe steps
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if (
+            self.steps > self.interrupt_after
+            and multiprocessing.parent_process() is None
+        ):
+            raise KeyboardInterrupt
         return super().step(action)
 
 
