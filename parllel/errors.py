@@ -348,3 +348,12 @@ class SamplerActorRestartWarning(ParllelWarning):
     """A sampler actor of a :class:`~parllel.distributed.RaySampler` died and
     Ray restarted it; its unfinished batch was dropped and collected again by
     the new actor, whose envs start from reset."""
+
+
+class EnvFactoryError(ConfigError):
+    """A ``MODULE:FACTORY`` reference names no importable callable, or the
+    factory raised or returned something that is not an env.
+
+    The message names the reference and what went wrong (e.g. the module that
+    did not import, or the factory's exception).
+    """

@@ -145,6 +145,15 @@ runner.logger = build_run_logger(run, total_steps=10)
 run_training(runner, run)
 assert (run.path / "learning_curve.png").is_file()
 """,
+    "parllel.bench": """
+from parllel.bench import format_table, run_bench, write_png
+report = run_bench(
+    "gymnasium.envs.classic_control.cartpole:CartPoleEnv", [2], seconds=0.01,
+    batch_T=2, policies=["mlp"], layouts=["serial"], progress=None,
+)
+format_table(report)
+assert write_png(report, tmp / "bench.png").is_file()
+""",
 }
 
 # extras a module must need only lazily: it imports without them, and the call
@@ -155,6 +164,7 @@ LAZY = {
     "parllel.patterns": {"logging", "plot"},
     "parllel.runtime.cli": {"cli"},
     "parllel.distributed": {"ray"},
+    "parllel.bench": {"torch", "plot"},
 }
 
 

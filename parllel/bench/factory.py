@@ -1,0 +1,109 @@
+"""The user's env factory, from a ``MODULE:FACTORY`` reference, checked once."""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from parllel.errors import EnvFactoryError
+
+__all__ = ["EnvFactory", "check_factory", "load_factory"]
+
+EXAMPLES = (
+    "e.g. gymnasium.envs.classic_control.cartpole:CartPoleEnv or mypkg.envs:make_env"
+)
+
+
+@dataclass(frozen=True)
+class EnvFactory:
+    """A zero-argument callable returning a gymnasium env, and where it came from.
+
+    Attributes:
+        reference: ``MODULE:FACTORY`` as given.
+        module: the module's dotted name.
+        name: the attribute path inside the module (``make_env``, ``Envs.make``).
+        factory: the callable itself.
+    """
+
+    reference: str
+    module: str
+    name: str
+    factory: Callable[[], Any]
+
+    def import_line(self) -> str:
+        """The import that brings the factory's name into a script."""
+        return f"from {self.module} import {self.name.split('.')[0]}"
+
+
+def load_factory(reference: str) -> EnvFactory:
+    """Import ``MODULE:FACTORY`` and check that it is a callable.
+
+    The factory is not called here (see :func:`check_factory`).
+
+    Raises:
+        EnvFactoryError: the reference is malformed, the module does not
+            import, the attribute is missing or is not callable.
+    """
+    module_name, colon, name = reference.partition(":")
+    if not colon or not module_name or not name:
+        raise EnvFactoryError(f"{reference!r} is not MODULE:FACTORY ({EXAMPLES})")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:  # any error the user's module raises on import
+        raise EnvFactoryError(
+            f"cannot import module {module_name!r} (from {reference!r}): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    for part in name.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise EnvFactoryError(
+                f"module {module_name!r} has no attribute {name!r} (from {reference!r})"
+            ) from None
+    if not callable(target):
+        raise EnvFactoryError(
+            f"{reference!r} is a {type(target).__name__}, not a callable that "
+            f"returns an env ({EXAMPLES})"
+        )
+    return EnvFactory(reference, module_name, name, target)
+
+
+def check_factory(env_factory: EnvFactory) -> None:
+    """Build one env with the factory, check it looks like a gymnasium env, close it.
+
+    Raises:
+        EnvFactoryError: the factory raised (the message ends with the
+            exception and where it was raised) or returned an object without
+            ``reset``, ``step``, ``observation_space`` and ``action_space``.
+    """
+    try:
+        env = env_factory.factory()
+    except Exception as exc:  # the user's code: report whatever it raises
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        raise EnvFactoryError(
+            f"the env factory {env_factory.reference!r} raised "
+            f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+        ) from exc
+    try:
+        missing = [
+            attribute
+            for attribute in ("reset", "step", "observation_space", "action_space")
+            if not hasattr(env, attribute)
+        ]
+        if missing:
+            raise EnvFactoryError(
+                f"the env factory {env_factory.reference!r} returned a "
+                f"{type(env).__name__}, not a gymnasium env (it has no "
+                f"{', '.join(missing)})"
+            )
+    finally:
+        close = getattr(env, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:  # a broken close must not hide the real problem
+                pass
