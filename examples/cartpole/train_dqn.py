@@ -34,6 +34,7 @@ from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
+from parllel.torch import PolicyExport
 from parllel.torch.agents import build_dqn_agent
 from parllel.torch.algos import DQN, adam, epsilon_schedule
 from parllel.torch.handler import TorchHandler
@@ -220,6 +221,7 @@ def main(config: Config, resume: str | None = None) -> dict:
             eval_cage,
             replay_tree,
         ),
+        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
     )
 
 

@@ -39,6 +39,7 @@ from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
+from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
     PPO,
@@ -239,7 +240,13 @@ def main(config: Config, resume: str | None = None) -> dict:
         config_keys=["n_envs", "batch_T", "hidden_sizes", "async_sampling"],
         publisher=learner,
     )
-    return run_training(runner, run, resume=bool(resume), close=(*close, eval_cage))
+    return run_training(
+        runner,
+        run,
+        resume=bool(resume),
+        close=(*close, eval_cage),
+        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+    )
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
+from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
 from parllel.torch.handler import TorchHandler
@@ -187,7 +188,13 @@ def main(config: Config, resume: str | None = None) -> dict:
         config_keys=["actors", "envs_per_actor", "batch_T", "hidden_sizes"],
         publisher=sampler,  # one ray.put of the weights per update
     )
-    return run_training(runner, run, resume=bool(resume), close=(sampler, eval_cage))
+    return run_training(
+        runner,
+        run,
+        resume=bool(resume),
+        close=(sampler, eval_cage),
+        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+    )
 
 
 if __name__ == "__main__":

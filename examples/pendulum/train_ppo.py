@@ -36,6 +36,7 @@ from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
+from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
 from parllel.torch.handler import TorchHandler
@@ -192,6 +193,7 @@ def main(config: Config, resume: str | None = None) -> dict:
             eval_cage,
             sample_tree,
         ),
+        policy=PolicyExport(agent, observation_normalizer, env_id="Pendulum-v1"),
     )
 
 

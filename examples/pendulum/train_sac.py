@@ -36,6 +36,7 @@ from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import BackgroundSampler, FeedForwardSampler
+from parllel.torch import PolicyExport
 from parllel.torch.agents import build_sac_agent
 from parllel.torch.algos import SAC, EntropyCoefficient, build_sac_optimizer
 from parllel.torch.handler import TorchHandler
@@ -251,7 +252,11 @@ def main(config: Config, resume: str | None = None) -> dict:
         publisher=publisher,
     )
     return run_training(
-        runner, run, resume=bool(resume), close=(*close, eval_cage, replay_tree)
+        runner,
+        run,
+        resume=bool(resume),
+        close=(*close, eval_cage, replay_tree),
+        policy=PolicyExport(agent, env_id="Pendulum-v1"),  # writes policy.pt
     )
 
 

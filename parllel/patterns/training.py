@@ -55,7 +55,12 @@ def build_run_logger(
 
 
 def run_training(
-    runner: Any, run: Any, *, resume: bool = False, close: tuple = ()
+    runner: Any,
+    run: Any,
+    *,
+    resume: bool = False,
+    close: tuple = (),
+    policy: Any = None,
 ) -> dict[str, float]:
     """Resume if asked, run, always close ``close`` (and the runner's logger), plot.
 
@@ -76,7 +81,11 @@ def run_training(
     summary: dict[str, float] = {}
     already_finished = exited_at_once = False
     resume_error: Exception | None = None
+    algorithm = type(runner.algorithm).__name__ if policy is not None else None
+    exported = None
     try:
+        if policy is not None:
+            policy.write_spec(run.path, runner.checkpoint_objects, algorithm=algorithm)
         if resume:
             try:
                 runner.load(run.checkpoints_dir)
@@ -90,6 +99,10 @@ def run_training(
             already_finished = runner.finished
             if not already_finished:
                 summary = runner.run()
+                if policy is not None:
+                    exported = policy.export(
+                        run.path, env_steps=runner.env_steps, algorithm=algorithm
+                    )
     except KeyboardInterrupt:
         exited_at_once = True
     finally:
@@ -120,6 +133,8 @@ def run_training(
             f"with a larger --total-steps to train further); run in {run.path}"
         )
         return {}
+    if exported is not None:
+        print(f"policy exported: {exported}")
     try:
         plot_learning_curve(run.path)
     except (ConfigError, FileNotFoundError) as error:  # e.g. nothing logged yet
