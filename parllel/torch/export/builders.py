@@ -97,8 +97,9 @@ def _value_to_data(name: str, value: Any) -> Any:
         return [_value_to_data(name, item) for item in value]
     if isinstance(value, Mapping):
         return {str(k): _value_to_data(name, v) for k, v in value.items()}
-    if isinstance(value, type) and getattr(nn, value.__name__, None) is value:
-        return {_TORCH_NN: value.__name__}  # an activation such as nn.Tanh
+    class_name = value.__name__ if isinstance(value, type) else ""
+    if class_name and getattr(nn, class_name, None) is value:
+        return {_TORCH_NN: class_name}  # an activation such as nn.Tanh
     raise PolicyExportError(
         f"argument {name}={value!r} cannot be stored in a policy file: only "
         "numbers, strings, lists, dicts and torch.nn classes (activations) can; "
@@ -134,21 +135,31 @@ def kwargs_from_data(data: Mapping[str, Any]) -> dict[str, Any]:
     return {str(k): _value_from_data(v) for k, v in data.items()}
 
 
+def _build_actor_critic(obs: Any, action: Any, kwargs: dict[str, Any]) -> Any:
+    return ActorCriticAgent(*build_actor_critic(obs, action, **kwargs))
+
+
+def _build_sac(obs: Any, action: Any, kwargs: dict[str, Any]) -> Any:
+    return build_sac_agent(obs, action, **kwargs)
+
+
+def _build_dqn(obs: Any, action: Any, kwargs: dict[str, Any]) -> Any:
+    return build_dqn_agent(obs, action, **kwargs)
+
+
 register_agent_builder(
     "actor_critic",
-    build=lambda obs, action, kwargs: ActorCriticAgent(
-        *build_actor_critic(obs, action, **kwargs)
-    ),
+    build=_build_actor_critic,
     modules=lambda agent: {"model": agent.model},
 )
 register_agent_builder(
     "sac",
-    build=lambda obs, action, kwargs: build_sac_agent(obs, action, **kwargs),
+    build=_build_sac,
     modules=lambda agent: {"actor": agent.actor},
 )
 register_agent_builder(
     "dqn",
-    build=lambda obs, action, kwargs: build_dqn_agent(obs, action, **kwargs),
+    build=_build_dqn,
     modules=lambda agent: {"q_network": agent.q_network},
     current_kwargs=lambda agent: {"epsilon": float(agent.epsilon)},
 )
