@@ -88,6 +88,8 @@ class Config:
     """save every stored transition in checkpoints"""
     run_root: str = "runs"
     """directory the run directory is created in"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
 
 
 QUICK = dict(
@@ -194,7 +196,12 @@ def main(config: Config, resume: str | None = None) -> dict:
         replay_ratio=config.replay_ratio,
     )
 
-    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
+    logger = build_run_logger(
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        wandb_project=config.wandb_project,
+    )
     runner = OffPolicyRunner(
         sampler,
         replay,

@@ -88,6 +88,8 @@ class Config:
     """env steps between checkpoints (one is also written at the end)"""
     run_root: str = "runs"
     """directory the run directory is created in"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -172,7 +174,12 @@ def main(config: Config, resume: str | None = None) -> dict:
         minibatches=1,
     )
 
-    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
+    logger = build_run_logger(
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        wandb_project=config.wandb_project,
+    )
     runner = OnPolicyRunner(
         sampler,
         ppo,

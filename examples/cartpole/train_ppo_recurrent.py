@@ -86,6 +86,8 @@ class Config:
     """where envs step: worker processes, this process, or measured"""
     run_root: str = "runs"
     """directory the run directory is created in"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -178,7 +180,12 @@ def main(config: Config, resume: str | None = None) -> dict:
         batch_shape=(config.batch_T, config.n_envs),
     )
 
-    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
+    logger = build_run_logger(
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        wandb_project=config.wandb_project,
+    )
     runner = OnPolicyRunner(
         sampler,
         ppo,

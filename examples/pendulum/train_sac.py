@@ -84,6 +84,8 @@ class Config:
     """--async: policy versions a batch may be behind the learner"""
     run_root: str = "runs"
     """directory the run directory is created in"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
 
 
 QUICK = dict(
@@ -232,7 +234,12 @@ def main(config: Config, resume: str | None = None) -> dict:
     optimizer = build_sac_optimizer(agent, alpha, learning_rate=config.learning_rate)
     sac = SAC(agent, optimizer, alpha, tau=config.tau, replay_ratio=config.replay_ratio)
 
-    logger = build_run_logger(run, config.total_steps, resume=bool(resume))
+    logger = build_run_logger(
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        wandb_project=config.wandb_project,
+    )
     runner = OffPolicyRunner(
         sampler,
         replay,

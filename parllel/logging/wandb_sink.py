@@ -128,6 +128,9 @@ class WandbSink(Sink):
                 "project the run was started with"
             )
         run_config = dict(config) if config is not None else self._run_config()
+        # the config read from config.json, checked again at the first log
+        # call (resuming updates config.json after the loggers are built)
+        self._sent_config = None if config is not None else dict(run_config)
         metadata = _read_json(self.run_path / "metadata.json")
         if metadata is not None:
             run_config[METADATA_KEY] = metadata
@@ -152,6 +155,13 @@ class WandbSink(Sink):
         if data is None:
             return {}
         return data if isinstance(data, dict) else {"config": data}
+
+    def _update_config(self) -> None:
+        """Send the entries of ``config.json`` that changed since ``__init__``."""
+        sent, self._sent_config = self._sent_config or {}, None
+        changed = {k: v for k, v in self._run_config().items() if sent.get(k) != v}
+        if changed:
+            self.run.config.update(changed, allow_val_change=True)
 
     def _save_state(self) -> None:
         _write_json(self.state_path, {**self._state, "last_step": self.last_step})
@@ -180,6 +190,8 @@ class WandbSink(Sink):
             raise ValueError(f"WandbSink({self.run_path}) used after close()")
         values = to_scalars(metrics)
         step = int(step)
+        if self._sent_config is not None:
+            self._update_config()
         if self.skip_until is not None:
             if step <= self.skip_until:
                 self.skipped += 1

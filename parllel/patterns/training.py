@@ -16,6 +16,7 @@ def build_run_logger(
     resume: bool = False,
     resume_step: int | None = None,
     table_every: int = 4,
+    wandb_project: str | None = None,
 ) -> Any:
     """The usual loggers of a run directory: console table, CSV, TensorBoard, progress bar.
 
@@ -28,6 +29,11 @@ def build_run_logger(
     :meth:`Runner.load <parllel.runners.Runner.load>` then rewinds them to the
     checkpoint's step (rows and events logged after it are dropped, so no step
     appears twice). Without a runner, pass ``resume_step`` to rewind here.
+
+    With ``wandb_project``, metrics, config and metadata also go to a
+    Weights & Biases run of that project (:class:`~parllel.logging.wandb_sink.WandbSink`,
+    the ``wandb`` extra; ``WANDB_MODE=offline`` keeps it local), the same
+    W&B run when resuming.
 
     Needs the ``torch`` and ``logging`` extras (TensorBoard, and tqdm for the
     bar in a terminal).
@@ -49,6 +55,10 @@ def build_run_logger(
             bar,
         ]
     )
+    if wandb_project is not None:
+        from parllel.logging.wandb_sink import WandbSink
+
+        logger.loggers.append(WandbSink(wandb_project, run, resume=resume))
     if resume and resume_step is not None:
         logger.rewind(resume_step)
     return logger

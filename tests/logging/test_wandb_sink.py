@@ -111,6 +111,7 @@ def test_resume_continues_the_stored_run_and_skips_steps_it_has(tmp_path):
     sink = logger.loggers[0]
     assert sink.run_id == first.run_id
     logger.rewind(200)  # what Runner.load does
+    run.record_resume(200, config={"lr": 2})  # a flag changed when resuming
     logger.log(300, {"train/return_mean": -1.0})  # W&B already has step 300
     logger.log(400, {"train/return_mean": 400.0})
     logger.close()
@@ -121,7 +122,9 @@ def test_resume_continues_the_stored_run_and_skips_steps_it_has(tmp_path):
     assert [row["train/return_mean"] for row in rows] == [100, 200, 300, 400]
     files = written_files(run)
     assert len(files) == 2  # one local directory per segment
-    assert {read_offline_run(f)["id"] for f in files} == {first.run_id}
+    segments = [read_offline_run(f) for f in files]
+    assert {segment["id"] for segment in segments} == {first.run_id}
+    assert [segment["config"]["lr"] for segment in segments] == [1, 2]
 
 
 def test_a_new_run_without_resume_gets_a_new_id(tmp_path):
@@ -151,3 +154,19 @@ def test_missing_wandb_names_the_extra(tmp_path):
         patch.setitem(sys.modules, "wandb", None)  # import wandb fails
         with pytest.raises(MissingDependencyError, match=r"parllel\[wandb\]"):
             WandbSink("p", tmp_path)
+
+
+def test_build_run_logger_adds_the_sink_for_a_project(tmp_path):
+    from parllel.patterns import build_run_logger
+
+    run = RunDirectory.create(tmp_path / "runs", "wb", config={"lr": 1})
+    logger = build_run_logger(run, 100, wandb_project="parllel-tests")
+    (sink,) = [s for s in logger.loggers if isinstance(s, WandbSink)]
+    logger.log(50, {"train/return_mean": 5.0})
+    logger.close()
+    assert sink.closed
+    (run_file,) = written_files(run)
+    assert [row["_step"] for row in read_offline_run(run_file)["history"]] == [50]
+    plain = build_run_logger(run, 100)
+    assert not any(isinstance(s, WandbSink) for s in plain.loggers)
+    plain.close()
