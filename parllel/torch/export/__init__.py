@@ -20,16 +20,15 @@ Example::
 
 from parllel.torch.export.artifact import (
     POLICY_FILE,
-    SPEC_FILE,
     PolicyRecord,
     describe_policy,
     export_policy,
     read_policy_file,
-    write_policy_spec,
 )
 from parllel.torch.export.builders import AgentBuilder, register_agent_builder
 from parllel.torch.export.policy import Policy, load_policy
 from parllel.torch.export.run_export import PolicyExport
+from parllel.torch.export.spec import SPEC_FILE, write_policy_spec
 
 __all__ = [
     "POLICY_FILE",

@@ -12,15 +12,13 @@ tensors; no pickled class), so :func:`read_policy_file` loads it with
      "trained_with": {"algorithm", "env_id", "env_factory", "env_steps"},
      "metadata": {...}, "versions": {...}}
 
-A run directory also gets ``policy_spec.json``: the same header without
-weights, plus the names of the checkpoint objects holding them, so a run
-interrupted before its export still loads from its newest checkpoint.
+A run directory also gets ``policy_spec.json`` (:mod:`parllel.torch.export.spec`),
+so a run interrupted before its export still loads from its checkpoints.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import tempfile
 from collections.abc import Mapping
@@ -42,22 +40,16 @@ from parllel.torch.export.spaces import space_from_data, space_to_data
 
 __all__ = [
     "POLICY_FILE",
-    "SPEC_FILE",
     "PolicyRecord",
     "describe_policy",
     "export_policy",
     "read_policy_file",
-    "read_policy_spec",
-    "write_policy_spec",
 ]
 
 FORMAT = "parllel-policy"
-SPEC_FORMAT = "parllel-policy-spec"
 FORMAT_VERSION = 1
 POLICY_FILE = "policy.pt"
 """the export's file name in a run directory"""
-SPEC_FILE = "policy_spec.json"
-"""the file of a run directory saying how to load a policy from its checkpoints"""
 _VERSIONED = ("parllel", "torch", "gymnasium", "numpy")
 
 
@@ -244,54 +236,8 @@ def export_policy(
     return file
 
 
-def _object_name(objects: Mapping[str, Any], target: Any) -> str | None:
-    return next((name for name, obj in objects.items() if obj is target), None)
-
-
-def write_policy_spec(
-    run_dir: str | os.PathLike[str],
-    agent: Any,
-    *,
-    checkpoint_objects: Mapping[str, Any],
-    observation_normalizer: Any = None,
-    **describe: Any,
-) -> Path:
-    """Write ``policy_spec.json``: how to load the policy from the run's checkpoints.
-
-    Args:
-        run_dir: the run directory.
-        agent: the agent (as for :func:`export_policy`).
-        checkpoint_objects: the runner's ``checkpoint_objects``; the policy's
-            modules and normalizer are found among them by identity.
-        observation_normalizer: the run's observation normalizer, if any.
-        **describe: ``algorithm``, ``env_id``, ... as for :func:`export_policy`.
-
-    Returns:
-        The spec file.
-    """
-    header = describe_policy(agent, **describe)
-    modules = agent_builder(header["architecture"]["builder"]).modules(agent)
-    header["format"] = SPEC_FORMAT
-    header["checkpoint_objects"] = {
-        name: _object_name(checkpoint_objects, module)
-        for name, module in modules.items()
-    }
-    if observation_normalizer is not None:
-        normalizer = normalizer_to_data(observation_normalizer, with_state=False)
-        normalizer["checkpoint_object"] = _object_name(
-            checkpoint_objects, observation_normalizer
-        )
-        header["observation_normalizer"] = normalizer
-    else:
-        header["observation_normalizer"] = None
-    file = Path(run_dir) / SPEC_FILE
-    temp = file.with_name(f".{file.name}.tmp")
-    temp.write_text(json.dumps(header, indent=2) + "\n")
-    os.replace(temp, file)
-    return file
-
-
-def _check_header(data: Any, path: Path, expected: str) -> None:
+def check_header(data: Any, path: Path, expected: str) -> None:
+    """Raise :class:`PolicyFileError` unless ``data`` is a ``expected`` file of a known version."""
     if not isinstance(data, Mapping) or data.get("format") != expected:
         hint = (
             " (a checkpoint? pass the run directory to load_policy)"
@@ -307,7 +253,7 @@ def _check_header(data: Any, path: Path, expected: str) -> None:
         )
 
 
-def _record(
+def build_record(
     data: Mapping[str, Any], weights: dict[str, Any], normalizer: Any, path: Path
 ) -> PolicyRecord:
     try:
@@ -347,57 +293,8 @@ def read_policy_file(path: str | os.PathLike[str]) -> PolicyRecord:
         raise PolicyFileError(
             f"cannot read policy file {path}: {type(error).__name__}: {error}"
         ) from error
-    _check_header(data, path, FORMAT)
+    check_header(data, path, FORMAT)
     weights = data.get("weights")
     if not isinstance(weights, Mapping) or not weights:
         raise PolicyFileError(f"{path} holds no weights")
-    return _record(data, dict(weights), data.get("observation_normalizer"), path)
-
-
-def read_policy_spec(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and check a ``policy_spec.json`` written by :func:`write_policy_spec`."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PolicyNotFoundError(f"{path} does not exist") from None
-    except (OSError, ValueError) as error:
-        raise PolicyFileError(f"cannot read {path}: {error}") from error
-    _check_header(data, path, SPEC_FORMAT)
-    return data
-
-
-def record_from_spec(
-    spec: Mapping[str, Any], objects: Mapping[str, Any], checkpoint: Path
-) -> PolicyRecord:
-    """A :class:`PolicyRecord` from a spec and a checkpoint's ``objects``.
-
-    Raises:
-        PolicyFileError: if the checkpoint lacks an object the spec names.
-    """
-    weights = {}
-    for module, name in dict(spec.get("checkpoint_objects") or {}).items():
-        if name is None or name not in objects:
-            raise PolicyFileError(
-                f"checkpoint {checkpoint} does not hold the policy's {module!r} "
-                f"weights (spec names checkpoint object {name!r}; it has "
-                f"{sorted(objects)})"
-            )
-        weights[module] = objects[name]
-    normalizer = spec.get("observation_normalizer")
-    if normalizer is not None:
-        name = normalizer.get("checkpoint_object")
-        if name is None or name not in objects:
-            raise PolicyFileError(
-                f"checkpoint {checkpoint} does not hold the observation "
-                f"normalizer's statistics (checkpoint object {name!r})"
-            )
-        state = objects[name]
-        normalizer = {
-            **normalizer,
-            "leaves": {
-                path: {**leaf, **state[path]}
-                for path, leaf in normalizer["leaves"].items()
-            },
-        }
-    return _record(spec, weights, normalizer, checkpoint)
+    return build_record(data, dict(weights), data.get("observation_normalizer"), path)

@@ -31,11 +31,8 @@ from parllel.cages.spaces import space_leaves, value_at, zero_example
 from parllel.errors import PolicyFileError, PolicyNotFoundError, ShapeError
 from parllel.torch.export.artifact import (
     POLICY_FILE,
-    SPEC_FILE,
     PolicyRecord,
     read_policy_file,
-    read_policy_spec,
-    record_from_spec,
 )
 from parllel.torch.export.builders import agent_builder
 from parllel.torch.export.checkpoints import (
@@ -43,6 +40,7 @@ from parllel.torch.export.checkpoints import (
     newest_checkpoint_step,
 )
 from parllel.torch.export.normalizer import FrozenObservationNormalizer
+from parllel.torch.export.spec import SPEC_FILE, read_policy_spec, record_from_spec
 from parllel.tree import tree_map
 
 __all__ = ["Policy", "load_policy"]

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from parllel.torch.export.artifact import export_policy, write_policy_spec
+from parllel.torch.export.artifact import export_policy
+from parllel.torch.export.spec import write_policy_spec
 
 __all__ = ["PolicyExport"]
 
@@ -58,7 +59,7 @@ class PolicyExport:
         *,
         algorithm: str | None = None,
     ) -> Path:
-        """Write ``policy_spec.json`` (see :func:`~parllel.torch.export.write_policy_spec`)."""
+        """Write ``policy_spec.json`` (see :func:`~parllel.torch.export.spec.write_policy_spec`)."""
         return write_policy_spec(
             run_dir,
             self.agent,
