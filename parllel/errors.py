@@ -357,3 +357,19 @@ class EnvFactoryError(ConfigError):
     The message names the reference and what went wrong (e.g. the module that
     did not import, or the factory's exception).
     """
+
+
+class PolicyExportError(ConfigError):
+    """A policy cannot be exported: how to rebuild it is unknown (no recorded
+    architecture, a custom activation or space), or its parts do not fit."""
+
+
+class PolicyFileError(ParllelError, ValueError):
+    """A policy file (or the spec of a run's checkpoints) cannot be read: it is
+    damaged, not a parllel policy, of a newer format, or needs a builder that
+    is not registered."""
+
+
+class PolicyNotFoundError(PolicyFileError, FileNotFoundError):
+    """No policy file at a path, or a run directory with neither an exported
+    policy nor a checkpoint it can be loaded from."""

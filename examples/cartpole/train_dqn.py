@@ -35,6 +35,7 @@ from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
+from parllel.torch import PolicyExport
 from parllel.torch.agents import build_dqn_agent
 from parllel.torch.algos import DQN, adam, epsilon_schedule
 from parllel.torch.handler import TorchHandler
@@ -90,6 +91,8 @@ class Config:
     """directory the run directory is created in"""
     console: Literal["auto", "dashboard", "plain", "table"] = "auto"
     """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
 
 
 QUICK = dict(
@@ -197,7 +200,11 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
 
     logger = build_run_logger(
-        run, config.total_steps, resume=bool(resume), console=config.console
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        console=config.console,
+        wandb_project=config.wandb_project,
     )
     runner = OffPolicyRunner(
         sampler,
@@ -225,6 +232,7 @@ def main(config: Config, resume: str | None = None) -> dict:
             eval_cage,
             replay_tree,
         ),
+        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
     )
 
 

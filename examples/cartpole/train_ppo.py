@@ -39,6 +39,7 @@ from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
+from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
     PPO,
@@ -103,6 +104,8 @@ class Config:
     """directory the run directory is created in"""
     console: Literal["auto", "dashboard", "plain", "table"] = "auto"
     """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -226,7 +229,11 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
 
     logger = build_run_logger(
-        run, config.total_steps, resume=bool(resume), console=config.console
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        console=config.console,
+        wandb_project=config.wandb_project,
     )
     runner = OnPolicyRunner(
         sampler,
@@ -243,7 +250,13 @@ def main(config: Config, resume: str | None = None) -> dict:
         config_keys=["n_envs", "batch_T", "hidden_sizes", "async_sampling"],
         publisher=learner,
     )
-    return run_training(runner, run, resume=bool(resume), close=(*close, eval_cage))
+    return run_training(
+        runner,
+        run,
+        resume=bool(resume),
+        close=(*close, eval_cage),
+        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ checkpoints, learning_curve.png) under ``runs/``.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Literal
 
 import gymnasium as gym
@@ -37,6 +38,7 @@ from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import RecurrentSampler
+from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
 from parllel.torch.handler import TorchHandler
@@ -86,6 +88,8 @@ class Config:
     """directory the run directory is created in"""
     console: Literal["auto", "dashboard", "plain", "table"] = "auto"
     """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -108,8 +112,8 @@ class HideVelocities(gym.ObservationWrapper):
         return observation[self.KEEP]  # [2]: x, theta
 
 
-def make_env() -> gym.Env:
-    return HideVelocities(gym.make("CartPole-v1"))
+def make_env(render_mode: str | None = None) -> gym.Env:
+    return HideVelocities(gym.make("CartPole-v1", render_mode=render_mode))
 
 
 def main(config: Config, resume: str | None = None) -> dict:
@@ -179,7 +183,11 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
 
     logger = build_run_logger(
-        run, config.total_steps, resume=bool(resume), console=config.console
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        console=config.console,
+        wandb_project=config.wandb_project,
     )
     runner = OnPolicyRunner(
         sampler,
@@ -208,6 +216,12 @@ def main(config: Config, resume: str | None = None) -> dict:
             cage,
             eval_cage,
             sample_tree,
+        ),
+        # writes policy.pt; the env is this file's make_env (no gymnasium id)
+        policy=PolicyExport(
+            agent,
+            observation_normalizer,
+            env_factory=f"{Path(__file__).resolve()}:make_env",
         ),
     )
 

@@ -36,6 +36,7 @@ from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
+from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
 from parllel.torch.handler import TorchHandler
@@ -83,6 +84,8 @@ class Config:
     """directory the run directory is created in"""
     console: Literal["auto", "dashboard", "plain", "table"] = "auto"
     """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
 
 
 QUICK = dict(
@@ -166,7 +169,11 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
 
     logger = build_run_logger(
-        run, config.total_steps, resume=bool(resume), console=config.console
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        console=config.console,
+        wandb_project=config.wandb_project,
     )
     runner = OnPolicyRunner(
         sampler,
@@ -196,6 +203,7 @@ def main(config: Config, resume: str | None = None) -> dict:
             eval_cage,
             sample_tree,
         ),
+        policy=PolicyExport(agent, observation_normalizer, env_id="Pendulum-v1"),
     )
 
 

@@ -36,6 +36,7 @@ from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import BackgroundSampler, FeedForwardSampler
+from parllel.torch import PolicyExport
 from parllel.torch.agents import build_sac_agent
 from parllel.torch.algos import SAC, EntropyCoefficient, build_sac_optimizer
 from parllel.torch.handler import TorchHandler
@@ -85,6 +86,8 @@ class Config:
     """directory the run directory is created in"""
     console: Literal["auto", "dashboard", "plain", "table"] = "auto"
     """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
 
 
 QUICK = dict(
@@ -234,7 +237,11 @@ def main(config: Config, resume: str | None = None) -> dict:
     sac = SAC(agent, optimizer, alpha, tau=config.tau, replay_ratio=config.replay_ratio)
 
     logger = build_run_logger(
-        run, config.total_steps, resume=bool(resume), console=config.console
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        console=config.console,
+        wandb_project=config.wandb_project,
     )
     runner = OffPolicyRunner(
         sampler,
@@ -255,7 +262,11 @@ def main(config: Config, resume: str | None = None) -> dict:
         publisher=publisher,
     )
     return run_training(
-        runner, run, resume=bool(resume), close=(*close, eval_cage, replay_tree)
+        runner,
+        run,
+        resume=bool(resume),
+        close=(*close, eval_cage, replay_tree),
+        policy=PolicyExport(agent, env_id="Pendulum-v1"),  # writes policy.pt
     )
 
 

@@ -20,6 +20,7 @@ def build_run_logger(
     resume_step: int | None = None,
     table_every: int = 4,
     console: str = "auto",
+    wandb_project: str | None = None,
 ) -> Any:
     """The usual loggers of a run directory: the console, CSV and TensorBoard.
 
@@ -38,6 +39,11 @@ def build_run_logger(
     :meth:`Runner.load <parllel.runners.Runner.load>` then rewinds them to the
     checkpoint's step (rows and events logged after it are dropped, so no step
     appears twice). Without a runner, pass ``resume_step`` to rewind here.
+
+    With ``wandb_project``, metrics, config and metadata also go to a
+    Weights & Biases run of that project (:class:`~parllel.logging.wandb_sink.WandbSink`,
+    the ``wandb`` extra; ``WANDB_MODE=offline`` keeps it local), the same
+    W&B run when resuming.
 
     Needs the ``torch`` and ``logging`` extras (TensorBoard; rich for the
     dashboard, tqdm for the table's bar).
@@ -73,13 +79,22 @@ def build_run_logger(
             *last,
         ]
     )
+    if wandb_project is not None:
+        from parllel.logging.wandb_sink import WandbSink
+
+        logger.loggers.append(WandbSink(wandb_project, run, resume=resume))
     if resume and resume_step is not None:
         logger.rewind(resume_step)
     return logger
 
 
 def run_training(
-    runner: Any, run: Any, *, resume: bool = False, close: tuple = ()
+    runner: Any,
+    run: Any,
+    *,
+    resume: bool = False,
+    close: tuple = (),
+    policy: Any = None,
 ) -> dict[str, float]:
     """Resume if asked, run, always close ``close`` (and the runner's logger), plot.
 
@@ -100,7 +115,11 @@ def run_training(
     summary: dict[str, float] = {}
     already_finished = exited_at_once = False
     resume_error: Exception | None = None
+    algorithm = type(runner.algorithm).__name__ if policy is not None else None
+    exported = None
     try:
+        if policy is not None:
+            policy.write_spec(run.path, runner.checkpoint_objects, algorithm=algorithm)
         if resume:
             try:
                 runner.load(run.checkpoints_dir)
@@ -114,6 +133,10 @@ def run_training(
             already_finished = runner.finished
             if not already_finished:
                 summary = runner.run()
+                if policy is not None:
+                    exported = policy.export(
+                        run.path, env_steps=runner.env_steps, algorithm=algorithm
+                    )
     except KeyboardInterrupt:
         exited_at_once = True
     finally:
@@ -144,6 +167,8 @@ def run_training(
             f"with a larger --total-steps to train further); run in {run.path}"
         )
         return {}
+    if exported is not None:
+        print(f"policy exported: {exported}")
     try:
         plot_learning_curve(run.path)
     except (ConfigError, FileNotFoundError) as error:  # e.g. nothing logged yet

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.policy_checks import check_exported_policy
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SCRIPTS = [
@@ -70,6 +72,7 @@ def test_example_quick_run_and_resume(script, tmp_path):
     assert [c.name for c in checkpoints] == [f"checkpoint_{QUICK_STEPS:012d}.pt"]
     steps = _steps(run_dir / "logs" / "progress.csv")
     assert steps and steps[-1] == QUICK_STEPS
+    check_exported_policy(run_dir, QUICK_STEPS, "PPO")
 
     done = _run(script, tmp_path, "--resume", str(run_dir), "--total-steps", "768")
     assert "eval return" in done.stdout

@@ -126,6 +126,28 @@ build.__module__ = "__main__"  # this call's module exists only here: pickle by 
 with RaySampler(build, n_actors=1, num_cpus_per_actor=0) as sampler:
     assert sampler.collect_batch().sample_tree["reward"].shape == (4, 2)
 """,
+    "parllel.logging.wandb_sink": """
+import os
+os.environ.update(WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DIR=str(tmp))
+from parllel.logging.wandb_sink import WandbSink
+sink = WandbSink("extras", tmp, config={"lr": 1e-3})
+sink.log(5, {"train/return_mean": 1.0})
+sink.close()
+""",
+    "parllel.enjoy": """
+import gymnasium as gym
+from parllel.enjoy import evaluate, make_env
+from parllel.torch import export_policy, load_policy
+from parllel.torch.agents import ActorCriticAgent
+from parllel.torch.models import build_actor_critic
+spaces = gym.make("CartPole-v1")
+agent = ActorCriticAgent(*build_actor_critic(spaces.observation_space, spaces.action_space))
+policy = load_policy(export_policy(tmp, agent, env_id="CartPole-v1"))
+env = make_env("CartPole-v1", video_dir=str(tmp / "video"))
+evaluate(policy, env, 1, seed=0, max_steps=5)
+env.close()
+assert list((tmp / "video").glob("*.mp4"))
+""",
     "parllel.patterns": """
 from parllel.patterns import build_run_logger, run_training
 from parllel.runtime import RunDirectory
@@ -165,6 +187,8 @@ LAZY = {
     "parllel.runtime.cli": {"cli"},
     "parllel.distributed": {"ray"},
     "parllel.bench": {"torch", "plot"},
+    "parllel.logging.wandb_sink": {"wandb"},
+    "parllel.enjoy": {"video"},
 }
 
 

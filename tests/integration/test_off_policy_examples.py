@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.policy_checks import check_exported_policy
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's parllel
@@ -33,6 +35,7 @@ def test_example_quick(tmp_path, script, extra):
     assert len(run_dirs) == 1
     assert (run_dirs[0] / "logs" / "progress.csv").exists()
     assert any((run_dirs[0] / "checkpoints").iterdir())
+    check_exported_policy(run_dirs[0], 1_024, "DQN")
 
 
 @pytest.mark.timeout(120)
@@ -52,3 +55,4 @@ def test_sac_example_resumes(tmp_path, flags):
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert "after 600 steps" in again.stdout.splitlines()[-1]
+    check_exported_policy(run_dir, 600, "SAC")

@@ -11,6 +11,7 @@ from torch import nn
 
 from parllel.agents.base import AgentStep, check_mode
 from parllel.errors import ConfigError
+from parllel.torch.architecture import Architecture
 from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.mlp import MLP
 
@@ -136,6 +137,9 @@ def build_dqn_agent(
 ) -> DqnAgent:
     """Build a :class:`DqnAgent` with an MLP :class:`QNetwork`.
 
+    ``agent.architecture`` records the arguments (see
+    :func:`parllel.torch.export_policy`).
+
     Raises:
         ConfigError: the action space is not ``Discrete``.
     """
@@ -145,4 +149,10 @@ def build_dqn_agent(
     q_network = QNetwork(
         build_encoder(observation_space), num_actions, hidden_sizes, activation
     )
-    return DqnAgent(q_network, num_actions, epsilon=epsilon)
+    architecture = Architecture(
+        "dqn",
+        observation_space,
+        action_space,
+        dict(hidden_sizes=tuple(hidden_sizes), activation=activation, epsilon=epsilon),
+    )
+    return architecture.attach(DqnAgent(q_network, num_actions, epsilon=epsilon))

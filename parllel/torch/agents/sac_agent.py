@@ -11,6 +11,7 @@ from torch import nn
 
 from parllel.agents.base import AgentStep, check_mode
 from parllel.errors import ConfigError
+from parllel.torch.architecture import Architecture
 from parllel.torch.distributions import GaussianParams, SquashedGaussian
 from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.heads import GaussianHead
@@ -173,6 +174,10 @@ def build_sac_agent(
         min_log_std: lower clip of the actor's log-std.
         max_log_std: upper clip of the actor's log-std.
 
+    Returns:
+        The agent; ``agent.architecture`` records these arguments (see
+        :func:`parllel.torch.export_policy`).
+
     Raises:
         ConfigError: the action space is not a bounded 1-D Box.
     """
@@ -189,4 +194,15 @@ def build_sac_agent(
     distribution = SquashedGaussian(
         action_dim, action_space.low, action_space.high, min_log_std, max_log_std
     )
-    return SacAgent(actor, critic, distribution)
+    architecture = Architecture(
+        "sac",
+        observation_space,
+        action_space,
+        dict(
+            hidden_sizes=tuple(hidden_sizes),
+            activation=activation,
+            min_log_std=min_log_std,
+            max_log_std=max_log_std,
+        ),
+    )
+    return architecture.attach(SacAgent(actor, critic, distribution))

@@ -10,6 +10,7 @@ import numpy as np
 from torch import nn
 
 from parllel.errors import ConfigError
+from parllel.torch.architecture import Architecture
 from parllel.torch.distributions import Categorical, Gaussian, SquashedGaussian
 from parllel.torch.models.actor_critic import ActorCriticModel
 from parllel.torch.models.encoders import build_encoder, encoder_output_size
@@ -53,8 +54,23 @@ def build_actor_critic(
         init_log_std: initial log-std for Box actions.
 
     Returns:
-        ``(model, distribution)``.
+        ``(model, distribution)``; ``model.architecture`` records these
+        arguments (see :func:`parllel.torch.export_policy`).
     """
+    architecture = Architecture(
+        "actor_critic",
+        observation_space,
+        action_space,
+        dict(
+            hidden_sizes=tuple(hidden_sizes),
+            activation=activation,
+            shared_trunk=shared_trunk,
+            recurrent_cell=recurrent_cell,
+            recurrent_size=recurrent_size,
+            squash=squash,
+            init_log_std=init_log_std,
+        ),
+    )
     encoder = build_encoder(observation_space)
     feature_size = encoder_output_size(encoder)
     core = None
@@ -103,4 +119,4 @@ def build_actor_critic(
             policy_trunk=policy_trunk,
             value_trunk=value_trunk,
         )
-    return model, distribution
+    return architecture.attach(model), distribution

@@ -1,0 +1,239 @@
+"""Watch a trained policy: evaluate it for a few episodes, optionally on video.
+
+    python -m parllel.enjoy runs/cartpole-ppo-20250101-120000
+    python -m parllel.enjoy RUN_DIR --episodes 5 --seed 1
+    python -m parllel.enjoy RUN_DIR --video videos/   # needs parllel[video]
+    python -m parllel.enjoy policy.pt --env CartPole-v1
+    python -m parllel.enjoy RUN_DIR --env my_envs:make_env --stochastic
+
+The policy is loaded with :func:`parllel.torch.load_policy` (a run
+directory's ``policy.pt``, or its newest checkpoint). The env is built from
+``--env`` if given, else from what the export records: its ``env_factory``
+(``"module:function"`` or ``"path/to/file.py:function"``), else its
+``env_id`` (``gymnasium.make``). Each episode's return and length are
+printed, then the mean. ``--video DIR`` records every episode with
+gymnasium's ``RecordVideo`` (the env must render ``rgb_array`` frames: a
+factory then needs a ``render_mode`` argument); it needs moviepy (and pygame
+for gymnasium's classic-control envs), the ``video`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from parllel.errors import ConfigError, MissingDependencyError, ParllelError
+from parllel.torch import Policy, load_policy
+
+__all__ = ["evaluate", "main", "make_env", "resolve_env_factory"]
+
+_VIDEO_HINT = (
+    "pip install 'parllel[video]' (moviepy writes the video; pygame renders "
+    "gymnasium's classic-control envs)"
+)
+
+
+def _load_module(source: str) -> Any:
+    if source.endswith(".py"):
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"env factory file {path} does not exist")
+        spec = importlib.util.spec_from_file_location(f"_enjoy_env_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise ConfigError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[spec.name]
+            raise
+        return module
+    try:
+        return importlib.import_module(source)
+    except ImportError as error:
+        raise ConfigError(
+            f"cannot import env factory module {source!r}: {error}"
+        ) from error
+
+
+def resolve_env_factory(env: str) -> Callable[..., gym.Env]:
+    """A function building the env named by ``env``.
+
+    ``env`` is ``"module:function"`` or ``"path/to/file.py:function"`` (the
+    part after the last colon is a Python name), or else a gymnasium id
+    (``"CartPole-v1"``, also ``"module:EnvId-v0"``), built by ``gym.make``.
+
+    Raises:
+        ConfigError: the module, file or function does not exist.
+    """
+    source, _, name = env.rpartition(":")
+    if source and name.isidentifier():
+        factory = getattr(_load_module(source), name, None)
+        if not callable(factory):
+            raise ConfigError(f"{source} has no function {name!r}")
+        return factory
+    return lambda **kwargs: gym.make(env, **kwargs)
+
+
+def _accepts_render_mode(factory: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        p.name == "render_mode" or p.kind is inspect.Parameter.VAR_KEYWORD
+        for p in parameters
+    )
+
+
+def make_env(env: str, *, video_dir: str | None = None) -> gym.Env:
+    """Build the env (recording every episode into ``video_dir`` if given).
+
+    Raises:
+        ConfigError: the env cannot render ``rgb_array`` frames for a video.
+        MissingDependencyError: moviepy is missing for a video.
+    """
+    factory = resolve_env_factory(env)
+    if video_dir is None:
+        return factory()
+    if importlib.util.find_spec("moviepy") is None:
+        raise MissingDependencyError(f"--video needs moviepy: {_VIDEO_HINT}")
+    if not _accepts_render_mode(factory):
+        raise ConfigError(
+            f"--video: the env factory {env} takes no render_mode argument; give "
+            "it one (render_mode=None, passed on to gymnasium.make) so it can "
+            "render rgb_array frames"
+        )
+    instance = factory(render_mode="rgb_array")
+    if instance.render_mode != "rgb_array":
+        instance.close()
+        raise ConfigError(
+            f"--video: {env} renders {instance.render_mode!r}, not 'rgb_array' frames"
+        )
+    return gym.wrappers.RecordVideo(
+        instance, video_dir, episode_trigger=lambda _: True, name_prefix="enjoy"
+    )
+
+
+def evaluate(
+    policy: Policy,
+    env: gym.Env,
+    episodes: int,
+    *,
+    seed: int | None = None,
+    deterministic: bool = True,
+    max_steps: int | None = None,
+    report: Callable[[str], None] = print,
+) -> list[tuple[float, int]]:
+    """Run ``episodes`` episodes of ``policy`` in ``env``; return ``(return, length)`` each.
+
+    The first reset is seeded with ``seed`` (the later ones continue the
+    env's random stream); the policy's recurrent state is reset at every
+    episode start.
+
+    Raises:
+        MissingDependencyError: the env cannot render for lack of a package.
+    """
+    results = []
+    try:
+        for episode in range(episodes):
+            observation, _ = env.reset(seed=seed if episode == 0 else None)
+            policy.reset()
+            total, length, done = 0.0, 0, False
+            while not done and (max_steps is None or length < max_steps):
+                action = policy.act(observation, deterministic=deterministic)
+                observation, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                length += 1
+                done = terminated or truncated
+            results.append((total, length))
+            report(f"episode {episode + 1}: return {total:.2f}, length {length}")
+    except gym.error.DependencyNotInstalled as error:  # e.g. rendering for a video
+        raise MissingDependencyError(f"{error}; {_VIDEO_HINT}") from error
+    return results
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m parllel.enjoy",
+        description="Evaluate a trained policy for a few episodes (and record them).",
+    )
+    parser.add_argument("path", help="a run directory or a policy file")
+    parser.add_argument("--episodes", type=int, default=3, help="episodes to run")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed of the first reset"
+    )
+    parser.add_argument(
+        "--stochastic", action="store_true", help="sample actions (default: the mode)"
+    )
+    parser.add_argument(
+        "--env",
+        default=None,
+        help="gymnasium id, module:function or file.py:function building the env "
+        "(default: what the export records)",
+    )
+    parser.add_argument("--video", metavar="DIR", default=None, help="record episodes")
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help="cut episodes at this length"
+    )
+    parser.add_argument(
+        "--clip-actions", action="store_true", help="clip Box actions into the bounds"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> list[tuple[float, int]]:
+    """The command line; returns each episode's ``(return, length)``."""
+    args = _parser().parse_args(argv)
+    if args.episodes < 1:
+        raise SystemExit(f"--episodes must be >= 1, got {args.episodes}")
+    try:
+        policy = load_policy(args.path, clip_actions=args.clip_actions)
+        trained = policy.trained_with
+        env_name = args.env or trained.get("env_factory") or trained.get("env_id")
+        if not env_name:
+            raise ConfigError(
+                f"{policy.source} records no env: pass --env (a gymnasium id, "
+                "module:function or file.py:function)"
+            )
+        env = make_env(env_name, video_dir=args.video)
+        if args.seed is not None:
+            torch.manual_seed(args.seed)
+        print(f"{policy} from {policy.source}")
+        try:
+            results = evaluate(
+                policy,
+                env,
+                args.episodes,
+                seed=args.seed,
+                deterministic=not args.stochastic,
+                max_steps=args.max_steps,
+            )
+        finally:
+            env.close()
+    except ParllelError as error:  # said plainly, without a traceback
+        raise SystemExit(f"python -m parllel.enjoy: {error}") from None
+    returns = np.array([r for r, _ in results])
+    lengths = np.array([n for _, n in results])
+    print(
+        f"mean return {returns.mean():.2f} +- {returns.std():.2f}, mean length "
+        f"{lengths.mean():.1f} over {len(results)} episodes"
+    )
+    if args.video:
+        print(f"videos in {args.video}")
+    return results
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,300 @@
+"""The policy file: weights, architecture, spaces, normalizer and provenance.
+
+One ``torch.save`` file of plain data (dicts, lists, numbers, strings and
+tensors; no pickled class), so :func:`read_policy_file` loads it with
+``torch.load(weights_only=True)``::
+
+    {"format": "parllel-policy", "format_version": 1,
+     "architecture": {"builder": "actor_critic", "kwargs": {...}},
+     "observation_space": {...}, "action_space": {...},
+     "weights": {"model": state_dict},
+     "observation_normalizer": None | {"clip", "epsilon", "leaves": {...}},
+     "trained_with": {"algorithm", "env_id", "env_factory", "env_steps"},
+     "metadata": {...}, "versions": {...}}
+
+A run directory also gets ``policy_spec.json`` (:mod:`parllel.torch.export.spec`),
+so a run interrupted before its export still loads from its checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from collections.abc import Mapping
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from parllel.errors import PolicyExportError, PolicyFileError, PolicyNotFoundError
+from parllel.torch.architecture import Architecture, architecture_of
+from parllel.torch.export.builders import (
+    agent_builder,
+    kwargs_from_data,
+    kwargs_to_data,
+)
+from parllel.torch.export.normalizer import normalizer_to_data
+from parllel.torch.export.spaces import space_from_data, space_to_data
+
+__all__ = [
+    "POLICY_FILE",
+    "PolicyRecord",
+    "describe_policy",
+    "export_policy",
+    "read_policy_file",
+]
+
+FORMAT = "parllel-policy"
+FORMAT_VERSION = 1
+POLICY_FILE = "policy.pt"
+"""the export's file name in a run directory"""
+_VERSIONED = ("parllel", "torch", "gymnasium", "numpy")
+
+
+@dataclasses.dataclass
+class PolicyRecord:
+    """What a policy file (or a spec plus a checkpoint) holds, ready to build.
+
+    Attributes:
+        architecture: builder, spaces and keyword arguments.
+        weights: ``{module name: state dict}``.
+        observation_normalizer: the normalizer's data, or None.
+        trained_with: algorithm, env id or factory, env steps (None if unknown).
+        metadata: the export's free-form metadata.
+        source: the file the weights were read from.
+    """
+
+    architecture: Architecture
+    weights: dict[str, Any]
+    observation_normalizer: dict[str, Any] | None
+    trained_with: dict[str, Any]
+    metadata: dict[str, Any]
+    source: Path
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib_metadata.version(name)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+def describe_policy(
+    agent: Any,
+    *,
+    observation_space: Any = None,
+    action_space: Any = None,
+    algorithm: str | None = None,
+    env_id: str | None = None,
+    env_factory: str | None = None,
+    env_steps: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The header of a policy file (everything but weights and statistics).
+
+    Arguments as for :func:`export_policy`.
+
+    Raises:
+        PolicyExportError: if the agent has no recorded architecture, or its
+            spaces or arguments have no plain form.
+    """
+    architecture = architecture_of(agent)
+    if architecture is None:
+        raise PolicyExportError(
+            f"{type(agent).__name__} has no recorded architecture: build it with "
+            "build_actor_critic, build_sac_agent or build_dqn_agent (they record "
+            "their arguments), or attach an Architecture naming a builder "
+            "registered with register_agent_builder"
+        )
+    builder = agent_builder(architecture.builder)
+    kwargs = dict(architecture.kwargs)
+    if builder.current_kwargs is not None:
+        kwargs.update(builder.current_kwargs(agent))
+    spaces = {}
+    for name, given, recorded in (
+        ("observation_space", observation_space, architecture.observation_space),
+        ("action_space", action_space, architecture.action_space),
+    ):
+        space = given if given is not None else recorded
+        try:
+            spaces[name] = space_to_data(space)
+        except PolicyExportError as error:
+            raise PolicyExportError(
+                f"{name}: {error} (the agent was built from {recorded!r}; pass "
+                f"{name}= the env's space)"
+            ) from None
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "architecture": {
+            "builder": architecture.builder,
+            "kwargs": kwargs_to_data(kwargs),
+        },
+        **spaces,
+        "trained_with": {
+            "algorithm": algorithm,
+            "env_id": env_id,
+            "env_factory": env_factory,
+            "env_steps": None if env_steps is None else int(env_steps),
+        },
+        "metadata": dict(metadata or {}),
+        "versions": {name: _version(name) for name in _VERSIONED},
+    }
+
+
+def _atomic_torch_save(path: Path, obj: Any) -> None:
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.stem}_", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            torch.save(obj, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+
+
+def _as_file(path: str | os.PathLike[str], name: str) -> Path:
+    """``path`` itself, or ``path/name`` if ``path`` is a directory."""
+    path = Path(path)
+    return path / name if path.is_dir() else path
+
+
+def export_policy(
+    path: str | os.PathLike[str],
+    agent: Any,
+    *,
+    observation_normalizer: Any = None,
+    observation_space: Any = None,
+    action_space: Any = None,
+    algorithm: str | None = None,
+    env_id: str | None = None,
+    env_factory: str | None = None,
+    env_steps: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write a trained policy to one file that :func:`load_policy` reads.
+
+    Example:
+        >>> export_policy(run.path, agent, algorithm="PPO", env_id="CartPole-v1")
+        PosixPath('runs/cartpole-ppo-.../policy.pt')
+
+    Args:
+        path: the file to write, or a directory (its ``policy.pt``).
+        agent: an agent built by ``build_actor_critic`` (wrapped in an
+            ``ActorCriticAgent``), ``build_sac_agent`` or ``build_dqn_agent``,
+            or any agent with an attached
+            :class:`~parllel.torch.architecture.Architecture`.
+        observation_normalizer: the
+            :class:`~parllel.transforms.NormalizeObservations` the run used;
+            its statistics are saved and applied by the loaded policy.
+        observation_space: the env's observation space, if the agent was
+            built from an example observation instead of a space.
+        action_space: the env's action space (likewise).
+        algorithm: what trained it (e.g. ``"PPO"``).
+        env_id: the gymnasium id of the env it was trained on.
+        env_factory: ``"module:function"`` or ``"path/to/file.py:function"``
+            building the env, when an id is not enough (wrappers).
+        env_steps: env steps of training.
+        metadata: more plain values to store.
+
+    Returns:
+        The file written (atomically: a crash leaves the previous file).
+
+    Raises:
+        PolicyExportError: if the agent cannot be described (see
+            :func:`describe_policy`).
+    """
+    header = describe_policy(
+        agent,
+        observation_space=observation_space,
+        action_space=action_space,
+        algorithm=algorithm,
+        env_id=env_id,
+        env_factory=env_factory,
+        env_steps=env_steps,
+        metadata=metadata,
+    )
+    modules = agent_builder(header["architecture"]["builder"]).modules(agent)
+    weights = {
+        name: {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+        for name, module in modules.items()
+    }
+    normalizer = (
+        None
+        if observation_normalizer is None
+        else normalizer_to_data(observation_normalizer)
+    )
+    file = _as_file(path, POLICY_FILE)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_torch_save(
+        file, {**header, "weights": weights, "observation_normalizer": normalizer}
+    )
+    return file
+
+
+def check_header(data: Any, path: Path, expected: str) -> None:
+    """Raise :class:`PolicyFileError` unless ``data`` is a ``expected`` file of a known version."""
+    if not isinstance(data, Mapping) or data.get("format") != expected:
+        hint = (
+            " (a checkpoint? pass the run directory to load_policy)"
+            if isinstance(data, Mapping) and "parllel_checkpoint" in data
+            else ""
+        )
+        raise PolicyFileError(f"{path} is not a parllel policy file{hint}")
+    version = data.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise PolicyFileError(
+            f"{path} has policy format {version!r}; this parllel reads up to "
+            f"{FORMAT_VERSION}"
+        )
+
+
+def build_record(
+    data: Mapping[str, Any], weights: dict[str, Any], normalizer: Any, path: Path
+) -> PolicyRecord:
+    try:
+        architecture = Architecture(
+            str(data["architecture"]["builder"]),
+            space_from_data(data["observation_space"]),
+            space_from_data(data["action_space"]),
+            kwargs_from_data(data["architecture"]["kwargs"]),
+        )
+        trained_with = dict(data["trained_with"])
+    except (KeyError, TypeError) as error:
+        raise PolicyFileError(f"{path} lacks {error}") from None
+    return PolicyRecord(
+        architecture,
+        weights,
+        normalizer,
+        trained_with,
+        dict(data.get("metadata") or {}),
+        path,
+    )
+
+
+def read_policy_file(path: str | os.PathLike[str]) -> PolicyRecord:
+    """Read and check a file written by :func:`export_policy`.
+
+    Raises:
+        PolicyNotFoundError: if there is no such file.
+        PolicyFileError: if it cannot be read or is not a parllel policy file
+            of a format this version reads.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PolicyNotFoundError(f"policy file {path} does not exist")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise PolicyFileError(
+            f"cannot read policy file {path}: {type(error).__name__}: {error}"
+        ) from error
+    check_header(data, path, FORMAT)
+    weights = data.get("weights")
+    if not isinstance(weights, Mapping) or not weights:
+        raise PolicyFileError(f"{path} holds no weights")
+    return build_record(data, dict(weights), data.get("observation_normalizer"), path)

@@ -1,0 +1,315 @@
+"""A trained policy acting on raw gymnasium observations, with no sampler.
+
+:func:`load_policy` rebuilds the agent an export (or a run's checkpoint)
+describes and wraps it in a :class:`Policy`: ``act(observation)`` takes what
+``env.reset()`` / ``env.step()`` return, applies the saved observation
+normalizer, runs the agent as the sampler's handler does (``"eval"`` mode:
+deterministic actions) and returns an action for ``env.step``::
+
+    policy = load_policy("runs/cartpole-ppo-20250101-120000")
+    observation, info = env.reset(seed=0)
+    while True:
+        action = policy.act(observation)
+        observation, reward, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    policy.reset()  # a recurrent policy forgets the episode
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from parllel.agents.state import ALL, EnvStates, as_index
+from parllel.cages.spaces import space_leaves, value_at, zero_example
+from parllel.errors import PolicyFileError, PolicyNotFoundError, ShapeError
+from parllel.torch.export.artifact import (
+    POLICY_FILE,
+    PolicyRecord,
+    read_policy_file,
+)
+from parllel.torch.export.builders import agent_builder
+from parllel.torch.export.checkpoints import (
+    newest_checkpoint_objects,
+    newest_checkpoint_step,
+)
+from parllel.torch.export.normalizer import FrozenObservationNormalizer
+from parllel.torch.export.spec import SPEC_FILE, read_policy_spec, record_from_spec
+from parllel.tree import tree_map
+
+__all__ = ["Policy", "load_policy"]
+
+
+class Policy:
+    """An agent, its spaces and observation normalizer, acting on raw observations.
+
+    Build one with :func:`load_policy`. Actions are the agent's, exactly as
+    the sampler hands them to the env: an ``int`` for a ``Discrete`` space,
+    an array of the space's dtype for a ``Box`` (a squashed Gaussian keeps it
+    within the bounds; an unsquashed one can leave them, as in training,
+    unless ``clip_actions``). A recurrent policy keeps its state between
+    calls: call :meth:`reset` when an episode ends.
+
+    Args:
+        agent: the rebuilt agent.
+        observation_space: the env's observation space.
+        action_space: the env's action space.
+        observation_normalizer: the saved normalizer, or None.
+        trained_with: algorithm, env id or factory, env steps.
+        source: the file the weights came from.
+        clip_actions: clip ``Box`` actions into the space's bounds.
+        device: where the agent runs.
+    """
+
+    def __init__(
+        self,
+        agent: Any,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        *,
+        observation_normalizer: FrozenObservationNormalizer | None = None,
+        trained_with: dict[str, Any] | None = None,
+        source: Path | None = None,
+        clip_actions: bool = False,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.agent = agent
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.observation_normalizer = observation_normalizer
+        self.trained_with = dict(trained_with or {})
+        self.source = source
+        self.clip_actions = bool(clip_actions)
+        self.device = torch.device(device)
+        self._leaves = space_leaves(observation_space)
+        self._example = zero_example(observation_space)
+        self._states: EnvStates | None = None
+        self._n_envs: int | None = None
+        self._mode = ""
+
+    @property
+    def recurrent(self) -> bool:
+        """True if the agent keeps state between steps."""
+        with torch.no_grad():
+            return self.agent.initial_state(1) is not None
+
+    def _batch_size(self, observation: Any) -> int | None:
+        """None for one observation, else the number of observations."""
+        path, space = self._leaves[0]
+        try:
+            leaf = np.asarray(value_at(observation, path))
+        except (KeyError, IndexError, TypeError):
+            raise ShapeError(
+                f"observation has no leaf {path!r} of the observation space "
+                f"{self.observation_space}"
+            ) from None
+        ndim = len(space.shape or ())
+        if leaf.ndim == ndim:
+            return None
+        if leaf.ndim == ndim + 1:
+            return int(leaf.shape[0])
+        raise ShapeError(
+            f"observation{f' leaf {path!r}' if path else ''} has shape "
+            f"{leaf.shape}; the observation space {self.observation_space} "
+            f"needs {tuple(space.shape or ())} (one observation) or "
+            f"[N, *{tuple(space.shape or ())}] (N observations)"
+        )
+
+    def _inputs(self, observation: Any, batched: bool) -> Any:
+        """Copies with the space's dtypes and a leading dim, normalized, as tensors."""
+
+        def leaf(value: Any, example: Any) -> np.ndarray:
+            array = np.array(value, dtype=np.asarray(example).dtype)
+            return array if batched else array[np.newaxis]
+
+        arrays = tree_map(leaf, observation, self._example)
+        if self.observation_normalizer is not None:
+            self.observation_normalizer.normalize(arrays)
+        return tree_map(lambda a: torch.from_numpy(a).to(self.device), arrays)
+
+    def _state(self, n_envs: int) -> EnvStates:
+        if self._states is None:
+            with torch.no_grad():
+                self._states = EnvStates(
+                    self.agent.initial_state(n_envs), self.agent.initial_state(1)
+                )
+            self._n_envs = n_envs
+        elif self._n_envs != n_envs and not self._states.empty:
+            raise ShapeError(
+                f"this recurrent policy keeps state for {self._n_envs} envs, got "
+                f"{n_envs} observations: call reset() first"
+            )
+        return self._states
+
+    def act(self, observation: Any, deterministic: bool = True) -> Any:
+        """The action for one observation, or actions for a batch ``[N, ...]``.
+
+        Args:
+            observation: as the env returns it (any nesting of its space), or
+                N of them stacked on a leading dim.
+            deterministic: the distribution's mode (greedy for DQN), as in
+                evaluation; False samples as in training (DQN: epsilon-greedy
+                with the epsilon at export).
+
+        Returns:
+            An action valid for ``env.step`` (an ``int`` for ``Discrete``), or
+            an array of N actions.
+        """
+        batch = self._batch_size(observation)
+        mode = "eval" if deterministic else "sample"
+        if mode != self._mode:
+            self.agent.set_mode(mode)
+            self._mode = mode
+        states = self._state(batch or 1)
+        with torch.no_grad():
+            step = self.agent.step(
+                self._inputs(observation, batch is not None),
+                None,
+                None,
+                states.gather(ALL),
+            )
+            states.scatter(ALL, step.state)
+        action = tree_map(lambda t: t.detach().cpu().numpy(), step.action)
+        if self.clip_actions and isinstance(self.action_space, gym.spaces.Box):
+            action = np.clip(action, self.action_space.low, self.action_space.high)
+        if batch is not None:
+            return action
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            return int(action[0])
+        return tree_map(lambda a: a[0], action)
+
+    __call__ = act
+
+    def reset(self, env_indices: Any = None) -> None:
+        """Forget the recurrent state (of the envs at ``env_indices``; all if None)."""
+        if self._states is None or env_indices is None:
+            self._states = None
+            return
+        index = as_index(env_indices)
+        if isinstance(index, np.ndarray):
+            index = torch.from_numpy(index)
+        with torch.no_grad():
+            self._states.reset(index)
+
+    def __repr__(self) -> str:
+        trained = ", ".join(f"{k}={v}" for k, v in self.trained_with.items() if v)
+        return (
+            f"Policy({type(self.agent).__name__}, observation_space="
+            f"{self.observation_space}, action_space={self.action_space}"
+            f"{', ' + trained if trained else ''})"
+        )
+
+
+def _build(record: PolicyRecord, **policy_kwargs: Any) -> Policy:
+    architecture = record.architecture
+    builder = agent_builder(architecture.builder)
+    agent = builder.build(
+        architecture.observation_space,
+        architecture.action_space,
+        dict(architecture.kwargs),
+    )
+    modules = builder.modules(agent)
+    missing = sorted(set(modules) - set(record.weights))
+    if missing:
+        raise PolicyFileError(f"{record.source} has no weights for {missing}")
+    for name, module in modules.items():
+        try:
+            module.load_state_dict(record.weights[name])
+        except (RuntimeError, TypeError, ValueError) as error:
+            raise PolicyFileError(
+                f"the {name!r} weights of {record.source} do not fit the "
+                f"architecture it describes: {error}"
+            ) from error
+    device = policy_kwargs.get("device", "cpu")
+    for module in modules.values():
+        module.to(device)
+    if hasattr(agent, "device"):
+        agent.device = torch.device(device)
+    normalizer = record.observation_normalizer
+    return Policy(
+        agent,
+        architecture.observation_space,
+        architecture.action_space,
+        observation_normalizer=(
+            None
+            if normalizer is None
+            else FrozenObservationNormalizer.from_data(normalizer)
+        ),
+        trained_with=record.trained_with,
+        source=record.source,
+        **policy_kwargs,
+    )
+
+
+def _record_of_run(run_dir: Path) -> PolicyRecord:
+    """The newer of the run's export and its newest checkpoint (the export on a tie)."""
+    export = run_dir / POLICY_FILE
+    spec_file = run_dir / SPEC_FILE
+    checkpoint_step = newest_checkpoint_step(run_dir)
+    if export.is_file():
+        record = read_policy_file(export)
+        exported_at = record.trained_with.get("env_steps")
+        newer_checkpoint = (
+            checkpoint_step is not None
+            and exported_at is not None
+            and checkpoint_step > int(exported_at)
+            and spec_file.is_file()
+        )
+        if not newer_checkpoint:
+            return record
+    elif checkpoint_step is None or not spec_file.is_file():
+        what = "no checkpoint" if checkpoint_step is None else f"no {SPEC_FILE}"
+        raise PolicyNotFoundError(
+            f"{run_dir} has no {POLICY_FILE} and {what} to load a policy from "
+            "(export_policy writes the first; the checkpoints need the second, "
+            "which run_training(..., policy=PolicyExport(...)) writes)"
+        )
+    spec = read_policy_spec(spec_file)
+    path, step, objects = newest_checkpoint_objects(run_dir)
+    record = record_from_spec(spec, objects, path)
+    record.trained_with["env_steps"] = step
+    return record
+
+
+def load_policy(
+    path: str | os.PathLike[str],
+    *,
+    clip_actions: bool = False,
+    device: str | torch.device = "cpu",
+) -> Policy:
+    """Load an exported policy, from its file or from a run directory.
+
+    A run directory gives its ``policy.pt``, or its newest checkpoint (read
+    with the run's ``policy_spec.json``) when that is newer than the export
+    or there is no export.
+
+    Example:
+        >>> policy = load_policy("runs/cartpole-ppo-20250101-120000")
+        >>> action = policy.act(observation)
+
+    Args:
+        path: a file written by :func:`export_policy`, or a run directory.
+        clip_actions: clip ``Box`` actions into the space's bounds.
+        device: where the agent runs.
+
+    Raises:
+        PolicyNotFoundError: nothing to load at ``path``.
+        PolicyFileError: the file is damaged, not a policy, of a newer format,
+            or its weights do not fit the architecture it describes.
+    """
+    path = Path(path)
+    if path.is_dir():
+        record = _record_of_run(path)
+    elif path.exists():
+        record = read_policy_file(path)
+    else:
+        raise PolicyNotFoundError(
+            f"{path} does not exist (a policy file or run directory)"
+        )
+    return _build(record, clip_actions=clip_actions, device=device)

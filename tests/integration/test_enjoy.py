@@ -1,0 +1,164 @@
+"""``python -m parllel.enjoy``: evaluate an exported policy in a subprocess."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from parllel.runtime import RunDirectory
+from parllel.torch import export_policy, load_policy
+from parllel.torch.agents import ActorCriticAgent
+from parllel.torch.models import build_actor_critic
+
+ROOT = Path(__file__).resolve().parents[2]
+EPISODE = re.compile(r"^episode (\d+): return (-?[\d.]+), length (\d+)$", re.MULTILINE)
+CAN_RECORD = all(importlib.util.find_spec(m) for m in ("moviepy", "pygame"))
+
+
+def enjoy(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "parllel.enjoy", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SDL_AUDIODRIVER": "dummy"},
+    )
+
+
+@pytest.fixture
+def cartpole_run(tmp_path) -> Path:
+    """A run directory with an exported (untrained) CartPole policy."""
+    env = gym.make("CartPole-v1")
+    torch.manual_seed(0)
+    agent = ActorCriticAgent(
+        *build_actor_critic(env.observation_space, env.action_space)
+    )
+    run = RunDirectory.create(tmp_path / "runs", "cartpole")
+    export_policy(run.path, agent, algorithm="PPO", env_id="CartPole-v1")
+    return run.path
+
+
+def reference_episodes(run_dir: Path, episodes: int, seed: int) -> list[tuple]:
+    """The same evaluation as a plain gymnasium loop in this process."""
+    policy, env = load_policy(run_dir), gym.make("CartPole-v1")
+    results = []
+    for episode in range(episodes):
+        observation, _ = env.reset(seed=seed if episode == 0 else None)
+        total, length, done = 0.0, 0, False
+        while not done:
+            observation, reward, terminated, truncated, _ = env.step(
+                policy.act(observation)
+            )
+            total, length, done = total + reward, length + 1, terminated or truncated
+        results.append((total, length))
+    return results
+
+
+def test_two_episodes_of_an_exported_policy(cartpole_run, tmp_path):
+    done = enjoy(str(cartpole_run), "--episodes", "2", "--seed", "3", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    episodes = [(float(r), int(n)) for _, r, n in EPISODE.findall(done.stdout)]
+    assert episodes == reference_episodes(cartpole_run, 2, seed=3)
+    mean = np.mean([r for r, _ in episodes])
+    assert f"mean return {mean:.2f}" in done.stdout and "over 2 episodes" in done.stdout
+
+
+def test_env_from_the_command_line_and_missing_env(tmp_path):
+    env = gym.make("CartPole-v1")
+    agent = ActorCriticAgent(
+        *build_actor_critic(env.observation_space, env.action_space)
+    )
+    path = export_policy(tmp_path / "policy.pt", agent)  # no env recorded
+    done = enjoy(str(path), "--episodes", "1", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "records no env: pass --env" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = enjoy(str(path), "--episodes", "1", "--env", "CartPole-v1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(EPISODE.findall(done.stdout)) == 1
+
+
+@pytest.mark.slow
+def test_env_factory_from_a_file(tmp_path):
+    env = gym.make("CartPole-v1")
+    agent = ActorCriticAgent(
+        *build_actor_critic(env.observation_space, env.action_space)
+    )
+    factory = tmp_path / "my_envs.py"
+    factory.write_text(
+        "import gymnasium as gym\n\n"
+        "def make_env():\n"
+        "    return gym.make('CartPole-v1', max_episode_steps=7)\n"
+    )
+    path = export_policy(tmp_path, agent, env_factory=f"{factory}:make_env")
+    done = enjoy(str(path), "--episodes", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert all(int(n) <= 7 for _, _, n in EPISODE.findall(done.stdout))
+    # a video needs a factory taking render_mode
+    done = enjoy(str(path), "--episodes", "1", "--video", "v", cwd=tmp_path)
+    assert done.returncode != 0
+    expected = "takes no render_mode" if CAN_RECORD else r"parllel\[video\]"
+    assert re.search(expected, done.stderr), done.stderr[-2000:]
+
+
+def test_missing_policy_is_named(tmp_path):
+    done = enjoy(str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "does not exist" in done.stderr and "Traceback" not in done.stderr
+    run = RunDirectory.create(tmp_path / "runs", "empty")
+    done = enjoy(str(run.path), cwd=tmp_path)
+    assert done.returncode == 1 and "no policy.pt" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CAN_RECORD, reason="needs the video extra (moviepy, pygame)")
+def test_video_of_each_episode(cartpole_run, tmp_path):
+    video_dir = tmp_path / "videos"
+    done = enjoy(
+        str(cartpole_run), "--episodes", "2", "--video", str(video_dir), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    videos = sorted(p.name for p in video_dir.glob("*.mp4"))
+    assert videos == ["enjoy-episode-0.mp4", "enjoy-episode-1.mp4"]
+    assert all((video_dir / name).stat().st_size > 0 for name in videos)
+
+
+@pytest.mark.skipif(CAN_RECORD, reason="the video extra is installed")
+def test_video_without_the_extra_names_it(cartpole_run, tmp_path):
+    done = enjoy(str(cartpole_run), "--video", str(tmp_path / "v"), cwd=tmp_path)
+    assert done.returncode != 0
+    assert "parllel[video]" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_enjoy_a_quickly_trained_example(tmp_path):
+    """The recurrent example records its own env factory (velocities hidden)."""
+    script = ROOT / "examples" / "cartpole" / "train_ppo_recurrent.py"
+    trained = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=200,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert f"policy exported: {Path('runs') / run_dir.name / 'policy.pt'}" in (
+        trained.stdout
+    )
+    done = enjoy(str(run_dir), "--episodes", "2", "--seed", "0", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "train_ppo_recurrent.py:make_env" in done.stdout
+    assert len(EPISODE.findall(done.stdout)) == 2
