@@ -30,6 +30,7 @@ from parllel.cages.spaces import (
     space_leaves,
     zero_example,
 )
+from parllel.cages.step_overhead import measure_step_overhead_seconds
 from parllel.cages.traj_info import TrajInfo
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "build_cages",
     "env_seed",
     "measure_step_seconds",
+    "measure_step_overhead_seconds",
     "measure_sync_seconds",
     "suggest_layout",
     "suggest_layout_for",

@@ -4,9 +4,10 @@ On a small machine a process cage only pays when the env steps it moves off
 the main process cost clearly more than its synchronizations, and three
 stepping processes on two cores are worse than two. So
 :func:`suggest_layout` weighs the time of an env step
-(:func:`measure_step_seconds`, timed in this process) against the round trip
-of a synchronization (:func:`~parllel.cages.sync.measure_sync_seconds`,
-timed with a helper process) and returns keyword arguments for
+(:func:`measure_step_seconds`, timed in this process) against what a
+synchronized step with a worker costs beyond the env step
+(:func:`~parllel.cages.step_overhead.measure_step_overhead_seconds`, timed
+with a real process cage of a do-nothing env) and returns keyword arguments for
 :class:`~parllel.cages.ProcessCage`, or None when serial stepping is expected
 to win.
 """
@@ -109,8 +110,8 @@ def suggest_layout(
         step_seconds: seconds per env step (:func:`measure_step_seconds`).
         cores: usable cores (default: this process's).
         sync_seconds: seconds per synchronization round trip with a worker
-            (:func:`~parllel.cages.sync.measure_sync_seconds`; default:
-            ``ASSUMED_SYNC_SECONDS``, a figure of a 2-core VM).
+            (:func:`~parllel.cages.step_overhead.measure_step_overhead_seconds`;
+            default: ``ASSUMED_SYNC_SECONDS``, a figure of a 2-core VM).
 
     Example:
         >>> suggest_layout(64, step_seconds=8e-6, cores=2)
@@ -139,9 +140,10 @@ def suggest_layout_for(
     """:func:`suggest_layout` with both costs measured on this machine, now.
 
     Times env steps of one probe env (:func:`measure_step_seconds`) and, only
-    when processes could win (two cores and two envs at least), the
-    synchronization round trip with a helper process started with
-    ``start_method`` (:func:`~parllel.cages.sync.measure_sync_seconds`).
+    when processes could win (two cores and two envs at least), what a
+    synchronized step with a worker started with ``start_method`` costs
+    beyond stepping the env here
+    (:func:`~parllel.cages.step_overhead.measure_step_overhead_seconds`).
 
     Raises:
         EnvError: the probe env raised (see :func:`measure_step_seconds`).
@@ -150,5 +152,8 @@ def suggest_layout_for(
     cores = usable_cores()
     sync_seconds = None
     if cores >= 2 and n_envs >= 2:
-        sync_seconds = measure_sync_seconds(start_method=start_method)
+        # (imported here: the process cage it starts imports this module)
+        from parllel.cages.step_overhead import measure_step_overhead_seconds
+
+        sync_seconds = measure_step_overhead_seconds(start_method=start_method)
     return suggest_layout(n_envs, step_seconds, cores, sync_seconds)

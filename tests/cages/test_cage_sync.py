@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
+import os
 
 import pytest
 
@@ -36,3 +37,21 @@ def test_a_measured_sync_cost_decides_the_layout():
 def test_suggest_layout_for_one_env_is_serial_without_a_probe_process():
     assert suggest_layout_for(CountingEnv, 1) is None
     assert not mp.active_children()
+
+
+def test_measure_step_overhead_seconds_leaves_no_process_or_segment():
+    from parllel.arrays import list_segments
+    from parllel.cages import measure_step_overhead_seconds
+
+    seconds = measure_step_overhead_seconds(steps=20)
+    assert 0.0 <= seconds < 1.0
+    assert mp.active_children() == []
+    assert list_segments(os.getpid()) == []
+
+
+def test_measure_step_overhead_seconds_refuses_no_steps():
+    from parllel.cages import measure_step_overhead_seconds
+    from parllel.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="steps"):
+        measure_step_overhead_seconds(steps=0)

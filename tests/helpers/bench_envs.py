@@ -13,7 +13,7 @@ import time
 import gymnasium as gym
 import numpy as np
 
-BUSY_SECONDS = 0.002  # CPU seconds BusyEnv burns per step
+WAIT_SECONDS = 0.002  # seconds WaitingEnv waits per step
 
 
 class NoopEnv(gym.Env):
@@ -30,13 +30,13 @@ class NoopEnv(gym.Env):
         return np.zeros(2, np.float32), 0.0, False, False, {}
 
 
-class BusyEnv(NoopEnv):
-    """NoopEnv burning ``BUSY_SECONDS`` of this thread's CPU time per step."""
+class WaitingEnv(NoopEnv):
+    """NoopEnv whose step waits ``WAIT_SECONDS`` (as an env waiting on a
+    simulator or a device would): processes step such envs side by side
+    whatever else keeps the machine's cores busy."""
 
     def step(self, action):
-        end = time.thread_time() + BUSY_SECONDS
-        while time.thread_time() < end:
-            pass
+        time.sleep(WAIT_SECONDS)
         return super().step(action)
 
 
@@ -79,9 +79,9 @@ def make_noop_env() -> NoopEnv:
     return NoopEnv()
 
 
-def make_busy_env() -> BusyEnv:
-    """A BusyEnv."""
-    return BusyEnv()
+def make_waiting_env() -> WaitingEnv:
+    """A WaitingEnv."""
+    return WaitingEnv()
 
 
 def broken_factory() -> gym.Env:
