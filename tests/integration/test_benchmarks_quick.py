@@ -12,6 +12,12 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 EXPECTED_KEYS = {
+    "phase_timing_cost.py": {
+        "cartpole8_serial_timing_cost_pct",
+        "cartpole64_process_timing_cost_pct",
+        "worst_timing_cost_pct",
+        "worst_instrumentation_pct",
+    },
     "arrays_bench.py": {
         "tree_write_us",
         "numpy_write_us",
