@@ -139,6 +139,14 @@ class MultiLogger(Sink):
         for logger in self.loggers:
             logger.log(step, metrics)
 
+    def notice(self, text: str) -> None:
+        """Forward ``notice(text)`` (a message for the person watching, such
+        as a stop request) to every logger that has it."""
+        for logger in self.loggers:
+            notice = getattr(logger, "notice", None)
+            if callable(notice):
+                notice(text)
+
     def rewind(self, step: int) -> None:
         """Forward ``rewind(step)`` to every logger that has it (when resuming)."""
         for logger in self.loggers:

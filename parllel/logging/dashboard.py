@@ -149,6 +149,17 @@ class Dashboard(Sink):
         elif self._display is None:
             self._start()
 
+    def notice(self, text: str) -> None:
+        """Show ``text`` (e.g. "Ctrl-C: stopping after this iteration") above
+        the live panel, where the next redraw cannot erase it, or as a plain
+        line."""
+        if self.closed:
+            return
+        if self._display is not None:
+            self.console.print(text, style="bold yellow", highlight=False)
+        else:
+            self._write_line(text)
+
     def rewind(self, step: int) -> None:
         """Continue from ``step`` (a resumed checkpoint): rates restart there and
         returns and evaluations logged after it are forgotten."""

@@ -16,7 +16,7 @@ from parllel import fields
 from parllel.errors import CheckpointError, CheckpointMismatchError, ConfigError
 from parllel.logging import EpisodeStats, Logger
 from parllel.runners.callbacks import Callback, Stateful
-from parllel.runners.interrupt import InterruptHandler
+from parllel.runners.interrupt import SIGNAL_NAMES, InterruptHandler
 from parllel.runners.notices import (
     warn_partial_batch,
     warn_sigint_ignored,
@@ -236,6 +236,7 @@ class Runner:
         self._elapsed_before = 0.0  # training time of the runs this one resumes
         self.phase_times = PhaseTimes()  # the learner's, since the last log line
         self._sample_seconds = 0.0  # of the current iteration
+        self._notices: list[str] = []  # stop requests not yet shown by the logger
 
     # -- control ---------------------------------------------------------------
     def request_stop(self) -> None:
@@ -283,7 +284,19 @@ class Runner:
         self.interrupted = True
         self._stop = True
         saving = "and writing a checkpoint" if self.checkpoint_dir is not None else ""
-        return f"stopping after this iteration {saving}".rstrip()
+        message = f"stopping after this iteration {saving}".rstrip()
+        # also shown by the logger (a live dashboard redraws over stderr)
+        self._notices.append(f"{SIGNAL_NAMES[signal.Signals(signum)]}: {message}")
+        return message
+
+    def _show_notices(self) -> None:
+        """Hand the stop requests received to the logger (outside the signal
+        handler: a logger may not be re-entered from one)."""
+        notice = getattr(self.logger, "notice", None)
+        while self._notices:
+            text = self._notices.pop(0)
+            if callable(notice):
+                notice(text)
 
     def _run(self) -> dict[str, float]:
         self._start_time = clock()
@@ -304,6 +317,7 @@ class Runner:
             start = clock()
             self._sample_seconds = 0.0
             algo_metrics = self._iterate()
+            self._show_notices()
             if self.publisher is not None:
                 self.publisher.publish_weights()
             self.phase_times.record(

@@ -635,3 +635,28 @@ def test_ctrl_c_stops_the_live_display_before_the_messages(run, capsys):
     assert sys.stdout is stdout and board.closed
     assert console.file.getvalue().endswith("\x1b[?25h")
     assert "interrupted before the first checkpoint" in capsys.readouterr().out
+
+
+def test_a_notice_is_printed_above_the_live_panel_and_stays():
+    console = recording_console()
+    board = Dashboard(TOTAL, console=console, clock=FakeClock(1.0), system=False)
+    try:
+        board.log(1_024, SYNC_METRICS)
+        board.notice("Ctrl-C: stopping after this iteration")
+    finally:
+        board.close()
+    text = console.export_text()
+    assert text.count("Ctrl-C: stopping after this iteration") == 1
+    # printed before the final panel, not erased by it
+    assert text.index("Ctrl-C: stopping") < text.rindex("steps/s")
+    board.notice("after close: ignored")
+    assert "after close" not in console.export_text()
+
+
+def test_a_notice_in_plain_mode_is_a_plain_line():
+    stream = io.StringIO()
+    board = Dashboard(
+        TOTAL, stream=stream, live=False, clock=FakeClock(1.0), system=False
+    )
+    board.notice("SIGTERM: stopping after this iteration")
+    assert stream.getvalue() == "SIGTERM: stopping after this iteration\n"

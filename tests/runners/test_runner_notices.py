@@ -299,3 +299,33 @@ def test_workers_forked_while_sigterm_is_handled_still_die_of_it():
         with ProcessCage(CountingEnv, 2, n_workers=1, start_method="fork") as cage:
             (worker,) = set(multiprocessing.active_children()) - before
             assert cage.n_envs == 2 and not _catches(worker.pid, signal.SIGTERM)
+
+
+class NoticeLogger:
+    """A logger that shows notices (as the live dashboard does)."""
+
+    def __init__(self) -> None:
+        self.notices: list[str] = []
+        self.steps: list[int] = []
+
+    def log(self, step, metrics):
+        self.steps.append(step)
+
+    def notice(self, text):
+        self.notices.append(text)
+
+    def close(self):
+        pass
+
+
+def test_the_stop_request_is_shown_by_the_logger_too(tmp_path):
+    """A live dashboard redraws over what the signal handler wrote to stderr,
+    so the runner hands the notice to the logger after the iteration."""
+    runner, _, _ = build(tmp_path, total=9_984, callbacks=[RaiseSignal(96, 15)])
+    logger = NoticeLogger()
+    runner.logger = logger
+    runner.run()
+    assert runner.interrupted and runner.env_steps == 96
+    assert logger.notices == [
+        "SIGTERM: stopping after this iteration and writing a checkpoint"
+    ]
