@@ -23,11 +23,9 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -48,6 +46,7 @@ from parllel.runtime.compatibility import (  # noqa: F401 - re-exported here
     check_state_dict,
     check_state_shapes,
 )
+from parllel.torch.files import atomic_save  # noqa: F401 - re-exported here
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pt$")
 FORMAT_KEY = "parllel_checkpoint"
@@ -59,43 +58,6 @@ UNREADABLE_SUFFIX = ".unreadable"
 def checkpoint_name(step: int) -> str:
     """The file name of the checkpoint at ``step`` (sorts by step)."""
     return f"checkpoint_{int(step):012d}.pt"
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Persist a rename on POSIX; a no-op where directories cannot be opened."""
-    with contextlib.suppress(OSError):
-        handle = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(handle)
-        finally:
-            os.close(handle)
-
-
-def atomic_save(path: str | os.PathLike[str], obj: Any) -> Path:
-    """``torch.save(obj)`` to ``path`` atomically (temp file, fsync, replace).
-
-    Args:
-        path: the final file; its directory must exist.
-        obj: anything ``torch.save`` accepts.
-
-    Returns:
-        ``path`` as a :class:`~pathlib.Path`.
-    """
-    path = Path(path)
-    handle, temp_name = tempfile.mkstemp(
-        prefix=f".{path.stem}_", suffix=".tmp", dir=path.parent
-    )
-    try:
-        with os.fdopen(handle, "wb") as file:
-            torch.save(obj, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
-    return path
 
 
 def list_checkpoints(directory: str | os.PathLike[str]) -> list[Path]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 from collections.abc import Mapping
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -37,6 +36,7 @@ from parllel.torch.export.builders import (
 )
 from parllel.torch.export.normalizer import normalizer_to_data
 from parllel.torch.export.spaces import space_from_data, space_to_data
+from parllel.torch.files import atomic_save
 
 __all__ = [
     "POLICY_FILE",
@@ -144,19 +144,6 @@ def describe_policy(
     }
 
 
-def _atomic_torch_save(path: Path, obj: Any) -> None:
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.stem}_", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            torch.save(obj, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-
-
 def _as_file(path: str | os.PathLike[str], name: str) -> Path:
     """``path`` itself, or ``path/name`` if ``path`` is a directory."""
     path = Path(path)
@@ -230,7 +217,7 @@ def export_policy(
     )
     file = _as_file(path, POLICY_FILE)
     file.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_torch_save(
+    atomic_save(
         file, {**header, "weights": weights, "observation_normalizer": normalizer}
     )
     return file
