@@ -28,11 +28,13 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
     monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb-data"))
     monkeypatch.setenv("WANDB_SILENT", "true")
+    wandb.teardown()  # W&B's settings are cached per process: start afresh
     yield
     wandb.teardown()  # stop W&B's service process
 
 
 def make_sink(run, **kwargs):
+    kwargs = {"mode": "offline", **kwargs}  # never online, whatever W&B cached
     return WandbSink(
         "parllel-tests", run, settings=wandb.Settings(**SETTINGS), **kwargs
     )

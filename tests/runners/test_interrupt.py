@@ -165,7 +165,7 @@ def test_ctrl_c_writes_a_checkpoint_prints_the_resume_command_and_resumes(tmp_pa
         "--parallel", "process",
     )  # fmt: skip
     try:
-        script.wait_for("| step ")  # the first table: training is under way
+        script.wait_for("steps/s (avg")  # the first log line: training is under way
         workers = _descendants(script.process.pid)
         assert workers, "the example should step its envs in worker processes"
         script.ctrl_c()
@@ -256,7 +256,7 @@ def test_background_job_warns_that_ctrl_c_is_ignored_and_stops_on_sigterm(tmp_pa
         background=True,
     )  # fmt: skip
     try:
-        script.wait_for("| step ")  # training is under way
+        script.wait_for("steps/s (avg")  # the first log line: training is under way
         workers = _descendants(script.process.pid)
         script.ctrl_c()  # ignored, as the warning says
         script.process.send_signal(signal.SIGTERM)
