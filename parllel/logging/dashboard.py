@@ -151,14 +151,11 @@ class Dashboard(Sink):
 
     def notice(self, text: str) -> None:
         """Show ``text`` (e.g. "Ctrl-C: stopping after this iteration") above
-        the live panel, where the next redraw cannot erase it, or as a plain
-        line."""
-        if self.closed:
+        the live panel, where the next redraw cannot erase it. Plain output
+        shows nothing more: what was written to stderr stays in order there."""
+        if self.closed or self._display is None:
             return
-        if self._display is not None:
-            self.console.print(text, style="bold yellow", highlight=False)
-        else:
-            self._write_line(text)
+        self.console.print(text, style="bold yellow", highlight=False)
 
     def rewind(self, step: int) -> None:
         """Continue from ``step`` (a resumed checkpoint): rates restart there and

@@ -173,6 +173,10 @@ def run_training(
         plot_learning_curve(run.path)
     except (ConfigError, FileNotFoundError) as error:  # e.g. nothing logged yet
         print(f"no learning curve: {error}")
+    except KeyboardInterrupt:  # a second Ctrl-C after the graceful stop
+        print(
+            "no learning curve: interrupted (python -m parllel.plot RUN_DIR draws it)"
+        )
     if runner.interrupted:
         print(f"interrupted at step {runner.env_steps}; run in {run.path}")
         if runner.last_checkpoint is not None:

@@ -329,3 +329,27 @@ def test_the_stop_request_is_shown_by_the_logger_too(tmp_path):
     assert logger.notices == [
         "SIGTERM: stopping after this iteration and writing a checkpoint"
     ]
+
+
+def test_a_second_ctrl_c_while_plotting_still_prints_the_resume_command(
+    tmp_path, monkeypatch, capsys
+):
+    """The graceful stop wrote its checkpoint; a second Ctrl-C then lands in
+    the learning-curve plot: the report and the resume command still follow."""
+
+    def interrupted_plot(path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(
+        "parllel.plot.plot_learning_curve", interrupted_plot
+    )
+    run = RunDirectory.create(tmp_path, "fake", config={})
+    runner, _, _ = build(
+        run.checkpoints_dir, total=9_984, callbacks=[RaiseSignal(96, signal.SIGTERM)]
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        run_training(runner, run)
+    assert exit_info.value.code == 128 + signal.SIGTERM
+    out = capsys.readouterr().out
+    assert "no learning curve: interrupted" in out
+    assert "checkpoint written:" in out and "resume with:" in out
