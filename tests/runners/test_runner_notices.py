@@ -340,9 +340,7 @@ def test_a_second_ctrl_c_while_plotting_still_prints_the_resume_command(
     def interrupted_plot(path):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(
-        "parllel.plot.plot_learning_curve", interrupted_plot
-    )
+    monkeypatch.setattr("parllel.plot.plot_learning_curve", interrupted_plot)
     run = RunDirectory.create(tmp_path, "fake", config={})
     runner, _, _ = build(
         run.checkpoints_dir, total=9_984, callbacks=[RaiseSignal(96, signal.SIGTERM)]
