@@ -33,6 +33,11 @@ class FeedForwardSampler(BatchSampler):
     ``bootstrap_value`` / ``final_value``, i.e. a transform needs them); then
     run the transform pipeline.
 
+    A handler with an ``episodes_ended(traj_infos)`` method (e.g. a self-play
+    handler that picks a new opponent per episode) is told, after each step,
+    which episodes ended in it (the TrajInfos, with their ``env_index``),
+    before it acts on the first observation of the envs' next episodes.
+
     Args:
         cages: one cage or several (their envs are the tree's columns, in order).
         handler: a non-recurrent :class:`~parllel.agents.Handler` for all envs.
@@ -90,6 +95,7 @@ class FeedForwardSampler(BatchSampler):
             seed,
             check_finite,
         )
+        self._episodes_ended = getattr(handler, "episodes_ended", None)
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
@@ -105,8 +111,13 @@ class FeedForwardSampler(BatchSampler):
             t1 = clock()
             for cage, group in zip(self.cages, self.views):
                 cage.step_async(group.action[t], group.step_slots[t])
+            ended: list[TrajInfo] = []
             for cage in self.cages:
-                completed += cage.await_step()
+                ended += cage.await_step()
+            if ended:
+                completed += ended
+                if self._episodes_ended is not None:
+                    self._episodes_ended(ended)
             inference += t1 - t0
             envs += clock() - t1
             finish_step(everyone, t, self.observation_normalizer)
