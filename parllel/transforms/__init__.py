@@ -1,7 +1,8 @@
 """Batch transforms: numba kernels plus small Transform objects.
 
 Transforms turn a finished ``[T, B]`` sample tree into what the algorithm
-needs, in place: advantage estimation (GAE, discounted returns) with
+needs, in place: advantage estimation (GAE, discounted returns, per-agent GAE for
+multi-agent trees) with
 ``terminated`` and ``truncated`` kept apart, advantage/observation/reward
 normalization, reward clipping, the wait-reset ``valid`` mask and the V-trace
 off-policy correction for samples from a lagged policy. Each
@@ -21,6 +22,7 @@ from parllel.transforms.functional import (
     valid_mask,
     vtrace,
 )
+from parllel.transforms.multiagent_advantage import MultiAgentGAE, multiagent_gae
 from parllel.transforms.observation import NormalizeObservations
 from parllel.transforms.off_policy import ComputeVTrace
 from parllel.transforms.reward import ClipRewards, NormalizeRewards
@@ -33,6 +35,7 @@ __all__ = [
     "ComputeVTrace",
     "ComputeValidMask",
     "EstimateAdvantage",
+    "MultiAgentGAE",
     "NormalizeAdvantage",
     "NormalizeObservations",
     "NormalizeRewards",
@@ -41,6 +44,7 @@ __all__ = [
     "discounted_return",
     "first_nonfinite",
     "generalized_advantage_estimation",
+    "multiagent_gae",
     "normalize_advantage",
     "truncated_importance_weights",
     "valid_mask",

@@ -8,6 +8,11 @@ import torch
 
 from parllel import fields
 from parllel.agents.base import AgentStep, check_mode
+from parllel.torch.distributions.categorical import (
+    ACTION_MASK,
+    action_mask_of,
+    masked_dist_params,
+)
 from parllel.torch.models.actor_critic import ActorCriticModel
 
 __all__ = ["ActorCriticAgent"]
@@ -22,10 +27,20 @@ class ActorCriticAgent:
     :class:`~parllel.torch.algos.ActorCriticEvaluator` reads from
     ``initial_state``. Previous action and reward are not model inputs here.
 
+    Action masks: if the observation is a dict with an ``action_mask_key``
+    leaf (``[..., num_actions]``, nonzero = legal), the model still sees the
+    whole dict (the mask is also an input feature) and the distribution's
+    parameters are masked with it (:meth:`Categorical.masked
+    <parllel.torch.distributions.Categorical.masked>`): an illegal action is
+    never sampled nor picked in eval mode. Build the PPO evaluator with the
+    same key so training scores actions under the same mask.
+
     Args:
         model: the actor-critic model.
         distribution: the action distribution matching its policy head.
         device: move the model there (default: where its parameters are).
+        action_mask_key: key of the mask in dict observations (None: never
+            mask).
 
     Example:
         >>> agent = ActorCriticAgent(*build_actor_critic(obs_space, action_space))
@@ -33,7 +48,12 @@ class ActorCriticAgent:
     """
 
     def __init__(
-        self, model: ActorCriticModel, distribution: Any, device: Any = None
+        self,
+        model: ActorCriticModel,
+        distribution: Any,
+        device: Any = None,
+        *,
+        action_mask_key: str | None = ACTION_MASK,
     ) -> None:
         if device is not None:
             model = model.to(device)
@@ -42,6 +62,7 @@ class ActorCriticAgent:
         parameter = next(model.parameters(), None)
         self.device = parameter.device if parameter is not None else torch.device("cpu")
         self.deterministic = False
+        self.action_mask_key = action_mask_key
 
     def initial_state(self, n_envs: int) -> torch.Tensor | None:
         """Zero state ``[n_envs, num_states, num_layers, H]`` (None if feed-forward)."""
@@ -61,7 +82,11 @@ class ActorCriticAgent:
     ) -> AgentStep:
         """Sample (or, in eval mode, pick the mode of) actions; record log-prob and value."""
         out = self.model(observation, self._unpack(state))
-        params = out.dist_params
+        params = masked_dist_params(
+            self.distribution,
+            out.dist_params,
+            action_mask_of(observation, self.action_mask_key),
+        )
         if self.deterministic:
             action = self.distribution.deterministic(params)
         else:

@@ -12,6 +12,7 @@ from parllel.torch.algos.evaluator import (
     PolicyEvaluation,
     PolicyEvaluator,
 )
+from parllel.torch.algos.multiagent import FlattenAgents, flatten_agents
 from parllel.torch.algos.off_policy import adam
 from parllel.torch.algos.ppo import PPO
 from parllel.torch.algos.sac import SAC
@@ -25,6 +26,7 @@ __all__ = [
     "SAC",
     "ActorCriticEvaluator",
     "EntropyCoefficient",
+    "FlattenAgents",
     "PolicyBatch",
     "PolicyEvaluation",
     "PolicyEvaluator",
@@ -34,5 +36,6 @@ __all__ = [
     "build_sac_optimizer",
     "constant_schedule",
     "epsilon_schedule",
+    "flatten_agents",
     "linear_schedule",
 ]

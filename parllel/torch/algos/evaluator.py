@@ -14,6 +14,11 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 
+from parllel.torch.distributions.categorical import (
+    ACTION_MASK,
+    action_mask_of,
+    masked_dist_params,
+)
 from parllel.torch.models.actor_critic import ActorCriticModel
 
 __all__ = ["ActorCriticEvaluator", "PolicyEvaluation", "PolicyEvaluator"]
@@ -79,7 +84,11 @@ class ActorCriticEvaluator:
 
     A stored recurrent state ``[B, num_states, num_layers, H]`` (see
     :meth:`~parllel.torch.models.RecurrentCore.state_to_batch_first`) is
-    unpacked for the model's core; ``None`` starts from zeros.
+    unpacked for the model's core; ``None`` starts from zeros. A dict
+    observation with an ``action_mask_key`` leaf masks the distribution as
+    :class:`~parllel.torch.agents.ActorCriticAgent` did while sampling, so
+    the recomputed log-probabilities and entropies are those of the masked
+    policy.
 
     Example:
         >>> model, distribution = build_actor_critic(obs_space, action_space)
@@ -88,11 +97,20 @@ class ActorCriticEvaluator:
     Args:
         model: the actor-critic model.
         distribution: the action distribution matching its policy head.
+        action_mask_key: key of the mask in dict observations (None: never
+            mask); use the agent's.
     """
 
-    def __init__(self, model: ActorCriticModel, distribution: Any) -> None:
+    def __init__(
+        self,
+        model: ActorCriticModel,
+        distribution: Any,
+        *,
+        action_mask_key: str | None = ACTION_MASK,
+    ) -> None:
         self.model = model
         self.distribution = distribution
+        self.action_mask_key = action_mask_key
 
     def evaluate(
         self,
@@ -113,8 +131,13 @@ class ActorCriticEvaluator:
         if core is not None and isinstance(state, torch.Tensor):
             state = core.state_from_batch_first(state)
         out = self.model(observation, state, resets)
+        params = masked_dist_params(
+            self.distribution,
+            out.dist_params,
+            action_mask_of(observation, self.action_mask_key),
+        )
         return PolicyEvaluation(
-            log_prob=self.distribution.log_likelihood(action, out.dist_params),
-            entropy=self.distribution.entropy(out.dist_params),
+            log_prob=self.distribution.log_likelihood(action, params),
+            entropy=self.distribution.entropy(params),
             value=out.value,
         )

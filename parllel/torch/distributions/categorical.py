@@ -1,6 +1,9 @@
-"""Categorical distribution over discrete actions."""
+"""Categorical distribution over discrete actions, with optional action masks."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -8,13 +11,54 @@ import torch.nn.functional as F
 from parllel.errors import ConfigError, ShapeError
 from parllel.torch.distributions.base import DistParams
 
-__all__ = ["Categorical"]
+__all__ = ["ACTION_MASK", "Categorical", "action_mask_of", "masked_dist_params"]
+
+ACTION_MASK = "action_mask"
+"""Key of the legal-action mask in a dict observation (PettingZoo's name)."""
+
+
+def action_mask_of(observation: Any, key: str | None = ACTION_MASK) -> Any:
+    """The ``key`` leaf of a dict observation, or None (no key, not a dict).
+
+    Example:
+        >>> action_mask_of({"observation": obs, "action_mask": mask}) is mask
+        True
+    """
+    if key is None or not isinstance(observation, Mapping):
+        return None
+    return observation.get(key)
+
+
+def masked_dist_params(distribution: Any, dist_params: Any, action_mask: Any) -> Any:
+    """``distribution.masked(dist_params, action_mask)``, or the params if no mask.
+
+    Raises:
+        ConfigError: there is a mask but the distribution cannot mask
+            (only discrete distributions such as ``Categorical`` can).
+    """
+    if action_mask is None:
+        return dist_params
+    masked = getattr(distribution, "masked", None)
+    if masked is None:
+        raise ConfigError(
+            f"the observation has an action mask but {type(distribution).__name__} "
+            "cannot mask actions (use a Categorical, or action_mask_key=None)"
+        )
+    return masked(dist_params, action_mask)
 
 
 class Categorical:
     """Categorical distribution parameterized by logits.
 
     Actions are integer tensors ``[...]`` for logits ``[..., num_actions]``.
+
+    Action masks: :meth:`masked` returns parameters whose illegal logits are
+    replaced by the dtype's most negative finite value, so every method then
+    treats those actions as impossible: they are never sampled nor chosen by
+    :meth:`deterministic`, their probability is exactly 0 in the entropy and
+    the KL, and the gradients stay finite (no ``-inf``, no NaN). A row with no
+    legal action at all (e.g. an agent that may not act this step, whose
+    action is padding) is left unmasked.
 
     Example:
         >>> dist = Categorical(num_actions=3)
@@ -30,6 +74,36 @@ class Categorical:
         if num_actions < 1:
             raise ConfigError(f"num_actions must be >= 1, got {num_actions}")
         self.num_actions = int(num_actions)
+
+    def masked(self, dist_params: DistParams, action_mask: Any) -> DistParams:
+        """Parameters with the actions where ``action_mask`` is 0 made impossible.
+
+        Args:
+            dist_params: ``DistParams(logits [..., num_actions])``.
+            action_mask: ``[..., num_actions]`` bool or integer (nonzero:
+                legal), e.g. the int8 ``action_mask`` of PettingZoo's classic
+                games; None returns ``dist_params`` unchanged.
+
+        Returns:
+            ``DistParams`` with masked logits (same shape and dtype).
+
+        Raises:
+            ShapeError: the mask's shape differs from the logits'.
+        """
+        if action_mask is None:
+            return dist_params
+        logits = dist_params.logits
+        mask = torch.as_tensor(action_mask, device=logits.device)
+        if tuple(mask.shape) != tuple(logits.shape):
+            raise ShapeError(
+                f"action_mask has shape {tuple(mask.shape)}; expected the logits' "
+                f"shape {tuple(logits.shape)} ([..., num_actions])"
+            )
+        legal = mask != 0
+        legal = legal | ~legal.any(dim=-1, keepdim=True)  # no legal action: unmasked
+        lowest = torch.finfo(logits.dtype).min
+        masked_logits = logits.masked_fill(~legal, lowest)
+        return dist_params._replace(logits=masked_logits)
 
     def _log_probs(self, dist_params: DistParams) -> torch.Tensor:
         logits = dist_params.logits

@@ -1,0 +1,121 @@
+"""Per-agent generalized advantage estimation over masked decisions, in numba.
+
+Layout: float arrays are 2-D ``[T, M]`` with ``M = B * A`` (env ``b``, agent
+``a`` is column ``m = b * A + a``); the env-level ``done`` is ``[T, B]`` and
+column ``m`` reads ``done[t, m // A]``. ``bootstrap_value`` is ``[M]``.
+
+Each column is one agent's view of one env. Its *decisions* are the steps
+where ``agent_mask`` is True; GAE runs over decisions, not env steps (one
+discount per decision). Walking backwards, the kernel keeps, per column, the
+reward collected since the agent's next decision (``pending_reward``), the
+value the next decision starts from (``next_value``) and its advantage
+(``next_advantage``, the lambda carry). At step ``t``:
+
+1. if the agent's episode ended at ``t`` (``agent_terminated``,
+   ``agent_truncated``, or the env's ``done`` without either flag, which
+   counts as a termination), what follows belongs to another episode: the
+   carry is cut and ``next_value`` becomes 0 (terminated), or for a
+   truncation ``final_value[t]`` if the env ended at ``t``, else
+   ``bootstrap_value`` if ``t = T - 1``, else ``value[t + 1]`` (the agent's
+   kept last observation);
+2. ``agent_reward[t]`` joins ``pending_reward`` (a reward arriving while the
+   agent waits belongs to its previous decision);
+3. if the agent acted at ``t``:
+   ``advantage = pending_reward + gamma * next_value - value[t]
+   + gamma * lambda * next_advantage``; then the decision at ``t`` becomes
+   the next one. Otherwise advantage and return are 0 at ``t``.
+
+Scalars are carried in float64 whatever the storage dtype.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True)
+def multiagent_gae_kernel(
+    agent_reward: np.ndarray,
+    value: np.ndarray,
+    agent_mask: np.ndarray,
+    agent_terminated: np.ndarray,
+    agent_truncated: np.ndarray,
+    done: np.ndarray,
+    bootstrap_value: np.ndarray,
+    final_value: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+    bootstrap_truncated: bool,
+    n_agents: int,
+    pending_reward: np.ndarray,
+    next_value: np.ndarray,
+    next_advantage: np.ndarray,
+    advantage_out: np.ndarray,
+    return_out: np.ndarray,
+) -> None:
+    """Write per-agent GAE advantages and returns in place (see the module doc).
+
+    Args:
+        agent_reward: ``[T, M]`` rewards of each agent at each env step.
+        value: ``[T, M]`` each agent's value of its observation at ``t``.
+        agent_mask: ``[T, M]`` flags: the agent acted at ``t``.
+        agent_terminated: ``[T, M]`` flags.
+        agent_truncated: ``[T, M]`` flags.
+        done: ``[T, M / A]`` env-level episode ends.
+        bootstrap_value: ``[M]`` value of ``observation[T]``.
+        final_value: ``[T, M]`` value of the final observation where the env
+            ended; read only if ``bootstrap_truncated``.
+        gamma: discount per decision.
+        gae_lambda: GAE lambda.
+        bootstrap_truncated: truncations bootstrap (else they terminate).
+        n_agents: ``A``.
+        pending_reward: ``[M]`` float64 scratch.
+        next_value: ``[M]`` float64 scratch.
+        next_advantage: ``[M]`` float64 scratch.
+        advantage_out: ``[T, M]`` output.
+        return_out: ``[T, M]`` output.
+    """
+    n_steps, n_columns = agent_reward.shape
+    gamma_lambda = gamma * gae_lambda
+    for m in range(n_columns):
+        pending_reward[m] = 0.0
+        next_value[m] = bootstrap_value[m]
+        next_advantage[m] = 0.0
+    for t in range(n_steps - 1, -1, -1):
+        last = t == n_steps - 1
+        for m in range(n_columns):
+            env_done = done[t, m // n_agents]
+            term = agent_terminated[t, m]
+            trunc = agent_truncated[t, m] and not term
+            if trunc and not bootstrap_truncated:
+                term, trunc = True, False
+            if term or trunc or env_done:
+                pending_reward[m] = 0.0
+                next_advantage[m] = 0.0
+                if trunc:
+                    if env_done:
+                        next_value[m] = final_value[t, m]
+                    elif last:
+                        next_value[m] = bootstrap_value[m]
+                    else:
+                        next_value[m] = value[t + 1, m]
+                else:
+                    next_value[m] = 0.0
+            pending_reward[m] += agent_reward[t, m]
+            if agent_mask[t, m]:
+                v = value[t, m]
+                advantage = (
+                    pending_reward[m]
+                    + gamma * next_value[m]
+                    - v
+                    + gamma_lambda * next_advantage[m]
+                )
+                advantage_out[t, m] = advantage
+                return_out[t, m] = advantage + v
+                pending_reward[m] = 0.0
+                next_value[m] = v
+                next_advantage[m] = advantage
+            else:
+                advantage_out[t, m] = 0.0
+                return_out[t, m] = 0.0
