@@ -10,6 +10,7 @@ and its actions and agent info are scattered back into the sample tree.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -78,6 +79,8 @@ class PolicyMapping:
             raise ConfigError("PolicyMapping needs at least one policy handler")
         self._policies: list[Handler] = []
         self._info_keys: list[tuple[str, ...] | None] = []
+        # agent-info keys of handlers seen before (a handler set again is not rerun)
+        self._known_keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         for policy in policies:
             self.add_policy(policy)
         self._value_policies = None if value_policies is None else set(value_policies)
@@ -116,7 +119,7 @@ class PolicyMapping:
     def add_policy(self, handler: Handler) -> int:
         """Append a policy handler; return its index."""
         self._policies.append(self._checked(handler))
-        self._info_keys.append(None)
+        self._info_keys.append(self._remembered_keys(handler))
         return len(self._policies) - 1
 
     def set_policy(self, index: int, handler: Handler) -> None:
@@ -126,7 +129,21 @@ class PolicyMapping:
                 f"policy index {index} out of range [0, {len(self._policies)})"
             )
         self._policies[index] = self._checked(handler)
-        self._info_keys[index] = None
+        self._info_keys[index] = self._remembered_keys(handler)
+
+    def _remembered_keys(self, handler: Handler) -> tuple[str, ...] | None:
+        try:
+            return self._known_keys.get(handler)
+        except TypeError:  # not weak-referenceable
+            return None
+
+    def _remember_keys(self, index: int, agent_info: Any) -> tuple[str, ...]:
+        keys = self._info_keys[index] = tuple(_info_mapping(agent_info))
+        try:
+            self._known_keys[self._policies[index]] = keys
+        except TypeError:
+            pass
+        return keys
 
     @property
     def assignment(self) -> np.ndarray:
@@ -190,7 +207,7 @@ class PolicyMapping:
             p.example_outputs(one_obs, one_action, reward) for p in self._policies
         ]
         for index, example in enumerate(examples):
-            self._info_keys[index] = tuple(_info_mapping(example.agent_info))
+            self._remember_keys(index, example.agent_info)
             _same_layout(examples[0].action, example.action, f"policy {index}'s action")
         info: dict[str, Any] = {}
         for index, example in enumerate(examples):
@@ -324,7 +341,7 @@ class PolicyMapping:
             env, agent = divmod(int(rows[0]), self.n_agents)
             one = tree_map(lambda leaf: np.asarray(leaf)[env, agent], observation)
             example = self._policies[index].example_outputs(one)
-            keys = self._info_keys[index] = tuple(_info_mapping(example.agent_info))
+            keys = self._remember_keys(index, example.agent_info)
         return keys
 
     def _gather_inputs(
