@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from parllel import fields
+from parllel.cages import TrajInfo
 
 A = 2
 
@@ -65,12 +66,10 @@ class TurnSumGame(gym.Env):
 
 
 @dataclasses.dataclass
-class GameInfo:
-    """The TrajInfo fields self-play reads."""
+class GameInfo(TrajInfo):
+    """A TrajInfo with the per-seat returns self-play reads."""
 
-    env_index: int
-    agent_returns: np.ndarray
-    lost: bool = False
+    agent_returns: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(A))
 
 
 class SelfPlayDriver:
@@ -123,7 +122,15 @@ class SelfPlayDriver:
             observation, _, terminated, truncated, info = env.step(self.action[b])
             self.returns[b] += info[fields.AGENT_REWARD]
             if terminated or truncated:
-                ended.append(GameInfo(b, self.returns[b].copy()))
+                ended.append(
+                    GameInfo(
+                        env_index=b,
+                        length=env.moves,
+                        return_=float(self.returns[b].sum()),
+                        terminated=bool(terminated),
+                        agent_returns=self.returns[b].copy(),
+                    )
+                )
                 self.returns[b] = 0
                 observation, _ = env.reset()
             self.observation[b] = observation
