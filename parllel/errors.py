@@ -373,3 +373,12 @@ class PolicyFileError(ParllelError, ValueError):
 class PolicyNotFoundError(PolicyFileError, FileNotFoundError):
     """No policy file at a path, or a run directory with neither an exported
     policy nor a checkpoint it can be loaded from."""
+
+
+class EmptyPoolError(ParllelError, RuntimeError):
+    """An opponent was asked of an :class:`~parllel.multiagent.OpponentPool`
+    that holds no snapshot yet (add the learner's first snapshot)."""
+
+
+class UnknownSnapshotError(ParllelError, KeyError):
+    """An opponent id names no snapshot the pool holds (never added, or evicted)."""

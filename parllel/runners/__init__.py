@@ -11,6 +11,7 @@ from typing import Any
 from parllel.runners.off_policy import OffPolicyRunner
 from parllel.runners.on_policy import OnPolicyRunner
 from parllel.runners.runner import Callback, Runner
+from parllel.runners.selfplay import SelfPlayCallback
 from parllel.runtime import __all__ as _runtime_names
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "OffPolicyRunner",
     "OnPolicyRunner",
     "Runner",
+    "SelfPlayCallback",
 ]
 
 _MOVED_TO_RUNTIME = tuple(_runtime_names)  # every public name of parllel.runtime

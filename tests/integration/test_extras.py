@@ -176,6 +176,28 @@ report = run_bench(
 format_table(report)
 assert write_png(report, tmp / "bench.png").is_file()
 """,
+    "parllel.multiagent.opponent_pool": """
+from parllel.multiagent import OpponentPool
+pool = OpponentPool(4, strategy="rating", seed=0)
+pool.add({"weights": 1}, step=0)
+pool.record(0, "win")
+pool.sample(2)
+""",
+    "parllel.multiagent.selfplay": """
+import numpy as np
+from parllel.agents import NumpyHandler, ScriptedAgent
+from parllel.cages import TrajInfo
+from parllel.multiagent import OpponentPool, SelfPlay
+agent = ScriptedAgent(lambda obs, a, r: np.zeros(len(obs), np.int64))
+selfplay = SelfPlay(NumpyHandler(agent, n_envs=4), lambda s, n: NumpyHandler(agent, n),
+                    OpponentPool(4, seed=0), n_envs=2, n_agents=2,
+                    snapshot_learner=lambda: 0, seed=0)
+selfplay.reset()
+info = TrajInfo(env_index=1)
+info.agent_returns = np.array([1.0, -1.0])
+selfplay.episodes_ended([info])
+assert selfplay.metrics()["selfplay/games"] == 1
+""",
 }
 
 # extras a module must need only lazily: it imports without them, and the call
@@ -189,6 +211,8 @@ LAZY = {
     "parllel.bench": {"torch", "plot"},
     "parllel.logging.wandb_sink": {"wandb"},
     "parllel.enjoy": {"video"},
+    "parllel.multiagent.opponent_pool": {"multiagent"},
+    "parllel.multiagent.selfplay": {"multiagent"},
 }
 
 

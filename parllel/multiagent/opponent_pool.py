@@ -1,0 +1,307 @@
+"""OpponentPool: frozen snapshots of a learner, sampled as self-play opponents.
+
+The pool stores opaque snapshot objects (e.g. a CPU copy of a torch model's
+state dict) with metadata, picks opponents by a strategy, and rates the
+learner and every snapshot with openskill's Plackett-Luce model from game
+outcomes. Everything, including the random generator, is in
+:meth:`OpponentPool.state_dict`, so a resumed run picks the same opponents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from parllel.errors import (
+    ConfigError,
+    EmptyPoolError,
+    MissingDependencyError,
+    UnknownSnapshotError,
+)
+
+STRATEGIES = ("latest", "mostly_latest", "uniform", "rating")
+"""Opponent sampling strategies of :class:`OpponentPool`."""
+
+OUTCOMES = {"win": 0, "draw": 1, "loss": 2}
+"""Game outcomes for the learner, as :meth:`OpponentPool.record` takes them."""
+
+MIN_RATING_WEIGHT = 1e-3
+"""Floor of an opponent's weight under the ``rating`` strategy (relative to 1)."""
+
+
+def _openskill_model() -> Any:
+    try:
+        from openskill.models import PlackettLuce
+    except ImportError as error:
+        raise MissingDependencyError(
+            "opponent ratings need the 'openskill' package: pip install openskill, "
+            "or pip install 'parllel[multiagent]'"
+        ) from error
+    return PlackettLuce()
+
+
+@dataclasses.dataclass
+class SnapshotInfo:
+    """Metadata of one snapshot in the pool.
+
+    Attributes:
+        id: the snapshot's id (0, 1, ... in order of :meth:`OpponentPool.add`).
+        step: env step of training when it was added.
+        games: games the learner played against it.
+        mu: rating mean (openskill).
+        sigma: rating uncertainty (openskill).
+    """
+
+    id: int
+    step: int
+    games: int
+    mu: float
+    sigma: float
+
+
+class OpponentPool:
+    """Frozen snapshots of the learner with ratings; picks self-play opponents.
+
+    Strategies of :meth:`sample`:
+
+    - ``"latest"``: always the newest snapshot.
+    - ``"mostly_latest"``: the newest with probability ``p_latest``, else one
+      of the older ones uniformly (the newest if it is alone).
+    - ``"uniform"``: any snapshot, uniformly.
+    - ``"rating"``: snapshot ``i`` with probability proportional to
+      ``max(4 * p_i * (1 - p_i), MIN_RATING_WEIGHT)``, where ``p_i`` is the
+      learner's win probability against it predicted by openskill: 1 for an
+      even match (``p = 0.5``), falling to 0 for a certain win or loss, so
+      the learner mostly meets opponents of its own strength.
+
+    Ratings (openskill Plackett-Luce, one player per side) are updated by
+    :meth:`record`; a snapshot starts with the learner's rating at the time
+    it is added (it is the learner then). When the pool is full, :meth:`add`
+    evicts the oldest snapshot (never the newest); games against an evicted
+    snapshot can still be recorded while its rating is remembered (the last
+    ``max_size`` evicted ones).
+
+    Args:
+        max_size: most snapshots held.
+        strategy: one of :data:`STRATEGIES`.
+        p_latest: probability of the newest snapshot under ``mostly_latest``.
+        seed: seed of the pool's random generator.
+
+    Raises:
+        ConfigError: an unknown strategy, ``max_size < 1`` or ``p_latest``
+            outside ``[0, 1]``.
+
+    Example:
+        >>> pool = OpponentPool(max_size=10, strategy="mostly_latest", seed=0)
+        >>> first = pool.add(snapshot_state(agent), step=0)
+        >>> opponent = int(pool.sample(1)[0])
+        >>> pool.record(opponent, "win")
+    """
+
+    def __init__(
+        self,
+        max_size: int,
+        strategy: str = "mostly_latest",
+        p_latest: float = 0.8,
+        seed: int | None = None,
+    ) -> None:
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        if int(max_size) < 1:
+            raise ConfigError(f"max_size must be >= 1, got {max_size}")
+        if not 0.0 <= float(p_latest) <= 1.0:
+            raise ConfigError(f"p_latest must be in [0, 1], got {p_latest}")
+        self.max_size = int(max_size)
+        self.strategy = strategy
+        self.p_latest = float(p_latest)
+        self.rng = np.random.default_rng(seed)
+        self._snapshots: OrderedDict[int, Any] = OrderedDict()
+        self._info: OrderedDict[int, SnapshotInfo] = OrderedDict()
+        self._evicted: OrderedDict[int, tuple[float, float]] = OrderedDict()
+        self._next_id = 0
+        self._model: Any = None
+        self.learner_mu, self.learner_sigma = 25.0, 25.0 / 3.0  # openskill defaults
+        self.learner_games = 0
+
+    # -- contents ----------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._snapshots)
+
+    def __contains__(self, snapshot_id: object) -> bool:
+        return snapshot_id in self._snapshots
+
+    @property
+    def ids(self) -> list[int]:
+        """Ids of the held snapshots, oldest first."""
+        return list(self._snapshots)
+
+    @property
+    def latest_id(self) -> int:
+        """Id of the newest snapshot."""
+        self._check_not_empty()
+        return next(reversed(self._snapshots))
+
+    def get(self, snapshot_id: int) -> Any:
+        """The snapshot object of ``snapshot_id``."""
+        if snapshot_id not in self._snapshots:
+            raise UnknownSnapshotError(self._unknown(snapshot_id))
+        return self._snapshots[snapshot_id]
+
+    def info(self, snapshot_id: int) -> SnapshotInfo:
+        """The metadata of ``snapshot_id`` (a copy)."""
+        if snapshot_id not in self._info:
+            raise UnknownSnapshotError(self._unknown(snapshot_id))
+        return dataclasses.replace(self._info[snapshot_id])
+
+    @property
+    def learner_rating(self) -> float:
+        """The learner's conservative rating ``mu - 3 * sigma`` (openskill's ordinal)."""
+        return self.learner_mu - 3.0 * self.learner_sigma
+
+    def add(self, snapshot: Any, step: int = 0) -> int:
+        """Store ``snapshot`` (kept as given: pass a frozen copy); return its id.
+
+        When the pool is full, the oldest snapshot is evicted first.
+        """
+        if len(self._snapshots) >= self.max_size:
+            oldest = next(iter(self._snapshots))
+            info = self._info.pop(oldest)
+            del self._snapshots[oldest]
+            self._evicted[oldest] = (info.mu, info.sigma)
+            while len(self._evicted) > self.max_size:
+                self._evicted.popitem(last=False)
+        snapshot_id = self._next_id
+        self._next_id += 1
+        self._snapshots[snapshot_id] = snapshot
+        self._info[snapshot_id] = SnapshotInfo(
+            snapshot_id, int(step), 0, self.learner_mu, self.learner_sigma
+        )
+        return snapshot_id
+
+    # -- sampling ----------------------------------------------------------------
+    def sample(self, n: int = 1) -> np.ndarray:
+        """Ids of ``n`` opponents (int64), drawn by the pool's strategy.
+
+        Raises:
+            EmptyPoolError: the pool holds no snapshot.
+        """
+        self._check_not_empty()
+        ids = np.fromiter(self._snapshots, np.int64, len(self._snapshots))
+        if self.strategy == "latest" or len(ids) == 1:
+            return np.full(n, ids[-1], np.int64)
+        if self.strategy == "uniform":
+            return ids[self.rng.integers(0, len(ids), n)]
+        if self.strategy == "mostly_latest":
+            latest = self.rng.random(n) < self.p_latest
+            older = ids[self.rng.integers(0, len(ids) - 1, n)]
+            return np.where(latest, ids[-1], older)
+        weights = self.rating_weights()
+        return self.rng.choice(ids, size=n, p=weights / weights.sum())
+
+    def rating_weights(self) -> np.ndarray:
+        """Unnormalized ``rating``-strategy weights of the held snapshots, oldest first."""
+        model = self._rating_model()
+        learner = model.rating(mu=self.learner_mu, sigma=self.learner_sigma)
+        weights = []
+        for info in self._info.values():
+            opponent = model.rating(mu=info.mu, sigma=info.sigma)
+            p_win = model.predict_win([[learner], [opponent]])[0]
+            weights.append(max(4.0 * p_win * (1.0 - p_win), MIN_RATING_WEIGHT))
+        return np.asarray(weights)
+
+    # -- outcomes ----------------------------------------------------------------
+    def record(self, snapshot_id: int, outcome: str) -> None:
+        """Rate a finished game: ``outcome`` (``"win"``, ``"draw"``, ``"loss"``)
+        is the learner's, against snapshot ``snapshot_id``.
+
+        Raises:
+            ConfigError: an unknown outcome.
+            UnknownSnapshotError: a snapshot never added, or evicted long ago.
+        """
+        if outcome not in OUTCOMES:
+            raise ConfigError(
+                f"outcome must be one of {list(OUTCOMES)}, got {outcome!r}"
+            )
+        info = self._info.get(snapshot_id)
+        if info is None and snapshot_id not in self._evicted:
+            raise UnknownSnapshotError(self._unknown(snapshot_id))
+        mu, sigma = (info.mu, info.sigma) if info else self._evicted[snapshot_id]
+        model = self._rating_model()
+        learner = model.rating(mu=self.learner_mu, sigma=self.learner_sigma)
+        opponent = model.rating(mu=mu, sigma=sigma)
+        ranks = {"win": [0, 1], "draw": [0, 0], "loss": [1, 0]}[outcome]
+        [[learner], [opponent]] = model.rate([[learner], [opponent]], ranks=ranks)
+        self.learner_mu, self.learner_sigma = float(learner.mu), float(learner.sigma)
+        self.learner_games += 1
+        if info is not None:
+            info.mu, info.sigma = float(opponent.mu), float(opponent.sigma)
+            info.games += 1
+        else:
+            self._evicted[snapshot_id] = (float(opponent.mu), float(opponent.sigma))
+
+    # -- checkpoints -------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Snapshots, metadata, ratings, counters and the random generator's state."""
+        return {
+            "snapshots": [
+                {**dataclasses.asdict(self._info[i]), "snapshot": s}
+                for i, s in self._snapshots.items()
+            ],
+            "evicted": [[i, mu, sigma] for i, (mu, sigma) in self._evicted.items()],
+            "next_id": self._next_id,
+            "learner": [self.learner_mu, self.learner_sigma, self.learner_games],
+            "rng": self.rng.bit_generator.state,
+            "strategy": self.strategy,
+            "max_size": self.max_size,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (the strategy and size stay
+        this pool's; a saved pool larger than ``max_size`` is refused).
+
+        Raises:
+            ConfigError: the saved pool holds more snapshots than ``max_size``.
+        """
+        entries = state["snapshots"]
+        if len(entries) > self.max_size:
+            raise ConfigError(
+                f"the saved pool holds {len(entries)} snapshots, more than this "
+                f"pool's max_size={self.max_size}"
+            )
+        self._snapshots = OrderedDict()
+        self._info = OrderedDict()
+        for entry in entries:
+            entry = dict(entry)
+            snapshot = entry.pop("snapshot")
+            info = SnapshotInfo(**entry)
+            self._snapshots[info.id] = snapshot
+            self._info[info.id] = info
+        self._evicted = OrderedDict(
+            (int(i), (float(mu), float(sigma))) for i, mu, sigma in state["evicted"]
+        )
+        self._next_id = int(state["next_id"])
+        mu, sigma, games = state["learner"]
+        self.learner_mu, self.learner_sigma = float(mu), float(sigma)
+        self.learner_games = int(games)
+        self.rng.bit_generator.state = state["rng"]
+
+    # -- helpers -----------------------------------------------------------------
+    def _rating_model(self) -> Any:
+        if self._model is None:
+            self._model = _openskill_model()
+        return self._model
+
+    def _check_not_empty(self) -> None:
+        if not self._snapshots:
+            raise EmptyPoolError(
+                "the opponent pool is empty: add a snapshot of the learner first"
+            )
+
+    def _unknown(self, snapshot_id: Any) -> str:
+        return (
+            f"no snapshot {snapshot_id!r} in the opponent pool (it holds "
+            f"{self.ids}; ids are never reused, evicted ones are gone)"
+        )
