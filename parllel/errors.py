@@ -373,3 +373,20 @@ class PolicyFileError(ParllelError, ValueError):
 class PolicyNotFoundError(PolicyFileError, FileNotFoundError):
     """No policy file at a path, or a run directory with neither an exported
     policy nor a checkpoint it can be loaded from."""
+
+
+class AgentSpaceError(ConfigError):
+    """The agents of a multi-agent env do not share one observation or action
+    space, or a space cannot be stacked over agents; the message names the
+    agents and their spaces."""
+
+
+class MismatchedAgentsError(ParllelError, ValueError):
+    """A multi-agent env returned values for agents it does not declare in
+    ``possible_agents``, or not for the agents that acted; the message names
+    them."""
+
+
+class NonActingAgentError(ParllelError, ValueError):
+    """An action was given for an agent that does not act at this step (or
+    none for one that does); the message names the agent."""
