@@ -63,6 +63,7 @@ class AECEnvAdapter(gym.Env):
         self._observation = self.table.zero_observation()
         self._ended = np.zeros(self.table.n_agents, np.bool_)
         self._took_part = np.zeros(self.table.n_agents, np.bool_)
+        self._rewards = np.zeros(self.table.n_agents, np.float64)
         self._any_truncated = False
 
     @property
@@ -87,6 +88,7 @@ class AECEnvAdapter(gym.Env):
         self._took_part[:] = False
         self._any_truncated = False
         info = self.table.new_info()  # the dead steps' rewards are dropped here
+        self._rewards[:] = 0.0
         self._mark_ended(info)
         self._dead_steps(info)
         self._observe_alive()
@@ -106,24 +108,27 @@ class AECEnvAdapter(gym.Env):
         actions = table.read_actions(action, [mover])
         info = table.new_info()
         info[fields.AGENT_MASK][table.index[mover]] = True
+        self._rewards[:] = 0.0
         env.step(actions[mover])
-        self._add_rewards(info)
+        self._add_rewards()
         self._mark_ended(info)
         self._dead_steps(info)
         self._observe_alive()
         add_agent_infos(info, getattr(env, "infos", {}) or {})
         over = not env.agents
-        reward = float(info[fields.AGENT_REWARD].sum(dtype=np.float64))
+        info[fields.AGENT_REWARD][:] = self._rewards
+        reward = float(self._rewards.sum())
         terminated = over and not self._any_truncated
         truncated = over and self._any_truncated
         return copy_value(self._observation), reward, terminated, truncated, info
 
-    def _add_rewards(self, info: dict[str, np.ndarray]) -> None:
+    def _add_rewards(self) -> None:
+        """Add the env's ``rewards`` of the last ``env.step`` (summed in float64)."""
         rewards = self.env.rewards
         self.table.check_known(rewards, "rewards")
-        agent_reward, index = info[fields.AGENT_REWARD], self.table.index
+        summed, index = self._rewards, self.table.index
         for agent, reward in rewards.items():
-            agent_reward[index[agent]] += reward
+            summed[index[agent]] += reward
 
     def _mark_ended(self, info: dict[str, np.ndarray]) -> None:
         """Flag the agents whose episode ended since the last look."""
@@ -164,7 +169,7 @@ class AECEnvAdapter(gym.Env):
                     f"the env's dead step for ended agent {agent!r} did not remove "
                     f"it from env.agents ({list(env.agents)})"
                 )
-            self._add_rewards(info)
+            self._add_rewards()
             self._mark_ended(info)
 
     def _observe_alive(self) -> None:
