@@ -176,6 +176,13 @@ def write_info_value(view: Any, j: int, value: Any, key: str, env: int) -> None:
     The slow path of :meth:`EnvGroup.step` (values not of an exact type).
     """
     dtype = view.dtype
+    if (
+        type(value) is np.ndarray
+        and value.dtype == dtype
+        and value.shape == view.shape[1:]
+    ):  # e.g. the multi-agent adapters' [A] arrays: stored exactly as they are
+        view[j] = value
+        return
     if type(value) is int and dtype.kind == "f":
         limit = 1 << (np.finfo(dtype).nmant + 1)
         if -limit <= value <= limit:
