@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parllel import fields
-from parllel.multiagent import MultiAgentTrajInfo, make_parallel_env_factory
+from parllel.multiagent import (
+    MultiAgentTrajInfo,
+    ParallelEnvAdapter,
+    make_parallel_env_factory,
+)
 from tests.helpers.ma_envs import DropoutParallelEnv
 from tests.multiagent.ma_reference import (
     A,
@@ -157,3 +163,28 @@ def test_simple_spread_in_cages_matches_a_bare_loop(kind):
                 assert t == 24 and all(truncations.values())
                 observations, _ = env.reset()
     assert [traj.length for traj in completed] == [25, 25]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    max_life=st.integers(1, 6),
+    dict_obs=st.booleans(),
+)
+def test_adapter_matches_the_plain_loop_for_any_lifetimes(seed, max_life, dict_obs):
+    rows, _ = parallel_reference(
+        DropoutParallelEnv(dict_obs=dict_obs, max_life=max_life), seed, 20, dict_obs
+    )
+    env = ParallelEnvAdapter(DropoutParallelEnv(dict_obs=dict_obs, max_life=max_life))
+    observation, _ = env.reset(seed=seed)
+    for t, row in enumerate(rows[:-1]):
+        expected = observation_leaves(row["observation"], dict_obs)
+        for path, value in observation_leaves(observation, dict_obs).items():
+            np.testing.assert_array_equal(value, expected[path], f"t {t} {path}")
+        observation, reward, terminated, truncated, info = env.step(row["action"])
+        assert np.float32(reward) == row["reward"]
+        assert (terminated, truncated) == (row["terminated"], row["truncated"])
+        for key in AGENT_KEYS:
+            np.testing.assert_array_equal(info[key], row[key], f"t {t} {key}")
+        if terminated or truncated:
+            observation, _ = env.reset()
