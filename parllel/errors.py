@@ -382,3 +382,20 @@ class EmptyPoolError(ParllelError, RuntimeError):
 
 class UnknownSnapshotError(ParllelError, KeyError):
     """An opponent id names no snapshot the pool holds (never added, or evicted)."""
+
+
+class AgentSpaceError(ConfigError):
+    """The agents of a multi-agent env do not share one observation or action
+    space, or a space cannot be stacked over agents; the message names the
+    agents and their spaces."""
+
+
+class MismatchedAgentsError(ParllelError, ValueError):
+    """A multi-agent env returned values for agents it does not declare in
+    ``possible_agents``, or not for the agents that acted; the message names
+    them."""
+
+
+class NonActingAgentError(ParllelError, ValueError):
+    """An action was given for an agent that does not act at this step (or
+    none for one that does); the message names the agent."""

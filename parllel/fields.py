@@ -27,6 +27,14 @@ Layout (``T`` = batch length, ``B`` = number of envs):
   a learner's weights in another process).
 - ``TARGET_LOG_PROB``: ``[T, B]`` log-probabilities of the recorded actions
   under the policy being trained (off-policy corrections such as V-trace).
+
+Multi-agent envs (``A`` = number of agents, see docs/multiagent.md):
+
+- ``AGENT_REWARD``: ``[T, B, A]`` float32 in ``ENV_INFO``: each agent's reward.
+- ``AGENT_TERMINATED``: ``[T, B, A]`` bool in ``ENV_INFO``: the agent terminated.
+- ``AGENT_TRUNCATED``: ``[T, B, A]`` bool in ``ENV_INFO``: the agent was truncated.
+- ``AGENT_MASK``: ``[T, B, A]`` bool in ``ENV_INFO``: the agent acted at this step.
+- ``POLICY_INDEX``: ``[T, B, A]`` int16 in ``AGENT_INFO``: the policy that acted.
 """
 
 from __future__ import annotations

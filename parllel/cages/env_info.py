@@ -2,7 +2,8 @@
 
 Policy (docs/cages.md): every key whose value in the probe step is a number
 (bool, int, float, numpy scalar) or a numeric numpy array gets a slot, stored
-as **float64** unless a dtype is declared for it, so a key that is an int in
+as **float64** unless a dtype is declared for it (parllel's own keys, the
+multi-agent ``fields.AGENT_*``, have theirs: :data:`DECLARED_INFO_DTYPES`), so a key that is an int in
 one step and a float in another keeps both. Every write is checked: a value
 that the slot cannot hold exactly (a string, ``None``, a wrong shape, an int
 beyond float64's exact range, a fraction in a declared integer slot...)
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from parllel import fields
 from parllel.errors import EnvInfoError
 
 
@@ -48,6 +50,15 @@ class KeptInfos:
 
 
 INFO_DTYPE = np.dtype(np.float64)
+#: dtypes of the info keys parllel's multi-agent adapters write every step
+#: (``[A]`` arrays); :func:`numeric_info_example` uses them unless ``dtypes``
+#: declares another
+DECLARED_INFO_DTYPES: dict[str, np.dtype] = {
+    fields.AGENT_REWARD: np.dtype(np.float32),
+    fields.AGENT_TERMINATED: np.dtype(np.bool_),
+    fields.AGENT_TRUNCATED: np.dtype(np.bool_),
+    fields.AGENT_MASK: np.dtype(np.bool_),
+}
 _SCALARS = (bool, int, float, np.number, np.bool_)
 _NUMPY_SCALARS = (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
@@ -61,7 +72,8 @@ def numeric_info_example(
     """Example values of the env-info keys that get a slot (see the module policy).
 
     Numbers become float64 scalars, numeric arrays float64 arrays of their
-    shape, unless ``dtypes`` declares a dtype for the key. Other entries
+    shape, unless ``dtypes`` (or :data:`DECLARED_INFO_DTYPES`, for parllel's
+    own keys) declares a dtype for the key. Other entries
     (strings, nested dicts, ...) get no slot and reach ``TrajInfo.extra``.
     Keys keep their names, dots included (``"ale.lives"``).
 
@@ -76,6 +88,7 @@ def numeric_info_example(
             f"dtypes declared for info keys {sorted(unknown)} that the example info "
             f"does not have (keys: {sorted(map(str, info))})"
         )
+    dtypes = {**DECLARED_INFO_DTYPES, **dtypes}
     example = {}
     for key, value in info.items():
         if isinstance(value, _SCALARS):
@@ -163,6 +176,13 @@ def write_info_value(view: Any, j: int, value: Any, key: str, env: int) -> None:
     The slow path of :meth:`EnvGroup.step` (values not of an exact type).
     """
     dtype = view.dtype
+    if (
+        type(value) is np.ndarray
+        and value.dtype == dtype
+        and value.shape == view.shape[1:]
+    ):  # e.g. the multi-agent adapters' [A] arrays: stored exactly as they are
+        view[j] = value
+        return
     if type(value) is int and dtype.kind == "f":
         limit = 1 << (np.finfo(dtype).nmant + 1)
         if -limit <= value <= limit:

@@ -137,9 +137,23 @@ EXPECTED_KEYS = {
         "async_time_to_475_vs_sync",
         "async_steps_to_475_vs_sync",
     },
+    "multiagent_bench.py": {
+        "ma_process_vs_supersuit",
+        "ma_serial_vs_bare",
+        "ma_process_vs_ceiling",
+        "ma_process_agent_sps",
+        "ma_supersuit_agent_sps",
+        "ma_serial_agent_sps",
+        "ma_bare_agent_sps",
+        "ma_ceiling_agent_sps",
+    },
 }
 # benchmarks that cannot run at all without a peer library (the bench extra)
-NEEDS = {"train_cartpole.py": "stable_baselines3", "ray_bench.py": "ray"}
+NEEDS = {
+    "train_cartpole.py": "stable_baselines3",
+    "ray_bench.py": "ray",
+    "multiagent_bench.py": "supersuit",  # and mpe2 (the examples extra)
+}
 
 
 @pytest.mark.timeout(300)

@@ -167,6 +167,40 @@ runner.logger = build_run_logger(run, total_steps=10)
 run_training(runner, run)
 assert (run.path / "learning_curve.png").is_file()
 """,
+    "parllel.multiagent": """
+import gymnasium as gym
+import numpy as np
+from parllel.cages import SerialCage
+from parllel.multiagent import MultiAgentTrajInfo, make_parallel_env_factory
+
+class TwoAgents:  # the PettingZoo ParallelEnv API, without PettingZoo
+    possible_agents = ["a", "b"]
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(-1, 1, (2,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(3)
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.t = list(self.possible_agents), 0
+        return {a: np.zeros(2, np.float32) for a in self.agents}, {}
+
+    def step(self, actions):
+        self.t += 1
+        done = self.t >= 3
+        observations = {a: np.full(2, self.t / 3, np.float32) for a in actions}
+        self.agents = [] if done else self.agents
+        flags = dict.fromkeys(actions, done)
+        return observations, dict.fromkeys(actions, 1.0), flags, dict.fromkeys(actions, False), {}
+
+    def close(self):
+        pass
+
+cage = SerialCage(make_parallel_env_factory(TwoAgents), 1, seed=0, traj_info_type=MultiAgentTrajInfo)
+assert cage.spaces.observation.shape == (2, 2)
+cage.close()
+""",
     "parllel.bench": """
 from parllel.bench import format_table, run_bench, write_png
 report = run_bench(

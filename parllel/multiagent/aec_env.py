@@ -1,0 +1,225 @@
+"""AECEnvAdapter: a turn-based PettingZoo ``AECEnv`` as one gymnasium env for cages.
+
+One adapter step is one move: the agent to move (``agent_selection``) acts;
+the adapter then takes the dead steps (``step(None)``) of agents whose
+episode ended itself. PettingZoo is not imported: any object with the
+``AECEnv`` API works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from parllel import fields
+from parllel.errors import ConfigError, MismatchedAgentsError
+from parllel.multiagent.agent_steps import AgentTable, add_agent_infos
+from parllel.multiagent.spaces import action_mask_of, copy_value, write_row
+
+
+class AECEnvAdapter(gym.Env):
+    """A turn-based PettingZoo ``AECEnv`` as one gymnasium env with agents stacked.
+
+    - observation: ``observe(agent)`` of every agent after the move (and
+      the dead steps), stacked ``[A, ...]``; an agent that left keeps its
+      last observation. The rows of an ``action_mask`` leaf are zero for
+      every agent but the one to move next.
+    - action: stacked ``[A, ...]`` (only the mover's row is used), or a dict
+      ``{agent: action}`` holding the mover only.
+    - reward: the sum of ``agent_reward`` (team reward).
+    - terminated / truncated: the episode is over (every agent left) and
+      every agent terminated / otherwise.
+    - info (every step): ``agent_reward`` float32 ``[A]`` (each agent's
+      rewards of the move and of the dead steps that followed it: a loser's
+      -1 lands at the winning move), ``agent_terminated`` /
+      ``agent_truncated`` bool ``[A]`` (the agent's episode ended at this
+      step), ``agent_mask`` bool ``[A]`` (one-hot: the mover), and
+      ``agent_infos`` (the env's per-agent infos) when any is not empty.
+
+    Args:
+        env: a PettingZoo ``AECEnv`` (e.g. ``tictactoe_v3.env()``).
+
+    Raises:
+        AgentSpaceError: the agents do not share one observation and one
+            action space.
+
+    Example:
+        >>> from pettingzoo.classic import tictactoe_v3
+        >>> env = AECEnvAdapter(tictactoe_v3.env())
+        >>> env.observation_space["action_mask"].shape, env.action_space
+        ((2, 9), MultiDiscrete([9 9]))
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.table = AgentTable(env)
+        self.observation_space = self.table.observation_space
+        self.action_space = self.table.action_space
+        self._observation = self.table.zero_observation()
+        self._ended = np.zeros(self.table.n_agents, np.bool_)
+        self._took_part = np.zeros(self.table.n_agents, np.bool_)
+        self._rewards = np.zeros(self.table.n_agents, np.float64)
+        self._any_truncated = False
+
+    @property
+    def possible_agents(self) -> tuple[str, ...]:
+        """The agents, in the order of the stacked dimension."""
+        return self.table.agents
+
+    @property
+    def n_agents(self) -> int:
+        """``A``, the number of possible agents."""
+        return self.table.n_agents
+
+    def reset(
+        self, *, seed: int | None = None, options: dict | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset the env; return the stacked observation and the reset info."""
+        super().reset(seed=seed)
+        self.env.reset(seed=seed, options=options)
+        self.table.check_known(self.env.agents, "agents (env.agents)")
+        self._observation = self.table.zero_observation()
+        self._ended[:] = False
+        self._took_part[:] = False
+        self._any_truncated = False
+        info = self.table.new_info()  # the dead steps' rewards are dropped here
+        self._rewards[:] = 0.0
+        self._mark_ended(info)
+        self._dead_steps(info)
+        self._observe_alive()
+        reset_info: dict[str, Any] = {}
+        add_agent_infos(reset_info, getattr(self.env, "infos", {}) or {})
+        return copy_value(self._observation), reset_info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """The mover acts, then the dead steps; see the class docstring."""
+        env, table = self.env, self.table
+        if not env.agents:
+            raise ConfigError(
+                "step() after the episode ended (no agent left): reset the env"
+            )
+        mover = env.agent_selection
+        table.check_known([mover], "agent_selection")
+        actions = table.read_actions(action, [mover])
+        info = table.new_info()
+        info[fields.AGENT_MASK][table.index[mover]] = True
+        self._rewards[:] = 0.0
+        env.step(actions[mover])
+        self._add_rewards()
+        self._mark_ended(info)
+        self._dead_steps(info)
+        self._observe_alive()
+        add_agent_infos(info, getattr(env, "infos", {}) or {})
+        over = not env.agents
+        info[fields.AGENT_REWARD][:] = self._rewards
+        reward = float(self._rewards.sum())
+        terminated = over and not self._any_truncated
+        truncated = over and self._any_truncated
+        return copy_value(self._observation), reward, terminated, truncated, info
+
+    def _add_rewards(self) -> None:
+        """Add the env's ``rewards`` of the last ``env.step`` (summed in float64)."""
+        rewards = self.env.rewards
+        self.table.check_known(rewards, "rewards")
+        summed, index = self._rewards, self.table.index
+        for agent, reward in rewards.items():
+            summed[index[agent]] += reward
+
+    def _mark_ended(self, info: dict[str, np.ndarray]) -> None:
+        """Flag the agents whose episode ended since the last look."""
+        env, index = self.env, self.table.index
+        alive = set(env.agents)
+        for agent in alive:
+            self._took_part[index[agent]] = True
+        for agent, i in index.items():
+            if self._ended[i]:
+                continue
+            if agent in alive:
+                terminated = bool(env.terminations.get(agent, False))
+                truncated = bool(env.truncations.get(agent, False)) and not terminated
+            elif self._took_part[i]:
+                terminated, truncated = False, True  # left without a flag
+            else:
+                continue
+            if terminated or truncated:
+                self._ended[i] = True
+                info[fields.AGENT_TERMINATED][i] = terminated
+                info[fields.AGENT_TRUNCATED][i] = truncated
+                self._any_truncated |= truncated
+
+    def _dead_steps(self, info: dict[str, np.ndarray]) -> None:
+        """Step ``None`` for every ended agent the env selects, keeping its
+        final observation and adding the rewards of those steps."""
+        env = self.env
+        while env.agents:
+            agent = env.agent_selection
+            if not (env.terminations.get(agent) or env.truncations.get(agent)):
+                break
+            index = self.table.index[agent]
+            write_row(self._observation, index, env.observe(agent), agent)
+            before = len(env.agents)
+            env.step(None)
+            if len(env.agents) >= before:
+                raise MismatchedAgentsError(
+                    f"the env's dead step for ended agent {agent!r} did not remove "
+                    f"it from env.agents ({list(env.agents)})"
+                )
+            self._add_rewards()
+            self._mark_ended(info)
+
+    def _observe_alive(self) -> None:
+        env, index, stacked = self.env, self.table.index, self._observation
+        for agent in env.agents:
+            write_row(stacked, index[agent], env.observe(agent), agent)
+        mask = action_mask_of(stacked)
+        if mask is not None:
+            mover = env.agent_selection if env.agents else None
+            for agent, i in index.items():
+                if agent != mover:
+                    mask[i] = 0
+
+    def render(self) -> Any:
+        """The env's ``render()``."""
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the env."""
+        self.env.close()
+
+
+class AECEnvFactory:
+    """A picklable factory of :class:`AECEnvAdapter` envs, for cages.
+
+    Args:
+        env_fn: builds a PettingZoo ``AECEnv`` (e.g. ``tictactoe_v3.env``).
+        kwargs: keyword arguments for ``env_fn``.
+    """
+
+    def __init__(self, env_fn: Callable[..., Any], **kwargs: Any) -> None:
+        if not callable(env_fn):
+            raise ConfigError(f"env_fn must build a PettingZoo AECEnv, got {env_fn!r}")
+        self.env_fn = env_fn
+        self.kwargs = kwargs
+
+    def __call__(self, **env_kwargs: Any) -> AECEnvAdapter:
+        """Build one adapted env (``env_kwargs`` override the stored kwargs)."""
+        return AECEnvAdapter(self.env_fn(**{**self.kwargs, **env_kwargs}))
+
+    def __repr__(self) -> str:
+        name = getattr(self.env_fn, "__qualname__", repr(self.env_fn))
+        return f"AECEnvFactory({name}, **{self.kwargs!r})"
+
+
+def make_aec_env_factory(env_fn: Callable[..., Any], **kwargs: Any) -> AECEnvFactory:
+    """A picklable env factory for cages that builds ``AECEnvAdapter(env_fn(**kwargs))``.
+
+    Example:
+        >>> from pettingzoo.classic import tictactoe_v3
+        >>> cage = SerialCage(make_aec_env_factory(tictactoe_v3.env), n_envs=4, seed=0)
+    """
+    return AECEnvFactory(env_fn, **kwargs)

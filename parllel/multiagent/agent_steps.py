@@ -1,0 +1,111 @@
+"""What both adapters share: the agent table, reading actions, the step info.
+
+Every step's info has the same four ``[A]`` arrays (so the cage gives them
+preallocated ``env_info`` slots), plus ``"agent_infos"`` (the env's per-agent
+info dicts, by agent name) when any of them is not empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from parllel import fields
+from parllel.errors import MismatchedAgentsError, NonActingAgentError, ShapeError
+from parllel.multiagent.spaces import shared_space, stack_space, stacked_zeros
+
+#: the info key holding the env's per-agent info dicts (only when not empty)
+AGENT_INFOS = "agent_infos"
+
+
+class AgentTable:
+    """The agents of an env (``possible_agents`` order) and its stacked spaces.
+
+    Args:
+        env: a PettingZoo-like env: ``possible_agents`` and the per-agent
+            ``observation_space(agent)`` / ``action_space(agent)``.
+
+    Raises:
+        AgentSpaceError: the agents do not share one space, or it cannot be
+            stacked.
+    """
+
+    def __init__(self, env: Any) -> None:
+        self.agents: tuple[str, ...] = tuple(env.possible_agents)
+        self.index: dict[str, int] = {agent: i for i, agent in enumerate(self.agents)}
+        self.n_agents = len(self.agents)
+        self.agent_observation_space = shared_space(
+            self.agents, env.observation_space, "observation"
+        )
+        self.agent_action_space = shared_space(self.agents, env.action_space, "action")
+        self.observation_space = stack_space(
+            self.agent_observation_space, self.n_agents
+        )
+        self.action_space = stack_space(self.agent_action_space, self.n_agents)
+
+    def zero_observation(self) -> Any:
+        """Zeros of the stacked observation (an agent's row before it appears)."""
+        return stacked_zeros(self.observation_space)
+
+    def check_known(self, names: Iterable[Any], what: str) -> None:
+        """Raise MismatchedAgentsError if any of ``names`` is not a possible agent."""
+        unknown = [name for name in names if name not in self.index]
+        if unknown:
+            raise MismatchedAgentsError(
+                f"the env returned {what} for {unknown}, which are not in its "
+                f"possible_agents {list(self.agents)}: every agent an env "
+                "reports must be one of its possible_agents"
+            )
+
+    def read_actions(self, action: Any, acting: Sequence[str]) -> dict[str, Any]:
+        """The actions of the ``acting`` agents, by name.
+
+        ``action`` is either stacked over all agents (``[A, ...]``; the rows of
+        agents that do not act are padding) or a dict ``{agent: action}``
+        holding exactly the acting agents.
+
+        Raises:
+            NonActingAgentError: a dict action names an agent that does not act
+                now, or lacks one that does.
+            ShapeError: a stacked action has not ``A`` rows.
+        """
+        if isinstance(action, Mapping):
+            self.check_known(action, "an action")
+            extra = [agent for agent in action if agent not in acting]
+            if extra:
+                raise NonActingAgentError(
+                    f"actions were given for agent(s) {extra}, which do not act at "
+                    f"this step (acting: {list(acting)})"
+                )
+            missing = [agent for agent in acting if agent not in action]
+            if missing:
+                raise NonActingAgentError(
+                    f"no action was given for acting agent(s) {missing}"
+                )
+            return dict(action)
+        rows = np.array(action)  # a copy: the env may keep what it is given
+        if rows.ndim == 0 or rows.shape[0] != self.n_agents:
+            raise ShapeError(
+                f"a stacked action needs one row per agent ({self.n_agents}, in "
+                f"possible_agents order {list(self.agents)}), got shape {rows.shape}"
+            )
+        index = self.index
+        return {agent: rows[index[agent]] for agent in acting}
+
+    def new_info(self) -> dict[str, np.ndarray]:
+        """A step info with zero ``[A]`` arrays under the four agent keys."""
+        n = self.n_agents
+        return {
+            fields.AGENT_REWARD: np.zeros(n, np.float32),
+            fields.AGENT_TERMINATED: np.zeros(n, np.bool_),
+            fields.AGENT_TRUNCATED: np.zeros(n, np.bool_),
+            fields.AGENT_MASK: np.zeros(n, np.bool_),
+        }
+
+
+def add_agent_infos(info: dict[str, Any], agent_infos: Mapping[str, Any]) -> None:
+    """Put the env's per-agent infos under ``"agent_infos"`` if any is not empty."""
+    if any(agent_infos.values()):
+        info[AGENT_INFOS] = dict(agent_infos)

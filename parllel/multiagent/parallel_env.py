@@ -1,0 +1,212 @@
+"""ParallelEnvAdapter: a PettingZoo ``ParallelEnv`` as one gymnasium env for cages.
+
+The adapter stacks the agents (``possible_agents`` order) into one more
+dimension, so SerialCage and ProcessCage step it like any env (see
+docs/multiagent.md). PettingZoo is not imported: any object with the
+``ParallelEnv`` API works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from parllel import fields
+from parllel.errors import ConfigError, MismatchedAgentsError
+from parllel.multiagent.agent_steps import AgentTable, add_agent_infos
+from parllel.multiagent.spaces import action_mask_of, copy_value, write_row
+
+
+class ParallelEnvAdapter(gym.Env):
+    """A PettingZoo ``ParallelEnv`` as one gymnasium env with agents stacked.
+
+    - observation: every agent's observation stacked (``[A, ...]``, a Dict of
+      stacked leaves for a Dict space); an agent absent from a step keeps
+      its last observation (zeros before it first appears); the rows of an
+      ``action_mask`` leaf are zero for agents that do not act next.
+    - action: stacked ``[A, ...]`` (the rows of agents that do not act are
+      ignored), or a dict ``{agent: action}`` of exactly the acting agents.
+    - reward: the sum of the agents' rewards of this step (team reward).
+    - terminated / truncated: the episode is over (no agent left) and every
+      agent terminated / otherwise.
+    - info (every step): ``agent_reward`` float32 ``[A]``,
+      ``agent_terminated`` / ``agent_truncated`` bool ``[A]`` (the agent's
+      episode ended at this step; an agent that leaves without either flag
+      counts as truncated), ``agent_mask`` bool ``[A]`` (the agent acted),
+      and ``agent_infos`` (the env's per-agent infos) when any is not empty.
+      The reset's info is ``{"agent_infos": ...}`` or empty likewise.
+
+    Args:
+        env: a PettingZoo ``ParallelEnv`` (or an object with its API).
+
+    Raises:
+        AgentSpaceError: the agents do not share one observation and one
+            action space.
+
+    Example:
+        >>> from mpe2 import simple_spread_v3
+        >>> env = ParallelEnvAdapter(simple_spread_v3.parallel_env(N=3))
+        >>> env.observation_space.shape, env.action_space
+        ((3, 18), MultiDiscrete([5 5 5]))
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.table = AgentTable(env)
+        self.observation_space = self.table.observation_space
+        self.action_space = self.table.action_space
+        self._observation = self.table.zero_observation()
+        n = self.table.n_agents
+        self._took_part = np.zeros(n, np.bool_)
+        self._any_truncated = False
+
+    @property
+    def possible_agents(self) -> tuple[str, ...]:
+        """The agents, in the order of the stacked dimension."""
+        return self.table.agents
+
+    @property
+    def n_agents(self) -> int:
+        """``A``, the number of possible agents."""
+        return self.table.n_agents
+
+    def reset(
+        self, *, seed: int | None = None, options: dict | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset the env; return the stacked observation and the reset info."""
+        super().reset(seed=seed)
+        observations, infos = self.env.reset(seed=seed, options=options)
+        table = self.table
+        table.check_known(observations, "reset observations")
+        self._observation = table.zero_observation()
+        self._took_part[:] = False
+        self._any_truncated = False
+        for agent in self.env.agents:
+            self._took_part[table.index[agent]] = True
+        self._write_observations(observations)
+        info: dict[str, Any] = {}
+        add_agent_infos(info, infos or {})
+        return copy_value(self._observation), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Step the acting agents (``env.agents``); see the class docstring."""
+        env, table = self.env, self.table
+        acting = list(env.agents)
+        if not acting:
+            raise ConfigError(
+                "step() after the episode ended (no agent left): reset the env"
+            )
+        actions = table.read_actions(action, acting)
+        observations, rewards, terminations, truncations, infos = env.step(actions)
+        for what, values in (
+            ("observations", observations),
+            ("rewards", rewards),
+            ("terminations", terminations),
+            ("truncations", truncations),
+        ):
+            table.check_known(values, what)
+        alive = list(env.agents)
+        table.check_known(alive, "agents (env.agents)")
+        for what, flags in (
+            ("terminations", terminations),
+            ("truncations", truncations),
+        ):
+            missing = [agent for agent in acting if agent not in flags]
+            if missing:
+                raise MismatchedAgentsError(
+                    f"the env's step returned no {what} entry for acting agent(s) "
+                    f"{missing}: a ParallelEnv reports every agent that acted"
+                )
+        info = table.new_info()
+        index = table.index
+        agent_reward = info[fields.AGENT_REWARD]
+        mask = info[fields.AGENT_MASK]
+        team_reward = 0.0
+        for agent, reward in rewards.items():
+            agent_reward[index[agent]] = reward
+            team_reward += float(reward)
+        alive_set = set(alive)
+        for agent in acting:
+            i = index[agent]
+            mask[i] = True
+            terminated = bool(terminations[agent])
+            truncated = bool(truncations[agent])
+            if agent not in alive_set and not terminated and not truncated:
+                truncated = True  # left without a flag: its episode was cut
+            info[fields.AGENT_TERMINATED][i] = terminated
+            info[fields.AGENT_TRUNCATED][i] = truncated and not terminated
+            self._any_truncated |= truncated and not terminated
+        for agent in alive:
+            self._took_part[index[agent]] = True
+        self._write_observations(observations)
+        add_agent_infos(info, infos or {})
+        over = not alive
+        terminated = over and not self._any_truncated
+        truncated = over and self._any_truncated
+        return copy_value(self._observation), team_reward, terminated, truncated, info
+
+    def _write_observations(self, observations: dict[str, Any]) -> None:
+        index, stacked = self.table.index, self._observation
+        for agent, observation in observations.items():
+            write_row(stacked, index[agent], observation, agent)
+        mask = action_mask_of(stacked)
+        if mask is not None:
+            alive = set(self.env.agents)
+            for agent, i in index.items():
+                if agent not in alive:
+                    mask[i] = 0
+
+    def render(self) -> Any:
+        """The env's ``render()``."""
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the env."""
+        self.env.close()
+
+
+class ParallelEnvFactory:
+    """A picklable factory of :class:`ParallelEnvAdapter` envs, for cages.
+
+    Calls ``env_fn(**kwargs, **env_kwargs)`` in the process that builds the
+    env (a ProcessCage's worker) and wraps the result.
+
+    Args:
+        env_fn: builds a PettingZoo ``ParallelEnv`` (e.g.
+            ``simple_spread_v3.parallel_env``); cloudpickle must pickle it.
+        kwargs: keyword arguments for ``env_fn``.
+    """
+
+    def __init__(self, env_fn: Callable[..., Any], **kwargs: Any) -> None:
+        if not callable(env_fn):
+            raise ConfigError(
+                f"env_fn must build a PettingZoo ParallelEnv, got {env_fn!r}"
+            )
+        self.env_fn = env_fn
+        self.kwargs = kwargs
+
+    def __call__(self, **env_kwargs: Any) -> ParallelEnvAdapter:
+        """Build one adapted env (``env_kwargs`` override the stored kwargs)."""
+        return ParallelEnvAdapter(self.env_fn(**{**self.kwargs, **env_kwargs}))
+
+    def __repr__(self) -> str:
+        name = getattr(self.env_fn, "__qualname__", repr(self.env_fn))
+        return f"ParallelEnvFactory({name}, **{self.kwargs!r})"
+
+
+def make_parallel_env_factory(
+    env_fn: Callable[..., Any], **kwargs: Any
+) -> ParallelEnvFactory:
+    """A picklable env factory for cages that builds ``ParallelEnvAdapter(env_fn(**kwargs))``.
+
+    Example:
+        >>> from mpe2 import simple_spread_v3
+        >>> factory = make_parallel_env_factory(simple_spread_v3.parallel_env, N=3)
+        >>> cage = ProcessCage(factory, n_envs=4, n_workers=2, seed=0)
+    """
+    return ParallelEnvFactory(env_fn, **kwargs)
