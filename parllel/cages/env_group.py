@@ -24,6 +24,7 @@ from parllel.cages.spaces import (
     action_reader,
     check_spaces_agree,
     env_name,
+    legal_sample,
 )
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError, EnvError
@@ -154,7 +155,7 @@ class EnvGroup:
         """
         try:
             observation, _ = self._reset_env(0)
-            action = self.spaces.action.sample()
+            action = legal_sample(self.spaces.action, observation)
             next_observation, reward, terminated, truncated, info = self.envs[0].step(
                 action
             )

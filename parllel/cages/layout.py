@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from parllel.cages.spaces import legal_sample
 from parllel.cages.sync import measure_sync_seconds
 from parllel.errors import ConfigError, EnvError
 
@@ -65,16 +66,18 @@ def measure_step_seconds(
         raise _probe_error("its construction", exc) from exc
     what = "reset"
     try:
-        env.reset(seed=seed)
+        observation, _ = env.reset(seed=seed)
         env.action_space.seed(seed)
-        actions = [env.action_space.sample() for _ in range(steps)]
         what = "step"
-        start = time.perf_counter()
-        for action in actions:
-            _, _, terminated, truncated, _ = env.step(action)
+        elapsed = 0.0
+        for _ in range(steps):
+            action = legal_sample(env.action_space, observation)
+            start = time.perf_counter()
+            observation, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
-                env.reset()
-        return (time.perf_counter() - start) / steps
+                observation, _ = env.reset()
+            elapsed += time.perf_counter() - start
+        return elapsed / steps
     except Exception as exc:
         raise _probe_error(what, exc) from exc
     finally:

@@ -288,3 +288,41 @@ def _(space: gym.spaces.Tuple) -> Callable[[Any], list]:
 @action_reader.register
 def _(space: gym.spaces.Discrete) -> Callable[[Any], list]:
     return lambda view: list(view)
+
+
+ACTION_MASK_KEY = "action_mask"
+"""The observation key of a legal-action mask (PettingZoo's convention)."""
+
+
+def legal_sample(space: gym.Space, observation: Any) -> Any:
+    """A random action of ``space``, legal under the observation's ``action_mask``.
+
+    Envs whose dict observation carries an ``action_mask`` (nonzero = legal;
+    PettingZoo's classic games, the multi-agent adapters' stacked ``[A, n]``
+    masks) end the game on an illegal move, so the probes that step an env
+    with random actions (the cage's example step, layout timing) sample
+    legal ones: a ``Discrete`` action from the mask, a ``MultiDiscrete`` one
+    per row (a row with no legal action, an agent that may not act, samples
+    freely). Other spaces and observations: ``space.sample()``.
+    """
+    mask = (
+        observation.get(ACTION_MASK_KEY) if isinstance(observation, Mapping) else None
+    )
+    if mask is None:
+        return space.sample()
+    mask = np.asarray(mask).astype(np.int8) != 0
+    if isinstance(space, gym.spaces.Discrete) and mask.shape == (int(space.n),):
+        return space.sample(mask=mask.astype(np.int8)) if mask.any() else space.sample()
+    nvec = getattr(space, "nvec", None)
+    if (
+        isinstance(space, gym.spaces.MultiDiscrete)
+        and nvec is not None
+        and nvec.ndim == 1
+        and mask.shape == (len(nvec), int(nvec.max()))
+    ):
+        rows = tuple(
+            (row[:n] if row[:n].any() else np.ones(n, bool)).astype(np.int8)
+            for row, n in zip(mask, nvec)
+        )
+        return space.sample(mask=rows)
+    return space.sample()

@@ -77,6 +77,11 @@ class OpponentPool:
       even match (``p = 0.5``), falling to 0 for a certain win or loss, so
       the learner mostly meets opponents of its own strength.
 
+    Fixed opponents (:meth:`add_fixed`: e.g. a player that moves at random, or
+    a scripted bot) are drawn for a fixed share of the games whatever the
+    strategy, are never evicted and are rated like snapshots; the strategy
+    draws the other games among the learner's snapshots.
+
     Ratings (openskill Plackett-Luce, one player per side) are updated by
     :meth:`record`; a snapshot starts with the learner's rating at the time
     it is added (it is the learner then). When the pool is full, :meth:`add`
@@ -122,27 +127,37 @@ class OpponentPool:
         self._info: OrderedDict[int, SnapshotInfo] = OrderedDict()
         self._evicted: OrderedDict[int, tuple[float, float]] = OrderedDict()
         self._next_id = 0
+        self._fixed: OrderedDict[int, float] = OrderedDict()  # id -> share
         self._model: Any = None
         self.learner_mu, self.learner_sigma = 25.0, 25.0 / 3.0  # openskill defaults
         self.learner_games = 0
 
     # -- contents ----------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._snapshots)
+        """Snapshots of the learner held (fixed opponents not counted)."""
+        return len(self._learner_ids())
+
+    @property
+    def fixed_ids(self) -> list[int]:
+        """Ids of the fixed opponents (:meth:`add_fixed`), in order of addition."""
+        return list(self._fixed)
 
     def __contains__(self, snapshot_id: object) -> bool:
         return snapshot_id in self._snapshots
 
     @property
     def ids(self) -> list[int]:
-        """Ids of the held snapshots, oldest first."""
+        """Ids of the held snapshots and fixed opponents, oldest first."""
         return list(self._snapshots)
+
+    def _learner_ids(self) -> list[int]:
+        return [i for i in self._snapshots if i not in self._fixed]
 
     @property
     def latest_id(self) -> int:
-        """Id of the newest snapshot."""
+        """Id of the newest snapshot of the learner."""
         self._check_not_empty()
-        return next(reversed(self._snapshots))
+        return self._learner_ids()[-1]
 
     def get(self, snapshot_id: int) -> Any:
         """The snapshot object of ``snapshot_id``."""
@@ -166,18 +181,44 @@ class OpponentPool:
 
         When the pool is full, the oldest snapshot is evicted first.
         """
-        if len(self._snapshots) >= self.max_size:
-            oldest = next(iter(self._snapshots))
+        if len(self._learner_ids()) >= self.max_size:
+            oldest = self._learner_ids()[0]
             info = self._info.pop(oldest)
             del self._snapshots[oldest]
             self._evicted[oldest] = (info.mu, info.sigma)
             while len(self._evicted) > self.max_size:
                 self._evicted.popitem(last=False)
+        return self._store(snapshot, int(step))
+
+    def add_fixed(self, opponent: Any, share: float) -> int:
+        """Add an opponent drawn for ``share`` of the games whatever the strategy.
+
+        ``opponent`` is any object the self-play opponent factory knows how to
+        build a handler from (e.g. a marker for a random or scripted player).
+        It is never evicted, is rated like a snapshot and is checkpointed with
+        the pool. The shares of all fixed opponents must stay below 1.
+
+        Raises:
+            ConfigError: ``share`` outside ``(0, 1)`` or a total share >= 1.
+        """
+        share = float(share)
+        total = sum(self._fixed.values()) + share
+        if not 0.0 < share < 1.0 or total >= 1.0:
+            raise ConfigError(
+                f"a fixed opponent's share must be in (0, 1) and all shares "
+                f"together below 1 (the rest are learner snapshots); got {share}, "
+                f"{total:g} in all"
+            )
+        opponent_id = self._store(opponent, 0)
+        self._fixed[opponent_id] = share
+        return opponent_id
+
+    def _store(self, snapshot: Any, step: int) -> int:
         snapshot_id = self._next_id
         self._next_id += 1
         self._snapshots[snapshot_id] = snapshot
         self._info[snapshot_id] = SnapshotInfo(
-            snapshot_id, int(step), 0, self.learner_mu, self.learner_sigma
+            snapshot_id, step, 0, self.learner_mu, self.learner_sigma
         )
         return snapshot_id
 
@@ -189,7 +230,20 @@ class OpponentPool:
             EmptyPoolError: the pool holds no snapshot.
         """
         self._check_not_empty()
-        ids = np.fromiter(self._snapshots, np.int64, len(self._snapshots))
+        chosen = self._sample_snapshots(n)
+        if self._fixed:
+            fixed = np.fromiter(self._fixed, np.int64, len(self._fixed))
+            shares = np.fromiter(self._fixed.values(), np.float64, len(fixed))
+            edges = np.cumsum(shares)
+            pick = np.searchsorted(edges, self.rng.random(n), side="right")
+            chosen = np.where(
+                pick < len(fixed), fixed[np.minimum(pick, len(fixed) - 1)], chosen
+            )
+        return chosen
+
+    def _sample_snapshots(self, n: int) -> np.ndarray:
+        learner_ids = self._learner_ids()
+        ids = np.asarray(learner_ids, np.int64)
         if self.strategy == "latest" or len(ids) == 1:
             return np.full(n, ids[-1], np.int64)
         if self.strategy == "uniform":
@@ -198,15 +252,16 @@ class OpponentPool:
             latest = self.rng.random(n) < self.p_latest
             older = ids[self.rng.integers(0, len(ids) - 1, n)]
             return np.where(latest, ids[-1], older)
-        weights = self.rating_weights()
+        weights = self.rating_weights()[: len(ids)]
         return self.rng.choice(ids, size=n, p=weights / weights.sum())
 
     def rating_weights(self) -> np.ndarray:
-        """Unnormalized ``rating``-strategy weights of the held snapshots, oldest first."""
+        """Unnormalized ``rating``-strategy weights of the learner's snapshots, oldest first."""
         model = self._rating_model()
         learner = model.rating(mu=self.learner_mu, sigma=self.learner_sigma)
         weights = []
-        for info in self._info.values():
+        for snapshot_id in self._learner_ids():
+            info = self._info[snapshot_id]
             opponent = model.rating(mu=info.mu, sigma=info.sigma)
             p_win = model.predict_win([[learner], [opponent]])[0]
             weights.append(max(4.0 * p_win * (1.0 - p_win), MIN_RATING_WEIGHT))
@@ -252,6 +307,7 @@ class OpponentPool:
             ],
             "evicted": [[i, mu, sigma] for i, (mu, sigma) in self._evicted.items()],
             "next_id": self._next_id,
+            "fixed": [[i, share] for i, share in self._fixed.items()],
             "learner": [self.learner_mu, self.learner_sigma, self.learner_games],
             "rng": self.rng.bit_generator.state,
             "strategy": self.strategy,
@@ -266,7 +322,8 @@ class OpponentPool:
             ConfigError: the saved pool holds more snapshots than ``max_size``.
         """
         entries = state["snapshots"]
-        if len(entries) > self.max_size:
+        fixed = {int(i) for i, _ in state.get("fixed", [])}
+        if len([e for e in entries if e["id"] not in fixed]) > self.max_size:
             raise ConfigError(
                 f"the saved pool holds {len(entries)} snapshots, more than this "
                 f"pool's max_size={self.max_size}"
@@ -283,6 +340,7 @@ class OpponentPool:
             (int(i), (float(mu), float(sigma))) for i, mu, sigma in state["evicted"]
         )
         self._next_id = int(state["next_id"])
+        self._fixed = OrderedDict((int(i), float(x)) for i, x in state.get("fixed", []))
         mu, sigma, games = state["learner"]
         self.learner_mu, self.learner_sigma = float(mu), float(sigma)
         self.learner_games = int(games)
@@ -295,7 +353,7 @@ class OpponentPool:
         return self._model
 
     def _check_not_empty(self) -> None:
-        if not self._snapshots:
+        if not self._learner_ids():
             raise EmptyPoolError(
                 "the opponent pool is empty: add a snapshot of the learner first"
             )

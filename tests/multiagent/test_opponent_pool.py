@@ -159,3 +159,44 @@ def test_bad_configuration_and_input():
         pool.record(0, "won")
     with pytest.raises(ConfigError, match="max_size=1"):
         OpponentPool(1).load_state_dict(pool.state_dict())
+
+
+@pytest.mark.parametrize("strategy", ["latest", "mostly_latest", "uniform", "rating"])
+def test_fixed_opponents_get_their_share_and_are_never_evicted(strategy):
+    pool = OpponentPool(max_size=3, strategy=strategy, seed=0)
+    random_player = pool.add_fixed("random", share=0.3)
+    bot = pool.add_fixed("bot", share=0.1)
+    for step in range(6):  # evicts three snapshots, never a fixed opponent
+        pool.add({"w": step}, step=step)
+    assert len(pool) == 3 and pool.fixed_ids == [random_player, bot]
+    assert pool.get(random_player) == "random" and pool.latest_id == 7
+    drawn = pool.sample(20_000)
+    assert abs(np.mean(drawn == random_player) - 0.3) < 0.02
+    assert abs(np.mean(drawn == bot) - 0.1) < 0.015
+    snapshots = drawn[(drawn != random_player) & (drawn != bot)]
+    assert set(snapshots.tolist()) <= {5, 6, 7}
+    if strategy == "latest":
+        assert set(snapshots.tolist()) == {7}
+
+
+def test_fixed_opponents_are_rated_and_survive_a_round_trip():
+    pool = OpponentPool(max_size=2, seed=1)
+    random_player = pool.add_fixed("random", share=0.5)
+    pool.add("first")
+    pool.record(random_player, "win")
+    assert pool.info(random_player).mu < 25.0 and pool.info(random_player).games == 1
+    restored = OpponentPool(max_size=2, seed=99)
+    restored.load_state_dict(copy.deepcopy(pool.state_dict()))
+    assert restored.fixed_ids == [random_player] and len(restored) == 1
+    assert (restored.sample(50) == pool.sample(50)).all()
+
+
+def test_fixed_shares_must_leave_room_for_snapshots():
+    pool = OpponentPool(max_size=2)
+    with pytest.raises(ConfigError, match="share"):
+        pool.add_fixed("random", share=1.0)
+    pool.add_fixed("random", share=0.6)
+    with pytest.raises(ConfigError, match="below 1"):
+        pool.add_fixed("bot", share=0.4)
+    with pytest.raises(EmptyPoolError):  # only fixed opponents: no learner yet
+        pool.sample(1)

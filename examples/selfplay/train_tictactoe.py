@@ -1,0 +1,318 @@
+"""Self-play PPO on PettingZoo's tic-tac-toe, against a pool of its own past selves.
+
+    python examples/selfplay/train_tictactoe.py            # the full run (a few minutes)
+    python examples/selfplay/train_tictactoe.py --quick    # a tiny smoke run
+    python examples/selfplay/train_tictactoe.py --strategy rating
+    python examples/selfplay/train_tictactoe.py --resume runs/tictactoe-selfplay-...
+
+Games run in worker processes (``tictactoe_v3`` through
+:class:`~parllel.multiagent.AECEnvAdapter`: one env step is one move, the
+two seats are the agent dimension of the sample tree). In every game the
+learner takes a random seat; the other seat plays a frozen snapshot of the
+learner drawn from an :class:`~parllel.multiagent.OpponentPool` (a snapshot
+joins every ``snapshot_interval`` updates), and, in a share of the games, a
+player that moves uniformly at random. The learner's moves are masked to the
+free squares; PPO trains on the learner's rows only, with per-seat advantages
+(a loss arrives on the opponent's move and is credited to the learner's
+last move).
+
+Every ``eval_interval_steps`` and at the end, the greedy policy plays
+tic-tac-toe in both seats against a uniformly random player and against a
+perfect minimax player (``tictactoe_players.py``); the final figures go to
+``results.json`` in the run directory.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pettingzoo.classic import tictactoe_v3
+
+from parllel.agents import NumpyHandler
+from parllel.multiagent import (
+    MultiAgentTrajInfo,
+    OpponentPool,
+    SelfPlay,
+    make_aec_env_factory,
+)
+from parllel.patterns import (
+    build_cages,
+    build_run_logger,
+    build_sample_tree,
+    run_training,
+)
+from parllel.runners import Callback, OnPolicyRunner, SelfPlayCallback
+from parllel.runtime import RunDirectory, Seeds, seed_everything
+from parllel.runtime.cli import parse_config
+from parllel.samplers import FeedForwardSampler
+from parllel.torch.agents import ActorCriticAgent
+from parllel.torch.algos import (
+    PPO,
+    ActorCriticEvaluator,
+    FlattenAgents,
+    adam,
+    linear_schedule,
+)
+from parllel.torch.handler import TorchHandler
+from parllel.torch.models import build_actor_critic
+from parllel.torch.selfplay import opponent_factory, snapshot_state
+from parllel.transforms import MultiAgentGAE
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tictactoe_players import MinimaxPlayer, RandomPlayer, play_matches  # noqa: E402
+
+RANDOM_PLAYER = "random"
+"""The pool snapshot that stands for a player moving uniformly at random."""
+
+
+@dataclasses.dataclass
+class Config:
+    seed: int = 0
+    """master seed (python, numpy, torch and every env)"""
+    n_envs: int = 128
+    """games played side by side"""
+    batch_T: int = 32
+    """moves per env per batch"""
+    total_steps: int = 12_000_000
+    """moves (env steps, both seats) to train for"""
+    gamma: float = 1.0
+    """discount per decision"""
+    gae_lambda: float = 0.95
+    """GAE lambda"""
+    learning_rate: float = 1e-3
+    """initial Adam learning rate (decays linearly to 0)"""
+    epochs: int = 4
+    """passes over each batch"""
+    minibatches: int = 4
+    """minibatches per epoch"""
+    entropy_coef: float = 0.01
+    """weight of the entropy bonus"""
+    hidden_sizes: tuple[int, ...] = (128, 128)
+    """hidden layer widths of the actor-critic MLP"""
+    pool_size: int = 50
+    """snapshots the opponent pool keeps (the oldest leaves first)"""
+    strategy: Literal["mostly_latest", "latest", "uniform", "rating"] = "mostly_latest"
+    """how the opponent of each game is drawn from the pool"""
+    p_latest: float = 0.8
+    """mostly_latest: the share of games against the newest snapshot"""
+    snapshot_interval: int = 20
+    """updates between snapshots of the learner joining the pool"""
+    random_share: float = 0.2
+    """share of games against a uniformly random player instead of the pool"""
+    eval_interval_steps: int = 1_000_000
+    """moves between evaluations against the random and the minimax player"""
+    eval_games: int = 100
+    """games per seat and opponent in each evaluation"""
+    final_eval_games: int = 1000
+    """games per seat and opponent in the final evaluation"""
+    checkpoint_interval_steps: int = 2_000_000
+    """moves between checkpoints (one is also written at the end)"""
+    parallel: Literal["process", "serial"] = "process"
+    """where the games run: worker processes or this process"""
+    run_root: str = "runs"
+    """directory the run directory is created in"""
+    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
+    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+
+
+QUICK = dict(
+    n_envs=8,
+    total_steps=2048,
+    eval_interval_steps=1024,
+    eval_games=4,
+    final_eval_games=10,
+    snapshot_interval=2,
+    epochs=1,
+)
+"""the --quick preset: a tiny smoke run"""
+
+
+class RandomMoves:
+    """An :class:`~parllel.agents.Agent` moving uniformly at random among legal squares."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def initial_state(self, n_envs: int) -> None:
+        return None
+
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any, state: Any):
+        from parllel.agents import AgentStep
+
+        mask = np.asarray(observation["action_mask"], dtype=bool)
+        # rows with no legal square (not this seat's turn) play square 0: padding
+        scores = self.rng.random(mask.shape) + mask
+        return AgentStep(scores.argmax(-1).astype(np.int64), {})
+
+    def value(self, observation: Any, prev_action: Any, prev_reward: Any, state: Any):
+        return np.zeros(len(observation["action_mask"]), np.float32)
+
+    def set_mode(self, mode: str) -> None:
+        pass
+
+
+def greedy_policy(agent: ActorCriticAgent):
+    """A PettingZoo-observation -> move function: the agent's most likely legal move."""
+    frozen = copy.deepcopy(agent)
+    frozen.set_mode("eval")
+
+    def move(observation: dict[str, np.ndarray]) -> int:
+        batch = {
+            key: torch.as_tensor(value)[None] for key, value in observation.items()
+        }
+        with torch.no_grad():
+            return int(frozen.step(batch, None, None, None).action[0])
+
+    return move
+
+
+def evaluate(agent: ActorCriticAgent, games: int, seed: int) -> dict[str, float]:
+    """Win/draw/loss fractions of the greedy policy, per seat, against random and minimax."""
+    policy = greedy_policy(agent)
+    metrics: dict[str, float] = {}
+    for seat in (0, 1):
+        for name, opponent in (
+            ("random", RandomPlayer(seed + seat)),
+            ("minimax", MinimaxPlayer(seed + seat)),
+        ):
+            result = play_matches(policy, opponent, games, seat, seed=seed)
+            for outcome in ("win", "draw", "loss"):
+                metrics[f"eval/{name}_seat{seat}_{outcome}"] = result[outcome]
+    return metrics
+
+
+class MatchEvaluation(Callback):
+    """Adds :func:`evaluate`'s figures to the logged metrics every ``interval_steps``."""
+
+    def __init__(
+        self, agent: ActorCriticAgent, interval_steps: int, games: int
+    ) -> None:
+        self.agent, self.interval_steps, self.games = agent, interval_steps, games
+        self.next_step = interval_steps
+
+    def on_update_end(self, runner: Any, metrics: dict[str, float]) -> None:
+        if runner.env_steps >= self.next_step:
+            self.next_step += self.interval_steps
+            metrics.update(evaluate(self.agent, self.games, seed=runner.env_steps))
+
+
+def main(config: Config, resume: str | None = None) -> dict:
+    torch.set_num_threads(1)
+    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=1)
+    seed_everything(seeds)
+    run = (
+        RunDirectory.open(resume)
+        if resume
+        else RunDirectory.create(
+            config.run_root, "tictactoe-selfplay", config=config, seeds=seeds
+        )
+    )
+    cages = build_cages(
+        make_aec_env_factory(tictactoe_v3.env),
+        config.n_envs,
+        parallel=config.parallel,
+        seed=seeds.envs,
+        traj_info_type=MultiAgentTrajInfo,
+    )
+    n_agents = cages.spaces.action.shape[0]
+    probe = make_aec_env_factory(tictactoe_v3.env)()
+    agent = ActorCriticAgent(
+        *build_actor_critic(
+            probe.table.agent_observation_space,
+            probe.table.agent_action_space,
+            hidden_sizes=config.hidden_sizes,
+        )
+    )
+    probe.close()
+
+    # the learner plays one seat of every game; the pool supplies the other
+    n_rows = config.n_envs * n_agents
+    learner_snapshots = opponent_factory(agent)
+
+    def build_opponent(snapshot: Any, rows: int):
+        if isinstance(snapshot, str) and snapshot == RANDOM_PLAYER:
+            return NumpyHandler(RandomMoves(config.seed), rows)
+        return learner_snapshots(snapshot, rows)
+
+    pool = OpponentPool(
+        config.pool_size,
+        strategy=config.strategy,
+        p_latest=config.p_latest,
+        seed=config.seed,
+    )
+    if config.random_share > 0:
+        pool.add_fixed(RANDOM_PLAYER, share=config.random_share)
+    selfplay = SelfPlay(
+        TorchHandler(agent, n_envs=n_rows),
+        build_opponent,
+        pool,
+        n_envs=config.n_envs,
+        n_agents=n_agents,
+        snapshot_learner=lambda: snapshot_state(agent),
+        seed=config.seed,
+    )
+    sample_tree = build_sample_tree(cages, selfplay, config.batch_T)
+    transform = MultiAgentGAE(
+        sample_tree, gamma=config.gamma, gae_lambda=config.gae_lambda
+    )
+    sampler = FeedForwardSampler(cages, selfplay, sample_tree, transform=transform)
+
+    model, distribution = agent.model, agent.distribution
+    ppo = PPO(
+        ActorCriticEvaluator(model, distribution),
+        adam(model.parameters(), config.learning_rate),
+        learning_rate=linear_schedule(config.learning_rate, 0.0),
+        epochs=config.epochs,
+        minibatches=config.minibatches,
+        entropy_coef=config.entropy_coef,
+        normalize_advantage=True,
+    )
+    learner_only = FlattenAgents(ppo, policy_index=0)  # train on the learner's rows
+
+    logger = build_run_logger(
+        run, config.total_steps, resume=bool(resume), console=config.console
+    )
+    runner = OnPolicyRunner(
+        sampler,
+        learner_only,
+        config.total_steps,
+        logger=logger,
+        log_interval_steps=config.eval_interval_steps // 4,
+        checkpoint_dir=run.checkpoints_dir,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
+        checkpoint_objects={"model": model, "ppo": ppo, "selfplay": selfplay},
+        config=dataclasses.asdict(config),
+        config_keys=["n_envs", "batch_T", "hidden_sizes"],
+        callbacks=[
+            SelfPlayCallback(selfplay, snapshot_interval=config.snapshot_interval),
+            MatchEvaluation(agent, config.eval_interval_steps, config.eval_games),
+        ],
+    )
+    result = run_training(runner, run, resume=bool(resume), close=(cages, sample_tree))
+    final = evaluate(agent, config.final_eval_games, seed=10**6)
+    (run.path / "results.json").write_text(json.dumps(final, indent=2))
+    for seat in (0, 1):
+        print(
+            f"seat {seat}: vs random "
+            + " ".join(
+                f"{o} {final[f'eval/random_seat{seat}_{o}']:.3f}"
+                for o in ("win", "draw", "loss")
+            )
+            + " | vs minimax "
+            + " ".join(
+                f"{o} {final[f'eval/minimax_seat{seat}_{o}']:.3f}"
+                for o in ("win", "draw", "loss")
+            )
+        )
+    return {**result, **final}
+
+
+if __name__ == "__main__":
+    main(*parse_config(Config, quick=QUICK, description=__doc__))
