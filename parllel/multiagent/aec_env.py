@@ -57,6 +57,11 @@ class AECEnvAdapter(gym.Env):
 
     def __init__(self, env: Any) -> None:
         self.env = env
+        # the state (agents, rewards, flags...) is read from the innermost env:
+        # each read through PettingZoo's wrappers costs a chain of __getattr__
+        # calls, and so does each observe(); steps still go through the
+        # wrappers' checks (an illegal move is still caught by PettingZoo)
+        self._state = getattr(env, "unwrapped", env)
         self.table = AgentTable(env)
         self.observation_space = self.table.observation_space
         self.action_space = self.table.action_space
@@ -82,7 +87,7 @@ class AECEnvAdapter(gym.Env):
         """Reset the env; return the stacked observation and the reset info."""
         super().reset(seed=seed)
         self.env.reset(seed=seed, options=options)
-        self.table.check_known(self.env.agents, "agents (env.agents)")
+        self.table.check_known(self._state.agents, "agents (state.agents)")
         self._observation = self.table.zero_observation()
         self._ended[:] = False
         self._took_part[:] = False
@@ -93,17 +98,17 @@ class AECEnvAdapter(gym.Env):
         self._dead_steps(info)
         self._observe_alive()
         reset_info: dict[str, Any] = {}
-        add_agent_infos(reset_info, getattr(self.env, "infos", {}) or {})
+        add_agent_infos(reset_info, getattr(self._state, "infos", {}) or {})
         return copy_value(self._observation), reset_info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """The mover acts, then the dead steps; see the class docstring."""
-        env, table = self.env, self.table
-        if not env.agents:
+        env, state, table = self.env, self._state, self.table
+        if not state.agents:
             raise ConfigError(
                 "step() after the episode ended (no agent left): reset the env"
             )
-        mover = env.agent_selection
+        mover = state.agent_selection
         table.check_known([mover], "agent_selection")
         actions = table.read_actions(action, [mover])
         info = table.new_info()
@@ -114,8 +119,8 @@ class AECEnvAdapter(gym.Env):
         self._mark_ended(info)
         self._dead_steps(info)
         self._observe_alive()
-        add_agent_infos(info, getattr(env, "infos", {}) or {})
-        over = not env.agents
+        add_agent_infos(info, getattr(state, "infos", {}) or {})
+        over = not state.agents
         info[fields.AGENT_REWARD][:] = self._rewards
         reward = float(self._rewards.sum())
         terminated = over and not self._any_truncated
@@ -124,7 +129,7 @@ class AECEnvAdapter(gym.Env):
 
     def _add_rewards(self) -> None:
         """Add the env's ``rewards`` of the last ``env.step`` (summed in float64)."""
-        rewards = self.env.rewards
+        rewards = self._state.rewards
         self.table.check_known(rewards, "rewards")
         summed, index = self._rewards, self.table.index
         for agent, reward in rewards.items():
@@ -132,16 +137,16 @@ class AECEnvAdapter(gym.Env):
 
     def _mark_ended(self, info: dict[str, np.ndarray]) -> None:
         """Flag the agents whose episode ended since the last look."""
-        env, index = self.env, self.table.index
-        alive = set(env.agents)
+        state, index = self._state, self.table.index
+        alive = set(state.agents)
         for agent in alive:
             self._took_part[index[agent]] = True
         for agent, i in index.items():
             if self._ended[i]:
                 continue
             if agent in alive:
-                terminated = bool(env.terminations.get(agent, False))
-                truncated = bool(env.truncations.get(agent, False)) and not terminated
+                terminated = bool(state.terminations.get(agent, False))
+                truncated = bool(state.truncations.get(agent, False)) and not terminated
             elif self._took_part[i]:
                 terminated, truncated = False, True  # left without a flag
             else:
@@ -155,30 +160,31 @@ class AECEnvAdapter(gym.Env):
     def _dead_steps(self, info: dict[str, np.ndarray]) -> None:
         """Step ``None`` for every ended agent the env selects, keeping its
         final observation and adding the rewards of those steps."""
-        env = self.env
-        while env.agents:
-            agent = env.agent_selection
-            if not (env.terminations.get(agent) or env.truncations.get(agent)):
+        env, state = self.env, self._state
+        while state.agents:
+            agent = state.agent_selection
+            if not (state.terminations.get(agent) or state.truncations.get(agent)):
                 break
             index = self.table.index[agent]
-            write_row(self._observation, index, env.observe(agent), agent)
-            before = len(env.agents)
+            write_row(self._observation, index, state.observe(agent), agent)
+            before = len(state.agents)
             env.step(None)
-            if len(env.agents) >= before:
+            if len(state.agents) >= before:
                 raise MismatchedAgentsError(
                     f"the env's dead step for ended agent {agent!r} did not remove "
-                    f"it from env.agents ({list(env.agents)})"
+                    f"it from state.agents ({list(state.agents)})"
                 )
             self._add_rewards()
             self._mark_ended(info)
 
     def _observe_alive(self) -> None:
-        env, index, stacked = self.env, self.table.index, self._observation
-        for agent in env.agents:
-            write_row(stacked, index[agent], env.observe(agent), agent)
+        state = self._state
+        index, stacked = self.table.index, self._observation
+        for agent in state.agents:
+            write_row(stacked, index[agent], state.observe(agent), agent)
         mask = action_mask_of(stacked)
         if mask is not None:
-            mover = env.agent_selection if env.agents else None
+            mover = state.agent_selection if state.agents else None
             for agent, i in index.items():
                 if agent != mover:
                     mask[i] = 0
