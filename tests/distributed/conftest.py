@@ -9,10 +9,13 @@ import pytest
 
 def pytest_collection_modifyitems(config, items):
     """Every Ray test in one pytest-xdist worker (``--dist loadgroup``): one
-    local Ray at a time on the machine, never two competing for its cores."""
+    local Ray at a time on the machine, never two competing for its cores.
+    They are ``slow`` (Ray's start-up alone takes seconds per module): CI runs
+    them in its second step, ``python -m pytest -n 2 -m slow``."""
     for item in items:
         if "tests/distributed/" in item.nodeid:
             item.add_marker(pytest.mark.xdist_group("ray"))
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")
