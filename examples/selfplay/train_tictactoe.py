@@ -62,7 +62,7 @@ from parllel.torch.algos import (
 )
 from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
-from parllel.torch.selfplay import opponent_factory, snapshot_state
+from parllel.torch.selfplay import frozen_opponent, snapshot_state
 from parllel.transforms import MultiAgentGAE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -96,7 +96,7 @@ class Config:
     """weight of the entropy bonus"""
     hidden_sizes: tuple[int, ...] = (128, 128)
     """hidden layer widths of the actor-critic MLP"""
-    pool_size: int = 50
+    pool_size: int = 10
     """snapshots the opponent pool keeps (the oldest leaves first)"""
     strategy: Literal["mostly_latest", "latest", "uniform", "rating"] = "mostly_latest"
     """how the opponent of each game is drawn from the pool"""
@@ -104,8 +104,11 @@ class Config:
     """mostly_latest: the share of games against the newest snapshot"""
     snapshot_interval: int = 20
     """updates between snapshots of the learner joining the pool"""
-    random_share: float = 0.2
+    random_share: float = 0.1
     """share of games against a uniformly random player instead of the pool"""
+    opponent_epsilon: float = 0.2
+    """snapshots play a random legal move with this probability (varied games
+    whose mistakes the snapshot's other moves still punish)"""
     eval_interval_steps: int = 1_000_000
     """moves between evaluations against the random and the minimax player"""
     eval_games: int = 100
@@ -156,6 +159,35 @@ class RandomMoves:
 
     def set_mode(self, mode: str) -> None:
         pass
+
+
+class ExploringOpponent:
+    """A frozen opponent agent that plays a random legal move with probability ``epsilon``.
+
+    Without it, snapshots of a converged learner replay the same few games;
+    a perfect player then finds the lines the learner never had to defend.
+    """
+
+    def __init__(self, agent: Any, epsilon: float, seed: int) -> None:
+        self.agent, self.epsilon = agent, epsilon
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def initial_state(self, n_envs: int) -> Any:
+        return self.agent.initial_state(n_envs)
+
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any, state: Any):
+        step = self.agent.step(observation, prev_action, prev_reward, state)
+        mask = observation["action_mask"].to(torch.float32)
+        scores = torch.rand(mask.shape, generator=self.generator) + mask
+        explore = torch.rand(len(mask), generator=self.generator) < self.epsilon
+        action = torch.where(explore, scores.argmax(-1), step.action)
+        return step._replace(action=action)  # opponents' log-probs are not trained on
+
+    def value(self, observation: Any, prev_action: Any, prev_reward: Any, state: Any):
+        return self.agent.value(observation, prev_action, prev_reward, state)
+
+    def set_mode(self, mode: str) -> None:
+        self.agent.set_mode(mode)
 
 
 def greedy_policy(agent: ActorCriticAgent):
@@ -234,12 +266,14 @@ def main(config: Config, resume: str | None = None) -> dict:
 
     # the learner plays one seat of every game; the pool supplies the other
     n_rows = config.n_envs * n_agents
-    learner_snapshots = opponent_factory(agent)
 
     def build_opponent(snapshot: Any, rows: int):
         if isinstance(snapshot, str) and snapshot == RANDOM_PLAYER:
             return NumpyHandler(RandomMoves(config.seed), rows)
-        return learner_snapshots(snapshot, rows)
+        frozen = frozen_opponent(agent, snapshot)
+        return TorchHandler(
+            ExploringOpponent(frozen, config.opponent_epsilon, config.seed), rows
+        )
 
     pool = OpponentPool(
         config.pool_size,

@@ -183,8 +183,8 @@ def run_training(
             print(f"checkpoint written: {runner.last_checkpoint}")
             print(f"resume with: {resume_command(run.path)}")
         raise SystemExit(status)
-    eval_return = summary.get("eval/return_mean", float("nan"))
-    print(
-        f"eval return {eval_return:.1f} after {runner.env_steps} steps; run in {run.path}"
-    )
+    outcome = f"{runner.env_steps} steps"
+    if "eval/return_mean" in summary:  # runs without an eval sampler have none
+        outcome = f"eval return {summary['eval/return_mean']:.1f} after {outcome}"
+    print(f"{outcome}; run in {run.path}")
     return summary
