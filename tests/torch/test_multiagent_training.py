@@ -13,9 +13,20 @@ from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.arrays import Array
-from parllel.errors import ShapeError, TreeStructureError
+from parllel.errors import (
+    CheckpointMismatchError,
+    ConfigError,
+    ShapeError,
+    TreeStructureError,
+)
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.algos import PPO, ActorCriticEvaluator, FlattenAgents, flatten_agents
+from parllel.torch.algos import (
+    PPO,
+    ActorCriticEvaluator,
+    FlattenAgents,
+    PerPolicy,
+    flatten_agents,
+)
 from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import MultiAgentGAE
@@ -208,3 +219,24 @@ def test_parameter_sharing_model_samples_agents_as_a_second_leading_dim():
     np.testing.assert_allclose(info[fields.VALUE], out.value.numpy(), rtol=1e-6)
     expected = dist.log_likelihood(torch.from_numpy(action), out.dist_params)
     np.testing.assert_allclose(info[fields.LOG_PROB], expected.numpy(), rtol=1e-5)
+
+
+def test_per_policy_trains_each_policy_on_its_own_rows():
+    (model_0, dist), (model_1, _) = _model(0), _model(1)
+    tree = ma_sample_tree(model_0, dist, seed=3, n_policies=2)
+    twins = copy.deepcopy(model_0), copy.deepcopy(model_1)
+    algorithm = PerPolicy({0: _ppo(model_0, dist), 1: _ppo(model_1, dist)})
+    metrics = algorithm.optimize(tree)
+    assert {name.split("/")[0] for name in metrics} == {"policy0", "policy1"}
+    for index, twin in enumerate(twins):  # the same update, alone, on its rows
+        FlattenAgents(_ppo(twin, dist), index).optimize(tree)
+    for model, twin in zip((model_0, model_1), twins):
+        for p, q in zip(model.parameters(), twin.parameters()):
+            torch.testing.assert_close(p, q)
+    state = algorithm.state_dict()
+    assert set(state) == {0, 1}
+    algorithm.load_state_dict(state)
+    with pytest.raises(CheckpointMismatchError, match="policies"):
+        algorithm.load_state_dict({0: state[0]})
+    with pytest.raises(ConfigError, match="policy indices"):
+        PerPolicy({"learner": _ppo(model_0, dist)})

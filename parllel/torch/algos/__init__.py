@@ -12,7 +12,7 @@ from parllel.torch.algos.evaluator import (
     PolicyEvaluation,
     PolicyEvaluator,
 )
-from parllel.torch.algos.multiagent import FlattenAgents, flatten_agents
+from parllel.torch.algos.multiagent import FlattenAgents, PerPolicy, flatten_agents
 from parllel.torch.algos.off_policy import adam
 from parllel.torch.algos.ppo import PPO
 from parllel.torch.algos.sac import SAC
@@ -27,6 +27,7 @@ __all__ = [
     "ActorCriticEvaluator",
     "EntropyCoefficient",
     "FlattenAgents",
+    "PerPolicy",
     "PolicyBatch",
     "PolicyEvaluation",
     "PolicyEvaluator",

@@ -18,7 +18,12 @@ from typing import Any
 import torch
 
 from parllel import fields
-from parllel.errors import ShapeError, TreeStructureError
+from parllel.errors import (
+    CheckpointMismatchError,
+    ConfigError,
+    ShapeError,
+    TreeStructureError,
+)
 from parllel.torch.utils import numpy_to_torch_tree
 from parllel.tree import tree_items, tree_map
 
@@ -188,3 +193,71 @@ class FlattenAgents:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the wrapped algorithm's state."""
         self.algorithm.load_state_dict(state)
+
+
+class PerPolicy:
+    """Separate policies trained side by side: one algorithm per policy index.
+
+    For a :class:`~parllel.multiagent.PolicyMapping` with several learning
+    policies (no parameter sharing), ``algorithms[k]`` trains policy ``k``
+    on its own rows (``agent_info.policy_index == k``, see
+    :func:`flatten_agents`). ``optimize`` runs them in turn on the same
+    batch and returns every algorithm's metrics prefixed ``policy<k>/``;
+    ``state_dict`` holds each one's state under its index, so a runner
+    checkpoints all of them as one algorithm.
+
+    Args:
+        algorithms: policy index -> algorithm (e.g. the PPO of that policy's model).
+        extra_fields: per-agent fields to carry along, see :func:`flatten_agents`.
+
+    Raises:
+        ConfigError: no algorithm, or a policy index that is not an int >= 0.
+
+    Example:
+        >>> algorithm = PerPolicy({0: PPO(evaluator_0, optimizer_0),
+        ...                        1: PPO(evaluator_1, optimizer_1)})
+        >>> runner = OnPolicyRunner(sampler, algorithm, total_steps=1_000_000)
+    """
+
+    def __init__(
+        self, algorithms: Mapping[int, Any], *, extra_fields: Sequence[str] = ()
+    ) -> None:
+        if not algorithms:
+            raise ConfigError("PerPolicy needs at least one algorithm")
+        for index in algorithms:
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise ConfigError(
+                    f"PerPolicy keys are policy indices (ints >= 0), got {index!r}"
+                )
+        self.algorithms = {
+            index: FlattenAgents(algorithm, index, extra_fields=extra_fields)
+            for index, algorithm in sorted(algorithms.items())
+        }
+
+    def optimize(
+        self, batch: Mapping[str, Any], progress: float | None = None
+    ) -> dict[str, float]:
+        """Optimize every policy's algorithm on its rows; their metrics, prefixed."""
+        metrics: dict[str, float] = {}
+        for index, algorithm in self.algorithms.items():
+            for name, value in algorithm.optimize(batch, progress).items():
+                metrics[f"policy{index}/{name}"] = value
+        return metrics
+
+    def state_dict(self) -> dict[int, Any]:
+        """Each algorithm's state, by policy index."""
+        return {index: a.state_dict() for index, a in self.algorithms.items()}
+
+    def load_state_dict(self, state: Mapping[int, Any]) -> None:
+        """Restore each algorithm's state (the same policy indices).
+
+        Raises:
+            CheckpointMismatchError: the saved policies are not these.
+        """
+        if set(state) != set(self.algorithms):
+            raise CheckpointMismatchError(
+                f"the checkpoint trains policies {sorted(state)}, this PerPolicy "
+                f"{sorted(self.algorithms)}"
+            )
+        for index, algorithm in self.algorithms.items():
+            algorithm.load_state_dict(state[index])
