@@ -41,6 +41,7 @@ from parllel.multiagent import (
     OpponentPool,
     SelfPlay,
     make_aec_env_factory,
+    unstack_space,
 )
 from parllel.patterns import (
     build_cages,
@@ -254,15 +255,13 @@ def main(config: Config, resume: str | None = None) -> dict:
         traj_info_type=MultiAgentTrajInfo,
     )
     n_agents = cages.spaces.action.shape[0]
-    probe = make_aec_env_factory(tictactoe_v3.env)()
     agent = ActorCriticAgent(
         *build_actor_critic(
-            probe.table.agent_observation_space,
-            probe.table.agent_action_space,
+            unstack_space(cages.spaces.observation),
+            unstack_space(cages.spaces.action),
             hidden_sizes=config.hidden_sizes,
         )
     )
-    probe.close()
 
     # the learner plays one seat of every game; the pool supplies the other
     n_rows = config.n_envs * n_agents

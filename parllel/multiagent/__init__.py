@@ -29,7 +29,7 @@ from parllel.multiagent.parallel_env import (
 )
 from parllel.multiagent.policy_mapping import PolicyMapping
 from parllel.multiagent.selfplay import SelfPlay, game_outcome
-from parllel.multiagent.spaces import shared_space, stack_space
+from parllel.multiagent.spaces import shared_space, stack_space, unstack_space
 from parllel.multiagent.traj_info import MultiAgentTrajInfo
 
 __all__ = [
@@ -48,4 +48,5 @@ __all__ = [
     "make_parallel_env_factory",
     "shared_space",
     "stack_space",
+    "unstack_space",
 ]

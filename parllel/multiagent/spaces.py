@@ -99,6 +99,40 @@ def stack_space(space: gym.Space, n_agents: int, path: str = "") -> gym.Space:
     )
 
 
+def unstack_space(space: gym.Space) -> gym.Space:
+    """One agent's space from a space stacked over agents (:func:`stack_space`'s inverse).
+
+    A model shared by every agent (parameter sharing) is built from these
+    spaces: e.g. ``unstack_space(cage.spaces.observation)``.
+
+    Raises:
+        AgentSpaceError: the space has no agent dimension to remove.
+
+    Example:
+        >>> unstack_space(gym.spaces.MultiDiscrete([5, 5, 5]))
+        Discrete(5)
+    """
+    if isinstance(space, gym.spaces.Box) and len(space.shape) >= 1:
+        return gym.spaces.Box(space.low[0], space.high[0], dtype=space.dtype)
+    if isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1:
+        return gym.spaces.Discrete(int(space.nvec[0]), start=int(space.start[0]))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return gym.spaces.MultiDiscrete(
+            space.nvec[0], dtype=space.dtype, start=space.start[0]
+        )
+    if isinstance(space, gym.spaces.MultiBinary) and len(space.shape) >= 2:
+        shape = space.shape[1:]
+        return gym.spaces.MultiBinary(shape[0] if len(shape) == 1 else shape)
+    if isinstance(space, gym.spaces.Dict):
+        return gym.spaces.Dict(
+            {key: unstack_space(sub) for key, sub in space.spaces.items()}
+        )
+    raise AgentSpaceError(
+        f"{space} has no agent dimension to unstack (expected a space stacked "
+        "over agents by a multi-agent adapter)"
+    )
+
+
 def stacked_zeros(space: gym.Space) -> Any:
     """Zeros of a stacked space's elements (a dict for a Dict space)."""
     if isinstance(space, gym.spaces.Dict):

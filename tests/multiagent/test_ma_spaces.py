@@ -20,6 +20,7 @@ from parllel.multiagent import (
     ParallelEnvAdapter,
     shared_space,
     stack_space,
+    unstack_space,
 )
 from tests.helpers.ma_envs import DropoutParallelEnv, TurnAECEnv
 
@@ -146,3 +147,28 @@ def test_agent_info_keys_get_declared_dtypes():
     assert "agent_infos" not in example  # a nested dict: TrajInfo.extra
     overridden = numeric_info_example(info, dtypes={fields.AGENT_REWARD: np.float64})
     assert overridden[fields.AGENT_REWARD].dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.Box(np.array([-1, 0], np.float32), np.array([1, 2], np.float32)),
+        gym.spaces.Discrete(5),
+        gym.spaces.Discrete(3, start=1),
+        gym.spaces.MultiDiscrete([2, 3]),
+        gym.spaces.MultiBinary(3),
+        gym.spaces.Dict(
+            {
+                "observation": gym.spaces.Box(0, 1, (3, 3, 2), np.int8),
+                "action_mask": gym.spaces.Box(0, 1, (9,), np.int8),
+            }
+        ),
+    ],
+)
+def test_unstack_space_inverts_stack_space(space):
+    assert unstack_space(stack_space(space, 3)) == space
+
+
+def test_unstack_space_needs_an_agent_dimension():
+    with pytest.raises(AgentSpaceError, match="no agent dimension"):
+        unstack_space(gym.spaces.Discrete(4))

@@ -1,4 +1,4 @@
-"""examples/selfplay/train_tictactoe.py: a --quick run, its judged results, and a resume."""
+"""The multi-agent examples: --quick runs, their results, and resumes."""
 
 from __future__ import annotations
 
@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "examples" / "selfplay" / "train_tictactoe.py"
+TICTACTOE = ROOT / "examples" / "selfplay" / "train_tictactoe.py"
+SPREAD = ROOT / "examples" / "multiagent" / "train_ppo_spread.py"
 
 
-def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def _run(
+    cwd: Path, *args: str, script: Path = TICTACTOE
+) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--console", "plain", *args],
+        [sys.executable, str(script), "--quick", "--console", "plain", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -56,3 +59,29 @@ def test_tictactoe_selfplay_quick_run_judges_and_resumes(tmp_path):
         resumed = list(csv.DictReader(file))
     assert float(resumed[-1]["time/env_steps"]) == 3072
     assert float(resumed[-1]["selfplay/pool_size"]) >= pool_size  # the pool came back
+
+
+def _progress(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "logs" / "progress.csv", newline="") as file:
+        return list(csv.DictReader(file))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_spread_quick_run_logs_team_and_agent_returns_and_resumes(tmp_path):
+    pytest.importorskip("mpe2")
+    done = _run(tmp_path, script=SPREAD)
+    assert "eval return" in done.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    rows = _progress(run_dir)
+    last = rows[-1]
+    assert float(last["time/env_steps"]) == 512
+    team, agent = (
+        float(last["train/return_mean"]),
+        float(last["train/agent_return_mean"]),
+    )
+    assert team < 0 and agent < 0  # simple_spread's rewards are distances (negative)
+    assert abs(team - 3 * agent) < abs(team) * 0.5  # 3 agents share the team reward
+    assert sorted((run_dir / "checkpoints").glob("checkpoint_*.pt"))
+    _run(tmp_path, "--resume", str(run_dir), "--total-steps", "768", script=SPREAD)
+    assert float(_progress(run_dir)[-1]["time/env_steps"]) == 768
