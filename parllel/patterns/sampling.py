@@ -12,6 +12,7 @@ from parllel.cages import (
     Cage,
     ProcessCage,
     SerialCage,
+    TrajInfo,
 )
 from parllel.samplers import (
     EvalSampler,
@@ -143,6 +144,8 @@ def build_eval_sampler(
     seed: int | Sequence[int] | None = None,
     observation_normalizer: ObservationNormalizer | None = None,
     max_steps: int | None = None,
+    traj_info_type: Callable[..., TrajInfo] = TrajInfo,
+    traj_info_kwargs: dict[str, Any] | None = None,
 ) -> tuple[EvalSampler, Cage]:
     """A serial eval cage plus an :class:`~parllel.samplers.EvalSampler` on it.
 
@@ -151,9 +154,19 @@ def build_eval_sampler(
 
     ``handler`` must be built for ``n_envs`` envs (it may wrap the training
     agent: evaluation switches it to deterministic ``"eval"`` mode and back).
+    ``traj_info_type`` / ``traj_info_kwargs``: the episodes' TrajInfo, as for
+    the training cages (e.g. :class:`~parllel.multiagent.MultiAgentTrajInfo`
+    for per-agent returns of multi-agent envs).
     Returns the sampler and its cage (close the cage when done).
     """
-    cage = SerialCage(env_factory, n_envs, env_kwargs, seed=seed)
+    cage = SerialCage(
+        env_factory,
+        n_envs,
+        env_kwargs,
+        seed=seed,
+        traj_info_type=traj_info_type,
+        traj_info_kwargs=traj_info_kwargs,
+    )
     tree = build_sample_tree(cage, handler, batch_T=1, storage="local")
     sampler = EvalSampler(
         cage,
