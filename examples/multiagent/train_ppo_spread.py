@@ -21,6 +21,7 @@ an episode (25 steps); ``train/agent_return_mean`` is one agent's.
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from typing import Any, Literal
 
 import numpy as np
@@ -82,6 +83,8 @@ class Config:
     """weight of the entropy bonus"""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden layer widths of the shared actor-critic MLP"""
+    shared_trunk: bool = False
+    """one MLP trunk for the policy and value heads (default: one each)"""
     eval_interval_steps: int = 50_000
     """env steps between evaluations (and log lines)"""
     eval_episodes: int = 16
@@ -118,19 +121,35 @@ def make_env_factory(config: Config) -> Any:
 
 
 class AgentReturns(Callback):
-    """Logs one agent's mean episode return next to the team's (``train/return_mean``)."""
+    """Logs the mean return of one agent next to the team's, in training and evaluation.
 
-    def __init__(self) -> None:
-        self.returns: list[float] = []
+    ``train/agent_return_mean``: over the agents of the last ``window``
+    training episodes; ``eval/agent_return_mean``: over the agents of the
+    last evaluation's episodes. It is also the runner's eval sampler: it
+    passes ``collect`` on to ``eval_sampler`` and keeps the episodes.
+    """
+
+    def __init__(self, eval_sampler: Any, window: int = 100) -> None:
+        self.eval_sampler = eval_sampler
+        self.train_returns: deque[float] = deque(maxlen=window)
+        self.eval_returns: list[float] = []
+
+    def collect(self) -> list:
+        """Run the evaluation; keep the mean agent return of each episode."""
+        traj_infos = self.eval_sampler.collect()
+        self.eval_returns = [float(np.mean(t.agent_returns)) for t in traj_infos]
+        return traj_infos
 
     def on_collect_end(self, runner: Any, batch: Any, traj_infos: list) -> None:
-        for traj_info in traj_infos:
-            self.returns.extend(np.asarray(traj_info.agent_returns).tolist())
-        self.returns = self.returns[-300:]
+        self.train_returns.extend(float(np.mean(t.agent_returns)) for t in traj_infos)
 
     def on_update_end(self, runner: Any, metrics: dict[str, float]) -> None:
-        if self.returns:
-            metrics["train/agent_return_mean"] = float(np.mean(self.returns))
+        if self.train_returns:
+            metrics["train/agent_return_mean"] = float(np.mean(self.train_returns))
+
+    def on_eval_end(self, runner: Any, eval_metrics: dict[str, float]) -> None:
+        if self.eval_returns:
+            eval_metrics["eval/agent_return_mean"] = float(np.mean(self.eval_returns))
 
 
 def main(config: Config, resume: str | None = None) -> dict:
@@ -157,6 +176,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         unstack_space(cages.spaces.observation),
         unstack_space(cages.spaces.action),
         hidden_sizes=config.hidden_sizes,
+        shared_trunk=config.shared_trunk,
     )
     agent = ActorCriticAgent(model, distribution)
     handler = TorchHandler(agent, n_envs=config.n_envs)  # sees [B, A, obs]
@@ -171,7 +191,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         4,
         config.eval_episodes,
         seed=seeds.eval_envs,
+        traj_info_type=MultiAgentTrajInfo,
     )
+    agent_returns = AgentReturns(eval_sampler)
 
     ppo = PPO(
         ActorCriticEvaluator(model, distribution),
@@ -189,7 +211,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         sampler,
         FlattenAgents(ppo),  # every agent's rows, [T, B * A], masked by agent_mask
         config.total_steps,
-        eval_sampler=eval_sampler,
+        eval_sampler=agent_returns,  # eval_sampler's episodes, per agent too
         eval_interval_steps=config.eval_interval_steps,
         logger=logger,
         log_interval_steps=config.eval_interval_steps,
@@ -198,7 +220,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         checkpoint_objects={"model": model, "ppo": ppo},
         config=dataclasses.asdict(config),
         config_keys=["n_agents", "n_envs", "batch_T", "hidden_sizes"],
-        callbacks=[AgentReturns()],
+        callbacks=[agent_returns],
     )
     return run_training(
         runner, run, resume=bool(resume), close=(cages, sample_tree, eval_cage)

@@ -82,6 +82,13 @@ def test_spread_quick_run_logs_team_and_agent_returns_and_resumes(tmp_path):
     )
     assert team < 0 and agent < 0  # simple_spread's rewards are distances (negative)
     assert abs(team - 3 * agent) < abs(team) * 0.5  # 3 agents share the team reward
+    # the evaluation's episodes are MultiAgentTrajInfos: per-agent returns too
+    eval_team, eval_agent = (
+        float(last["eval/return_mean"]),
+        float(last["eval/agent_return_mean"]),
+    )
+    assert eval_team < 0 and abs(eval_team - 3 * eval_agent) < abs(eval_team) * 0.5
+    assert (run_dir / "learning_curve.png").is_file()
     assert sorted((run_dir / "checkpoints").glob("checkpoint_*.pt"))
     _run(tmp_path, "--resume", str(run_dir), "--total-steps", "768", script=SPREAD)
     assert float(_progress(run_dir)[-1]["time/env_steps"]) == 768
