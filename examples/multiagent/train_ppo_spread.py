@@ -91,7 +91,9 @@ class Config:
     shared_trunk: bool = False
     """one MLP trunk for the policy and value heads (default: one each)"""
     eval_interval_steps: int = 32_000
-    """env steps between evaluations (and log lines)"""
+    """env steps between evaluations"""
+    log_interval_steps: int = 8_000
+    """env steps between log lines (and points of the learning curve)"""
     eval_episodes: int = 16
     """deterministic episodes per evaluation"""
     checkpoint_interval_steps: int = 160_000
@@ -109,6 +111,7 @@ QUICK = dict(
     batch_T=32,
     total_steps=512,
     eval_interval_steps=256,
+    log_interval_steps=256,
     eval_episodes=2,
     epochs=1,
 )
@@ -219,7 +222,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         eval_sampler=agent_returns,  # eval_sampler's episodes, per agent too
         eval_interval_steps=config.eval_interval_steps,
         logger=logger,
-        log_interval_steps=config.eval_interval_steps,
+        log_interval_steps=config.log_interval_steps,
         checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": model, "ppo": ppo},

@@ -28,6 +28,8 @@ SCRIPTS = [
     "cartpole/train_ppo_recurrent.py",
     "pendulum/train_ppo.py",
 ]
+# The multi-agent examples export no policy.pt; their --quick runs and resumes
+# are in tests/integration/test_multiagent_examples.py.
 QUICK_STEPS = 512  # total_steps of every --quick config
 RESUMED_STEPS = 768
 
