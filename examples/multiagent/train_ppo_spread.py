@@ -13,7 +13,8 @@ processes through :class:`~parllel.multiagent.ParallelEnvAdapter`: the agents
 are one more dimension of the sample tree (``[T, B, A, ...]``). One
 actor-critic, built from one agent's spaces, acts for every agent (it sees
 ``[B, A, obs]`` observations); :class:`~parllel.transforms.MultiAgentGAE`
-estimates each agent's advantages and PPO trains on the agents' rows folded
+estimates each agent's advantages (on rewards scaled per agent by
+:class:`~parllel.transforms.NormalizeRewards`) and PPO trains on the agents' rows folded
 into the env dimension (:class:`~parllel.torch.algos.FlattenAgents`).
 
 The logged returns are the team's: the sum over agents of their rewards in
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 from mpe2 import simple_spread_v3
 
+from parllel import fields
 from parllel.multiagent import (
     MultiAgentTrajInfo,
     make_parallel_env_factory,
@@ -59,7 +61,7 @@ from parllel.torch.algos import (
 )
 from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
-from parllel.transforms import MultiAgentGAE
+from parllel.transforms import Compose, MultiAgentGAE, NormalizeRewards
 
 
 @dataclasses.dataclass
@@ -78,7 +80,7 @@ class Config:
     """discount factor"""
     gae_lambda: float = 0.95
     """GAE lambda"""
-    learning_rate: float = 1e-3
+    learning_rate: float = 3e-4
     """initial Adam learning rate (decays linearly to 0)"""
     epochs: int = 10
     """passes over each batch"""
@@ -189,9 +191,21 @@ def main(config: Config, resume: str | None = None) -> dict:
     agent = ActorCriticAgent(model, distribution)
     handler = TorchHandler(agent, n_envs=config.n_envs)  # sees [B, A, obs]
     sample_tree = build_sample_tree(cages, handler, config.batch_T)
-    transform = MultiAgentGAE(
+    # each agent's rewards scaled by the running std of its return (as SB3's
+    # VecNormalize does for one agent), then per-agent advantages
+    agent_rewards = NormalizeRewards(
+        sample_tree,
+        config.gamma,
+        reward_field=(fields.ENV_INFO, fields.AGENT_REWARD),
+        done_fields=(
+            (fields.ENV_INFO, fields.AGENT_TERMINATED),
+            (fields.ENV_INFO, fields.AGENT_TRUNCATED),
+        ),
+    )
+    advantages = MultiAgentGAE(
         sample_tree, gamma=config.gamma, gae_lambda=config.gae_lambda
     )
+    transform = Compose([agent_rewards, advantages])
     sampler = FeedForwardSampler(cages, handler, sample_tree, transform=transform)
     eval_sampler, eval_cage = build_eval_sampler(
         factory,
@@ -225,7 +239,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         log_interval_steps=config.log_interval_steps,
         checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
-        checkpoint_objects={"model": model, "ppo": ppo},
+        checkpoint_objects={"model": model, "ppo": ppo, "transform": transform},
         config=dataclasses.asdict(config),
         config_keys=["n_agents", "n_envs", "batch_T", "hidden_sizes"],
         callbacks=[agent_returns],

@@ -17,7 +17,7 @@ from parllel.transforms._checks import (
     check_unit_interval,
     flag_columns,
 )
-from parllel.transforms.base import Transform, as_ndarray, get_field
+from parllel.transforms.base import Transform, as_ndarray, field_name, get_field
 from parllel.transforms.kernels.normalization import normalize_reward_kernel
 
 
@@ -44,17 +44,27 @@ class NormalizeRewards(Transform):
         clip: float = 10.0,
         epsilon: float = 1e-8,
         only_valid: bool = False,
+        reward_field: str | tuple[str, ...] = REWARD,
+        done_fields: tuple[Any, Any] = (TERMINATED, TRUNCATED),
     ) -> None:
+        self.reward_field = reward_field
+        self.reward_name = field_name(reward_field)
+        self.done_fields = tuple(done_fields)
+        if len(self.done_fields) != 2:
+            raise ConfigError(
+                "done_fields names two fields: the terminated and the truncated flags"
+            )
         self.gamma = check_unit_interval("gamma", gamma)
         self.clip = check_positive("clip", clip, allow_inf=True)
         self.epsilon = check_positive("epsilon", epsilon)
         self.only_valid = bool(only_valid)
         self.frozen = False
+        name = self.reward_name
         reward = check_float_array(
-            REWARD, as_ndarray(get_field(sample_tree, REWARD, "to normalize"), REWARD)
+            name, as_ndarray(get_field(sample_tree, reward_field, "to normalize"), name)
         )
-        batch_shape, feature_shape = batch_and_feature_shape(REWARD, reward)
-        for path in (TERMINATED, TRUNCATED):
+        batch_shape, feature_shape = batch_and_feature_shape(name, reward)
+        for path in self.done_fields:
             get_field(sample_tree, path, "reward normalization resets on episode ends")
         if self.only_valid:
             get_field(
@@ -71,23 +81,28 @@ class NormalizeRewards(Transform):
         self._arguments(sample_tree)  # validates shapes and dtypes up front
 
     def _arguments(self, sample_tree: Any) -> tuple:
-        reward = check_float_array(REWARD, as_ndarray(sample_tree[REWARD], REWARD))
-        batch_shape, feature_shape = batch_and_feature_shape(REWARD, reward)
+        name = self.reward_name
+        leaf = get_field(sample_tree, self.reward_field)
+        reward = check_float_array(name, as_ndarray(leaf, name))
+        batch_shape, feature_shape = batch_and_feature_shape(name, reward)
         if feature_shape != self.feature_shape or self._returns.size != int(
             np.prod(reward.shape[1:])
         ):
-            raise ShapeError(f"field 'reward' changed shape to {reward.shape}")
+            raise ShapeError(f"field '{name}' changed shape to {reward.shape}")
+        (term_field, term_name), (trunc_field, trunc_name) = (
+            (path, field_name(path)) for path in self.done_fields
+        )
         term, k = flag_columns(
-            TERMINATED, as_ndarray(sample_tree[TERMINATED], TERMINATED),
+            term_name, as_ndarray(get_field(sample_tree, term_field), term_name),
             batch_shape, feature_shape,
         )  # fmt: skip
         trunc, k2 = flag_columns(
-            TRUNCATED, as_ndarray(sample_tree[TRUNCATED], TRUNCATED),
+            trunc_name, as_ndarray(get_field(sample_tree, trunc_field), trunc_name),
             batch_shape, feature_shape,
         )  # fmt: skip
         if k != k2:
             raise ShapeError(
-                "fields 'terminated' and 'truncated' must have the same shape"
+                f"fields '{term_name}' and '{trunc_name}' must have the same shape"
             )
         mask, use_mask = self._no_mask, False
         if self.only_valid:
@@ -97,10 +112,10 @@ class NormalizeRewards(Transform):
             if k3 != k:
                 raise ShapeError("field 'valid' must have the layout of 'terminated'")
             use_mask = True
-        return as_columns(REWARD, reward, 2), term, trunc, mask, use_mask, k
+        return as_columns(name, reward, 2), term, trunc, mask, use_mask, k
 
     def __call__(self, sample_tree: Any) -> Any:
-        """Normalize ``reward`` in place (updating statistics unless frozen)."""
+        """Normalize the rewards in place (updating statistics unless frozen)."""
         reward, term, trunc, mask, use_mask, k = self._arguments(sample_tree)
         normalize_reward_kernel(
             reward, term, trunc, mask, use_mask, k, self.gamma, self.epsilon,
