@@ -13,9 +13,10 @@ processes through :class:`~parllel.multiagent.ParallelEnvAdapter`: the agents
 are one more dimension of the sample tree (``[T, B, A, ...]``). One
 actor-critic, built from one agent's spaces, acts for every agent (it sees
 ``[B, A, obs]`` observations); :class:`~parllel.transforms.MultiAgentGAE`
-estimates each agent's advantages (on rewards scaled per agent by
-:class:`~parllel.transforms.NormalizeRewards`) and PPO trains on the agents' rows folded
-into the env dimension (:class:`~parllel.torch.algos.FlattenAgents`).
+estimates each agent's advantages (``--normalize-rewards``: on rewards
+scaled per agent by :class:`~parllel.transforms.NormalizeRewards`) and PPO
+trains on the agents' rows folded into the env dimension
+(:class:`~parllel.torch.algos.FlattenAgents`).
 
 The logged returns are the team's: the sum over agents of their rewards in
 an episode (25 steps; random actions score about -82);
@@ -80,7 +81,7 @@ class Config:
     """discount factor"""
     gae_lambda: float = 0.95
     """GAE lambda"""
-    learning_rate: float = 3e-4
+    learning_rate: float = 1e-3
     """initial Adam learning rate (decays linearly to 0)"""
     epochs: int = 10
     """passes over each batch"""
@@ -92,6 +93,8 @@ class Config:
     """hidden layer widths of the shared actor-critic MLP"""
     shared_trunk: bool = False
     """one MLP trunk for the policy and value heads (default: one each)"""
+    normalize_rewards: bool = False
+    """scale each agent's rewards by the running std of its discounted return"""
     eval_interval_steps: int = 32_000
     """env steps between evaluations"""
     log_interval_steps: int = 8_000
@@ -191,21 +194,26 @@ def main(config: Config, resume: str | None = None) -> dict:
     agent = ActorCriticAgent(model, distribution)
     handler = TorchHandler(agent, n_envs=config.n_envs)  # sees [B, A, obs]
     sample_tree = build_sample_tree(cages, handler, config.batch_T)
-    # each agent's rewards scaled by the running std of its return (as SB3's
-    # VecNormalize does for one agent), then per-agent advantages
-    agent_rewards = NormalizeRewards(
-        sample_tree,
-        config.gamma,
-        reward_field=(fields.ENV_INFO, fields.AGENT_REWARD),
-        done_fields=(
-            (fields.ENV_INFO, fields.AGENT_TERMINATED),
-            (fields.ENV_INFO, fields.AGENT_TRUNCATED),
-        ),
+    transforms: list = []
+    if config.normalize_rewards:
+        # each agent's rewards scaled by the running std of its return (as
+        # SB3's VecNormalize does for one agent)
+        transforms.append(
+            NormalizeRewards(
+                sample_tree,
+                config.gamma,
+                reward_field=(fields.ENV_INFO, fields.AGENT_REWARD),
+                done_fields=(
+                    (fields.ENV_INFO, fields.AGENT_TERMINATED),
+                    (fields.ENV_INFO, fields.AGENT_TRUNCATED),
+                ),
+            )
+        )
+    # per-agent advantages and returns [T, B, A]
+    transforms.append(
+        MultiAgentGAE(sample_tree, gamma=config.gamma, gae_lambda=config.gae_lambda)
     )
-    advantages = MultiAgentGAE(
-        sample_tree, gamma=config.gamma, gae_lambda=config.gae_lambda
-    )
-    transform = Compose([agent_rewards, advantages])
+    transform = Compose(transforms)
     sampler = FeedForwardSampler(cages, handler, sample_tree, transform=transform)
     eval_sampler, eval_cage = build_eval_sampler(
         factory,
@@ -241,7 +249,14 @@ def main(config: Config, resume: str | None = None) -> dict:
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": model, "ppo": ppo, "transform": transform},
         config=dataclasses.asdict(config),
-        config_keys=["n_agents", "n_envs", "batch_T", "hidden_sizes"],
+        config_keys=[
+            "n_agents",
+            "n_envs",
+            "batch_T",
+            "hidden_sizes",
+            "shared_trunk",
+            "normalize_rewards",
+        ],
         callbacks=[agent_returns],
     )
     return run_training(
