@@ -212,8 +212,8 @@ class SelfPlay:
         idle = [i for i in self._handlers if i not in in_use]  # oldest use first
         for snapshot_id in idle[: max(0, len(idle) - self.handler_cache_size)]:
             del self._handlers[snapshot_id]
-        for slot, snapshot_id in enumerate(self._slot_snapshot):
-            if slot and snapshot_id not in in_use:
+        for slot, held in enumerate(self._slot_snapshot):
+            if slot and held not in in_use:
                 self._slot_snapshot[slot] = None  # its handler may be rebuilt
 
     # -- Handler protocol (the learner's, routed by the mapping) -------------------

@@ -242,8 +242,8 @@ class MultiAgentGAE(Transform):
             AGENT_TRUNCATED_PATH,
         ):
             get_field(sample_tree, path, f"{purpose}; the env adapter writes it")
-        for path in (DONE, BOOTSTRAP_VALUE):
-            get_field(sample_tree, path, purpose)
+        for name in (DONE, BOOTSTRAP_VALUE):
+            get_field(sample_tree, name, purpose)
         if not self.truncation_as_termination:
             get_field(
                 sample_tree,
