@@ -81,7 +81,7 @@ class Config:
     """games played side by side"""
     batch_T: int = 32
     """moves per env per batch"""
-    total_steps: int = 12_000_000
+    total_steps: int = 12_288_000
     """moves (env steps, both seats) to train for"""
     gamma: float = 1.0
     """discount per decision"""
