@@ -1,15 +1,22 @@
 """Agent-steps per second of a PettingZoo parallel env in parllel's cages and its peers.
 
-The env is MPE ``simple_spread_v3.parallel_env(N=agents)`` (every agent acts
-at every step, episodes of 25 steps); random actions are pre-sampled
-(``[steps, n_envs, agents]``, the same for every contender) and every
-contender steps the same number of envs, after a few untimed warm-up steps.
-An agent-step is one agent's action taken by the env. Comparisons (target
-ratio in parentheses):
+Two PettingZoo parallel envs, each its own set of figures: MPE
+``simple_spread_v3.parallel_env(N=agents)`` (every agent acts at every step,
+episodes of 25 steps; about 0.35 ms per step inside PettingZoo/MPE, so every
+contender is bound by the env) under the ``ma_`` keys, and classic
+``rps_v2.parallel_env()`` (rock-paper-scissors, 2 agents, about 80 µs per
+step: the vectorization machinery's own cost dominates) under the ``ma_rps_``
+keys. Random actions are pre-sampled (``[steps, n_envs, agents]``, the same
+for every contender) and every contender steps the same number of envs,
+after a few untimed warm-up steps. An agent-step is one agent's action taken
+by the env. Comparisons (target ratio in parentheses):
 
-- ``ma_process_vs_supersuit``: a parllel ``ProcessCage`` (2 workers) over
-  ``ParallelEnvAdapter`` envs, driven with preallocated slots as samplers do
-  (the ``[A]`` agent info slots included), vs SuperSuit's
+- ``ma_process_vs_supersuit``: a parllel ``ProcessCage`` over
+  ``ParallelEnvAdapter`` envs, laid out as ``build_cages(parallel="process")``
+  lays it out on this machine (:func:`~parllel.cages.suggest_layout_for`; on
+  2 cores: half the envs in the main process, half in one worker), driven
+  with preallocated slots as samplers do (the ``[A]`` agent info slots
+  included), vs SuperSuit's
   ``concat_vec_envs_v1(pettingzoo_env_to_vec_env_v1(env), n, num_cpus=2,
   base_class="gymnasium")`` (>= 1.5);
 - ``ma_serial_vs_bare``: a parllel ``SerialCage`` vs a bare PettingZoo loop
@@ -31,6 +38,7 @@ Usage: python benchmarks/multiagent_bench.py [--quick] [--repeats N] [--agents N
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -44,18 +52,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 
 from parllel import fields  # noqa: E402
-from parllel.cages import ProcessCage, SerialCage, numeric_info_example  # noqa: E402
+from parllel.cages import (  # noqa: E402
+    ProcessCage,
+    SerialCage,
+    numeric_info_example,
+    suggest_layout_for,
+)
 from parllel.multiagent import make_parallel_env_factory  # noqa: E402
 from parllel.tree import buffer_from_example  # noqa: E402
 
 TARGETS = {"ma_process_vs_supersuit": 1.5, "ma_serial_vs_bare": 0.8}
 """the ratio each comparison aims for (printed next to the measured one)"""
 
-N_ACTIONS = 5  # simple_spread's discrete actions
+N_ACTIONS = {"spread": 5, "rps": 3}
+"""each env's discrete actions"""
 
 
-def env_fn(n_agents: int) -> Any:
-    """One simple_spread parallel env (imported here: the bench extra)."""
+def env_fn(env: str = "spread", n_agents: int = 3) -> Any:
+    """One parallel env by name (imported here: the bench and examples extras)."""
+    if env == "rps":
+        from pettingzoo.classic import rps_v2
+
+        return rps_v2.parallel_env()
     from mpe2 import simple_spread_v3
 
     return simple_spread_v3.parallel_env(N=n_agents)
@@ -119,13 +137,15 @@ def run_cage(
     return actions.size / elapsed
 
 
-def bare_loop(n_agents: int, actions: np.ndarray, seed: int = 0) -> tuple[float, float]:
+def bare_loop(
+    make_env: Callable[[], Any], actions: np.ndarray, seed: int = 0
+) -> tuple[float, float]:
     """(start, end) of a bare PettingZoo loop over ``actions.shape[1]`` envs.
 
     Dict actions are built from the pre-sampled array for the agents alive
     at each step; an env is reset when no agent is left.
     """
-    envs = [env_fn(n_agents) for _ in range(actions.shape[1])]
+    envs = [make_env() for _ in range(actions.shape[1])]
     for i, env in enumerate(envs):
         env.reset(seed=seed + i)
     agents = envs[0].possible_agents
@@ -145,18 +165,18 @@ def bare_loop(n_agents: int, actions: np.ndarray, seed: int = 0) -> tuple[float,
     return start, end
 
 
-def run_bare(n_agents: int, actions: np.ndarray) -> float:
-    start, end = bare_loop(n_agents, actions)
+def run_bare(make_env: Callable[[], Any], actions: np.ndarray) -> float:
+    start, end = bare_loop(make_env, actions)
     return actions[warmup_steps(len(actions)) :].size / (end - start)
 
 
-def _bare_half(n_agents, actions, barrier, queue) -> None:
+def _bare_half(make_env, actions, barrier, queue) -> None:
     pin_threads()
     barrier.wait()
-    queue.put(bare_loop(n_agents, actions))
+    queue.put(bare_loop(make_env, actions))
 
 
-def run_ceiling(n_agents: int, actions: np.ndarray) -> float:
+def run_ceiling(make_env: Callable[[], Any], actions: np.ndarray) -> float:
     """Two independent processes, each a bare loop over half the envs."""
     import multiprocessing as mp
 
@@ -164,7 +184,7 @@ def run_ceiling(n_agents: int, actions: np.ndarray) -> float:
     queue, barrier = ctx.Queue(), ctx.Barrier(2)
     halves = [actions[:, i::2] for i in range(2)]
     procs = [
-        ctx.Process(target=_bare_half, args=(n_agents, half, barrier, queue))
+        ctx.Process(target=_bare_half, args=(make_env, half, barrier, queue))
         for half in halves
     ]
     for proc in procs:
@@ -176,13 +196,13 @@ def run_ceiling(n_agents: int, actions: np.ndarray) -> float:
     return actions[warmup_steps(len(actions)) :].size / wall
 
 
-def run_supersuit(n_agents: int, actions: np.ndarray) -> float:
+def run_supersuit(make_env: Callable[[], Any], actions: np.ndarray) -> float:
     """SuperSuit's process vector env over the same envs (one row per agent)."""
     import supersuit as ss
 
     steps, n, a = actions.shape
     venv = ss.concat_vec_envs_v1(
-        ss.pettingzoo_env_to_vec_env_v1(env_fn(n_agents)),
+        ss.pettingzoo_env_to_vec_env_v1(make_env()),
         n,
         num_cpus=2,
         base_class="gymnasium",
@@ -202,22 +222,29 @@ def run_supersuit(n_agents: int, actions: np.ndarray) -> float:
     return flat[warm:].size / elapsed
 
 
-def contenders(n_agents: int, n_envs: int, actions: np.ndarray) -> dict:
-    factory = make_parallel_env_factory(env_fn, n_agents=n_agents)
+def contenders(
+    make_env: Callable[[], Any], n_envs: int, actions: np.ndarray
+) -> dict[str, Callable[[], float]]:
+    factory = make_parallel_env_factory(make_env)
+    # the layout build_cages(parallel="process") would choose here, measured once
+    layout = suggest_layout_for(factory, n_envs) or {"n_workers": 2}
+    print(f"process cage layout: {layout}", flush=True)
     return {
         "process": lambda: run_cage(
-            lambda: ProcessCage(factory, n_envs, n_workers=2, seed=0), actions
+            lambda: ProcessCage(factory, n_envs, seed=0, **layout), actions
         ),
-        "supersuit": lambda: run_supersuit(n_agents, actions),
+        "supersuit": lambda: run_supersuit(make_env, actions),
         "serial": lambda: run_cage(
             lambda: SerialCage(factory, n_envs, seed=0), actions
         ),
-        "bare": lambda: run_bare(n_agents, actions),
-        "ceiling": lambda: run_ceiling(n_agents, actions),
+        "bare": lambda: run_bare(make_env, actions),
+        "ceiling": lambda: run_ceiling(make_env, actions),
     }
 
 
-def measure(runs: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+def measure(
+    runs: dict[str, Callable[[], float]], repeats: int, prefix: str
+) -> dict[str, float]:
     """Medians over interleaved repeats (drift hits every contender alike)."""
     samples: dict[str, list[float]] = {key: [] for key in runs}
     for _ in range(repeats):
@@ -227,13 +254,39 @@ def measure(runs: dict[str, Callable[[], float]], repeats: int) -> dict[str, flo
     for key, values in samples.items():
         median = statistics.median(values)
         print(f"{key:>10}: {median:10.0f} agent-steps/s", flush=True)
-        result[f"ma_{key}_agent_sps"] = round(median, 1)
+        result[f"{prefix}{key}_agent_sps"] = round(median, 1)
     return result
 
 
 def ratio(result: dict, numerator: str, denominator: str) -> float | None:
     top, bottom = result.get(numerator), result.get(denominator)
     return None if top is None or not bottom else round(top / bottom, 3)
+
+
+def bench_env(
+    env: str, n_agents: int, n_envs: int, steps: int, repeats: int
+) -> dict[str, Any]:
+    """All contenders on one env; keys prefixed ``ma_`` (spread) or ``ma_<env>_``."""
+    prefix = "ma_" if env == "spread" else f"ma_{env}_"
+    make_env = functools.partial(env_fn, env, n_agents)
+    n_agents = len(make_env().possible_agents)
+    actions = np.random.default_rng(0).integers(
+        0, N_ACTIONS[env], (steps, n_envs, n_agents)
+    )
+    print(f"{env}: {n_agents} agents, {n_envs} envs, {steps} steps", flush=True)
+    result = measure(contenders(make_env, n_envs, actions), repeats, prefix)
+    for name, top, bottom in (
+        ("process_vs_supersuit", "process", "supersuit"),
+        ("serial_vs_bare", "serial", "bare"),
+        ("process_vs_ceiling", "process", "ceiling"),
+    ):
+        result[prefix + name] = ratio(
+            result, f"{prefix}{top}_agent_sps", f"{prefix}{bottom}_agent_sps"
+        )
+        target = TARGETS.get(f"ma_{name}")
+        aim = f" (target >= {target})" if target else ""
+        print(f"{prefix + name:>28}: {result[prefix + name]}{aim}", flush=True)
+    return result
 
 
 def main() -> None:
@@ -246,24 +299,10 @@ def main() -> None:
     pin_threads()
     repeats = args.repeats or (1 if args.quick else 5)
     n_envs = args.envs or (2 if args.quick else 16)
-    steps = 16 if args.quick else 400
-    rng = np.random.default_rng(0)
-    actions = rng.integers(0, N_ACTIONS, (steps, n_envs, args.agents))
-    print(f"simple_spread_v3 N={args.agents}, {n_envs} envs, {steps} steps")
     result: dict[str, Any] = {"n_envs": n_envs, "n_agents": args.agents}
-    result.update(measure(contenders(args.agents, n_envs, actions), repeats))
-    result["ma_process_vs_supersuit"] = ratio(
-        result, "ma_process_agent_sps", "ma_supersuit_agent_sps"
-    )
-    result["ma_serial_vs_bare"] = ratio(
-        result, "ma_serial_agent_sps", "ma_bare_agent_sps"
-    )
-    result["ma_process_vs_ceiling"] = ratio(
-        result, "ma_process_agent_sps", "ma_ceiling_agent_sps"
-    )
-    for key, target in TARGETS.items():
-        print(f"{key:>24}: {result[key]} (target >= {target})")
-    print(f"{'ma_process_vs_ceiling':>24}: {result['ma_process_vs_ceiling']}")
+    for env, steps in (("spread", 400), ("rps", 1600)):
+        steps = 16 if args.quick else steps
+        result.update(bench_env(env, args.agents, n_envs, steps, repeats))
     print_result(result)
 
 

@@ -146,6 +146,9 @@ EXPECTED_KEYS = {
         "ma_serial_agent_sps",
         "ma_bare_agent_sps",
         "ma_ceiling_agent_sps",
+        "ma_rps_process_vs_supersuit",
+        "ma_rps_serial_vs_bare",
+        "ma_rps_process_vs_ceiling",
     },
 }
 # benchmarks that cannot run at all without a peer library (the bench extra)
