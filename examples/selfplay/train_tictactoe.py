@@ -105,6 +105,9 @@ class Config:
     """mostly_latest: the share of games against the newest snapshot"""
     snapshot_interval: int = 20
     """updates between snapshots of the learner joining the pool"""
+    mirror_share: float = 0.5
+    """share of games the learner plays against itself in both seats (its own
+    moves then punish its mistakes at once; all its rows are trained on)"""
     random_share: float = 0.1
     """share of games against a uniformly random player instead of the pool"""
     opponent_epsilon: float = 0.2
@@ -289,6 +292,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         n_envs=config.n_envs,
         n_agents=n_agents,
         snapshot_learner=lambda: snapshot_state(agent),
+        mirror_share=config.mirror_share,
         seed=config.seed,
     )
     sample_tree = build_sample_tree(cages, selfplay, config.batch_T)

@@ -28,6 +28,9 @@ from parllel.multiagent.policy_mapping import PolicyMapping
 LEARNER = 0
 """Policy index of the learner's rows (``agent_info.policy_index``)."""
 
+MIRROR = -2
+"""``SelfPlay.opponent`` of an env whose game the learner plays in every seat."""
+
 
 def game_outcome(agent_returns: Any, seat: int) -> str:
     """``"win"``, ``"draw"`` or ``"loss"``: the return of ``seat`` against the
@@ -55,6 +58,11 @@ class SelfPlay:
     the next action. :meth:`metrics` gives the outcome rates over the last
     ``window`` games (as the runner's train statistics average the last
     episodes: the metrics of every update are up to date, whichever are logged).
+    With ``mirror_share > 0``, that share of games is played by the learner
+    in every seat (all rows ``policy_index == 0``, so all are trained on): the
+    moves that beat the learner are learned by the learner itself, the
+    fastest way for its mistakes to be punished. Mirror games are counted in
+    ``selfplay/mirror_games`` but not in the outcome rates or the ratings.
     For checkpoints, pass the SelfPlay as a runner checkpoint object: its
     :meth:`state_dict` holds the pool, the seat generator and the counters.
 
@@ -70,6 +78,8 @@ class SelfPlay:
             snapshot by then).
         handler_cache_size: opponent handlers kept besides those in use.
         window: games the outcome rates of :meth:`metrics` are taken over.
+        mirror_share: share of games the learner plays against itself (in
+            ``[0, 1)``; 0: every game is against the pool).
         seed: seed of the seat generator.
 
     Example:
@@ -90,6 +100,7 @@ class SelfPlay:
         snapshot_learner: Callable[[], Any] | None = None,
         handler_cache_size: int = 4,
         window: int = 100,
+        mirror_share: float = 0.0,
         seed: int | None = None,
     ) -> None:
         if int(n_agents) < 2:
@@ -100,6 +111,9 @@ class SelfPlay:
             )
         if int(window) < 1:
             raise ConfigError(f"window must be >= 1 games, got {window}")
+        if not 0.0 <= float(mirror_share) < 1.0:
+            raise ConfigError(f"mirror_share must be in [0, 1), got {mirror_share}")
+        self.mirror_share = float(mirror_share)
         self.learner = learner
         self.opponent_factory = opponent_factory
         self.pool = pool
@@ -117,6 +131,7 @@ class SelfPlay:
         self._started = False
         self.recent: deque[str] = deque(maxlen=int(window))
         self.total = dict.fromkeys(("win", "draw", "loss"), 0)
+        self.mirror_games = 0
 
     # -- games -------------------------------------------------------------------
     def start_games(self, env_indices: Any = None) -> None:
@@ -130,9 +145,16 @@ class SelfPlay:
         if not len(self.pool) and self.snapshot_learner is not None:
             self.pool.add(self.snapshot_learner(), step=0)
         seats = self.rng.integers(0, self.n_agents, len(envs))
-        opponents = self.pool.sample(len(envs))
+        mirror = np.zeros(len(envs), bool)
+        if self.mirror_share > 0:
+            mirror = self.rng.random(len(envs)) < self.mirror_share
+        opponents = self.pool.sample(int((~mirror).sum()))
         self.opponent[envs] = -1  # their slots may be reused now
-        for env, seat, snapshot_id in zip(envs, seats, opponents):
+        self.opponent[envs[mirror]] = MIRROR
+        for env in envs[mirror]:
+            self.seat[env] = 0
+            self.mapping.assign(int(env), np.full(self.n_agents, LEARNER))
+        for env, seat, snapshot_id in zip(envs[~mirror], seats[~mirror], opponents):
             slot = self._slot_for(int(snapshot_id))
             self.opponent[env], self.seat[env] = snapshot_id, seat
             row = np.full(self.n_agents, slot)
@@ -152,6 +174,8 @@ class SelfPlay:
             env = int(traj_info.env_index)
             ended.append(env)
             if getattr(traj_info, "lost", False) or self.opponent[env] < 0:
+                if self.opponent[env] == MIRROR and not getattr(traj_info, "lost", 0):
+                    self.mirror_games += 1
                 continue
             outcome = game_outcome(traj_info.agent_returns, int(self.seat[env]))
             self.recent.append(outcome)
@@ -167,7 +191,8 @@ class SelfPlay:
         """Self-play statistics.
 
         ``selfplay/games`` (games recorded so far), ``selfplay/learner_rating``
-        (openskill's conservative ``mu - 3 sigma``), ``selfplay/pool_size``;
+        (openskill's conservative ``mu - 3 sigma``), ``selfplay/pool_size``,
+        ``selfplay/mirror_games`` (games of the learner against itself);
         once a game ended, ``selfplay/win_rate``, ``draw_rate`` and
         ``loss_rate`` over the last ``window`` games.
         """
@@ -175,6 +200,7 @@ class SelfPlay:
             "selfplay/games": float(sum(self.total.values())),
             "selfplay/learner_rating": float(self.pool.learner_rating),
             "selfplay/pool_size": float(len(self.pool)),
+            "selfplay/mirror_games": float(self.mirror_games),
         }
         if self.recent:
             for outcome in ("win", "draw", "loss"):
@@ -288,6 +314,7 @@ class SelfPlay:
             "rng": self.rng.bit_generator.state,
             "total": dict(self.total),
             "recent": list(self.recent),
+            "mirror_games": self.mirror_games,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -298,6 +325,7 @@ class SelfPlay:
         self.total = {k: int(v) for k, v in state["total"].items()}
         self.recent.clear()
         self.recent.extend(state["recent"])
+        self.mirror_games = int(state.get("mirror_games", 0))
         self.opponent[:] = -1
         self._handlers.clear()
         self._slot_snapshot = [None] * len(self._slot_snapshot)

@@ -14,7 +14,7 @@ from parllel import fields
 from parllel.agents import AgentStep, NumpyHandler, ScriptedAgent
 from parllel.errors import ConfigError, EmptyPoolError
 from parllel.multiagent.opponent_pool import OpponentPool
-from parllel.multiagent.selfplay import SelfPlay, game_outcome
+from parllel.multiagent.selfplay import MIRROR, SelfPlay, game_outcome
 from tests.helpers.selfplay_envs import A, SelfPlayDriver
 
 B = 6
@@ -225,3 +225,33 @@ def test_empty_pool_and_bad_configuration():
         SelfPlay(selfplay.learner, None, selfplay.pool, n_envs=B * 2, n_agents=1)
     with pytest.raises(ConfigError, match="window"):
         make_selfplay(window=0)
+
+
+def test_mirror_games_seat_the_learner_everywhere_and_are_not_rated():
+    selfplay, _, _ = make_selfplay(mirror_share=0.5)
+    driver = SelfPlayDriver(selfplay, B)
+    mirrored_steps = 0
+    for _ in range(300):
+        previous = selfplay.opponent.copy()
+        ended = driver.step()
+        entry = driver.log[-1]
+        mirror = previous == MIRROR
+        mirrored_steps += int(mirror.sum())
+        # every seat of a mirror game is the learner's (and trained on)
+        assert (entry["policy_index"][mirror] == 0).all()
+        assert (entry["action"][mirror] == 2).all()
+        assert (entry["policy_index"][~mirror] == 0).sum() == (~mirror).sum()
+        for game in ended:
+            assert previous[game.env_index] != -1
+    assert 0.4 < mirrored_steps / (300 * B) < 0.6
+    pool = selfplay.pool
+    rated = sum(pool.info(s).games for s in range(4))
+    assert rated == sum(selfplay.total.values()) > 0
+    assert selfplay.mirror_games > 0
+    assert selfplay.metrics()["selfplay/mirror_games"] == selfplay.mirror_games
+    state = selfplay.state_dict()
+    restored, _, _ = make_selfplay(mirror_share=0.5)
+    restored.load_state_dict(state)
+    assert restored.mirror_games == selfplay.mirror_games
+    with pytest.raises(ConfigError, match="mirror_share"):
+        make_selfplay(mirror_share=1.0)
