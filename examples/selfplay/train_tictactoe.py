@@ -97,6 +97,8 @@ class Config:
     """weight of the entropy bonus"""
     hidden_sizes: tuple[int, ...] = (128, 128)
     """hidden layer widths of the actor-critic MLP"""
+    shared_trunk: bool = False
+    """one MLP trunk for the policy and value heads (else one each)"""
     pool_size: int = 10
     """snapshots the opponent pool keeps (the oldest leaves first)"""
     strategy: Literal["mostly_latest", "latest", "uniform", "rating"] = "mostly_latest"
@@ -263,6 +265,7 @@ def main(config: Config, resume: str | None = None) -> dict:
             unstack_space(cages.spaces.observation),
             unstack_space(cages.spaces.action),
             hidden_sizes=config.hidden_sizes,
+            shared_trunk=config.shared_trunk,
         )
     )
 
@@ -326,7 +329,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": model, "ppo": ppo, "selfplay": selfplay},
         config=dataclasses.asdict(config),
-        config_keys=["n_envs", "batch_T", "hidden_sizes"],
+        config_keys=["n_envs", "batch_T", "hidden_sizes", "shared_trunk"],
         callbacks=[
             SelfPlayCallback(selfplay, snapshot_interval=config.snapshot_interval),
             MatchEvaluation(agent, config.eval_interval_steps, config.eval_games),
