@@ -392,8 +392,15 @@ class AgentSpaceError(ConfigError):
 
 class MismatchedAgentsError(ParllelError, ValueError):
     """A multi-agent env returned values for agents it does not declare in
-    ``possible_agents``, or not for the agents that acted; the message names
-    them."""
+    ``possible_agents``, or not for the agents that acted, or a dict action
+    names an agent outside ``possible_agents``; the message names them."""
+
+
+class WrongAdapterError(ConfigError):
+    """A PettingZoo env was given to the adapter of the other API: an
+    ``AECEnv`` to :class:`~parllel.multiagent.ParallelEnvAdapter`, or a
+    ``ParallelEnv`` to :class:`~parllel.multiagent.AECEnvAdapter`; the
+    message names the env and the adapter to use."""
 
 
 class NonActingAgentError(ParllelError, ValueError):

@@ -1,25 +1,29 @@
 """Self-play PPO on PettingZoo's tic-tac-toe, against a pool of its own past selves.
 
-    python examples/selfplay/train_tictactoe.py            # the full run (a few minutes)
+    python examples/selfplay/train_tictactoe.py            # the full run
     python examples/selfplay/train_tictactoe.py --quick    # a tiny smoke run
     python examples/selfplay/train_tictactoe.py --strategy rating
     python examples/selfplay/train_tictactoe.py --resume runs/tictactoe-selfplay-...
 
 Games run in worker processes (``tictactoe_v3`` through
 :class:`~parllel.multiagent.AECEnvAdapter`: one env step is one move, the
-two seats are the agent dimension of the sample tree). In every game the
-learner takes a random seat; the other seat plays a frozen snapshot of the
-learner drawn from an :class:`~parllel.multiagent.OpponentPool` (a snapshot
-joins every ``snapshot_interval`` updates), and, in a share of the games, a
-player that moves uniformly at random. The learner's moves are masked to the
-free squares; PPO trains on the learner's rows only, with per-seat advantages
-(a loss arrives on the opponent's move and is credited to the learner's
-last move).
+two seats are the agent dimension of the sample tree). In a share of the
+games (``mirror_share``) the learner plays both seats. In the others it takes
+a random seat; the other seat plays a frozen snapshot of the learner drawn
+from an :class:`~parllel.multiagent.OpponentPool` (a snapshot joins every
+``snapshot_interval`` updates), and, in a share of those games, a player
+that moves uniformly at random. The learner's moves are masked to the free
+squares; PPO trains on the learner's rows only, with per-seat advantages (a
+loss arrives on the opponent's move and is credited to the learner's last
+move).
 
 Every ``eval_interval_steps`` and at the end, the greedy policy plays
 tic-tac-toe in both seats against a uniformly random player and against a
 perfect minimax player (``tictactoe_players.py``); the final figures go to
-``results.json`` in the run directory.
+``results.json`` in the run directory. The team return (``train/return_mean``)
+of a zero-sum game is 0 by construction: the self-play rates
+(``selfplay/*``) and the evaluations (``eval/*``) are the figures to watch,
+and ``learning_curve.png`` plots them.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import torch
 from pettingzoo.classic import tictactoe_v3
 
 from parllel.agents import NumpyHandler
+from parllel.logging.csv_sink import read_progress
 from parllel.multiagent import (
     MultiAgentTrajInfo,
     OpponentPool,
@@ -49,6 +54,7 @@ from parllel.patterns import (
     build_sample_tree,
     run_training,
 )
+from parllel.plot import find_progress_csv, plot_learning_curve
 from parllel.runners import Callback, OnPolicyRunner, SelfPlayCallback
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
@@ -71,6 +77,16 @@ from tictactoe_players import MinimaxPlayer, RandomPlayer, play_matches  # noqa:
 
 RANDOM_PLAYER = "random"
 """The pool snapshot that stands for a player moving uniformly at random."""
+
+PLOTTED = (
+    "selfplay/win_rate",
+    "selfplay/loss_rate",
+    "eval/minimax_seat0_loss",
+    "eval/minimax_seat1_loss",
+    "eval/random_seat0_win",
+    "eval/random_seat1_win",
+)
+"""The curves of learning_curve.png (the team return is 0 in a zero-sum game)."""
 
 
 @dataclasses.dataclass
@@ -108,13 +124,11 @@ class Config:
     snapshot_interval: int = 20
     """updates between snapshots of the learner joining the pool"""
     mirror_share: float = 0.5
-    """share of games the learner plays against itself in both seats (its own
-    moves then punish its mistakes at once; all its rows are trained on)"""
+    """share of games the learner plays against itself in both seats (its own moves then punish its mistakes at once; all its rows are trained on)"""
     random_share: float = 0.1
-    """share of games against a uniformly random player instead of the pool"""
+    """share of the games drawn from the pool (not mirror games) played by a uniformly random player instead of a snapshot"""
     opponent_epsilon: float = 0.2
-    """snapshots play a random legal move with this probability (varied games
-    whose mistakes the snapshot's other moves still punish)"""
+    """snapshots play a random legal move with this probability (varied games whose mistakes the snapshot's other moves still punish)"""
     eval_interval_steps: int = 1_000_000
     """moves between evaluations against the random and the minimax player"""
     eval_games: int = 100
@@ -338,6 +352,16 @@ def main(config: Config, resume: str | None = None) -> dict:
     result = run_training(runner, run, resume=bool(resume), close=(cages, sample_tree))
     final = evaluate(agent, config.final_eval_games, seed=10**6)
     (run.path / "results.json").write_text(json.dumps(final, indent=2))
+    logged = read_progress(find_progress_csv(run.path))
+    plot_learning_curve(run.path, [name for name in PLOTTED if name in logged])
+    if "selfplay/win_rate" in result:
+        print(
+            "self-play, last games: "
+            + " ".join(
+                f"{o} {result[f'selfplay/{o}_rate']:.3f}"
+                for o in ("win", "draw", "loss")
+            )
+        )
     for seat in (0, 1):
         print(
             f"seat {seat}: vs random "

@@ -80,7 +80,9 @@ class RandomAgent:
     """Uniformly random actions from an action space; value 0. Numpy only.
 
     Useful as a baseline, for decorrelating envs and for testing samplers
-    without a framework. Its ``agent_info`` is empty.
+    without a framework. Its ``agent_info`` is empty. It ignores action masks
+    (an ``action_mask`` observation leaf), so it plays illegal moves in games
+    that have them; a :class:`ScriptedAgent` reading the mask plays legal ones.
 
     Args:
         action_space: the envs' action space.

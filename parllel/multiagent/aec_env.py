@@ -16,7 +16,11 @@ import numpy as np
 
 from parllel import fields
 from parllel.errors import ConfigError, MismatchedAgentsError
-from parllel.multiagent.agent_steps import AgentTable, add_agent_infos
+from parllel.multiagent.agent_steps import (
+    AgentTable,
+    add_agent_infos,
+    check_pettingzoo_api,
+)
 from parllel.multiagent.spaces import action_mask_of, copy_value, write_row
 
 
@@ -43,6 +47,7 @@ class AECEnvAdapter(gym.Env):
         env: a PettingZoo ``AECEnv`` (e.g. ``tictactoe_v3.env()``).
 
     Raises:
+        WrongAdapterError: ``env`` is a ``ParallelEnv`` (use ParallelEnvAdapter).
         AgentSpaceError: the agents do not share one observation and one
             action space.
 
@@ -56,6 +61,7 @@ class AECEnvAdapter(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, env: Any) -> None:
+        check_pettingzoo_api(env, "aec")
         self.env = env
         # the state (agents, rewards, flags...) is read from the innermost env:
         # each read through PettingZoo's wrappers costs a chain of __getattr__

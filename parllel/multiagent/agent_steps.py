@@ -1,4 +1,5 @@
-"""What both adapters share: the agent table, reading actions, the step info.
+"""What both adapters share: the agent table, reading actions, the step info,
+and the check that an env has the adapter's PettingZoo API.
 
 Every step's info has the same four ``[A]`` arrays (so the cage gives them
 preallocated ``env_info`` slots), plus ``"agent_infos"`` (the env's per-agent
@@ -7,17 +8,68 @@ info dicts, by agent name) when any of them is not empty.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from parllel import fields
-from parllel.errors import MismatchedAgentsError, NonActingAgentError, ShapeError
+from parllel.errors import (
+    MismatchedAgentsError,
+    NonActingAgentError,
+    ShapeError,
+    WrongAdapterError,
+)
 from parllel.multiagent.spaces import shared_space, stack_space, stacked_zeros
 
 #: the info key holding the env's per-agent info dicts (only when not empty)
 AGENT_INFOS = "agent_infos"
+
+
+ADAPTERS = {
+    "aec": "AECEnvAdapter / make_aec_env_factory",
+    "parallel": "ParallelEnvAdapter / make_parallel_env_factory",
+}
+"""The adapter (and factory) of each PettingZoo API."""
+
+API_NAMES = {"aec": "AECEnv", "parallel": "ParallelEnv"}
+"""PettingZoo's class of each API."""
+
+
+def pettingzoo_api(env: Any) -> str | None:
+    """``"aec"`` or ``"parallel"``: the PettingZoo API of ``env``, or None if unclear.
+
+    PettingZoo's own base classes decide when PettingZoo is loaded (it is, if
+    ``env`` is one of its envs); otherwise an object with ``agent_iter`` and
+    ``last`` is an AECEnv, and one with ``possible_agents`` but no
+    ``observe`` a ParallelEnv. PettingZoo is never imported here.
+    """
+    module = sys.modules.get("pettingzoo.utils.env")
+    if module is not None:
+        if isinstance(env, module.AECEnv):
+            return "aec"
+        if isinstance(env, module.ParallelEnv):
+            return "parallel"
+    if hasattr(env, "agent_iter") and hasattr(env, "last"):
+        return "aec"
+    if hasattr(env, "possible_agents") and not hasattr(env, "observe"):
+        return "parallel"
+    return None
+
+
+def check_pettingzoo_api(env: Any, expected: str) -> None:
+    """Raise WrongAdapterError if ``env`` has the other PettingZoo API than ``expected``."""
+    api = pettingzoo_api(env)
+    if api is None or api == expected:
+        return
+    metadata = getattr(env, "metadata", None)
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    raise WrongAdapterError(
+        f"{name or type(env).__name__} is a PettingZoo {API_NAMES[api]}; use "
+        f"{ADAPTERS[api]} for it; {ADAPTERS[expected]} are for "
+        f"{API_NAMES[expected]}s"
+    )
 
 
 class AgentTable:
@@ -67,12 +119,20 @@ class AgentTable:
         holding exactly the acting agents.
 
         Raises:
+            MismatchedAgentsError: a dict action names an agent outside
+                ``possible_agents``.
             NonActingAgentError: a dict action names an agent that does not act
                 now, or lacks one that does.
             ShapeError: a stacked action has not ``A`` rows.
         """
         if isinstance(action, Mapping):
-            self.check_known(action, "an action")
+            unknown = [agent for agent in action if agent not in self.index]
+            if unknown:
+                raise MismatchedAgentsError(
+                    f"the action names agent(s) {unknown} outside the env's "
+                    f"possible_agents {list(self.agents)}: a dict action "
+                    "{agent: action} takes the env's own agent names"
+                )
             extra = [agent for agent in action if agent not in acting]
             if extra:
                 raise NonActingAgentError(

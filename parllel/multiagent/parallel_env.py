@@ -16,7 +16,11 @@ import numpy as np
 
 from parllel import fields
 from parllel.errors import ConfigError, MismatchedAgentsError
-from parllel.multiagent.agent_steps import AgentTable, add_agent_infos
+from parllel.multiagent.agent_steps import (
+    AgentTable,
+    add_agent_infos,
+    check_pettingzoo_api,
+)
 from parllel.multiagent.spaces import action_mask_of, copy_value, write_row
 
 
@@ -43,6 +47,7 @@ class ParallelEnvAdapter(gym.Env):
         env: a PettingZoo ``ParallelEnv`` (or an object with its API).
 
     Raises:
+        WrongAdapterError: ``env`` is an ``AECEnv`` (use AECEnvAdapter).
         AgentSpaceError: the agents do not share one observation and one
             action space.
 
@@ -56,6 +61,7 @@ class ParallelEnvAdapter(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, env: Any) -> None:
+        check_pettingzoo_api(env, "parallel")
         self.env = env
         self.table = AgentTable(env)
         self.observation_space = self.table.observation_space

@@ -82,6 +82,12 @@ class SelfPlay:
             ``[0, 1)``; 0: every game is against the pool).
         seed: seed of the seat generator.
 
+    Raises:
+        ConfigError: a bad argument, a learner (or a handler the opponent
+            factory builds) not built for ``n_envs * n_agents`` rows, or (in
+            :meth:`episodes_ended`) episodes without ``agent_returns``: the
+            cages need ``traj_info_type=MultiAgentTrajInfo``.
+
     Example:
         >>> selfplay = SelfPlay(TorchHandler(agent, n_envs=B * 2),
         ...                     opponent_factory(agent), OpponentPool(20, seed=0),
@@ -113,6 +119,14 @@ class SelfPlay:
             raise ConfigError(f"window must be >= 1 games, got {window}")
         if not 0.0 <= float(mirror_share) < 1.0:
             raise ConfigError(f"mirror_share must be in [0, 1), got {mirror_share}")
+        n_rows = int(n_envs) * int(n_agents)
+        if int(learner.n_envs) != n_rows:
+            raise ConfigError(
+                f"the learner's handler is built for n_envs={learner.n_envs} rows; "
+                f"SelfPlay needs one row per seat of every game, n_envs * n_agents "
+                f"= {n_envs} * {n_agents} = {n_rows} (e.g. "
+                f"TorchHandler(agent, n_envs={n_rows}))"
+            )
         self.mirror_share = float(mirror_share)
         self.learner = learner
         self.opponent_factory = opponent_factory
@@ -173,6 +187,13 @@ class SelfPlay:
         for traj_info in traj_infos:
             env = int(traj_info.env_index)
             ended.append(env)
+            if not hasattr(traj_info, "agent_returns"):
+                raise ConfigError(
+                    f"self-play reads each seat's return from the episodes' "
+                    f"agent_returns, which {type(traj_info).__name__} does not "
+                    "have: build the cages with traj_info_type=MultiAgentTrajInfo "
+                    "(from parllel.multiagent)"
+                )
             if getattr(traj_info, "lost", False) or self.opponent[env] < 0:
                 if self.opponent[env] == MIRROR and not getattr(traj_info, "lost", 0):
                     self.mirror_games += 1
@@ -226,9 +247,15 @@ class SelfPlay:
     def _handler(self, snapshot_id: int) -> Handler:
         handler = self._handlers.get(snapshot_id)
         if handler is None:
-            handler = self.opponent_factory(
-                self.pool.get(snapshot_id), self.mapping.n_rows
-            )
+            n_rows = self.mapping.n_rows
+            handler = self.opponent_factory(self.pool.get(snapshot_id), n_rows)
+            if int(handler.n_envs) != n_rows:
+                raise ConfigError(
+                    f"opponent_factory(snapshot, n_rows) must build a handler for "
+                    f"n_rows = n_envs * n_agents = {self.n_envs} * {self.n_agents} "
+                    f"= {n_rows} rows; it built a {type(handler).__name__} with "
+                    f"n_envs={handler.n_envs} (snapshot {snapshot_id})"
+                )
             self._handlers[snapshot_id] = handler
         self._handlers.move_to_end(snapshot_id)
         return handler

@@ -181,6 +181,13 @@ def episode_columns(
     reward = check_float_array("reward", reward)
     value = check_float_array("value", value)
     batch_shape, feature_shape = batch_and_feature_shape("reward", reward)
+    if value.ndim == reward.ndim + 1 and value.shape[: reward.ndim] == reward.shape:
+        raise ShapeError(
+            f"field 'value' must have shape {tuple(reward.shape)}, got "
+            f"{tuple(value.shape)}: per-agent values [T, B, A] of a multi-agent "
+            "sample tree? Use MultiAgentGAE (parllel.transforms), which reads "
+            "each agent's env_info.agent_reward"
+        )
     check_shape("value", value, reward.shape)
     bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
     check_shape("bootstrap_value", bootstrap_value, reward.shape[1:])

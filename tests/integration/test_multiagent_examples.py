@@ -48,6 +48,8 @@ def test_tictactoe_selfplay_quick_run_judges_and_resumes(tmp_path):
             ]
             assert abs(sum(rates) - 1.0) < 1e-9
         assert results[f"eval/minimax_seat{seat}_win"] == 0.0  # minimax never loses
+    assert "self-play, last games: win" in done.stdout
+    assert (run_dir / "learning_curve.png").is_file()  # the rates, not the 0 return
     with open(run_dir / "logs" / "progress.csv", newline="") as file:
         rows = list(csv.DictReader(file))
     assert float(rows[-1]["time/env_steps"]) == 2048

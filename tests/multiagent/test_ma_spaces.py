@@ -14,10 +14,13 @@ from parllel.errors import (
     MismatchedAgentsError,
     NonActingAgentError,
     ShapeError,
+    WrongAdapterError,
 )
 from parllel.multiagent import (
     AECEnvAdapter,
     ParallelEnvAdapter,
+    make_aec_env_factory,
+    make_parallel_env_factory,
     shared_space,
     stack_space,
     unstack_space,
@@ -111,10 +114,52 @@ def test_dict_action_for_a_non_acting_agent_is_named():
     missing = {agent: 0 for agent in env.env.agents[1:]}
     with pytest.raises(NonActingAgentError, match=f"'{env.env.agents[0]}'"):
         env.step(missing)
-    with pytest.raises(MismatchedAgentsError, match="purple"):
+    with pytest.raises(MismatchedAgentsError, match="purple") as error:
         env.step({"purple": 0})
+    message = str(error.value)
+    assert "the action names" in message and "possible_agents" in message
+    assert "env returned" not in message  # the user's action, not the env's
     with pytest.raises(ShapeError, match="one row per agent"):
         env.step(np.zeros(2, np.int64))
+
+
+def test_an_env_of_the_other_api_names_the_right_adapter():
+    with pytest.raises(WrongAdapterError, match="AECEnv; use AECEnvAdapter"):
+        ParallelEnvAdapter(TurnAECEnv())
+    with pytest.raises(WrongAdapterError, match="ParallelEnv; use ParallelEnvAdapter"):
+        AECEnvAdapter(DropoutParallelEnv())
+    with pytest.raises(WrongAdapterError, match="make_aec_env_factory"):
+        make_parallel_env_factory(TurnAECEnv)()
+    with pytest.raises(WrongAdapterError, match="make_parallel_env_factory"):
+        make_aec_env_factory(DropoutParallelEnv)()
+    assert isinstance(WrongAdapterError("x"), ConfigError)
+
+
+def test_real_envs_of_the_other_api_are_refused_by_name():
+    pytest.importorskip("pettingzoo")
+    from pettingzoo.classic import rps_v2, tictactoe_v3
+
+    with pytest.raises(WrongAdapterError, match="tictactoe_v3 is a PettingZoo AECEnv"):
+        ParallelEnvAdapter(tictactoe_v3.env())
+    with pytest.raises(WrongAdapterError, match="rps_v2 is a PettingZoo ParallelEnv"):
+        AECEnvAdapter(rps_v2.parallel_env())
+
+
+class _DuckAEC:
+    """The AEC API without PettingZoo's classes."""
+
+    possible_agents = ["a"]
+
+    def agent_iter(self):
+        return iter(())
+
+    def last(self):
+        return None
+
+
+def test_duck_typed_aec_env_is_recognized_without_pettingzoo_classes():
+    with pytest.raises(WrongAdapterError, match="_DuckAEC is a PettingZoo AECEnv"):
+        ParallelEnvAdapter(_DuckAEC())
 
 
 def test_aec_dict_action_must_be_the_movers():

@@ -12,6 +12,7 @@ import pytest
 
 from parllel import fields
 from parllel.agents import AgentStep, NumpyHandler, ScriptedAgent
+from parllel.cages import TrajInfo
 from parllel.errors import ConfigError, EmptyPoolError
 from parllel.multiagent.opponent_pool import OpponentPool
 from parllel.multiagent.selfplay import MIRROR, SelfPlay, game_outcome
@@ -225,6 +226,26 @@ def test_empty_pool_and_bad_configuration():
         SelfPlay(selfplay.learner, None, selfplay.pool, n_envs=B * 2, n_agents=1)
     with pytest.raises(ConfigError, match="window"):
         make_selfplay(window=0)
+
+
+def test_episodes_without_agent_returns_name_multiagent_traj_info():
+    selfplay, _, _ = make_selfplay()
+    selfplay.reset()
+    with pytest.raises(ConfigError, match="traj_info_type=MultiAgentTrajInfo"):
+        selfplay.episodes_ended([TrajInfo(env_index=0)])
+
+
+def test_handlers_with_the_wrong_row_count_name_n_envs_times_n_agents():
+    selfplay, _, _ = make_selfplay()
+    with pytest.raises(ConfigError, match=rf"n_envs \* n_agents = {B + 1} \* {A}"):
+        SelfPlay(selfplay.learner, None, selfplay.pool, n_envs=B + 1, n_agents=A)
+
+    def one_row_per_env(snapshot, n_rows):
+        return NumpyHandler(ConstantAgent(snapshot, []), n_envs=B)
+
+    wrong = SelfPlay(selfplay.learner, one_row_per_env, selfplay.pool, B, A)
+    with pytest.raises(ConfigError, match=r"opponent_factory\(snapshot, n_rows\)"):
+        wrong.reset()
 
 
 def test_mirror_games_seat_the_learner_everywhere_and_are_not_rated():

@@ -250,3 +250,16 @@ def test_build_actor_critic(shared):
     assert out.dist_params.logits.shape == (6, 2, 3) and len(out.state) == 2
     with pytest.raises(ConfigError):
         build_actor_critic(obs_space, gym.spaces.MultiBinary(3))
+
+
+def test_stacked_multiagent_actions_point_to_unstack_space():
+    obs_space = gym.spaces.Box(-1, 1, (4,), np.float32)
+    for stacked in (
+        gym.spaces.MultiDiscrete([9, 9]),  # Discrete(9) stacked over 2 agents
+        gym.spaces.Box(-1, 1, (3, 2), np.float32),  # Box(2,) over 3 agents
+    ):
+        with pytest.raises(ConfigError, match=r"multiagent\.unstack_space\(space\)"):
+            build_actor_critic(obs_space, stacked)
+    with pytest.raises(ConfigError) as error:
+        build_actor_critic(obs_space, gym.spaces.MultiBinary(3))
+    assert "unstack_space" not in str(error.value)

@@ -374,6 +374,18 @@ def test_functional_checks_dtypes_and_shapes():
         )
 
 
+def test_single_agent_gae_on_per_agent_values_points_to_multiagent_gae():
+    T, B, A = 4, 2, 3
+    reward = np.zeros((T, B), np.float32)  # the team reward
+    value = np.zeros((T, B, A), np.float32)  # agent_info.value of a shared model
+    ended = np.zeros((T, B), bool)
+    with pytest.raises(ShapeError, match="MultiAgentGAE"):
+        generalized_advantage_estimation(
+            reward, value, ended, ended, np.zeros((B, A), np.float32), None,
+            gamma=0.9, gae_lambda=0.9, truncation_as_termination=True,
+        )  # fmt: skip
+
+
 def test_single_agent_tree_gives_estimate_advantage_values():
     """A = 1 tree with every step acted: EstimateAdvantage's numbers, per agent."""
     T, B = 7, 3

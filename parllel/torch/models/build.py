@@ -102,8 +102,19 @@ def build_actor_critic(
         else:
             distribution = Gaussian(action_dim)
     else:
+        stacked = isinstance(action_space, gym.spaces.MultiDiscrete) or (
+            isinstance(action_space, gym.spaces.Box) and len(action_space.shape) > 1
+        )
+        hint = (
+            "; if these are stacked multi-agent actions (a multi-agent cage's "
+            "spaces.action), build the model from one agent's space: pass "
+            "parllel.multiagent.unstack_space(space)"
+            if stacked
+            else ""
+        )
         raise ConfigError(
-            f"build_actor_critic supports Discrete and 1-D Box actions; got {action_space}"
+            f"build_actor_critic supports Discrete and 1-D Box actions; got "
+            f"{action_space}{hint}"
         )
 
     if shared_trunk:
