@@ -97,17 +97,17 @@ class Config:
     """games played side by side"""
     batch_T: int = 32
     """moves per env per batch"""
-    total_steps: int = 12_288_000
+    total_steps: int = 4_096_000
     """moves (env steps, both seats) to train for"""
     gamma: float = 1.0
     """discount per decision"""
     gae_lambda: float = 0.95
     """GAE lambda"""
-    learning_rate: float = 1e-3
+    learning_rate: float = 3e-4
     """initial Adam learning rate (decays linearly to 0)"""
-    epochs: int = 4
+    epochs: int = 8
     """passes over each batch"""
-    minibatches: int = 4
+    minibatches: int = 8
     """minibatches per epoch"""
     entropy_coef: float = 0.01
     """weight of the entropy bonus"""
@@ -123,13 +123,13 @@ class Config:
     """mostly_latest: the share of games against the newest snapshot"""
     snapshot_interval: int = 20
     """updates between snapshots of the learner joining the pool"""
-    mirror_share: float = 0.5
+    mirror_share: float = 0.0
     """share of games the learner plays against itself in both seats (its own moves then punish its mistakes at once; all its rows are trained on)"""
-    random_share: float = 0.1
+    random_share: float = 0.5
     """share of the games drawn from the pool (not mirror games) played by a uniformly random player instead of a snapshot"""
-    opponent_epsilon: float = 0.2
+    opponent_epsilon: float = 0.1
     """snapshots play a random legal move with this probability (varied games whose mistakes the snapshot's other moves still punish)"""
-    eval_interval_steps: int = 1_000_000
+    eval_interval_steps: int = 512_000
     """moves between evaluations against the random and the minimax player"""
     eval_games: int = 100
     """games per seat and opponent in each evaluation"""
