@@ -102,14 +102,27 @@ class AgentTable:
         return stacked_zeros(self.observation_space)
 
     def check_known(self, names: Iterable[Any], what: str) -> None:
-        """Raise MismatchedAgentsError if any of ``names`` is not a possible agent."""
+        """Raise MismatchedAgentsError if any of ``names`` is not a possible agent.
+
+        ``what`` names what the env returned (e.g. ``"rewards"``), or is
+        ``"an action"`` for a user's dict action.
+        """
         unknown = [name for name in names if name not in self.index]
-        if unknown:
-            raise MismatchedAgentsError(
+        if not unknown:
+            return
+        if what == "an action":
+            reason = (
+                f"the action names agent(s) {unknown} outside the env's "
+                f"possible_agents {list(self.agents)}: a dict action "
+                "{agent: action} takes the env's own agent names"
+            )
+        else:
+            reason = (
                 f"the env returned {what} for {unknown}, which are not in its "
                 f"possible_agents {list(self.agents)}: every agent an env "
                 "reports must be one of its possible_agents"
             )
+        raise MismatchedAgentsError(reason)
 
     def read_actions(self, action: Any, acting: Sequence[str]) -> dict[str, Any]:
         """The actions of the ``acting`` agents, by name.
@@ -126,13 +139,7 @@ class AgentTable:
             ShapeError: a stacked action has not ``A`` rows.
         """
         if isinstance(action, Mapping):
-            unknown = [agent for agent in action if agent not in self.index]
-            if unknown:
-                raise MismatchedAgentsError(
-                    f"the action names agent(s) {unknown} outside the env's "
-                    f"possible_agents {list(self.agents)}: a dict action "
-                    "{agent: action} takes the env's own agent names"
-                )
+            self.check_known(action, "an action")
             extra = [agent for agent in action if agent not in acting]
             if extra:
                 raise NonActingAgentError(
