@@ -125,7 +125,7 @@ class Config:
     """updates between snapshots of the learner joining the pool"""
     mirror_share: float = 0.0
     """share of games the learner plays against itself in both seats (its own moves then punish its mistakes at once; all its rows are trained on)"""
-    random_share: float = 0.5
+    random_share: float = 0.9
     """share of the games drawn from the pool (not mirror games) played by a uniformly random player instead of a snapshot"""
     opponent_epsilon: float = 0.1
     """snapshots play a random legal move with this probability (varied games whose mistakes the snapshot's other moves still punish)"""
