@@ -25,7 +25,9 @@ import os
 import secrets
 import tempfile
 import weakref
+from collections.abc import Sequence
 from multiprocessing import resource_tracker
+from typing import Any
 
 _SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 NAME_PREFIX = "parllel_"
@@ -87,11 +89,15 @@ class SharedSegment:
             self._finalizer.detach()
 
     @classmethod
-    def create(cls, size: int) -> SharedSegment:
-        """Create a new zero-filled segment of ``size`` bytes owned by this process."""
+    def create(cls, size: int, suffix: str = "") -> SharedSegment:
+        """Create a new zero-filled segment of ``size`` bytes owned by this process
+        (``suffix`` ends its name)."""
         size = max(int(size), 1)
         while True:
-            name = f"{NAME_PREFIX}{os.getpid()}_{next(_counter)}_{secrets.token_hex(4)}"
+            name = (
+                f"{NAME_PREFIX}{os.getpid()}_{next(_counter)}_{secrets.token_hex(4)}"
+                f"{suffix}"
+            )
             path = segment_path(name)
             try:
                 fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
@@ -157,6 +163,52 @@ class SharedSegment:
             self._finalizer()
 
 
+SEMAPHORE_LIST_SUFFIX = "_semaphores"
+"""Ends the name of a segment that lists named semaphores of its owner."""
+
+
+def record_semaphores(semaphores: Sequence[Any]) -> SharedSegment | None:
+    """A segment of this process listing the names of ``semaphores``
+    (multiprocessing semaphores), or None if none has a name in /dev/shm.
+
+    Named semaphores (``/dev/shm/sem.*``, made by the forkserver and spawn
+    start methods) are removed by the resource tracker when their process
+    dies unclosed, unless the tracker dies with it (a Ray actor killed with
+    its process group). :func:`remove_dead_owner_segments` then unlinks the
+    listed semaphores too. Close the segment when the semaphores are done
+    with (the owner unlinks it; the semaphores clean up themselves).
+    """
+    names = []
+    for semaphore in semaphores:
+        name = getattr(getattr(semaphore, "_semlock", None), "name", None)
+        if name and os.path.exists(_semaphore_path(name)):
+            names.append(name)
+    if not names or not _TRACKED:
+        return None
+    data = "\n".join(names).encode()
+    segment = SharedSegment.create(len(data), suffix=SEMAPHORE_LIST_SUFFIX)
+    segment.buffer[: len(data)] = data
+    return segment
+
+
+def _semaphore_path(name: str) -> str:
+    return os.path.join(_SHM_DIR, "sem." + name.lstrip("/"))
+
+
+def _unlink_listed_semaphores(path: str) -> None:
+    try:
+        with open(path, "rb") as listing:
+            names = listing.read().rstrip(b"\0").decode().split("\n")
+    except (OSError, UnicodeDecodeError):
+        return
+    for name in names:
+        if name.startswith("/mp-") and "/" not in name[1:]:
+            try:
+                os.unlink(_semaphore_path(name))
+            except OSError:
+                pass
+
+
 def list_segments(pid: int | None = None) -> list[str]:
     """Names of the parllel segments that exist now, optionally of one owner pid."""
     prefix = NAME_PREFIX if pid is None else f"{NAME_PREFIX}{pid}_"
@@ -167,7 +219,9 @@ def list_segments(pid: int | None = None) -> list[str]:
 
 
 def remove_dead_owner_segments(pid: int) -> list[str]:
-    """Unlink the segments a dead process created and never closed; return their names.
+    """Unlink the segments a dead process created and never closed, and the
+    named semaphores it listed (:func:`record_semaphores`); return the
+    segments' names.
 
     A process killed before it could close its segments leaves them until the
     resource tracker removes them when the whole program exits. A long-lived
@@ -182,6 +236,8 @@ def remove_dead_owner_segments(pid: int) -> list[str]:
         raise ValueError("remove_dead_owner_segments is for segments of a dead process")
     names = list_segments(int(pid))
     for name in names:
+        if name.endswith(SEMAPHORE_LIST_SUFFIX):
+            _unlink_listed_semaphores(segment_path(name))
         try:
             os.unlink(segment_path(name))
         except FileNotFoundError:

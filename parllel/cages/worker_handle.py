@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from parllel.arrays import Array
+from parllel.arrays.shared_memory import record_semaphores
 from parllel.cages.layout import usable_cores
 from parllel.cages.protocol import (
     STACK_SIGNAL,
@@ -92,6 +93,8 @@ class WorkerHandle:
         self._wait_average = 0.0  # moving average of wait() durations, seconds
         self.command_ready = ctx.Semaphore(0)
         self.work_done = ctx.Semaphore(0)
+        # their names, for a parent to unlink if this process is killed
+        self._semaphore_list = record_semaphores([self.command_ready, self.work_done])
         self.conn, child_conn = ctx.Pipe()
         # the worker's faulthandler writes its Python stack here on STACK_SIGNAL
         self._stack_reader, stack_writer = ctx.Pipe(duplex=False)
@@ -333,6 +336,8 @@ class WorkerHandle:
             process.close()
         except ValueError:
             pass
+        if self._semaphore_list is not None:
+            self._semaphore_list.close()
 
 
 def raise_replies(replies: list[ReplyT]) -> list[ReplyT]:
