@@ -194,9 +194,11 @@ class SelfPlay:
                     "have: build the cages with traj_info_type=MultiAgentTrajInfo "
                     "(from parllel.multiagent)"
                 )
-            if getattr(traj_info, "lost", False) or self.opponent[env] < 0:
-                if self.opponent[env] == MIRROR and not getattr(traj_info, "lost", 0):
-                    self.mirror_games += 1
+            lost = bool(getattr(traj_info, "lost", False))
+            if self.opponent[env] == MIRROR:
+                self.mirror_games += not lost  # counted, never rated
+                continue
+            if lost or self.opponent[env] < 0:
                 continue
             outcome = game_outcome(traj_info.agent_returns, int(self.seat[env]))
             self.recent.append(outcome)
