@@ -4,7 +4,10 @@
 fewer than 6,000) and picks uniformly among the moves with the best outcome,
 so it never loses and punishes every mistake. ``RandomPlayer`` plays a
 uniformly random legal move. :func:`play_matches` pits a policy against one
-of them in PettingZoo's ``tictactoe_v3`` and counts wins, draws and losses.
+of them in PettingZoo's ``tictactoe_v3`` and counts wins, draws and losses;
+:func:`exact_results` gives the same fractions without sampling, for a
+deterministic policy against either player, by walking every game the
+player's random choices can lead to.
 
 Boards here are 9-tuples in PettingZoo's square order, from the point of view
 of the player to move: 0 empty, 1 the mover's mark, 2 the other's.
@@ -117,3 +120,57 @@ def play_matches(
     result: dict[str, float] = {key: value / games for key, value in counts.items()}
     result["games"] = games
     return result
+
+
+def observation_of(board: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """The PettingZoo observation dict of the mover's 9-tuple ``board``."""
+    cells = np.asarray(board).reshape(3, 3)
+    planes = np.stack([cells == 1, cells == 2], axis=-1).astype(np.int8)
+    return {
+        "observation": planes,
+        "action_mask": (cells == 0).reshape(9).astype(np.int8),
+    }
+
+
+def _play(board: tuple[int, ...], square: int) -> tuple[int, ...]:
+    """The board after the mover takes ``square``, from the next mover's view."""
+    return _swap(board[:square] + (1,) + board[square + 1 :])
+
+
+def exact_results(policy: Policy, opponent: str, seat: int) -> dict[str, float]:
+    """Exact ``win``/``draw``/``loss`` fractions of a deterministic ``policy`` in ``seat``.
+
+    ``opponent`` is ``"minimax"`` (a uniform choice among the optimal moves,
+    as :class:`MinimaxPlayer`) or ``"random"`` (as :class:`RandomPlayer`):
+    each game the opponent's choices can lead to is weighted by its
+    probability, so the figures are what :func:`play_matches` converges to
+    with ever more games. ``policy`` must return a legal square.
+    """
+    if opponent not in ("minimax", "random"):
+        raise ValueError(f"opponent must be 'minimax' or 'random', got {opponent!r}")
+    chooser = best_moves if opponent == "minimax" else _free_squares
+    totals = {"win": 0.0, "draw": 0.0, "loss": 0.0}
+
+    def walk(board: tuple[int, ...], policy_moves: bool, weight: float) -> None:
+        if _won(board, 2):  # the previous mover completed a line
+            totals["loss" if policy_moves else "win"] += weight
+            return
+        if all(board):
+            totals["draw"] += weight
+            return
+        if policy_moves:
+            square = int(policy(observation_of(board)))
+            if board[square]:
+                raise ValueError(f"the policy played an occupied square ({square})")
+            walk(_play(board, square), False, weight)
+            return
+        squares = chooser(board)
+        for square in squares:
+            walk(_play(board, square), True, weight / len(squares))
+
+    walk((0,) * 9, seat == 0, 1.0)
+    return totals
+
+
+def _free_squares(board: tuple[int, ...]) -> list[int]:
+    return [i for i, cell in enumerate(board) if cell == 0]

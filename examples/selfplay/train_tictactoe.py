@@ -73,7 +73,12 @@ from parllel.torch.selfplay import frozen_opponent, snapshot_state
 from parllel.transforms import MultiAgentGAE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tictactoe_players import MinimaxPlayer, RandomPlayer, play_matches  # noqa: E402
+from tictactoe_players import (  # noqa: E402
+    MinimaxPlayer,
+    RandomPlayer,
+    exact_results,
+    play_matches,
+)
 
 RANDOM_PLAYER = "random"
 """The pool snapshot that stands for a player moving uniformly at random."""
@@ -125,8 +130,8 @@ class Config:
     """updates between snapshots of the learner joining the pool"""
     mirror_share: float = 0.0
     """share of games the learner plays against itself in both seats (all its rows are trained on; off: in the measured runs they made the first seat lose to minimax)"""
-    random_share: float = 0.9
-    """share of the games drawn from the pool (not mirror games) played by a uniformly random player instead of a snapshot"""
+    random_share: tuple[float, float] = (0.9, 0.3)
+    """per seat of the learner (first mover, second mover): share of its games drawn from the pool (not mirror games) played by a uniformly random player instead of a snapshot"""
     opponent_epsilon: float = 0.1
     """snapshots play a random legal move with this probability (varied games whose mistakes the snapshot's other moves still punish)"""
     eval_interval_steps: int = 512_000
@@ -226,7 +231,12 @@ def greedy_policy(agent: ActorCriticAgent):
 
 
 def evaluate(agent: ActorCriticAgent, games: int, seed: int) -> dict[str, float]:
-    """Win/draw/loss fractions of the greedy policy, per seat, against random and minimax."""
+    """Win/draw/loss fractions of the greedy policy, per seat, against random and minimax.
+
+    ``eval/<opponent>_seat<s>_<outcome>`` counts ``games`` played games;
+    ``eval/<opponent>_seat<s>_<outcome>_exact`` is the exact fraction over
+    every game the opponent's random choices can lead to (no sampling noise).
+    """
     policy = greedy_policy(agent)
     metrics: dict[str, float] = {}
     for seat in (0, 1):
@@ -234,9 +244,11 @@ def evaluate(agent: ActorCriticAgent, games: int, seed: int) -> dict[str, float]
             ("random", RandomPlayer(seed + seat)),
             ("minimax", MinimaxPlayer(seed + seat)),
         ):
-            result = play_matches(policy, opponent, games, seat, seed=seed)
+            played = play_matches(policy, opponent, games, seat, seed=seed)
+            exact = exact_results(policy, name, seat)
             for outcome in ("win", "draw", "loss"):
-                metrics[f"eval/{name}_seat{seat}_{outcome}"] = result[outcome]
+                metrics[f"eval/{name}_seat{seat}_{outcome}"] = played[outcome]
+                metrics[f"eval/{name}_seat{seat}_{outcome}_exact"] = exact[outcome]
     return metrics
 
 
@@ -300,7 +312,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         p_latest=config.p_latest,
         seed=config.seed,
     )
-    if config.random_share > 0:
+    if max(config.random_share) > 0:
         pool.add_fixed(RANDOM_PLAYER, share=config.random_share)
     selfplay = SelfPlay(
         TorchHandler(agent, n_envs=n_rows),
@@ -374,6 +386,8 @@ def main(config: Config, resume: str | None = None) -> dict:
                 f"{o} {final[f'eval/minimax_seat{seat}_{o}']:.3f}"
                 for o in ("win", "draw", "loss")
             )
+            + f" | exact loss: vs random {final[f'eval/random_seat{seat}_loss_exact']:.3f}"
+            + f", vs minimax {final[f'eval/minimax_seat{seat}_loss_exact']:.3f}"
         )
     return {**result, **final}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,21 @@ class SnapshotInfo:
     sigma: float
 
 
+def _checked_share(share: float | Sequence[float]) -> float | tuple[float, ...]:
+    """A fixed opponent's share as a float in ``(0, 1)`` or a tuple of floats in ``[0, 1)``."""
+    if isinstance(share, Sequence | np.ndarray):
+        shares = tuple(float(x) for x in share)
+        if not shares or not all(0.0 <= x < 1.0 for x in shares):
+            raise ConfigError(
+                f"per-seat shares of a fixed opponent must each be in [0, 1), got "
+                f"{list(shares)}"
+            )
+        return shares
+    if not 0.0 < float(share) < 1.0:
+        raise ConfigError(f"a fixed opponent's share must be in (0, 1), got {share}")
+    return float(share)
+
+
 class OpponentPool:
     """Frozen snapshots of the learner with ratings; picks self-play opponents.
 
@@ -79,8 +95,9 @@ class OpponentPool:
 
     Fixed opponents (:meth:`add_fixed`: e.g. a player that moves at random, or
     a scripted bot) are drawn for a fixed share of the games whatever the
-    strategy, are never evicted and are rated like snapshots; the strategy
-    draws the other games among the learner's snapshots.
+    strategy (one share for all games, or one per seat of the learner), are
+    never evicted and are rated like snapshots; the strategy draws the other
+    games among the learner's snapshots.
 
     Ratings (openskill Plackett-Luce, one player per side) are updated by
     :meth:`record`; a snapshot starts with the learner's rating at the time
@@ -127,7 +144,7 @@ class OpponentPool:
         self._info: OrderedDict[int, SnapshotInfo] = OrderedDict()
         self._evicted: OrderedDict[int, tuple[float, float]] = OrderedDict()
         self._next_id = 0
-        self._fixed: OrderedDict[int, float] = OrderedDict()  # id -> share
+        self._fixed: OrderedDict[int, float | tuple[float, ...]] = OrderedDict()
         self._model: Any = None
         self.learner_mu, self.learner_sigma = 25.0, 25.0 / 3.0  # openskill defaults
         self.learner_games = 0
@@ -190,27 +207,43 @@ class OpponentPool:
                 self._evicted.popitem(last=False)
         return self._store(snapshot, int(step))
 
-    def add_fixed(self, opponent: Any, share: float) -> int:
+    def add_fixed(self, opponent: Any, share: float | Sequence[float]) -> int:
         """Add an opponent drawn for ``share`` of the games whatever the strategy.
 
         ``opponent`` is any object the self-play opponent factory knows how to
         build a handler from (e.g. a marker for a random or scripted player).
         It is never evicted, is rated like a snapshot and is checkpointed with
-        the pool. The shares of all fixed opponents must stay below 1.
+        the pool. ``share`` is one fraction for every game, or one per seat of
+        the learner (``share[s]`` of the games in which the learner sits in
+        seat ``s``; :meth:`sample` then needs the seats): e.g. a random player
+        for most games of a first mover, which it teaches to attack, and few
+        of a second mover, which learns to defend only against strong
+        attacks. The shares of all fixed opponents must stay below 1 in every
+        seat.
 
         Raises:
-            ConfigError: ``share`` outside ``(0, 1)`` or a total share >= 1.
+            ConfigError: a share outside ``[0, 1)`` (a single share in
+                ``(0, 1)``), per-seat shares of differing lengths, or a total
+                share >= 1.
         """
-        share = float(share)
-        total = sum(self._fixed.values()) + share
-        if not 0.0 < share < 1.0 or total >= 1.0:
+        value = _checked_share(share)
+        shares = [*self._fixed.values(), value]
+        lengths = {len(x) for x in shares if isinstance(x, tuple)}
+        if len(lengths) > 1:
             raise ConfigError(
-                f"a fixed opponent's share must be in (0, 1) and all shares "
-                f"together below 1 (the rest are learner snapshots); got {share}, "
-                f"{total:g} in all"
+                f"per-seat shares of the fixed opponents must all have one entry "
+                f"per seat; got lengths {sorted(lengths)}"
+            )
+        seats = lengths.pop() if lengths else 1
+        total = np.sum([np.broadcast_to(x, seats) for x in shares], axis=0)
+        if total.max() >= 1.0:
+            raise ConfigError(
+                f"the fixed opponents' shares must stay below 1 together in every "
+                f"seat (the rest are learner snapshots); got {share}, "
+                f"{np.round(total, 6).tolist()} in all"
             )
         opponent_id = self._store(opponent, 0)
-        self._fixed[opponent_id] = share
+        self._fixed[opponent_id] = value
         return opponent_id
 
     def _store(self, snapshot: Any, step: int) -> int:
@@ -223,23 +256,51 @@ class OpponentPool:
         return snapshot_id
 
     # -- sampling ----------------------------------------------------------------
-    def sample(self, n: int = 1) -> np.ndarray:
+    def sample(self, n: int = 1, seats: Any = None) -> np.ndarray:
         """Ids of ``n`` opponents (int64), drawn by the pool's strategy.
+
+        ``seats`` (``n`` ints) are the learner's seats in those games; they
+        are needed when a fixed opponent has per-seat shares.
 
         Raises:
             EmptyPoolError: the pool holds no snapshot.
+            ConfigError: per-seat shares without ``seats``, or a seat beyond
+                them.
         """
         self._check_not_empty()
         chosen = self._sample_snapshots(n)
         if self._fixed:
             fixed = np.fromiter(self._fixed, np.int64, len(self._fixed))
-            shares = np.fromiter(self._fixed.values(), np.float64, len(fixed))
-            edges = np.cumsum(shares)
-            pick = np.searchsorted(edges, self.rng.random(n), side="right")
+            edges = np.cumsum(self._share_table(n, seats), axis=1)
+            draw = self.rng.random(n)
+            pick = (draw[:, None] >= edges).sum(axis=1)
             chosen = np.where(
                 pick < len(fixed), fixed[np.minimum(pick, len(fixed) - 1)], chosen
             )
         return chosen
+
+    def _share_table(self, n: int, seats: Any) -> np.ndarray:
+        """``[n, fixed]`` share of each fixed opponent in each of the ``n`` games."""
+        columns = []
+        for share in self._fixed.values():
+            if not isinstance(share, tuple):
+                columns.append(np.full(n, share))
+                continue
+            if seats is None:
+                raise ConfigError(
+                    "a fixed opponent has per-seat shares: pass the learner's "
+                    "seats to OpponentPool.sample(n, seats)"
+                )
+            seats = np.asarray(seats, np.int64)
+            if seats.shape != (n,) or (
+                n and not 0 <= seats.min() <= seats.max() < len(share)
+            ):
+                raise ConfigError(
+                    f"seats must be {n} ints in [0, {len(share)}) (one share per "
+                    f"seat), got {seats.tolist()}"
+                )
+            columns.append(np.asarray(share)[seats])
+        return np.stack(columns, axis=1)
 
     def _sample_snapshots(self, n: int) -> np.ndarray:
         learner_ids = self._learner_ids()
@@ -307,7 +368,10 @@ class OpponentPool:
             ],
             "evicted": [[i, mu, sigma] for i, (mu, sigma) in self._evicted.items()],
             "next_id": self._next_id,
-            "fixed": [[i, share] for i, share in self._fixed.items()],
+            "fixed": [
+                [i, list(share) if isinstance(share, tuple) else share]
+                for i, share in self._fixed.items()
+            ],
             "learner": [self.learner_mu, self.learner_sigma, self.learner_games],
             "rng": self.rng.bit_generator.state,
             "strategy": self.strategy,
@@ -340,7 +404,9 @@ class OpponentPool:
             (int(i), (float(mu), float(sigma))) for i, mu, sigma in state["evicted"]
         )
         self._next_id = int(state["next_id"])
-        self._fixed = OrderedDict((int(i), float(x)) for i, x in state.get("fixed", []))
+        self._fixed = OrderedDict(
+            (int(i), _checked_share(x)) for i, x in state.get("fixed", [])
+        )
         mu, sigma, games = state["learner"]
         self.learner_mu, self.learner_sigma = float(mu), float(sigma)
         self.learner_games = int(games)

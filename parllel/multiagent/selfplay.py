@@ -162,7 +162,7 @@ class SelfPlay:
         mirror = np.zeros(len(envs), bool)
         if self.mirror_share > 0:
             mirror = self.rng.random(len(envs)) < self.mirror_share
-        opponents = self.pool.sample(int((~mirror).sum()))
+        opponents = self.pool.sample(int((~mirror).sum()), seats=seats[~mirror])
         self.opponent[envs] = -1  # their slots may be reused now
         self.opponent[envs[mirror]] = MIRROR
         for env in envs[mirror]:

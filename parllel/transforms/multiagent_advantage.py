@@ -26,6 +26,7 @@ from parllel.fields import (
     DONE,
     ENV_INFO,
     FINAL_VALUE,
+    OBSERVATION,
     RETURN,
     VALUE,
 )
@@ -43,6 +44,7 @@ from parllel.transforms.base import (
     as_ndarray,
     field_name,
     get_field,
+    has_field,
 )
 from parllel.transforms.functional import normalize_advantage
 from parllel.transforms.kernels.multiagent_gae import multiagent_gae_kernel
@@ -53,6 +55,7 @@ AGENT_REWARD_PATH = (ENV_INFO, AGENT_REWARD)
 AGENT_MASK_PATH = (ENV_INFO, AGENT_MASK)
 AGENT_TERMINATED_PATH = (ENV_INFO, AGENT_TERMINATED)
 AGENT_TRUNCATED_PATH = (ENV_INFO, AGENT_TRUNCATED)
+ACTION_MASK_PATH = (OBSERVATION, "action_mask")  # the turn-based adapter's mover mask
 
 
 def _columns(array: np.ndarray) -> np.ndarray:
@@ -74,6 +77,7 @@ def multiagent_gae(
     gamma: float,
     gae_lambda: float,
     truncation_as_termination: bool = False,
+    bootstrap_acting: np.ndarray | None = None,
     advantage_out: np.ndarray | None = None,
     return_out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -91,6 +95,13 @@ def multiagent_gae(
     did not act. With ``A = 1`` and every step acted this is
     :func:`~parllel.transforms.generalized_advantage_estimation`.
 
+    In a turn-based game an agent that is not to move at ``observation[T]``
+    (``bootstrap_acting`` False) waits there, and its value of a waiting
+    state is no estimate of its return (the value is only trained where the
+    agent acts). Its last decision, if its episode goes on past ``T``, is left
+    open: advantage 0 and return its value, and the decisions before it
+    bootstrap from that value.
+
     Args:
         agent_reward: ``[T, B, A]`` float32/float64 rewards of each agent.
         value: ``[T, B, A]`` values (same dtype family) of each observation.
@@ -104,6 +115,8 @@ def multiagent_gae(
         gamma: discount per decision, in ``[0, 1]``.
         gae_lambda: GAE lambda in ``[0, 1]``.
         truncation_as_termination: treat agent truncations as terminations.
+        bootstrap_acting: ``[B, A]`` flags: the agent is to act at
+            ``observation[T]``; None: every agent is (a parallel env).
         advantage_out: optional preallocated ``[T, B, A]`` output.
         return_out: optional preallocated ``[T, B, A]`` output.
 
@@ -149,6 +162,10 @@ def multiagent_gae(
     check_shape("done", done, (T, B))
     bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
     check_shape("bootstrap_value", bootstrap_value, (B, A))
+    if bootstrap_acting is None:
+        bootstrap_acting = np.ones((B, A), np.bool_)
+    bootstrap_acting = check_flag_array("bootstrap_acting", bootstrap_acting)
+    check_shape("bootstrap_acting", bootstrap_acting, (B, A))
     if final_value is None:
         if not truncation_as_termination:
             raise ConfigError(
@@ -175,6 +192,7 @@ def multiagent_gae(
         _columns(flags["agent_truncated"]),
         done,
         bootstrap_value.reshape(B * A),
+        np.ascontiguousarray(bootstrap_acting).reshape(B * A),
         _columns(final_value),
         gamma,
         gae_lambda,
@@ -197,7 +215,10 @@ class MultiAgentGAE(Transform):
     ``agent_info.value`` (all ``[T, B, A]``), ``done`` ``[T, B]``,
     ``bootstrap_value`` ``[B, A]`` and ``final_value`` ``[T, B, A]`` (unless
     ``truncation_as_termination``); see :func:`multiagent_gae` for the
-    semantics. With ``normalize_advantage=True`` the advantages are then
+    semantics. If the observation has an ``action_mask`` leaf ``[.., B, A,
+    n]``, an agent whose row at ``observation[T]`` allows no action is not to
+    act there (the turn-based adapter's convention) and its last decision is
+    left open (``bootstrap_acting``). With ``normalize_advantage=True`` the advantages are then
     standardized over the rows where the agent acted only (the others stay
     0), which :class:`~parllel.transforms.NormalizeAdvantage` cannot do (it
     reads the env-level ``valid``).
@@ -268,6 +289,11 @@ class MultiAgentGAE(Transform):
 
         final_value = None if self.truncation_as_termination else read(FINAL_VALUE)
         advantage = read(ADVANTAGE)
+        bootstrap_acting = None
+        if has_field(sample_tree, ACTION_MASK_PATH):
+            leaf = get_field(sample_tree, ACTION_MASK_PATH)[len(advantage)]
+            next_mask = as_ndarray(leaf, field_name(ACTION_MASK_PATH))
+            bootstrap_acting = next_mask.reshape(*next_mask.shape[:2], -1).any(-1)
         agent_mask = read(AGENT_MASK_PATH)
         multiagent_gae(
             read(AGENT_REWARD_PATH),
@@ -281,6 +307,7 @@ class MultiAgentGAE(Transform):
             gamma=self.gamma,
             gae_lambda=self.gae_lambda,
             truncation_as_termination=self.truncation_as_termination,
+            bootstrap_acting=bootstrap_acting,
             advantage_out=advantage,
             return_out=read(RETURN),
         )

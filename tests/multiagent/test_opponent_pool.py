@@ -191,6 +191,59 @@ def test_fixed_opponents_are_rated_and_survive_a_round_trip():
     assert (restored.sample(50) == pool.sample(50)).all()
 
 
+def test_per_seat_shares_draw_a_fixed_opponent_by_the_learners_seat():
+    pool = OpponentPool(max_size=4, strategy="latest", seed=5)
+    pool.add("first")
+    random_player = pool.add_fixed("random", share=(0.9, 0.2))
+    bot = pool.add_fixed("bot", share=0.05)
+    seats = np.repeat([0, 1], 20_000)
+    drawn = pool.sample(len(seats), seats=seats)
+    for seat, expected in ((0, 0.9), (1, 0.2)):
+        in_seat = drawn[seats == seat]
+        assert abs(np.mean(in_seat == random_player) - expected) < 0.015
+        assert abs(np.mean(in_seat == bot) - 0.05) < 0.01
+    snapshots = drawn[(drawn != random_player) & (drawn != bot)]
+    assert set(snapshots.tolist()) == {0}
+
+
+def test_a_single_share_draws_as_before_with_or_without_seats():
+    one, other = OpponentPool(max_size=2, seed=8), OpponentPool(max_size=2, seed=8)
+    for pool in (one, other):
+        pool.add("first")
+        pool.add_fixed("random", share=0.4)
+    np.testing.assert_array_equal(
+        one.sample(500), other.sample(500, seats=np.zeros(500, np.int64))
+    )
+
+
+def test_per_seat_shares_survive_save_and_restore():
+    pool = OpponentPool(max_size=2, seed=4)
+    pool.add("first")
+    pool.add_fixed("random", share=(0.7, 0.1))
+    restored = OpponentPool(max_size=2, seed=0)
+    restored.load_state_dict(pickle.loads(pickle.dumps(pool.state_dict())))
+    seats = np.arange(100) % 2
+    np.testing.assert_array_equal(
+        restored.sample(100, seats=seats), pool.sample(100, seats=seats)
+    )
+
+
+def test_bad_per_seat_shares_name_the_problem():
+    pool = OpponentPool(max_size=2)
+    pool.add("first")
+    with pytest.raises(ConfigError, match=r"\[0, 1\)"):
+        pool.add_fixed("random", share=(0.5, 1.0))
+    pool.add_fixed("random", share=(0.5, 0.8))
+    with pytest.raises(ConfigError, match="one entry per seat"):
+        pool.add_fixed("bot", share=(0.1, 0.1, 0.1))
+    with pytest.raises(ConfigError, match=r"below 1 together in every seat"):
+        pool.add_fixed("bot", share=0.2)
+    with pytest.raises(ConfigError, match="pass the learner's seats"):
+        pool.sample(4)
+    with pytest.raises(ConfigError, match=r"seats must be 2 ints in \[0, 2\)"):
+        pool.sample(2, seats=[0, 2])
+
+
 def test_fixed_shares_must_leave_room_for_snapshots():
     pool = OpponentPool(max_size=2)
     with pytest.raises(ConfigError, match="share"):

@@ -106,6 +106,21 @@ def test_seats_are_uniform_and_opponents_follow_the_strategy():
     )
 
 
+def test_a_per_seat_fixed_share_follows_the_learners_seat():
+    selfplay, _, _ = make_selfplay(snapshots=(0,))
+    bot = selfplay.pool.add_fixed(1, share=(0.8, 0.1))  # snapshot "1": the bot
+    driver = SelfPlayDriver(selfplay, B)
+    seats, opponents = [], []
+    for _ in range(1200):
+        previous = (driver.handler.seat.copy(), driver.handler.opponent.copy())
+        for game in driver.step():
+            seats.append(previous[0][game.env_index])
+            opponents.append(previous[1][game.env_index])
+    seats, opponents = np.array(seats), np.array(opponents)
+    assert abs(np.mean(opponents[seats == 0] == bot) - 0.8) < 0.06
+    assert abs(np.mean(opponents[seats == 1] == bot) - 0.1) < 0.06
+
+
 def test_outcomes_are_attributed_to_the_right_opponent():
     selfplay, _, _ = make_selfplay()
     driver = SelfPlayDriver(selfplay, B)

@@ -27,8 +27,9 @@ TOL = {"rtol": 1e-5, "atol": 1e-5}
 
 # -- plain-Python reference: list the decisions, then GAE over the list ------
 def ref_column(
-    reward, value, mask, term, trunc, done, boot, final, gamma, lam, boot_trunc
-):
+    reward, value, mask, term, trunc, done, boot, final, gamma, lam, boot_trunc,
+    acting=True,
+):  # fmt: skip
     """One (env, agent) column ``[T]``; returns (advantage, return) lists."""
     n = len(reward)
     decisions = []  # each: [t, reward_sum, end_value or None (continues)]
@@ -54,12 +55,14 @@ def ref_column(
                 current[2] = end
             current = None
     if current is not None:
-        current[2] = float(boot)
+        current[2] = float(boot) if acting else "open"
     adv = [0.0] * n
     ret = [0.0] * n
     following = None  # (t, advantage) of the next decision in the column
     for t, total, end in reversed(decisions):
-        if end is not None:
+        if end == "open":  # not to act at observation[T]: nothing to learn yet
+            a = 0.0
+        elif end is not None:
             a = total + gamma * end - float(value[t])
         else:
             t_next, a_next = following
@@ -76,7 +79,7 @@ def ref_column(
 
 
 def ref_multiagent_gae(reward, value, mask, term, trunc, done, boot, final, gamma, lam,
-                       boot_trunc=True):  # fmt: skip
+                       boot_trunc=True, acting=None):  # fmt: skip
     T, B, A = reward.shape
     adv = np.zeros((T, B, A))
     ret = np.zeros((T, B, A))
@@ -85,8 +88,9 @@ def ref_multiagent_gae(reward, value, mask, term, trunc, done, boot, final, gamm
             column = [x[:, b, a] for x in (reward, value, mask, term, trunc)]
             fin = None if final is None else final[:, b, a]
             adv_c, ret_c = ref_column(
-                *column, done[:, b], boot[b, a], fin, gamma, lam, boot_trunc
-            )
+                *column, done[:, b], boot[b, a], fin, gamma, lam, boot_trunc,
+                True if acting is None else bool(acting[b, a]),
+            )  # fmt: skip
             adv[:, b, a], ret[:, b, a] = adv_c, ret_c
     return adv, ret
 
@@ -109,6 +113,7 @@ def ma_batches(draw, all_acting=False):
         trunc=rng.random(shape) < p_end,
         done=rng.random((T, B)) < p_end,
         boot=rng.normal(size=(B, A)).astype(dtype),
+        acting=rng.random((B, A)) < (1.0 if all_acting else 0.5),
         final=rng.normal(size=shape).astype(dtype),
         gamma=draw(st.sampled_from([0.0, 0.5, 0.99, 1.0])),
         lam=draw(st.sampled_from([0.0, 0.9, 1.0])),
@@ -119,7 +124,8 @@ def run(batch, **kwargs):
     b = batch
     return multiagent_gae(
         b["reward"], b["value"], b["mask"], b["term"], b["trunc"], b["done"],
-        b["boot"], b["final"], gamma=b["gamma"], gae_lambda=b["lam"], **kwargs,
+        b["boot"], b["final"], gamma=b["gamma"], gae_lambda=b["lam"],
+        **{"bootstrap_acting": b.get("acting"), **kwargs},
     )  # fmt: skip
 
 
@@ -130,7 +136,7 @@ def test_multiagent_gae_matches_reference(batch, truncation_as_termination):
     ref_adv, ref_ret = ref_multiagent_gae(
         *(batch[k] for k in ("reward", "value", "mask", "term", "trunc", "done")),
         batch["boot"], batch["final"], batch["gamma"], batch["lam"],
-        boot_trunc=not truncation_as_termination,
+        boot_trunc=not truncation_as_termination, acting=batch["acting"],
     )  # fmt: skip
     assert adv.dtype == batch["value"].dtype and ret.dtype == adv.dtype
     np.testing.assert_allclose(adv, ref_adv, **TOL)
@@ -252,6 +258,35 @@ def test_batch_boundaries_pending_decision_and_orphan_rewards():
     assert not ret[0].any() and not ret[2].any()
 
 
+def test_a_waiting_agents_last_decision_is_left_open():
+    # Agent 0 moved at t = 1 and is not to act at observation[T]: its value
+    # there is of a waiting state, so that move stays open (advantage 0,
+    # return its value) and the move at t = 0 bootstraps from value[1].
+    # Agent 1 is to act at observation[T]: it bootstraps as before.
+    case = _column_case(
+        mask=[[1, 0], [1, 1], [0, 0]],
+        reward=[[5, 7], [1, 1], [2, 2]],
+        boot=[10.0, 10.0],
+    )
+    case["value"][:, 0, 0] = [3.0, 4.0, 0.0]
+    adv, ret = run(
+        {**case, "gamma": 0.5, "lam": 0.9}, bootstrap_acting=np.array([[False, True]])
+    )
+    assert adv[1, 0, 0] == 0 and ret[1, 0, 0] == 4.0
+    assert ret[0, 0, 0] == pytest.approx(5 + 0.5 * 4.0)
+    assert ret[1, 0, 1] == pytest.approx(1 + 2 + 0.5 * 10.0)
+
+
+def test_a_decision_whose_episode_ended_is_never_left_open():
+    case = _column_case(
+        mask=[[1], [0]], reward=[[0], [-1]], term=[[0], [1]], boot=[10.0]
+    )
+    adv, ret = run(
+        {**case, "gamma": 1.0, "lam": 1.0}, bootstrap_acting=np.zeros((1, 1), bool)
+    )
+    assert ret[0, 0, 0] == -1.0
+
+
 def test_env_done_resets_the_carry_without_agent_flags():
     # an env-level end with no agent flag counts as a termination
     case = _column_case(
@@ -311,6 +346,26 @@ def test_transform_allocates_and_matches_functional():
     np.testing.assert_array_equal(_nd(tree[fields.ADVANTAGE]), expected[0])
     np.testing.assert_array_equal(_nd(tree[fields.RETURN]), expected[1])
     assert gae.state_dict() == {}
+
+
+def test_transform_reads_who_is_to_act_from_the_action_mask_at_T():
+    T, B, A = 6, 2, 3
+    tree = make_ma_tree(T, B, A)
+    mask = Array(batch_shape=(T, B, A), feature_shape=(4,), dtype=np.int8, padding=1)
+    mask.to_ndarray()[...] = 1
+    acting = np.array([[True, False, False], [False, True, False]])
+    mask.padded_ndarray()[1 + T] = acting[..., None]  # observation[T]
+    tree[fields.OBSERVATION] = ArrayDict({"action_mask": mask})
+    MultiAgentGAE(tree, gamma=0.9, gae_lambda=0.8)(tree)
+    info = tree[fields.ENV_INFO]
+    expected = multiagent_gae(
+        _nd(info[fields.AGENT_REWARD]), _nd(tree[fields.AGENT_INFO][fields.VALUE]),
+        _nd(info[fields.AGENT_MASK]), _nd(info[fields.AGENT_TERMINATED]),
+        _nd(info[fields.AGENT_TRUNCATED]), _nd(tree[fields.DONE]),
+        tree[fields.BOOTSTRAP_VALUE], _nd(tree[fields.FINAL_VALUE]),
+        gamma=0.9, gae_lambda=0.8, bootstrap_acting=acting,
+    )  # fmt: skip
+    np.testing.assert_array_equal(_nd(tree[fields.RETURN]), expected[1])
 
 
 @SETTINGS

@@ -25,6 +25,15 @@ value the next decision starts from (``next_value``) and its advantage
    + gamma * lambda * next_advantage``; then the decision at ``t`` becomes
    the next one. Otherwise advantage and return are 0 at ``t``.
 
+An agent that is not to act at ``observation[T]`` (``bootstrap_acting``
+False: another agent moves next in a turn-based game) has no value to
+bootstrap its last decision from: ``bootstrap_value`` is its value of a
+state in which it waits, which it is never trained on. Its last decision,
+if its episode is still running at ``T``, is left open: advantage 0 and
+return its own value (nothing to learn from it), and the decisions before
+it bootstrap from its value, as from any decision cut off by the end of
+the batch.
+
 Scalars are carried in float64 whatever the storage dtype.
 """
 
@@ -43,6 +52,7 @@ def multiagent_gae_kernel(
     agent_truncated: np.ndarray,
     done: np.ndarray,
     bootstrap_value: np.ndarray,
+    bootstrap_acting: np.ndarray,
     final_value: np.ndarray,
     gamma: float,
     gae_lambda: float,
@@ -64,6 +74,8 @@ def multiagent_gae_kernel(
         agent_truncated: ``[T, M]`` flags.
         done: ``[T, M / A]`` env-level episode ends.
         bootstrap_value: ``[M]`` value of ``observation[T]``.
+        bootstrap_acting: ``[M]`` flags: the agent is to act at
+            ``observation[T]`` (else its last decision stays open).
         final_value: ``[T, M]`` value of the final observation where the env
             ended; read only if ``bootstrap_truncated``.
         gamma: discount per decision.
@@ -78,10 +90,12 @@ def multiagent_gae_kernel(
     """
     n_steps, n_columns = agent_reward.shape
     gamma_lambda = gamma * gae_lambda
+    left_open = np.empty(n_columns, np.bool_)
     for m in range(n_columns):
         pending_reward[m] = 0.0
         next_value[m] = bootstrap_value[m]
         next_advantage[m] = 0.0
+        left_open[m] = not bootstrap_acting[m]
     for t in range(n_steps - 1, -1, -1):
         last = t == n_steps - 1
         for m in range(n_columns):
@@ -91,6 +105,7 @@ def multiagent_gae_kernel(
             if trunc and not bootstrap_truncated:
                 term, trunc = True, False
             if term or trunc or env_done:
+                left_open[m] = False
                 pending_reward[m] = 0.0
                 next_advantage[m] = 0.0
                 if trunc:
@@ -103,7 +118,15 @@ def multiagent_gae_kernel(
                 else:
                     next_value[m] = 0.0
             pending_reward[m] += agent_reward[t, m]
-            if agent_mask[t, m]:
+            if agent_mask[t, m] and left_open[m]:
+                v = value[t, m]
+                advantage_out[t, m] = 0.0
+                return_out[t, m] = v
+                pending_reward[m] = 0.0
+                next_value[m] = v
+                next_advantage[m] = 0.0
+                left_open[m] = False
+            elif agent_mask[t, m]:
                 v = value[t, m]
                 advantage = (
                     pending_reward[m]
