@@ -38,6 +38,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from pettingzoo.classic import tictactoe_v3
+from pettingzoo.utils.wrappers import BaseWrapper
 
 from parllel.agents import NumpyHandler
 from parllel.logging.csv_sink import read_progress
@@ -134,6 +135,10 @@ class Config:
     """per seat of the learner (first mover, second mover): share of its games drawn from the pool (not mirror games) played by a uniformly random player instead of a snapshot"""
     opponent_epsilon: float = 0.1
     """snapshots play a random legal move with this probability (varied games whose mistakes the snapshot's other moves still punish)"""
+    random_start_share: float = 0.5
+    """share of the games that start with one random move already made (the learner then meets, and plays on from, every opening in either seat)"""
+    random_openings: int = 1
+    """snapshots play their first this many moves of a game at random (every opening, then the snapshot's own play, as a perfect player's random choice among equally good first moves)"""
     eval_interval_steps: int = 512_000
     """moves between evaluations against the random and the minimax player"""
     eval_games: int = 100
@@ -162,6 +167,36 @@ QUICK = dict(
 """the --quick preset: a tiny smoke run"""
 
 
+class RandomStart(BaseWrapper):
+    """A PettingZoo AEC wrapper: ``share`` of the games start with one random move made.
+
+    The first player's first move is then uniformly random, so both seats
+    train from every opening: the second player learns to answer each one
+    and the first to play on from it (a perfect player picks among all nine
+    first moves, every one of them optimal). The move's rng is seeded by
+    ``reset(seed=...)``.
+    """
+
+    def __init__(self, env: Any, share: float) -> None:
+        super().__init__(env)
+        self.share = share
+        self.rng = np.random.default_rng()
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        super().reset(seed=seed, options=options)
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        if self.rng.random() < self.share:
+            mask = self.observe(self.agent_selection)["action_mask"]
+            self.step(int(self.rng.choice(np.flatnonzero(mask))))
+
+
+def tictactoe_env(random_start_share: float = 0.0) -> Any:
+    """PettingZoo's ``tictactoe_v3`` AEC env, with :class:`RandomStart` if asked."""
+    env = tictactoe_v3.env()
+    return RandomStart(env, random_start_share) if random_start_share > 0 else env
+
+
 class RandomMoves:
     """An :class:`~parllel.agents.Agent` moving uniformly at random among legal squares."""
 
@@ -187,14 +222,20 @@ class RandomMoves:
 
 
 class ExploringOpponent:
-    """A frozen opponent agent that plays a random legal move with probability ``epsilon``.
+    """A frozen opponent agent that plays some moves at random.
 
-    Without it, snapshots of a converged learner replay the same few games;
-    a perfect player then finds the lines the learner never had to defend.
+    Its first ``random_openings`` moves of a game (counted from its marks on
+    the board) are uniformly random legal moves, and every later one is with
+    probability ``epsilon``. Without it, snapshots of a converged learner
+    replay the same few games; a perfect player then finds the openings and
+    lines the learner never had to defend.
     """
 
-    def __init__(self, agent: Any, epsilon: float, seed: int) -> None:
+    def __init__(
+        self, agent: Any, epsilon: float, seed: int, random_openings: int = 0
+    ) -> None:
         self.agent, self.epsilon = agent, epsilon
+        self.random_openings = random_openings
         self.generator = torch.Generator().manual_seed(seed)
 
     def initial_state(self, n_envs: int) -> Any:
@@ -205,6 +246,8 @@ class ExploringOpponent:
         mask = observation["action_mask"].to(torch.float32)
         scores = torch.rand(mask.shape, generator=self.generator) + mask
         explore = torch.rand(len(mask), generator=self.generator) < self.epsilon
+        moves_made = observation["observation"][..., 0].flatten(1).sum(-1)
+        explore |= moves_made < self.random_openings
         action = torch.where(explore, scores.argmax(-1), step.action)
         return step._replace(action=action)  # opponents' log-probs are not trained on
 
@@ -279,7 +322,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         )
     )
     cages = build_cages(
-        make_aec_env_factory(tictactoe_v3.env),
+        make_aec_env_factory(
+            tictactoe_env, random_start_share=config.random_start_share
+        ),
         config.n_envs,
         parallel=config.parallel,
         seed=seeds.envs,
@@ -303,7 +348,10 @@ def main(config: Config, resume: str | None = None) -> dict:
             return NumpyHandler(RandomMoves(config.seed), rows)
         frozen = frozen_opponent(agent, snapshot)
         return TorchHandler(
-            ExploringOpponent(frozen, config.opponent_epsilon, config.seed), rows
+            ExploringOpponent(
+                frozen, config.opponent_epsilon, config.seed, config.random_openings
+            ),
+            rows,
         )
 
     pool = OpponentPool(
