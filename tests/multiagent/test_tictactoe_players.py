@@ -60,3 +60,29 @@ def test_an_illegal_move_and_an_unknown_opponent_are_refused():
         exact_results(lambda observation: 0, "random", 0)
     with pytest.raises(ValueError, match="'minimax' or 'random'"):
         exact_results(first_free, "perfect", 0)
+
+
+def test_random_start_makes_one_seeded_random_move_in_its_share_of_games():
+    pytest.importorskip("torch")
+    pytest.importorskip("openskill")
+    from train_tictactoe import tictactoe_env
+
+    from parllel.multiagent import AECEnvAdapter
+
+    def first_marks(share, seed, games=40):
+        env = AECEnvAdapter(tictactoe_env(share))
+        marks = []
+        for game in range(games):
+            observation, _ = env.reset(seed=seed if game == 0 else None)
+            board = observation["observation"].sum(
+                axis=(1, 2, 3)
+            )  # marks seen per seat
+            marks.append(int(board[0]))
+        env.close()
+        return marks
+
+    always = first_marks(1.0, seed=3)
+    assert set(always) == {1}
+    assert first_marks(0.0, seed=3) == [0] * 40
+    some = first_marks(0.5, seed=3)
+    assert 0 < sum(some) < 40 and some == first_marks(0.5, seed=3)
