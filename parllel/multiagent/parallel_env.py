@@ -16,6 +16,7 @@ import numpy as np
 
 from parllel import fields
 from parllel.errors import ConfigError, MismatchedAgentsError
+from parllel.multiagent.aec_cycle import aec_cycle_of, step_aec_cycle
 from parllel.multiagent.agent_steps import (
     AgentTable,
     add_agent_infos,
@@ -43,6 +44,11 @@ class ParallelEnvAdapter(gym.Env):
       and ``agent_infos`` (the env's per-agent infos) when any is not empty.
       The reset's info is ``{"agent_infos": ...}`` or empty likewise.
 
+    A PettingZoo ``aec_to_parallel`` conversion (most MPE and classic
+    parallel envs) is stepped by :func:`~parllel.multiagent.aec_cycle.step_aec_cycle`:
+    the same AEC steps and results, without the conversion's attribute
+    reads through every wrapper.
+
     Args:
         env: a PettingZoo ``ParallelEnv`` (or an object with its API).
 
@@ -63,6 +69,7 @@ class ParallelEnvAdapter(gym.Env):
     def __init__(self, env: Any) -> None:
         check_pettingzoo_api(env, "parallel")
         self.env = env
+        self._aec_cycle = aec_cycle_of(env)
         self.table = AgentTable(env)
         self.observation_space = self.table.observation_space
         self.action_space = self.table.action_space
@@ -108,7 +115,11 @@ class ParallelEnvAdapter(gym.Env):
                 "step() after the episode ended (no agent left): reset the env"
             )
         actions = table.read_actions(action, acting)
-        observations, rewards, terminations, truncations, infos = env.step(actions)
+        if self._aec_cycle is not None:
+            stepped = step_aec_cycle(env, self._aec_cycle, actions)
+        else:
+            stepped = env.step(actions)
+        observations, rewards, terminations, truncations, infos = stepped
         for what, values in (
             ("observations", observations),
             ("rewards", rewards),
