@@ -293,7 +293,9 @@ class MultiAgentGAE(Transform):
         if has_field(sample_tree, ACTION_MASK_PATH):
             leaf = get_field(sample_tree, ACTION_MASK_PATH)[len(advantage)]
             next_mask = as_ndarray(leaf, field_name(ACTION_MASK_PATH))
-            bootstrap_acting = next_mask.reshape(*next_mask.shape[:2], -1).any(-1)
+            bootstrap_acting = np.asarray(
+                next_mask.reshape(*next_mask.shape[:2], -1).any(-1)
+            )
         agent_mask = read(AGENT_MASK_PATH)
         multiagent_gae(
             read(AGENT_REWARD_PATH),
