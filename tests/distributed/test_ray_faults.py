@@ -3,6 +3,9 @@ and counted, and training goes on; without restarts left it is an error."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -36,16 +39,20 @@ class UpdateModel:
 
 
 class KillActor(Callback):
-    """After batch ``after`` (batch ``after + 1`` is in flight), kill actor 1."""
+    """After batch ``after`` (batch ``after + 1`` is in flight), kill actor 1
+    once its env hangs (the ``stuck`` marker exists): killed before, its
+    restarted envs would hang there instead, for good."""
 
-    def __init__(self, ray, sampler, after: int) -> None:
-        self.ray, self.sampler, self.after = ray, sampler, after
+    def __init__(self, ray, sampler, after: int, stuck: Path) -> None:
+        self.ray, self.sampler, self.after, self.stuck = ray, sampler, after, stuck
         self.batches = 0
         self.metrics: list[dict] = []
 
     def on_collect_end(self, runner, batch, traj_infos):
         if self.batches == self.after:
             assert self.sampler.in_flight() == [1, 1]
+            while not self.stuck.exists():
+                threading.Event().wait(0.01)
             self.ray.kill(self.sampler.actors[1], no_restart=False)
         self.batches += 1
 
@@ -72,7 +79,7 @@ def test_a_killed_actor_is_replaced_and_training_goes_on(local_ray, tmp_path):
         max_restarts=1,
         modules={"model": agent.model},
     ) as sampler:
-        kill = KillActor(local_ray, sampler, after=1)
+        kill = KillActor(local_ray, sampler, after=1, stuck=tmp_path / "stuck")
         runner = OnPolicyRunner(
             sampler,
             UpdateModel(agent.model),

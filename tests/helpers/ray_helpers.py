@@ -163,10 +163,18 @@ def columns_equal(
     ]
 
 
+def hang() -> None:
+    """Never return (until the process is killed)."""
+    while True:
+        threading.Event().wait(0.05)
+
+
 class StuckOnceEnv(CountingEnv):
     """A CountingEnv that hangs for good at its ``stuck_from``-th step, once per
     ``marker`` file: the first env to get there creates the file and hangs (its
-    actor must be killed); envs of a restarted actor find it and never hang."""
+    actor must be killed, and only then: a kill before the file exists leaves
+    the restarted actor's envs to hang there); envs of a restarted actor find
+    it and never hang."""
 
     def __init__(self, marker: str, stuck_from: int, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -175,8 +183,7 @@ class StuckOnceEnv(CountingEnv):
     def step(self, action):
         if self.total_steps + 1 >= self.stuck_from and not self.marker.exists():
             self.marker.touch()
-            while True:
-                threading.Event().wait(0.05)
+            hang()
         return super().step(action)
 
 
