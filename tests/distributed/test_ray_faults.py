@@ -10,10 +10,18 @@ import pytest
 import torch
 
 from parllel.distributed import RaySampler
-from parllel.errors import DistributedSamplerDiedError, SamplerActorRestartWarning
+from parllel.errors import (
+    DistributedSamplerDiedError,
+    DistributedSamplerError,
+    SamplerActorRestartWarning,
+)
 from parllel.runners import Callback, OnPolicyRunner
 from tests.helpers.background_helpers import LinearAgent, T
-from tests.helpers.ray_helpers import build_stuck_once_sampler
+from tests.helpers.ray_helpers import (
+    build_hanging_restart_sampler,
+    build_hanging_sampler,
+    build_stuck_once_sampler,
+)
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.timeout(120)
@@ -121,6 +129,45 @@ def test_an_actor_dead_beyond_its_restarts_is_an_error(local_ray, tmp_path):
         ) as info:
             sampler.collect_batch(learner_version=sampler.policy_version)
     assert info.value.actor_index == 1
+
+
+def test_a_restart_that_never_builds_its_sampler_is_an_error(local_ray, tmp_path):
+    """Restarted, actor 1 hangs in its builder: once ``start_timeout`` has
+    passed, collecting raises naming it instead of waiting for ever."""
+    with RaySampler(
+        build_hanging_restart_sampler,
+        SEED,
+        WIDTHS,
+        str(tmp_path / "built"),
+        n_actors=2,
+        max_restarts=1,
+        close_timeout=1,
+    ) as sampler:
+        sampler.collect_batch()
+        sampler.start_timeout = 0.5  # (the first start had the default)
+        local_ray.kill(sampler.actors[1], no_restart=False)
+        with pytest.raises(DistributedSamplerError) as info:
+            while True:
+                sampler.collect_batch()
+    message = str(info.value)
+    assert message.startswith("sampler actor 1 ")
+    assert "after Ray restarted it within start_timeout=0.5 s" in message
+    assert info.value.actor_index == 1 and sampler.dropped_batches == 1
+
+
+def test_an_actor_that_never_builds_its_sampler_is_an_error(local_ray):
+    with pytest.raises(DistributedSamplerError) as info:
+        RaySampler(
+            build_hanging_sampler,
+            SEED,
+            WIDTHS,
+            n_actors=2,
+            start_timeout=0.5,
+            close_timeout=1,
+        )
+    assert str(info.value).startswith("sampler actor 0 has not built its sampler")
+    assert "within start_timeout=0.5 s" in str(info.value)
+    assert info.value.actor_index == 0
 
 
 def test_a_killed_actor_with_process_cages_leaves_no_shared_memory(local_ray):

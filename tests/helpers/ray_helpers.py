@@ -201,3 +201,20 @@ def build_stuck_once_sampler(
         marker=marker,
         stuck_from=stuck_from,
     )
+
+
+def build_hanging_sampler(actor_index: int, seed: int, widths: tuple[int, ...]):
+    """Never builds a sampler."""
+    hang()
+
+
+def build_hanging_restart_sampler(
+    actor_index: int, seed: int, widths: tuple[int, ...], marker: str
+):
+    """As :func:`build_linear_sampler`, but actor 1 builds its sampler only
+    once per ``marker`` file: restarted, it hangs in its builder."""
+    if actor_index == 1:
+        if Path(marker).exists():
+            hang()
+        Path(marker).touch()
+    return build_linear_sampler(actor_index, seed, widths)
