@@ -64,20 +64,44 @@ def died_error(
     )
 
 
+def not_started_error(
+    label: str, index: int, start_timeout: float, restarted: bool
+) -> DistributedSamplerError:
+    """A :class:`DistributedSamplerError` for an actor that has not built its
+    sampler (after a restart, if ``restarted``) within ``start_timeout`` s."""
+    when = "after Ray restarted it " if restarted else ""
+    return DistributedSamplerError(
+        f"{label} has not built its sampler {when}within start_timeout="
+        f"{start_timeout} s: its builder hangs, or the cluster lacks the "
+        "resources the actor asks for (num_cpus_per_actor, actor_options)",
+        index,
+    )
+
+
 def wait_ready(
-    ray: Any, ref: Any, period: float | None, report: Callable[[float], None]
-) -> None:
+    ray: Any,
+    ref: Any,
+    period: float | None,
+    report: Callable[[float], None],
+    limit: float | None = None,
+) -> bool:
     """Block until ``ref`` is ready, waking every second (so Ctrl-C and signal
     handlers run); after each ``period`` s waited, call ``report(total)`` with
-    the seconds waited so far."""
+    the seconds waited so far. Return whether it is ready: False once
+    ``limit`` s were waited (None: no limit; ``ref`` is looked at once even
+    if ``limit`` is 0)."""
     waited = since_report = 0.0
     while True:
         step = 1.0 if period is None else min(1.0, period - since_report)
+        if limit is not None:
+            step = max(0.0, min(step, limit - waited))
         ready, _ = ray.wait([ref], timeout=step)
         if ready:
-            return
+            return True
         waited += step
         since_report += step
+        if limit is not None and waited >= limit:
+            return False
         if period is not None and since_report >= period:
             since_report = 0.0
             report(waited)

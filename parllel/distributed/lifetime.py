@@ -14,6 +14,7 @@ def check_config(
     n_actors: int,
     max_lag: int | None,
     max_restarts: int,
+    start_timeout: float | None,
     timeout_seconds: float | None,
     num_cpus_per_actor: float,
     node_ids: Sequence[str] | None,
@@ -26,6 +27,8 @@ def check_config(
         raise ConfigError(f"max_lag must be >= 0 or None, got {max_lag}")
     if int(max_restarts) < 0:
         raise ConfigError(f"max_restarts must be >= 0, got {max_restarts}")
+    if start_timeout is not None and not start_timeout > 0:
+        raise ConfigError(f"start_timeout must be > 0 or None, got {start_timeout}")
     if timeout_seconds is not None and not timeout_seconds > 0:
         raise ConfigError(f"timeout_seconds must be > 0 or None, got {timeout_seconds}")
     if not num_cpus_per_actor >= 0:

@@ -30,7 +30,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from parllel.distributed.actor import ActorBatch, ActorInfo, SamplerActor, weights_of
 from parllel.distributed.faults import (
@@ -38,6 +38,7 @@ from parllel.distributed.faults import (
     died_error,
     is_actor_death,
     is_final_death,
+    not_started_error,
     plain_text,
     raised_error,
     wait_ready,
@@ -89,8 +90,14 @@ class RaySampler:
             or None.
         max_restarts: how often Ray restarts each actor that dies; the batch
             it was collecting is dropped and requested again from the
-            restarted actor (its envs start from reset, its transforms from
-            its newest state the learner received).
+            restarted actor once it built its sampler (its envs start from
+            reset, its transforms from its newest state the learner
+            received).
+        start_timeout: seconds an actor may take to start and build its
+            sampler, at construction and after each restart; beyond it
+            :class:`~parllel.errors.DistributedSamplerError` names the actor
+            (its builder hangs, or no node has the resources it asks for).
+            None: wait for ever (e.g. for an autoscaling cluster's nodes).
         timeout_seconds: a batch (or its sampler) an actor has not returned
             (built) after this long is
             reported (:class:`~parllel.errors.SamplerActorTimeoutWarning`,
@@ -133,6 +140,7 @@ class RaySampler:
         num_cpus_per_actor: float = 1,
         node_ids: Sequence[str] | None = None,
         max_restarts: int = 0,
+        start_timeout: float | None = 600.0,
         timeout_seconds: float | None = None,
         max_in_flight: int | None = None,
         close_timeout: float = 10.0,
@@ -142,6 +150,7 @@ class RaySampler:
             n_actors,
             max_lag,
             max_restarts,
+            start_timeout,
             timeout_seconds,
             num_cpus_per_actor,
             node_ids,
@@ -150,6 +159,7 @@ class RaySampler:
         self.n_actors = int(n_actors)
         self.max_lag = None if max_lag is None else int(max_lag)
         self.max_restarts = int(max_restarts)
+        self.start_timeout = start_timeout
         self.timeout_seconds = timeout_seconds
         default_in_flight = 2 if self.max_lag is None else self.max_lag + 1
         self.max_in_flight = int(max_in_flight or default_in_flight)
@@ -165,8 +175,6 @@ class RaySampler:
         self._weights_ref: Any = None
         self._batches = 0
         self._requests = RequestQueues(self.n_actors, self.max_in_flight, self._request)
-        # per actor: None, or the pause before asking a restarting actor again
-        self._recovering: list[float | None] = [None] * self.n_actors
         self._infos: dict[int, tuple[int, str | None]] = {}
         self._ray = import_ray()
         ray = self._ray
@@ -208,7 +216,17 @@ class RaySampler:
         node_ids = getattr(self, "node_ids", None)
         return actor_label(index, node_ids[index] if node_ids else None)
 
-    def _wait(self, ref: Any, index: int, what: str) -> None:
+    def _wait(
+        self,
+        ref: Any,
+        index: int,
+        what: str,
+        limit: float | None = None,
+        stacklevel: int = 6,
+    ) -> bool:
+        """Wait for ``ref`` (reporting every ``timeout_seconds``); return
+        whether it is ready (False after ``limit`` s)."""
+
         def report(waited: float) -> None:
             self.timeouts += 1
             warnings.warn(
@@ -216,17 +234,24 @@ class RaySampler:
                 f"(timeout_seconds={self.timeout_seconds}, timeout "
                 f"{self.timeouts}); waiting on",
                 SamplerActorTimeoutWarning,
-                stacklevel=6,
+                stacklevel=stacklevel,
             )
 
-        wait_ready(self._ray, ref, self.timeout_seconds, report)
+        return wait_ready(self._ray, ref, self.timeout_seconds, report, limit)
+
+    def _not_started(self, index: int, restarted: bool) -> DistributedSamplerError:
+        """Close the sampler; the error for an actor past ``start_timeout``."""
+        assert self.start_timeout is not None
+        label = self._label(index)
+        self.close()
+        return not_started_error(label, index, self.start_timeout, restarted)
 
     def _describe(self, index: int) -> ActorInfo:
         ray = self._ray
         try:
             ref = self._actors[index].describe.remote()
-            self._wait(ref, index, "built its sampler")
-            info: ActorInfo = ray.get(ref)
+            built = self._wait(ref, index, "built its sampler", self.start_timeout)
+            info: ActorInfo | None = ray.get(ref) if built else None
         except Exception as error:
             raise DistributedSamplerError(
                 f"{self._label(index)} could not build its sampler: "
@@ -234,6 +259,8 @@ class RaySampler:
                 index,
                 worker_traceback=plain_text(str(error)),
             ) from None
+        if info is None:
+            raise self._not_started(index, restarted=False)
         self._infos[index] = (info.pid, info.node_id)
         return info
 
@@ -305,22 +332,52 @@ class RaySampler:
         """Requests sent and not yet returned, per actor."""
         return self._requests.in_flight()
 
-    def _actor_failed(self, index: int, error: BaseException) -> None:
-        """A request failed because the actor died or is restarting: count its
-        batch as dropped (once per death), raise if Ray will not restart it,
-        else send the actor's requests again (to the restarted actor)."""
+    def _fail(self, index: int, error: BaseException) -> NoReturn:
+        """Close the sampler and raise for actor ``index``'s ``error``:
+        :class:`~parllel.errors.DistributedSamplerDiedError` if Ray will not
+        restart it, else the error its code raised."""
+        label = self._label(index)
+        self.close()
         if is_final_death(self._ray, error):
-            label = self._label(index)
-            self.close()
             raise died_error(error, label, index, self.max_restarts)
-        pause = self._recovering[index]
-        if pause is None:  # the first failure of this death
-            self.dropped_batches += 1
-            self._recovering[index] = _FIRST_RETRY_SECONDS
-        else:  # still restarting: look again a little later
-            time.sleep(pause)
-            self._recovering[index] = min(2 * pause, 1.0)
+        raise raised_error(self._ray, error, label, index) from None
+
+    def _actor_restarting(self, index: int) -> None:
+        """A request failed because the actor died and Ray restarts it: count
+        its batch as dropped, wait until the restarted actor built its
+        sampler and send it the actor's requests again."""
+        self.dropped_batches += 1
+        self._await_restart(index)
         self._requests.send_again(index)
+
+    def _await_restart(self, index: int) -> None:
+        """Wait (up to ``start_timeout`` s) until actor ``index`` answers a
+        call queued behind its restart (its sampler built); ask again, a
+        little later each time, while Ray has not seen it die yet.
+
+        Raises:
+            DistributedSamplerDiedError: Ray does not restart it.
+            DistributedSamplerError: it raised, or has not answered within
+                ``start_timeout`` s.
+        """
+        ray, pause = self._ray, _FIRST_RETRY_SECONDS
+        deadline = None
+        if self.start_timeout is not None:
+            deadline = time.monotonic() + self.start_timeout
+        while True:
+            limit = None if deadline is None else deadline - time.monotonic()
+            ref = self._actors[index].describe.remote()
+            what = "built its sampler after a restart"
+            if not self._wait(ref, index, what, limit, stacklevel=8):
+                raise self._not_started(index, restarted=True)
+            try:
+                ray.get(ref)
+                return
+            except Exception as error:
+                if not is_actor_death(ray, error) or is_final_death(ray, error):
+                    self._fail(index, error)
+            time.sleep(pause)
+            pause = min(2 * pause, 1.0)
 
     def _note_incarnation(self, index: int, result: ActorBatch) -> None:
         if result.incarnation == self._incarnations[index]:
@@ -357,14 +414,11 @@ class RaySampler:
             try:
                 result: ActorBatch = ray.get(ref)
             except Exception as error:
-                if is_actor_death(ray, error):
-                    self._actor_failed(index, error)
+                if is_actor_death(ray, error) and not is_final_death(ray, error):
+                    self._actor_restarting(index)
                     continue
-                label = self._label(index)
-                self.close()
-                raise raised_error(ray, error, label, index) from None
+                self._fail(index, error)
             self._requests.answered(index)
-            self._recovering[index] = None
             self._note_incarnation(index, result)
             return result
 

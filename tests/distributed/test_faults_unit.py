@@ -38,6 +38,21 @@ def test_without_a_period_nothing_is_reported():
     assert ray.calls == 5 and reports == []
 
 
+def test_a_limit_ends_the_wait_unready():
+    ray, reports = FakeRay(ready_after=10), []
+    assert not wait_ready(ray, "ref", 1.0, reports.append, limit=2.5)
+    assert ray.timeouts == [1.0, 1.0, 0.5] and reports == [1.0, 2.0]
+
+
+def test_ready_within_the_limit_and_a_spent_limit_looks_once():
+    ray = FakeRay(ready_after=2)
+    assert wait_ready(ray, "ref", None, lambda waited: None, limit=5.0)
+    assert ray.timeouts == [1.0, 1.0, 1.0]
+    spent = FakeRay(ready_after=0)
+    assert wait_ready(spent, "ref", None, lambda waited: None, limit=-1.0)
+    assert spent.timeouts == [0.0]
+
+
 def test_terminal_colour_codes_are_removed():
     coloured = "\x1b[36mray::SamplerActor.collect()\x1b[39m failed\x1b[0m"
     assert plain_text(coloured) == "ray::SamplerActor.collect() failed"

@@ -3,14 +3,25 @@ and counted, and training goes on; without restarts left it is an error."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import pytest
 import torch
 
 from parllel.distributed import RaySampler
-from parllel.errors import DistributedSamplerDiedError, SamplerActorRestartWarning
+from parllel.errors import (
+    DistributedSamplerDiedError,
+    DistributedSamplerError,
+    SamplerActorRestartWarning,
+)
 from parllel.runners import Callback, OnPolicyRunner
 from tests.helpers.background_helpers import LinearAgent, T
-from tests.helpers.ray_helpers import build_stuck_once_sampler
+from tests.helpers.ray_helpers import (
+    build_hanging_restart_sampler,
+    build_hanging_sampler,
+    build_stuck_once_sampler,
+)
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.timeout(120)
@@ -36,16 +47,20 @@ class UpdateModel:
 
 
 class KillActor(Callback):
-    """After batch ``after`` (batch ``after + 1`` is in flight), kill actor 1."""
+    """After batch ``after`` (batch ``after + 1`` is in flight), kill actor 1
+    once its env hangs (the ``stuck`` marker exists): killed before, its
+    restarted envs would hang there instead, for good."""
 
-    def __init__(self, ray, sampler, after: int) -> None:
-        self.ray, self.sampler, self.after = ray, sampler, after
+    def __init__(self, ray, sampler, after: int, stuck: Path) -> None:
+        self.ray, self.sampler, self.after, self.stuck = ray, sampler, after, stuck
         self.batches = 0
         self.metrics: list[dict] = []
 
     def on_collect_end(self, runner, batch, traj_infos):
         if self.batches == self.after:
             assert self.sampler.in_flight() == [1, 1]
+            while not self.stuck.exists():
+                threading.Event().wait(0.01)
             self.ray.kill(self.sampler.actors[1], no_restart=False)
         self.batches += 1
 
@@ -72,7 +87,7 @@ def test_a_killed_actor_is_replaced_and_training_goes_on(local_ray, tmp_path):
         max_restarts=1,
         modules={"model": agent.model},
     ) as sampler:
-        kill = KillActor(local_ray, sampler, after=1)
+        kill = KillActor(local_ray, sampler, after=1, stuck=tmp_path / "stuck")
         runner = OnPolicyRunner(
             sampler,
             UpdateModel(agent.model),
@@ -114,6 +129,45 @@ def test_an_actor_dead_beyond_its_restarts_is_an_error(local_ray, tmp_path):
         ) as info:
             sampler.collect_batch(learner_version=sampler.policy_version)
     assert info.value.actor_index == 1
+
+
+def test_a_restart_that_never_builds_its_sampler_is_an_error(local_ray, tmp_path):
+    """Restarted, actor 1 hangs in its builder: once ``start_timeout`` has
+    passed, collecting raises naming it instead of waiting for ever."""
+    with RaySampler(
+        build_hanging_restart_sampler,
+        SEED,
+        WIDTHS,
+        str(tmp_path / "built"),
+        n_actors=2,
+        max_restarts=1,
+        close_timeout=1,
+    ) as sampler:
+        sampler.collect_batch()
+        sampler.start_timeout = 0.5  # (the first start had the default)
+        local_ray.kill(sampler.actors[1], no_restart=False)
+        with pytest.raises(DistributedSamplerError) as info:
+            while True:
+                sampler.collect_batch()
+    message = str(info.value)
+    assert message.startswith("sampler actor 1 ")
+    assert "after Ray restarted it within start_timeout=0.5 s" in message
+    assert info.value.actor_index == 1 and sampler.dropped_batches == 1
+
+
+def test_an_actor_that_never_builds_its_sampler_is_an_error(local_ray):
+    with pytest.raises(DistributedSamplerError) as info:
+        RaySampler(
+            build_hanging_sampler,
+            SEED,
+            WIDTHS,
+            n_actors=2,
+            start_timeout=0.5,
+            close_timeout=1,
+        )
+    assert str(info.value).startswith("sampler actor 0 has not built its sampler")
+    assert "within start_timeout=0.5 s" in str(info.value)
+    assert info.value.actor_index == 0
 
 
 def test_a_killed_actor_with_process_cages_leaves_no_shared_memory(local_ray):

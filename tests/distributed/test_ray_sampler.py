@@ -253,6 +253,7 @@ def test_a_slow_actor_is_reported_by_name(local_ray, tmp_path):
         ({"max_lag": -1}, "max_lag"),
         ({"max_restarts": -2}, "max_restarts"),
         ({"timeout_seconds": 0}, "timeout_seconds"),
+        ({"start_timeout": -1}, "start_timeout"),
         ({"node_ids": ["a"]}, "node_ids"),
         ({"max_in_flight": 0}, "max_in_flight"),
     ],

@@ -163,10 +163,18 @@ def columns_equal(
     ]
 
 
+def hang() -> None:
+    """Never return (until the process is killed)."""
+    while True:
+        threading.Event().wait(0.05)
+
+
 class StuckOnceEnv(CountingEnv):
     """A CountingEnv that hangs for good at its ``stuck_from``-th step, once per
     ``marker`` file: the first env to get there creates the file and hangs (its
-    actor must be killed); envs of a restarted actor find it and never hang."""
+    actor must be killed, and only then: a kill before the file exists leaves
+    the restarted actor's envs to hang there); envs of a restarted actor find
+    it and never hang."""
 
     def __init__(self, marker: str, stuck_from: int, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -175,8 +183,7 @@ class StuckOnceEnv(CountingEnv):
     def step(self, action):
         if self.total_steps + 1 >= self.stuck_from and not self.marker.exists():
             self.marker.touch()
-            while True:
-                threading.Event().wait(0.05)
+            hang()
         return super().step(action)
 
 
@@ -194,3 +201,20 @@ def build_stuck_once_sampler(
         marker=marker,
         stuck_from=stuck_from,
     )
+
+
+def build_hanging_sampler(actor_index: int, seed: int, widths: tuple[int, ...]):
+    """Never builds a sampler."""
+    hang()
+
+
+def build_hanging_restart_sampler(
+    actor_index: int, seed: int, widths: tuple[int, ...], marker: str
+):
+    """As :func:`build_linear_sampler`, but actor 1 builds its sampler only
+    once per ``marker`` file: restarted, it hangs in its builder."""
+    if actor_index == 1:
+        if Path(marker).exists():
+            hang()
+        Path(marker).touch()
+    return build_linear_sampler(actor_index, seed, widths)

@@ -24,7 +24,9 @@ EXAMPLES = ROOT / "examples"
 SCRIPTS = [
     "cartpole/train_ppo.py",
     "cartpole/train_ppo.py --async",
-    "cartpole/train_ppo_ray.py",
+    # its local Ray starts in the Ray tests' pytest-xdist worker (their group,
+    # tests/distributed/conftest.py): one local Ray at a time on the machine
+    pytest.param("cartpole/train_ppo_ray.py", marks=pytest.mark.xdist_group("ray")),
     "cartpole/train_ppo_recurrent.py",
     "pendulum/train_ppo.py",
 ]
