@@ -136,7 +136,9 @@ class Config:
     opponent_epsilon: float = 0.1
     """snapshots play a random legal move with this probability (varied games whose mistakes the snapshot's other moves still punish)"""
     random_start_share: float = 0.5
-    """share of the games that start with one random move already made (the learner then meets, and plays on from, every opening in either seat)"""
+    """share of the games that start from random moves already made (the learner then meets, and plays on from, every opening in either seat)"""
+    random_start_moves: int = 1
+    """most random moves such a game starts with (1 to 4, uniformly)"""
     random_openings: int = 1
     """snapshots play their first this many moves of a game at random (every opening, then the snapshot's own play, as a perfect player's random choice among equally good first moves)"""
     eval_interval_steps: int = 512_000
@@ -168,18 +170,22 @@ QUICK = dict(
 
 
 class RandomStart(BaseWrapper):
-    """A PettingZoo AEC wrapper: ``share`` of the games start with one random move made.
+    """A PettingZoo AEC wrapper: ``share`` of the games start from random moves.
 
-    The first player's first move is then uniformly random, so both seats
-    train from every opening: the second player learns to answer each one
-    and the first to play on from it (a perfect player picks among all nine
-    first moves, every one of them optimal). The move's rng is seeded by
+    Those games start with 1 to ``max_moves`` (uniformly) random moves
+    already made, so both seats train from every opening and from many
+    middle-game positions: blocks and forks the learner's own games rarely
+    reach. A perfect player picks among all nine first moves (each is
+    optimal), so the learner must answer all of them. At most 4 moves: no
+    game is over before it starts. The moves' rng is seeded by
     ``reset(seed=...)``.
     """
 
-    def __init__(self, env: Any, share: float) -> None:
+    def __init__(self, env: Any, share: float, max_moves: int = 1) -> None:
+        if not 1 <= max_moves <= 4:
+            raise ValueError(f"max_moves must be in [1, 4], got {max_moves}")
         super().__init__(env)
-        self.share = share
+        self.share, self.max_moves = share, max_moves
         self.rng = np.random.default_rng()
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
@@ -187,14 +193,17 @@ class RandomStart(BaseWrapper):
         if seed is not None:
             self.rng = np.random.default_rng(seed)
         if self.rng.random() < self.share:
-            mask = self.observe(self.agent_selection)["action_mask"]
-            self.step(int(self.rng.choice(np.flatnonzero(mask))))
+            for _ in range(self.rng.integers(1, self.max_moves + 1)):
+                mask = self.observe(self.agent_selection)["action_mask"]
+                self.step(int(self.rng.choice(np.flatnonzero(mask))))
 
 
-def tictactoe_env(random_start_share: float = 0.0) -> Any:
+def tictactoe_env(random_start_share: float = 0.0, random_start_moves: int = 1) -> Any:
     """PettingZoo's ``tictactoe_v3`` AEC env, with :class:`RandomStart` if asked."""
     env = tictactoe_v3.env()
-    return RandomStart(env, random_start_share) if random_start_share > 0 else env
+    if random_start_share > 0:
+        return RandomStart(env, random_start_share, random_start_moves)
+    return env
 
 
 class RandomMoves:
@@ -323,7 +332,9 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
     cages = build_cages(
         make_aec_env_factory(
-            tictactoe_env, random_start_share=config.random_start_share
+            tictactoe_env,
+            random_start_share=config.random_start_share,
+            random_start_moves=config.random_start_moves,
         ),
         config.n_envs,
         parallel=config.parallel,

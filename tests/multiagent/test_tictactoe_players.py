@@ -69,8 +69,8 @@ def test_random_start_makes_one_seeded_random_move_in_its_share_of_games():
 
     from parllel.multiagent import AECEnvAdapter
 
-    def first_marks(share, seed, games=40):
-        env = AECEnvAdapter(tictactoe_env(share))
+    def first_marks(share, seed, games=40, moves=1):
+        env = AECEnvAdapter(tictactoe_env(share, moves))
         marks = []
         for game in range(games):
             observation, _ = env.reset(seed=seed if game == 0 else None)
@@ -86,3 +86,6 @@ def test_random_start_makes_one_seeded_random_move_in_its_share_of_games():
     assert first_marks(0.0, seed=3) == [0] * 40
     some = first_marks(0.5, seed=3)
     assert 0 < sum(some) < 40 and some == first_marks(0.5, seed=3)
+    assert set(first_marks(1.0, seed=4, games=100, moves=4)) == {1, 2, 3, 4}
+    with pytest.raises(ValueError, match="max_moves"):
+        tictactoe_env(0.5, 5)
