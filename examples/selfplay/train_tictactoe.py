@@ -103,7 +103,7 @@ class Config:
     """games played side by side"""
     batch_T: int = 32
     """moves per env per batch"""
-    total_steps: int = 4_096_000
+    total_steps: int = 10_240_000
     """moves (env steps, both seats) to train for"""
     gamma: float = 1.0
     """discount per decision"""
@@ -137,11 +137,11 @@ class Config:
     """snapshots play a random legal move with this probability (varied games whose mistakes the snapshot's other moves still punish)"""
     random_start_share: float = 0.5
     """share of the games that start from random moves already made (the learner then meets, and plays on from, every opening in either seat)"""
-    random_start_moves: int = 1
+    random_start_moves: int = 4
     """most random moves such a game starts with (1 to 4, uniformly)"""
     random_openings: int = 1
     """snapshots play their first this many moves of a game at random (every opening, then the snapshot's own play, as a perfect player's random choice among equally good first moves)"""
-    eval_interval_steps: int = 512_000
+    eval_interval_steps: int = 1_024_000
     """moves between evaluations against the random and the minimax player"""
     eval_games: int = 100
     """games per seat and opponent in each evaluation"""
