@@ -11,16 +11,21 @@ two seats are the agent dimension of the sample tree). In a share of the
 games (``mirror_share``) the learner plays both seats. In the others it takes
 a random seat; the other seat plays a frozen snapshot of the learner drawn
 from an :class:`~parllel.multiagent.OpponentPool` (a snapshot joins every
-``snapshot_interval`` updates), and, in a share of those games, a player
-that moves uniformly at random. The learner's moves are masked to the free
-squares; PPO trains on the learner's rows only, with per-seat advantages (a
+``snapshot_interval`` updates), and, in a share of those games (one share
+per seat of the learner), a player that moves uniformly at random.
+Snapshots play their first move at random. Half the games start from 1 to
+4 random moves already made (``RandomStart``), so both seats train from
+every opening and many middle games. The learner's moves are masked to the
+free squares; PPO trains on the learner's rows only, with per-seat advantages (a
 loss arrives on the opponent's move and is credited to the learner's last
 move).
 
 Every ``eval_interval_steps`` and at the end, the greedy policy plays
 tic-tac-toe in both seats against a uniformly random player and against a
-perfect minimax player (``tictactoe_players.py``); the final figures go to
-``results.json`` in the run directory. The team return (``train/return_mean``)
+perfect minimax player (``tictactoe_players.py``): played games, and the
+exact fractions over every game the opponent's random choices lead to
+(``*_exact``); the final figures go to ``results.json`` in the run
+directory. The team return (``train/return_mean``)
 of a zero-sum game is 0 by construction: the self-play rates
 (``selfplay/*``) and the evaluations (``eval/*``) are the figures to watch,
 and ``learning_curve.png`` plots them.
