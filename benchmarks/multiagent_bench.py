@@ -26,7 +26,10 @@ by the env. Comparisons (target ratio in parentheses):
 Also printed: each contender's absolute agent-steps/s and the 2-core
 ``ceiling``: two independent processes, each a bare loop over half the envs,
 no communication at all (``ma_process_vs_ceiling`` reads the process cage
-against it).
+against it). Both envs are PettingZoo ``aec_to_parallel`` conversions, which
+parllel's adapter steps itself (:mod:`parllel.multiagent.aec_cycle`), so the
+parllel contenders can beat the bare loop and its ceiling; the process
+cage's parallel efficiency is ``process_vs_ceiling / serial_vs_bare``.
 
 Medians over interleaved repeats, torch pinned to one thread. ``--quick``
 runs 2 envs and a few steps (the key names stay). Last line: one JSON
