@@ -328,19 +328,24 @@ def _nd(leaf):
     return leaf.to_ndarray() if isinstance(leaf, Array) else leaf
 
 
+def functional_gae(tree, **kwargs):
+    """multiagent_gae on the tree's fields (gamma 0.9, lambda 0.8)."""
+    info = tree[fields.ENV_INFO]
+    return multiagent_gae(
+        _nd(info[fields.AGENT_REWARD]), _nd(tree[fields.AGENT_INFO][fields.VALUE]),
+        _nd(info[fields.AGENT_MASK]), _nd(info[fields.AGENT_TERMINATED]),
+        _nd(info[fields.AGENT_TRUNCATED]), _nd(tree[fields.DONE]),
+        tree[fields.BOOTSTRAP_VALUE], _nd(tree[fields.FINAL_VALUE]),
+        gamma=0.9, gae_lambda=0.8, **kwargs,
+    )  # fmt: skip
+
+
 def test_transform_allocates_and_matches_functional():
     tree = make_ma_tree()
     gae = MultiAgentGAE(tree, gamma=0.9, gae_lambda=0.8)
     assert isinstance(tree[fields.ADVANTAGE], Array)
     assert _nd(tree[fields.ADVANTAGE]).shape == (6, 2, 3)
-    info = tree[fields.ENV_INFO]
-    expected = multiagent_gae(
-        _nd(info[fields.AGENT_REWARD]), _nd(tree[fields.AGENT_INFO][fields.VALUE]),
-        _nd(info[fields.AGENT_MASK]), _nd(info[fields.AGENT_TERMINATED]),
-        _nd(info[fields.AGENT_TRUNCATED]), _nd(tree[fields.DONE]),
-        tree[fields.BOOTSTRAP_VALUE], _nd(tree[fields.FINAL_VALUE]),
-        gamma=0.9, gae_lambda=0.8,
-    )  # fmt: skip
+    expected = functional_gae(tree)
     _nd(tree[fields.ADVANTAGE])[...] = 0
     assert Compose([gae])(tree) is tree
     np.testing.assert_array_equal(_nd(tree[fields.ADVANTAGE]), expected[0])
@@ -357,14 +362,7 @@ def test_transform_reads_who_is_to_act_from_the_action_mask_at_T():
     mask.padded_ndarray()[1 + T] = acting[..., None]  # observation[T]
     tree[fields.OBSERVATION] = ArrayDict({"action_mask": mask})
     MultiAgentGAE(tree, gamma=0.9, gae_lambda=0.8)(tree)
-    info = tree[fields.ENV_INFO]
-    expected = multiagent_gae(
-        _nd(info[fields.AGENT_REWARD]), _nd(tree[fields.AGENT_INFO][fields.VALUE]),
-        _nd(info[fields.AGENT_MASK]), _nd(info[fields.AGENT_TERMINATED]),
-        _nd(info[fields.AGENT_TRUNCATED]), _nd(tree[fields.DONE]),
-        tree[fields.BOOTSTRAP_VALUE], _nd(tree[fields.FINAL_VALUE]),
-        gamma=0.9, gae_lambda=0.8, bootstrap_acting=acting,
-    )  # fmt: skip
+    expected = functional_gae(tree, bootstrap_acting=acting)
     np.testing.assert_array_equal(_nd(tree[fields.RETURN]), expected[1])
 
 
