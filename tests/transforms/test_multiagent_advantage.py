@@ -363,6 +363,7 @@ def test_transform_reads_who_is_to_act_from_the_action_mask_at_T():
     tree[fields.OBSERVATION] = ArrayDict({"action_mask": mask})
     MultiAgentGAE(tree, gamma=0.9, gae_lambda=0.8)(tree)
     expected = functional_gae(tree, bootstrap_acting=acting)
+    assert not np.array_equal(functional_gae(tree)[1], expected[1])  # flags matter
     np.testing.assert_array_equal(_nd(tree[fields.RETURN]), expected[1])
 
 
