@@ -310,7 +310,11 @@ def evaluate(agent: ActorCriticAgent, games: int, seed: int) -> dict[str, float]
 
 
 class MatchEvaluation(Callback):
-    """Adds :func:`evaluate`'s figures to the logged metrics every ``interval_steps``."""
+    """Adds :func:`evaluate`'s figures to the logged metrics every ``interval_steps``.
+
+    Not after the last update: the final evaluation (``final_eval_games``
+    games, in ``results.json``) follows it.
+    """
 
     def __init__(
         self, agent: ActorCriticAgent, interval_steps: int, games: int
@@ -319,6 +323,8 @@ class MatchEvaluation(Callback):
         self.next_step = interval_steps
 
     def on_update_end(self, runner: Any, metrics: dict[str, float]) -> None:
+        if runner.env_steps >= runner.total_steps:
+            return
         if runner.env_steps >= self.next_step:
             self.next_step += self.interval_steps
             metrics.update(evaluate(self.agent, self.games, seed=runner.env_steps))

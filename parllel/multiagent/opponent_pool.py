@@ -155,6 +155,11 @@ class OpponentPool:
         return len(self._learner_ids())
 
     @property
+    def fixed_shares(self) -> dict[int, float | tuple[float, ...]]:
+        """Each fixed opponent's share (a float, or one per learner seat), by id."""
+        return dict(self._fixed)
+
+    @property
     def fixed_ids(self) -> list[int]:
         """Ids of the fixed opponents (:meth:`add_fixed`), in order of addition."""
         return list(self._fixed)
@@ -238,9 +243,10 @@ class OpponentPool:
         total = np.sum([np.broadcast_to(x, seats) for x in shares], axis=0)
         if total.max() >= 1.0:
             raise ConfigError(
-                f"the fixed opponents' shares must stay below 1 together in every "
-                f"seat (the rest are learner snapshots); got {share}, "
-                f"{np.round(total, 6).tolist()} in all"
+                f"adding share {share} brings the fixed opponents' shares to "
+                f"{np.round(total, 6).tolist()} (per seat); they must stay below 1 "
+                f"together in every seat, the rest of the games being against "
+                f"learner snapshots"
             )
         opponent_id = self._store(opponent, 0)
         self._fixed[opponent_id] = value

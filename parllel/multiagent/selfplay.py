@@ -158,6 +158,7 @@ class SelfPlay:
             return
         if not len(self.pool) and self.snapshot_learner is not None:
             self.pool.add(self.snapshot_learner(), step=0)
+        self._check_seat_shares()
         seats = self.rng.integers(0, self.n_agents, len(envs))
         mirror = np.zeros(len(envs), bool)
         if self.mirror_share > 0:
@@ -176,6 +177,16 @@ class SelfPlay:
             self.mapping.assign(int(env), row)
         self._trim_cache()
         self._started = True
+
+    def _check_seat_shares(self) -> None:
+        """Per-seat shares of fixed opponents must have one entry per seat."""
+        for opponent_id, share in self.pool.fixed_shares.items():
+            if isinstance(share, tuple) and len(share) != self.n_agents:
+                raise ConfigError(
+                    f"fixed opponent {opponent_id} has {len(share)} per-seat shares "
+                    f"{list(share)}, but the games have n_agents={self.n_agents} "
+                    f"seats: give one share per seat of the learner"
+                )
 
     def episodes_ended(self, traj_infos: Iterable[Any]) -> None:
         """Record the outcomes of finished games and start new ones in their envs.

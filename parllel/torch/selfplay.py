@@ -11,7 +11,7 @@ opponent is a deep copy of the learner's agent with a snapshot loaded, in
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -40,9 +40,21 @@ def load_snapshot(agent: Any, snapshot: dict[str, dict[str, torch.Tensor]]) -> N
     """Load a :func:`snapshot_state` into the agent's modules (same architecture).
 
     Raises:
-        ConfigError: the snapshot's modules are not the agent's.
+        ConfigError: ``snapshot`` is not a snapshot (e.g. a fixed opponent
+            of the pool reached a factory of snapshots), or its modules are
+            not the agent's.
     """
     modules = agent_modules(agent)
+    if not isinstance(snapshot, Mapping) or not all(
+        isinstance(state, Mapping) for state in snapshot.values()
+    ):
+        raise ConfigError(
+            f"expected a learner snapshot (snapshot_state(agent): a dict of module "
+            f"state dicts), got {snapshot!r:.80}: a fixed opponent of the pool "
+            f"(OpponentPool.add_fixed) reaches the opponent factory like a "
+            f"snapshot, so a pool with fixed opponents needs a factory that builds "
+            f"them and passes only snapshots on to opponent_factory/frozen_opponent"
+        )
     if set(modules) != set(snapshot):
         raise ConfigError(
             f"the snapshot holds modules {sorted(snapshot)}, the agent has "

@@ -46,8 +46,13 @@ def test_tictactoe_selfplay_quick_run_judges_and_resumes(tmp_path):
                 results[f"eval/{opponent}_seat{seat}_{o}"]
                 for o in ("win", "draw", "loss")
             ]
-            assert abs(sum(rates) - 1.0) < 1e-9
+            exact = [
+                results[f"eval/{opponent}_seat{seat}_{o}_exact"]
+                for o in ("win", "draw", "loss")
+            ]
+            assert abs(sum(rates) - 1.0) < 1e-9 and abs(sum(exact) - 1.0) < 1e-9
         assert results[f"eval/minimax_seat{seat}_win"] == 0.0  # minimax never loses
+        assert results[f"eval/minimax_seat{seat}_win_exact"] == 0.0
     assert "self-play, last games: win" in done.stdout
     assert (run_dir / "learning_curve.png").is_file()  # the rates, not the 0 return
     with open(run_dir / "logs" / "progress.csv", newline="") as file:

@@ -121,6 +121,13 @@ def test_a_per_seat_fixed_share_follows_the_learners_seat():
     assert abs(np.mean(opponents[seats == 1] == bot) - 0.1) < 0.06
 
 
+def test_per_seat_shares_for_another_seat_count_are_refused():
+    selfplay, _, _ = make_selfplay(snapshots=(0,))
+    selfplay.pool.add_fixed(1, share=(0.5, 0.2, 0.1))
+    with pytest.raises(ConfigError, match=r"3 per-seat shares.*n_agents=2"):
+        selfplay.start_games()
+
+
 def test_outcomes_are_attributed_to_the_right_opponent():
     selfplay, _, _ = make_selfplay()
     driver = SelfPlayDriver(selfplay, B)

@@ -195,6 +195,13 @@ def test_flatten_agents_errors_name_the_field():
         flatten_agents({**tree, fields.AGENT_INFO: info}, policy_index=0)
 
 
+def test_plain_ppo_on_a_multiagent_batch_points_to_flatten_agents():
+    model, dist = _model()
+    tree = ma_sample_tree(model, dist, T=4, B=3, A=2)
+    with pytest.raises(ShapeError, match=r"\(4, 3, 2\).*FlattenAgents\(algo"):
+        _ppo(model, dist).optimize(tree)
+
+
 def test_parameter_sharing_model_samples_agents_as_a_second_leading_dim():
     """Handler example and step with [B, A, F] observations give [B, A] outputs."""
     model, dist = _model()

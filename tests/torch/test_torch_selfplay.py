@@ -62,6 +62,12 @@ def test_load_snapshot_refuses_other_modules():
         load_snapshot(make_agent(), {"actor": {}})
 
 
+def test_a_fixed_opponent_given_to_the_snapshot_factory_is_named():
+    build = opponent_factory(make_agent())
+    with pytest.raises(ConfigError, match=r"got 'random'.*OpponentPool.add_fixed"):
+        build("random", 4)
+
+
 def test_selfplay_with_torch_handlers_records_the_learner_rows():
     agent = make_agent()
     pool = OpponentPool(4, strategy="uniform", seed=0)

@@ -104,8 +104,15 @@ class PolicyBatch:
                 fields.VALUE,
             )
         if advantage.dim() != 2:
+            hint = (
+                "; a multi-agent batch [T, B, A] is trained through "
+                "FlattenAgents(algo) (or FlattenAgents(algo, policy_index=0) for a "
+                "self-play learner's rows), which folds the agents into [T, B * A]"
+                if advantage.dim() == 3
+                else ""
+            )
             raise ShapeError(
-                f"{leading_name} must be [T, B]; got {tuple(advantage.shape)}"
+                f"{leading_name} must be [T, B]; got {tuple(advantage.shape)}{hint}"
             )
         leading = tuple(advantage.shape)
         if targets:
