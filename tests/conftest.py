@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 
 import pytest
 
 from parllel.arrays import list_segments
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the test process the default Ctrl-C handling.
+
+    A run started as a background job (``nohup python -m pytest &`` in a script)
+    starts with SIGINT ignored, and every process a test starts would inherit
+    that; the Ctrl-C tests (in this process and in the scripts they start)
+    need Python's default, as in a terminal.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

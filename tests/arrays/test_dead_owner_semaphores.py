@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from parllel.arrays import list_segments, remove_dead_owner_segments
+from tests.helpers.processes import end_processes
 
 pytestmark = pytest.mark.skipif(
     not os.path.isdir("/dev/shm"), reason="named semaphores live in /dev/shm"
@@ -41,11 +42,15 @@ def test_a_killed_owners_listed_semaphores_are_unlinked():
         stdout=subprocess.PIPE,
         text=True,
     )
-    pid_text, *names = child.stdout.readline().split()
-    pid = int(pid_text)
-    child.stdin.write("\n")
-    child.stdin.flush()
-    child.wait(30)
+    try:
+        pid_text, *names = child.stdout.readline().split()
+        pid = int(pid_text)
+        child.stdin.write("\n")
+        child.stdin.flush()
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            end_processes(child)
     assert len(names) == 2
     # nobody cleaned up: the tracker died with its process
     assert all(os.path.exists(semaphore_file(name)) for name in names)

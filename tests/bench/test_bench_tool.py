@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from parllel.bench.__main__ import main
 from parllel.bench.policies import require_policy
 from parllel.cages import usable_cores
 from parllel.errors import EnvError, MissingDependencyError
+from tests.helpers.processes import end_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = "gymnasium.envs.classic_control.cartpole:CartPoleEnv"
@@ -69,7 +69,7 @@ def test_quick_run_on_cartpole(tmp_path):
         stdout, stderr = done.communicate(timeout=150)
     finally:
         if done.poll() is None:
-            os.killpg(done.pid, signal.SIGKILL)
+            end_processes(done, own_group=True)
     assert done.returncode == 0, stderr[-3000:]
     assert group_gone(done.pid), "a process of the tool outlived it"
     assert list_segments(done.pid) == [], "the tool left shared memory behind"

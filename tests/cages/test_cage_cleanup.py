@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from parllel.arrays import list_segments
+from tests.helpers.processes import default_sigint, end_processes
 
 ROOT = Path(__file__).resolve().parents[2]  # tests.helpers import from here
 
@@ -51,22 +52,35 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("mode", ["sigint", "exit", "sigterm", "sigkill"])
-def test_no_leftovers(mode, tmp_path):
-    script = tmp_path / "run_cage.py"
-    script.write_text(SCRIPT.format(tests=str(ROOT)))
-    proc = subprocess.Popen(
-        [sys.executable, str(script), mode], stdout=subprocess.PIPE, text=True
-    )
-    line = proc.stdout.readline()
-    assert line.startswith("PIDS"), line
-    pids = [int(p) for p in line.split()[1:]]
+def _stop(proc: subprocess.Popen, mode: str) -> None:
     signals = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM}
     signals["sigkill"] = signal.SIGKILL
     if mode in signals:
         time.sleep(0.3)
         proc.send_signal(signals[mode])
     proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("mode", ["sigint", "exit", "sigterm", "sigkill"])
+def test_no_leftovers(mode, tmp_path):
+    script = tmp_path / "run_cage.py"
+    script.write_text(SCRIPT.format(tests=str(ROOT)))
+    proc = subprocess.Popen(
+        [sys.executable, str(script), mode],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    pids: list[int] = []
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("PIDS"), line
+        pids = [int(p) for p in line.split()[1:]]
+        _stop(proc, mode)
+    finally:  # a failed wait must not leave the script stepping for ever
+        if proc.poll() is None:
+            end_processes(proc, pids)
+        proc.stdout.close()
     # a killed main process cleans nothing up itself: its workers notice it is
     # gone and exit, the resource tracker removes its segments
     deadline = time.monotonic() + 10

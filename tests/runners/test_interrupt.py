@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from parllel.arrays import list_segments
+from tests.helpers.processes import default_sigint, end_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "cartpole" / "train_ppo.py"
@@ -97,7 +98,7 @@ class Script:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, like a terminal job
             # a shell script's `cmd &` starts its job with SIGINT ignored
-            preexec_fn=_ignore_sigint if background else None,
+            preexec_fn=_ignore_sigint if background else default_sigint,
         )
         self._fd = self.process.stdout.fileno()
         self._selector = selectors.DefaultSelector()
@@ -135,9 +136,7 @@ class Script:
         return self._data.decode(errors="replace")
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        end_processes(self.process, own_group=True)
         self.process.stdout.close()
 
 

@@ -19,24 +19,10 @@ from pathlib import Path
 import pytest
 
 from parllel.arrays import list_segments
+from tests.helpers.processes import default_sigint, end_processes, group_members
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "helpers" / "background_ctrl_c_script.py"
-
-
-def in_group(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of process group ``pgid``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if stat[0] != "Z" and int(stat[2]) == pgid:
-            found.append(int(entry))
-    return found
 
 
 def run_until_training(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, list[int]]:
@@ -50,19 +36,22 @@ def run_until_training(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, lis
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, like a terminal job
+        preexec_fn=default_sigint,
     )
     line = process.stdout.readline()
     if line != "training\n":
-        process.kill()
+        end_processes(process, own_group=True)
         raise AssertionError(f"got {line!r}; stderr:\n{process.communicate()[1]}")
     pids = [int(p) for p in pids_file.read_text().split()]
     assert len(pids) == 3  # the background process and its two workers
-    assert set(pids) <= set(in_group(process.pid))
+    assert set(pids) <= set(group_members(process.pid))
     return process, pids
 
 
 def assert_nothing_left(process: subprocess.Popen, pids: list[int]) -> None:
-    while in_group(process.pid):  # e.g. the forkserver, exiting once its pipe closes
+    while group_members(
+        process.pid
+    ):  # e.g. the forkserver, exiting once its pipe closes
         time.sleep(0.01)
     for pid in [process.pid, *pids]:
         assert not list_segments(pid), f"segments of {pid} left"
@@ -80,8 +69,7 @@ def test_ctrl_c_raises_keyboard_interrupt_and_leaves_nothing(tmp_path, target):
         out, err = process.communicate()
     finally:
         if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            end_processes(process, pids, own_group=True)
     assert process.returncode in (-signal.SIGINT, 128 + signal.SIGINT), err
     assert "KeyboardInterrupt" in err
     assert "BackgroundSampler" not in err  # the learner's interrupt, nothing else
@@ -99,8 +87,7 @@ def test_ctrl_c_handled_by_the_learner_lets_it_finish_the_iteration(tmp_path):
         out, err = process.communicate()
     finally:
         if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            end_processes(process, pids, own_group=True)
     assert process.returncode == 0, err
     assert out.startswith("stopped after batch "), (out, err)
     assert_nothing_left(process, pids)
