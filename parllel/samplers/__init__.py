@@ -17,8 +17,6 @@
 No torch is imported here.
 """
 
-from typing import Any
-
 from parllel.samplers.alternating import AlternatingSampler
 from parllel.samplers.background import BackgroundBatch, BackgroundSampler
 from parllel.samplers.build import sample_tree_from_examples
@@ -45,14 +43,3 @@ __all__ = [
     "sample_tree_from_examples",
     "tree_layout",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # the old name of sample_tree_from_examples, for one release
-    if name == "build_sample_tree":
-        from parllel._deprecation import renamed_attribute
-
-        return renamed_attribute(
-            __name__, name, "sample_tree_from_examples", sample_tree_from_examples
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

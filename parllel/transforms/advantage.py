@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from parllel._deprecation import renamed_keyword
 from parllel.fields import (
     ADVANTAGE,
     AGENT_INFO,
@@ -52,16 +51,12 @@ class EstimateAdvantage(Transform):
         self,
         sample_tree: Any,
         gamma: float,
-        gae_lambda: float | None = None,
+        gae_lambda: float,
         *,
         value_field: str | tuple[str, ...] = (AGENT_INFO, VALUE),
         truncation_as_termination: bool = False,
-        lambda_: float | None = None,
     ) -> None:
         self.gamma = check_unit_interval("gamma", gamma)
-        gae_lambda = renamed_keyword(
-            "EstimateAdvantage", "lambda_", "gae_lambda", lambda_, gae_lambda
-        )
         self.gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
         self.value_field = value_field
         self.truncation_as_termination = bool(truncation_as_termination)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from parllel._deprecation import renamed_keyword
 from parllel.errors import ShapeError
 from parllel.transforms._checks import (
     as_columns,
@@ -53,11 +52,10 @@ def generalized_advantage_estimation(
     final_value: np.ndarray | None = None,
     *,
     gamma: float,
-    gae_lambda: float | None = None,
+    gae_lambda: float,
     truncation_as_termination: bool = False,
     advantage_out: np.ndarray | None = None,
     return_out: np.ndarray | None = None,
-    lambda_: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Generalized advantage estimation with truncation bootstrapping.
 
@@ -82,7 +80,6 @@ def generalized_advantage_estimation(
             for comparison or envs without a final-observation value).
         advantage_out: optional preallocated output, like ``reward``.
         return_out: optional preallocated output, like ``reward``.
-        lambda_: deprecated name of ``gae_lambda`` (warns).
 
     Returns:
         ``(advantage, return_)``, the outputs.
@@ -97,9 +94,6 @@ def generalized_advantage_estimation(
         [1.75, 1.5, 1.0]
     """
     gamma = check_unit_interval("gamma", gamma)
-    gae_lambda = renamed_keyword(
-        "generalized_advantage_estimation", "lambda_", "gae_lambda", lambda_, gae_lambda
-    )
     gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
     inputs = episode_columns(
         reward, value, terminated, truncated, bootstrap_value, final_value,

@@ -337,7 +337,6 @@ def test_examples_readme_flags_exist():
 # (with ``np``, ``gym`` and ``fields`` given); they run as doctests. Examples
 # elsewhere show calls on a script's objects (``cage``, ``sample_tree``).
 DOCTEST_MODULES = [
-    "parllel._deprecation",
     "parllel.agents.scripted",
     "parllel.agents.state",
     "parllel.arrays.array",

@@ -4,7 +4,6 @@ train exactly as before."""
 from __future__ import annotations
 
 import inspect
-import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -78,49 +77,6 @@ def test_constructors_agree_the_optimizer_comes_second():
         assert parameters[1] == "optimizer", algo.__name__
 
 
-def test_injected_forms_do_not_warn():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        agent = sac_agent()
-        alpha = EntropyCoefficient(0.5)
-        SAC(agent, build_sac_optimizer(agent, alpha, 1e-3), alpha)
-        SAC(agent, build_sac_optimizer(agent, None, 1e-3), 0.2)
-        agent = dqn_agent()
-        DQN(agent, adam(agent.q_network.parameters(), 1e-3))
-
-
-@pytest.mark.parametrize("learn", [True, False])
-def test_deprecated_sac_trains_like_the_injected_form(learn):
-    old_agent, new_agent = sac_agent(), sac_agent()
-    with pytest.warns(DeprecationWarning, match="build_sac_optimizer"):
-        old = SAC(old_agent, learning_rate=1e-2, initial_alpha=0.5, learn_alpha=learn)
-    alpha = EntropyCoefficient(0.5, learn=learn)
-    new = SAC(new_agent, build_sac_optimizer(new_agent, alpha, 1e-2), alpha)
-    train(old), train(new)
-    assert_same_tensors(old_agent.actor.parameters(), new_agent.actor.parameters())
-    assert_same_tensors(old_agent.critic.parameters(), new_agent.critic.parameters())
-    assert old.alpha == new.alpha
-    assert (old.alpha != 0.5) is learn
-    # the checkpoint format is the same: one's state loads into the other
-    state = old.state_dict()
-    new.load_state_dict(state)
-    assert_same_tensors(
-        new.optimizer.state_dict()["state"][0].values(),
-        state["optimizers"][0]["state"][0].values(),
-    )
-
-
-def test_deprecated_sac_separate_optimizers_still_work():
-    agent = sac_agent()
-    actor_optimizer = torch.optim.SGD(agent.actor.parameters(), lr=0.0)
-    with pytest.warns(DeprecationWarning):
-        sac = SAC(agent, actor_optimizer=actor_optimizer)
-    assert len(sac.state_dict()["optimizers"]) == 3  # critic, actor, alpha
-    before = [p.detach().clone() for p in agent.actor.parameters()]
-    train(sac)
-    assert_same_tensors(before, agent.actor.parameters())  # lr 0 for the actor
-
-
 def test_sac_fixed_alpha_as_a_float():
     agent = sac_agent()
     sac = SAC(agent, build_sac_optimizer(agent, None, 1e-2), 0.2)
@@ -142,33 +98,14 @@ def test_sac_refuses_an_optimizer_that_misses_parameters():
         SAC(agent, list(agent.actor.parameters()), alpha)
     with pytest.raises(TypeError, match="missing required argument: 'alpha'"):
         SAC(agent, build_sac_optimizer(agent, alpha))
-    with pytest.raises(ConfigError, match="learning_rate"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'learning_rate'"):
         SAC(agent, build_sac_optimizer(agent, alpha), alpha, learning_rate=1e-3)
+    with pytest.raises(TypeError, match="optimizer"):
+        SAC(agent)
     with pytest.raises(TypeError, match="unexpected keyword argument 'lr'"):
         SAC(agent, build_sac_optimizer(agent, alpha), alpha, lr=1e-3)
     with pytest.raises(ConfigError, match="initial alpha must be positive"):
         EntropyCoefficient(0.0)
-
-
-def test_deprecated_dqn_trains_like_the_injected_form():
-    old_agent, new_agent = dqn_agent(), dqn_agent()
-    with pytest.warns(DeprecationWarning, match="adam"):
-        old = DQN(old_agent, learning_rate=1e-2, target_update_interval=2)
-    new = DQN(
-        new_agent,
-        adam(new_agent.q_network.parameters(), 1e-2),
-        target_update_interval=2,
-    )
-    train(old, discrete=True), train(new, discrete=True)
-    assert_same_tensors(
-        old_agent.q_network.parameters(), new_agent.q_network.parameters()
-    )
-    assert_same_tensors(
-        old.target_network.parameters(), new.target_network.parameters()
-    )
-    with pytest.warns(DeprecationWarning):
-        default = DQN(dqn_agent())
-    assert default.optimizer.param_groups[0]["lr"] == 1e-3
 
 
 def test_dqn_refuses_an_optimizer_that_misses_parameters():

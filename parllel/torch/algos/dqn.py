@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,7 +15,6 @@ from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.off_policy import (
     Replay,
     UpdateCount,
-    adam,
     check_fraction,
     hard_update,
     mean_metrics,
@@ -95,9 +93,6 @@ class DQN:
         replay_ratio: or gradient updates per environment step.
         device: where batches are moved (default: the Q-network's device).
 
-    Leaving the optimizer out (``DQN(agent, learning_rate=...)``: DQN builds
-    an Adam) is deprecated and warns.
-
     Raises:
         ConfigError: invalid hyperparameters, or an optimizer that misses
             parameters of the Q-network.
@@ -106,7 +101,7 @@ class DQN:
     def __init__(
         self,
         agent: Any,
-        optimizer: torch.optim.Optimizer | None = None,
+        optimizer: torch.optim.Optimizer,
         *,
         double_dqn: bool = True,
         target_update_interval: int | None = None,
@@ -116,7 +111,6 @@ class DQN:
         updates_per_optimize: int | None = None,
         replay_ratio: float | None = None,
         device: torch.device | str | None = None,
-        learning_rate: float | None = None,
     ) -> None:
         network = getattr(agent, "q_network", None)
         if not isinstance(network, torch.nn.Module):
@@ -139,10 +133,7 @@ class DQN:
         self.agent = agent
         self.q_network = network
         self.target_network = copy.deepcopy(network).requires_grad_(False)
-        if optimizer is None or learning_rate is not None:
-            optimizer = _deprecated_optimizer(network, optimizer, learning_rate)
-        else:
-            _check_optimizer(optimizer, network)
+        _check_optimizer(optimizer, network)
         self.optimizer = optimizer
         self.double_dqn = double_dqn
         self.target_update_interval = target_update_interval
@@ -260,22 +251,3 @@ def _check_optimizer(optimizer: Any, network: torch.nn.Module) -> None:
             "the optimizer misses parameters of agent.q_network; build it over "
             "agent.q_network.parameters()"
         )
-
-
-def _deprecated_optimizer(
-    network: torch.nn.Module,
-    optimizer: torch.optim.Optimizer | None,
-    learning_rate: float | None,
-) -> torch.optim.Optimizer:
-    """What ``DQN(agent, learning_rate=...)`` did: build Adam if none is given."""
-    warnings.warn(
-        "DQN(learning_rate=...) and DQN() building its own optimizer are "
-        "deprecated and will be removed in the next release; pass "
-        "DQN(agent, adam(agent.q_network.parameters(), learning_rate))",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    learning_rate = 1e-3 if learning_rate is None else learning_rate
-    if not (learning_rate > 0 and math.isfinite(learning_rate)):
-        raise ConfigError(f"learning_rate must be positive; got {learning_rate}")
-    return optimizer or adam(network.parameters(), learning_rate)

@@ -20,12 +20,10 @@ from parllel.torch.algos.off_policy import (
     takes_priorities,
 )
 from parllel.torch.algos.sac_setup import (
-    DEPRECATED_KEYWORDS,
     EntropyCoefficient,
     build_sac_optimizer,
     check_alpha,
     check_sac_optimizer,
-    deprecated_sac_optimizers,
 )
 
 __all__ = ["SAC", "EntropyCoefficient", "build_sac_optimizer"]
@@ -83,11 +81,6 @@ class SAC:
         max_grad_norm: optional gradient-norm clip for actor and critic.
         device: where batches are moved (default: the critic's device).
 
-    Building the optimizers inside SAC (``SAC(agent, learning_rate=...,
-    initial_alpha=..., learn_alpha=..., actor_optimizer=...,
-    critic_optimizer=..., alpha_optimizer=...)`` without an optimizer) is
-    deprecated and warns.
-
     Raises:
         ConfigError: invalid hyperparameters, or an optimizer that misses
             parameters of the actor, the critic or a learned alpha.
@@ -96,7 +89,7 @@ class SAC:
     def __init__(
         self,
         agent: Any,
-        optimizer: torch.optim.Optimizer | None = None,
+        optimizer: torch.optim.Optimizer,
         alpha: EntropyCoefficient | float | None = None,
         *,
         target_entropy: float | None = None,
@@ -105,14 +98,10 @@ class SAC:
         replay_ratio: float | None = None,
         max_grad_norm: float | None = None,
         device: torch.device | str | None = None,
-        **deprecated: Any,
     ) -> None:
         for name in ("actor", "critic"):
             if not isinstance(getattr(agent, name, None), torch.nn.Module):
                 raise ConfigError(f"agent.{name} must be a torch.nn.Module")
-        unknown = sorted(set(deprecated) - set(DEPRECATED_KEYWORDS))
-        if unknown:
-            raise TypeError(f"SAC() got an unexpected keyword argument '{unknown[0]}'")
         check_fraction("tau", tau)
         if max_grad_norm is not None and not max_grad_norm > 0:
             raise ConfigError(f"max_grad_norm must be positive; got {max_grad_norm}")
@@ -131,20 +120,9 @@ class SAC:
         )
         self._actor_params = list(agent.actor.parameters())
         self._critic_params = list(agent.critic.parameters())
-        if optimizer is None:
-            alpha, self._optimizers = deprecated_sac_optimizers(
-                agent, alpha, self.device, **deprecated
-            )
-        else:
-            if deprecated:
-                raise ConfigError(
-                    f"SAC(): {', '.join(sorted(deprecated))} only configured the "
-                    "optimizers SAC used to build; with an optimizer given, set "
-                    "them on it and pass alpha=EntropyCoefficient(initial, learn=...)"
-                )
-            alpha = check_alpha(alpha, parameter.device)
-            check_sac_optimizer(optimizer, agent, alpha)
-            self._optimizers = [optimizer]
+        alpha = check_alpha(alpha, parameter.device)
+        check_sac_optimizer(optimizer, agent, alpha)
+        self._optimizers = [optimizer]
         self.optimizer = optimizer
         self.entropy_coefficient = alpha
         self.log_alpha = alpha.log_alpha

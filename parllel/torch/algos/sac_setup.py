@@ -1,10 +1,9 @@
 """SAC's set-up: the entropy coefficient (alpha), the optimizer SAC usually
-trains with, the checks of both, and the deprecated self-built optimizers."""
+trains with, and the checks of both."""
 
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import torch
@@ -14,16 +13,6 @@ from parllel.errors import ConfigError
 from parllel.torch.algos.off_policy import adam
 
 __all__ = ["EntropyCoefficient", "build_sac_optimizer"]
-
-#: ``SAC`` keywords that configured the optimizers SAC used to build.
-DEPRECATED_KEYWORDS = (
-    "learning_rate",
-    "initial_alpha",
-    "learn_alpha",
-    "actor_optimizer",
-    "critic_optimizer",
-    "alpha_optimizer",
-)
 
 
 class EntropyCoefficient(nn.Module):
@@ -143,56 +132,3 @@ def check_sac_optimizer(optimizer: Any, agent: Any, alpha: EntropyCoefficient) -
             "build_sac_optimizer(agent, alpha, learning_rate), or give it every "
             "parameter of the actor, the critic and a learned alpha"
         )
-
-
-def deprecated_sac_optimizers(
-    agent: Any,
-    alpha: EntropyCoefficient | float | None,
-    device: torch.device,
-    *,
-    learning_rate: float = 3e-4,
-    initial_alpha: float | None = None,
-    learn_alpha: bool = True,
-    actor_optimizer: torch.optim.Optimizer | None = None,
-    critic_optimizer: torch.optim.Optimizer | None = None,
-    alpha_optimizer: torch.optim.Optimizer | None = None,
-) -> tuple[EntropyCoefficient, list[torch.optim.Optimizer]]:
-    """Alpha and the optimizers ``SAC(agent, learning_rate=...)`` built (deprecated).
-
-    Without any of the three optimizers: one :func:`build_sac_optimizer`.
-    Otherwise the missing ones are fused Adams over their parameters.
-    """
-    warnings.warn(
-        "SAC() building its own optimizers is deprecated and will be removed in "
-        "the next release; pass SAC(agent, build_sac_optimizer(agent, alpha, "
-        "learning_rate), alpha) with alpha = EntropyCoefficient(initial_alpha)",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    if not (learning_rate > 0 and math.isfinite(learning_rate)):
-        raise ConfigError(f"learning_rate must be positive; got {learning_rate}")
-    if alpha is not None and initial_alpha is not None:
-        raise ConfigError("SAC(): give alpha or initial_alpha, not both")
-    if alpha is None:
-        initial = 1.0 if initial_alpha is None else initial_alpha
-        if not (initial > 0 and math.isfinite(initial)):
-            raise ConfigError(f"initial_alpha must be positive; got {initial}")
-        alpha = EntropyCoefficient(initial, learn=learn_alpha).to(device)
-    elif not isinstance(alpha, EntropyCoefficient):
-        alpha = EntropyCoefficient(float(alpha), learn=False).to(device)
-    if actor_optimizer is None and critic_optimizer is None and alpha_optimizer is None:
-        return alpha, [build_sac_optimizer(agent, alpha, learning_rate)]
-    actor_optimizer = actor_optimizer or adam(agent.actor.parameters(), learning_rate)
-    critic_optimizer = critic_optimizer or adam(
-        agent.critic.parameters(), learning_rate
-    )
-    alpha_optimizer = (
-        (alpha_optimizer or adam([alpha.log_alpha], learning_rate))
-        if alpha.learnable
-        else None
-    )
-    optimizers: list[torch.optim.Optimizer] = []
-    for optimizer in (critic_optimizer, actor_optimizer, alpha_optimizer):
-        if optimizer is not None and all(optimizer is not o for o in optimizers):
-            optimizers.append(optimizer)
-    return alpha, optimizers
