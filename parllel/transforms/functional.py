@@ -202,9 +202,10 @@ def normalize_advantage(
 ) -> np.ndarray:
     """Standardize advantages in place, optionally only over valid steps.
 
-    ``a <- (a - mean) / (std + epsilon)`` with mean and std (``ddof=0``) over
-    all entries, or over the entries where ``valid`` is True (the others are
-    left untouched).
+    ``a <- (a - mean) / (std + epsilon)`` with the mean and the sample std
+    (``ddof=1``, as SB3 and CleanRL) over all entries, or over the entries
+    where ``valid`` is True (the others are left untouched). Fewer than two
+    entries are left as they are.
 
     Args:
         advantage: ``[T, B, *F]`` float advantages (modified in place).

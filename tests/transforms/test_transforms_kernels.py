@@ -211,9 +211,17 @@ def test_normalize_advantage_matches_numpy(batch, use_mask):
         )
     normalize_advantage(adv, valid, epsilon=1e-8)
     selected = original[mask].astype(np.float64)
-    expected = (selected - selected.mean()) / (selected.std() + 1e-8)
+    expected = ref_normalized(selected)
     np.testing.assert_allclose(adv[mask], expected, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(adv[~mask], original[~mask])
+
+
+def ref_normalized(x):
+    """The plain reference: SB3's ``(a - a.mean()) / (a.std() + 1e-8)`` with the
+    sample std (``ddof=1``); fewer than two entries unchanged."""
+    if x.size < 2:
+        return x
+    return (x - x.mean()) / (x.std(ddof=1) + 1e-8)
 
 
 def ref_valid(done):

@@ -90,7 +90,7 @@ def test_pipeline_runs_and_keeps_shared_storage():
         valid, valid_mask(nd(tree.terminated), nd(tree.truncated))
     )
     adv = nd(tree.advantage)[valid].astype(np.float64)
-    assert abs(adv.mean()) < 1e-5 and abs(adv.std() - 1) < 1e-4
+    assert abs(adv.mean()) < 1e-5 and abs(adv.std(ddof=1) - 1) < 1e-4
     state = pipeline.state_dict()
     assert list(state) == [
         "0.ComputeValidMask", "1.ClipRewards", "2.NormalizeRewards",

@@ -100,7 +100,7 @@ def test_custom_fields_and_pipeline():
     )  # fmt: skip
     np.testing.assert_array_equal(nd(tree.return_), expected_return)
     advantage = nd(tree.advantage)
-    assert abs(advantage.mean()) < 1e-5 and abs(advantage.std() - 1) < 1e-3
+    assert abs(advantage.mean()) < 1e-5 and abs(advantage.std(ddof=1) - 1) < 1e-3
 
 
 @pytest.mark.parametrize(

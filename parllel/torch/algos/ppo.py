@@ -29,6 +29,20 @@ def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return total.sum() / mask.sum().clamp(min=1).to(x.dtype)
 
 
+def _normalized(advantage: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``(a - mean) / (std + 1e-8)`` over the valid entries, with the sample std
+    (``ddof=1``) as SB3 and CleanRL; fewer than two entries stay as they are."""
+    n = (
+        torch.tensor(advantage.numel(), dtype=advantage.dtype, device=advantage.device)
+        if mask is None
+        else mask.sum().to(advantage.dtype)
+    )
+    mean = _masked_mean(advantage, mask)
+    bessel = n / (n - 1).clamp(min=1)
+    std = (_masked_mean((advantage - mean).pow(2), mask) * bessel).sqrt()
+    return torch.where(n > 1, (advantage - mean) / (std + 1e-8), advantage)
+
+
 def _explained_variance(
     prediction: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None
 ) -> float:
@@ -380,9 +394,7 @@ class PPO:
                 for x in (advantage, return_, old_log_prob, old_value)
             )
         if self.normalize_advantage:
-            mean = _masked_mean(advantage, mask)
-            std = _masked_mean((advantage - mean).pow(2), mask).sqrt()
-            advantage = (advantage - mean) / (std + 1e-8)
+            advantage = _normalized(advantage, mask)
 
         log_ratio = evaluation.log_prob - old_log_prob
         ratio = log_ratio.exp()

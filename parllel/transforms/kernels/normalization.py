@@ -129,9 +129,10 @@ def normalize_advantage_kernel(
 ) -> None:
     """Standardize ``advantage`` in place: ``(a - mean) / (std + epsilon)``.
 
-    Mean and std (``ddof=0``) are taken over all entries, or only over those
-    whose ``mask`` is True if ``use_mask``; only those entries are rewritten.
-    Nothing changes if no entry is selected.
+    Mean and std are taken over all entries, or only over those whose ``mask``
+    is True if ``use_mask``; only those entries are rewritten. The std is the
+    sample std (``ddof=1``, as SB3's and CleanRL's ``advantages.std()``).
+    Nothing changes if fewer than two entries are selected.
 
     Args:
         advantage: ``[T, M]`` advantages (updated).
@@ -150,7 +151,7 @@ def normalize_advantage_kernel(
                 continue
             total += advantage[t, m]
             n += 1.0
-    if n == 0.0:
+    if n < 2.0:
         return
     mean = total / n
     sq = 0.0
@@ -160,7 +161,7 @@ def normalize_advantage_kernel(
                 continue
             d = advantage[t, m] - mean
             sq += d * d
-    scale = 1.0 / (np.sqrt(sq / n) + epsilon)
+    scale = 1.0 / (np.sqrt(sq / (n - 1.0)) + epsilon)
     for t in range(n_steps):
         for m in range(n_columns):
             if use_mask and not mask[t, m // k]:
