@@ -1,37 +1,38 @@
-"""Time to solve CartPole-v1: parllel PPO (synchronous and asynchronous) vs Stable-Baselines3 PPO.
+"""Steps and wall time to solve CartPole-v1: parllel PPO vs Stable-Baselines3 PPO, over many seeds.
 
-Three contenders with the same hyperparameters: ``ours`` (parllel, sampling
-and learning take turns), ``ours_async`` (parllel with a background sampler,
-``--max-lag`` 1: the next batch is collected while PPO trains on this one)
-and ``sb3``.
+Contenders with the same hyperparameters: ``ours`` (parllel, sampling and
+learning take turns) and ``sb3``; ``--async`` adds ``ours_async`` (parllel
+with a background sampler, ``--max-lag`` 1: the next batch is collected
+while PPO trains on this one).
 
 Both sides: 8 envs, 32 steps per env per batch (256 samples), one minibatch
 of 256, 20 epochs, gamma 0.98, GAE lambda 0.8, learning rate 1e-3 and clip
-range 0.2 both decaying linearly to 0, advantages normalized, value loss
-coefficient 0.5 on the MSE, gradient norm clipped at 0.5, no entropy bonus,
-separate 64x64 tanh policy and value networks initialized like SB3's
-(orthogonal, gains sqrt(2) / 0.01 / 1), Adam with eps 1e-5 (SB3's default for
-PPO; ``--fused-adam`` switches both sides to torch's fused Adam), 100k env
-steps, torch pinned to one thread, seeds 0, 1, 2.
+range 0.2 both decaying linearly to 0 over 100k steps, advantages normalized
+(sample std), value loss coefficient 0.5 on the MSE, gradient norm clipped at
+0.5, no entropy bonus, separate 64x64 tanh policy and value networks
+initialized like SB3's (orthogonal, gains sqrt(2) / 0.01 / 1), Adam with eps
+1e-5 (SB3's default for PPO; ``--fused-adam`` switches both sides to torch's
+fused Adam), torch pinned to one thread. Seeds 0 .. ``--seeds`` - 1 (20 by
+default), the contenders interleaved per seed so they see the same load.
 
 Evaluation: after every update that crosses a multiple of 5,000 env steps
-(i.e. at the same batch boundaries, 5,120, 10,240, ... on both sides) and
-at the end, 10 deterministic episodes on 10 separate envs (one episode
-each). ``time to 475`` is the training wall-clock time, from the start of
-training (envs and model already built) to the end of the update after
-which the evaluation first reached a mean return >= 475, minus all the time
-spent evaluating; ``steps to 475`` is the env-step count of that
-evaluation. Medians over the seeds (``null`` if the median seed never got
-there). parllel uses serial cages (measured faster than worker processes
-for CartPole on 2 cores; ``--parallel process`` to compare).
+(the same batch boundaries, 5,120, 10,240, ... on both sides), 10
+deterministic episodes on 10 separate envs (one episode each). A run stops at
+the first evaluation with a mean return >= 475 (``--full``: trains all 100k
+steps) or at 100k steps; one that never got there counts as ``inf`` steps.
+Per run: **steps to 475** (the env steps of that evaluation) and **wall time
+per 100k steps** (training wall clock, evaluations excluded, over the env
+steps trained until then).
 
-Last line: one JSON object with ``ours_time_to_475_s``,
-``ours_async_time_to_475_s``, ``sb3_time_to_475_s``, ``time_to_475_ratio``
-(the faster parllel contender / SB3), ``async_time_to_475_vs_sync`` and
-``async_steps_to_475_vs_sync`` (ours_async / ours), ``ours_steps_to_475``,
-``sb3_steps_to_475``, ``ours_final_return`` (median final eval return) and
-per-seed details, ``total_train_ratio`` (median training time for all 100k
-steps, ours / SB3) and the load average at start and end. Usage: python benchmarks/train_cartpole.py [--quick]
+Per contender the median over seeds; against SB3 the ratio of medians with a
+95% percentile-bootstrap interval (seeds resampled per contender). "Fewer
+steps" or "faster" is claimed only where the interval excludes 1.
+
+Last line: one JSON object with ``steps_to_475_median_ratio``,
+``steps_to_475_ratio_ci`` ([low, high]), ``wall_per_step_ratio``,
+``wall_per_step_ratio_ci``, ``seeds``, the medians and per-seed figures of
+each contender and, with ``--async``, the same ratios for ``ours_async``.
+Usage: python benchmarks/train_cartpole.py [--quick] [--seeds N] [--async]
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
+from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 
 from parllel.cages import EnvSpaces  # noqa: E402
 from parllel.patterns import (  # noqa: E402
@@ -108,6 +110,17 @@ class Curve:
                 return steps, seconds
         return None, math.inf
 
+    def solved(self) -> bool:
+        return bool(self.points) and self.points[-1][2] >= SOLVED
+
+    def seconds_per_100k(self) -> float:
+        """Training seconds per 100k env steps, up to the solving evaluation
+        (or the last one)."""
+        steps, seconds = self.first_solved()
+        if steps is None:
+            steps, seconds = self.points[-1][0], self.points[-1][1]
+        return seconds / steps * 100_000
+
 
 # -- parllel -----------------------------------------------------------------
 
@@ -121,10 +134,14 @@ class _StartClock(Callback):
 
 
 class _TimedEvalSampler:
-    """Wraps an EvalSampler: its time is excluded, its result recorded."""
+    """Wraps an EvalSampler: its time is excluded, its result recorded; with
+    ``stop_when_solved`` the run stops at the first solving evaluation."""
 
-    def __init__(self, sampler: Any, curve: Curve, runner_ref: list) -> None:
+    def __init__(
+        self, sampler: Any, curve: Curve, runner_ref: list, stop_when_solved: bool
+    ) -> None:
         self.sampler, self.curve, self.runner_ref = sampler, curve, runner_ref
+        self.stop_when_solved = stop_when_solved
 
     def collect(self) -> list:
         train_seconds = self.curve.train_seconds()
@@ -142,6 +159,8 @@ class _TimedEvalSampler:
             (self.runner_ref[0].env_steps, train_seconds, mean_return)
         )
         self.curve.eval_seconds += time.perf_counter() - start
+        if self.stop_when_solved and self.curve.solved():
+            self.runner_ref[0].request_stop()
         return trajs
 
 
@@ -182,7 +201,12 @@ def build_sampler(
 
 
 def run_parllel(
-    seed: int, hp: dict, parallel: str, fused_adam: bool, max_lag: int | None = None
+    seed: int,
+    hp: dict,
+    parallel: str,
+    fused_adam: bool,
+    stop_when_solved: bool,
+    max_lag: int | None = None,
 ) -> Curve:
     """One training run; with ``max_lag`` the sampler runs in a background
     process (asynchronous sampling) with that lag bound."""
@@ -233,7 +257,9 @@ def run_parllel(
         sampler,
         ppo,
         hp["total_steps"],
-        eval_sampler=_TimedEvalSampler(eval_sampler, curve, runner_ref),
+        eval_sampler=_TimedEvalSampler(
+            eval_sampler, curve, runner_ref, stop_when_solved
+        ),
         eval_interval_steps=hp["eval_interval"],
         callbacks=[_StartClock(curve)],
         publisher=publisher,
@@ -255,7 +281,7 @@ def run_parllel(
 # -- Stable-Baselines3 -----------------------------------------------------------
 
 
-def run_sb3(seed: int, hp: dict, fused_adam: bool) -> Curve:
+def run_sb3(seed: int, hp: dict, fused_adam: bool, stop_when_solved: bool) -> Curve:
     from stable_baselines3 import PPO as SB3PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -291,11 +317,12 @@ def run_sb3(seed: int, hp: dict, fused_adam: bool) -> Curve:
                 self._evaluate()
 
         def _on_step(self) -> bool:
-            return True
+            return not (stop_when_solved and curve.solved())
 
         def _on_training_end(self) -> None:
             if not curve.points or curve.points[-1][0] != self.num_timesteps:
-                self._evaluate()
+                if not curve.solved():
+                    self._evaluate()
 
     env = make_vec_env(ENV_ID, n_envs=hp["n_envs"], seed=seed)
     lr, clip = hp["learning_rate"], hp["clip_range"]
@@ -324,43 +351,60 @@ def run_sb3(seed: int, hp: dict, fused_adam: bool) -> Curve:
 # -- summary ---------------------------------------------------------------------
 
 
-def _median(values: list[float]) -> float | None:
-    value = statistics.median(values)
-    return None if math.isinf(value) else round(value, 3)
-
-
 def summarize(name: str, curves: list[Curve]) -> dict[str, Any]:
-    firsts = [curve.first_solved() for curve in curves]
-    steps = [math.inf if s is None else s for s, _ in firsts]
-    seconds = [t for _, t in firsts]
+    """Medians and per-seed figures of one contender."""
+    steps = [
+        math.inf if c.first_solved()[0] is None else c.first_solved()[0] for c in curves
+    ]
+    per_100k = [c.seconds_per_100k() for c in curves]
     return {
-        f"{name}_time_to_475_s": _median(seconds),
-        f"{name}_steps_to_475": _median(steps),
-        f"{name}_final_return": statistics.median(c.points[-1][2] for c in curves),
-        f"{name}_total_train_s": round(
-            statistics.median(c.points[-1][1] for c in curves), 3
-        ),
+        f"{name}_steps_to_475_median": finite_or_none(statistics.median(steps)),
+        f"{name}_seconds_per_100k_median": finite_or_none(statistics.median(per_100k)),
+        f"{name}_unsolved": sum(math.isinf(s) for s in steps),
         f"{name}_per_seed": [
             {
-                "steps_to_475": s,
-                "time_to_475_s": None if math.isinf(t) else round(t, 3),
-                "curve": [(n, round(t_, 3), round(r, 1)) for n, t_, r in c.points],
+                "steps_to_475": finite_or_none(s),
+                "seconds_per_100k": finite_or_none(w),
+                "curve": [(n, round(t, 3), round(r, 1)) for n, t, r in c.points],
             }
-            for (s, t), c in zip(firsts, curves)
+            for s, w, c in zip(steps, per_100k, curves)
         ],
+        f"_{name}_steps": steps,
+        f"_{name}_per_100k": per_100k,
     }
+
+
+def compare(result: dict[str, Any], name: str, prefix: str) -> None:
+    """Ratios of ``name``'s medians to SB3's with their bootstrap intervals."""
+    for key, figure in (("steps_to_475", "steps"), ("wall_per_step", "per_100k")):
+        ratio, low, high = median_ratio_interval(
+            result[f"_{name}_{figure}"], result[f"_sb3_{figure}"]
+        )
+        label = f"{prefix}{key}"
+        result[
+            f"{label}_median_ratio" if key == "steps_to_475" else f"{label}_ratio"
+        ] = finite_or_none(ratio)
+        result[f"{label}_ratio_ci"] = [finite_or_none(low), finite_or_none(high)]
+        print(
+            f"{name} / sb3 {key}: {ratio:.3f} [{low:.3f}, {high:.3f}]: "
+            f"{verdict(low, high)}",
+            flush=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny run (seconds)")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--parallel", default="serial", choices=["serial", "process"])
     parser.add_argument(
-        "--only", choices=["ours", "ours_async", "sb3"], help="run one contender"
+        "--async", dest="with_async", action="store_true", help="add ours_async"
     )
     parser.add_argument(
         "--max-lag", type=int, default=1, help="policy lag bound of ours_async"
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="train all 100k steps, solved or not"
     )
     parser.add_argument(
         "--fused-adam", action="store_true", help="torch's fused Adam, both sides"
@@ -371,64 +415,44 @@ def main() -> None:
     hp = dict(HYPERPARAMETERS)
     if args.quick:
         hp.update(total_steps=1024, eval_interval=512, eval_episodes=2, epochs=2)
-        args.seeds = 1
+        args.seeds, args.with_async = 2, True
+    stop = not args.full
     result: dict[str, Any] = {
         "hyperparameters": hp,
         "parallel": args.parallel,
         "fused_adam": args.fused_adam,
+        "seeds": args.seeds,
+        "stop_when_solved": stop,
     }
     contenders = {
-        "ours": lambda seed: run_parllel(seed, hp, args.parallel, args.fused_adam),
-        "ours_async": lambda seed: run_parllel(
-            seed, hp, args.parallel, args.fused_adam, max_lag=args.max_lag
+        "ours": lambda seed: run_parllel(
+            seed, hp, args.parallel, args.fused_adam, stop
         ),
-        "sb3": lambda seed: run_sb3(seed, hp, args.fused_adam),
+        "sb3": lambda seed: run_sb3(seed, hp, args.fused_adam, stop),
     }
-    result["max_lag"] = args.max_lag
+    if args.with_async:
+        contenders["ours_async"] = lambda seed: run_parllel(
+            seed, hp, args.parallel, args.fused_adam, stop, max_lag=args.max_lag
+        )
+        result["max_lag"] = args.max_lag
+    curves: dict[str, list[Curve]] = {name: [] for name in contenders}
     for seed in range(args.seeds):
         for name, run in contenders.items():
-            if args.only in (None, name):
-                result.setdefault(f"_{name}", []).append(run(seed))
-                print(
-                    f"{name} seed {seed}: {result[f'_{name}'][-1].points}", flush=True
-                )
-    for name in contenders:
-        if f"_{name}" in result:
-            result.update(summarize(name, result.pop(f"_{name}")))
-    ours = [
-        t
-        for t in (
-            result.get("ours_time_to_475_s"),
-            result.get("ours_async_time_to_475_s"),
-        )
-        if t is not None
-    ]
-    sb3 = result.get("sb3_time_to_475_s")
-    # the best parllel contender against SB3
-    result["time_to_475_ratio"] = round(min(ours) / sb3, 3) if ours and sb3 else None
-    sync, asynchronous = (
-        result.get("ours_time_to_475_s"),
-        result.get("ours_async_time_to_475_s"),
-    )
-    result["async_time_to_475_vs_sync"] = (
-        round(asynchronous / sync, 3) if sync and asynchronous is not None else None
-    )
-    sync_steps, async_steps = (
-        result.get("ours_steps_to_475"),
-        result.get("ours_async_steps_to_475"),
-    )
-    result["async_steps_to_475_vs_sync"] = (
-        round(async_steps / sync_steps, 3)
-        if sync_steps and async_steps is not None
-        else None
-    )
-    ours_total, sb3_total = (
-        result.get("ours_total_train_s"),
-        result.get("sb3_total_train_s"),
-    )
-    result["total_train_ratio"] = (
-        round(ours_total / sb3_total, 3) if ours_total and sb3_total else None
-    )
+            curve = run(seed)
+            curves[name].append(curve)
+            steps, _ = curve.first_solved()
+            print(
+                f"{name} seed {seed}: steps to 475 {steps}, "
+                f"{curve.seconds_per_100k():.1f} s per 100k steps",
+                flush=True,
+            )
+    for name, runs in curves.items():
+        result.update(summarize(name, runs))
+    compare(result, "ours", "")
+    if args.with_async:
+        compare(result, "ours_async", "async_")
+    for key in [k for k in result if k.startswith("_")]:
+        del result[key]
     result["load_average_start_end"] = [load_start, list(os.getloadavg())]
     print_result(result)
 
