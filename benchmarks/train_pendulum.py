@@ -14,12 +14,17 @@ evaluation whose mean return is >= -200, minus the time spent in all
 evaluations up to then (measured around each evaluation, identically for
 both). Steps are the env steps at that evaluation. A run stops there (or at
 20k steps if it never gets there; then it counts as 20k steps and its full
-training time). Each figure is the mean over 3 seeds, ours and SB3
-interleaved per seed so both see the same machine load.
+training time). Each figure is the median over 20 seeds (``--seeds``), ours
+and SB3 interleaved per seed so both see the same machine load; a run that
+never gets there counts as never (``inf``). Ratios (ours / SB3) come with 95%
+percentile-bootstrap intervals (seeds resampled per side); only an interval
+that excludes 1 says "faster" or "fewer steps".
 
 Last line: one JSON object with ``ours_time_to_m200_s``,
 ``sb3_time_to_m200_s``, ``time_to_m200_ratio`` (ours / SB3),
-``ours_steps_to_m200``, ``sb3_steps_to_m200`` and per-seed details. SB3
+``steps_to_m200_ratio``, ``ms_per_step_ratio`` (each with ``_ci``, [low,
+high]), ``ours_steps_to_m200``, ``sb3_steps_to_m200``, ``seeds`` and
+per-seed details. SB3
 figures are null when stable-baselines3 is not installed (``pip install
 -e .[bench]``). Usage: python benchmarks/train_pendulum.py [--quick]
 """
@@ -27,6 +32,7 @@ figures are null when stable-baselines3 is not installed (``pip install
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -39,6 +45,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
+from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 
 from parllel.patterns import (  # noqa: E402
     build_cages,
@@ -246,7 +253,7 @@ def _result(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=20)
     args = parser.parse_args()
     pin_threads()
     h = dict(HYPER)
@@ -264,35 +271,60 @@ def main() -> None:
             sb3.append(theirs)
             print(f"seed {seed} sb3  {theirs}", file=sys.stderr, flush=True)
 
-    def mean(runs: list[dict[str, Any]], key: str) -> float | None:
-        return round(statistics.mean(r[key] for r in runs), 2) if runs else None
+    def median(runs: list[dict[str, Any]], key: str) -> float | None:
+        return round(statistics.median(r[key] for r in runs), 2) if runs else None
 
-    ours_time, sb3_time = mean(ours, "seconds"), mean(sb3, "seconds")
-    print_result(
-        {
-            "ours_time_to_m200_s": ours_time,
-            "sb3_time_to_m200_s": sb3_time,
+    # a run that never reached -200 counts as never (inf steps and seconds)
+    def to_target(runs: list[dict[str, Any]], key: str) -> list[float]:
+        return [r[key] if r["reached"] else math.inf for r in runs]
+
+    result: dict[str, Any] = {
+        "ours_time_to_m200_s": finite_or_none(
+            statistics.median(to_target(ours, "seconds")), 2
+        ),
+        "ours_steps_to_m200": finite_or_none(
+            statistics.median(to_target(ours, "steps"))
+        ),
+        "ours_ms_per_step": round(
+            1e3 * statistics.median(r["seconds"] / r["steps"] for r in ours), 3
+        ),
+        "ours_reached": [r["reached"] for r in ours],
+        "ours_steps_per_seed": [r["steps"] for r in ours],
+        "sb3_reached": [r["reached"] for r in sb3],
+        "sb3_steps_per_seed": [r["steps"] for r in sb3],
+        "seeds": n_seeds,
+        "quick": args.quick,
+    }
+    for key in ("time_to_m200_ratio", "steps_to_m200_ratio", "ms_per_step_ratio"):
+        result[key], result[f"{key}_ci"] = None, [None, None]
+    result.update(sb3_time_to_m200_s=None, sb3_steps_to_m200=None, sb3_ms_per_step=None)
+    if sb3:
+        result["sb3_time_to_m200_s"] = finite_or_none(
+            statistics.median(to_target(sb3, "seconds")), 2
+        )
+        result["sb3_steps_to_m200"] = finite_or_none(
+            statistics.median(to_target(sb3, "steps"))
+        )
+        result["sb3_ms_per_step"] = round(
+            1e3 * statistics.median(r["seconds"] / r["steps"] for r in sb3), 3
+        )
+        pairs = {
             "time_to_m200_ratio": (
-                round(ours_time / sb3_time, 3) if sb3_time else None
+                to_target(ours, "seconds"),
+                to_target(sb3, "seconds"),
             ),
-            "ours_steps_to_m200": mean(ours, "steps"),
-            "sb3_steps_to_m200": mean(sb3, "steps"),
-            "ours_ms_per_step": round(
-                1e3 * statistics.mean(r["seconds"] / r["steps"] for r in ours), 3
+            "steps_to_m200_ratio": (to_target(ours, "steps"), to_target(sb3, "steps")),
+            "ms_per_step_ratio": (
+                [r["seconds"] / r["steps"] for r in ours],
+                [r["seconds"] / r["steps"] for r in sb3],
             ),
-            "sb3_ms_per_step": (
-                round(1e3 * statistics.mean(r["seconds"] / r["steps"] for r in sb3), 3)
-                if sb3
-                else None
-            ),
-            "ours_reached": [r["reached"] for r in ours],
-            "sb3_reached": [r["reached"] for r in sb3],
-            "ours_steps_per_seed": [r["steps"] for r in ours],
-            "sb3_steps_per_seed": [r["steps"] for r in sb3],
-            "seeds": n_seeds,
-            "quick": args.quick,
         }
-    )
+        for key, (a, b) in pairs.items():
+            ratio, low, high = median_ratio_interval(a, b)
+            result[key] = finite_or_none(ratio)
+            result[f"{key}_ci"] = [finite_or_none(low), finite_or_none(high)]
+            print(f"{key}: {ratio:.3f} [{low:.3f}, {high:.3f}]: {verdict(low, high)}")
+    print_result(result)
 
 
 if __name__ == "__main__":
