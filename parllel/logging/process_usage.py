@@ -1,19 +1,19 @@
-"""CPU and resident memory of a process and its descendants, read from ``/proc``.
+"""CPU and resident memory of a process and its descendants, through psutil.
 
 Used by the dashboard to show what a run costs: the training process plus
-its env worker processes (and any background sampler). No extra package:
-on Linux the numbers come from ``/proc/<pid>/stat``; elsewhere only the
-process itself is measured, through :mod:`resource`.
+its env worker processes (and any background sampler). psutil comes with the
+``logging`` extra.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
+from typing import Any
+
+from parllel.errors import MissingDependencyError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,8 +23,7 @@ class ProcessSnapshot:
     Attributes:
         cpu_seconds: user plus system CPU time of every process in the tree
             (including the children they have reaped).
-        rss_bytes: summed resident memory; on systems without ``/proc``, the
-            peak resident memory of the process itself.
+        rss_bytes: summed resident memory.
         processes: how many processes were counted.
         at: the clock reading the snapshot was taken at, in seconds.
     """
@@ -52,73 +51,49 @@ class ProcessUsage:
     cores: int
 
 
-def _parse_stat(text: str) -> tuple[int, float, int] | None:
-    """``(ppid, cpu_ticks, rss_pages)`` from the text of ``/proc/<pid>/stat``.
-
-    The command name (second field) may hold spaces and parentheses: the
-    fields are counted from its last ``)``.
-    """
-    end = text.rfind(")")
-    if end < 0:
-        return None
-    fields = text[end + 1 :].split()
-    if len(fields) < 22:
-        return None
-    # fields[0] is field 3 of stat(5): ppid is 4, utime..cstime 14..17, rss 24
-    ppid = int(fields[1])
-    ticks = sum(int(field) for field in fields[11:15])
-    return ppid, float(ticks), int(fields[21])
+def _psutil() -> Any:
+    """The psutil module (the ``logging`` extra), or a clear error without it."""
+    try:
+        import psutil
+    except ImportError as error:
+        raise MissingDependencyError(
+            "measuring a run's CPU and memory (the dashboard's system line) needs "
+            "the 'psutil' package: pip install psutil, or pip install "
+            "'parllel[logging]' (or build the Dashboard with system=False)"
+        ) from error
+    return psutil
 
 
-def read_process_tree(
-    pid: int, proc_root: str | os.PathLike[str] = "/proc"
-) -> tuple[float, int, int] | None:
-    """CPU ticks, resident pages and process count of ``pid`` and its descendants.
+def read_process_tree(pid: int) -> tuple[float, int, int] | None:
+    """CPU seconds, resident bytes and process count of ``pid`` and its descendants.
 
-    Reads every ``<proc_root>/<n>/stat`` once. Processes that exit while
-    the directory is read are skipped.
-
-    Args:
-        pid: the root of the tree.
-        proc_root: where procfs is mounted (a test may pass a fake tree).
+    CPU seconds are user plus system time, with the children each process has
+    reaped. Processes that exit while the tree is read are skipped.
 
     Returns:
-        ``(cpu_ticks, rss_pages, processes)``, or None if ``pid`` is not found.
+        ``(cpu_seconds, rss_bytes, processes)``, or None if ``pid`` is gone.
     """
-    root = Path(proc_root)
-    stats: dict[int, tuple[int, float, int]] = {}
-    children: dict[int, list[int]] = {}
+    psutil = _psutil()
     try:
-        entries = list(os.scandir(root))
-    except OSError:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return None
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
+    seconds, rss, count = 0.0, 0, 0
+    for process in processes:
         try:
-            parsed = _parse_stat((root / entry.name / "stat").read_text())
-        except (OSError, ValueError):
-            continue  # exited meanwhile, or not readable
-        if parsed is None:
-            continue
-        number = int(entry.name)
-        stats[number] = parsed
-        children.setdefault(parsed[0], []).append(number)
-    if pid not in stats:
-        return None
-    ticks, pages, count = 0.0, 0, 0
-    todo, seen = [pid], set()
-    while todo:
-        current = todo.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        _, current_ticks, current_pages = stats[current]
-        ticks += current_ticks
-        pages += current_pages
+            with process.oneshot():
+                times = process.cpu_times()
+                memory = process.memory_info()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            if process is root:
+                return None
+            continue  # exited while the tree was read
+        seconds += times.user + times.system + times.children_user
+        seconds += times.children_system
+        rss += memory.rss
         count += 1
-        todo.extend(children.get(current, ()))
-    return ticks, pages, count
+    return seconds, rss, count
 
 
 class ProcessMonitor:
@@ -134,52 +109,26 @@ class ProcessMonitor:
     Args:
         pid: the root process; ``os.getpid()`` if None.
         clock: wall-clock seconds (monotonic).
-        proc_root: where procfs is mounted; without it (not Linux) only the
-            process itself is measured, with :mod:`resource`.
     """
 
     def __init__(
-        self,
-        pid: int | None = None,
-        *,
-        clock: Callable[[], float] | None = None,
-        proc_root: str | os.PathLike[str] = "/proc",
+        self, pid: int | None = None, *, clock: Callable[[], float] | None = None
     ) -> None:
         self.pid = os.getpid() if pid is None else int(pid)
         self.clock = clock if clock is not None else time.monotonic
-        self.proc_root = Path(proc_root)
-        self.use_proc = (self.proc_root / str(self.pid) / "stat").exists()
         self.cores = os.cpu_count() or 1
+        _psutil()  # refuse at construction, not at the first sample
         self._previous = self.snapshot()
 
     def snapshot(self) -> ProcessSnapshot | None:
-        """The tree's CPU seconds and memory now (None if it cannot be read)."""
+        """The tree's CPU seconds and memory now (None if the process is gone)."""
         now = self.clock()
-        if self.use_proc:
-            tree = read_process_tree(self.pid, self.proc_root)
-            if tree is None:
-                return None
-            ticks, pages, count = tree
-            return ProcessSnapshot(
-                cpu_seconds=ticks / os.sysconf("SC_CLK_TCK"),
-                rss_bytes=pages * os.sysconf("SC_PAGE_SIZE"),
-                processes=count,
-                at=now,
-            )
-        if self.pid != os.getpid():
+        tree = read_process_tree(self.pid)
+        if tree is None:
             return None
-        try:
-            import resource
-        except ImportError:  # pragma: no cover - Windows
-            return None
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        # ru_maxrss: kilobytes on Linux, bytes on macOS
-        scale = 1 if sys.platform == "darwin" else 1024
+        seconds, rss, count = tree
         return ProcessSnapshot(
-            cpu_seconds=usage.ru_utime + usage.ru_stime,
-            rss_bytes=int(usage.ru_maxrss) * scale,
-            processes=1,
-            at=now,
+            cpu_seconds=seconds, rss_bytes=rss, processes=count, at=now
         )
 
     def sample(self) -> ProcessUsage | None:

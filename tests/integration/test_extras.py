@@ -314,7 +314,16 @@ def closure(names: set[str]) -> set[str]:
 
 
 def extra_packages(extra: str) -> set[str]:
-    return requirement_names(pyproject()["project"]["optional-dependencies"][extra])
+    """The distributions ``extra`` requires, with parllel's own extras it names
+    (``parllel[logging,plot]``) expanded."""
+    specs = pyproject()["project"]["optional-dependencies"][extra]
+    names = requirement_names(specs) - {"parllel"}
+    for spec in specs:
+        requirement = requirements.Requirement(spec)
+        if canonical(requirement.name) == "parllel":
+            for own in requirement.extras:
+                names |= extra_packages(own)
+    return names
 
 
 def blocked_names(extras: tuple[str, ...]) -> list[str]:
