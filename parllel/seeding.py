@@ -16,9 +16,10 @@ decorrelation       ``(5,)``             a sampler's random decorrelation action
 replay              ``(6,)``             a replay buffer's sampling generator
 ==================  ===================  ==========================================
 
-An env's own seed in turn seeds its action space (key ``(7,)`` under the env's
-seed) and, should its worker process die and be restarted, its fresh envs
-(key ``(8, restart)``). Children are statistically independent, and env
+Every seed is in ``[0, 2**31)`` (:func:`derive_seed`): envs written in C++
+that take a signed 32-bit seed accept it. An env's own seed in turn seeds its
+action space (key ``(7,)`` under the env's seed) and, should its worker
+process die and be restarted, its fresh envs (key ``(8, restart)``). Children are statistically independent, and env
 ``i``'s seed depends only on the master seed and ``i``: adding envs does not
 change the seeds of the existing ones. :class:`Seeds` holds them all as plain
 ints (what a run records in ``metadata.json``), and the cages compute the very
@@ -53,15 +54,23 @@ class Stream(enum.IntEnum):
     RESTART = 8  # under an env's own seed: (8, restart number)
 
 
+#: Every derived seed is below this: C++ envs (e.g. hanabi) take a signed
+#: 32-bit seed and refuse larger ones.
+SEED_LIMIT = 2**31
+
+
 def derive_seed(entropy: int, *spawn_key: int) -> int:
-    """The 32-bit seed of ``SeedSequence(entropy, spawn_key=spawn_key)``.
+    """The seed of ``SeedSequence(entropy, spawn_key=spawn_key)``, in ``[0, 2**31)``.
+
+    The sequence's first 32-bit word with its top bit cleared, so a signed
+    32-bit int holds it (a word below ``2**31`` is its own seed).
 
     Example:
         >>> derive_seed(1234, Stream.ENVS, 0) == Seeds.from_master(1234, 1).envs[0]
         True
     """
     sequence = np.random.SeedSequence(int(entropy), spawn_key=tuple(spawn_key))
-    return int(sequence.generate_state(1, dtype=np.uint32)[0])
+    return int(sequence.generate_state(1, dtype=np.uint32)[0]) & (SEED_LIMIT - 1)
 
 
 def check_seed(name: str, seed: Any) -> int:
