@@ -20,6 +20,7 @@ from parllel.runtime import RunDirectory, Seeds
 from parllel.seeding import (
     Stream,
     action_space_seed,
+    actions_seed,
     derive_seed,
     resolve_env_seeds,
     restart_seed,
@@ -72,6 +73,7 @@ def master_streams(seeds: Seeds) -> list[int]:
         seeds.torch,
         seeds.decorrelation,
         seeds.replay,
+        seeds.actions,
         *seeds.envs,
         *seeds.eval_envs,
     ]
@@ -83,6 +85,7 @@ def test_every_stream_is_distinct(master, n_envs):
     seeds = Seeds.from_master(master, n_envs=n_envs, n_eval_envs=n_envs)
     derived = [action_space_seed(s) for s in (*seeds.envs, *seeds.eval_envs)]
     derived += [restart_seed(s, r) for s in seeds.envs for r in (1, 2)]
+    derived += [actions_seed(master, i) for i in range(1, n_envs)]  # Ray actors
     every = master_streams(seeds) + derived
     assert len(set(every)) == len(every)
 
@@ -199,7 +202,9 @@ def test_eval_seeds_missing_from_seeds_is_a_clear_error():
 def test_old_metadata_without_new_streams_reads_back():
     seeds = Seeds.from_master(11, n_envs=2)
     old = {
-        k: v for k, v in seeds.to_dict().items() if k not in ("decorrelation", "replay")
+        k: v
+        for k, v in seeds.to_dict().items()
+        if k not in ("decorrelation", "replay", "actions")
     }
     assert Seeds.from_dict(old) == seeds
 
@@ -224,6 +229,7 @@ def test_every_derived_seed_fits_a_signed_32_bit_int(master, n_envs):
     every += [action_space_seed(s) for s in (*seeds.envs, *seeds.eval_envs)]
     every += [restart_seed(s, r) for s in seeds.envs for r in (1, 2, 3)]
     every += list(resolve_env_seeds(master, range(n_envs)) or ())
+    every += [actions_seed(master, i) for i in range(n_envs)]
     assert all(0 <= s < 2**31 for s in every)
 
 
@@ -260,4 +266,6 @@ def test_seed_derivations_are_pinned():
         seeds.eval_envs[0],
     ) == PINNED_1234
     assert Seeds.from_master(1234, n_envs=3, n_eval_envs=1) == seeds
-    assert action_space_seed(seeds.envs[0]) == action_space_seed(seeds.envs[0])
+    assert seeds.actions == actions_seed(1234, 0) == 705500170
+    assert action_space_seed(seeds.envs[0]) == 63904229
+    assert restart_seed(seeds.envs[0], 1) == 131012918

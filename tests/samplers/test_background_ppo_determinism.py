@@ -12,6 +12,11 @@ import torch
 
 from parllel import fields
 from parllel.samplers.background import BackgroundSampler
+from parllel.samplers.background_process import (
+    ACTION_GENERATOR,
+    load_sampler_state,
+    sampler_state,
+)
 from tests.helpers.ppo_determinism_helpers import (
     build_agent,
     build_ppo,
@@ -22,7 +27,8 @@ from tests.helpers.ppo_determinism_helpers import (
 SEED, BATCHES = 5, 4
 
 
-def synchronous_batches(minibatches: int) -> list[dict[str, np.ndarray]]:
+def synchronous_batches(minibatches: int) -> tuple[list, np.ndarray]:
+    """The batches and the state of the action generator after them."""
     sampler = build_ppo_sampler(SEED)
     try:
         ppo = build_ppo(sampler.handler.agent, minibatches)
@@ -31,14 +37,16 @@ def synchronous_batches(minibatches: int) -> list[dict[str, np.ndarray]]:
             tree, _ = sampler.collect_batch()
             batches.append(valid_fields(tree))
             ppo.optimize(tree)
-        return batches
+        return batches, sampler.handler.generator.get_state().numpy()
     finally:
         for cage in sampler.cages:
             cage.close()
         sampler.sample_tree.close()
 
 
-def background_batches(minibatches: int) -> list[dict[str, np.ndarray]]:
+def background_batches(minibatches: int) -> tuple[list, np.ndarray]:
+    """The batches and the action generator's state the background sampler
+    reports with its last batch (what a checkpoint saves)."""
     from parllel.torch.handler import TorchHandler
 
     agent = build_agent(SEED)  # the learner's global RNG as in the synchronous run
@@ -54,8 +62,9 @@ def background_batches(minibatches: int) -> list[dict[str, np.ndarray]]:
                 batch = background.collect_batch(learner.policy_version)
                 batches.append(valid_fields(batch.sample_tree))
                 ppo.optimize(batch.sample_tree)
+                generator_state = background.state_dict()[ACTION_GENERATOR]
                 learner.publish_weights()
-            return batches
+            return batches, generator_state
     finally:
         weights.close()
 
@@ -70,9 +79,10 @@ def test_ppo_with_4_minibatches_background_max_lag_0_equals_the_synchronous_run(
     """4 CartPoles x 32 steps, 2 epochs of 4 shuffled minibatches: every
     batch (observations, actions, log-probs, values, rewards, flags, the
     final observations of ended episodes) equals the synchronous run's."""
-    expected = synchronous_batches(minibatches=4)
-    actual = background_batches(minibatches=4)
+    expected, expected_generator = synchronous_batches(minibatches=4)
+    actual, actual_generator = background_batches(minibatches=4)
     assert_batches_equal(expected, actual)
+    np.testing.assert_array_equal(expected_generator, actual_generator)
     assert any(batch[fields.DONE].any() for batch in expected)  # resets covered
     # the weights did change: the batches are not all drawn by one policy
     assert not np.array_equal(
@@ -104,3 +114,18 @@ def test_actions_do_not_depend_on_the_global_torch_rng():
     quiet, drawing = actions(False), actions(True)
     for a, b in zip(quiet, drawing, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_sampler_state_carries_the_action_generator():
+    """What a background sampler or a Ray actor sends with each batch, and
+    loads on resume or restart: the generator continues where it stopped."""
+    sampler = build_ppo_sampler(SEED)
+    try:
+        state = sampler_state(sampler)
+        expected = torch.rand(5, generator=sampler.handler.generator)
+        load_sampler_state(sampler, state)
+        assert torch.equal(torch.rand(5, generator=sampler.handler.generator), expected)
+    finally:
+        for cage in sampler.cages:
+            cage.close()
+        sampler.sample_tree.close()
