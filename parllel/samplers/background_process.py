@@ -64,9 +64,7 @@ def _action_generator(sampler: Any) -> Any:
 def sampler_state(sampler: Any) -> dict[str, Any]:
     """``state_dict()`` of the sampler's transform and observation normalizer,
     and the state of the handler's action generator (if it has one)."""
-    state = {
-        name: part.state_dict() for name, part in _stateful_parts(sampler).items()
-    }
+    state = {name: part.state_dict() for name, part in _stateful_parts(sampler).items()}
     generator = _action_generator(sampler)
     if generator is not None:  # numpy bytes: a tensor would travel by shared memory
         state[ACTION_GENERATOR] = generator.get_state().numpy().copy()

@@ -213,7 +213,9 @@ def test_torch_generators_round_trip_by_name(tmp_path):
     save_checkpoint(tmp_path, {"rng": snapshot}, step=1)
     expected = torch.rand(4, generator=actions)
     torch.rand(9, generator=actions)  # move it on
-    restore_rng_state(load_checkpoint(tmp_path)["rng"], torch_generators={"actions": actions})
+    restore_rng_state(
+        load_checkpoint(tmp_path)["rng"], torch_generators={"actions": actions}
+    )
     assert torch.equal(torch.rand(4, generator=actions), expected)
 
     # a snapshot without it is refused before anything is restored

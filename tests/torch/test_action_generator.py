@@ -41,7 +41,9 @@ def actor_critic(recurrent: bool = False, box: bool = False) -> ActorCriticAgent
 
 
 def sac(random_actions: bool = False):
-    agent = build_sac_agent(OBS, gym.spaces.Box(-2, 2, (2,), np.float32), hidden_sizes=(8,))
+    agent = build_sac_agent(
+        OBS, gym.spaces.Box(-2, 2, (2,), np.float32), hidden_sizes=(8,)
+    )
     agent.random_actions = random_actions
     return agent
 
@@ -77,7 +79,9 @@ def run(make_agent, learner_draws: bool, steps: int = 4) -> list[np.ndarray]:
             key: np.zeros((N, *np.shape(value)), np.asarray(value).dtype)
             for key, value in example.agent_info.items()
         }
-        handler.step(observation, None, None, out_action=out_action, out_agent_info=out_info)
+        handler.step(
+            observation, None, None, out_action=out_action, out_agent_info=out_info
+        )
         actions.append(out_action)
         if learner_draws:
             torch.randperm(100)
@@ -100,7 +104,10 @@ def test_another_actions_seed_draws_other_actions():
         handler = TorchHandler(actor_critic(), 64, seed=seed)
         observation = np.zeros((64, 3), np.float32)
         out = np.zeros(64, np.int64)
-        info = {fields.LOG_PROB: np.zeros(64, np.float32), fields.VALUE: np.zeros(64, np.float32)}
+        info = {
+            fields.LOG_PROB: np.zeros(64, np.float32),
+            fields.VALUE: np.zeros(64, np.float32),
+        }
         handler.step(observation, None, None, out_action=out, out_agent_info=info)
         return out
 
