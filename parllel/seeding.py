@@ -14,11 +14,13 @@ envs                ``(3, i)``           training env ``i``'s first ``reset(seed
 eval envs           ``(4, i)``           evaluation env ``i``
 decorrelation       ``(5,)``             a sampler's random decorrelation actions
 replay              ``(6,)``             a replay buffer's sampling generator
+actions             ``(9, i)``           sampler ``i``'s action draws (``TorchHandler(seed=...)``)
 ==================  ===================  ==========================================
 
-An env's own seed in turn seeds its action space (key ``(7,)`` under the env's
-seed) and, should its worker process die and be restarted, its fresh envs
-(key ``(8, restart)``). Children are statistically independent, and env
+Every seed is in ``[0, 2**31)`` (:func:`derive_seed`): envs written in C++
+that take a signed 32-bit seed accept it. An env's own seed in turn seeds its
+action space (key ``(7,)`` under the env's seed) and, should its worker
+process die and be restarted, its fresh envs (key ``(8, restart)``). Children are statistically independent, and env
 ``i``'s seed depends only on the master seed and ``i``: adding envs does not
 change the seeds of the existing ones. :class:`Seeds` holds them all as plain
 ints (what a run records in ``metadata.json``), and the cages compute the very
@@ -51,17 +53,26 @@ class Stream(enum.IntEnum):
     REPLAY = 6
     ACTION_SPACE = 7  # under an env's own seed, not under the master seed
     RESTART = 8  # under an env's own seed: (8, restart number)
+    ACTIONS = 9  # (9, sampler index): a sampler's action draws
+
+
+#: Every derived seed is below this: C++ envs (e.g. hanabi) take a signed
+#: 32-bit seed and refuse larger ones.
+SEED_LIMIT = 2**31
 
 
 def derive_seed(entropy: int, *spawn_key: int) -> int:
-    """The 32-bit seed of ``SeedSequence(entropy, spawn_key=spawn_key)``.
+    """The seed of ``SeedSequence(entropy, spawn_key=spawn_key)``, in ``[0, 2**31)``.
+
+    The sequence's first 32-bit word with its top bit cleared, so a signed
+    32-bit int holds it (a word below ``2**31`` is its own seed).
 
     Example:
         >>> derive_seed(1234, Stream.ENVS, 0) == Seeds.from_master(1234, 1).envs[0]
         True
     """
     sequence = np.random.SeedSequence(int(entropy), spawn_key=tuple(spawn_key))
-    return int(sequence.generate_state(1, dtype=np.uint32)[0])
+    return int(sequence.generate_state(1, dtype=np.uint32)[0]) & (SEED_LIMIT - 1)
 
 
 def check_seed(name: str, seed: Any) -> int:
@@ -91,6 +102,17 @@ def action_space_seed(seed: int) -> int:
 def restart_seed(seed: int, restart: int) -> int:
     """Seed of an env recreated after its worker died (``restart`` >= 1)."""
     return derive_seed(seed, Stream.RESTART, restart)
+
+
+def actions_seed(master: int, sampler_index: int = 0) -> int:
+    """Seed of the action draws of sampler ``sampler_index`` under ``master``.
+
+    A run with one sampler (synchronous or background) uses index 0, i.e.
+    :attr:`Seeds.actions`; a :class:`~parllel.distributed.RaySampler`'s actor
+    ``i`` uses index ``i``, so the actors draw independent actions and one
+    actor draws those of the local run.
+    """
+    return derive_seed(check_seed("master seed", master), Stream.ACTIONS, sampler_index)
 
 
 def resolve_env_seeds(
@@ -149,6 +171,11 @@ class Seeds:
             (``FeedForwardSampler(..., seed=seeds.decorrelation)``).
         replay: seed for a replay buffer's generator
             (``np.random.default_rng(seeds.replay)``).
+        actions: seed of the sampler's action draws
+            (``TorchHandler(agent, n_envs, seed=seeds.actions)``): the agent
+            samples from a generator of its own, so the actions do not
+            depend on how much randomness the learner draws, nor on the
+            process the sampler runs in.
         envs: one seed per training env (what cages given ``seeds.master``
             use).
         eval_envs: one seed per evaluation env.
@@ -160,6 +187,7 @@ class Seeds:
     torch: int
     decorrelation: int
     replay: int
+    actions: int
     envs: tuple[int, ...] = ()
     eval_envs: tuple[int, ...] = ()
 
@@ -196,6 +224,7 @@ class Seeds:
             torch=derive_seed(master, Stream.TORCH),
             decorrelation=derive_seed(master, Stream.DECORRELATION),
             replay=derive_seed(master, Stream.REPLAY),
+            actions=actions_seed(master),
             envs=tuple(derive_seed(master, Stream.ENVS, i) for i in range(n_envs)),
             eval_envs=tuple(
                 derive_seed(master, Stream.EVAL_ENVS, i) for i in range(n_eval_envs)
@@ -218,9 +247,9 @@ class Seeds:
         """Inverse of :meth:`to_dict` (streams a record lacks are derived)."""
         master = int(data["master"])
 
-        def stream(name: str, key: Stream) -> int:
+        def stream(name: str, *key: int) -> int:
             value = data.get(name)
-            return int(value) if value is not None else derive_seed(master, key)
+            return int(value) if value is not None else derive_seed(master, *key)
 
         return cls(
             master=master,
@@ -229,6 +258,7 @@ class Seeds:
             torch=stream("torch", Stream.TORCH),
             decorrelation=stream("decorrelation", Stream.DECORRELATION),
             replay=stream("replay", Stream.REPLAY),
+            actions=stream("actions", Stream.ACTIONS, 0),
             envs=tuple(int(s) for s in data.get("envs", ())),
             eval_envs=tuple(int(s) for s in data.get("eval_envs", ())),
         )

@@ -140,7 +140,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     agent = build_dqn_agent(
         cage.spaces.observation, cage.spaces.action, hidden_sizes=config.hidden_sizes
     )
-    handler = TorchHandler(agent, n_envs=cage.n_envs)
+    handler = TorchHandler(agent, n_envs=cage.n_envs, seed=seeds.actions)
 
     # the [T, B] batch and the full-size replay each batch is copied into
     # the full-size replay tree: the sampler's [T, B] window slides over it,

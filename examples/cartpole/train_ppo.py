@@ -146,7 +146,8 @@ def build_sampler(
             )
         ]
     agent = build_agent(config, cages[0].spaces)
-    handler = TorchHandler(agent, n_envs=config.n_envs)
+    # actions from their own stream: the same batches wherever sampling runs
+    handler = TorchHandler(agent, n_envs=config.n_envs, seed=seeds.actions)
     if weights is not None:
         handler.follow_weights(weights, every=config.refresh)
     # the batch buffer [T, B] and what runs on it after each batch

@@ -38,6 +38,7 @@ from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
+from parllel.seeding import actions_seed
 from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
@@ -122,7 +123,11 @@ def build_actor_sampler(
     cage = build_cages(
         make_env, n, parallel="serial", seed=list(seeds.envs[first : first + n])
     )
-    handler = TorchHandler(build_agent(config, cage.spaces), n_envs=n)
+    handler = TorchHandler(
+        build_agent(config, cage.spaces),
+        n_envs=n,
+        seed=actions_seed(seeds.master, actor_index),  # each actor its own stream
+    )
     sample_tree = build_sample_tree(cage, handler, config.batch_T)
     transform = Compose(
         add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda)

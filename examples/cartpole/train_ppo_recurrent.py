@@ -140,7 +140,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         recurrent_size=config.recurrent_size,
     )
     agent = ActorCriticAgent(model, distribution)
-    handler = TorchHandler(agent, n_envs=cage.n_envs)
+    handler = TorchHandler(agent, n_envs=cage.n_envs, seed=seeds.actions)
 
     # the batch buffer [T, B] with INITIAL_STATE [B, ...]; observations are
     # normalized as they arrive; after each batch, reward scaling then GAE.

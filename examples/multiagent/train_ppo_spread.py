@@ -192,7 +192,8 @@ def main(config: Config, resume: str | None = None) -> dict:
         shared_trunk=config.shared_trunk,
     )
     agent = ActorCriticAgent(model, distribution)
-    handler = TorchHandler(agent, n_envs=config.n_envs)  # sees [B, A, obs]
+    # sees [B, A, obs]; draws its actions from their own stream
+    handler = TorchHandler(agent, n_envs=config.n_envs, seed=seeds.actions)
     sample_tree = build_sample_tree(cages, handler, config.batch_T)
     transforms: list = []
     if config.normalize_rewards:

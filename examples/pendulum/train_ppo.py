@@ -127,7 +127,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         init_log_std=config.init_log_std,
     )
     agent = ActorCriticAgent(model, distribution)
-    handler = TorchHandler(agent, n_envs=cage.n_envs)
+    handler = TorchHandler(agent, n_envs=cage.n_envs, seed=seeds.actions)
 
     # the batch buffer [T, B]; observations normalized as they arrive; after
     # each batch: reward scaling, then GAE on the scaled rewards

@@ -162,7 +162,7 @@ def build_background_sampler(
     torch.set_num_threads(1)
     cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
     agent = build_agent(config, cage.spaces)
-    handler = TorchHandler(agent, n_envs=1)
+    handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
     handler.follow_weights(weights, modules={"actor": agent.actor})
     tree = build_sample_tree(cage, handler, config.batch_T, final_observation=True)
     warmup = RandomUntil(agent, config.learning_starts, config.batch_T)
@@ -184,7 +184,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     # one env in this process, the agent (squashed Gaussian actor, twin Q)
     cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
     agent = build_agent(config, cage.spaces)
-    handler = TorchHandler(agent, n_envs=1)
+    handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
 
     # the full-size replay tree: the sampler's [T, B] window slides over it,
     # so every step is written once, straight into the replay (no copy)

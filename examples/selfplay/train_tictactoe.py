@@ -385,7 +385,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     if max(config.random_share) > 0:
         pool.add_fixed(RANDOM_PLAYER, share=config.random_share)
     selfplay = SelfPlay(
-        TorchHandler(agent, n_envs=n_rows),
+        TorchHandler(agent, n_envs=n_rows, seed=seeds.actions),
         build_opponent,
         pool,
         n_envs=config.n_envs,

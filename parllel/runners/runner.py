@@ -451,6 +451,15 @@ class Runner:
         return eval_metrics
 
     # -- checkpoints -----------------------------------------------------------
+    def _sampler_generators(self) -> dict[str, Any]:
+        """The handler's action generator if it samples in this process (a
+        background sampler's travels with its state, as ``"sampler"``)."""
+        handler = getattr(self.sampler, "handler", None)
+        generator = getattr(handler, "generator", None)
+        if self.background or generator is None:
+            return {}
+        return {"actions": generator}
+
     def state_dict(self) -> dict[str, Any]:
         """Counters, statistics, RNG states, config and every checkpoint object."""
         return {
@@ -461,7 +470,7 @@ class Runner:
                 "total_steps": self.total_steps,
                 "elapsed_s": self._elapsed(),
             },
-            "rng": capture_rng_state(self.rng),
+            "rng": capture_rng_state(self.rng, self._sampler_generators()),
             "config": self.config,
             "objects": {
                 name: obj.state_dict() for name, obj in self.checkpoint_objects.items()
@@ -547,7 +556,7 @@ class Runner:
         self.updates = int(runner["updates"])
         self._elapsed_before = float(runner.get("elapsed_s", 0.0))
         self.train_stats.load_state_dict(runner["train_stats"])
-        restore_rng_state(state["rng"], self.rng)
+        restore_rng_state(state["rng"], self.rng, self._sampler_generators())
         self.resumed_from = path
         reset = getattr(self.sampler, "reset", None)
         if callable(reset):

@@ -241,11 +241,16 @@ def checkpoint_step(path: str | os.PathLike[str]) -> int:
 # -- RNG state -------------------------------------------------------------------
 
 
-def capture_rng_state(generator: np.random.Generator | None = None) -> dict[str, Any]:
+def capture_rng_state(
+    generator: np.random.Generator | None = None,
+    torch_generators: Mapping[str, torch.Generator] | None = None,
+) -> dict[str, Any]:
     """Snapshot python ``random``, numpy's global RNG, torch's CPU RNG (and CUDA's).
 
     Args:
         generator: also snapshot this numpy generator.
+        torch_generators: also snapshot these torch generators, by name (e.g.
+            ``{"actions": handler.generator}``, the sampler's action draws).
 
     Returns:
         A picklable dict for a checkpoint; give it to :func:`restore_rng_state`.
@@ -259,11 +264,18 @@ def capture_rng_state(generator: np.random.Generator | None = None) -> dict[str,
         state["torch_cuda"] = torch.cuda.get_rng_state_all()
     if generator is not None:
         state["generator"] = generator.bit_generator.state
+    if torch_generators:
+        state["torch_generators"] = {
+            name: torch_generator.get_state()
+            for name, torch_generator in torch_generators.items()
+        }
     return state
 
 
 def restore_rng_state(
-    state: Mapping[str, Any], generator: np.random.Generator | None = None
+    state: Mapping[str, Any],
+    generator: np.random.Generator | None = None,
+    torch_generators: Mapping[str, torch.Generator] | None = None,
 ) -> None:
     """Put back the RNG states :func:`capture_rng_state` returned.
 
@@ -271,11 +283,22 @@ def restore_rng_state(
         state: the snapshot.
         generator: a numpy generator to restore in place; the snapshot must
             contain one, of the same bit generator type.
+        torch_generators: torch generators to restore in place, by the names
+            they were captured under; the snapshot must hold each.
 
     Raises:
         CheckpointMismatchError: if ``generator`` is given but the snapshot has
-            no generator state or one of another bit generator.
+            no generator state or one of another bit generator, or a torch
+            generator's name is not in the snapshot.
     """
+    saved_torch = dict(state.get("torch_generators", {}))
+    missing = sorted(set(torch_generators or {}) - set(saved_torch))
+    if missing:
+        raise CheckpointMismatchError(
+            f"the RNG snapshot holds no state of the torch generators {missing} "
+            f"(it holds {sorted(saved_torch)}): was the checkpoint written by a "
+            "run whose handler had no seed= (TorchHandler(..., seed=seeds.actions))?"
+        )
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
@@ -292,3 +315,5 @@ def restore_rng_state(
                 f"the generator to restore is a {kind}"
             )
         generator.bit_generator.state = saved
+    for name, torch_generator in (torch_generators or {}).items():
+        torch_generator.set_state(saved_torch[name])

@@ -51,14 +51,32 @@ def _stateful_parts(sampler: Any) -> dict[str, Any]:
     }
 
 
+#: key of the handler's action generator state in :func:`sampler_state`
+ACTION_GENERATOR = "action_generator"
+
+
+def _action_generator(sampler: Any) -> Any:
+    """The handler's generator of actions (a ``torch.Generator``), or None."""
+    generator = getattr(getattr(sampler, "handler", None), "generator", None)
+    return generator if callable(getattr(generator, "get_state", None)) else None
+
+
 def sampler_state(sampler: Any) -> dict[str, Any]:
-    """``state_dict()`` of the sampler's transform and observation normalizer."""
-    return {name: part.state_dict() for name, part in _stateful_parts(sampler).items()}
+    """``state_dict()`` of the sampler's transform and observation normalizer,
+    and the state of the handler's action generator (if it has one)."""
+    state = {name: part.state_dict() for name, part in _stateful_parts(sampler).items()}
+    generator = _action_generator(sampler)
+    if generator is not None:  # numpy bytes: a tensor would travel by shared memory
+        state[ACTION_GENERATOR] = generator.get_state().numpy().copy()
+    return state
 
 
 def load_sampler_state(sampler: Any, state: dict[str, Any]) -> None:
     """Restore what :func:`sampler_state` returned into the sampler's parts."""
     parts = _stateful_parts(sampler)
+    generator = _action_generator(sampler)
+    if generator is not None:
+        parts[ACTION_GENERATOR] = generator
     unknown = sorted(set(state) - set(parts))
     if unknown:
         raise ConfigError(
@@ -66,7 +84,12 @@ def load_sampler_state(sampler: Any, state: dict[str, Any]) -> None:
             f"(it has {sorted(parts)})"
         )
     for name, part_state in state.items():
-        parts[name].load_state_dict(part_state)
+        if name == ACTION_GENERATOR:
+            current = generator.get_state()  # a fresh byte tensor to fill
+            current.numpy()[:] = part_state
+            generator.set_state(current)
+        else:
+            parts[name].load_state_dict(part_state)
 
 
 def _wait_for_weights(

@@ -17,6 +17,7 @@ from parllel.agents.numpy_handler import (
 )
 from parllel.agents.state import ALL, EnvStates, as_index
 from parllel.errors import ConfigError
+from parllel.seeding import check_seed
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
 from parllel.torch.weights import SharedWeights, agent_modules, module_tensors
 from parllel.tree import tree_items, tree_map
@@ -57,17 +58,35 @@ class TorchHandler:
         agent: a torch agent (e.g. :class:`~parllel.torch.agents.ActorCriticAgent`).
         n_envs: number of envs whose state this handler keeps.
         device: where the agent runs (default: ``agent.device``, else CPU).
+        seed: seed of the agent's action draws (e.g. ``seeds.actions``,
+            :mod:`parllel.seeding`): the handler gives the agent a
+            ``torch.Generator`` on ``device`` seeded with it (the agent's
+            ``generator`` attribute, which ActorCriticAgent, SacAgent and
+            DqnAgent sample from). The actions then depend on this seed only,
+            not on what else draws from torch's global RNG (the learner's
+            minibatch shuffling) nor on the process sampling runs in, so a
+            background sampler with ``max_lag=0`` collects the batches of the
+            synchronous run. None: the agent keeps its own generator (or the
+            global RNG).
+
+    Raises:
+        ConfigError: ``seed`` is given but the agent has no ``generator``
+            attribute, or the seed is not a non-negative int.
 
     Example:
         >>> agent = ActorCriticAgent(*build_actor_critic(obs_space, action_space))
-        >>> handler = TorchHandler(agent, n_envs=8)
+        >>> handler = TorchHandler(agent, n_envs=8, seed=seeds.actions)
         >>> example = handler.example_outputs(cage.example[fields.OBSERVATION])
     """
 
-    def __init__(self, agent: Agent, n_envs: int, device: Any = None) -> None:
+    def __init__(
+        self, agent: Agent, n_envs: int, device: Any = None, *, seed: int | None = None
+    ) -> None:
         self.agent = agent
         self.n_envs = int(n_envs)
         self.device = torch.device(device or getattr(agent, "device", "cpu"))
+        if seed is not None:
+            self._give_generator(check_seed("seed", seed))
         with torch.no_grad():
             state = tree_to_device(agent.initial_state(self.n_envs), self.device)
             one = tree_to_device(agent.initial_state(1), self.device)
@@ -80,6 +99,26 @@ class TorchHandler:
         self._role = ""  # "share_weights" (publisher) or "follow_weights"
         self._policy_version: int | None = None
         self._refresh_every_step = False
+
+    def _give_generator(self, seed: int) -> None:
+        if not hasattr(self.agent, "generator"):
+            raise ConfigError(
+                f"TorchHandler(seed=...) gives the agent a generator to sample "
+                f"actions from, but {type(self.agent).__name__} has no "
+                "`generator` attribute: add one that its step() samples from "
+                "(as ActorCriticAgent does: distribution.sample(params, "
+                "self.generator)), or leave seed=None"
+            )
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(seed)
+        setattr(self.agent, "generator", generator)  # noqa: B010 - any agent type
+
+    @property
+    def generator(self) -> torch.Generator | None:
+        """The generator the agent samples actions from (None: torch's global
+        RNG); its state is checkpointed with the run's RNG states."""
+        generator = getattr(self.agent, "generator", None)
+        return generator if isinstance(generator, torch.Generator) else None
 
     @property
     def recurrent(self) -> bool:

@@ -68,8 +68,18 @@ def frozen_opponent(
     learner_agent: Any, snapshot: dict[str, dict[str, torch.Tensor]]
 ) -> Any:
     """A deep copy of ``learner_agent`` holding ``snapshot`` (on the learner's
-    device): no gradients, ``"sample"`` mode."""
+    device): no gradients, ``"sample"`` mode.
+
+    If the learner samples from a generator of its own (``agent.generator``),
+    the opponent gets a fresh one seeded by a draw from it: a copy would
+    repeat the learner's draws.
+    """
     agent = copy.deepcopy(learner_agent)
+    generator = getattr(learner_agent, "generator", None)
+    if isinstance(generator, torch.Generator):
+        device = generator.device
+        seed = torch.randint(0, 2**62, (1,), generator=generator, device=device)
+        agent.generator = torch.Generator(device).manual_seed(int(seed.item()))
     load_snapshot(agent, snapshot)
     for module in agent_modules(agent).values():
         module.requires_grad_(False)

@@ -10,6 +10,7 @@ checkpoint forgot would change the final weights.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,22 @@ class NoiseSampler:
         self.resets += 1
 
 
+class GeneratorSampler(NoiseSampler):
+    """Draws its observations from its handler's torch generator, as an
+    agent given ``TorchHandler(..., seed=...)`` draws its actions."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self.handler = SimpleNamespace(generator=torch.Generator().manual_seed(seed))
+
+    def collect_batch(self) -> tuple[dict, list[TrajInfo]]:
+        observation = self.sample_tree[fields.OBSERVATION]
+        shape = observation.shape
+        observation[:] = torch.randn(shape, generator=self.handler.generator).numpy()
+        self.normalizer(self.sample_tree)
+        return self.sample_tree, [TrajInfo(length=T, return_=float(observation.sum()))]
+
+
 class NoisyLearner:
     """Adam steps on a small model; the loss includes torch RNG noise."""
 
@@ -87,12 +104,20 @@ class StopAt(Callback):
             runner.request_stop()
 
 
-def build(checkpoint_dir, seed: int, hidden: int = 5, config=CONFIG, callbacks=()):
+def build(
+    checkpoint_dir,
+    seed: int,
+    hidden: int = 5,
+    config=CONFIG,
+    callbacks=(),
+    with_generator: bool = False,
+):
     """A fresh run: RNGs seeded with ``seed``, fresh model and statistics."""
     torch.manual_seed(seed)
     np.random.seed(seed)
     model = nn.Sequential(nn.Linear(OBS, hidden), nn.Tanh(), nn.Linear(hidden, 1))
-    sampler, learner = NoiseSampler(), NoisyLearner(model)
+    sampler = GeneratorSampler(seed) if with_generator else NoiseSampler()
+    learner = NoisyLearner(model)
     runner = OnPolicyRunner(
         sampler,
         learner,
@@ -142,6 +167,28 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
         np.testing.assert_array_equal(np.asarray(restored[key]), saved[key])
     assert resumed.train_stats.state_dict() == full.train_stats.state_dict()
     assert summary["algo/loss"] == full_summary["algo/loss"]
+
+
+def test_the_handlers_generator_resumes_where_it_stopped(tmp_path):
+    """The sampler's handler's generator (the actions' stream) is in the RNG
+    snapshot: the resumed run draws what the uninterrupted one drew."""
+    full, full_model, _ = build(tmp_path / "full", seed=0, with_generator=True)
+    full.run()
+    first, _, _ = build(
+        tmp_path / "split", seed=0, callbacks=[StopAt(STOP)], with_generator=True
+    )
+    first.run()
+    resumed, model, sampler = build(tmp_path / "split", seed=123, with_generator=True)
+    resumed.load(tmp_path / "split")
+    resumed.run()
+    for name, value in full_model.state_dict().items():
+        assert torch.equal(model.state_dict()[name], value), name
+    # a checkpoint of a run without one cannot restore it
+    plain, _, _ = build(tmp_path / "plain", seed=0)
+    plain.run()
+    other, _, _ = build(tmp_path / "plain", seed=0, with_generator=True)
+    with pytest.raises(CheckpointMismatchError, match="actions"):
+        other.load(tmp_path / "plain")
 
 
 def test_load_restores_weights_and_statistics_exactly(tmp_path):

@@ -204,3 +204,26 @@ def test_rng_state_round_trip_gives_identical_draws(tmp_path):
         restore_rng_state(capture_rng_state(), generator)
     with pytest.raises(CheckpointMismatchError, match="PCG64"):
         restore_rng_state(snapshot, np.random.Generator(np.random.MT19937(0)))
+
+
+def test_torch_generators_round_trip_by_name(tmp_path):
+    actions = torch.Generator().manual_seed(7)
+    torch.rand(5, generator=actions)
+    snapshot = capture_rng_state(torch_generators={"actions": actions})
+    save_checkpoint(tmp_path, {"rng": snapshot}, step=1)
+    expected = torch.rand(4, generator=actions)
+    torch.rand(9, generator=actions)  # move it on
+    restore_rng_state(
+        load_checkpoint(tmp_path)["rng"], torch_generators={"actions": actions}
+    )
+    assert torch.equal(torch.rand(4, generator=actions), expected)
+
+    # a snapshot without it is refused before anything is restored
+    torch.manual_seed(3)
+    global_state = torch.get_rng_state()
+    with pytest.raises(CheckpointMismatchError, match=r"\['actions'\].*seed="):
+        restore_rng_state(
+            capture_rng_state() | {"torch": torch.zeros_like(global_state)},
+            torch_generators={"actions": actions},
+        )
+    assert torch.equal(torch.get_rng_state(), global_state)

@@ -19,7 +19,7 @@ def test_same_master_same_seeds_and_independence():
     assert seeds != Seeds.from_master(1235, n_envs=8, n_eval_envs=2)
     all_seeds = [seeds.python, seeds.numpy, seeds.torch, *seeds.envs, *seeds.eval_envs]
     assert len(set(all_seeds)) == len(all_seeds) == 13
-    assert all(isinstance(s, int) and 0 <= s < 2**32 for s in all_seeds)
+    assert all(isinstance(s, int) and 0 <= s < 2**31 for s in all_seeds)
 
 
 def test_env_seeds_do_not_depend_on_env_count():

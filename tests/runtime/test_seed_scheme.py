@@ -20,6 +20,7 @@ from parllel.runtime import RunDirectory, Seeds
 from parllel.seeding import (
     Stream,
     action_space_seed,
+    actions_seed,
     derive_seed,
     resolve_env_seeds,
     restart_seed,
@@ -72,6 +73,7 @@ def master_streams(seeds: Seeds) -> list[int]:
         seeds.torch,
         seeds.decorrelation,
         seeds.replay,
+        seeds.actions,
         *seeds.envs,
         *seeds.eval_envs,
     ]
@@ -83,6 +85,7 @@ def test_every_stream_is_distinct(master, n_envs):
     seeds = Seeds.from_master(master, n_envs=n_envs, n_eval_envs=n_envs)
     derived = [action_space_seed(s) for s in (*seeds.envs, *seeds.eval_envs)]
     derived += [restart_seed(s, r) for s in seeds.envs for r in (1, 2)]
+    derived += [actions_seed(master, i) for i in range(1, n_envs)]  # Ray actors
     every = master_streams(seeds) + derived
     assert len(set(every)) == len(every)
 
@@ -101,7 +104,8 @@ def test_scheme_is_the_documented_seed_sequence():
     seeds = Seeds.from_master(99, n_envs=2, n_eval_envs=1)
     assert seeds.envs[1] == derive_seed(99, Stream.ENVS, 1)
     sequence = np.random.SeedSequence(99, spawn_key=(int(Stream.EVAL_ENVS), 0))
-    assert seeds.eval_envs[0] == int(sequence.generate_state(1, np.uint32)[0])
+    word = int(sequence.generate_state(1, np.uint32)[0])
+    assert seeds.eval_envs[0] == word & (2**31 - 1)  # the top bit cleared
     assert seeds.replay == derive_seed(99, 6) and seeds.decorrelation == derive_seed(
         99, 5
     )
@@ -198,7 +202,9 @@ def test_eval_seeds_missing_from_seeds_is_a_clear_error():
 def test_old_metadata_without_new_streams_reads_back():
     seeds = Seeds.from_master(11, n_envs=2)
     old = {
-        k: v for k, v in seeds.to_dict().items() if k not in ("decorrelation", "replay")
+        k: v
+        for k, v in seeds.to_dict().items()
+        if k not in ("decorrelation", "replay", "actions")
     }
     assert Seeds.from_dict(old) == seeds
 
@@ -212,3 +218,54 @@ def test_same_observations_whatever_the_seed_form():
                 cage.step(tree.action[t], slots(tree, t))
             observations.append(np.asarray(tree[fields.OBSERVATION]).copy())
     np.testing.assert_array_equal(*observations)
+
+
+@settings(max_examples=200, deadline=None)
+@given(master=st.integers(0, 2**128), n_envs=st.integers(1, 16))
+def test_every_derived_seed_fits_a_signed_32_bit_int(master, n_envs):
+    """C++ envs (hanabi) take a signed int: no seed parllel derives reaches 2**31."""
+    seeds = Seeds.from_master(master, n_envs=n_envs, n_eval_envs=n_envs)
+    every = master_streams(seeds)
+    every += [action_space_seed(s) for s in (*seeds.envs, *seeds.eval_envs)]
+    every += [restart_seed(s, r) for s in seeds.envs for r in (1, 2, 3)]
+    every += list(resolve_env_seeds(master, range(n_envs)) or ())
+    every += [actions_seed(master, i) for i in range(n_envs)]
+    assert all(0 <= s < 2**31 for s in every)
+
+
+# python, numpy, torch, decorrelation, replay, envs 0-2, eval env 0 of master 1234
+PINNED_1234 = (
+    1923223294,
+    2093418128,
+    1196192930,
+    1089449271,
+    1117281032,
+    556500490,  # the word 2703984138 with its top bit cleared
+    1217760759,
+    1498993701,
+    1855634985,
+)
+
+
+def test_seed_derivations_are_pinned():
+    """The same master gives the same seeds on every machine and release; a
+    word below 2**31 is its own seed, one above loses its top bit."""
+    seeds = Seeds.from_master(1234, n_envs=3, n_eval_envs=1)
+    words = [
+        int(np.random.SeedSequence(1234, spawn_key=(3, i)).generate_state(1)[0])
+        for i in range(3)
+    ]
+    assert list(seeds.envs) == [w % 2**31 for w in words]
+    assert (
+        seeds.python,
+        seeds.numpy,
+        seeds.torch,
+        seeds.decorrelation,
+        seeds.replay,
+        *seeds.envs,
+        seeds.eval_envs[0],
+    ) == PINNED_1234
+    assert Seeds.from_master(1234, n_envs=3, n_eval_envs=1) == seeds
+    assert seeds.actions == actions_seed(1234, 0) == 705500170
+    assert action_space_seed(seeds.envs[0]) == 63904229
+    assert restart_seed(seeds.envs[0], 1) == 131012918

@@ -41,6 +41,11 @@ class ActorCriticAgent:
         device: move the model there (default: where its parameters are).
         action_mask_key: key of the mask in dict observations (None: never
             mask).
+        generator: the torch generator actions are sampled from (on the
+            agent's device; None: torch's global RNG). ``TorchHandler(agent,
+            n_envs, seed=seeds.actions)`` sets one: then the actions do not
+            depend on what else draws from the global RNG (the learner's
+            minibatch shuffling) nor on the process sampling runs in.
 
     Example:
         >>> agent = ActorCriticAgent(*build_actor_critic(obs_space, action_space))
@@ -54,6 +59,7 @@ class ActorCriticAgent:
         device: Any = None,
         *,
         action_mask_key: str | None = ACTION_MASK,
+        generator: torch.Generator | None = None,
     ) -> None:
         if device is not None:
             model = model.to(device)
@@ -63,6 +69,7 @@ class ActorCriticAgent:
         self.device = parameter.device if parameter is not None else torch.device("cpu")
         self.deterministic = False
         self.action_mask_key = action_mask_key
+        self.generator = generator
 
     def initial_state(self, n_envs: int) -> torch.Tensor | None:
         """Zero state ``[n_envs, num_states, num_layers, H]`` (None if feed-forward)."""
@@ -90,7 +97,7 @@ class ActorCriticAgent:
         if self.deterministic:
             action = self.distribution.deterministic(params)
         else:
-            action = self.distribution.sample(params)
+            action = self.distribution.sample(params, self.generator)
         info = {
             fields.LOG_PROB: self.distribution.log_likelihood(action, params),
             fields.VALUE: out.value,

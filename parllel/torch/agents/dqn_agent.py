@@ -62,7 +62,9 @@ class DqnAgent:
         num_actions: number of discrete actions.
         epsilon: initial probability of a uniformly random action.
         eval_epsilon: epsilon in ``"eval"`` mode.
-        generator: optional torch generator for the exploration draws.
+        generator: torch generator of the exploration draws (on the
+            Q-network's device; None: torch's global RNG), e.g. set by
+            ``TorchHandler(agent, n_envs, seed=seeds.actions)``.
     """
 
     def __init__(

@@ -97,15 +97,27 @@ class SacAgent:
         actor: module mapping observations to ``GaussianParams``.
         critic: module mapping ``(observation, action)`` to ``(q1, q2)``.
         distribution: :class:`~parllel.torch.distributions.SquashedGaussian`.
+        generator: the torch generator of the actions :meth:`step` and
+            :meth:`value` draw (sampler side; None: torch's global RNG), e.g.
+            set by ``TorchHandler(agent, n_envs, seed=seeds.actions)``.
+            :meth:`sample_with_log_prob` (the learner's) draws from the global
+            RNG.
     """
 
-    def __init__(self, actor: nn.Module, critic: nn.Module, distribution: Any) -> None:
+    def __init__(
+        self,
+        actor: nn.Module,
+        critic: nn.Module,
+        distribution: Any,
+        generator: torch.Generator | None = None,
+    ) -> None:
         self.actor = actor
         self.critic = critic
         self.distribution = distribution
         self.action_dim = int(distribution.action_dim)
         self.deterministic = False
         self.random_actions = False
+        self.generator = generator
 
     def sample_with_log_prob(
         self, observation: Any
@@ -132,11 +144,18 @@ class SacAgent:
         if self.deterministic:
             action = self.distribution.deterministic(params)
         elif self.random_actions:  # uniform within the bounds
-            uniform = torch.rand_like(params.mean) * 2.0 - 1.0
+            mean = params.mean
+            uniform = torch.rand(
+                mean.shape,
+                generator=self.generator,
+                dtype=mean.dtype,
+                device=mean.device,
+            )
+            uniform = uniform * 2.0 - 1.0
             center = self.distribution.center.to(uniform)
             action = center + self.distribution.scale.to(uniform) * uniform
         else:
-            action = self.distribution.sample(params)
+            action = self.distribution.sample(params, self.generator)
         return AgentStep(action, {}, None)
 
     @torch.no_grad()
@@ -144,7 +163,8 @@ class SacAgent:
         self, observation: Any, prev_action: Any, prev_reward: Any, state: Any
     ) -> torch.Tensor:
         """``min(q1, q2)`` at a sampled action, ``[N]`` (SAC does not need it)."""
-        action, _ = self.sample_with_log_prob(observation)
+        params = self.actor(observation)
+        action, _ = self.distribution.sample_with_log_prob(params, self.generator)
         return torch.minimum(*self.critic(observation, action))
 
     def set_mode(self, mode: str) -> None:

@@ -46,8 +46,11 @@ class Distribution(Protocol):
     methods return ``[...]`` (summed over action dims).
     """
 
-    def sample(self, dist_params: NamedTuple) -> torch.Tensor:
-        """Draw one action per set of parameters (no gradient)."""
+    def sample(
+        self, dist_params: NamedTuple, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """Draw one action per set of parameters (no gradient), from
+        ``generator`` (torch's global RNG if None)."""
         ...
 
     def deterministic(self, dist_params: NamedTuple) -> torch.Tensor:

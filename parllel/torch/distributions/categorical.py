@@ -113,15 +113,24 @@ class Categorical:
             )
         return F.log_softmax(logits, dim=-1)
 
-    def sample(self, dist_params: DistParams) -> torch.Tensor:
+    def sample(
+        self, dist_params: DistParams, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """Sample actions ``[...]`` (int64) from ``logits [..., num_actions]``.
 
         Gumbel-max: ``argmax(logits + Gumbel noise)`` is an exact sample and
         about twice as fast as ``torch.multinomial`` for sampler-sized batches.
+        The noise comes from ``generator`` (on the logits' device), or from
+        torch's global RNG if None.
         """
         with torch.no_grad():
             logits = dist_params.logits
-            uniform = torch.rand_like(logits).clamp_(min=torch.finfo(logits.dtype).tiny)
+            uniform = torch.rand(
+                logits.shape,
+                generator=generator,
+                dtype=logits.dtype,
+                device=logits.device,
+            ).clamp_(min=torch.finfo(logits.dtype).tiny)
             return (logits - torch.log(-torch.log(uniform))).argmax(dim=-1)
 
     def deterministic(self, dist_params: DistParams) -> torch.Tensor:

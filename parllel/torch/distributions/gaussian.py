@@ -73,15 +73,26 @@ class Gaussian:
             log_std = log_std.clamp(self.min_log_std, self.max_log_std)
         return mean, log_std.expand_as(mean)
 
-    def sample(self, dist_params: GaussianParams) -> torch.Tensor:
-        """Sample actions ``[..., action_dim]`` (no gradient)."""
-        with torch.no_grad():
-            return self.rsample(dist_params)
+    def sample(
+        self, dist_params: GaussianParams, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """Sample actions ``[..., action_dim]`` (no gradient).
 
-    def rsample(self, dist_params: GaussianParams) -> torch.Tensor:
+        The noise comes from ``generator`` (on the mean's device), or from
+        torch's global RNG if None.
+        """
+        with torch.no_grad():
+            return self.rsample(dist_params, generator)
+
+    def rsample(
+        self, dist_params: GaussianParams, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """Reparameterized sample ``mean + std * noise`` (gradients flow)."""
         mean, log_std = self.mean_and_log_std(dist_params)
-        return mean + log_std.exp() * torch.randn_like(mean)
+        noise = torch.randn(
+            mean.shape, generator=generator, dtype=mean.dtype, device=mean.device
+        )
+        return mean + log_std.exp() * noise
 
     def deterministic(self, dist_params: GaussianParams) -> torch.Tensor:
         """The mean."""
@@ -181,16 +192,19 @@ class SquashedGaussian:
         return log_prob - log_det.sum(dim=-1)
 
     def sample_with_log_prob(
-        self, dist_params: GaussianParams
+        self, dist_params: GaussianParams, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterized action ``[..., action_dim]`` and its log-prob ``[...]``."""
-        u = self.gaussian.rsample(dist_params)
+        u = self.gaussian.rsample(dist_params, generator)
         return self.squash(u), self._log_prob_pre_squash(u, dist_params)
 
-    def sample(self, dist_params: GaussianParams) -> torch.Tensor:
-        """Sample actions within the bounds (no gradient)."""
+    def sample(
+        self, dist_params: GaussianParams, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """Sample actions within the bounds (no gradient); noise from
+        ``generator``, or torch's global RNG if None."""
         with torch.no_grad():
-            return self.squash(self.gaussian.rsample(dist_params))
+            return self.squash(self.gaussian.rsample(dist_params, generator))
 
     def deterministic(self, dist_params: GaussianParams) -> torch.Tensor:
         """``center + scale * tanh(mean)``."""
