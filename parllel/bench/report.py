@@ -18,9 +18,8 @@ __all__ = ["format_recommendations", "format_table", "require_png", "write_png"]
 POLICY_WORDS = {"random": "random actions", "mlp": "MLP policy"}
 
 
-def _first_line(text: str, width: int = 100) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= width else line[: width - 3] + "..."
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def format_table(report: BenchReport) -> str:

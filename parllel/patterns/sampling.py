@@ -21,6 +21,7 @@ from parllel.samplers import (
     ObservationNormalizer,
     sample_tree_from_examples,
 )
+from parllel.samplers.build import with_float_dtype
 from parllel.transforms import (
     ClipRewards,
     EstimateAdvantage,
@@ -53,7 +54,10 @@ def build_sample_tree(
         process = any(isinstance(c, ProcessCage) for c in cages)
         storage = "shared" if process else "local"
     example = cages[0].example
-    agent_example = handler.example_outputs(example[fields.OBSERVATION])
+    # the agent's example sees what the tree will hold
+    observation_dtype = options.get("observation_dtype")
+    observation = with_float_dtype(example[fields.OBSERVATION], observation_dtype)
+    agent_example = handler.example_outputs(observation)
     n_envs = sum(c.n_envs for c in cages)
     return sample_tree_from_examples(
         example, agent_example, batch_T, n_envs, storage, **options

@@ -15,7 +15,7 @@ from parllel.errors import ConfigError
 from parllel.tree import ArrayDict, buffer_from_example, tree_map
 
 
-def _with_float_dtype(example: Any, dtype: DTypeLike | None) -> Any:
+def with_float_dtype(example: Any, dtype: DTypeLike | None) -> Any:
     """``example`` with its floating leaves as ``dtype`` (None: unchanged)."""
     if dtype is None:
         return example
@@ -130,7 +130,7 @@ def sample_tree_from_examples(
     if previous is None:
         previous = recurrent
     reward = np.asarray(env_example[fields.REWARD], np.float32)[()]
-    observation = _with_float_dtype(env_example[fields.OBSERVATION], observation_dtype)
+    observation = with_float_dtype(env_example[fields.OBSERVATION], observation_dtype)
 
     def alloc(
         example: Any, batch_shape: tuple[int, ...] = shape, padding: int = 0

@@ -12,6 +12,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.utils import EzPickle
 
 WAIT_SECONDS = 0.002  # seconds WaitingEnv waits per step
 
@@ -72,6 +73,21 @@ class InterruptedEnv(NoopEnv):
         ):
             raise KeyboardInterrupt
         return super().step(action)
+
+
+class NoMlpEnv(NoopEnv):
+    """NoopEnv with MultiBinary actions: random actions work, the ``mlp``
+    policy cannot be built (every layout raises in the mlp pass)."""
+
+    action_space = gym.spaces.MultiBinary(2)
+
+
+class EzPickleNoopEnv(NoopEnv, EzPickle):
+    """NoopEnv that pickles by re-construction, as MuJoCo's envs do: its envs
+    cannot move between processes, so load balancing is refused."""
+
+    def __init__(self) -> None:
+        EzPickle.__init__(self)
 
 
 def make_noop_env() -> NoopEnv:
