@@ -110,7 +110,9 @@ def write_png(report: BenchReport, path: str | os.PathLike[str]) -> Path:
         MissingDependencyError: matplotlib is not installed (the ``plot`` extra).
     """
     pyplot = _pyplot()
-    groups = list(dict.fromkeys((m.layout.n_envs, m.policy) for m in report.measurements))
+    groups = list(
+        dict.fromkeys((m.layout.n_envs, m.policy) for m in report.measurements)
+    )
     chosen = {id(r.chosen) for r in report.recommendations}
     figure, axes = pyplot.subplots(
         len(groups),
@@ -120,7 +122,9 @@ def write_png(report: BenchReport, path: str | os.PathLike[str]) -> Path:
     )
     for axis, (n_envs, policy) in zip(axes[:, 0], groups):
         rows = [
-            m for m in report.measurements if (m.layout.n_envs, m.policy) == (n_envs, policy)
+            m
+            for m in report.measurements
+            if (m.layout.n_envs, m.policy) == (n_envs, policy)
         ]
         names = [
             m.layout.describe()

@@ -211,6 +211,5 @@ def _measure(
     try:
         return measure_layout(env_factory.factory, layout, policy, seconds, batch_T)
     except Exception as exc:  # the user's env or policy: whatever it raises
-        where = getattr(exc, "worker_traceback", None) or traceback.format_exc()
-        say(f"  failed: {type(exc).__name__}: {exc}\n{where.rstrip()}")
+        say(f"  failed:\n{traceback.format_exc().rstrip()}")
         return Measurement.failure(layout, policy, exc)

@@ -156,7 +156,9 @@ def sample_tree_from_examples(
     if final_observation:
         # a replay tree keeps only a [T, B] slot: the replay stores the few
         # final observations of ended episodes sparsely when a batch is recorded
-        tree[fields.FINAL_OBSERVATION] = buffer_from_example(observation, shape, storage)
+        tree[fields.FINAL_OBSERVATION] = buffer_from_example(
+            observation, shape, storage
+        )
     if bootstrap:
         value = np.asarray(agent_info[fields.VALUE])
         tree[fields.BOOTSTRAP_VALUE] = Array(

@@ -43,7 +43,9 @@ def _to_numpy(tree: Any) -> Any:
 
 def _dtype_error(exc: RuntimeError, observation: Any) -> DtypeError:
     """The error for a model that fails on the observations' dtype."""
-    dtypes = sorted({str(np.asarray(leaf).dtype) for _, leaf in tree_items(observation)})
+    dtypes = sorted(
+        {str(np.asarray(leaf).dtype) for _, leaf in tree_items(observation)}
+    )
     return DtypeError(
         f"the agent's model failed on the env's observations ({', '.join(dtypes)}): "
         f"{exc}. parllel's encoders (build_encoder, FlattenEncoder, CnnEncoder, "

@@ -75,6 +75,19 @@ class InterruptedEnv(NoopEnv):
         return super().step(action)
 
 
+class Float64NoopEnv(NoopEnv):
+    """NoopEnv with float64 observations, as MuJoCo's envs return."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float64), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float64), 0.0, False, False, {}
+
+
 class NoMlpEnv(NoopEnv):
     """NoopEnv with MultiBinary actions: random actions work, the ``mlp``
     policy cannot be built (every layout raises in the mlp pass)."""

@@ -118,13 +118,9 @@ def ppo_iteration(
             batch_shape=(batch_T, n_envs),
         )
         before = [p.detach().clone() for p in model.parameters()]
-        runner = OnPolicyRunner(
-            sampler, ppo, batch_T * n_envs, handle_interrupt=False
-        )
+        runner = OnPolicyRunner(sampler, ppo, batch_T * n_envs, handle_interrupt=False)
         runner.run()
-        changed = any(
-            not torch.equal(a, b) for a, b in zip(before, model.parameters())
-        )
+        changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
         return {
             "observation_dtype": sample_tree["observation"].dtype,
             "normalized_count": float(normalizer.stats[""].count),

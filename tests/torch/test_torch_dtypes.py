@@ -106,7 +106,9 @@ def test_every_encoder_follows_the_model_through_double():
     assert cnn(torch.zeros(2, 1, 8, 8, dtype=torch.uint8)).dtype == torch.float32
     assert cnn.double()(images.float()).dtype == torch.float64
     encoder = build_encoder(MixedEnv.observation_space)
-    features = encoder({"x": torch.zeros(2, 3, dtype=torch.float64), "k": torch.tensor([1, 3])})
+    features = encoder(
+        {"x": torch.zeros(2, 3, dtype=torch.float64), "k": torch.tensor([1, 3])}
+    )
     assert features.dtype == torch.float32 and features.shape == (2, 7)
 
 
