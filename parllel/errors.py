@@ -250,6 +250,12 @@ class TotalStepsChangedWarning(ParllelWarning):
     """
 
 
+class RebalanceRefusedWarning(ParllelWarning):
+    """A ProcessCage switched load balancing off: its envs cannot move between
+    processes (e.g. MuJoCo's ``EzPickle`` envs would lose their state); the
+    current split of envs is kept."""
+
+
 class InterruptIgnoredWarning(ParllelWarning):
     """SIGINT is ignored in this process (a background job), so Ctrl-C cannot stop training."""
 

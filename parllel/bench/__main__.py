@@ -3,9 +3,12 @@
 Prints the table of measurements, then the recommended layout per env count
 (and policy) with the code that builds it and how it compares with
 ``suggest_layout_for``; ``--json`` adds one JSON object as the last line,
-``--png PATH`` a bar chart. Exit status 2, with a message naming the problem,
-for bad arguments, a factory that does not import, is not callable or
-raises, an env that fails while stepping, or a missing optional package.
+``--png PATH`` a bar chart. A layout or policy that raises is a row with its
+error (in the table and the JSON); the others are still measured and
+recommended. Exit status 2, with a message naming the problem, for bad
+arguments, a factory that does not import, is not callable or raises, a
+missing optional package, or when no layout ran at all (the table still
+shows each one's error).
 """
 
 from __future__ import annotations
@@ -142,8 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the tool; return the exit status (0; 2 with a message on stderr; 130
-    on Ctrl-C)."""
+    """Run the tool; return the exit status (0 if a layout ran; 2 with a
+    message on stderr; 130 on Ctrl-C)."""
     args = build_parser().parse_args(argv)
     try:
         if args.png is not None:
@@ -160,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_table(report))
         print()
         print(format_recommendations(report))
-        if args.png is not None:
+        if args.png is not None and report.anything_ran:
             print(f"\nwrote {write_png(report, args.png)}")
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted (every cage closed)", file=sys.stderr)
@@ -172,6 +175,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.json:
         print(json.dumps(report.to_dict()))
+    if not report.anything_ran:
+        first = report.measurements[0]
+        print(
+            f"{PROG}: error: no layout ran; {first.layout.describe()} "
+            f"({first.policy} policy) raised {first.error}",
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from parllel.cages import move_refusal
 from parllel.errors import EnvFactoryError
 
-__all__ = ["EnvFactory", "check_factory", "load_factory"]
+__all__ = ["EnvFactory", "check_factory", "load_factory", "move_refusal_of"]
 
 EXAMPLES = (
     "e.g. gymnasium.envs.classic_control.cartpole:CartPoleEnv or mypkg.envs:make_env"
@@ -106,4 +107,22 @@ def check_factory(env_factory: EnvFactory) -> None:
             try:
                 close()
             except Exception:  # a broken close must not hide the real problem
+                pass
+
+
+def move_refusal_of(env_factory: EnvFactory) -> str | None:
+    """Why the factory's envs cannot move between processes (load
+    balancing), or None if they can: see :func:`parllel.cages.move_refusal`.
+
+    Builds one env (after :func:`check_factory`) and closes it.
+    """
+    env = env_factory.factory()
+    try:
+        return move_refusal(env)
+    finally:
+        close = getattr(env, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:  # a broken close is not this check's business
                 pass

@@ -81,6 +81,11 @@ class Layout:
         return self.name == "alternating"
 
     @property
+    def rebalances(self) -> bool:
+        """True if the layout asks for load balancing (``rebalance=True``)."""
+        return bool(self.kwargs.get("rebalance", False))
+
+    @property
     def stepping(self) -> str:
         """``"serial"`` or ``"process"``: the choice :func:`~parllel.cages.suggest_layout` makes."""
         return "serial" if self.name == "serial" else "process"

@@ -7,7 +7,9 @@ sample tree and the sampler a training script would use
 transforms. It warms up (one batch, and until a quarter of ``seconds`` has
 passed: workers attach to the buffers, a load balancer settles), then runs
 ``repeats`` timed repeats of ``seconds / repeats`` each (whole batches, at
-least one per repeat) and keeps the median of their steps/s. Only one layout
+least one per repeat) and keeps the median of their steps/s. A cage that
+switches load balancing off (its envs cannot move between processes) marks
+the measurement ``refused``; its warning is not shown, the row says it. Only one layout
 exists at a time: the cages' polling budget depends on how many stepping
 processes exist, so a layout is timed alone, as it would run. Cages and the
 sample tree are closed before it returns, whatever happens.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from typing import Any
 from parllel.bench.layouts import Layout
 from parllel.bench.policies import build_handler, policy_threads
 from parllel.cages import Cage
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, RebalanceRefusedWarning
 from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.tree import ArrayDict
@@ -37,15 +40,20 @@ WARMUP_FRACTION = 0.25  # of ``seconds``, spent warming up before timing
 
 @dataclass(frozen=True)
 class Measurement:
-    """Steps/s of one layout with one policy.
+    """Steps/s of one layout with one policy, or why there is none.
 
     Attributes:
         layout: what was timed.
         policy: ``"random"`` or ``"mlp"``.
         steps_per_second: median over the repeats of env steps per second
-            of ``collect_batch()``.
+            of ``collect_batch()`` (0 if it failed).
         repeats: each repeat's steps/s.
         batches: timed batches in all repeats.
+        error: ``"ExceptionType: message"`` if building or timing the
+            layout raised (nothing was timed), else None.
+        refused: why the env refuses what the layout asks (load balancing
+            of envs that cannot move between processes); it was timed as
+            it ran, but is never recommended. None if not refused.
     """
 
     layout: Layout
@@ -53,17 +61,39 @@ class Measurement:
     steps_per_second: float
     repeats: tuple[float, ...]
     batches: int
+    error: str | None = None
+    refused: str | None = None
+
+    @classmethod
+    def failure(cls, layout: Layout, policy: str, error: BaseException) -> Measurement:
+        """The row of a layout whose measurement raised ``error``."""
+        return cls(layout, policy, 0.0, (), 0, f"{type(error).__name__}: {error}")
+
+    @property
+    def ok(self) -> bool:
+        """True if the layout was timed (it did not raise)."""
+        return self.error is None
+
+    @property
+    def eligible(self) -> bool:
+        """True if it can be recommended: timed, and not refused by the env."""
+        return self.error is None and self.refused is None
 
     def to_dict(self) -> dict[str, Any]:
-        """The measurement as plain data (for JSON)."""
+        """The measurement as plain data (for JSON; ``steps_per_second`` is
+        null for a failed one)."""
         return {
             "layout": self.layout.name,
             "description": self.layout.describe(),
             "n_envs": self.layout.n_envs,
             "policy": self.policy,
-            "steps_per_second": round(self.steps_per_second, 1),
+            "steps_per_second": (
+                round(self.steps_per_second, 1) if self.error is None else None
+            ),
             "repeats": [round(value, 1) for value in self.repeats],
             "batches": self.batches,
+            "error": self.error,
+            "refused": self.refused,
         }
 
 
@@ -77,6 +107,15 @@ def _run_for(collect: Callable[[], Any], seconds: float) -> tuple[int, float]:
         elapsed = time.perf_counter() - start
         if elapsed >= seconds:
             return batches, elapsed
+
+
+def _refusal(cages: list[Cage]) -> str | None:
+    """Why a cage switched load balancing off while measuring, if one did."""
+    for cage in cages:
+        refusal = getattr(cage, "rebalance_refusal", None)
+        if refusal is not None:
+            return str(refusal)
+    return None
 
 
 def _close(cages: list[Cage], sample_tree: ArrayDict | None) -> None:
@@ -120,21 +159,29 @@ def measure_layout(
     cages: list[Cage] = []
     sample_tree: ArrayDict | None = None
     try:
-        cages = layout.build(env_factory)
-        handler = build_handler(policy, cages[0].spaces, layout.n_envs)
-        sample_tree = build_sample_tree(cages, handler, batch_T)
-        sampler = (
-            AlternatingSampler(cages, handler, sample_tree)
-            if layout.alternating
-            else FeedForwardSampler(cages[0], handler, sample_tree)
-        )
-        with policy_threads(policy):
-            _run_for(sampler.collect_batch, WARMUP_FRACTION * seconds)
-            rates, total = [], 0
-            for _ in range(repeats):
-                batches, elapsed = _run_for(sampler.collect_batch, seconds / repeats)
-                rates.append(batches * batch_T * layout.n_envs / elapsed)
-                total += batches
+        with warnings.catch_warnings():
+            # a refusal is reported in the measurement (and the table), not warned
+            warnings.simplefilter("ignore", RebalanceRefusedWarning)
+            cages = layout.build(env_factory)
+            handler = build_handler(policy, cages[0].spaces, layout.n_envs)
+            sample_tree = build_sample_tree(cages, handler, batch_T)
+            sampler = (
+                AlternatingSampler(cages, handler, sample_tree)
+                if layout.alternating
+                else FeedForwardSampler(cages[0], handler, sample_tree)
+            )
+            with policy_threads(policy):
+                _run_for(sampler.collect_batch, WARMUP_FRACTION * seconds)
+                rates, total = [], 0
+                for _ in range(repeats):
+                    batches, elapsed = _run_for(
+                        sampler.collect_batch, seconds / repeats
+                    )
+                    rates.append(batches * batch_T * layout.n_envs / elapsed)
+                    total += batches
+        refused = _refusal(cages)
     finally:
         _close(cages, sample_tree)
-    return Measurement(layout, policy, statistics.median(rates), tuple(rates), total)
+    return Measurement(
+        layout, policy, statistics.median(rates), tuple(rates), total, refused=refused
+    )

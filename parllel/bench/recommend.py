@@ -10,7 +10,8 @@ whether they agree.
 The recommended layout is the fastest measured, except that a simpler one
 within ``margin`` of it wins (differences that small are within what
 repeated measurements on one machine vary by): serial first, then the layout
-``suggest_layout_for`` predicts.
+``suggest_layout_for`` predicts. Layouts that failed, or that the env refuses
+(load balancing of envs that cannot move), are never recommended.
 """
 
 from __future__ import annotations
@@ -46,17 +47,19 @@ class Recommendation:
         chosen: the recommended layout's measurement.
         fastest: the fastest measurement (``chosen`` unless a simpler layout
             was within ``margin`` of it).
-        predicted: suggest_layout_for's layout.
+        predicted: suggest_layout_for's layout (None if it raised).
         predicted_measurement: the measurement of that layout, if it was
-            among the layouts timed.
+            among the layouts timed (and did not fail).
         margin: the relative margin within which a simpler layout wins.
+        prediction_error: what suggest_layout_for raised, if it did.
     """
 
     chosen: Measurement
     fastest: Measurement
-    predicted: Layout
+    predicted: Layout | None
     predicted_measurement: Measurement | None
     margin: float
+    prediction_error: str | None = None
 
     @property
     def n_envs(self) -> int:
@@ -71,8 +74,11 @@ class Recommendation:
     @property
     def agree(self) -> bool:
         """True if the tool and suggest_layout_for choose the same stepping
-        (serial, or processes)."""
-        return self.chosen.layout.stepping == self.predicted.stepping
+        (serial, or processes); False without a prediction."""
+        return (
+            self.predicted is not None
+            and self.chosen.layout.stepping == self.predicted.stepping
+        )
 
     @property
     def same_layout(self) -> bool:
@@ -90,6 +96,9 @@ class Recommendation:
                 f"within the {self.margin:.0%} margin: the simpler layout is "
                 "recommended"
             )
+        if self.predicted is None:
+            notes.append(f"suggest_layout_for raised {self.prediction_error}")
+            return notes
         predicted = self.predicted.describe()
         if self.same_layout:
             notes.append(f"suggest_layout_for predicts the same layout ({predicted})")
@@ -128,6 +137,7 @@ class Recommendation:
 
     def to_dict(self, env_factory_name: str = "make_env") -> dict[str, Any]:
         """The recommendation as plain data (for JSON)."""
+        predicted = self.predicted
         return {
             "n_envs": self.n_envs,
             "policy": self.policy,
@@ -135,8 +145,10 @@ class Recommendation:
             "steps_per_second": round(self.chosen.steps_per_second, 1),
             "call": self.chosen.layout.builder_call(env_factory_name),
             "fastest": self.fastest.layout.name,
-            "predicted": self.predicted.to_dict(),
-            "predicted_call": self.predicted.builder_call(env_factory_name),
+            "predicted": None if predicted is None else predicted.to_dict(),
+            "predicted_call": (
+                None if predicted is None else predicted.builder_call(env_factory_name)
+            ),
             "agree": self.agree,
             "same_layout": self.same_layout,
             "notes": self.notes(),
@@ -145,10 +157,14 @@ class Recommendation:
 
 def recommend(
     measurements: Sequence[Measurement],
-    predicted: Layout,
+    predicted: Layout | None,
     margin: float = DEFAULT_MARGIN,
-) -> Recommendation:
+    prediction_error: str | None = None,
+) -> Recommendation | None:
     """The layout to recommend among ``measurements`` (one env count, one policy).
+
+    Only :attr:`~parllel.bench.measure.Measurement.eligible` ones compete
+    (timed, not refused by the env); None if there is none.
 
     Raises:
         ConfigError: no measurements, or ones of different env counts or
@@ -163,14 +179,20 @@ def recommend(
         )
     if margin < 0:
         raise ConfigError(f"margin must be >= 0, got {margin}")
-    fastest = max(measurements, key=lambda m: m.steps_per_second)
-    by_layout = {m.layout: m for m in measurements}
+    eligible = [m for m in measurements if m.eligible]
+    if not eligible:
+        return None
+    fastest = max(eligible, key=lambda m: m.steps_per_second)
+    by_layout = {m.layout: m for m in eligible}
     chosen = fastest
-    serial = [m for m in measurements if m.layout.name == "serial"]
-    for preferred in [*serial, by_layout.get(predicted)]:
+    serial = [m for m in eligible if m.layout.name == "serial"]
+    predicted_measurement = None if predicted is None else by_layout.get(predicted)
+    for preferred in [*serial, predicted_measurement]:
         if preferred is not None and (
             preferred.steps_per_second * (1 + margin) >= fastest.steps_per_second
         ):
             chosen = preferred
             break
-    return Recommendation(chosen, fastest, predicted, by_layout.get(predicted), margin)
+    return Recommendation(
+        chosen, fastest, predicted, predicted_measurement, margin, prediction_error
+    )

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import sys
+import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from parllel.bench.factory import EnvFactory, check_factory, load_factory
-from parllel.bench.layouts import candidate_layouts
+from parllel.bench.factory import (
+    EnvFactory,
+    check_factory,
+    load_factory,
+    move_refusal_of,
+)
+from parllel.bench.layouts import Layout, candidate_layouts
 from parllel.bench.measure import Measurement, measure_layout
 from parllel.bench.policies import require_policy
 from parllel.bench.recommend import (
@@ -32,8 +38,10 @@ class BenchReport:
         cores: usable cores of the measuring process.
         seconds: timed seconds per measurement.
         batch_T: time steps per batch.
-        measurements: one per layout, env count and policy, in the order run.
-        recommendations: one per env count and policy.
+        measurements: one per layout, env count and policy, in the order
+            run; a layout that raised is a row with its ``error``.
+        recommendations: one per env count and policy that has a layout to
+            recommend (one that ran and that the env does not refuse).
     """
 
     env_factory: EnvFactory
@@ -43,29 +51,38 @@ class BenchReport:
     measurements: list[Measurement] = field(default_factory=list)
     recommendations: list[Recommendation] = field(default_factory=list)
 
+    @property
+    def anything_ran(self) -> bool:
+        """True if at least one layout was timed."""
+        return any(m.ok for m in self.measurements)
+
+    def relative(self, measurement: Measurement) -> float | None:
+        """Steps/s relative to the fastest recommendable layout of the same env
+        count and policy (None for a failed row, or with nothing to compare)."""
+        for r in self.recommendations:
+            if (r.n_envs, r.policy) == (measurement.layout.n_envs, measurement.policy):
+                if measurement.ok:
+                    return measurement.steps_per_second / r.fastest.steps_per_second
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """The report as plain data (the CLI's ``--json`` object)."""
         name = self.env_factory.name
-        best = {
-            (r.n_envs, r.policy): r.fastest.steps_per_second
-            for r in self.recommendations
-        }
         return {
             "factory": self.env_factory.reference,
             "cores": self.cores,
             "seconds": self.seconds,
             "batch_T": self.batch_T,
             "measurements": [
-                {
-                    **m.to_dict(),
-                    "relative": round(
-                        m.steps_per_second / best[m.layout.n_envs, m.policy], 3
-                    ),
-                }
+                {**m.to_dict(), "relative": _rounded(self.relative(m))}
                 for m in self.measurements
             ],
             "recommendations": [r.to_dict(name) for r in self.recommendations],
         }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _stderr(message: str) -> None:
@@ -88,7 +105,12 @@ def run_bench(
     For each env count, first asks :func:`~parllel.cages.suggest_layout_for`
     for its prediction, then measures each layout
     (:func:`~parllel.bench.measure.measure_layout`) with each policy, and
-    recommends one (:func:`~parllel.bench.recommend.recommend`).
+    recommends one (:func:`~parllel.bench.recommend.recommend`). Nothing
+    measured is lost: a layout (or policy) that raises is a row with its
+    error, and so is a failed prediction (a note). Load balancing of envs
+    that cannot move between processes
+    (:func:`~parllel.cages.move_refusal`, e.g. MuJoCo's) is measured, marked
+    refused and never recommended.
 
     Args:
         env_factory: ``MODULE:FACTORY`` or a loaded :class:`EnvFactory`.
@@ -104,7 +126,7 @@ def run_bench(
 
     Raises:
         EnvFactoryError: the factory does not import, is not callable, raises
-            or returns no env.
+            or returns no env (checked before measuring).
         ConfigError: invalid arguments.
         MissingDependencyError: ``"mlp"`` without torch.
 
@@ -129,26 +151,65 @@ def run_bench(
         require_policy(policy)
     if isinstance(env_factory, str):
         env_factory = load_factory(env_factory)
-    check_factory(env_factory)
-    say = progress or (lambda message: None)
-    report = BenchReport(env_factory, usable_cores(), seconds, batch_T)
-    for n_envs in envs:
-        candidates = candidate_layouts(n_envs, report.cores, layouts)
+    cores = usable_cores()
+    plan = {n_envs: candidate_layouts(n_envs, cores, layouts) for n_envs in envs}
+    for n_envs, candidates in plan.items():
         if not candidates:
             raise ConfigError(
                 f"none of the layouts {list(layouts or ())} applies to {n_envs} envs"
             )
+    check_factory(env_factory)
+    refusal = None
+    if any(layout.rebalances for group in plan.values() for layout in group):
+        refusal = move_refusal_of(env_factory)
+    say = progress or (lambda message: None)
+    report = BenchReport(env_factory, cores, seconds, batch_T)
+    for n_envs, candidates in plan.items():
         say(f"{n_envs} envs: suggest_layout_for ...")
-        predicted = predict_layout(env_factory.factory, n_envs)
+        predicted, prediction_error = _predict(env_factory, n_envs, say)
         for policy in policies:
             group = []
             for layout in candidates:
                 say(f"{n_envs} envs, {policy} policy: {layout.describe()} ...")
-                group.append(
-                    measure_layout(
-                        env_factory.factory, layout, policy, seconds, batch_T
-                    )
+                measurement = _measure(
+                    env_factory, layout, policy, seconds, batch_T, say
                 )
+                if measurement.ok and layout.rebalances and refusal is not None:
+                    measurement = replace(measurement, refused=refusal)
+                group.append(measurement)
             report.measurements += group
-            report.recommendations.append(recommend(group, predicted, margin))
+            chosen = recommend(group, predicted, margin, prediction_error)
+            if chosen is not None:
+                report.recommendations.append(chosen)
     return report
+
+
+def _predict(
+    env_factory: EnvFactory, n_envs: int, say: Callable[[str], None]
+) -> tuple[Layout | None, str | None]:
+    """suggest_layout_for's layout, or None and what it raised (the layouts
+    are measured either way)."""
+    try:
+        return predict_layout(env_factory.factory, n_envs), None
+    except Exception as exc:  # the user's env: report whatever it raises
+        error = f"{type(exc).__name__}: {exc}"
+        say(f"  suggest_layout_for failed: {error}")
+        return None, error
+
+
+def _measure(
+    env_factory: EnvFactory,
+    layout: Layout,
+    policy: str,
+    seconds: float,
+    batch_T: int,
+    say: Callable[[str], None],
+) -> Measurement:
+    """One layout's measurement; a layout that raises is a row with its error
+    (its cages are closed by then; the traceback goes to ``say``), so the
+    other rows are kept."""
+    try:
+        return measure_layout(env_factory.factory, layout, policy, seconds, batch_T)
+    except Exception as exc:  # the user's env or policy: whatever it raises
+        say(f"  failed:\n{traceback.format_exc().rstrip()}")
+        return Measurement.failure(layout, policy, exc)

@@ -21,6 +21,7 @@ from parllel.cages.layout import (
     suggest_layout_for,
     usable_cores,
 )
+from parllel.cages.movable import move_refusal
 from parllel.cages.process import ProcessCage
 from parllel.cages.serial import SerialCage
 from parllel.cages.spaces import (
@@ -50,6 +51,7 @@ __all__ = [
     "measure_step_seconds",
     "measure_step_overhead_seconds",
     "measure_sync_seconds",
+    "move_refusal",
     "suggest_layout",
     "suggest_layout_for",
     "usable_cores",

@@ -13,12 +13,12 @@ from typing import Any
 
 import cloudpickle
 import numpy as np
-from gymnasium.utils import EzPickle
 
 from parllel import fields
 from parllel.cages.env_access import apply_to_env, call_env, set_env_attr
 from parllel.cages.env_info import InfoSlotTables, write_info_value
 from parllel.cages.factories import build_env
+from parllel.cages.movable import move_refusal
 from parllel.cages.spaces import (
     EnvSpaces,
     action_reader,
@@ -358,21 +358,17 @@ class EnvGroup:
         """Remove the first (or last) env and return it pickled with its episode state.
 
         For load balancing between processes: :meth:`take_env` in another
-        group continues the env exactly where it was. Envs that pickle by
-        re-construction (gymnasium's ``EzPickle``, e.g. MuJoCo and Atari
-        envs) would lose their state that way, so they are refused with
-        :class:`TypeError`; so is any env that fails to pickle. Nothing is
-        removed on error.
+        group continues the env exactly where it was. Envs that
+        :func:`~parllel.cages.movable.move_refusal` refuses (``EzPickle``
+        ones: MuJoCo, Atari) raise :class:`TypeError`; so does any env that
+        fails to pickle. Nothing is removed on error.
         """
         if len(self.envs) < 2:
             raise ValueError("a group keeps at least one env")
         i = 0 if first else len(self.envs) - 1
-        env = self.envs[i]
-        if isinstance(getattr(env, "unwrapped", env), EzPickle):
-            raise TypeError(
-                f"env {self.env_indices[i]} ({type(env.unwrapped).__name__}) pickles "
-                "by re-construction (EzPickle) and would lose its state if moved"
-            )
+        refusal = move_refusal(self.envs[i], self.env_indices[i])
+        if refusal is not None:
+            raise TypeError(refusal)
         columns = self._columns()
         payload = cloudpickle.dumps(
             (self.env_indices[i],) + tuple(column[i] for column in columns)

@@ -18,7 +18,7 @@ from parllel.cages.balance import Balancer, Move
 from parllel.cages.protocol import GiveEnvs, Request, Row, TakeEnvs
 from parllel.cages.stepping import Stepping, SteppingProcesses
 from parllel.cages.worker_handle import WorkerHandle
-from parllel.errors import ConfigError, EnvError
+from parllel.errors import ConfigError, EnvError, RebalanceRefusedWarning
 
 
 class EnvsNotMovable(Exception):
@@ -39,21 +39,25 @@ def propose_move(
 
 def balance(
     processes: SteppingProcesses, balancer: Balancer, main_seconds: float
-) -> bool:
+) -> str | None:
     """Ask ``balancer`` after a step and carry out its move, if any.
 
-    Returns False (after a warning, with the current split kept) when the
-    envs turned out not to be movable: balancing should be switched off.
+    Returns why the envs cannot move (after a
+    :class:`~parllel.errors.RebalanceRefusedWarning`, with the current split
+    kept) when they turned out not to be movable: balancing should be
+    switched off. None otherwise.
     """
     move = propose_move(processes, balancer, main_seconds)
     if move is None:
-        return True
+        return None
     try:
         move_envs(processes, *move)
     except EnvsNotMovable as exc:
-        warn_at_caller(f"ProcessCage load balancing switched off: {exc}", UserWarning)
-        return False
-    return True
+        warn_at_caller(
+            f"ProcessCage load balancing switched off: {exc}", RebalanceRefusedWarning
+        )
+        return str(exc)
+    return None
 
 
 def move_envs(processes: SteppingProcesses, giver: int, taker: int, count: int) -> None:

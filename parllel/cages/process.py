@@ -100,8 +100,10 @@ class ProcessCage(Cage):
             :class:`~parllel.cages.LoadBalancer`; or any object with its
             ``propose`` method). Moved envs are pickled with their state, so
             they must pickle completely (CartPole-like Python envs do;
-            ``EzPickle`` envs such as MuJoCo's are detected and balancing is
-            switched off with a warning). Results stay bit-identical.
+            ``EzPickle`` envs such as MuJoCo's are detected at the first move,
+            balancing is switched off with a
+            :class:`~parllel.errors.RebalanceRefusedWarning` and
+            :attr:`rebalance_refusal` says why). Results stay bit-identical.
         worker_cpus: CPUs the worker processes may run on (Linux
             ``sched_setaffinity``; default: no pinning). E.g. the two cages of
             an :class:`~parllel.samplers.AlternatingSampler` on a 2-core
@@ -175,6 +177,8 @@ class ProcessCage(Cage):
         )
         self.worker_cpus = check_cpus(worker_cpus)
         self._balancer = make_balancer(rebalance)
+        self.rebalance_refusal: str | None = None
+        """Why load balancing was switched off (the envs cannot move), or None."""
         self.worker_spin_seconds = (
             -1.0 if worker_spin_seconds is None else float(worker_spin_seconds)
         )
@@ -311,8 +315,9 @@ class ProcessCage(Cage):
             raise main_error
         raise_replies(errors)
         if self._balancer is not None and healthy:
-            if not moves.balance(self._resources, self._balancer, main_seconds):
-                self._balancer = None  # switched off
+            refusal = moves.balance(self._resources, self._balancer, main_seconds)
+            if refusal is not None:
+                self._balancer, self.rebalance_refusal = None, refusal  # switched off
         return completed
 
     # -- resetting -------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from numpy.typing import DTypeLike
+
 from parllel import fields
 from parllel.agents import Handler
 from parllel.arrays import Storage
@@ -19,6 +21,7 @@ from parllel.samplers import (
     ObservationNormalizer,
     sample_tree_from_examples,
 )
+from parllel.samplers.build import with_float_dtype
 from parllel.transforms import (
     ClipRewards,
     EstimateAdvantage,
@@ -42,14 +45,19 @@ def build_sample_tree(
     :func:`parllel.samplers.sample_tree_from_examples` for the layout and ``options``).
 
     Storage defaults to shared memory if any cage is a process cage, local
-    otherwise.
+    otherwise. Observations keep the env's dtype unless
+    ``observation_dtype=np.float32`` (say) is among the options: torch models
+    cast their input to the model's dtype either way.
     """
     cages = [cage] if isinstance(cage, Cage) else list(cage)
     if storage is None:
         process = any(isinstance(c, ProcessCage) for c in cages)
         storage = "shared" if process else "local"
     example = cages[0].example
-    agent_example = handler.example_outputs(example[fields.OBSERVATION])
+    # the agent's example sees what the tree will hold
+    observation_dtype = options.get("observation_dtype")
+    observation = with_float_dtype(example[fields.OBSERVATION], observation_dtype)
+    agent_example = handler.example_outputs(observation)
     n_envs = sum(c.n_envs for c in cages)
     return sample_tree_from_examples(
         example, agent_example, batch_T, n_envs, storage, **options
@@ -63,6 +71,7 @@ def build_replay_tree(
     full_size: int,
     *,
     storage: Storage = "local",
+    observation_dtype: DTypeLike | None = None,
 ) -> ArrayDict:
     """Allocate a replay tree of full-size Arrays (``full_size`` rows per env).
 
@@ -71,7 +80,8 @@ def build_replay_tree(
     ``replay.record_batch(sample_tree)`` copies each batch in. ``full_size``
     is rounded up to a multiple of ``batch_T``; the replay keeps
     ``full_size - 1`` steps per env. Local memory by default: only the main
-    process reads it.
+    process reads it. ``observation_dtype`` as for :func:`build_sample_tree`
+    (e.g. ``np.float32``: half the memory for float64 observations).
 
     Example:
         >>> sample_tree = build_sample_tree(cage, handler, 1, final_observation=True)
@@ -89,6 +99,7 @@ def build_replay_tree(
         bootstrap=False,
         final_observation=True,
         previous=False,
+        observation_dtype=observation_dtype,
     )
 
 

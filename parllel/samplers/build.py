@@ -6,12 +6,30 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from parllel import fields
 from parllel.arrays import Array, Storage
 from parllel.cages import numeric_info_example
 from parllel.errors import ConfigError
-from parllel.tree import ArrayDict, buffer_from_example
+from parllel.tree import ArrayDict, buffer_from_example, tree_map
+
+
+def with_float_dtype(example: Any, dtype: DTypeLike | None) -> Any:
+    """``example`` with its floating leaves as ``dtype`` (None: unchanged)."""
+    if dtype is None:
+        return example
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        raise ConfigError(
+            f"observation_dtype must be a floating dtype (e.g. np.float32); got {dtype}"
+        )
+
+    def cast(leaf: Any) -> Any:
+        array = np.asarray(leaf)
+        return array.astype(dtype) if array.dtype.kind == "f" else leaf
+
+    return tree_map(cast, example)
 
 
 def sample_tree_from_examples(
@@ -28,6 +46,7 @@ def sample_tree_from_examples(
     wait_reset: bool = False,
     env_info: bool = True,
     full_size: int | None = None,
+    observation_dtype: DTypeLike | None = None,
 ) -> ArrayDict:
     """Allocate every field a sampler writes, ``[T, B, ...]``, from examples.
 
@@ -77,6 +96,12 @@ def sample_tree_from_examples(
             as they are, and ``final_observation`` stays a ``[T, B]`` slot
             (replays keep final observations sparsely). Samplers write into
             ordinary trees.
+        observation_dtype: store the floating leaves of ``observation`` and
+            ``final_observation`` in this floating dtype (e.g. ``np.float32``
+            for MuJoCo's float64 observations: half the memory); the cages
+            cast as they write. Default: the env's dtype (torch models cast
+            their input to the model's dtype either way). Integer leaves
+            (images, discrete values) keep theirs.
 
     Returns:
         An ArrayDict keyed by :mod:`parllel.fields` names.
@@ -105,6 +130,7 @@ def sample_tree_from_examples(
     if previous is None:
         previous = recurrent
     reward = np.asarray(env_example[fields.REWARD], np.float32)[()]
+    observation = with_float_dtype(env_example[fields.OBSERVATION], observation_dtype)
 
     def alloc(
         example: Any, batch_shape: tuple[int, ...] = shape, padding: int = 0
@@ -115,7 +141,7 @@ def sample_tree_from_examples(
         )
 
     tree = ArrayDict()
-    tree[fields.OBSERVATION] = alloc(env_example[fields.OBSERVATION], padding=1)
+    tree[fields.OBSERVATION] = alloc(observation, padding=1)
     tree[fields.ACTION] = alloc(action, padding=1)
     tree[fields.REWARD] = alloc(reward, padding=1)
     for key in (fields.TERMINATED, fields.TRUNCATED, fields.DONE):
@@ -131,7 +157,7 @@ def sample_tree_from_examples(
         # a replay tree keeps only a [T, B] slot: the replay stores the few
         # final observations of ended episodes sparsely when a batch is recorded
         tree[fields.FINAL_OBSERVATION] = buffer_from_example(
-            env_example[fields.OBSERVATION], shape, storage
+            observation, shape, storage
         )
     if bootstrap:
         value = np.asarray(agent_info[fields.VALUE])

@@ -16,7 +16,7 @@ from parllel.agents.numpy_handler import (
     zero_batch_of_one,
 )
 from parllel.agents.state import ALL, EnvStates, as_index
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, DtypeError
 from parllel.seeding import check_seed
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
 from parllel.torch.weights import SharedWeights, agent_modules, module_tensors
@@ -40,6 +40,20 @@ def _copy_into(out: Any, value: Any, path: str = "") -> None:
 
 def _to_numpy(tree: Any) -> Any:
     return tree_map(lambda leaf: leaf.detach().cpu().numpy(), tree)
+
+
+def _dtype_error(exc: RuntimeError, observation: Any) -> DtypeError:
+    """The error for a model that fails on the observations' dtype."""
+    dtypes = sorted(
+        {str(np.asarray(leaf).dtype) for _, leaf in tree_items(observation)}
+    )
+    return DtypeError(
+        f"the agent's model failed on the env's observations ({', '.join(dtypes)}): "
+        f"{exc}. parllel's encoders (build_encoder, FlattenEncoder, CnnEncoder, "
+        "OneHotEncoder) cast observations to the model's dtype; a model that reads "
+        "them without one must cast them itself, e.g. with "
+        "parllel.torch.models.to_model_dtype(observation, weight)"
+    )
 
 
 class TorchHandler:
@@ -166,13 +180,18 @@ class TorchHandler:
         self, observation: Any, action: Any = None, reward: Any = None
     ) -> AgentExample:
         """One env's action, agent info and state (numpy) for ``observation``."""
-        with torch.no_grad():
-            step = self.agent.step(
-                self._input(batch_of_one(observation), cached=False),
-                self._input(zero_batch_of_one(action), cached=False),
-                self._input(zero_batch_of_one(reward), cached=False),
-                tree_to_device(self.agent.initial_state(1), self.device),
-            )
+        try:
+            with torch.no_grad():
+                step = self.agent.step(
+                    self._input(batch_of_one(observation), cached=False),
+                    self._input(zero_batch_of_one(action), cached=False),
+                    self._input(zero_batch_of_one(reward), cached=False),
+                    tree_to_device(self.agent.initial_state(1), self.device),
+                )
+        except RuntimeError as exc:
+            if "dtype" not in str(exc):
+                raise
+            raise _dtype_error(exc, observation) from exc
         first = tree_map(lambda leaf: leaf[0], _to_numpy(step[:2]))
         state = None if step.state is None else _to_numpy(step.state[0])
         agent_info = first[1]

@@ -18,7 +18,7 @@ from parllel.bench import run_bench
 from parllel.bench.__main__ import main
 from parllel.bench.policies import require_policy
 from parllel.cages import usable_cores
-from parllel.errors import EnvError, MissingDependencyError
+from parllel.errors import MissingDependencyError
 from tests.helpers.processes import end_processes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,11 +164,16 @@ def closed_at_once(error_info: pytest.ExceptionInfo) -> None:
     assert list_segments(os.getpid()) == []
 
 
-def test_an_env_failing_while_stepping_in_a_worker_closes_everything(capsys):
+def test_an_env_failing_while_stepping_in_a_worker_is_a_row_and_closes_everything(
+    capsys,
+):
     layouts = ["process-workers"]
-    with pytest.raises(EnvError, match="FailingStepEnv broke on purpose") as info:
-        run_bench(f"{HELPERS}:FailingStepEnv", [2], seconds=10, layouts=layouts)
-    closed_at_once(info)
+    report = run_bench(f"{HELPERS}:FailingStepEnv", [2], seconds=10, layouts=layouts)
+    (row,) = report.measurements
+    assert row.error.startswith("EnvError") and "broke on purpose" in row.error
+    assert report.recommendations == []
+    assert multiprocessing.active_children() == []  # closed, not collected later
+    assert list_segments(os.getpid()) == []
     status, _, err = run_main(
         capsys,
         f"{HELPERS}:FailingStepEnv",

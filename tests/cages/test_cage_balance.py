@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,9 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel.cages import LoadBalancer, ProcessCage, SerialCage
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, RebalanceRefusedWarning
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.envs import CountingEnv
+
+ROOT = Path(__file__).resolve().parents[2]
 
 T = 20
 
@@ -179,8 +182,12 @@ def test_envs_that_pickle_by_reconstruction_switch_balancing_off():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = run_batch(cage, 8)
-        assert any("EzPickle" in str(w.message) for w in caught)
+        (warning,) = [w for w in caught if "EzPickle" in str(w.message)]
+        assert warning.category is RebalanceRefusedWarning
+        # at the test's code that stepped the cage, not at parllel's
+        assert warning.filename.startswith(str(ROOT / "tests")), warning.filename
         assert cage._balancer is None and cage.main_process_envs == 2
+        assert "EzPickle" in cage.rebalance_refusal
     for key in reference[0]:
         np.testing.assert_array_equal(result[0][key], reference[0][key], err_msg=key)
 

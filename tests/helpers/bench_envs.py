@@ -12,6 +12,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.utils import EzPickle
 
 WAIT_SECONDS = 0.002  # seconds WaitingEnv waits per step
 
@@ -72,6 +73,34 @@ class InterruptedEnv(NoopEnv):
         ):
             raise KeyboardInterrupt
         return super().step(action)
+
+
+class Float64NoopEnv(NoopEnv):
+    """NoopEnv with float64 observations, as MuJoCo's envs return."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float64), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float64), 0.0, False, False, {}
+
+
+class NoMlpEnv(NoopEnv):
+    """NoopEnv with MultiBinary actions: random actions work, the ``mlp``
+    policy cannot be built (every layout raises in the mlp pass)."""
+
+    action_space = gym.spaces.MultiBinary(2)
+
+
+class EzPickleNoopEnv(NoopEnv, EzPickle):
+    """NoopEnv that pickles by re-construction, as MuJoCo's envs do: its envs
+    cannot move between processes, so load balancing is refused."""
+
+    def __init__(self) -> None:
+        EzPickle.__init__(self)
 
 
 def make_noop_env() -> NoopEnv:

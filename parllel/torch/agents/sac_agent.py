@@ -13,6 +13,7 @@ from parllel.agents.base import AgentStep, check_mode
 from parllel.errors import ConfigError
 from parllel.torch.architecture import Architecture
 from parllel.torch.distributions import GaussianParams, SquashedGaussian
+from parllel.torch.models.dtypes import to_model_dtype
 from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.heads import GaussianHead
 from parllel.torch.models.mlp import MLP
@@ -74,7 +75,8 @@ class TwinQ(nn.Module):
         """Both Q values ``[...]`` for observations and actions ``[..., A]``."""
         values = []
         for encoder, mlp in zip(self.encoders, self.mlps):
-            features = torch.cat([encoder(observation), action.to(torch.float32)], -1)
+            features = encoder(observation)  # in the model's dtype
+            features = torch.cat([features, to_model_dtype(action, features)], -1)
             values.append(mlp(features).squeeze(-1))
         return values[0], values[1]
 

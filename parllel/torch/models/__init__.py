@@ -3,6 +3,7 @@
 from parllel.torch.models.actor_critic import ActorCriticModel, ActorCriticOutput
 from parllel.torch.models.build import build_actor_critic
 from parllel.torch.models.cnn import CnnEncoder
+from parllel.torch.models.dtypes import FollowsModelDtype, to_model_dtype
 from parllel.torch.models.encoders import (
     DictEncoder,
     FlattenEncoder,
@@ -27,6 +28,7 @@ __all__ = [
     "CnnEncoder",
     "DictEncoder",
     "FlattenEncoder",
+    "FollowsModelDtype",
     "GaussianHead",
     "LeadingDims",
     "OneHotEncoder",
@@ -38,4 +40,5 @@ __all__ = [
     "flatten_leading_dims",
     "infer_leading_dims",
     "restore_leading_dims",
+    "to_model_dtype",
 ]

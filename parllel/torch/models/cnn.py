@@ -8,17 +8,18 @@ import torch
 from torch import nn
 
 from parllel.errors import ConfigError, ShapeError
+from parllel.torch.models.dtypes import FollowsModelDtype
 
 __all__ = ["CnnEncoder"]
 
 
-class CnnEncoder(nn.Module):
+class CnnEncoder(FollowsModelDtype):
     """Conv stack mapping images to flat features, keeping leading dims.
 
     Inputs are ``[..., C, H, W]`` (or ``[..., H, W, C]`` with
     ``channels_last=True``) with any number of leading dims; outputs are
-    ``[..., output_size]``. ``uint8`` images are scaled to ``[0, 1]``; float
-    images are used as they are. The defaults are the Nature-DQN conv stack
+    ``[..., output_size]``. ``uint8`` images are scaled to ``[0, 1]``; other
+    images are used as they are; both in the model's dtype. The defaults are the Nature-DQN conv stack
     (32x8x8 stride 4, 64x4x4 stride 2, 64x3x3 stride 1, ReLU); pass
     ``output_size=512`` for its fully connected layer too. The flat feature
     size is inferred at construction by running a zero image through the
@@ -113,9 +114,10 @@ class CnnEncoder(nn.Module):
         x = images.reshape(-1, *self.image_shape)  # [N, *image_shape]
         if self.channels_last:
             x = x.permute(0, 3, 1, 2)  # [N, C, H, W]
+        dtype = self.dtype_reference.dtype
         if x.dtype == torch.uint8:
-            x = x.float().mul_(1.0 / 255.0)
-        elif not x.is_floating_point():
-            x = x.float()
+            x = x.to(dtype).mul_(1.0 / 255.0)
+        elif x.dtype != dtype:
+            x = x.to(dtype)
         features = self.linear(self.convs(x).flatten(1))  # [N, output_size]
         return features.reshape(*leading, self.output_size)

@@ -4,6 +4,10 @@ Every encoder maps an observation with any leading dims ``[..., *feature]``
 to flat features ``[..., output_size]`` and has an ``output_size`` attribute,
 so models can stack anything after it. :func:`build_encoder` picks encoders
 from a gymnasium space or an example observation.
+
+Every encoder casts its input to the model's floating dtype (float32 unless
+the model was converted), whatever the observation's dtype: see
+:mod:`parllel.torch.models.dtypes`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from torch import nn
 
 from parllel.errors import ConfigError, ShapeError
 from parllel.torch.models.cnn import CnnEncoder
+from parllel.torch.models.dtypes import FollowsModelDtype, to_model_dtype
 
 __all__ = [
     "DictEncoder",
@@ -44,8 +49,12 @@ def encoder_output_size(encoder: nn.Module) -> int:
     return size
 
 
-class FlattenEncoder(nn.Module):
-    """Flatten the trailing ``feature_shape`` dims and cast to float (no parameters).
+class FlattenEncoder(FollowsModelDtype):
+    """Flatten the trailing ``feature_shape`` dims and cast to the model's dtype.
+
+    Any input dtype (float64 from MuJoCo envs, integers, bools) becomes the
+    model's floating dtype (float32 by default; it follows ``.to(dtype)``).
+    No parameters.
 
     Example:
         >>> FlattenEncoder((2, 3))(torch.zeros(5, 2, 3)).shape
@@ -61,7 +70,7 @@ class FlattenEncoder(nn.Module):
         self.output_size = math.prod(self.feature_shape)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        """``[..., *feature_shape]`` to float ``[..., output_size]``."""
+        """``[..., *feature_shape]`` to ``[..., output_size]`` in the model's dtype."""
         ndim = len(self.feature_shape)
         if tuple(observation.shape[observation.dim() - ndim :]) != self.feature_shape:
             raise ShapeError(
@@ -70,10 +79,10 @@ class FlattenEncoder(nn.Module):
             )
         leading = observation.shape[: observation.dim() - ndim]
         flat = observation.reshape(*leading, self.output_size)
-        return flat if flat.is_floating_point() else flat.float()
+        return to_model_dtype(flat, self.dtype_reference)
 
 
-class OneHotEncoder(nn.Module):
+class OneHotEncoder(FollowsModelDtype):
     """One-hot encode integer observations (e.g. a ``Discrete`` space).
 
     Args:
@@ -86,8 +95,9 @@ class OneHotEncoder(nn.Module):
         self.output_size = self.n
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        """Integer ``[...]`` to float ``[..., n]``."""
-        return nn.functional.one_hot(observation.long(), self.n).float()
+        """Integer ``[...]`` to ``[..., n]`` in the model's dtype."""
+        one_hot = nn.functional.one_hot(observation.long(), self.n)
+        return to_model_dtype(one_hot, self.dtype_reference)
 
 
 class DictEncoder(nn.Module):
