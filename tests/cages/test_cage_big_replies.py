@@ -10,6 +10,7 @@ turns the hang into a failure).
 
 from __future__ import annotations
 
+import time
 from functools import partial
 
 import numpy as np
@@ -17,7 +18,14 @@ import pytest
 
 from parllel import fields
 from parllel.cages import ProcessCage, SerialCage
-from tests.helpers.big_reply_envs import FRAME_SHAPE, TEN_MB, pattern, tagged_envs
+from parllel.samplers.background import BackgroundSampler
+from tests.helpers.big_reply_envs import (
+    FRAME_SHAPE,
+    TEN_MB,
+    build_big_episode_sampler,
+    pattern,
+    tagged_envs,
+)
 from tests.helpers.cage_helpers import allocate
 
 N_ENVS = 4
@@ -91,7 +99,7 @@ def step_slots(tree, t: int) -> dict:
 
 @pytest.mark.timeout(60)
 def test_megabyte_step_and_reset_infos_are_kept_and_reach_episodes(make_cage):
-    factories = tagged_envs(N_ENVS, info_bytes=MB)
+    factories = tagged_envs(N_ENVS, info_bytes=MB, final_info_bytes=MB)
     with make_cage(factories, N_ENVS, seed=0, keep_infos=True) as cage:
         tree = allocate(cage, 3)
         try:
@@ -160,3 +168,29 @@ def test_envs_with_ten_mb_state_move_between_processes(main_process_envs):
         assert cage.get_attr("tag") == list(range(6))
         for i, big in enumerate(cage.get_attr("big")):
             np.testing.assert_array_equal(big, pattern(TEN_MB, i))
+
+
+# -- in the background sampler's process ---------------------------------------------
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("main_share", [False, True], ids=["workers", "main-share"])
+def test_big_episode_infos_reach_the_learner_from_a_background_sampler(main_share):
+    # the cage's workers reply to the background process with 3 MB episodes,
+    # which sends ~18 MB per batch on to the learner
+    size = 3 * MB
+    background = BackgroundSampler(
+        build_big_episode_sampler, 0, size, main_share, max_lag=0
+    )
+    try:
+        for _ in range(2):
+            completed = background.collect_batch().completed
+            assert sorted(traj.env_index for traj in completed) == [0, 0, 1, 1, 2, 2]
+            for traj in completed:
+                final = traj.extra["final_blob"]
+                np.testing.assert_array_equal(final, pattern(size, traj.env_index))
+    finally:
+        # meanwhile the background process filled the next tree and blocks
+        # sending its batch message: close() must not wait close_timeout (30 s)
+        start = time.monotonic()
+        background.close()
+        closing = time.monotonic() - start
+    assert closing < 10
