@@ -64,7 +64,11 @@ class BigReplyEnv(gym.Env):
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.t = 0
-        info = {"reset_blob": pattern(self.info_bytes, self.tag)} if self.info_bytes else {}
+        info = (
+            {"reset_blob": pattern(self.info_bytes, self.tag)}
+            if self.info_bytes
+            else {}
+        )
         return self._observation(), info
 
     def step(self, action):

@@ -44,7 +44,9 @@ def test_sb3_negative_indices_reach_the_envs_dummy_vec_env_reaches(layout):
         for k, indices in enumerate(INDICES):
             for venv in (reference, ours):
                 venv.set_attr("min_length", 20 + k, indices=indices)
-                venv.env_method("set_wrapper_attr", "max_length", 30 + k, indices=indices)
+                venv.env_method(
+                    "set_wrapper_attr", "max_length", 30 + k, indices=indices
+                )
             assert ours.get_attr("min_length") == reference.get_attr("min_length")
             assert ours.get_attr("max_length", indices) == reference.get_attr(
                 "max_length", indices
