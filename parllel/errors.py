@@ -198,6 +198,15 @@ class EnvAttributeError(EnvError, AttributeError):
     """
 
 
+class EnvIndexError(ConfigError, IndexError):
+    """An env index given to a cage (or an adapter over one) is out of range.
+
+    Indices count from 0; negative ones count from the end, as in a Python
+    list (-1 is the last env), so the valid ones for ``n`` envs are
+    ``-n <= i < n``.
+    """
+
+
 class StepTimeoutError(CageError, TimeoutError):
     """A worker did not finish a step or reset within the cage's ``step_timeout``.
 

@@ -10,6 +10,7 @@ from typing import Any
 from parllel import fields
 from parllel.cages.cage_checks import check_slot_tree
 from parllel.cages.env_group import RESET_MODES
+from parllel.cages.env_indices import normalize_env_indices
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.factories import PerEnvFactories
 from parllel.cages.spaces import ActionChecker, EnvSpaces, check_observation
@@ -50,6 +51,12 @@ class Cage(ABC):
     (preallocated info keys) and ``final_observation`` (the last observation
     of episodes ending in this step; in auto-reset mode the ``observation``
     slot then receives the reset observation of the next episode).
+
+    ``env_indices`` (of :meth:`reset`, :meth:`call`, :meth:`apply`,
+    :meth:`get_attr`, :meth:`set_attr`, :meth:`render`) are cage-local;
+    negative ones count from the end as in a Python list (-1: the last env),
+    and any other out of range raises :class:`~parllel.errors.EnvIndexError`
+    (a ConfigError and an IndexError).
 
     Subclasses implement the ``_``-prefixed hooks; this class owns argument
     checks and the call-order state machine.
@@ -175,7 +182,8 @@ class Cage(ABC):
 
         Args:
             out_observation: where the reset observations go.
-            env_indices: cage-local indices of the envs to reset (None: all).
+            env_indices: cage-local indices of the envs to reset (None: all;
+                -1: the last env).
             seeds: one seed (or None) per reset env, in the order of
                 ``env_indices``, for ``env.reset(seed=...)``. Without one, an
                 env gets the cage's seed at its first reset and none later.
@@ -183,12 +191,7 @@ class Cage(ABC):
         """
         self._require(CageState.IDLE, "reset_async")
         if env_indices is not None:
-            env_indices = [int(i) for i in env_indices]
-            bad = [i for i in env_indices if not 0 <= i < self.n_envs]
-            if bad:
-                raise ConfigError(
-                    f"env indices {bad} out of range for {self.n_envs} envs"
-                )
+            env_indices = normalize_env_indices(env_indices, self.n_envs)
         seed_map = None
         if seeds is not None:
             indices = range(self.n_envs) if env_indices is None else env_indices
@@ -266,7 +269,7 @@ class Cage(ABC):
         that raises gives :class:`~parllel.errors.EnvError`.
         """
         self._require(CageState.IDLE, f"call {name!r}")
-        indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
+        indices = normalize_env_indices(env_indices, self.n_envs)
         return self._call(name, args, kwargs, indices)
 
     def apply(
@@ -289,7 +292,7 @@ class Cage(ABC):
             ['CartPoleEnv', 'CartPoleEnv']
         """
         self._require(CageState.IDLE, f"apply {function!r}")
-        indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
+        indices = normalize_env_indices(env_indices, self.n_envs)
         return self._apply(function, args, kwargs, indices)
 
     def get_attr(
@@ -315,7 +318,7 @@ class Cage(ABC):
         its ``TimeLimit``), else created on the outermost wrapper.
         """
         self._require(CageState.IDLE, f"set_attr {name!r}")
-        indices = list(range(self.n_envs)) if env_indices is None else list(env_indices)
+        indices = normalize_env_indices(env_indices, self.n_envs)
         if not isinstance(values, (list, tuple)):
             values = [values] * len(indices)
         if len(values) != len(indices):

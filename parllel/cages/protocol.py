@@ -17,6 +17,12 @@ Two channels connect the main process to each worker:
   (:class:`Ready`, :class:`Result`, :class:`Episodes`, :class:`WorkerError`),
   sent only when they exist (``Status.HAS_REPLIES`` says so).
 
+Each side writes the pipe only after releasing the semaphore the other side
+waits on (the main process: its messages after ``command_ready``; the
+worker: its replies after ``work_done``), and reads it only after acquiring
+its own: so a message of any size, larger than the pipe's buffer too, is
+read while it is written, and never blocks a side the other waits on.
+
 The control row's fields stay plain integers (class attributes, not enum
 members), so the per-step reads and writes index numpy with exact ints.
 """

@@ -73,8 +73,9 @@ class SteppingProcesses:
                 worker.env_indices = self.env_indices(lo, hi)
 
     def owner(self, index: int) -> tuple[WorkerHandle | None, int]:
-        """The process stepping cage-local env ``index``, and its local index."""
-        if index < self.main_process_envs:
+        """The process stepping cage-local env ``index`` (in ``[0, n_envs)``:
+        ``Cage`` normalized it), and its local index."""
+        if 0 <= index < self.main_process_envs:
             return None, index
         for worker in self.workers:
             lo, hi = worker.env_slice

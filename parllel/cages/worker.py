@@ -205,10 +205,16 @@ def _serve(
             raise
         except BaseException as exc:
             replies.append(error_reply(exc))
-        if replies:
+        if not replies:
+            work_done.release()
+        else:
+            # pickled (an unpicklable reply becomes an error reply), announced,
+            # then sent: the main process reads the pipe only after work_done,
+            # so a reply larger than the pipe's buffer must not come first
+            payload = _pickled_replies(replies)
             row[status_at] = has_replies
-            _send_replies(conn, replies)
-        work_done.release()
+            work_done.release()
+            conn.send_bytes(payload)
 
 
 def _handle(
@@ -233,8 +239,8 @@ def error_reply(exc: BaseException) -> WorkerError:
     return WorkerError(f"{type(exc).__name__}: {exc}", env_index, tb, os.getpid())
 
 
-def _send_replies(conn: Connection, replies: list[Reply]) -> None:
-    """Send ``replies``, or an error reply if they do not pickle.
+def _pickled_replies(replies: list[Reply]) -> memoryview:
+    """``replies`` pickled, or an error reply if they do not pickle.
 
     E.g. ``get_attr`` of an attribute holding a lock: the main process gets
     an EnvError and the worker and its envs stay usable (nothing reaches the
@@ -251,7 +257,7 @@ def _send_replies(conn: Connection, replies: list[Reply]) -> None:
         )
         error = WorkerError(message, None, traceback.format_exc(), os.getpid())
         payload = ForkingPickler.dumps([error])
-    conn.send_bytes(payload)
+    return payload
 
 
 def _send_error(conn: Connection, exc: BaseException) -> None:

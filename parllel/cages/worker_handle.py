@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from multiprocessing.reduction import ForkingPickler
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -230,20 +231,20 @@ class WorkerHandle:
         layout: int,
         extra: list[int] | None = None,
     ) -> None:
-        """Send ``messages`` over the pipe and ``command`` through the control row.
+        """Send ``command`` through the control row and ``messages`` over the pipe.
 
         ``ids``: the view ids of the slot tree of layout ``layout``;
         ``extra``: words written after them (a RESET's env indices).
+
+        The messages are pickled first (one that does not pickle raises here,
+        before the worker is told anything) and sent after the command is
+        released: the worker reads them only once woken, so a message larger
+        than the pipe's buffer would block both sides if sent before.
         """
         row = self.row
         if self.auto_spin:
             row[Row.SPIN_MICROSECONDS] = auto_spin_seconds() * 1e6
-        try:
-            for message in messages:
-                self.conn.send(message)
-        except (BrokenPipeError, ConnectionResetError):
-            # the worker is gone; wait() notices its exit and reports it
-            self.process.join(1.0)
+        payloads = [ForkingPickler.dumps(message) for message in messages]
         row[Row.N_MESSAGES] = len(messages)
         row[Row.COMMAND] = command
         row[Row.LAYOUT] = layout
@@ -254,6 +255,12 @@ class WorkerHandle:
         if extra is not None:
             row[start + n : start + n + len(extra)] = extra
         self.command_ready.release()
+        try:
+            for payload in payloads:
+                self.conn.send_bytes(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            # the worker is gone; wait() notices its exit and reports it
+            self.process.join(1.0)
 
     def request(self, message: Message, spin_seconds: float) -> Any:
         """Send one request to this idle worker and return its result.

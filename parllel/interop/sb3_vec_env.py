@@ -180,7 +180,9 @@ class CageSB3VecEnv(VecEnv):
         return self.cage.render()
 
     def _indices(self, indices: Any) -> list[int]:
-        return [int(i) for i in self._get_indices(indices)]
+        """SB3's ``indices`` (None, an int or a list) as a list; the cage
+        counts negative ones from the end, as DummyVecEnv does."""
+        return list(self._get_indices(indices))
 
     # -- lifetime --------------------------------------------------------------
     def close(self) -> None:

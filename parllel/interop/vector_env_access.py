@@ -19,7 +19,6 @@ from gymnasium.vector import SyncVectorEnv
 from parllel.cages.env_access import apply_to_env, call_env, set_env_attr
 from parllel.cages.spaces import env_name
 from parllel.errors import (
-    ConfigError,
     EnvAttributeError,
     EnvError,
     ParllelError,
@@ -68,12 +67,10 @@ def _envs_of(
 ) -> list[Any] | None:
     """The envs themselves, or None if ``indices`` are every env once.
 
+    ``indices`` are in ``[0, num_envs)`` (``Cage`` normalized them).
     ``every_env_too``: the envs even then (for what only the envs can do).
     """
     n = vector_env.num_envs
-    bad = [i for i in indices if not 0 <= i < n]
-    if bad:
-        raise ConfigError(f"env indices {bad} out of range for {n} envs")
     if not every_env_too and sorted(indices) == list(range(n)):
         return None
     unwrapped = vector_env.unwrapped

@@ -82,9 +82,15 @@ class _Died(Exception):
 
 
 def _shutdown(process: Any, ring: TreeRing | None, conn: Any, timeout: float) -> None:
-    """Close the ring (the background process then exits), join, free the memory."""
+    """Close the ring and the pipe (the background process then exits), join.
+
+    The pipe is closed first: a background process blocked sending a batch
+    message larger than the pipe's buffer (the learner reads it only while
+    waiting for a batch) fails at once instead of waiting to be terminated.
+    """
     if ring is not None:
         ring.close()
+    conn.close()
     if process.pid is not None:
         process.join(timeout)
         if process.is_alive():  # stuck in a batch: its cage workers exit with it
@@ -93,7 +99,6 @@ def _shutdown(process: Any, ring: TreeRing | None, conn: Any, timeout: float) ->
             if process.is_alive():
                 process.kill()
                 process.join(5)
-    conn.close()
 
 
 class BackgroundSampler:

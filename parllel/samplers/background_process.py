@@ -181,7 +181,7 @@ def run_background_sampler(
             conn.send(("batch", n, completed, sampler_state(sampler), times))
             ring.end_write(stamp=version)
             n += 1
-    except (TreeRingClosedError, _ParentGone, BrokenPipeError):
+    except (TreeRingClosedError, _ParentGone, BrokenPipeError, ConnectionResetError):
         pass  # the learner closed (or is gone): a normal end
     except BaseException as exc:
         try:
