@@ -20,11 +20,16 @@ import numpy as np
 
 from parllel import fields
 from parllel.cages.factories import build_env
-from parllel.cages.spaces import EnvSpaces, check_spaces_agree, legal_sample
+from parllel.cages.spaces import (
+    EnvSpaces,
+    check_spaces_agree,
+    legal_sample,
+    zero_example,
+)
 from parllel.errors import EnvError, EnvFactoryError
 from parllel.seeding import action_space_seed
 
-__all__ = ["env_error", "probe_env", "probe_step", "step_example"]
+__all__ = ["env_error", "probe_env", "probe_step", "spaces_example", "step_example"]
 
 
 def env_error(env_index: int, what: str, exc: BaseException) -> EnvError:
@@ -136,3 +141,19 @@ def probe_env(
     except Exception as exc:
         raise env_error(env_index, "its probe's close()", exc) from exc
     return example
+
+
+def spaces_example(spaces: EnvSpaces) -> dict[str, Any]:
+    """Example values without a probe: zeros of the spaces, no env info.
+
+    For cages built with ``probe=False`` (adapters that allocate their slots
+    from the spaces); no env code runs.
+    """
+    return step_example(
+        zero_example(spaces.observation),
+        zero_example(spaces.action),
+        0.0,
+        False,
+        False,
+        {},
+    )
