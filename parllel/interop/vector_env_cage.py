@@ -232,7 +232,7 @@ class VectorEnvCage(Cage):
         """``seed`` of a reset of the envs in ``mask``, plus the others' own seeds."""
         if self.env_seeds is None:
             return seed
-        per_env = [None] * self.n_envs if seed is None else list(seed)
+        per_env: list[int | None] = [None] * self.n_envs if seed is None else seed
         for i in np.flatnonzero(~mask).tolist():
             per_env[i] = int(self.env_seeds[i])
         return per_env

@@ -69,9 +69,7 @@ def make_cartpole():
 
 def make_counting_dict():
     """Dict observations and actions; terminations and TimeLimit truncations."""
-    env = CountingEnv(
-        min_length=3, max_length=8, observation="dict", action="dict"
-    )
+    env = CountingEnv(min_length=3, max_length=8, observation="dict", action="dict")
     return gym.wrappers.TimeLimit(env, max_episode_steps=6)
 
 
