@@ -41,6 +41,7 @@ from parllel.interop.vector_infos import (
     write_info_slots,
 )
 from parllel.interop.vector_probe import probe_actions, probe_factory
+from parllel.interop.vector_seeds import VectorSeeds
 from parllel.interop.vector_spaces import (
     ObservationWriter,
     autoreset_mode,
@@ -186,8 +187,7 @@ class VectorEnvCage(Cage):
         )
         self._info_slots = InfoSlotTables()
         self._started = np.zeros(n, bool)  # reset at least once
-        self._needs_seed = np.full(n, self.env_seeds is not None)
-        self._reset_once = False  # the vector env was reset (all its envs)
+        self._seeds = VectorSeeds(self.env_seeds, n)
         self._everyone = np.ones(n, bool)
         # AsyncVectorEnv steps in its workers between step_async and await_step
         self._async_env = vector_env if isinstance(vector_env, AsyncVectorEnv) else None
@@ -209,34 +209,6 @@ class VectorEnvCage(Cage):
         except Exception as exc:
             raise vector_error(self._name, what, exc) from exc
 
-    def _seeds_for(
-        self, mask: np.ndarray, seeds: dict[int, int | None] | None
-    ) -> list[int | None] | None:
-        """Per-env seeds of a reset of the envs in ``mask``, as a serial cage seeds.
-
-        An env gets its seed from ``seeds`` if given there, else the cage's
-        seed at its first reset, else none.
-        """
-        per_env: list[int | None] = [None] * self.n_envs
-        for i in np.flatnonzero(mask).tolist():
-            seed = None if seeds is None else seeds.get(i)
-            if seed is None and self._needs_seed[i] and self.env_seeds is not None:
-                seed = int(self.env_seeds[i])
-            per_env[i] = seed
-        self._needs_seed &= ~mask
-        return None if all(seed is None for seed in per_env) else per_env
-
-    def _first_seeds(
-        self, mask: np.ndarray, seed: list[int | None] | None
-    ) -> list[int | None] | None:
-        """``seed`` of a reset of the envs in ``mask``, plus the others' own seeds."""
-        if self.env_seeds is None:
-            return seed
-        per_env: list[int | None] = [None] * self.n_envs if seed is None else seed
-        for i in np.flatnonzero(~mask).tolist():
-            per_env[i] = int(self.env_seeds[i])
-        return per_env
-
     def _reset_vector(
         self,
         mask: np.ndarray,
@@ -245,13 +217,9 @@ class VectorEnvCage(Cage):
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict]:
         """Reset the envs in ``mask`` (all: a plain ``reset``); observations, infos."""
-        first, self._reset_once = not self._reset_once, True
-        seed = self._seeds_for(mask, seeds)
-        if first and not mask.all():
-            # gymnasium's vector envs reset some envs only after a full reset:
-            # the others are reset too (seeded again at their own first reset)
-            seed = self._first_seeds(mask, seed)
-            mask = self._everyone
+        partial_first = not self._seeds.reset_once and not mask.all()
+        seed, mask = self._seeds.for_reset(mask, seeds)
+        if partial_first:
             what = f"{what} (a first reset of a vector env resets all its envs)"
         if mask.all():
             return self._vector_call(
@@ -299,7 +267,7 @@ class VectorEnvCage(Cage):
         else:
             observation_0 = self._observations.row(observation, 0)
         info_0 = StepInfos(infos, done, self.autoreset_mode, self.n_envs).row(0)
-        self._needs_seed[:] = self.env_seeds is not None
+        self._seeds.restart()
         self._started[:] = False
         return step_example(
             copy.deepcopy(observation_0),

@@ -24,7 +24,8 @@ from tests.interop.test_make_vec import _run_both as run_make_vec_and_sync
 
 pytest.importorskip("Box2D")
 
-MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP]
+SAME = AutoresetMode.SAME_STEP
+MODES = [AutoresetMode.NEXT_STEP, SAME]
 PARALLEL = [False, True]
 
 
@@ -154,3 +155,17 @@ def test_vector_env_cage_over_bipedal_walker_equals_serial_cage():
         actual = run(cage, 80)
     for key in expected[0]:
         np.testing.assert_array_equal(actual[0][key], expected[0][key], err_msg=key)
+
+
+def test_a_first_reset_of_some_envs_resets_all_and_keeps_the_others_seeds():
+    venv = SyncVectorEnv([BuiltLog(max_count=4)] * 2, autoreset_mode=SAME)
+    with VectorEnvCage(venv, seed=4) as cage:
+        observation = np.zeros((2, 1), np.float32)
+        cage.reset(observation, env_indices=[1])  # gymnasium needs a full reset
+        assert cage.waiting_envs() == [0]
+        cage.reset(observation, env_indices=[0])
+        seeds = [env_seed(4, i) for i in range(2)]
+        assert [env.calls[1:] for env in venv.envs] == [
+            [("reset", seeds[0]), ("reset", seeds[0])],
+            [("reset", seeds[1])],
+        ]
