@@ -27,6 +27,7 @@ class _CageOptions(TypedDict):
     traj_info_type: Callable[..., TrajInfo]
     traj_info_kwargs: dict[str, Any] | None
     keep_infos: bool
+    probe: bool
 
 
 def build_cages(
@@ -41,6 +42,7 @@ def build_cages(
     traj_info_type: Callable[..., TrajInfo] = TrajInfo,
     traj_info_kwargs: dict[str, Any] | None = None,
     keep_infos: bool = False,
+    probe: bool = True,
     **process_kwargs: Any,
 ) -> Cage:
     """One cage for ``n_envs`` envs: in worker processes, or serial.
@@ -71,6 +73,7 @@ def build_cages(
         "traj_info_type": traj_info_type,
         "traj_info_kwargs": traj_info_kwargs,
         "keep_infos": keep_infos,
+        "probe": probe,
     }
     if parallel == "serial":
         return SerialCage(env_factory, n_envs, env_kwargs, **common)

@@ -7,24 +7,22 @@ whatever the grouping.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import cloudpickle
-import numpy as np
 
 from parllel import fields
 from parllel.cages.env_access import apply_to_env, call_env, set_env_attr
 from parllel.cages.env_info import InfoSlotTables, write_info_value
 from parllel.cages.factories import build_env
 from parllel.cages.movable import move_refusal
+from parllel.cages.probe import env_error, probe_env
 from parllel.cages.spaces import (
     EnvSpaces,
     action_reader,
     check_spaces_agree,
     env_name,
-    legal_sample,
 )
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError, EnvError
@@ -33,14 +31,6 @@ from parllel.seeding import action_space_seed, env_seed
 __all__ = ["RESET_MODES", "EnvGroup", "env_seed"]
 
 RESET_MODES = ("auto", "wait", "next_step")
-
-
-def _env_error(env_index: int, what: str, exc: BaseException) -> EnvError:
-    return EnvError(
-        f"env {env_index} raised {type(exc).__name__} in {what}: {exc}",
-        env_index=env_index,
-        worker_traceback=traceback.format_exc(),
-    )
 
 
 class EnvGroup:
@@ -80,6 +70,7 @@ class EnvGroup:
         keep_infos: bool = False,
     ) -> None:
         self.env_indices = tuple(env_indices)
+        self._env_factory, self._env_kwargs = env_factory, env_kwargs  # the probe's
         self.keep_infos = keep_infos
         #: info dicts of the last step / of the resets in the last step or
         #: reset, by view index (``offset + i``); filled if ``keep_infos``
@@ -98,7 +89,7 @@ class EnvGroup:
                 self.envs.append(build_env(env_factory, env_kwargs, index))
             except Exception as exc:
                 self.close()
-                raise _env_error(index, "its construction", exc) from exc
+                raise env_error(index, "its construction", exc) from exc
         self.spaces = EnvSpaces(
             self.envs[0].observation_space,
             self.envs[0].action_space,
@@ -149,29 +140,20 @@ class EnvGroup:
 
     # -- probing -------------------------------------------------------------
     def example_step(self) -> dict[str, Any]:
-        """Reset env 0 and take one random step: example values for allocation.
+        """Example values for allocation, from a probe env like this group's env 0.
 
-        The env is reset (seeded as usual) again before real use.
+        The probe is a separate env built by the factory (:func:`probe_env`):
+        reset with env 0's seed, stepped once with a legal random action and
+        closed. The group's own envs see nothing of it.
         """
-        try:
-            observation, _ = self._reset_env(0)
-            action = legal_sample(self.spaces.action, observation)
-            next_observation, reward, terminated, truncated, info = self.envs[0].step(
-                action
-            )
-        except Exception as exc:
-            raise _env_error(self.env_indices[0], "its probe step", exc) from exc
-        self._needs_seed[0] = self._seeds[0] is not None
-        self._waiting[0] = True
-        self._started[0] = False
-        return {
-            fields.OBSERVATION: next_observation,
-            fields.ACTION: action,
-            fields.REWARD: np.float32(reward),
-            fields.TERMINATED: bool(terminated),
-            fields.TRUNCATED: bool(truncated),
-            fields.ENV_INFO: info,
-        }
+        return probe_env(
+            self._env_factory,
+            self._env_kwargs,
+            self.env_indices[0],
+            self._seeds[0],
+            self.spaces,
+            self.envs,
+        )
 
     # -- resetting -----------------------------------------------------------
     def reset(
@@ -215,7 +197,7 @@ class EnvGroup:
             observation, info = self._reset_env(i, seed, options)
             out_observation[j] = observation
         except Exception as exc:
-            raise _env_error(self.env_indices[i], "reset", exc) from exc
+            raise env_error(self.env_indices[i], "reset", exc) from exc
         self._waiting[i] = False
         self._started[i] = True
         self._start_episode(i, info)
@@ -317,7 +299,7 @@ class EnvGroup:
             except EnvError:
                 raise
             except Exception as exc:
-                raise _env_error(self.env_indices[i], "step", exc) from exc
+                raise env_error(self.env_indices[i], "step", exc) from exc
         out[fields.REWARD][offset : offset + n] = rewards
         out[fields.TERMINATED][offset : offset + n] = terminateds
         out[fields.TRUNCATED][offset : offset + n] = truncateds

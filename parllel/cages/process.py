@@ -92,6 +92,9 @@ class ProcessCage(Cage):
         traj_info_kwargs: keyword arguments for ``traj_info_type``.
         keep_infos: keep the envs' info dicts of every step and reset in
             :attr:`last_infos` (non-empty infos then travel back by pipe).
+        probe: as for :class:`~parllel.cages.SerialCage`; the probe env is
+            built in the process that builds env 0 (the main process if it
+            steps envs, else worker 0).
         on_worker_death: ``"raise"`` (:class:`~parllel.errors.WorkerDiedError`)
             or ``"restart"``: recreate the worker's envs, reset them, report
             their episodes as lost (``TrajInfo.lost``, truncated) and go on.
@@ -146,6 +149,7 @@ class ProcessCage(Cage):
         traj_info_type: Callable[..., TrajInfo] = TrajInfo,
         traj_info_kwargs: dict[str, Any] | None = None,
         keep_infos: bool = False,
+        probe: bool = True,
         on_worker_death: str = "raise",
         rebalance: bool | Balancer = False,
         worker_cpus: Sequence[int] | None = None,
@@ -220,6 +224,7 @@ class ProcessCage(Cage):
                     slices,
                     self.env_seeds,
                     self.start_timeout,
+                    probe,
                 )
             )
         except BaseException:

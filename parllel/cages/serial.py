@@ -11,6 +11,7 @@ from parllel.cages.cage import NOTHING_PENDING, Cage
 from parllel.cages.cage_checks import check_factory, read_only_slot_error
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
+from parllel.cages.probe import spaces_example
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import EnvError
 
@@ -40,6 +41,11 @@ class SerialCage(Cage):
         traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
         keep_infos: keep the envs' info dicts of every step and reset in
             :attr:`last_infos`.
+        probe: take :attr:`example` from one step of a probe env (built by
+            the factory once more, reset with env 0's seed, stepped once,
+            closed; the cage's envs see nothing of it). False: no probe env;
+            :attr:`example` holds zeros of the spaces and no env info (for
+            adapters that allocate from the spaces, e.g. ``make_vec``).
 
     Example:
         >>> cage = SerialCage(lambda: gym.make("CartPole-v1"), n_envs=4, seed=0)
@@ -59,6 +65,7 @@ class SerialCage(Cage):
         traj_info_type: Callable[..., TrajInfo] = TrajInfo,
         traj_info_kwargs: dict[str, Any] | None = None,
         keep_infos: bool = False,
+        probe: bool = True,
     ) -> None:
         super().__init__(
             env_factory,
@@ -83,7 +90,9 @@ class SerialCage(Cage):
             self.keep_infos,
         )
         try:
-            self._finish_init(self._group.spaces, self._group.example_step())
+            group = self._group
+            example = group.example_step() if probe else spaces_example(group.spaces)
+            self._finish_init(group.spaces, example)
         except BaseException:
             self._group.close()
             raise

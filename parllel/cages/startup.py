@@ -10,6 +10,7 @@ import numpy as np
 
 from parllel.arrays import Array
 from parllel.cages.env_group import EnvGroup
+from parllel.cages.probe import spaces_example
 from parllel.cages.protocol import CONTROL_WIDTH, WorkerConfig
 from parllel.cages.spaces import EnvSpaces, check_spaces_agree
 from parllel.cages.stepping import SteppingProcesses
@@ -94,10 +95,14 @@ def start_processes(
     slices: list[tuple[int, int]],
     env_seeds: Sequence[int] | None,
     start_timeout: float,
+    probe: bool = True,
 ) -> tuple[EnvSpaces, dict[str, Any]]:
     """Start the workers (``slices``) and the main process's share; their spaces and example.
 
-    The example step comes from the main process's share, else from worker 0.
+    The example step comes from a probe env of the process that builds env 0:
+    the main process if it steps envs, else worker 0 (where the factory is
+    known to work, and which sends it with its spaces). Without ``probe``:
+    zeros of the spaces (:func:`~parllel.cages.probe.spaces_example`).
 
     Raises:
         WorkerDiedError: a worker died or hung before it was ready.
@@ -109,9 +114,15 @@ def start_processes(
     main = processes.main_process_envs
     for index, env_slice in enumerate(slices):
         worker = spawn_worker(
-            processes, settings, index, env_slice, env_seeds, index == 0 and not main
+            processes,
+            settings,
+            index,
+            env_slice,
+            env_seeds,
+            probe and index == 0 and not main,
         )
         processes.workers.append(worker)
+    spaces: EnvSpaces | None = None
     example = None
     if main:
         processes.main_group = EnvGroup(
@@ -123,15 +134,21 @@ def start_processes(
             ),
         )
         spaces = processes.main_group.spaces
-        example = processes.main_group.example_step()
+        if probe:
+            example = processes.main_group.example_step()
     for worker in processes.workers:
         try:
             worker_spaces, worker_example = worker.handshake(start_timeout)
         except WorkerLost as lost:
             raise lost.worker.died_error(starting=True) from None
-        if example is None:
+        if spaces is None:
             spaces, example = worker_spaces, worker_example
         check_spaces_agree(spaces, worker_spaces, worker.env_indices[0])
+    if spaces is None:
+        raise CageError("internal: a process cage without stepping processes")
+    spaces = EnvSpaces(*spaces)
+    if not probe:
+        return spaces, spaces_example(spaces)
     if example is None:  # worker 0 sends one when the main process steps no envs
         raise CageError("internal: no process sent an example step")
-    return EnvSpaces(*spaces), example
+    return spaces, example

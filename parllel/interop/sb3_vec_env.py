@@ -50,9 +50,9 @@ def make_sb3_vec_env(
         >>> from stable_baselines3 import PPO
         >>> model = PPO("MlpPolicy", make_sb3_vec_env(lambda: gym.make("CartPole-v1"), 8))
     """
-    if "reset_mode" in cage_kwargs or "keep_infos" in cage_kwargs:
+    if {"reset_mode", "keep_infos", "probe"} & set(cage_kwargs):
         raise ConfigError(
-            "make_sb3_vec_env chooses the cage's reset_mode and keep_infos"
+            "make_sb3_vec_env chooses the cage's reset_mode, keep_infos and probe"
         )
     cage = build_cages(
         env_factory_of(env_fn, n_envs),
@@ -60,6 +60,7 @@ def make_sb3_vec_env(
         parallel=parallel_choice(parallel),
         reset_mode="auto",
         keep_infos=True,
+        probe=False,  # the slots come from the spaces: no env code before reset
         **cage_kwargs,
     )
     try:

@@ -99,9 +99,9 @@ def make_vec(
         (8, 4)
     """
     mode = _autoreset_mode(autoreset_mode)
-    if "reset_mode" in cage_kwargs or "keep_infos" in cage_kwargs:
+    if {"reset_mode", "keep_infos", "probe"} & set(cage_kwargs):
         raise ConfigError(
-            "make_vec chooses the cage's reset_mode and keep_infos itself; set "
+            "make_vec chooses the cage's reset_mode, keep_infos and probe itself; set "
             "autoreset_mode instead"
         )
     cage = build_cages(
@@ -110,6 +110,7 @@ def make_vec(
         parallel=parallel_choice(parallel),
         reset_mode=CAGE_RESET_MODES[mode],
         keep_infos=True,
+        probe=False,  # the slots come from the spaces: no env code before reset
         **cage_kwargs,
     )
     try:

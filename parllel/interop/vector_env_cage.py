@@ -18,6 +18,7 @@ from parllel.cages import Cage, EnvSpaces, TrajInfo
 from parllel.cages.cage import NOTHING_PENDING
 from parllel.cages.cage_checks import read_only_slot_error
 from parllel.cages.env_info import InfoSlotTables, KeptInfos
+from parllel.cages.probe import probe_env, step_example
 from parllel.errors import (
     CageStateError,
     ConfigError,
@@ -32,19 +33,20 @@ from parllel.interop.vector_env_access import (
     vector_env_name,
     vector_error,
 )
-from parllel.interop.vector_episodes import EpisodeRecorder
+from parllel.interop.vector_episodes import EpisodeRecorder, final_observations
 from parllel.interop.vector_infos import (
     FINAL_KEYS,
     StepInfos,
     info_row,
     write_info_slots,
 )
+from parllel.interop.vector_probe import probe_actions, probe_factory
+from parllel.interop.vector_seeds import VectorSeeds
 from parllel.interop.vector_spaces import (
     ObservationWriter,
     autoreset_mode,
     vector_actions,
 )
-from parllel.seeding import action_space_seed
 
 
 class VectorEnvCage(Cage):
@@ -69,12 +71,14 @@ class VectorEnvCage(Cage):
     idle until the sampler resets it (wait mode).
 
     The cage owns the vector env: :meth:`close` closes it (for
-    ``AsyncVectorEnv``, its worker processes end). Construction resets every
-    env (seeded) and steps it once with a random action, for the
-    :attr:`example` that buffers are allocated from; the first
-    :meth:`reset` seeds the envs again, so an env whose state
-    ``reset(seed=...)`` determines (gymnasium's contract) keeps nothing of
-    it. If construction raises, the vector env is left open.
+    ``AsyncVectorEnv``, its worker processes end). If construction raises,
+    the vector env is left open. The :attr:`example` that buffers are
+    allocated from comes from a probe env built by a ``SyncVectorEnv``'s or
+    ``AsyncVectorEnv``'s ``env_fns[0]`` (reset with env 0's seed, stepped
+    once, closed), so the vector env sees nothing before the first
+    :meth:`reset`; other vector envs are reset and stepped once themselves
+    and seeded again at the first :meth:`reset`
+    (:mod:`parllel.interop.vector_probe`).
 
     Infos: gymnasium's batched info dict (arrays over envs with ``_key``
     masks) fills the ``env_info`` slots as a serial cage fills them from
@@ -98,8 +102,7 @@ class VectorEnvCage(Cage):
         seed: as for :class:`~parllel.cages.SerialCage`: None (unseeded), a
             master seed (env ``i`` gets ``Seeds.from_master(seed, ...).envs[i]``
             by global index), or one seed per env. The seeds go to the vector
-            env's first ``reset(seed=[...])``; the batched action space is
-            seeded from env 0's seed (for the probe step).
+            env's first ``reset(seed=[...])``.
         env_offset: global index of the first env (seeds, TrajInfo indices).
         reset_mode: ``"auto"``, the only mode (``"wait"`` cannot be honoured;
             ``"next_step"`` serves cages behind vector-env adapters).
@@ -183,12 +186,12 @@ class VectorEnvCage(Cage):
             self.env_indices, traj_info_type, self.traj_info_kwargs
         )
         self._info_slots = InfoSlotTables()
-        self._started = np.zeros(n, bool)  # reset since the probe
-        self._needs_seed = np.full(n, self.env_seeds is not None)
+        self._started = np.zeros(n, bool)  # reset at least once
+        self._seeds = VectorSeeds(self.env_seeds, n)
         self._everyone = np.ones(n, bool)
         # AsyncVectorEnv steps in its workers between step_async and await_step
         self._async_env = vector_env if isinstance(vector_env, AsyncVectorEnv) else None
-        self._finish_init(spaces, self._probe())
+        self._finish_init(spaces, self._probe(spaces))
         # (batched actions, out): what step_async leaves for await_step
         self._pending_step: tuple[Any, Any] = NOTHING_PENDING
         # (out_observation, env_indices, seeds, options)
@@ -206,23 +209,6 @@ class VectorEnvCage(Cage):
         except Exception as exc:
             raise vector_error(self._name, what, exc) from exc
 
-    def _seeds_for(
-        self, mask: np.ndarray, seeds: dict[int, int | None] | None
-    ) -> list[int | None] | None:
-        """Per-env seeds of a reset of the envs in ``mask``, as a serial cage seeds.
-
-        An env gets its seed from ``seeds`` if given there, else the cage's
-        seed at its first reset, else none.
-        """
-        per_env: list[int | None] = [None] * self.n_envs
-        for i in np.flatnonzero(mask).tolist():
-            seed = None if seeds is None else seeds.get(i)
-            if seed is None and self._needs_seed[i] and self.env_seeds is not None:
-                seed = int(self.env_seeds[i])
-            per_env[i] = seed
-        self._needs_seed &= ~mask
-        return None if all(seed is None for seed in per_env) else per_env
-
     def _reset_vector(
         self,
         mask: np.ndarray,
@@ -231,7 +217,10 @@ class VectorEnvCage(Cage):
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict]:
         """Reset the envs in ``mask`` (all: a plain ``reset``); observations, infos."""
-        seed = self._seeds_for(mask, seeds)
+        partial_first = not self._seeds.reset_once and not mask.all()
+        seed, mask = self._seeds.for_reset(mask, seeds)
+        if partial_first:
+            what = f"{what} (a first reset of a vector env resets all its envs)"
         if mask.all():
             return self._vector_call(
                 what, self.vector_env.reset, seed=seed, options=options
@@ -247,13 +236,28 @@ class VectorEnvCage(Cage):
             options=partial,
         )
 
-    def _probe(self) -> dict[str, Any]:
-        """Reset (seeded) and step every env once: example values of env 0."""
+    def _probe(self, spaces: EnvSpaces) -> dict[str, Any]:
+        """Example values of env 0: from a probe env if there is a factory for one.
+
+        See :mod:`parllel.interop.vector_probe`; the probe env is reset with
+        env 0's seed, stepped once and closed.
+        """
+        seed = None if self.env_seeds is None else int(self.env_seeds[0])
+        factory = probe_factory(self.vector_env)
+        if factory is None:
+            return self._probe_vector_env(seed)
+        envs = getattr(self.vector_env, "envs", ())
+        return probe_env(factory, {}, self.env_offset, seed, spaces, envs)
+
+    def _probe_vector_env(self, seed: int | None) -> dict[str, Any]:
+        """Reset (seeded) and step every env of the vector env once: env 0's example.
+
+        The first :meth:`reset` seeds the envs again, so only an env whose
+        state ``reset(seed=...)`` does not fully determine keeps a trace.
+        """
         venv = self.vector_env
-        if self.env_seeds is not None:
-            venv.action_space.seed(action_space_seed(self.env_seeds[0]))
         self._reset_vector(self._everyone, "its probe reset")
-        actions = venv.action_space.sample()
+        actions, action_0 = probe_actions(venv.action_space, seed)
         observation, reward, terminated, truncated, infos = self._vector_call(
             "its probe step", venv.step, actions
         )
@@ -263,18 +267,16 @@ class VectorEnvCage(Cage):
         else:
             observation_0 = self._observations.row(observation, 0)
         info_0 = StepInfos(infos, done, self.autoreset_mode, self.n_envs).row(0)
-        self._needs_seed[:] = self.env_seeds is not None
+        self._seeds.restart()
         self._started[:] = False
-        return {
-            fields.OBSERVATION: copy.deepcopy(observation_0),
-            fields.ACTION: copy.deepcopy(
-                next(iter(iterate(venv.action_space, actions)))
-            ),
-            fields.REWARD: np.float32(reward[0]),
-            fields.TERMINATED: bool(terminated[0]),
-            fields.TRUNCATED: bool(truncated[0]),
-            fields.ENV_INFO: info_0,
-        }
+        return step_example(
+            copy.deepcopy(observation_0),
+            action_0,
+            reward[0],
+            terminated[0],
+            truncated[0],
+            info_0,
+        )
 
     # -- stepping ---------------------------------------------------------------
     def _step_async(self, action: Any, out: Any) -> None:
@@ -386,24 +388,10 @@ class VectorEnvCage(Cage):
         self, observation: Any, infos: dict[str, Any], ended: list[int]
     ) -> dict[int, Any]:
         """The last observation of each env in ``ended``, by env."""
-        if not ended:
-            return {}
-        if self.autoreset_mode is not AutoresetMode.SAME_STEP:
-            # copies: a vector env with copy=False reuses the array at its reset
-            row = self._observations.row
-            return {i: copy.deepcopy(row(observation, i)) for i in ended}
-        final = infos.get("final_obs")
-        mask = infos.get("_final_obs")
-        missing = [
-            i for i in ended if final is None or (mask is not None and not mask[i])
-        ]
-        if final is None or missing:
-            raise EnvError(
-                f"the vector env ({self._name}) ended the episodes of envs "
-                f"{[self.env_offset + i for i in missing]} in autoreset mode "
-                "SAME_STEP but gave no info['final_obs'] for them"
-            )
-        return {i: final[i] for i in ended}
+        return final_observations(
+            self.autoreset_mode, self._observations, observation, infos, ended,
+            f"the vector env ({self._name})", self.env_offset,
+        )  # fmt: skip
 
     # -- resetting --------------------------------------------------------------
     def _reset_async(

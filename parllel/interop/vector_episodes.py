@@ -10,12 +10,16 @@ instead, with that env's observation, action, reward, flags and info.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from parllel.cages.traj_info import TrajInfo
+from parllel.errors import EnvError
+from parllel.interop.vector_spaces import ObservationWriter
 
 
 class EpisodeRecorder:
@@ -99,3 +103,38 @@ class EpisodeRecorder:
             traj._current_discount = float(self._discounts[i])
         traj.finish(terminated, truncated, info)
         return traj
+
+
+def final_observations(
+    mode: AutoresetMode,
+    observations: ObservationWriter,
+    observation: Any,
+    infos: dict[str, Any],
+    ended: list[int],
+    name: str,
+    env_offset: int,
+) -> dict[int, Any]:
+    """The last observation of each env in ``ended`` (by env) after a vector step.
+
+    ``SAME_STEP``: from ``infos["final_obs"]``; else the step's observation
+    rows (copies: a vector env with ``copy=False`` reuses the array at its
+    reset).
+
+    Raises:
+        EnvError: ``SAME_STEP`` without a ``final_obs`` for an ended env
+            (``name`` names the vector env).
+    """
+    if not ended:
+        return {}
+    if mode is not AutoresetMode.SAME_STEP:
+        return {i: copy.deepcopy(observations.row(observation, i)) for i in ended}
+    final = infos.get("final_obs")
+    mask = infos.get("_final_obs")
+    missing = [i for i in ended if final is None or (mask is not None and not mask[i])]
+    if final is None or missing:
+        raise EnvError(
+            f"{name} ended the episodes of envs "
+            f"{[env_offset + i for i in missing]} in autoreset mode "
+            "SAME_STEP but gave no info['final_obs'] for them"
+        )
+    return {i: final[i] for i in ended}

@@ -193,8 +193,8 @@ def test_envs_that_pickle_by_reconstruction_switch_balancing_off():
 
 
 def test_restart_after_moves_recreates_the_current_ranges():
-    # each env's process dies at the env's 4th step (env 0 also took the probe
-    # step); balancing is asked only after steps without a death
+    # each env's process dies at the env's 4th step (the probe step was a
+    # probe env's); balancing is asked only after steps without a death
     factory = partial(CountingEnv, die_at_step=4)
     balancer = ScriptedBalancer({1: (0, 1, 1), 4: (1, 0, 2)})
     with ProcessCage(

@@ -264,6 +264,7 @@ def test_an_env_that_raises_names_itself_and_nothing_hangs(parallel):
     envs = make_vec(lambda: CountingEnv(fail_at_step=3), 2, **_layout(parallel))
     envs.reset(seed=0)
     envs.step(np.array([0, 0]))
+    envs.step(np.array([0, 0]))  # the probe env took no step of env 0's
     with pytest.raises(EnvError, match="env 0"):
         envs.step(np.array([0, 0]))
     envs.close()

@@ -53,22 +53,13 @@ class SeededCountingEnv(CountingEnv):
     """CountingEnv whose seeded reset restarts its counters.
 
     gymnasium's contract (a seeded reset determines the env's state), which
-    the VectorEnvCage's probe step relies on: it resets and steps every env
-    once, where a SerialCage probes env 0 only.
+    the VectorEnvCage relies on for a wrapped vector env: without ``env_fns``
+    to build a probe env from, it resets and steps the vector env itself.
     """
 
     def reset(self, *, seed=None, options=None):
         if seed is not None:
             self.episode, self.total_steps = -1, 0
-        return super().reset(seed=seed, options=options)
-
-
-class SeededSpaceEnv(SpaceEnv):
-    """SpaceEnv whose seeded reset restarts its episode count (see above)."""
-
-    def reset(self, *, seed=None, options=None):
-        if seed is not None:
-            self.episode = -1
         return super().reset(seed=seed, options=options)
 
 
@@ -78,9 +69,7 @@ def make_cartpole():
 
 def make_counting_dict():
     """Dict observations and actions; terminations and TimeLimit truncations."""
-    env = SeededCountingEnv(
-        min_length=3, max_length=8, observation="dict", action="dict"
-    )
+    env = CountingEnv(min_length=3, max_length=8, observation="dict", action="dict")
     return gym.wrappers.TimeLimit(env, max_episode_steps=6)
 
 
@@ -271,7 +260,7 @@ class StepRecordingTrajInfo(TrajInfo):
         )  # fmt: skip
 
 
-class InfoEnv(SeededCountingEnv):
+class InfoEnv(CountingEnv):
     """Infos with ints, bools, floats, keys that come and go, and nested dicts.
 
     A key keeps its type: gymnasium batches each key into an array of the
@@ -315,7 +304,7 @@ def test_custom_and_tuple_spaces_equal_serial_cage():
         }
     )
     factory = partial(
-        SeededSpaceEnv, observation, gym.spaces.Tuple((space, gym.spaces.Discrete(3)))
+        SpaceEnv, observation, gym.spaces.Tuple((space, gym.spaces.Discrete(3)))
     )
     with SerialCage(factory, 3, seed=SEED) as cage:
         expected = run(cage, 12)
@@ -383,7 +372,7 @@ def test_same_step_vector_env_without_final_observations_is_an_env_error():
     def drop_final_obs(infos):
         return {k: v for k, v in infos.items() if k not in ("final_obs", "_final_obs")}
 
-    factory = partial(SeededCountingEnv, min_length=2, max_length=2)
+    factory = partial(CountingEnv, min_length=2, max_length=2)
     venv = EditedInfos(vector(factory, 2), drop_final_obs)
     with VectorEnvCage(venv, seed=0, env_offset=3) as cage:
         tree = allocate(cage, 2, storage="local")
@@ -497,7 +486,7 @@ def test_info_value_that_does_not_fit_its_slot_raises_env_info_error(bad):
         return {"x": bad if t == 3 else 1.0}
 
     factory = partial(
-        SeededSpaceEnv, gym.spaces.Discrete(3), gym.spaces.Discrete(2), 5, 5, info
+        SpaceEnv, gym.spaces.Discrete(3), gym.spaces.Discrete(2), 5, 5, info
     )
     cage = VectorEnvCage(vector(factory, 2), seed=0, env_offset=10)
     tree = allocate(cage, 4, storage="local")
