@@ -49,7 +49,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
@@ -165,18 +164,15 @@ class _TimedEvalSampler:
 
 
 def build_model(spaces: Any) -> tuple[Any, Any]:
-    """64x64 separate tanh policy and value MLPs, initialized like SB3's."""
-    model, distribution = build_actor_critic(
-        spaces.observation, spaces.action, hidden_sizes=(64, 64), shared_trunk=False
+    """64x64 separate tanh policy and value MLPs, initialized like SB3's
+    (orthogonal: gains sqrt(2) for the trunks, 0.01 and 1 for the heads)."""
+    return build_actor_critic(
+        spaces.observation,
+        spaces.action,
+        hidden_sizes=(64, 64),
+        shared_trunk=False,
+        orthogonal_init=True,
     )
-    # SB3's initialization: orthogonal hidden layers with gain sqrt(2), zero
-    # biases (parllel's heads already use gains 0.01 and 1 like SB3's)
-    for trunk in (model.policy_trunk, model.value_trunk):
-        for layer in trunk.modules():
-            if isinstance(layer, nn.Linear):
-                nn.init.orthogonal_(layer.weight, gain=math.sqrt(2))
-                nn.init.zeros_(layer.bias)
-    return model, distribution
 
 
 def build_sampler(

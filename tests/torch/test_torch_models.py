@@ -263,3 +263,34 @@ def test_stacked_multiagent_actions_point_to_unstack_space():
     with pytest.raises(ConfigError) as error:
         build_actor_critic(obs_space, gym.spaces.MultiBinary(3))
     assert "unstack_space" not in str(error.value)
+
+
+def test_orthogonal_init_of_hidden_layers_like_sb3():
+    """``orthogonal_init=True``: trunk weights orthogonal with gain sqrt(2),
+    zero biases; the heads keep 0.01 and 1 (SB3's and CleanRL's scheme)."""
+    torch.manual_seed(0)
+    model, _ = build_actor_critic(
+        gym.spaces.Box(-1, 1, (5,), np.float32),
+        gym.spaces.Discrete(3),
+        hidden_sizes=(64, 32),
+        shared_trunk=False,
+        orthogonal_init=True,
+    )
+    for trunk in (model.policy_trunk, model.value_trunk):
+        linears = [m for m in trunk.modules() if isinstance(m, torch.nn.Linear)]
+        assert len(linears) == 2
+        for layer in linears:
+            w = layer.weight.detach().double()
+            small = min(w.shape)
+            gram = w @ w.T if w.shape[0] == small else w.T @ w
+            torch.testing.assert_close(
+                gram, 2.0 * torch.eye(small, dtype=torch.float64), atol=1e-5, rtol=0
+            )
+            assert not layer.bias.any()
+    assert model.architecture.kwargs["orthogonal_init"] is True
+    torch.manual_seed(0)
+    default, _ = build_actor_critic(
+        gym.spaces.Box(-1, 1, (5,), np.float32), gym.spaces.Discrete(3)
+    )
+    first = next(m for m in default.modules() if isinstance(m, torch.nn.Linear))
+    assert first.bias.any()  # torch's default init unless asked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ def build_actor_critic(
     recurrent_size: int = 128,
     squash: bool = False,
     init_log_std: float = 0.0,
+    orthogonal_init: bool = False,
 ) -> tuple[ActorCriticModel, Any]:
     """Build an :class:`ActorCriticModel` and its distribution for two spaces.
 
@@ -52,6 +54,10 @@ def build_actor_critic(
         recurrent_size: hidden size of the recurrent core.
         squash: tanh-squash Box actions into their bounds.
         init_log_std: initial log-std for Box actions.
+        orthogonal_init: trunk layers orthogonal with gain ``sqrt(2)`` and zero
+            biases, as SB3's and CleanRL's actor-critics (the heads always are:
+            gain 0.01 for the policy, 1 for the value); otherwise torch's
+            default initialization.
 
     Returns:
         ``(model, distribution)``; ``model.architecture`` records these
@@ -69,6 +75,7 @@ def build_actor_critic(
             recurrent_size=recurrent_size,
             squash=squash,
             init_log_std=init_log_std,
+            orthogonal_init=orthogonal_init,
         ),
     )
     encoder = build_encoder(observation_space)
@@ -79,7 +86,10 @@ def build_actor_critic(
         feature_size = core.output_size
 
     def trunk() -> MLP:
-        return MLP(feature_size, hidden_sizes, activation=activation)
+        gain = math.sqrt(2) if orthogonal_init else None
+        return MLP(
+            feature_size, hidden_sizes, activation=activation, hidden_init_scale=gain
+        )
 
     policy_trunk = trunk()
     value_trunk = None if shared_trunk else trunk()

@@ -34,6 +34,9 @@ class MLP(nn.Module):
         output_init_scale: if given, the output layer gets orthogonal weights
             with this gain and zero bias (small values such as 0.01 make an
             initial policy close to uniform).
+        hidden_init_scale: if given, the hidden layers get orthogonal weights
+            with this gain and zero biases (SB3's and CleanRL's ``sqrt(2)``);
+            otherwise torch's default initialization.
     """
 
     def __init__(
@@ -43,6 +46,7 @@ class MLP(nn.Module):
         output_size: int | None = None,
         activation: Callable[[], nn.Module] = nn.Tanh,
         output_init_scale: float | None = None,
+        hidden_init_scale: float | None = None,
     ) -> None:
         super().__init__()
         sizes = [int(input_size), *(int(h) for h in hidden_sizes)]
@@ -55,7 +59,11 @@ class MLP(nn.Module):
             )
         layers: list[nn.Module] = []
         for in_size, out_size in zip(sizes[:-1], sizes[1:]):
-            layers += [nn.Linear(in_size, out_size), activation()]
+            hidden = nn.Linear(in_size, out_size)
+            if hidden_init_scale is not None:
+                nn.init.orthogonal_(hidden.weight, gain=hidden_init_scale)
+                nn.init.zeros_(hidden.bias)
+            layers += [hidden, activation()]
         if output_size is not None:
             last = nn.Linear(sizes[-1], output_size)
             if output_init_scale is not None:
