@@ -160,9 +160,7 @@ def main(config: Config, resume: str | None = None) -> dict:
 
     # environments and a Gaussian actor-critic: separate 64x64 tanh trunks,
     # orthogonal initialization, a state-independent log-std
-    env_factory = functools.partial(
-        make_env, config.env_id, config.max_episode_steps
-    )
+    env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
     cage = build_cages(
         env_factory, config.n_envs, parallel=config.parallel, seed=seeds.envs
     )

@@ -143,9 +143,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
 
     # one env in this process; the squashed Gaussian actor and twin Q critic
-    env_factory = functools.partial(
-        make_env, config.env_id, config.max_episode_steps
-    )
+    env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
     cage = build_cages(env_factory, 1, parallel="serial", seed=seeds.envs)
     agent = build_sac_agent(
         cage.spaces.observation,
