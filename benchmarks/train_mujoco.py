@@ -326,11 +326,11 @@ def main() -> None:
     sac_hp["total_steps"] = args.sac_steps
     vec_steps = 200
     if args.quick:
-        ppo_hp.update(total_steps=512, n_steps=32, minibatches=4, epochs=2,
-                      episode_steps=64)  # fmt: skip
+        ppo_hp.update(n_envs=2, total_steps=256, n_steps=32, minibatches=4,
+                      epochs=2, episode_steps=64)  # fmt: skip
         sac_hp.update(total_steps=300, learning_starts=100, batch_size=64,
                       replay_size=10_000, episode_steps=64)  # fmt: skip
-        args.repeats, args.sac_seeds, vec_steps = 1, 1, 20
+        args.repeats, args.sac_seeds, vec_steps = 1, 1, 5
     result: dict[str, Any] = {
         "ppo_hyperparameters": ppo_hp, "sac_hyperparameters": sac_hp,
         "parallel": args.parallel, "fused_adam": args.fused_adam,

@@ -20,7 +20,8 @@ running std of the discounted return and clipped at +-10, actions clipped
 into the action space before the env sees them (CleanRL's ``ClipAction``;
 the policy's log-probabilities are of the unclipped actions), separate
 64x64 tanh policy and value networks with orthogonal initialization, a
-state-independent log-std starting at 0, 1M env steps.
+state-independent log-std starting at 0, 999,424 env steps (488 batches,
+CleanRL's 488 iterations of its 1M-step run).
 
 The default env is HalfCheetah-v4, the version of CleanRL's published table
 (v4 runs with the installed mujoco; with a mujoco that no longer loads v4,
@@ -72,8 +73,8 @@ class Config:
     """environments stepped side by side"""
     batch_T: int = 256
     """env steps per env per batch (n_envs x batch_T = 2048 samples per update)"""
-    total_steps: int = 1_000_000
-    """env steps to train for (rounded up to whole batches)"""
+    total_steps: int = 999_424
+    """env steps to train for (488 batches: CleanRL's 1M-step run)"""
     gamma: float = 0.99
     """discount factor"""
     gae_lambda: float = 0.95

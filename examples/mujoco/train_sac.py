@@ -63,6 +63,8 @@ class Config:
     """gymnasium MuJoCo env id (v4 as CleanRL's runs; v5 works too)"""
     seed: int = 0
     """master seed (python, numpy, torch and the env)"""
+    batch_T: int = 1
+    """env steps per batch (one env): update after every step"""
     total_steps: int = 1_000_000
     """env steps to train for"""
     replay_size: int = 1_000_000
@@ -154,10 +156,10 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
     handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
 
-    # the full-size replay tree: the sampler's [1, 1] window slides over it,
+    # the full-size replay tree: the sampler's [T, 1] window slides over it,
     # so every step is written once, straight into the replay
     replay_tree = build_replay_tree(
-        cage, handler, 1, config.replay_size, observation_dtype=np.float32
+        cage, handler, config.batch_T, config.replay_size, observation_dtype=np.float32
     )
     replay = UniformReplay(
         replay_tree,
@@ -213,7 +215,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
         config=dataclasses.asdict(config),
-        config_keys=["env_id", "replay_size", "hidden_sizes"],
+        config_keys=["env_id", "batch_T", "replay_size", "hidden_sizes"],
         callbacks=[warmup],
     )
     return run_training(
