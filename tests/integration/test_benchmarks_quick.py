@@ -137,6 +137,18 @@ EXPECTED_KEYS = {
         "ours_seconds_per_100k_median",
         "async_wall_per_step_ratio",
     },
+    "train_mujoco.py": {
+        "ppo_wall_ratio",
+        "ppo_wall_ratio_ci",
+        "ppo_async_wall_ratio",
+        "sac_wall_ratio",
+        "sac_wall_ratio_ci",
+        "ours_ppo_sample_us_per_step",
+        "sb3_ppo_update_us_per_step",
+        "ours_sac_final_return_mean",
+        "sb3_sac_final_return_mean",
+        "sb3_vec",
+    },
     "multiagent_bench.py": {
         "ma_process_vs_supersuit",
         "ma_serial_vs_bare",
@@ -153,17 +165,18 @@ EXPECTED_KEYS = {
 }
 # benchmarks that cannot run at all without a peer library (the bench extra)
 NEEDS = {
-    "train_cartpole.py": "stable_baselines3",
-    "ray_bench.py": "ray",
-    "multiagent_bench.py": "supersuit",  # and mpe2 (the examples extra)
+    "train_cartpole.py": ("stable_baselines3",),
+    "ray_bench.py": ("ray",),
+    "multiagent_bench.py": ("supersuit",),  # and mpe2 (the examples extra)
+    "train_mujoco.py": ("stable_baselines3", "mujoco"),  # and the mujoco extra
 }
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", sorted(EXPECTED_KEYS))
 def test_quick_mode_prints_json(script):
-    if script in NEEDS:
-        pytest.importorskip(NEEDS[script], reason="needs the bench extra")
+    for module in NEEDS.get(script, ()):
+        pytest.importorskip(module, reason=f"needs {module} (bench or mujoco extra)")
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), "--quick"],
         capture_output=True,

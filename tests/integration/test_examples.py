@@ -29,6 +29,7 @@ SCRIPTS = [
     pytest.param("cartpole/train_ppo_ray.py", marks=pytest.mark.xdist_group("ray")),
     "cartpole/train_ppo_recurrent.py",
     "pendulum/train_ppo.py",
+    "mujoco/train_ppo.py",  # HalfCheetah-v4, episodes cut at 64 steps
 ]
 # The multi-agent examples export no policy.pt; their --quick runs and resumes
 # are in tests/integration/test_multiagent_examples.py.
@@ -61,6 +62,12 @@ def _steps(progress_csv: Path) -> list[int]:
         return [int(float(row["time/env_steps"])) for row in csv.DictReader(file)]
 
 
+def _last(progress_csv: Path, column: str) -> str:
+    """The last row's value of ``column`` ('' where that row has none)."""
+    with open(progress_csv, newline="") as file:
+        return list(csv.DictReader(file))[-1].get(column) or ""
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -68,6 +75,8 @@ def test_example_quick_run_and_resume(script, tmp_path):
     script, *flags = script.split()
     if "ray" in script:
         pytest.importorskip("ray", reason="needs the ray extra")
+    if "mujoco" in script:
+        pytest.importorskip("mujoco", reason="needs the mujoco extra")
     _run(script, tmp_path, *flags)
     (run_dir,) = (tmp_path / "runs").iterdir()
     for name in ("config.json", "metadata.json", "logs/progress.csv"):
@@ -76,6 +85,7 @@ def test_example_quick_run_and_resume(script, tmp_path):
     assert [c.name for c in checkpoints] == [f"checkpoint_{QUICK_STEPS:012d}.pt"]
     steps = _steps(run_dir / "logs" / "progress.csv")
     assert steps and steps[-1] == QUICK_STEPS
+    assert _last(run_dir / "logs" / "progress.csv", "train/return_mean")
     check_exported_policy(run_dir, QUICK_STEPS, "PPO")
 
     done = _run(script, tmp_path, "--resume", str(run_dir), "--total-steps", "768")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
@@ -39,9 +40,18 @@ def test_example_quick(tmp_path, script, extra):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("flags", [[], ["--async"]])
-def test_sac_example_resumes(tmp_path, flags):
-    script = str(EXAMPLES / "pendulum/train_sac.py")
+@pytest.mark.parametrize(
+    "name, flags",
+    [
+        ("pendulum/train_sac.py", []),
+        ("pendulum/train_sac.py", ["--async"]),
+        ("mujoco/train_sac.py", ["--console", "plain"]),
+    ],
+)
+def test_sac_example_resumes(tmp_path, name, flags):
+    if name.startswith("mujoco"):
+        pytest.importorskip("mujoco", reason="needs the mujoco extra")
+    script = str(EXAMPLES / name)
     first = subprocess.run(
         [sys.executable, script, "--quick", *flags], cwd=tmp_path, capture_output=True,
         text=True, timeout=110, env=ENV,
@@ -55,4 +65,6 @@ def test_sac_example_resumes(tmp_path, flags):
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert "after 600 steps" in again.stdout.splitlines()[-1]
+    with open(run_dir / "logs" / "progress.csv", newline="") as file:
+        assert list(csv.DictReader(file))[-1]["train/return_mean"]
     check_exported_policy(run_dir, 600, "SAC")

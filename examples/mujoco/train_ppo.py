@@ -1,0 +1,259 @@
+"""Train PPO on a MuJoCo env with CleanRL's MuJoCo PPO settings as defaults.
+
+    python examples/mujoco/train_ppo.py                         # HalfCheetah-v4, 1M steps
+    python examples/mujoco/train_ppo.py --env-id Hopper-v4 --seed 1
+    python examples/mujoco/train_ppo.py --quick                 # a tiny smoke run
+    python examples/mujoco/train_ppo.py --parallel process      # envs in worker processes
+    python examples/mujoco/train_ppo.py --resume runs/mujoco-ppo-...
+    python examples/mujoco/train_ppo.py --help                  # every Config field is a flag
+
+Defaults are CleanRL's ``ppo_continuous_action.py``: 2048 samples per batch
+(8 envs x 256 steps here; CleanRL steps 1 env x 2048), 10 epochs of 32
+minibatches (64 samples each), Adam (eps 1e-5) with learning rate 3e-4
+annealed linearly to 0, gamma 0.99, GAE lambda 0.95, clip range 0.2 for the
+ratio and for the value change (CleanRL's ``clip_vloss``), no entropy bonus,
+value term 0.5 x the clipped value loss (parllel's value loss is already
+0.5 x MSE, so ``value_loss_coef=0.5`` is CleanRL's ``vf_coef=0.5``), gradient
+norm clipped at 0.5, advantages standardized per minibatch, observations
+normalized by running statistics and clipped at +-10, rewards scaled by the
+running std of the discounted return and clipped at +-10, actions clipped
+into the action space before the env sees them (CleanRL's ``ClipAction``;
+the policy's log-probabilities are of the unclipped actions), separate
+64x64 tanh policy and value networks with orthogonal initialization, a
+state-independent log-std starting at 0, 999,424 env steps (488 batches,
+CleanRL's 488 iterations of its 1M-step run).
+
+The default env is HalfCheetah-v4, the version of CleanRL's published table
+(v4 runs with the installed mujoco; with a mujoco that no longer loads v4,
+pass ``--env-id HalfCheetah-v5``). Any gymnasium MuJoCo env id works.
+The column ``train/return_mean`` of ``logs/progress.csv`` is the mean return
+of the last 100 training episodes (raw env rewards, before normalization),
+the figure CleanRL reports. Writes a run directory under ``runs/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+from typing import Literal
+
+import gymnasium as gym
+import torch
+
+from parllel.patterns import (
+    add_advantage_estimation,
+    add_obs_normalization,
+    add_reward_normalization,
+    build_cages,
+    build_eval_sampler,
+    build_run_logger,
+    build_sample_tree,
+    run_training,
+)
+from parllel.runners import OnPolicyRunner
+from parllel.runtime import RunDirectory, Seeds, seed_everything
+from parllel.runtime.cli import parse_config
+from parllel.samplers import FeedForwardSampler
+from parllel.torch import PolicyExport
+from parllel.torch.agents import ActorCriticAgent
+from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
+from parllel.torch.handler import TorchHandler
+from parllel.torch.models import build_actor_critic
+from parllel.transforms import Compose
+
+
+@dataclasses.dataclass
+class Config:
+    env_id: str = "HalfCheetah-v4"
+    """gymnasium MuJoCo env id (v4 as CleanRL's table; v5 works too)"""
+    seed: int = 0
+    """master seed (python, numpy, torch and every env)"""
+    n_envs: int = 8
+    """environments stepped side by side"""
+    batch_T: int = 256
+    """env steps per env per batch (n_envs x batch_T = 2048 samples per update)"""
+    total_steps: int = 999_424
+    """env steps to train for (488 batches: CleanRL's 1M-step run)"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """GAE lambda"""
+    learning_rate: float = 3e-4
+    """initial Adam learning rate (decays linearly to 0)"""
+    adam_eps: float = 1e-5
+    """Adam epsilon (CleanRL's and SB3's PPO)"""
+    clip_range: float = 0.2
+    """PPO ratio clip range"""
+    value_clip_range: float | None = 0.2
+    """clip of the value change from the batch's values (None: no value clipping)"""
+    value_loss_coef: float = 0.5
+    """weight of the value loss (parllel's is 0.5 x MSE: 0.5 is CleanRL's vf_coef)"""
+    entropy_coef: float = 0.0
+    """weight of the entropy bonus"""
+    max_grad_norm: float = 0.5
+    """clip of the global gradient norm"""
+    epochs: int = 10
+    """passes over each batch"""
+    minibatches: int = 32
+    """minibatches per epoch (64 samples each)"""
+    obs_clip: float = 10.0
+    """normalized observations are clipped to +-obs_clip"""
+    reward_clip: float = 10.0
+    """normalized rewards are clipped to +-reward_clip"""
+    max_episode_steps: int | None = None
+    """end episodes (truncate) after this many steps (None: the env's own limit)"""
+    init_log_std: float = 0.0
+    """initial log standard deviation of the Gaussian policy"""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layer widths of the policy and value networks"""
+    log_interval_steps: int = 10_240
+    """env steps between log lines (rows of progress.csv)"""
+    eval_interval_steps: int = 100_000
+    """env steps between evaluations"""
+    eval_episodes: int = 5
+    """deterministic episodes per evaluation (one per eval env)"""
+    checkpoint_interval_steps: int = 200_000
+    """env steps between checkpoints (one is also written at the end)"""
+    parallel: Literal["process", "serial", "auto"] = "serial"
+    """where envs step: worker processes, this process, or measured"""
+    run_root: str = "runs"
+    """directory the run directory is created in"""
+    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
+    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
+
+
+QUICK = dict(
+    batch_T=32,
+    minibatches=4,
+    total_steps=512,
+    log_interval_steps=256,
+    eval_interval_steps=256,
+    eval_episodes=2,
+    epochs=2,
+    max_episode_steps=64,  # episodes end within the run (and evaluations stay short)
+)
+"""the --quick preset: a tiny smoke run"""
+
+
+def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
+    """The MuJoCo env with its actions clipped into the action space (as CleanRL)."""
+    with warnings.catch_warnings():  # v4's "out of date" notice, once per env
+        warnings.filterwarnings("ignore", message=".*is out of date.*")
+        env = gym.make(env_id, max_episode_steps=max_episode_steps)
+    return gym.wrappers.ClipAction(env)
+
+
+def main(config: Config, resume: str | None = None) -> dict:
+    torch.set_num_threads(1)
+    n_eval = config.eval_episodes
+    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
+    seed_everything(seeds)
+    run = (
+        RunDirectory.open(resume)
+        if resume
+        else RunDirectory.create(
+            config.run_root, "mujoco-ppo", config=config, seeds=seeds
+        )
+    )
+
+    # environments and a Gaussian actor-critic: separate 64x64 tanh trunks,
+    # orthogonal initialization, a state-independent log-std
+    env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
+    cage = build_cages(
+        env_factory, config.n_envs, parallel=config.parallel, seed=seeds.envs
+    )
+    model, distribution = build_actor_critic(
+        cage.spaces.observation,
+        cage.spaces.action,
+        hidden_sizes=config.hidden_sizes,
+        shared_trunk=False,
+        init_log_std=config.init_log_std,
+        orthogonal_init=True,
+    )
+    agent = ActorCriticAgent(model, distribution)
+    handler = TorchHandler(agent, n_envs=cage.n_envs, seed=seeds.actions)
+
+    # the batch buffer [T, B]; observations normalized (and clipped) as they
+    # arrive; after each batch: reward scaling and clipping, then GAE on the
+    # scaled rewards (advantages are standardized per minibatch by PPO)
+    sample_tree = build_sample_tree(cage, handler, config.batch_T)
+    observation_normalizer = add_obs_normalization(sample_tree, clip=config.obs_clip)
+    transform = Compose(
+        add_reward_normalization(sample_tree, config.gamma, clip=config.reward_clip)
+        + add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda)
+    )
+    sampler = FeedForwardSampler(
+        cage,
+        handler,
+        sample_tree,
+        transform=transform,
+        observation_normalizer=observation_normalizer,
+    )
+    eval_sampler, eval_cage = build_eval_sampler(
+        env_factory,
+        TorchHandler(agent, n_envs=n_eval),
+        n_eval,
+        n_eval,
+        seed=seeds.eval_envs,
+        observation_normalizer=observation_normalizer,  # frozen while evaluating
+    )
+
+    # the algorithm
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=config.learning_rate, eps=config.adam_eps, fused=True
+    )
+    ppo = PPO(
+        ActorCriticEvaluator(model, distribution),
+        optimizer,
+        learning_rate=linear_schedule(config.learning_rate, 0.0),
+        clip_range=config.clip_range,
+        value_clip_range=config.value_clip_range,
+        value_loss_coef=config.value_loss_coef,
+        entropy_coef=config.entropy_coef,
+        max_grad_norm=config.max_grad_norm,
+        epochs=config.epochs,
+        minibatches=config.minibatches,
+        normalize_advantage=True,
+        batch_shape=(config.batch_T, config.n_envs),
+    )
+
+    logger = build_run_logger(
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        console=config.console,
+        wandb_project=config.wandb_project,
+    )
+    runner = OnPolicyRunner(
+        sampler,
+        ppo,
+        config.total_steps,
+        eval_sampler=eval_sampler,
+        eval_interval_steps=config.eval_interval_steps,
+        logger=logger,
+        log_interval_steps=config.log_interval_steps,
+        checkpoint_dir=run.checkpoints_dir,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
+        checkpoint_objects={
+            "model": model,
+            "ppo": ppo,
+            "transform": transform,  # reward statistics
+            "observation_normalizer": observation_normalizer,
+        },
+        config=dataclasses.asdict(config),
+        config_keys=["env_id", "n_envs", "batch_T", "hidden_sizes"],
+    )
+    return run_training(
+        runner,
+        run,
+        resume=bool(resume),
+        close=(cage, eval_cage, sample_tree),
+        policy=PolicyExport(agent, observation_normalizer, env_id=config.env_id),
+    )
+
+
+if __name__ == "__main__":
+    main(*parse_config(Config, quick=QUICK, description=__doc__))

@@ -1,0 +1,231 @@
+"""Train SAC on a MuJoCo env with CleanRL's SAC settings as defaults.
+
+    python examples/mujoco/train_sac.py                         # HalfCheetah-v4, 1M steps
+    python examples/mujoco/train_sac.py --env-id Hopper-v4 --seed 1
+    python examples/mujoco/train_sac.py --quick                 # a tiny smoke run
+    python examples/mujoco/train_sac.py --resume runs/mujoco-sac-...
+    python examples/mujoco/train_sac.py --help                  # every Config field is a flag
+
+Defaults are CleanRL's ``sac_continuous_action.py``: one env, one gradient
+update per env step, replay of 1M steps, batches of 256, gamma 0.99, target
+averaging tau 0.005 after every update, Adam with learning rate 3e-4 for the
+actor and 1e-3 for the twin Q critics and the entropy temperature (learned,
+starting at alpha 1, target entropy -action_dim), uniform random actions
+for the first 5,000 steps (learning starts then), 256x256 ReLU actor and
+critics, the actor's log-std bounded to [-5, 2], 1M env steps.
+
+What differs from CleanRL: CleanRL updates the actor and the temperature
+every second step, twice (``policy_frequency=2``, the same number of actor
+updates, delayed); parllel's SAC updates critic, actor and temperature
+together after every step, from one backward pass on the parameters before
+the step. CleanRL squashes the log-std into [-5, 2] with a tanh; here it is
+clipped. The replay stores observations as float32 (the env's are float64).
+
+The default env is HalfCheetah-v4 (v4 runs with the installed mujoco; with
+a mujoco that no longer loads v4, pass ``--env-id HalfCheetah-v5``). The
+column ``train/return_mean`` of ``logs/progress.csv`` is the mean return of
+the last 100 training episodes. Writes a run directory under ``runs/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+from typing import Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from parllel.patterns import (
+    build_cages,
+    build_eval_sampler,
+    build_replay_tree,
+    build_run_logger,
+    run_training,
+)
+from parllel.replays import UniformReplay
+from parllel.runners import OffPolicyRunner
+from parllel.runners.off_policy import AttributeSchedule
+from parllel.runtime import RunDirectory, Seeds, seed_everything
+from parllel.runtime.cli import parse_config
+from parllel.samplers import FeedForwardSampler
+from parllel.torch import PolicyExport
+from parllel.torch.agents import build_sac_agent
+from parllel.torch.algos import SAC, EntropyCoefficient
+from parllel.torch.handler import TorchHandler
+
+
+@dataclasses.dataclass
+class Config:
+    env_id: str = "HalfCheetah-v4"
+    """gymnasium MuJoCo env id (v4 as CleanRL's runs; v5 works too)"""
+    seed: int = 0
+    """master seed (python, numpy, torch and the env)"""
+    batch_T: int = 1
+    """env steps per batch (one env): update after every step"""
+    total_steps: int = 1_000_000
+    """env steps to train for"""
+    replay_size: int = 1_000_000
+    """replay capacity in env steps"""
+    batch_size: int = 256
+    """transitions per gradient update"""
+    learning_starts: int = 5_000
+    """uniform random actions until this many env steps are stored"""
+    replay_ratio: float = 1.0
+    """gradient updates per env step"""
+    policy_lr: float = 3e-4
+    """Adam learning rate of the actor"""
+    q_lr: float = 1e-3
+    """Adam learning rate of the critics and the entropy temperature"""
+    gamma: float = 0.99
+    """discount factor"""
+    tau: float = 0.005
+    """target-critic averaging rate"""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """hidden layer widths of actor and critics"""
+    min_log_std: float = -5.0
+    """lower bound of the actor's log-std"""
+    max_log_std: float = 2.0
+    """upper bound of the actor's log-std"""
+    max_episode_steps: int | None = None
+    """end episodes (truncate) after this many steps (None: the env's own limit)"""
+    log_interval_steps: int = 5_000
+    """env steps between log lines (rows of progress.csv)"""
+    eval_interval_steps: int = 50_000
+    """env steps between evaluations"""
+    eval_episodes: int = 5
+    """deterministic episodes per evaluation (one per eval env)"""
+    checkpoint_interval_steps: int = 100_000
+    """env steps between checkpoints (one is also written at the end)"""
+    checkpoint_replay_contents: bool = False
+    """save every stored transition in checkpoints"""
+    run_root: str = "runs"
+    """directory the run directory is created in"""
+    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
+    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
+
+
+QUICK = dict(
+    total_steps=400,
+    replay_size=10_000,
+    learning_starts=64,
+    batch_size=64,
+    hidden_sizes=(32, 32),
+    max_episode_steps=64,  # episodes end within the run (and evaluations stay short)
+    log_interval_steps=100,
+    eval_interval_steps=200,
+    eval_episodes=2,
+    checkpoint_interval_steps=5_000,
+)
+"""the --quick preset: a tiny smoke run"""
+
+
+def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
+    """The MuJoCo env as ``gym.make`` gives it (v4's "out of date" notice muted)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is out of date.*")
+        return gym.make(env_id, max_episode_steps=max_episode_steps)
+
+
+def main(config: Config, resume: str | None = None) -> dict:
+    torch.set_num_threads(1)
+    n_eval = config.eval_episodes
+    seeds = Seeds.from_master(config.seed, n_envs=1, n_eval_envs=n_eval)
+    seed_everything(seeds)
+    run = (
+        RunDirectory.open(resume)
+        if resume
+        else RunDirectory.create(
+            config.run_root, "mujoco-sac", config=config, seeds=seeds
+        )
+    )
+
+    # one env in this process; the squashed Gaussian actor and twin Q critic
+    env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
+    cage = build_cages(env_factory, 1, parallel="serial", seed=seeds.envs)
+    agent = build_sac_agent(
+        cage.spaces.observation,
+        cage.spaces.action,
+        hidden_sizes=config.hidden_sizes,
+        min_log_std=config.min_log_std,
+        max_log_std=config.max_log_std,
+    )
+    handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
+
+    # the full-size replay tree: the sampler's [T, 1] window slides over it,
+    # so every step is written once, straight into the replay
+    replay_tree = build_replay_tree(
+        cage, handler, config.batch_T, config.replay_size, observation_dtype=np.float32
+    )
+    replay = UniformReplay(
+        replay_tree,
+        config.batch_size,
+        np.random.default_rng(seeds.replay),
+        learning_starts=config.learning_starts,
+        discount=config.gamma,
+    )
+    sampler = FeedForwardSampler(cage, handler, replay_tree)
+    warmup = AttributeSchedule(  # uniform random actions until learning starts
+        agent, "random_actions", lambda step: step < config.learning_starts
+    )
+    eval_sampler, eval_cage = build_eval_sampler(
+        env_factory,
+        TorchHandler(agent, n_envs=n_eval),
+        n_eval,
+        n_eval,
+        seed=seeds.eval_envs,
+    )
+
+    # the algorithm: one update per env step; alpha is learned, starting at 1;
+    # one fused Adam, a parameter group (and learning rate) each
+    alpha = EntropyCoefficient(1.0)
+    optimizer = torch.optim.Adam(
+        [
+            {"params": agent.actor.parameters(), "lr": config.policy_lr},
+            {"params": agent.critic.parameters(), "lr": config.q_lr},
+            {"params": [alpha.log_alpha], "lr": config.q_lr},
+        ],
+        lr=config.q_lr,
+        fused=True,
+    )
+    sac = SAC(agent, optimizer, alpha, tau=config.tau, replay_ratio=config.replay_ratio)
+
+    logger = build_run_logger(
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        console=config.console,
+        wandb_project=config.wandb_project,
+    )
+    runner = OffPolicyRunner(
+        sampler,
+        replay,
+        sac,
+        config.total_steps,
+        eval_sampler=eval_sampler,
+        eval_interval_steps=config.eval_interval_steps,
+        logger=logger,
+        log_interval_steps=config.log_interval_steps,
+        checkpoint_dir=run.checkpoints_dir,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
+        checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
+        checkpoint_replay_contents=config.checkpoint_replay_contents,
+        config=dataclasses.asdict(config),
+        config_keys=["env_id", "batch_T", "replay_size", "hidden_sizes"],
+        callbacks=[warmup],
+    )
+    return run_training(
+        runner,
+        run,
+        resume=bool(resume),
+        close=(cage, eval_cage, replay_tree),
+        policy=PolicyExport(agent, env_id=config.env_id),
+    )
+
+
+if __name__ == "__main__":
+    main(*parse_config(Config, quick=QUICK, description=__doc__))
