@@ -29,6 +29,7 @@ SCRIPTS = [
     pytest.param("cartpole/train_ppo_ray.py", marks=pytest.mark.xdist_group("ray")),
     "cartpole/train_ppo_recurrent.py",
     "pendulum/train_ppo.py",
+    "atari/train_ppo.py",
 ]
 # The multi-agent examples export no policy.pt; their --quick runs and resumes
 # are in tests/integration/test_multiagent_examples.py.
@@ -68,6 +69,8 @@ def test_example_quick_run_and_resume(script, tmp_path):
     script, *flags = script.split()
     if "ray" in script:
         pytest.importorskip("ray", reason="needs the ray extra")
+    if "atari" in script:
+        pytest.importorskip("ale_py", reason="needs the atari extra")
     _run(script, tmp_path, *flags)
     (run_dir,) = (tmp_path / "runs").iterdir()
     for name in ("config.json", "metadata.json", "logs/progress.csv"):
