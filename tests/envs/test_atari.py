@@ -69,7 +69,9 @@ def test_equals_sb3_atari_wrapper_bit_for_bit(env_id, episodic_life):
             games += game_over
             if term1 or trunc1:
                 ends += 1
-                np.testing.assert_array_equal(ours.reset()[0], theirs.reset()[0][..., 0])
+                np.testing.assert_array_equal(
+                    ours.reset()[0], theirs.reset()[0][..., 0]
+                )
         if env_id == "ALE/Breakout-v5":
             assert ends > 0 and games > 0  # random play ends games
     finally:
@@ -190,7 +192,9 @@ def test_game_traj_info_logs_the_true_game_return():
         assert all(t.partial for t in lives[:-1])
         per_life = sum(t.return_ for t in lives[:-1]) + game.extra["life_return"]
         assert game.return_ == per_life  # no reward in the resets' no-op/FIRE steps
-        assert game.length > sum(t.length for t in lives[:-1]) + game.extra["life_length"]
+        assert (
+            game.length > sum(t.length for t in lives[:-1]) + game.extra["life_length"]
+        )
     stats = EpisodeStats()
     stats.extend(trajs)
     assert stats.episodes == len(games)

@@ -95,7 +95,13 @@ def test_episode_stats_skip_partial_episodes():
     stats = EpisodeStats(window=10)
     life = TrajInfo(return_=3.0, length=10, partial=True)
     game = TrajInfo(return_=7.0, length=40)
-    stats.extend([life, game, {"return_": 5.0, "length": 3, "discounted_return": 1.0, "partial": True}])
+    stats.extend(
+        [
+            life,
+            game,
+            {"return_": 5.0, "length": 3, "discounted_return": 1.0, "partial": True},
+        ]
+    )
     metrics = stats.metrics()
     assert metrics["train/episodes"] == 1
     assert metrics["train/return_mean"] == 7.0 and metrics["train/length_mean"] == 40.0

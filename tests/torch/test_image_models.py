@@ -73,7 +73,9 @@ def test_atari_default_init_gains():
         assert not layer.bias.detach().any()
     policy = model.policy_head.linear.weight.detach()
     value = model.value_head.linear.weight.detach()
-    torch.testing.assert_close(policy @ policy.T, 1e-4 * torch.eye(6), atol=1e-7, rtol=0)
+    torch.testing.assert_close(
+        policy @ policy.T, 1e-4 * torch.eye(6), atol=1e-7, rtol=0
+    )
     assert math.isclose(value.norm().item(), 1.0, rel_tol=1e-5)
 
 
@@ -107,7 +109,13 @@ def test_stacked_channel_last_frames_equal_channel_first_stack():
     frames = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
     torch.testing.assert_close(stacked(frames.unsqueeze(-1)), plain(frames))
     # (k, H, W, C) with C=3: frame-major channels, as (k * C, H, W)
-    rgb = CnnEncoder((2, 36, 36, 3), channels_last=True, channels=(8,), kernel_sizes=(3,), strides=(1,))
+    rgb = CnnEncoder(
+        (2, 36, 36, 3),
+        channels_last=True,
+        channels=(8,),
+        kernel_sizes=(3,),
+        strides=(1,),
+    )
     joined = CnnEncoder((6, 36, 36), channels=(8,), kernel_sizes=(3,), strides=(1,))
     joined.load_state_dict(rgb.state_dict())
     images = torch.randint(0, 256, (3, 2, 36, 36, 3), dtype=torch.uint8)
@@ -125,7 +133,9 @@ def test_cnn_settings_passable():
     model, _ = build_actor_critic(
         _box((4, 84, 84)),
         ACTIONS,
-        cnn=dict(channels=(16, 32), kernel_sizes=(8, 4), strides=(4, 2), output_size=256),
+        cnn=dict(
+            channels=(16, 32), kernel_sizes=(8, 4), strides=(4, 2), output_size=256
+        ),
         hidden_sizes=(64,),
     )
     convs = [m for m in model.encoder.modules() if isinstance(m, nn.Conv2d)]
@@ -163,7 +173,9 @@ def test_image_like_observation_refused(shape, dtype):
 
 def test_small_arrays_still_flattened():
     assert not is_image_shape((3, 3), np.uint8)
-    assert isinstance(build_encoder(gym.spaces.Box(0, 1, (3, 3, 2), np.int8)), FlattenEncoder)
+    assert isinstance(
+        build_encoder(gym.spaces.Box(0, 1, (3, 3, 2), np.int8)), FlattenEncoder
+    )
     assert isinstance(build_encoder(_box((8, 8), np.uint8)), FlattenEncoder)
     assert isinstance(build_encoder(_box((64, 64), np.float32)), FlattenEncoder)
 

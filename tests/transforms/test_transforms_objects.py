@@ -312,4 +312,7 @@ def test_add_reward_clipping_clips_the_tree_rewards():
     clip(tree)
     rewards = nd(tree["reward"])
     assert rewards.min() == -1.0 and rewards.max() == 1.0
-    np.testing.assert_array_equal(rewards[np.abs(rewards) < 1], np.linspace(-4.0, 4.0, 24, dtype=np.float32).reshape(8, 3)[np.abs(rewards) < 1])
+    np.testing.assert_array_equal(
+        rewards[np.abs(rewards) < 1],
+        np.linspace(-4.0, 4.0, 24, dtype=np.float32).reshape(8, 3)[np.abs(rewards) < 1],
+    )

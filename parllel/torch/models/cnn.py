@@ -126,7 +126,8 @@ class CnnEncoder(FollowsModelDtype):
             for module in self.modules():
                 if isinstance(module, (nn.Conv2d, nn.Linear)):
                     nn.init.orthogonal_(module.weight, gain=init_scale)
-                    nn.init.zeros_(module.bias)
+                    if module.bias is not None:
+                        nn.init.zeros_(module.bias)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Encode ``[..., *image_shape]`` images into ``[..., output_size]``."""
