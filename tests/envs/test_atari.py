@@ -55,7 +55,7 @@ def test_equals_sb3_atari_wrapper_bit_for_bit(env_id, episodic_life):
         theirs_obs, _ = theirs.reset(seed=3)
         np.testing.assert_array_equal(ours_obs, theirs_obs[..., 0])
         ends = games = 0
-        for _ in range(1500):
+        for _ in range(800):
             action = int(rng.integers(ours.action_space.n))
             o1, r1, term1, trunc1, _ = ours.step(action)
             o2, r2, term2, trunc2, _ = theirs.step(action)
