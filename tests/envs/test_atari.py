@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ pytest.importorskip("cv2")
 
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation  # noqa: E402
 
-from parllel.cages import SerialCage  # noqa: E402
+from parllel.cages import ProcessCage, SerialCage  # noqa: E402
 from parllel.envs.atari import (  # noqa: E402
     GAME_OVER,
     EpisodicLife,
@@ -178,10 +180,17 @@ def test_episodic_life_signals_life_loss_but_resets_only_at_game_over():
         env.close()
 
 
-def test_game_traj_info_logs_the_true_game_return():
+@pytest.mark.parametrize("cage_type", ["serial", "process"])
+def test_game_traj_info_logs_the_true_game_return(cage_type):
     """A cage with GameTrajInfo: per-life episodes are partial, the game's reports the game."""
-    factory = lambda: make_atari_env("ALE/Breakout-v5", episodic_life=True)  # noqa: E731
-    with SerialCage(factory, 2, seed=0, traj_info_type=GameTrajInfo) as cage:
+    factory = partial(make_atari_env, "ALE/Breakout-v5", episodic_life=True)
+    if cage_type == "serial":
+        cage = SerialCage(factory, 2, seed=0, traj_info_type=GameTrajInfo)
+    else:
+        cage = ProcessCage(
+            factory, 2, seed=0, traj_info_type=GameTrajInfo, start_method="fork"
+        )
+    with cage:
         _, trajs = run(cage, 500)
     games = [traj for traj in trajs if not traj.partial]
     assert games and len(trajs) > len(games)
