@@ -2,8 +2,9 @@
 
 Random actions (a :class:`~parllel.agents.RandomAgent` in a
 :class:`~parllel.agents.NumpyHandler`) measure the envs and the sampler
-alone. The ``mlp`` policy is the examples' actor-critic (two hidden layers of
-64, :func:`~parllel.torch.models.build_actor_critic`) in a
+alone. The ``mlp`` policy is the examples' actor-critic
+(:func:`~parllel.torch.models.build_actor_critic`: two hidden layers of 64,
+or the Nature CNN for image observations) in a
 :class:`~parllel.torch.handler.TorchHandler` on the CPU, torch on one thread
 as in the examples: inference then takes its share of the main process, as in
 training. torch is imported only for it.

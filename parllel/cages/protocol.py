@@ -306,7 +306,13 @@ def record_episodes(row: np.ndarray, completed: list[TrajInfo]) -> bool:
     if len(completed) > MAX_EPISODES:
         return False
     for traj in completed:
-        if type(traj) is not TrajInfo or traj.extra or traj.reset_info or traj.lost:
+        if (
+            type(traj) is not TrajInfo
+            or traj.extra
+            or traj.reset_info
+            or traj.lost
+            or traj.partial
+        ):
             return False
     records = row.view(np.float64)
     for j, traj in enumerate(completed):

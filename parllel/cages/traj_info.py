@@ -25,6 +25,10 @@ class TrajInfo:
         terminated: the episode ended in a terminal state.
         truncated: the episode was cut (time limit, or its worker was lost).
         lost: the episode was cut because its worker process died.
+        partial: the env's game goes on after this episode (a life lost
+            under episodic life, :class:`parllel.envs.atari.GameTrajInfo`):
+            episode statistics (:class:`parllel.logging.EpisodeStats`) skip
+            it, and the game's last episode reports the whole game.
         extra: env-info entries of the last step that no env-info slot stored
             (strings, nested dicts, keys absent from the probe step, or every
             entry when the cage was given no ``env_info`` slots), kept as-is.
@@ -47,6 +51,7 @@ class TrajInfo:
     terminated: bool = False
     truncated: bool = False
     lost: bool = False
+    partial: bool = False
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     reset_info: dict[str, Any] = dataclasses.field(default_factory=dict)
     _current_discount: float = dataclasses.field(default=1.0, repr=False)

@@ -58,7 +58,17 @@ class EpisodeStats:
         return len(self._values["return_"])
 
     def add(self, traj_info: Any) -> None:
-        """Record one finished episode (a ``TrajInfo`` or a mapping)."""
+        """Record one finished episode (a ``TrajInfo`` or a mapping).
+
+        A partial episode (``partial`` True: a life lost while the game goes
+        on, see :class:`~parllel.envs.atari.GameTrajInfo`) is skipped.
+        """
+        if isinstance(traj_info, Mapping):
+            partial = traj_info.get("partial", False)
+        else:
+            partial = getattr(traj_info, "partial", False)
+        if partial:
+            return
         for name in FIELDS:
             self._values[name].append(_field(traj_info, name))
         self.episodes += 1

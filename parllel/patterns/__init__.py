@@ -22,6 +22,7 @@ from parllel.patterns.cages import (
 from parllel.patterns.sampling import (
     add_advantage_estimation,
     add_obs_normalization,
+    add_reward_clipping,
     add_reward_normalization,
     build_eval_sampler,
     build_replay_tree,
@@ -40,6 +41,7 @@ __all__ = [
     "build_replay_tree",
     "add_advantage_estimation",
     "add_obs_normalization",
+    "add_reward_clipping",
     "add_reward_normalization",
     "build_eval_sampler",
     "build_run_logger",

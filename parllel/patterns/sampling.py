@@ -145,6 +145,17 @@ def add_reward_normalization(
     return transforms
 
 
+def add_reward_clipping(sample_tree: ArrayDict, bound: float = 1.0) -> list:
+    """Reward clipping to ``[-bound, bound]`` (Atari's ``[-1, 1]``), in the pipeline.
+
+    The transform clips the sample tree's ``reward`` after sampling, so the
+    episode returns the cages report stay the env's; the same as SB3's and
+    CleanRL's ``ClipRewardEnv`` (``sign(reward)``) for integer rewards, as all
+    Atari games give. Put it before advantage estimation in the pipeline.
+    """
+    return [ClipRewards(sample_tree, bound)]
+
+
 def build_eval_sampler(
     env_factory: Callable[..., Any],
     handler: Handler,

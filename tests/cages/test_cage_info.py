@@ -189,6 +189,9 @@ def test_finished_episodes_with_stored_info_fit_the_control_row():
     assert [
         t.to_dict() for t in protocol.read_episodes(row, lambda i: TrajInfo(i))
     ] == [t.to_dict() for t in completed]
+    # a partial episode (a life lost under episodic life) keeps its flag: pickled
+    completed[0].partial = True
+    assert not protocol.record_episodes(row, completed)
 
 
 @pytest.mark.parametrize("reset_mode", ["auto", "wait"])

@@ -30,6 +30,7 @@ SCRIPTS = [
     "cartpole/train_ppo_recurrent.py",
     "pendulum/train_ppo.py",
     "mujoco/train_ppo.py",  # HalfCheetah-v4, episodes cut at 64 steps
+    "atari/train_ppo.py",
 ]
 # The multi-agent examples export no policy.pt; their --quick runs and resumes
 # are in tests/integration/test_multiagent_examples.py.
@@ -77,6 +78,8 @@ def test_example_quick_run_and_resume(script, tmp_path):
         pytest.importorskip("ray", reason="needs the ray extra")
     if "mujoco" in script:
         pytest.importorskip("mujoco", reason="needs the mujoco extra")
+    if "atari" in script:
+        pytest.importorskip("ale_py", reason="needs the atari extra")
     _run(script, tmp_path, *flags)
     (run_dir,) = (tmp_path / "runs").iterdir()
     for name in ("config.json", "metadata.json", "logs/progress.csv"):

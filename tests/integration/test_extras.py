@@ -99,6 +99,12 @@ envs.reset()
 envs.step(envs.action_space.sample())
 envs.close()
 """,
+    "parllel.envs.atari": """
+from parllel.envs.atari import make_atari_env
+env = make_atari_env("ALE/Pong-v5")
+assert env.reset(seed=0)[0].shape == (4, 84, 84)
+env.close()
+""",
     "parllel.interop.sb3_vec_env": """
 import gymnasium as gym
 from parllel.interop.sb3_vec_env import make_sb3_vec_env
@@ -245,6 +251,7 @@ LAZY = {
     "parllel.bench": {"torch", "plot"},
     "parllel.logging.wandb_sink": {"wandb"},
     "parllel.enjoy": {"video"},
+    "parllel.envs.atari": {"atari"},
     "parllel.multiagent.opponent_pool": {"multiagent"},
     "parllel.multiagent.selfplay": {"multiagent"},
 }

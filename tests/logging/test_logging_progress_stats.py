@@ -88,3 +88,20 @@ def test_progress_bar_in_multi_logger_and_missing_tqdm(monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)
     with pytest.raises(MissingDependencyError, match="pip install tqdm"):
         ProgressBar(disable=False)
+
+
+def test_episode_stats_skip_partial_episodes():
+    """A life lost under episodic life (partial) is no episode of the statistics."""
+    stats = EpisodeStats(window=10)
+    life = TrajInfo(return_=3.0, length=10, partial=True)
+    game = TrajInfo(return_=7.0, length=40)
+    stats.extend(
+        [
+            life,
+            game,
+            {"return_": 5.0, "length": 3, "discounted_return": 1.0, "partial": True},
+        ]
+    )
+    metrics = stats.metrics()
+    assert metrics["train/episodes"] == 1
+    assert metrics["train/return_mean"] == 7.0 and metrics["train/length_mean"] == 40.0

@@ -300,3 +300,19 @@ def test_other_transforms_name_missing_or_bad_fields():
     tree["reward"] = np.zeros((8, 3), np.int64)
     with pytest.raises(DtypeError, match="reward"):
         ClipRewards(tree)
+
+
+def test_add_reward_clipping_clips_the_tree_rewards():
+    from parllel.patterns import add_reward_clipping
+
+    tree = make_tree()
+    nd(tree["reward"])[:] = np.linspace(-4.0, 4.0, 24, dtype=np.float32).reshape(8, 3)
+    (clip,) = add_reward_clipping(tree)
+    assert isinstance(clip, ClipRewards)
+    clip(tree)
+    rewards = nd(tree["reward"])
+    assert rewards.min() == -1.0 and rewards.max() == 1.0
+    np.testing.assert_array_equal(
+        rewards[np.abs(rewards) < 1],
+        np.linspace(-4.0, 4.0, 24, dtype=np.float32).reshape(8, 3)[np.abs(rewards) < 1],
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -12,6 +12,7 @@ from torch import nn
 from parllel.agents.base import AgentStep, check_mode
 from parllel.errors import ConfigError
 from parllel.torch.architecture import Architecture
+from parllel.torch.models.cnn import NATURE_CNN, CnnEncoder
 from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.mlp import MLP
 
@@ -133,11 +134,18 @@ def build_dqn_agent(
     observation_space: gym.Space,
     action_space: gym.spaces.Discrete,
     *,
-    hidden_sizes: Sequence[int] = (64, 64),
+    hidden_sizes: Sequence[int] | None = None,
     activation: Callable[[], nn.Module] = nn.ReLU,
     epsilon: float = 1.0,
+    cnn: Mapping[str, Any] | None = None,
 ) -> DqnAgent:
     """Build a :class:`DqnAgent` with an MLP :class:`QNetwork`.
+
+    Image observations (see :func:`~parllel.torch.models.build_encoder`) get
+    the Nature-DQN network: :data:`~parllel.torch.models.NATURE_CNN` (three
+    convs and a 512-unit ReLU layer; ``cnn=`` updates its settings), then a
+    linear layer to the Q values (``hidden_sizes`` ``()``).
+    ``hidden_sizes=None`` means ``(64, 64)`` for other observations.
 
     ``agent.architecture`` records the arguments (see
     :func:`parllel.torch.export_policy`).
@@ -148,13 +156,24 @@ def build_dqn_agent(
     if not isinstance(action_space, gym.spaces.Discrete):
         raise ConfigError(f"DQN needs a Discrete action space; got {action_space}")
     num_actions = int(action_space.n)
-    q_network = QNetwork(
-        build_encoder(observation_space), num_actions, hidden_sizes, activation
+    cnn_settings = {**NATURE_CNN, **dict(cnn or {})}
+    channels_last = cnn_settings.pop("channels_last", None)
+    encoder = build_encoder(
+        observation_space, channels_last=channels_last, cnn_kwargs=cnn_settings
     )
+    if hidden_sizes is None:
+        images = any(isinstance(m, CnnEncoder) for m in encoder.modules())
+        hidden_sizes = () if images else (64, 64)
+    q_network = QNetwork(encoder, num_actions, hidden_sizes, activation)
     architecture = Architecture(
         "dqn",
         observation_space,
         action_space,
-        dict(hidden_sizes=tuple(hidden_sizes), activation=activation, epsilon=epsilon),
+        dict(
+            hidden_sizes=tuple(hidden_sizes),
+            activation=activation,
+            epsilon=epsilon,
+            cnn=dict(cnn) if cnn is not None else None,
+        ),
     )
     return architecture.attach(DqnAgent(q_network, num_actions, epsilon=epsilon))

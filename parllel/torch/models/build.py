@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -14,6 +14,7 @@ from parllel.errors import ConfigError
 from parllel.torch.architecture import Architecture
 from parllel.torch.distributions import Categorical, Gaussian, SquashedGaussian
 from parllel.torch.models.actor_critic import ActorCriticModel
+from parllel.torch.models.cnn import NATURE_CNN, CnnEncoder
 from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.heads import CategoricalHead, GaussianHead, ValueHead
 from parllel.torch.models.mlp import MLP
@@ -26,20 +27,28 @@ def build_actor_critic(
     observation_space: gym.Space,
     action_space: gym.Space,
     *,
-    hidden_sizes: Sequence[int] = (64, 64),
+    hidden_sizes: Sequence[int] | None = None,
     activation: Callable[[], nn.Module] = nn.Tanh,
     shared_trunk: bool = True,
     recurrent_cell: str | None = None,
     recurrent_size: int = 128,
     squash: bool = False,
     init_log_std: float = 0.0,
-    orthogonal_init: bool = False,
+    orthogonal_init: bool | None = None,
+    cnn: Mapping[str, Any] | None = None,
 ) -> tuple[ActorCriticModel, Any]:
     """Build an :class:`ActorCriticModel` and its distribution for two spaces.
 
     Observations go through :func:`build_encoder`, then (optionally) a
     :class:`RecurrentCore`, then MLP trunks of ``hidden_sizes``: one shared
     trunk, or separate policy and value trunks (``shared_trunk=False``).
+
+    Image observations (``uint8`` ``(C, H, W)``, ``(H, W, C)``, frame stacks
+    ``(k, H, W, 1)``; see :func:`build_encoder`) get the Atari defaults of
+    CleanRL's and SB3's PPO: the Nature CNN (:data:`NATURE_CNN`: convs 32 8x8
+    stride 4, 64 4x4 stride 2, 64 3x3 stride 1, then a 512-unit ReLU layer),
+    no MLP trunk, and orthogonal init (gain ``sqrt(2)`` for the convs and the
+    512 layer, 0.01 for the policy head, 1 for the value head).
     ``Discrete`` actions get a :class:`Categorical`; ``Box`` actions a
     :class:`Gaussian` with a state-independent log-std, or a
     :class:`SquashedGaussian` scaled to the bounds with ``squash=True``.
@@ -47,22 +56,40 @@ def build_actor_critic(
     Args:
         observation_space: observation space (or see :func:`build_encoder`).
         action_space: ``Discrete`` or 1-D ``Box``.
-        hidden_sizes: trunk layer sizes.
+        hidden_sizes: trunk layer sizes; None: ``(64, 64)``, or ``()`` (no
+            trunk after the CNN's 512 layer) for image observations.
         activation: trunk activation.
         shared_trunk: one trunk for both heads, or one each.
         recurrent_cell: ``"lstm"``, ``"gru"`` or None (feed-forward).
         recurrent_size: hidden size of the recurrent core.
         squash: tanh-squash Box actions into their bounds.
         init_log_std: initial log-std for Box actions.
-        orthogonal_init: trunk layers orthogonal with gain ``sqrt(2)`` and zero
-            biases, as SB3's and CleanRL's actor-critics (the heads always are:
-            gain 0.01 for the policy, 1 for the value); otherwise torch's
-            default initialization.
+        orthogonal_init: trunk (and CNN) layers orthogonal with gain
+            ``sqrt(2)`` and zero biases, as SB3's and CleanRL's actor-critics
+            (the heads always are: gain 0.01 for the policy, 1 for the
+            value); False: torch's default initialization; None: True for
+            image observations, False otherwise.
+        cnn: :class:`CnnEncoder` settings for image observations, over
+            :data:`NATURE_CNN` (``channels``, ``kernel_sizes``, ``strides``,
+            ``paddings``, ``output_size`` (None: convs only),
+            ``channels_last``).
 
     Returns:
         ``(model, distribution)``; ``model.architecture`` records these
         arguments (see :func:`parllel.torch.export_policy`).
     """
+    cnn_settings = {**NATURE_CNN, **dict(cnn or {})}
+    channels_last = cnn_settings.pop("channels_last", None)
+    if orthogonal_init is not False:
+        cnn_settings["init_scale"] = math.sqrt(2)
+    encoder = build_encoder(
+        observation_space, channels_last=channels_last, cnn_kwargs=cnn_settings
+    )
+    images = any(isinstance(m, CnnEncoder) for m in encoder.modules())
+    if hidden_sizes is None:
+        hidden_sizes = () if images else (64, 64)
+    if orthogonal_init is None:
+        orthogonal_init = images
     architecture = Architecture(
         "actor_critic",
         observation_space,
@@ -76,9 +103,9 @@ def build_actor_critic(
             squash=squash,
             init_log_std=init_log_std,
             orthogonal_init=orthogonal_init,
+            cnn=dict(cnn) if cnn is not None else None,
         ),
     )
-    encoder = build_encoder(observation_space)
     feature_size = encoder_output_size(encoder)
     core = None
     if recurrent_cell is not None:

@@ -31,6 +31,7 @@ __all__ = [
     "OneHotEncoder",
     "build_encoder",
     "encoder_output_size",
+    "is_image_shape",
 ]
 
 
@@ -141,10 +142,12 @@ def build_encoder(
 ) -> nn.Module:
     """Choose an encoder for an observation space or an example observation.
 
-    Rules per leaf: a ``uint8`` array with 3 dims is an image
-    (:class:`CnnEncoder`; channels-last if its last dim is smaller than its
-    first, unless ``channels_last`` says otherwise); a ``Discrete`` space gets
-    a :class:`OneHotEncoder`; any other Box/array is flattened
+    Rules per leaf: a ``uint8`` array with 3 dims is an image and one with 4
+    dims a stack of images (:class:`CnnEncoder`; channels-last if its last
+    dim is smaller than its height, ``(84, 84, 4)`` or ``(4, 84, 84, 1)``,
+    unless ``channels_last`` says otherwise); a 2-D ``uint8`` array of at
+    least 32x32 is a one-channel image; a ``Discrete`` space gets a
+    :class:`OneHotEncoder`; any other Box/array is flattened
     (:class:`FlattenEncoder`). Dict and Tuple spaces (or dicts / tuples of
     examples) get a :class:`DictEncoder`, recursively.
 
@@ -156,6 +159,12 @@ def build_encoder(
 
     Returns:
         An encoder module with an ``output_size`` attribute.
+
+    Raises:
+        ShapeError: an image-like leaf no encoder here places: ``uint8`` with
+            more than 4 dims, or a non-``uint8`` array with at least 3 dims,
+            two of them 32 or more (flattening it would feed thousands of
+            pixels to a linear layer).
     """
     cnn_kwargs = dict(cnn_kwargs or {})
     recurse = lambda sub: build_encoder(  # noqa: E731
@@ -177,7 +186,51 @@ def build_encoder(
     else:
         example = np.asarray(observation)
         shape, dtype = example.shape, example.dtype
-    if np.dtype(dtype) == np.uint8 and len(shape) == 3:
-        last = shape[-1] < shape[0] if channels_last is None else channels_last
+    shape = tuple(int(d) for d in shape)
+    if is_image_shape(shape, dtype):
+        if len(shape) == 2:
+            last = False
+        elif channels_last is not None:
+            last = channels_last
+        else:
+            last = shape[-1] < shape[-3]
         return CnnEncoder(shape, channels_last=last, **cnn_kwargs)
+    _refuse_image_like(shape, dtype)
     return FlattenEncoder(shape)
+
+
+_MIN_IMAGE_SIDE = 32
+"""the smallest height and width a 2-D uint8 array is taken as a frame at"""
+
+
+def is_image_shape(shape: Sequence[int], dtype: Any) -> bool:
+    """Whether :func:`build_encoder` gives a leaf of this shape and dtype a CNN.
+
+    ``uint8`` with 3 or 4 dims, or 2 dims of at least 32 each.
+    """
+    if dtype is None or np.dtype(dtype) != np.uint8:
+        return False
+    if len(shape) in (3, 4):
+        return True
+    return len(shape) == 2 and min(shape) >= _MIN_IMAGE_SIDE
+
+
+def _refuse_image_like(shape: tuple[int, ...], dtype: Any) -> None:
+    """Raise for an image-like leaf that no encoder here places."""
+    large = sum(d >= _MIN_IMAGE_SIDE for d in shape)
+    if dtype is not None and np.dtype(dtype) == np.uint8 and len(shape) > 4:
+        raise ShapeError(
+            f"observation of shape {shape} (uint8) looks like images, but the "
+            f"CNN encoder takes (H, W), (C, H, W), (H, W, C) or frame stacks "
+            f"(k, C, H, W) / (k, H, W, C); reshape it to one of these (e.g. "
+            f"join the stacking axes) or build the encoder yourself"
+        )
+    if len(shape) >= 3 and large >= 2:
+        raise ShapeError(
+            f"observation of shape {shape} ({np.dtype(dtype)}) looks like "
+            f"images, but only uint8 images get a CNN encoder, and flattening "
+            f"it would feed {math.prod(shape)} inputs to a linear layer; store "
+            f"the frames as uint8 (0-255; the CNN scales them by 1/255), or "
+            f"build the encoder yourself (CnnEncoder, FlattenEncoder) and an "
+            f"ActorCriticModel from it"
+        )

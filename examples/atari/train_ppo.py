@@ -1,0 +1,225 @@
+"""Train PPO on an Atari game with CleanRL's ppo_atari settings.
+
+    python examples/atari/train_ppo.py                          # Breakout, 10M steps
+    python examples/atari/train_ppo.py --env-id ALE/Pong-v5     # another ALE v5 game
+    python examples/atari/train_ppo.py --quick                  # a tiny smoke run
+    python examples/atari/train_ppo.py --resume runs/atari-ppo-...
+    python examples/atari/train_ppo.py --help                   # every Config field is a flag
+
+Needs the ``atari`` extra (ale-py with its bundled ROMs, OpenCV). The envs
+are :func:`parllel.envs.atari.make_atari_env`'s standard stack (no-op reset,
+frame skip 4 with max-pooling, FIRE reset, 84x84 grayscale, 4 stacked
+frames); training envs end an episode at every lost life (episodic life),
+with :class:`~parllel.envs.atari.GameTrajInfo` logging whole games; rewards
+are clipped to [-1, 1] in the sample tree; evaluation plays whole games. The
+model is ``build_actor_critic``'s image default, the Nature CNN with a
+512-unit layer and orthogonal init (as CleanRL's ``Agent``).
+
+Writes a run directory (config, metadata, progress.csv, TensorBoard logs,
+checkpoints, learning_curve.png) under ``runs/``. Ctrl-C stops at the end of
+the current batch, writes a checkpoint and prints the command that resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+import torch
+
+from parllel.envs.atari import GameTrajInfo, make_atari_env
+from parllel.patterns import (
+    add_advantage_estimation,
+    add_reward_clipping,
+    build_cages,
+    build_eval_sampler,
+    build_run_logger,
+    build_sample_tree,
+    run_training,
+)
+from parllel.runners import OnPolicyRunner
+from parllel.runtime import RunDirectory, Seeds, seed_everything
+from parllel.runtime.cli import parse_config
+from parllel.samplers import FeedForwardSampler
+from parllel.torch import PolicyExport
+from parllel.torch.agents import ActorCriticAgent
+from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
+from parllel.torch.handler import TorchHandler
+from parllel.torch.models import build_actor_critic
+from parllel.transforms import Compose
+
+N_EVAL_ENVS = 4
+
+
+@dataclasses.dataclass
+class Config:
+    env_id: str = "ALE/Breakout-v5"
+    """ALE v5 game (made with frameskip=1; the preprocessing skips frames)"""
+    seed: int = 0
+    """master seed (python, numpy, torch and every env)"""
+    n_envs: int = 8
+    """environments stepped side by side"""
+    batch_T: int = 128
+    """env steps per env per batch (8 x 128 = 1024 samples per update)"""
+    total_steps: int = 10_000_000
+    """env steps (agent steps, 4 frames each) to train for"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """GAE lambda"""
+    learning_rate: float = 2.5e-4
+    """initial Adam learning rate (decays linearly to 0)"""
+    clip_range: float = 0.1
+    """PPO ratio clip range, also the value clip range"""
+    epochs: int = 4
+    """passes over each batch"""
+    minibatches: int = 4
+    """minibatches per epoch"""
+    entropy_coef: float = 0.01
+    """weight of the entropy bonus"""
+    value_loss_coef: float = 0.5
+    """weight of the value loss"""
+    max_grad_norm: float = 0.5
+    """clip the global gradient norm"""
+    repeat_action_probability: float = 0.0
+    """ALE's sticky actions (0.25 in Machado et al.'s protocol)"""
+    eval_interval_steps: int = 250_000
+    """env steps between evaluations (log lines come every log_interval_steps)"""
+    log_interval_steps: int = 50_000
+    """env steps between log lines"""
+    eval_episodes: int = 4
+    """deterministic whole games per evaluation"""
+    eval_max_frames: int = 108_000
+    """ALE frames after which an evaluation game is cut (ALE's v5 limit)"""
+    checkpoint_interval_steps: int = 500_000
+    """env steps between checkpoints (one is also written at the end)"""
+    parallel: Literal["process", "serial", "auto"] = "process"
+    """where envs step: worker processes, this process, or measured"""
+    run_root: str = "runs"
+    """directory the run directory is created in"""
+    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
+    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+    wandb_project: str | None = None
+    """also log to this Weights & Biases project (the wandb extra)"""
+
+
+QUICK = dict(
+    total_steps=512,
+    batch_T=32,
+    eval_interval_steps=256,
+    log_interval_steps=256,
+    eval_episodes=N_EVAL_ENVS,
+    eval_max_frames=200,
+    epochs=1,
+)
+"""the --quick preset: a tiny smoke run (eval games cut after 200 frames)"""
+
+
+def build_agent(spaces: Any) -> ActorCriticAgent:
+    """``build_actor_critic``'s image default: Nature CNN, 512 ReLU, orthogonal init."""
+    return ActorCriticAgent(*build_actor_critic(spaces.observation, spaces.action))
+
+
+def main(config: Config, resume: str | None = None) -> dict:
+    torch.set_num_threads(1)
+    seeds = Seeds.from_master(
+        config.seed, n_envs=config.n_envs, n_eval_envs=N_EVAL_ENVS
+    )
+    seed_everything(seeds)
+    run = (
+        RunDirectory.open(resume)
+        if resume
+        else RunDirectory.create(
+            config.run_root, "atari-ppo", config=config, seeds=seeds
+        )
+    )
+
+    # training envs: a lost life ends the episode; GameTrajInfo logs games
+    env_kwargs = dict(
+        env_id=config.env_id,
+        episodic_life=True,
+        repeat_action_probability=config.repeat_action_probability,
+    )
+    cage = build_cages(
+        make_atari_env,
+        config.n_envs,
+        env_kwargs,
+        parallel=config.parallel,
+        seed=seeds.envs,
+        traj_info_type=GameTrajInfo,
+    )
+    agent = build_agent(cage.spaces)
+    handler = TorchHandler(agent, n_envs=config.n_envs, seed=seeds.actions)
+    sample_tree = build_sample_tree(cage, handler, config.batch_T)
+    # rewards clipped in the tree (the logged returns stay the game's), then GAE
+    transform = Compose(
+        [
+            *add_reward_clipping(sample_tree),
+            *add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda),
+        ]
+    )
+    sampler = FeedForwardSampler(cage, handler, sample_tree, transform=transform)
+    eval_sampler, eval_cage = build_eval_sampler(
+        make_atari_env,
+        TorchHandler(agent, n_envs=N_EVAL_ENVS),
+        N_EVAL_ENVS,
+        config.eval_episodes,
+        dict(
+            env_id=config.env_id,
+            repeat_action_probability=config.repeat_action_probability,
+            max_num_frames_per_episode=config.eval_max_frames,
+        ),
+        seed=seeds.eval_envs,
+    )
+
+    # the algorithm: CleanRL's ppo_atari (Adam eps 1e-5, clipped value loss,
+    # advantages normalized per minibatch, learning rate annealed to 0)
+    model, distribution = agent.model, agent.distribution
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, eps=1e-5)
+    ppo = PPO(
+        ActorCriticEvaluator(model, distribution),
+        optimizer,
+        learning_rate=linear_schedule(config.learning_rate, 0.0),
+        clip_range=config.clip_range,
+        value_clip_range=config.clip_range,
+        value_loss_coef=config.value_loss_coef,
+        entropy_coef=config.entropy_coef,
+        max_grad_norm=config.max_grad_norm,
+        epochs=config.epochs,
+        minibatches=config.minibatches,
+        normalize_advantage=True,
+        batch_shape=(config.batch_T, config.n_envs),
+    )
+
+    logger = build_run_logger(
+        run,
+        config.total_steps,
+        resume=bool(resume),
+        console=config.console,
+        wandb_project=config.wandb_project,
+    )
+    runner = OnPolicyRunner(
+        sampler,
+        ppo,
+        config.total_steps,
+        eval_sampler=eval_sampler,
+        eval_interval_steps=config.eval_interval_steps,
+        logger=logger,
+        log_interval_steps=config.log_interval_steps,
+        checkpoint_dir=run.checkpoints_dir,
+        checkpoint_interval_steps=config.checkpoint_interval_steps,
+        checkpoint_objects={"model": model, "transform": transform, "ppo": ppo},
+        config=dataclasses.asdict(config),
+        config_keys=["env_id", "n_envs", "batch_T"],
+    )
+    return run_training(
+        runner,
+        run,
+        resume=bool(resume),
+        close=(cage, sample_tree, eval_cage),
+        policy=PolicyExport(agent),  # writes policy.pt
+    )
+
+
+if __name__ == "__main__":
+    main(*parse_config(Config, quick=QUICK, description=__doc__))

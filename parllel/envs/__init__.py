@@ -1,0 +1,1 @@
+"""Env construction for common benchmarks (:mod:`parllel.envs.atari`: the Atari stack)."""
