@@ -7,8 +7,10 @@
 - :class:`VectorEnvCage` runs any gymnasium vector env (``SyncVectorEnv``,
   ``AsyncVectorEnv``, or another ``gymnasium.vector.VectorEnv``) as a parllel
   cage, so samplers, transforms, replays and runners use it unchanged.
+- :class:`EnvPoolCage` / :func:`make_envpool_cage` run EnvPool's batched C++
+  envs as a parllel cage (needs the ``envpool`` extra; imported only when used).
 
-No torch (and no SB3, until asked for) is imported here; nothing else in
+No torch (and no SB3 or EnvPool, until asked for) is imported here; nothing else in
 parllel imports this package.
 """
 
@@ -23,12 +25,15 @@ from parllel.interop.vector_env_cage import VectorEnvCage
 __all__ = [
     "CageSB3VecEnv",
     "CageVectorEnv",
+    "EnvPoolCage",
     "VectorEnvCage",
+    "make_envpool_cage",
     "make_sb3_vec_env",
     "make_vec",
 ]
 
 _SB3_NAMES = ("CageSB3VecEnv", "make_sb3_vec_env")
+_ENVPOOL_NAMES = ("EnvPoolCage", "make_envpool_cage")
 
 
 def __getattr__(name: str) -> Any:
@@ -44,4 +49,15 @@ def __getattr__(name: str) -> Any:
                 'then pip install "parllel[sb3]"'
             ) from exc
         return getattr(sb3_vec_env, name)
+    if name in _ENVPOOL_NAMES:
+        try:
+            from parllel.interop import envpool_cage
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not exc.name.startswith("envpool"):
+                raise
+            raise MissingDependencyError(
+                f"parllel.interop.{name} needs EnvPool 1.2.5 (Python >= 3.11): "
+                'pip install "parllel[envpool]"'
+            ) from exc
+        return getattr(envpool_cage, name)
     raise AttributeError(f"module 'parllel.interop' has no attribute {name!r}")
