@@ -7,10 +7,10 @@ from time import perf_counter
 from typing import Any
 
 import numpy as np
-from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from parllel import fields
+from parllel.arrays import Array
 from parllel.cages import Cage, EnvSpaces, TrajInfo
 from parllel.cages.cage import NOTHING_PENDING
 from parllel.cages.cage_checks import read_only_slot_error
@@ -34,7 +34,7 @@ from parllel.interop.envpool_pool import (
 )
 from parllel.interop.vector_env_access import vector_error
 from parllel.interop.vector_episodes import EpisodeRecorder
-from parllel.interop.vector_infos import StepInfos, info_row, write_info_slots
+from parllel.interop.vector_infos import info_row, write_info_slots
 from parllel.interop.vector_spaces import ObservationWriter, vector_actions
 
 __all__ = ["EnvPoolCage"]
@@ -155,7 +155,9 @@ class EnvPoolCage(Cage):
         self.env_seeds = built
         self.pool = pool
         n = self.n_envs
-        spaces = EnvSpaces(pool.observation_space, native_action_space(pool), self._name)
+        spaces = EnvSpaces(
+            pool.observation_space, native_action_space(pool), self._name
+        )
         self._action_space = batch_space(spaces.action, n)
         self._batch_actions = vector_actions(spaces.action)
         self._observations = ObservationWriter(
@@ -209,9 +211,15 @@ class EnvPoolCage(Cage):
         self._pending_step = NOTHING_PENDING
         start = perf_counter()
         try:
-            *results, infos = self._pool_call("step", self.pool.recv)
-            results, infos = in_env_order(tuple(results), infos, self._all_ids)
-            return self._write_step(out, actions, *results, infos)
+            observation, reward, terminated, truncated, infos = self._pool_call(
+                "step", self.pool.recv
+            )
+            (observation, reward, terminated, truncated), infos = in_env_order(
+                (observation, reward, terminated, truncated), infos, self._all_ids
+            )
+            return self._write_step(
+                out, actions, observation, reward, terminated, truncated, infos
+            )
         except EnvError:
             raise
         except Exception as exc:  # a closed buffer is not the env's fault
@@ -244,16 +252,14 @@ class EnvPoolCage(Cage):
         out[fields.TRUNCATED][:] = truncated
         info_items, stored_keys = self._info_slots.get(out.get(fields.ENV_INFO))
         if info_items:
-            write_info_slots(
-                info_items, [(infos, self._everyone)], self.n_envs, self.env_offset
-            )
+            self._write_infos(info_items, infos)
         out_observation = out[fields.OBSERVATION]
         self._observations.write(out_observation, observation)
         out_final = out.get(fields.FINAL_OBSERVATION)
         if out_final is not None:
             for i in ended:
                 out_final[i] = self._observations.row(observation, i)
-        step_infos = StepInfos(infos, done, AutoresetMode.NEXT_STEP, self.n_envs)
+        n = self.n_envs
         if self._episodes.plain:
             self._episodes.step(np.asarray(reward, np.float64))
         else:
@@ -263,16 +269,16 @@ class EnvPoolCage(Cage):
                 np.asarray(reward, np.float64).tolist(),
                 terminated.tolist(),
                 truncated.tolist(),
-                [step_infos.row(i) for i in range(self.n_envs)],
+                [info_row(infos, i, n) for i in range(n)],
             )
         if self.keep_infos:
-            kept = {i: step_infos.row(i) for i in range(self.n_envs)}
+            kept = {i: info_row(infos, i, n) for i in range(n)}
             self._last_infos = KeptInfos(_non_empty(kept), {})
         if not ended:
             return []
         completed = []
         for i in ended:
-            info = step_infos.row(i)
+            info = info_row(infos, i, n)
             if stored_keys:
                 info = {k: v for k, v in info.items() if k not in stored_keys}
             completed.append(
@@ -284,6 +290,31 @@ class EnvPoolCage(Cage):
         self._write_reset_rows(out_observation, reset_observation, ended)
         self._start_episodes(ended, without_routing(reset_infos))
         return completed
+
+    def _write_infos(self, info_items: list[tuple], infos: dict[str, Any]) -> None:
+        """Write the ``env_info`` slots (EnvPool gives every key for every env).
+
+        A key whose array's dtype the slot stores exactly (EnvPool's int32,
+        uint8 and float32 infos in float64 slots) is copied at once; others
+        take the checked path of every cage (:func:`write_info_slots`).
+        """
+        checked = []
+        for item in info_items:
+            key, view, exact, _ = item
+            values = infos.get(key)
+            target = view.to_ndarray() if isinstance(view, Array) else view
+            if (
+                isinstance(values, np.ndarray)
+                and values.dtype.type in exact
+                and values.shape == target.shape
+            ):
+                target[...] = values
+            else:
+                checked.append(item)
+        if checked:
+            write_info_slots(
+                checked, [(infos, self._everyone)], self.n_envs, self.env_offset
+            )
 
     def _write_reset_rows(
         self, out_observation: Any, reset_observation: Any, index: list[int]
@@ -312,7 +343,7 @@ class EnvPoolCage(Cage):
         if seeds is not None and any(s is not None for s in seeds.values()):
             raise ConfigError(
                 f"EnvPool seeds its envs once, when it is built ({self._name}: "
-                f"{list(self.env_seeds[:4])}...), and cannot reseed them at a "
+                f"{list(self.env_seeds or ())[:4]}...), and cannot reseed them at a "
                 "reset: reset without seeds, or build the pool with the seeds "
                 "(make_envpool_cage(task_id, n_envs, seed=...))"
             )
@@ -449,4 +480,3 @@ def make_envpool_cage(
     except BaseException:
         pool.close()
         raise
-

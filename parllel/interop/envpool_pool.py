@@ -81,10 +81,11 @@ def check_pool(pool: Any) -> None:
             f"{type(pool).__name__}; for other gymnasium vector envs use "
             "VectorEnvCage, for env factories SerialCage or ProcessCage"
         )
-    if getattr(pool, "closed", False):
-        raise UnsupportedVectorEnvError(f"the EnvPool {pool_name(pool)} is closed")
-    config = pool.config
-    if pool.is_async:
+    env: Any = pool  # an EnvPool: its config and mode come from its C++ side
+    if getattr(env, "closed", False):
+        raise UnsupportedVectorEnvError(f"the EnvPool {pool_name(env)} is closed")
+    config = env.config
+    if env.is_async:
         raise UnsupportedVectorEnvError(
             f"the EnvPool {pool_name(pool)} is asynchronous (batch_size="
             f"{config['batch_size']} < num_envs={config['num_envs']}): each step "

@@ -22,7 +22,7 @@ envpool = pytest.importorskip("envpool")
 
 from parllel import fields  # noqa: E402
 from parllel.agents import NumpyHandler, RandomAgent, ScriptedAgent  # noqa: E402
-from parllel.cages import TrajInfo  # noqa: E402
+from parllel.cages import TrajInfo, numeric_info_example  # noqa: E402
 from parllel.errors import (  # noqa: E402
     CageStateError,
     ConfigError,
@@ -33,6 +33,7 @@ from parllel.interop import EnvPoolCage, make_envpool_cage  # noqa: E402
 from parllel.patterns import build_sample_tree  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.seeding import Seeds  # noqa: E402
+from parllel.tree import buffer_from_example  # noqa: E402
 from tests.helpers.cage_helpers import allocate, slots  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -303,9 +304,10 @@ def test_env_offset_takes_the_seeds_of_its_envs():
 
 
 def test_unseeded_cage_records_fresh_seeds():
-    with make_envpool_cage("CartPole-v1", 2) as a, make_envpool_cage(
-        "CartPole-v1", 2
-    ) as b:
+    with (
+        make_envpool_cage("CartPole-v1", 2) as a,
+        make_envpool_cage("CartPole-v1", 2) as b,
+    ):
         assert a.env_seeds != b.env_seeds and len(a.env_seeds) == 2
 
 
@@ -399,7 +401,9 @@ def test_env_access_beyond_render_is_refused():
 
 def test_missing_envpool_names_the_extra(monkeypatch):
     for name in list(sys.modules):
-        if name == "envpool" or name.startswith(("envpool.", "parllel.interop.envpool")):
+        if name == "envpool" or name.startswith(
+            ("envpool.", "parllel.interop.envpool")
+        ):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "envpool", None)
     import parllel.interop as interop
@@ -409,3 +413,83 @@ def test_missing_envpool_names_the_extra(monkeypatch):
 
     with pytest.raises(MissingDependencyError, match=r"parllel\[envpool\]"):
         interop.__getattr__("EnvPoolCage")
+
+
+# -- infos and episode statistics ---------------------------------------------------
+
+
+class StepRecordingTrajInfo(TrajInfo):
+    """Records every step's arguments (the cage then calls it env by env)."""
+
+    def step(self, observation, action, reward, terminated, truncated, env_info):
+        self.extra.setdefault("steps", []).append(
+            (np.array(observation), int(action), float(reward), dict(env_info))
+        )
+        super().step(observation, action, reward, terminated, truncated, env_info)
+
+
+def test_declared_info_dtypes_kept_infos_and_custom_traj_infos():
+    T, kwargs = 9, {"max_episode_steps": 4, "num_threads": 2}
+    with make_envpool_cage(
+        "Pong-v5",
+        2,
+        seed=MASTER,
+        keep_infos=True,
+        traj_info_type=StepRecordingTrajInfo,
+        **kwargs,
+    ) as cage:
+        info_example = numeric_info_example(
+            cage.example[fields.ENV_INFO], dtypes={"ram": np.uint8, "lives": np.int8}
+        )
+        actions = random_actions(cage.spaces.action, T, 2)
+        tree = allocate(cage, T, storage="local")
+        tree["env_info"].close()
+        tree["env_info"] = buffer_from_example(info_example, (T, 2), "local")
+        tree.action[:] = actions
+        cage.reset(tree.observation[0])
+        assert sorted(cage.last_infos.reset) == [0, 1]
+        trajs, kept = [], []
+        for t in range(T):
+            trajs += cage.step(tree.action[t], slots(tree, t))
+            kept.append(cage.last_infos)
+        ram = np.array(tree.env_info.ram)
+        final = np.array(tree.final_observation)
+        tree.close()
+    expected = direct_steps("Pong-v5", kwargs, cage.env_seeds, actions)
+    assert ram.dtype == np.uint8
+    for i in range(2):
+        for t in range(T):
+            info = expected["infos"][i][t]
+            np.testing.assert_array_equal(ram[t, i], info["ram"])
+            step_info = kept[t].step[i]
+            assert set(step_info) == {
+                "lives", "reward", "terminated", "ram", "elapsed_step",
+            }  # fmt: skip
+            assert step_info["elapsed_step"] == info["elapsed_step"]
+    # episodes end at steps 4 and 8: their reset infos are kept, with the step's
+    assert sorted(kept[3].reset) == [0, 1] and kept[4].reset == {}
+    assert [t.length for t in trajs] == [4, 4, 4, 4]
+    for k, traj in enumerate(trajs):
+        steps = traj.extra["steps"]
+        assert len(steps) == 4
+        # the last step's observation is the final observation
+        end = 3 if k < 2 else 7
+        np.testing.assert_array_equal(steps[-1][0], final[end, traj.env_index])
+        assert [s[1] for s in steps] == actions[
+            end - 3 : end + 1, traj.env_index
+        ].tolist()
+        assert steps[-1][3]["elapsed_step"] == 4
+        assert traj.reset_info["elapsed_step"] == 0
+
+
+def test_without_info_slots_the_last_info_reaches_traj_info_extra():
+    with make_envpool_cage("CartPole-v1", 2, seed=0, max_episode_steps=3) as cage:
+        tree = allocate(cage, 3, storage="local")
+        cage.reset(tree.observation[0])
+        trajs = []
+        for t in range(3):
+            step_slots = slots(tree, t)
+            del step_slots[fields.ENV_INFO]
+            trajs += cage.step(tree.action[t], step_slots)
+        tree.close()
+    assert [t.extra for t in trajs] == [{"elapsed_step": 3}] * 2
