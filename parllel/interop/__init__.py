@@ -16,6 +16,7 @@ parllel imports this package.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from parllel.errors import MissingDependencyError
@@ -33,7 +34,8 @@ __all__ = [
 ]
 
 _SB3_NAMES = ("CageSB3VecEnv", "make_sb3_vec_env")
-_ENVPOOL_NAMES = ("EnvPoolCage", "make_envpool_cage")
+# name: its module (each imports EnvPool)
+_ENVPOOL_NAMES = {"EnvPoolCage": "envpool_cage", "make_envpool_cage": "envpool_make"}
 
 
 def __getattr__(name: str) -> Any:
@@ -51,7 +53,7 @@ def __getattr__(name: str) -> Any:
         return getattr(sb3_vec_env, name)
     if name in _ENVPOOL_NAMES:
         try:
-            from parllel.interop import envpool_cage
+            module = importlib.import_module(f"parllel.interop.{_ENVPOOL_NAMES[name]}")
         except ModuleNotFoundError as exc:
             if exc.name is None or not exc.name.startswith("envpool"):
                 raise
@@ -59,5 +61,5 @@ def __getattr__(name: str) -> Any:
                 f"parllel.interop.{name} needs EnvPool 1.2.5 (Python >= 3.11): "
                 'pip install "parllel[envpool]"'
             ) from exc
-        return getattr(envpool_cage, name)
+        return getattr(module, name)
     raise AttributeError(f"module 'parllel.interop' has no attribute {name!r}")
