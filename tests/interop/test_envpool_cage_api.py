@@ -155,3 +155,13 @@ def test_missing_envpool_names_the_extra(monkeypatch):
     for name in ("EnvPoolCage", "make_envpool_cage"):
         with pytest.raises(MissingDependencyError, match=r"parllel\[envpool\]"):
             getattr(interop, name)
+
+
+def test_vector_env_cage_refuses_an_envpool_and_names_envpool_cage():
+    from parllel.interop import VectorEnvCage
+
+    pool = envpool.make_gymnasium("CartPole-v1", num_envs=2)
+    with pytest.raises(UnsupportedVectorEnvError, match="EnvPoolCage"):
+        VectorEnvCage(pool)
+    assert not pool.closed  # left to its owner
+    pool.close()
