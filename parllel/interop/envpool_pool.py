@@ -147,7 +147,7 @@ def in_env_order(
     comparison. Rows that came otherwise are put in order.
     """
     got = infos.get("env_id")
-    if got is None or np.array_equal(got, env_ids):
+    if got is None or (got.shape == env_ids.shape and (got == env_ids).all()):
         return values, infos
     position = {int(e): j for j, e in enumerate(np.asarray(got).tolist())}
     order = np.asarray([position[int(e)] for e in env_ids.tolist()], dtype=np.intp)
