@@ -36,6 +36,7 @@ from parllel.interop.vector_env_access import vector_error
 from parllel.interop.vector_episodes import EpisodeRecorder
 from parllel.interop.vector_infos import info_row, write_info_slots
 from parllel.interop.vector_spaces import ObservationWriter, vector_actions
+from parllel.tree import tree_map
 
 __all__ = ["EnvPoolCage"]
 
@@ -52,11 +53,14 @@ class EnvPoolCage(Cage):
     (gymnasium's ``NEXT_STEP``: that step ignores the action and returns the
     reset observation with reward 0). The cage translates this into parllel's
     auto-reset: in the step that ends an episode it copies the episode's
-    last observation into ``final_observation``, resets the finished envs
-    right away (``pool.reset(env_ids)``, one more call into EnvPool in that
-    step only) and writes their reset observations into the ``observation``
-    slot. So every step of every env is a real transition, as in every
-    parllel cage. ``terminated`` and ``truncated`` are EnvPool's (EnvPool
+    last observation into ``final_observation``, then steps the finished
+    envs alone once more right away (``pool.send(..., env_id)`` and
+    ``pool.recv()``: EnvPool's own autoreset step, one more call into EnvPool
+    in that step only; its action is ignored) and writes their reset
+    observations into the ``observation`` slot. So every step of every env
+    is a real transition, as in every parllel cage, and the reset is
+    EnvPool's autoreset, not a forced ``reset``: with Atari's
+    ``episodic_life=True`` a lost life continues the game, as in EnvPool. ``terminated`` and ``truncated`` are EnvPool's (EnvPool
     1.2.5: ``truncated`` when the step limit ``max_episode_steps`` is
     reached, ``terminated = done and not truncated``; there is no
     ``"TimeLimit.truncated"`` info).
@@ -284,12 +288,32 @@ class EnvPoolCage(Cage):
             completed.append(
                 self._episodes.finish(i, bool(terminated[i]), bool(truncated[i]), info)
             )
-        # EnvPool would reset them during the next step (NEXT_STEP): now instead
+        # EnvPool resets a finished env during its next step (NEXT_STEP): that
+        # step, now, for the finished envs alone (a forced pool.reset would
+        # differ: e.g. Atari's episodic life restarts the game there)
         ids = env_id_array(ended)
-        reset_observation, reset_infos = self._reset_pool(ids, "auto-reset")
+        self._pool_call(
+            "its autoreset step (send)",
+            self.pool.send,
+            self._idle_actions(len(ids)),
+            ids,
+        )
+        reset_observation, _, _, _, reset_infos = self._pool_call(
+            "its autoreset step", self.pool.recv
+        )
+        reset_observation, reset_infos = in_env_order(
+            reset_observation, reset_infos, ids
+        )
         self._write_reset_rows(out_observation, reset_observation, ended)
         self._start_episodes(ended, without_routing(reset_infos))
         return completed
+
+    def _idle_actions(self, k: int) -> Any:
+        """Actions for ``k`` envs in EnvPool's autoreset step (which ignores them)."""
+        return tree_map(
+            lambda leaf: np.zeros((k, *np.shape(leaf)), np.asarray(leaf).dtype),
+            self.example[fields.ACTION],
+        )
 
     def _write_infos(self, info_items: list[tuple], infos: dict[str, Any]) -> None:
         """Write the ``env_info`` slots (EnvPool gives every key for every env).

@@ -39,6 +39,13 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 TASKS = {
     "cartpole": ("CartPole-v1", {"max_episode_steps": 15}, 60),
     "pong": ("Pong-v5", {"max_episode_steps": 12, "num_threads": 2}, 30),
+    # a lost life ends an episode but not the game (EnvPool's autoreset goes
+    # on with the next life, where a forced reset would restart the game)
+    "breakout_episodic_life": (
+        "Breakout-v5",
+        {"episodic_life": True, "max_episode_steps": 40, "num_threads": 2},
+        60,
+    ),
     "halfcheetah": ("HalfCheetah-v4", {"max_episode_steps": 10}, 25),
     "hopper": ("Hopper-v4", {"max_episode_steps": 40}, 60),
 }
@@ -87,7 +94,7 @@ def test_stepping_the_cage_equals_stepping_envpool(name):
         tree.close()
     expected = direct_steps(task, kwargs, cage.env_seeds, actions)
     assert expected["truncated"].any()  # the cases the test is about happen
-    if name == "cartpole":
+    if name in ("cartpole", "breakout_episodic_life"):
         assert expected["terminated"].any()
     assert_equal_to_direct(got, trajs, expected)
 
