@@ -90,7 +90,8 @@ class EnvPoolCage(Cage):
 
     Args:
         pool: an EnvPool with the gymnasium API in sync mode (``batch_size``
-            = ``num_envs``), not used by anyone else; the cage closes it.
+            = ``num_envs``), not used by anyone else; the cage closes it
+            (if construction raises, the pool stays open and yours to close).
         seed: None (record the pool's seeds), or the seed the pool was built
             with: a master seed (env ``i``'s seed is
             ``Seeds.from_master(seed, ...).envs[env_offset + i]``) or one
@@ -106,9 +107,10 @@ class EnvPoolCage(Cage):
         pool: the EnvPool (the cage's to close).
 
     Example:
-        >>> cage = make_envpool_cage("CartPole-v1", 4, seed=0)  # parllel.interop
-        >>> cage.n_envs, cage.example[fields.OBSERVATION].shape
-        (4, (4,))
+        >>> pool = envpool.make_gymnasium("Pong-v5", num_envs=8, num_threads=2)
+        >>> cage = EnvPoolCage(pool)  # or make_envpool_cage("Pong-v5", 8, seed=0)
+        >>> cage.spaces.action, cage.example[fields.OBSERVATION].shape
+        (Discrete(6, dtype=int32), (4, 84, 84))
     """
 
     needs_shared_memory = False
@@ -207,7 +209,9 @@ class EnvPoolCage(Cage):
                 "call cage.reset(...) before stepping"
             )
         actions = self._batch_actions(action)
+        start = perf_counter()
         self._pool_call("step (send)", self.pool.send, actions)
+        self.local_step_seconds += perf_counter() - start
         self._pending_step = (actions, out)
 
     def _await_step(self) -> list[TrajInfo]:
