@@ -113,6 +113,7 @@ def test_pools_the_cage_cannot_step_are_refused():
     async_pool = envpool.make_gymnasium("CartPole-v1", num_envs=4, batch_size=2)
     with pytest.raises(UnsupportedVectorEnvError, match="asynchronous"):
         EnvPoolCage(async_pool)
+    assert not async_pool.closed  # a refused pool is left to its owner
     async_pool.close()
     closed = envpool.make_gymnasium("CartPole-v1", num_envs=2)
     closed.close()
