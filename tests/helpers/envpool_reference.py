@@ -15,19 +15,28 @@ def random_actions(space: gym.Space, T: int, n: int, seed: int = 0) -> np.ndarra
     return np.stack([np.stack([space.sample() for _ in range(n)]) for _ in range(T)])
 
 
+def rows(observation, i: int) -> dict:
+    """Env ``i``'s observation by path suffix (a Dict's leaves: ``".key"``)."""
+    if isinstance(observation, dict):
+        return {f".{key}": np.array(value[i]) for key, value in observation.items()}
+    return {"": np.array(observation[i])}
+
+
 def direct_steps(task: str, kwargs: dict, seeds, actions: np.ndarray) -> dict:
     """EnvPool stepped directly: each env's first ``T`` transitions.
 
-    Returns arrays ``[T + 1, n]`` of observations (row ``t + 1``: the next
-    observation as a parllel cage stores it, the reset observation where the
-    episode ended), ``[T, n]`` rewards, flags and infos (routing keys left
-    out), and ``final``: ``{(t, env): the episode's last observation}``.
+    Returns ``observation``: arrays ``[T + 1, n, ...]`` by path suffix (``""``
+    for an array observation, ``".position"`` for a Dict's leaf; row ``t +
+    1``: the next observation as a parllel cage stores it, the reset
+    observation where the episode ended), ``[T, n]`` rewards, flags and
+    infos (routing keys left out), and ``final``: ``{(t, env): the episode's
+    last observation}`` (by suffix too).
     """
     T, n = actions.shape[:2]
     pool = envpool.make_gymnasium(task, num_envs=n, seed=list(seeds), **kwargs)
     try:
         observation, _ = pool.reset()
-        obs = [[observation[i]] for i in range(n)]
+        obs = [[rows(observation, i)] for i in range(n)]
         rewards = [[] for _ in range(n)]
         terminated = [[] for _ in range(n)]
         truncated = [[] for _ in range(n)]
@@ -42,8 +51,9 @@ def direct_steps(task: str, kwargs: dict, seeds, actions: np.ndarray) -> dict:
             o, r, te, tr, info = pool.step(step_actions)
             for i in range(n):
                 if resetting[i]:  # NEXT_STEP: the action was ignored
-                    assert r[i] == 0 and not te[i] and not tr[i]
-                    obs[i][-1] = o[i]
+                    # (its reward is 0, but dm_control tasks repeat the last one)
+                    assert not te[i] and not tr[i]
+                    obs[i][-1] = rows(o, i)
                     resetting[i] = False
                     continue
                 if taken[i] >= T:
@@ -52,15 +62,20 @@ def direct_steps(task: str, kwargs: dict, seeds, actions: np.ndarray) -> dict:
                 terminated[i].append(te[i])
                 truncated[i].append(tr[i])
                 infos[i].append({k: v[i] for k, v in info.items() if k != "players"})
-                obs[i].append(o[i])
+                obs[i].append(rows(o, i))
                 if te[i] or tr[i]:
-                    final[(int(taken[i]), i)] = o[i]
+                    final[(int(taken[i]), i)] = rows(o, i)
                     resetting[i] = True
                 taken[i] += 1
     finally:
         pool.close()
     return {
-        "observation": np.stack([np.stack(o) for o in obs], axis=1),
+        "observation": {
+            suffix: np.stack(
+                [np.stack([step[suffix] for step in o]) for o in obs], axis=1
+            )
+            for suffix in obs[0][0]
+        },
         "reward": np.stack([np.stack(r) for r in rewards], axis=1),
         "terminated": np.array(terminated).T,
         "truncated": np.array(truncated).T,

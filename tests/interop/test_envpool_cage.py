@@ -47,6 +47,8 @@ TASKS = {
         60,
     ),
     "halfcheetah": ("HalfCheetah-v4", {"max_episode_steps": 10}, 25),
+    # dm_control: Dict observations
+    "cheetah_run": ("CheetahRun-v1", {"max_episode_steps": 10}, 25),
     "hopper": ("Hopper-v4", {"max_episode_steps": 40}, 60),
 }
 N, MASTER = 4, 5
@@ -55,7 +57,9 @@ N, MASTER = 4, 5
 def assert_equal_to_direct(tree: dict, trajs: list, expected: dict) -> None:
     """The cage's slots (``tree``: arrays by path) equal the direct run's."""
     T = expected["reward"].shape[0]
-    np.testing.assert_array_equal(tree["observation"][: T + 1], expected["observation"])
+    for suffix, observations in expected["observation"].items():
+        assert observations.shape[0] == T + 1
+        np.testing.assert_array_equal(tree[f"observation{suffix}"], observations)
     reward_dtype = tree["reward"].dtype
     np.testing.assert_array_equal(
         tree["reward"], expected["reward"].astype(reward_dtype)
@@ -63,7 +67,8 @@ def assert_equal_to_direct(tree: dict, trajs: list, expected: dict) -> None:
     np.testing.assert_array_equal(tree["terminated"], expected["terminated"])
     np.testing.assert_array_equal(tree["truncated"], expected["truncated"])
     for (t, i), final in expected["final"].items():
-        np.testing.assert_array_equal(tree["final_observation"][t, i], final)
+        for suffix, row in final.items():
+            np.testing.assert_array_equal(tree[f"final_observation{suffix}"][t, i], row)
     for i, env_infos in enumerate(expected["infos"]):
         for t, info in enumerate(env_infos):
             for key, value in info.items():
@@ -90,7 +95,9 @@ def test_stepping_the_cage_equals_stepping_envpool(name):
             trajs += cage.step(tree.action[t], slots(tree, t))
         got = {path: np.array(leaf) for path, leaf in tree.items_flat()}
         # the observation's rows 0..T (T: the padding row after the last step)
-        got["observation"] = np.array(tree.observation.padded_ndarray()[1 : T + 2])
+        for path, leaf in tree.items_flat():
+            if path.startswith("observation"):
+                got[path] = np.array(leaf.padded_ndarray()[1 : T + 2])
         tree.close()
     expected = direct_steps(task, kwargs, cage.env_seeds, actions)
     assert expected["truncated"].any()  # the cases the test is about happen
@@ -136,12 +143,12 @@ def test_feedforward_sampler_batches_equal_stepping_envpool():
         [batches[0]["observation"][:T], batches[1]["observation"][: T + 1]]
     )
     assert expected["terminated"].any() and expected["truncated"].any()
-    np.testing.assert_array_equal(got["observation"], expected["observation"])
+    np.testing.assert_array_equal(got["observation"], expected["observation"][""])
     np.testing.assert_array_equal(got["reward"], expected["reward"])
     np.testing.assert_array_equal(got["terminated"], expected["terminated"])
     np.testing.assert_array_equal(got["truncated"], expected["truncated"])
     for (t, i), final in expected["final"].items():
-        np.testing.assert_array_equal(got["final_observation"][t, i], final)
+        np.testing.assert_array_equal(got["final_observation"][t, i], final[""])
     assert summary(trajs) == pytest.approx(episodes_of(expected))
 
 
