@@ -7,13 +7,16 @@
 - :class:`VectorEnvCage` runs any gymnasium vector env (``SyncVectorEnv``,
   ``AsyncVectorEnv``, or another ``gymnasium.vector.VectorEnv``) as a parllel
   cage, so samplers, transforms, replays and runners use it unchanged.
+- :class:`EnvPoolCage` / :func:`make_envpool_cage` run EnvPool's batched C++
+  envs as a parllel cage (needs the ``envpool`` extra; imported only when used).
 
-No torch (and no SB3, until asked for) is imported here; nothing else in
+No torch (and no SB3 or EnvPool, until asked for) is imported here; nothing else in
 parllel imports this package.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from parllel.errors import MissingDependencyError
@@ -23,12 +26,16 @@ from parllel.interop.vector_env_cage import VectorEnvCage
 __all__ = [
     "CageSB3VecEnv",
     "CageVectorEnv",
+    "EnvPoolCage",
     "VectorEnvCage",
+    "make_envpool_cage",
     "make_sb3_vec_env",
     "make_vec",
 ]
 
 _SB3_NAMES = ("CageSB3VecEnv", "make_sb3_vec_env")
+# name: its module (each imports EnvPool)
+_ENVPOOL_NAMES = {"EnvPoolCage": "envpool_cage", "make_envpool_cage": "envpool_make"}
 
 
 def __getattr__(name: str) -> Any:
@@ -44,4 +51,15 @@ def __getattr__(name: str) -> Any:
                 'then pip install "parllel[sb3]"'
             ) from exc
         return getattr(sb3_vec_env, name)
+    if name in _ENVPOOL_NAMES:
+        try:
+            module = importlib.import_module(f"parllel.interop.{_ENVPOOL_NAMES[name]}")
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not exc.name.startswith("envpool"):
+                raise
+            raise MissingDependencyError(
+                f"parllel.interop.{name} needs EnvPool 1.2.5 (Python >= 3.11): "
+                'pip install "parllel[envpool]"'
+            ) from exc
+        return getattr(module, name)
     raise AttributeError(f"module 'parllel.interop' has no attribute {name!r}")

@@ -146,6 +146,13 @@ class VectorEnvCage(Cage):
             )
         if getattr(vector_env, "closed", False):
             raise ConfigError(f"the vector env {vector_env} is closed")
+        if _is_envpool(vector_env):
+            raise UnsupportedVectorEnvError(
+                f"{type(vector_env).__name__} is an EnvPool, whose autoreset "
+                "(NEXT_STEP), spaces, action dtype and seeds a VectorEnvCage "
+                "cannot take: use parllel.interop.EnvPoolCage(pool), or "
+                "make_envpool_cage(task_id, n_envs, seed=...)"
+            )
         super().__init__(
             None,
             vector_env.num_envs,
@@ -466,6 +473,13 @@ class VectorEnvCage(Cage):
             # a broken vector env (e.g. a dead worker): force its processes down
             with contextlib.suppress(Exception):
                 self.vector_env.close(terminate=True)
+
+
+def _is_envpool(vector_env: Any) -> bool:
+    """True for an EnvPool (told by its classes' module, without importing it)."""
+    return any(
+        cls.__module__.split(".")[0] == "envpool" for cls in type(vector_env).__mro__
+    )
 
 
 def _non_empty(infos: dict[int, dict]) -> dict[int, dict]:

@@ -112,6 +112,13 @@ venv = make_sb3_vec_env(lambda: gym.make("CartPole-v1"), 2, parallel=False, seed
 venv.reset()
 venv.close()
 """,
+    "parllel.interop.envpool_make": """
+import numpy as np
+from parllel.interop import make_envpool_cage
+with make_envpool_cage("CartPole-v1", 2, seed=0) as cage:
+    observation = np.zeros((2, 4), np.float32)
+    cage.reset(observation)
+""",
     "parllel.distributed": """
 from parllel.cages import SerialCage
 from parllel.distributed import RaySampler

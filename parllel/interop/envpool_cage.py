@@ -1,0 +1,436 @@
+"""EnvPoolCage: EnvPool's batched C++ envs as a parllel cage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+from gymnasium.vector.utils import batch_space, iterate
+
+from parllel import fields
+from parllel.arrays import Array
+from parllel.cages import Cage, EnvSpaces, TrajInfo
+from parllel.cages.cage import NOTHING_PENDING
+from parllel.cages.cage_checks import read_only_slot_error
+from parllel.cages.env_info import InfoSlotTables, KeptInfos
+from parllel.errors import (
+    CageStateError,
+    ConfigError,
+    EnvError,
+    ParllelError,
+    UnsupportedVectorEnvError,
+)
+from parllel.interop.envpool_pool import (
+    check_pool,
+    env_id_array,
+    in_env_order,
+    native_action_space,
+    pool_name,
+    pool_seeds,
+    probe_pool,
+    without_routing,
+)
+from parllel.interop.vector_env_access import vector_error
+from parllel.interop.vector_episodes import EpisodeRecorder
+from parllel.interop.vector_infos import info_row, write_info_slots
+from parllel.interop.vector_spaces import ObservationWriter, vector_actions
+from parllel.tree import tree_map
+
+__all__ = ["EnvPoolCage"]
+
+
+class EnvPoolCage(Cage):
+    """An EnvPool (``envpool.make_gymnasium(...)``) as a parllel cage.
+
+    EnvPool steps its envs in C++ threads of this process; the cage sends
+    the actions in :meth:`step_async` (the envs step while the sampler does
+    other work) and copies what comes back into the sample tree's slots in
+    :meth:`await_step`, so the tree may be local memory.
+
+    **Autoreset.** EnvPool resets a finished env during its *next* step
+    (gymnasium's ``NEXT_STEP``: that step ignores the action and returns the
+    reset observation with reward 0). The cage translates this into parllel's
+    auto-reset: in the step that ends an episode it copies the episode's
+    last observation into ``final_observation``, then steps the finished
+    envs alone once more right away (``pool.send(..., env_id)`` and
+    ``pool.recv()``: EnvPool's own autoreset step, one more call into EnvPool
+    in that step only; its action is ignored) and writes their reset
+    observations into the ``observation`` slot. So every step of every env
+    is a real transition, as in every parllel cage, and the reset is
+    EnvPool's autoreset, not a forced ``reset``: with Atari's
+    ``episodic_life=True`` a lost life continues the game, as in EnvPool. ``terminated`` and ``truncated`` are EnvPool's (EnvPool
+    1.2.5: ``truncated`` when the step limit ``max_episode_steps`` is
+    reached, ``terminated = done and not truncated``; there is no
+    ``"TimeLimit.truncated"`` info).
+
+    **Seeds.** EnvPool seeds each env once, when the pool is built: env ``i``
+    gets ``env_seed[i]`` if the pool was built with one seed per env, else
+    ``seed + i``. :attr:`env_seeds` records these seeds, whatever ``seed``
+    says. A ``seed`` given here must be the one the pool was built with (a
+    master seed: parllel's per-env seeds, as :func:`make_envpool_cage` builds
+    them; or the per-env seeds); any other raises ``ConfigError``. Resets
+    cannot reseed (``reset(seeds=...)`` raises), nor take options.
+
+    **Actions** are ``int32`` for discrete spaces, the dtype EnvPool steps
+    with (the action space says so). **Infos**: every numeric entry of
+    EnvPool's info gets an ``env_info`` slot under the usual policy
+    (:mod:`parllel.cages.env_info`); ``env_id`` and ``players`` (which env a
+    row is) are left out. **Frames**: observations are what the pool
+    returns, e.g. Atari's ``stack_num`` (default 4) stacked frames per step.
+
+    The example values come from a separate one-env pool with the same
+    config, seeded like env 0, stepped once and closed: the pool sees
+    nothing before the first :meth:`reset`. Only ``reset_mode="auto"``
+    exists. :meth:`render` works if the pool was built with
+    ``render_mode="rgb_array"``; other env access (``call``, ``get_attr``,
+    ``set_attr``, ``apply``) has no Python envs to reach and raises
+    :class:`~parllel.errors.UnsupportedVectorEnvError`.
+
+    Args:
+        pool: an EnvPool with the gymnasium API in sync mode (``batch_size``
+            = ``num_envs``), not used by anyone else; the cage closes it
+            (if construction raises, the pool stays open and yours to close).
+        seed: None (record the pool's seeds), or the seed the pool was built
+            with: a master seed (env ``i``'s seed is
+            ``Seeds.from_master(seed, ...).envs[env_offset + i]``) or one
+            seed per env.
+        env_offset: global index of the first env (seeds, TrajInfo indices).
+        reset_mode: ``"auto"``, the only mode.
+        traj_info_type: TrajInfo class (or factory) for episode statistics.
+        traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
+        keep_infos: keep every env's info dicts of the last step or reset in
+            :attr:`last_infos`.
+
+    Attributes:
+        pool: the EnvPool (the cage's to close).
+
+    Example:
+        >>> pool = envpool.make_gymnasium("Pong-v5", num_envs=8, num_threads=2)
+        >>> cage = EnvPoolCage(pool)  # or make_envpool_cage("Pong-v5", 8, seed=0)
+        >>> cage.spaces.action, cage.example[fields.OBSERVATION].shape
+        (Discrete(6, dtype=int32), (4, 84, 84))
+    """
+
+    needs_shared_memory = False
+
+    def __init__(
+        self,
+        pool: Any,
+        *,
+        seed: int | Sequence[int] | None = None,
+        env_offset: int = 0,
+        reset_mode: str = "auto",
+        traj_info_type: Callable[..., TrajInfo] = TrajInfo,
+        traj_info_kwargs: dict[str, Any] | None = None,
+        keep_infos: bool = False,
+    ) -> None:
+        check_pool(pool)
+        super().__init__(
+            None,
+            int(pool.config["num_envs"]),
+            None,
+            seed,
+            env_offset,
+            reset_mode,
+            traj_info_type,
+            traj_info_kwargs,
+            keep_infos,
+        )
+        if reset_mode != "auto":
+            raise UnsupportedVectorEnvError(
+                f"EnvPoolCage cannot run reset_mode={reset_mode!r}: EnvPool steps "
+                "every env at each step, so a finished env cannot idle until the "
+                "sampler resets it. Use reset_mode='auto' (FeedForwardSampler, "
+                "AlternatingSampler, EvalSampler, or RecurrentSampler without "
+                "wait_reset)"
+            )
+        self._name = pool_name(pool)
+        built = pool_seeds(pool)
+        if self.env_seeds is not None and tuple(self.env_seeds) != built:
+            raise ConfigError(
+                f"seed={seed!r} gives the envs the seeds {list(self.env_seeds)[:4]}"
+                f"..., but the EnvPool {self._name} was built with the seeds "
+                f"{list(built)[:4]}... (env i: env_seed[i], else seed + i), and "
+                "EnvPool seeds its envs only when it is built. Build the pool with "
+                "parllel's seeds (make_envpool_cage(task_id, n_envs, seed=...), "
+                "or envpool.make_gymnasium(..., seed=list(Seeds.from_master("
+                "master, n_envs).envs))), or pass seed=None to record the pool's"
+            )
+        self.env_seeds = built
+        self.pool = pool
+        n = self.n_envs
+        spaces = EnvSpaces(
+            pool.observation_space, native_action_space(pool), self._name
+        )
+        self._action_space = batch_space(spaces.action, n)
+        self._batch_actions = vector_actions(spaces.action)
+        self._observations = ObservationWriter(
+            spaces.observation, batch_space(spaces.observation, n)
+        )
+        self._episodes = EpisodeRecorder(
+            self.env_indices, traj_info_type, self.traj_info_kwargs
+        )
+        self._info_slots = InfoSlotTables()
+        self._started = np.zeros(n, bool)  # reset at least once
+        self._all_ids = env_id_array(range(n))
+        self._everyone = np.ones(n, bool)
+        self._finish_init(spaces, probe_pool(pool, spaces, built[0], env_offset))
+        # (batched actions, out): what step_async leaves for await_step
+        self._pending_step: tuple[Any, Any] = NOTHING_PENDING
+        # (out_observation, env_indices)
+        self._pending_reset: tuple[Any, Any] = NOTHING_PENDING
+
+    # -- talking to EnvPool -------------------------------------------------------
+    def _pool_call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, an exception becoming :class:`EnvError` naming ``what``."""
+        try:
+            return fn(*args)
+        except ParllelError:
+            raise
+        except Exception as exc:
+            raise vector_error(self._name, what, exc) from exc
+
+    def _reset_pool(self, env_ids: np.ndarray, what: str) -> tuple[Any, dict]:
+        """Reset the envs ``env_ids`` (all: ``None``); observations, infos in that order."""
+        everyone = len(env_ids) == self.n_envs
+        observation, infos = self._pool_call(
+            what, self.pool.reset, None if everyone else env_ids
+        )
+        return in_env_order(observation, infos, env_ids)
+
+    # -- stepping -----------------------------------------------------------------
+    def _step_async(self, action: Any, out: Any) -> None:
+        if not self._started.all():
+            first = int(np.flatnonzero(~self._started)[0])
+            raise CageStateError(
+                f"env {self.env_offset + first} was stepped before its first reset: "
+                "call cage.reset(...) before stepping"
+            )
+        actions = self._batch_actions(action)
+        start = perf_counter()
+        self._pool_call("step (send)", self.pool.send, actions)
+        self.local_step_seconds += perf_counter() - start
+        self._pending_step = (actions, out)
+
+    def _await_step(self) -> list[TrajInfo]:
+        actions, out = self._pending_step
+        self._pending_step = NOTHING_PENDING
+        start = perf_counter()
+        try:
+            observation, reward, terminated, truncated, infos = self._pool_call(
+                "step", self.pool.recv
+            )
+            (observation, reward, terminated, truncated), infos = in_env_order(
+                (observation, reward, terminated, truncated), infos, self._all_ids
+            )
+            return self._write_step(
+                out, actions, observation, reward, terminated, truncated, infos
+            )
+        except EnvError:
+            raise
+        except Exception as exc:  # a closed buffer is not the env's fault
+            closed = read_only_slot_error(out)
+            if closed is None:
+                raise
+            raise closed from exc
+        finally:
+            # EnvPool's threads step in this process, as a serial cage's envs
+            self.local_step_seconds += perf_counter() - start
+
+    def _write_step(
+        self,
+        out: Any,
+        actions: Any,
+        observation: Any,
+        reward: Any,
+        terminated: Any,
+        truncated: Any,
+        infos: dict[str, Any],
+    ) -> list[TrajInfo]:
+        """Copy one step's results into ``out``; reset the envs that finished."""
+        infos = without_routing(infos)
+        terminated = np.asarray(terminated, bool)
+        truncated = np.asarray(truncated, bool)
+        done = terminated | truncated
+        ended = np.flatnonzero(done).tolist()
+        out[fields.REWARD][:] = reward
+        out[fields.TERMINATED][:] = terminated
+        out[fields.TRUNCATED][:] = truncated
+        info_items, stored_keys = self._info_slots.get(out.get(fields.ENV_INFO))
+        if info_items:
+            self._write_infos(info_items, infos)
+        out_observation = out[fields.OBSERVATION]
+        self._observations.write(out_observation, observation)
+        out_final = out.get(fields.FINAL_OBSERVATION)
+        if out_final is not None:
+            for i in ended:
+                out_final[i] = self._observations.row(observation, i)
+        n = self.n_envs
+        if self._episodes.plain:
+            self._episodes.step(np.asarray(reward, np.float64))
+        else:
+            self._episodes.step_each(
+                self._observations.rows(observation),
+                list(iterate(self._action_space, actions)),
+                np.asarray(reward, np.float64).tolist(),
+                terminated.tolist(),
+                truncated.tolist(),
+                [info_row(infos, i, n) for i in range(n)],
+            )
+        if self.keep_infos:
+            kept = {i: info_row(infos, i, n) for i in range(n)}
+            self._last_infos = KeptInfos(_non_empty(kept), {})
+        if not ended:
+            return []
+        completed = []
+        for i in ended:
+            info = info_row(infos, i, n)
+            if stored_keys:
+                info = {k: v for k, v in info.items() if k not in stored_keys}
+            completed.append(
+                self._episodes.finish(i, bool(terminated[i]), bool(truncated[i]), info)
+            )
+        # EnvPool resets a finished env during its next step (NEXT_STEP): that
+        # step, now, for the finished envs alone (a forced pool.reset would
+        # differ: e.g. Atari's episodic life restarts the game there)
+        ids = env_id_array(ended)
+        self._pool_call(
+            "its autoreset step (send)",
+            self.pool.send,
+            self._idle_actions(len(ids)),
+            ids,
+        )
+        reset_observation, _, _, _, reset_infos = self._pool_call(
+            "its autoreset step", self.pool.recv
+        )
+        reset_observation, reset_infos = in_env_order(
+            reset_observation, reset_infos, ids
+        )
+        self._write_reset_rows(out_observation, reset_observation, ended)
+        self._start_episodes(ended, without_routing(reset_infos))
+        return completed
+
+    def _idle_actions(self, k: int) -> Any:
+        """Actions for ``k`` envs in EnvPool's autoreset step (which ignores them)."""
+        return tree_map(
+            lambda leaf: np.zeros((k, *np.shape(leaf)), np.asarray(leaf).dtype),
+            self.example[fields.ACTION],
+        )
+
+    def _write_infos(self, info_items: list[tuple], infos: dict[str, Any]) -> None:
+        """Write the ``env_info`` slots (EnvPool gives every key for every env).
+
+        A key whose array's dtype the slot stores exactly (EnvPool's int32,
+        uint8 and float32 infos in float64 slots) is copied at once; others
+        take the checked path of every cage (:func:`write_info_slots`).
+        """
+        checked = []
+        for item in info_items:
+            key, view, exact, _ = item
+            values = infos.get(key)
+            target = view.to_ndarray() if isinstance(view, Array) else view
+            if (
+                isinstance(values, np.ndarray)
+                and values.dtype.type in exact
+                and values.shape == target.shape
+            ):
+                target[...] = values
+            else:
+                checked.append(item)
+        if checked:
+            write_info_slots(
+                checked, [(infos, self._everyone)], self.n_envs, self.env_offset
+            )
+
+    def _write_reset_rows(
+        self, out_observation: Any, reset_observation: Any, index: list[int]
+    ) -> None:
+        """Write the reset observations (row ``j`` for env ``index[j]``) into ``out``."""
+        for j, i in enumerate(index):
+            out_observation[i] = self._observations.row(reset_observation, j)
+
+    def _start_episodes(self, index: list[int], infos: dict[str, Any]) -> None:
+        """Start the next episode of the envs ``index`` (reset infos: row ``j``)."""
+        for j, i in enumerate(index):
+            reset_info = info_row(infos, j, len(index))
+            self._started[i] = True
+            self._episodes.start(i, reset_info)
+            if self.keep_infos and reset_info:
+                self._last_infos.reset[i] = reset_info
+
+    # -- resetting ----------------------------------------------------------------
+    def _reset_async(
+        self,
+        out_observation: Any,
+        env_indices: list[int] | None,
+        seeds: dict[int, int | None] | None,
+        options: dict[str, Any] | None,
+    ) -> None:
+        if seeds is not None and any(s is not None for s in seeds.values()):
+            raise ConfigError(
+                f"EnvPool seeds its envs once, when it is built ({self._name}: "
+                f"{list(self.env_seeds or ())[:4]}...), and cannot reseed them at a "
+                "reset: reset without seeds, or build the pool with the seeds "
+                "(make_envpool_cage(task_id, n_envs, seed=...))"
+            )
+        if options:
+            raise ConfigError(
+                f"EnvPool resets take no options, got {options!r}: set what the "
+                "options would when building the pool (envpool.make_gymnasium"
+                "(task_id, ...))"
+            )
+        self._pending_reset = (out_observation, env_indices)
+
+    def _await_reset(self) -> None:
+        out_observation, env_indices = self._pending_reset
+        self._pending_reset = NOTHING_PENDING
+        index = list(range(self.n_envs)) if env_indices is None else env_indices
+        if not index:
+            return
+        observation, infos = self._reset_pool(env_id_array(index), "reset")
+        try:
+            if len(index) == self.n_envs and index == list(range(self.n_envs)):
+                self._observations.write(out_observation, observation)
+            else:
+                self._write_reset_rows(out_observation, observation, index)
+        except Exception as exc:
+            closed = read_only_slot_error({fields.OBSERVATION: out_observation})
+            if closed is None:
+                raise
+            raise closed from exc
+        if self.keep_infos:
+            self._last_infos = KeptInfos({}, {})
+        self._start_episodes(index, without_routing(infos))
+
+    def _waiting_envs(self) -> list[int]:
+        return np.flatnonzero(~self._started).tolist()
+
+    # -- env access ---------------------------------------------------------------
+    def _call(
+        self, name: str, args: tuple, kwargs: dict, indices: list[int]
+    ) -> list[Any]:
+        if name != "render" or args or kwargs:
+            raise UnsupportedVectorEnvError(
+                f"EnvPoolCage cannot call {name!r} on its envs: EnvPool's envs are "
+                "C++ objects without Python attributes (only render() is "
+                f"forwarded). Read the pool's settings from cage.pool.config"
+            )
+        frames = self._pool_call("render", self.pool.render, env_id_array(indices))
+        return list(frames)
+
+    def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
+        raise UnsupportedVectorEnvError(
+            f"EnvPoolCage cannot set {name!r} on its envs: EnvPool's envs are C++ "
+            "objects configured when the pool is built (envpool.make_gymnasium"
+            "(task_id, ...) keyword arguments)"
+        )
+
+    # -- lifetime -----------------------------------------------------------------
+    def _close(self) -> None:
+        self.pool.close()
+
+
+def _non_empty(infos: dict[int, dict]) -> dict[int, dict]:
+    return {i: info for i, info in infos.items() if info}
