@@ -411,6 +411,12 @@ class MismatchedAgentsError(ParllelError, ValueError):
     names an agent outside ``possible_agents``; the message names them."""
 
 
+class UnknownOptionError(ConfigError, TypeError):
+    """A keyword argument that no cage takes (a misspelt option); the message
+    names the closest one and lists them all. Also a ``TypeError``, as Python's
+    own unexpected-keyword error."""
+
+
 class WrongAdapterError(ConfigError):
     """A PettingZoo env was given to the adapter of the other API: an
     ``AECEnv`` to :class:`~parllel.multiagent.ParallelEnvAdapter`, or a

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
@@ -11,11 +13,27 @@ from parllel.cages.layout import suggest_layout_for
 from parllel.cages.process import ProcessCage
 from parllel.cages.serial import SerialCage
 from parllel.cages.traj_info import TrajInfo
-from parllel.errors import ConfigError, MainGuardError, SerialFallbackWarning
+from parllel.errors import (
+    ConfigError,
+    MainGuardError,
+    SerialFallbackWarning,
+    UnknownOptionError,
+)
 
 __all__ = ["PARALLEL_CHOICES", "build_cages"]
 
 PARALLEL_CHOICES = ("auto", "process", "serial")
+
+
+# ProcessCage parameters that are no process option (given by the caller of
+# build_cages as its own arguments)
+_NOT_OPTIONS = {
+    "env_factory",
+    "n_envs",
+    "env_kwargs",
+    *"""seed env_offset reset_mode
+traj_info_type traj_info_kwargs keep_infos probe""".split(),
+}
 
 
 class _CageOptions(TypedDict):
@@ -28,6 +46,25 @@ class _CageOptions(TypedDict):
     traj_info_kwargs: dict[str, Any] | None
     keep_infos: bool
     probe: bool
+
+
+def check_process_options(options: dict[str, Any]) -> None:
+    """Refuse keywords that are no :class:`~parllel.cages.ProcessCage` option,
+    whichever layout is chosen (a misspelt option must not wait for a machine
+    where processes win to be noticed).
+
+    Raises:
+        UnknownOptionError: naming the option, the closest one, and all of them.
+    """
+    known = sorted(set(inspect.signature(ProcessCage).parameters) - _NOT_OPTIONS)
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UnknownOptionError(
+                f"unknown cage option {name!r}{guess}; the process-cage options "
+                f"are: {', '.join(known)}"
+            )
 
 
 def build_cages(
@@ -66,6 +103,7 @@ def build_cages(
         raise ConfigError(
             f"parallel must be one of {PARALLEL_CHOICES}, got {parallel!r}"
         )
+    check_process_options(process_kwargs)
     common: _CageOptions = {
         "seed": seed,
         "env_offset": env_offset,

@@ -19,10 +19,9 @@ from parllel.cages.factories import build_env
 from parllel.cages.movable import move_refusal
 from parllel.cages.probe import env_error, probe_env
 from parllel.cages.spaces import (
-    EnvSpaces,
     action_reader,
     check_spaces_agree,
-    env_name,
+    env_spaces,
 )
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError, EnvError
@@ -90,15 +89,13 @@ class EnvGroup:
             except Exception as exc:
                 self.close()
                 raise env_error(index, "its construction", exc) from exc
-        self.spaces = EnvSpaces(
-            self.envs[0].observation_space,
-            self.envs[0].action_space,
-            env_name(self.envs[0]),
-        )
-        for index, env in zip(self.env_indices, self.envs):
-            check_spaces_agree(
-                self.spaces, EnvSpaces(env.observation_space, env.action_space), index
-            )
+        try:
+            self.spaces = env_spaces(self.envs[0])
+            for index, env in zip(self.env_indices, self.envs):
+                check_spaces_agree(self.spaces, env_spaces(env), index)
+        except Exception:
+            self.close()
+            raise
         self._read_actions = action_reader(self.spaces.action)
         # TrajInfo.step is inlined in step() unless a subclass overrides it
         self._plain_stats = getattr(traj_info_type, "step", None) is TrajInfo.step

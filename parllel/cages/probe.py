@@ -23,6 +23,7 @@ from parllel.cages.factories import build_env
 from parllel.cages.spaces import (
     EnvSpaces,
     check_spaces_agree,
+    env_spaces,
     legal_sample,
     zero_example,
 )
@@ -62,9 +63,7 @@ def probe_step(
         SpaceMismatchError: the env's spaces differ from ``spaces``.
         EnvError: the env raised (naming env ``env_index``'s probe).
     """
-    check_spaces_agree(
-        spaces, EnvSpaces(env.observation_space, env.action_space), env_index
-    )
+    check_spaces_agree(spaces, env_spaces(env), env_index)
     try:
         observation, _ = env.reset(seed=seed)
         space = copy.deepcopy(env.action_space)

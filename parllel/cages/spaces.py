@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 from parllel.errors import (
+    ConfigError,
     InvalidActionError,
     ObservationMismatchError,
     SpaceMismatchError,
@@ -48,6 +49,38 @@ def env_name(env: Any) -> str:
     if spec is not None and getattr(spec, "id", None):
         return str(spec.id)
     return type(getattr(env, "unwrapped", env)).__name__
+
+
+def env_spaces(env: Any) -> EnvSpaces:
+    """The spaces of a gymnasium env, refusing what is not one.
+
+    Raises:
+        ConfigError: ``observation_space`` or ``action_space`` is not a
+            gymnasium space; a PettingZoo env (whose spaces are methods per
+            agent) is named, with the adapter that steps it.
+    """
+    observation, action = (
+        getattr(env, "observation_space", None),
+        getattr(env, "action_space", None),
+    )
+    if not isinstance(observation, gym.Space) or not isinstance(action, gym.Space):
+        bad = observation if not isinstance(observation, gym.Space) else action
+        multiagent = callable(bad) and hasattr(env, "possible_agents")
+        if multiagent:
+            reason = (
+                "a PettingZoo env (its spaces are per-agent methods): give the cage "
+                "parllel.multiagent.ParallelEnvAdapter(factory) for a ParallelEnv, "
+                "or AECEnvAdapter for an AECEnv (docs/multiagent.md)"
+            )
+        else:
+            described = "a method" if callable(bad) else f"{type(bad).__name__}"
+            reason = (
+                f"its {'observation' if bad is observation else 'action'}_space is "
+                f"{described}, not a gymnasium space; the env factory must return "
+                "a gymnasium.Env"
+            )
+        raise ConfigError(f"{type(env).__name__} is not a gymnasium env: {reason}")
+    return EnvSpaces(observation, action, env_name(env))
 
 
 def check_spaces_agree(first: EnvSpaces, other: EnvSpaces, env_index: int) -> None:
