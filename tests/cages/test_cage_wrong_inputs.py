@@ -17,7 +17,9 @@ def cartpole():
 
 @pytest.mark.parametrize("parallel", ["serial", "auto", "process"])
 def test_a_misspelt_option_is_refused_whatever_the_layout(parallel):
-    with pytest.raises(UnknownOptionError, match="'n_worker' .*did you mean 'n_workers'"):
+    with pytest.raises(
+        UnknownOptionError, match="'n_worker' .*did you mean 'n_workers'"
+    ):
         build_cages(cartpole, 2, parallel=parallel, n_worker=2)
 
 
