@@ -127,6 +127,8 @@ class CarryWrapper(gym.Wrapper):
         """Step the env; carry its observation (always, or at an episode's end)."""
         if self.carry_actions:
             action, self.carried_action = self.carried_action, None
+            if action is None:  # the cage's own probe step: a random action
+                action = self.carried_action_space.sample()
         observation, reward, terminated, truncated, info = self.env.step(action)
         if self.carry_all:
             info = {**info, CARRIED_OBSERVATION: observation}

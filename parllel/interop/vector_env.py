@@ -93,14 +93,15 @@ def build_adapter(
     """
     choice = parallel_choice(parallel)
     factory = env_factory_of(env_fn, n_envs, carry_final=reset_mode == "auto")
-    cage = build_cages(
-        factory,
-        n_envs,
-        parallel=choice,
-        reset_mode=reset_mode,
-        keep_infos=True,
-        **cage_kwargs,
-    )
+    with env_errors_as_builtins():
+        cage = build_cages(
+            factory,
+            n_envs,
+            parallel=choice,
+            reset_mode=reset_mode,
+            keep_infos=True,
+            **cage_kwargs,
+        )
     try:
         return adapter(cage)
     except DynamicSpaceError:
@@ -110,9 +111,10 @@ def build_adapter(
     except BaseException:
         cage.close()
         raise
-    cage = build_cages(
-        factory, n_envs, parallel="serial", reset_mode=reset_mode, keep_infos=True
-    )
+    with env_errors_as_builtins():
+        cage = build_cages(
+            factory, n_envs, parallel="serial", reset_mode=reset_mode, keep_infos=True
+        )
     try:
         return adapter(cage)
     except BaseException:
