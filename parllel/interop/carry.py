@@ -103,8 +103,8 @@ class CarryWrapper(gym.Wrapper):
         if self.carry_actions:
             self.action_space = PLACEHOLDER_SPACE
 
-    @property
-    def spec(self) -> Any:
+    @property  # gym.Wrapper's spec would add this wrapper to it
+    def spec(self) -> Any:  # type: ignore[override]
         """The env's own spec (this wrapper is no part of it)."""
         return self.env.spec
 

@@ -55,9 +55,7 @@ def make_sb3_vec_env(
         raise ConfigError(
             "make_sb3_vec_env chooses the cage's reset_mode and keep_infos"
         )
-    venv = build_adapter(
-        CageSB3VecEnv, env_fn, n_envs, parallel, "auto", **cage_kwargs
-    )
+    venv = build_adapter(CageSB3VecEnv, env_fn, n_envs, parallel, "auto", **cage_kwargs)
     if seed is not None:
         venv.seed(seed)
     return venv

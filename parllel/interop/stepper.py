@@ -89,7 +89,9 @@ class CageStepper:
                 "get their actions through shared memory, so envs with this action "
                 "space run in this process only: pass parallel=False"
             )
-        self.batched_observation_space = batch_space(self.observation_space, cage.n_envs)
+        self.batched_observation_space = batch_space(
+            self.observation_space, cage.n_envs
+        )
         self.batched_action_space = batch_space(self.action_space, cage.n_envs)
         storage: Storage = "shared" if cage.needs_shared_memory else "local"
         n = self.n_envs
@@ -141,7 +143,10 @@ class CageStepper:
         self.check_idle("reset")
         with env_errors_as_builtins():
             self.cage.reset(
-                self.slots[fields.OBSERVATION], env_indices, seeds=seeds, options=options
+                self.slots[fields.OBSERVATION],
+                env_indices,
+                seeds=seeds,
+                options=options,
             )
         self.done[slice(None) if env_indices is None else list(env_indices)] = False
         self.started = True
@@ -220,9 +225,8 @@ class CageStepper:
         """The observation batch: copied, or views the next step overwrites."""
         if self.carry_all:  # gymnasium's batching (SyncVectorEnv's)
             space = self.observation_space
-            batch = concatenate(
-                space, self.current, create_empty_array(space, self.n_envs)
-            )
+            empty: Any = create_empty_array(space, self.n_envs)
+            batch = concatenate(space, self.current, empty)
             return deepcopy(batch) if copy else batch
         observation = self.slots[fields.OBSERVATION]
         if copy:

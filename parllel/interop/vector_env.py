@@ -338,13 +338,14 @@ class CageVectorEnv(gym.vector.VectorEnv):
         return infos
 
     # -- env access ------------------------------------------------------------
+    # SyncVectorEnv's signatures: one value per env, where VectorEnv has one
     @property
-    def np_random_seed(self) -> tuple[int, ...]:
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
         """Each env's ``np_random_seed`` (as ``SyncVectorEnv``'s)."""
         return self.get_attr("np_random_seed")
 
-    @property
-    def np_random(self) -> tuple[np.random.Generator, ...]:
+    @property  # type: ignore[misc]
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
         """Each env's ``np_random`` (copies, for process cages)."""
         return self.get_attr("np_random")
 

@@ -59,7 +59,10 @@ def test_final_observations_keep_the_env_types(make_env, parallel):
     reference = SyncVectorEnv([make_env] * 2, autoreset_mode=mode)
     ours = make_vec(make_env, 2, autoreset_mode=mode, **_layout(parallel))
     try:
-        expected, actual = _final_observations(reference, 30), _final_observations(ours, 30)
+        expected, actual = (
+            _final_observations(reference, 30),
+            _final_observations(ours, 30),
+        )
         assert len(expected) >= 3
         assert expected == actual
         # an int stays an int (not np.int64), a tuple of ints too
@@ -131,8 +134,9 @@ def test_process_cages_refuse_actions_without_fixed_shape():
         make_vec(make_text_env, 2, parallel=True, n_workers=2)
     # gymnasium's own words (its tests skip such spaces on them), and a TypeError
     assert isinstance(caught.value, TypeError)
-    assert "has a dynamic shape so its not possible to make a static shared memory." in (
-        str(caught.value)
+    assert (
+        "has a dynamic shape so its not possible to make a static shared memory."
+        in (str(caught.value))
     )
     assert "parallel=False" in str(caught.value)
 

@@ -119,7 +119,11 @@ def test_terminal_observations_keep_the_env_types(parallel):
         found = []
         for _ in range(8):
             *_, infos = venv.step(np.array([1, 0]))
-            found += [repr(i["terminal_observation"]) for i in infos if "terminal_observation" in i]
+            found += [
+                repr(i["terminal_observation"])
+                for i in infos
+                if "terminal_observation" in i
+            ]
         venv.close()
         return found
 
