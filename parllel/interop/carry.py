@@ -48,10 +48,15 @@ CARRIED_OBSERVATION = "_parllel_carried_observation"
 #: the space of the placeholder that fills slots of carried values
 PLACEHOLDER_SPACE = gym.spaces.Discrete(1)
 _PLACEHOLDER = np.int64(0)
-# what CarryWrapper sets on itself; other attributes go to the env it wraps
+# what CarryWrapper sets on itself (gym.Wrapper's own included); other
+# attributes go to the env it wraps
 _OWN_ATTRIBUTES = frozenset(
     {
         "env",
+        "_action_space",
+        "_observation_space",
+        "_metadata",
+        "_cached_spec",
         "carry_index",
         "carry_all",
         "carry_final",
@@ -111,7 +116,7 @@ class CarryWrapper(gym.Wrapper):
     def __setattr__(self, name: str, value: Any) -> None:
         # new attributes land on the user's outermost env, as without this wrapper
         # (SB3's set_attr, gymnasium's set_wrapper_attr of an unknown name)
-        if name.startswith("_") or name in _OWN_ATTRIBUTES or hasattr(type(self), name):
+        if name in _OWN_ATTRIBUTES or hasattr(type(self), name):
             object.__setattr__(self, name, value)
         else:
             setattr(self.env, name, value)

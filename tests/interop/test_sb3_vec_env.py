@@ -252,3 +252,20 @@ def test_bad_actions_and_call_order():
     venv.close()
     with pytest.raises(ClosedCageError):
         venv.step(np.array([0, 1]))
+
+
+def test_set_attr_sets_the_users_outermost_env():
+    # _max_episode_steps of gym.make's TimeLimit: episodes get shorter, as with
+    # DummyVecEnv (the adapter's own wrapper must not take the attribute)
+    def episode_lengths(venv):
+        venv.set_attr("_max_episode_steps", 3)
+        venv.reset()
+        dones = [venv.step(np.zeros(2, np.int64))[2] for _ in range(6)]
+        venv.close()
+        return np.array(dones).tolist()
+
+    expected = episode_lengths(DummyVecEnv([make_cartpole] * 2))
+    assert expected == episode_lengths(
+        make_sb3_vec_env(make_cartpole, 2, parallel=False)
+    )
+    assert [True, True] in expected
