@@ -21,7 +21,7 @@ from gymnasium.error import (
     NoAsyncCallError,
 )
 
-from parllel.errors import CageStateError, ClosedCageError, EnvError
+from parllel.errors import CageStateError, ClosedCageError, EnvAttributeError, EnvError
 
 __all__ = [
     "CallPendingError",
@@ -52,7 +52,9 @@ class CallPendingError(CageStateError, AlreadyPendingCallError):
 
 
 _RAISED = re.compile(r"raised (\w+) in ")
-_COMBINED: dict[type[BaseException], type[EnvError]] = {}
+_COMBINED: dict[type[BaseException], type[EnvError]] = {
+    AttributeError: EnvAttributeError
+}
 
 
 def _builtin_type(error: EnvError) -> type[Exception] | None:
