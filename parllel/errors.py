@@ -97,6 +97,20 @@ class InvalidActionError(CageError, ValueError):
     """An action does not fit the action space (shape or dtype)."""
 
 
+class ActionTypeError(InvalidActionError, TypeError):
+    """Actions of the wrong kind: a scalar or an object where a batch was expected.
+
+    Also a ``TypeError``, as gymnasium's vector envs raise for such actions.
+    """
+
+
+class DynamicSpaceError(ConfigError, TypeError):
+    """A space without fixed shape and dtype where values must live in shared memory.
+
+    Also a ``TypeError``, as gymnasium raises for such spaces in shared memory.
+    """
+
+
 class MissingDependencyError(ParllelError, ImportError):
     """An optional package a feature needs is not installed.
 

@@ -10,11 +10,12 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 
-from parllel.cages import Cage, build_cages
+from parllel.cages import Cage
 from parllel.errors import ConfigError
 from parllel.interop.env_calls import call_method, is_wrapped_with, wrapper_attr
+from parllel.interop.errors import env_errors_as_builtins
 from parllel.interop.stepper import CageStepper
-from parllel.interop.vector_env import env_factory_of, parallel_choice
+from parllel.interop.vector_env import build_adapter
 
 __all__ = ["CageSB3VecEnv", "make_sb3_vec_env"]
 
@@ -54,20 +55,7 @@ def make_sb3_vec_env(
         raise ConfigError(
             "make_sb3_vec_env chooses the cage's reset_mode, keep_infos and probe"
         )
-    cage = build_cages(
-        env_factory_of(env_fn, n_envs),
-        n_envs,
-        parallel=parallel_choice(parallel),
-        reset_mode="auto",
-        keep_infos=True,
-        probe=False,  # the slots come from the spaces: no env code before reset
-        **cage_kwargs,
-    )
-    try:
-        venv = CageSB3VecEnv(cage)
-    except BaseException:
-        cage.close()
-        raise
+    venv = build_adapter(CageSB3VecEnv, env_fn, n_envs, parallel, "auto", **cage_kwargs)
     if seed is not None:
         venv.seed(seed)
     return venv
@@ -90,7 +78,14 @@ class CageSB3VecEnv(VecEnv):
         # SB3 keeps rewards as float32
         self._stepper = CageStepper(cage, reward_dtype=np.float32)
         self.cage = cage
-        super().__init__(cage.n_envs, cage.spaces.observation, cage.spaces.action)
+        super().__init__(
+            cage.n_envs, self._stepper.observation_space, self._stepper.action_space
+        )
+        # DummyVecEnv indexes actions by env: a Dict/Tuple space's actions
+        # come as one dict/tuple per env
+        self._per_env_actions = isinstance(
+            self.action_space, (gym.spaces.Dict, gym.spaces.Tuple)
+        )
         self.metadata = cage.get_attr("metadata", [0])[0]
         self.actions: Any = None
 
@@ -109,9 +104,13 @@ class CageSB3VecEnv(VecEnv):
         return stepper.observations(copy=True)
 
     def step_async(self, actions: np.ndarray) -> None:
-        """Start stepping every env with its action."""
+        """Start stepping every env with its action (``actions[i]`` is env ``i``'s).
+
+        As in ``DummyVecEnv``: an array (or list) over envs; for Dict and
+        Tuple action spaces a list of one dict / tuple per env.
+        """
         self.actions = actions
-        self._stepper.step_async(actions)
+        self._stepper.step_async(actions, per_env=self._per_env_actions)
 
     def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """Finish the step: observations, rewards, dones and infos as DummyVecEnv."""
@@ -133,14 +132,18 @@ class CageSB3VecEnv(VecEnv):
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
         """Each env's attribute (searched through its wrappers), as it is."""
         self._stepper.check_open("get_attr")
-        return self.cage.apply(
-            wrapper_attr, attr_name, env_indices=self._indices(indices)
-        )
+        with env_errors_as_builtins():
+            return self.cage.apply(
+                wrapper_attr, attr_name, env_indices=self._indices(indices)
+            )
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
         """Set an attribute on each (outermost) env, like DummyVecEnv."""
         self._stepper.check_open("set_attr")
-        self.cage.apply(setattr, attr_name, value, env_indices=self._indices(indices))
+        with env_errors_as_builtins():
+            self.cage.apply(
+                setattr, attr_name, value, env_indices=self._indices(indices)
+            )
 
     def env_method(
         self,
@@ -151,13 +154,14 @@ class CageSB3VecEnv(VecEnv):
     ) -> list[Any]:
         """Call a method of each env (searched through its wrappers)."""
         self._stepper.check_open("env_method")
-        return self.cage.apply(
-            call_method,
-            method_name,
-            method_args,
-            method_kwargs,
-            env_indices=self._indices(indices),
-        )
+        with env_errors_as_builtins():
+            return self.cage.apply(
+                call_method,
+                method_name,
+                method_args,
+                method_kwargs,
+                env_indices=self._indices(indices),
+            )
 
     def env_is_wrapped(
         self, wrapper_class: type[gym.Wrapper], indices: Any = None

@@ -3,26 +3,50 @@
 Both adapters (:class:`~parllel.interop.CageVectorEnv` and the SB3 one) drive
 their cage through it: it owns the ``[n_envs]`` slots (shared memory for
 process cages), writes batched actions into them, and reads observations,
-rewards, flags and final observations back.
+rewards, flags and final observations back. Values that its envs' wrappers
+carry in their infos (:mod:`parllel.interop.carry`: final observations as
+the envs returned them, and every observation of spaces without fixed shape)
+it takes out of the kept infos.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from copy import deepcopy
 from typing import Any
 
 import numpy as np
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from parllel import fields
 from parllel.arrays import Storage
 from parllel.cages import Cage, KeptInfos
-from parllel.errors import CageStateError, ClosedCageError, ConfigError
+from parllel.errors import (
+    CageStateError,
+    ConfigError,
+    DynamicSpaceError,
+    InvalidActionError,
+    SpaceMismatchError,
+)
 from parllel.interop.batching import (
     allocate_for_space,
     batch_copy,
     batch_view,
     single_value,
     write_batch,
+    write_per_env,
+)
+from parllel.interop.carry import (
+    CARRIED_OBSERVATION,
+    carried_spaces,
+    give_actions,
+    has_fixed_shape,
+)
+from parllel.interop.errors import (
+    CallPendingError,
+    NoPendingStepError,
+    VectorEnvClosedError,
+    env_errors_as_builtins,
 )
 from parllel.tree import buffer_from_example, tree_close
 
@@ -34,8 +58,16 @@ class CageStepper:
 
     Args:
         cage: a cage built with ``keep_infos=True``; a final-observation slot
-            is allocated when its ``reset_mode`` is ``"auto"``.
+            is allocated when its ``reset_mode`` is ``"auto"``. Envs wrapped
+            by :class:`~parllel.interop.carry.CarryFactory` may have spaces
+            without fixed shape and dtype (actions of those: in-process
+            cages only).
         reward_dtype: dtype of the reward slot.
+
+    Raises:
+        DynamicSpaceError: the action space has no fixed shape and dtype and
+            the envs run in worker processes.
+        SpaceMismatchError: carrying envs disagree about their spaces.
     """
 
     def __init__(self, cage: Cage, reward_dtype: Any = np.float64) -> None:
@@ -45,11 +77,27 @@ class CageStepper:
         self.n_envs = cage.n_envs
         self.observation_space = cage.spaces.observation
         self.action_space = cage.spaces.action
+        #: every observation is carried in infos (the slots hold placeholders)
+        self.carry_all = False
+        self._carried_spaces(cage)
+        #: actions reach the envs through cage.apply (the slots hold placeholders)
+        self.carry_actions = self.carry_all and not has_fixed_shape(self.action_space)
+        if self.carry_actions and cage.needs_shared_memory:
+            raise DynamicSpaceError(
+                f"As {self.action_space} has a dynamic shape so its not possible to "
+                "make a static shared memory. (gymnasium's words): worker processes "
+                "get their actions through shared memory, so envs with this action "
+                "space run in this process only: pass parallel=False"
+            )
+        self.batched_observation_space = batch_space(
+            self.observation_space, cage.n_envs
+        )
+        self.batched_action_space = batch_space(self.action_space, cage.n_envs)
         storage: Storage = "shared" if cage.needs_shared_memory else "local"
         n = self.n_envs
         self.slots: dict[str, Any] = {
-            fields.ACTION: allocate_for_space(self.action_space, n, storage),
-            fields.OBSERVATION: allocate_for_space(self.observation_space, n, storage),
+            fields.ACTION: allocate_for_space(cage.spaces.action, n, storage),
+            fields.OBSERVATION: allocate_for_space(cage.spaces.observation, n, storage),
             fields.REWARD: buffer_from_example(
                 np.dtype(reward_dtype).type(0), (n,), storage
             ),
@@ -58,13 +106,30 @@ class CageStepper:
         }
         if cage.reset_mode == "auto":
             self.slots[fields.FINAL_OBSERVATION] = allocate_for_space(
-                self.observation_space, n, storage
+                cage.spaces.observation, n, storage
             )
         #: envs whose episode ended in the last step
         self.done = np.zeros(n, dtype=bool)
+        #: each env's current observation, when carried
+        self.current: list[Any] = [None] * n
+        #: observations carried out of the last step (final ones for ended envs)
+        self.carried: dict[int, Any] = {}
         self.pending = False
         self.closed = False
         self.started = False  # reset at least once
+
+    def _carried_spaces(self, cage: Cage) -> None:
+        """Read the envs' own spaces where their wrappers carry observations."""
+        carried = cage.apply(carried_spaces)
+        if carried[0] is None:
+            return
+        self.carry_all, self.observation_space, self.action_space = carried[0]
+        for i, other in enumerate(carried):
+            if other is not None and other[1:] != carried[0][1:]:
+                raise SpaceMismatchError(
+                    f"env {i} has observation and action spaces {other[1:]}, but env 0 "
+                    f"has {carried[0][1:]}: all envs must have the same spaces"
+                )
 
     # -- calls -------------------------------------------------------------------
     def reset(
@@ -76,31 +141,63 @@ class CageStepper:
         """Reset envs (all or ``env_indices``) with seeds and options; the kept infos."""
         self.check_open("reset")
         self.check_idle("reset")
-        self.cage.reset(
-            self.slots[fields.OBSERVATION], env_indices, seeds=seeds, options=options
-        )
+        with env_errors_as_builtins():
+            self.cage.reset(
+                self.slots[fields.OBSERVATION],
+                env_indices,
+                seeds=seeds,
+                options=options,
+            )
         self.done[slice(None) if env_indices is None else list(env_indices)] = False
         self.started = True
-        return self.cage.last_infos
+        return self._take_carried()
 
-    def step_async(self, actions: Any) -> None:
-        """Write the batched ``actions`` into the action slots and start the step."""
+    def step_async(self, actions: Any, per_env: bool = False) -> None:
+        """Write ``actions`` into the action slots and start the step.
+
+        ``actions``: a batch of the batched action space (gymnasium's form),
+        or with ``per_env`` one action per env (SB3's form).
+        """
         self.check_open("step_async")
         self.check_idle("step_async")
         if not self.started:
             raise CageStateError("call reset() before the first step()")
         slots = self.slots
-        write_batch(self.action_space, slots[fields.ACTION], actions)
-        self.cage.step_async(slots[fields.ACTION], slots)
+        if self.carry_actions:
+            self._give_actions(actions, per_env)
+        elif per_env:
+            write_per_env(self.action_space, slots[fields.ACTION], actions)
+        else:
+            write_batch(self.action_space, slots[fields.ACTION], actions)
+        with env_errors_as_builtins():
+            self.cage.step_async(slots[fields.ACTION], slots)
         self.pending = True
+
+    def _give_actions(self, actions: Any, per_env: bool) -> None:
+        """Hand each carrying env its action (the slots keep their placeholders)."""
+        if per_env:
+            rows = list(actions)
+        else:
+            try:
+                rows = list(iterate(self.batched_action_space, actions))
+            except TypeError as exc:
+                raise InvalidActionError(
+                    f"actions do not fit {self.batched_action_space}: {exc}"
+                ) from exc
+        if len(rows) != self.n_envs:
+            raise InvalidActionError(f"got {len(rows)} actions for {self.n_envs} envs")
+        with env_errors_as_builtins():
+            self.cage.apply(give_actions, rows)
 
     def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Finish the step; copies of its rewards, terminated and truncated flags."""
         self.check_open("step_wait")
         if not self.pending:
-            raise CageStateError("step_wait() called without step_async()")
+            raise NoPendingStepError("step_wait() called without step_async()")
         self.pending = False
-        self.cage.await_step()
+        with env_errors_as_builtins():
+            self.cage.await_step()
+        self._take_carried()
         slots = self.slots
         rewards = np.array(slots[fields.REWARD].to_ndarray())
         terminated = np.array(slots[fields.TERMINATED].to_ndarray())
@@ -108,16 +205,42 @@ class CageStepper:
         np.logical_or(terminated, truncated, out=self.done)
         return rewards, terminated, truncated
 
+    def _take_carried(self) -> KeptInfos:
+        """Move carried observations out of the cage's kept infos; return those."""
+        kept = self.cage.last_infos
+        self.carried = {}
+        for infos, current in ((kept.step, self.carried), (kept.reset, None)):
+            for i in [i for i, info in infos.items() if CARRIED_OBSERVATION in info]:
+                observation = infos[i].pop(CARRIED_OBSERVATION)
+                if current is not None:
+                    current[i] = observation
+                if self.carry_all:
+                    self.current[i] = observation  # a reset's comes after the step's
+                if not infos[i]:
+                    del infos[i]  # as the cage leaves out envs with empty infos
+        return kept
+
     # -- reading -----------------------------------------------------------------
     def observations(self, copy: bool) -> Any:
         """The observation batch: copied, or views the next step overwrites."""
+        if self.carry_all:  # gymnasium's batching (SyncVectorEnv's)
+            space = self.observation_space
+            empty: Any = create_empty_array(space, self.n_envs)
+            batch = concatenate(space, self.current, empty)
+            return deepcopy(batch) if copy else batch
         observation = self.slots[fields.OBSERVATION]
         if copy:
             return batch_copy(self.observation_space, observation)
         return batch_view(self.observation_space, observation)
 
     def final_observation(self, index: int) -> Any:
-        """The last observation of env ``index``'s episode that ended in this step."""
+        """The last observation of env ``index``'s episode that ended in this step.
+
+        As the env returned it where its wrapper carried it, else read from
+        the final-observation slot.
+        """
+        if index in self.carried:
+            return self.carried[index]
         return single_value(
             self.observation_space, self.slots[fields.FINAL_OBSERVATION], index
         )
@@ -134,13 +257,13 @@ class CageStepper:
             tree_close(self.slots)
 
     def check_open(self, call: str) -> None:
-        """Raise ClosedCageError after :meth:`close`."""
+        """Raise :class:`VectorEnvClosedError` after :meth:`close`."""
         if self.closed:
-            raise ClosedCageError(f"cannot {call}: the vector env is closed")
+            raise VectorEnvClosedError(f"cannot {call}: the vector env is closed")
 
     def check_idle(self, call: str) -> None:
-        """Raise CageStateError while a step is pending."""
+        """Raise :class:`CallPendingError` while a step is pending."""
         if self.pending:
-            raise CageStateError(
-                f"cannot {call} while stepping: call step_wait() first"
+            raise CallPendingError(
+                f"cannot {call} while stepping: call step_wait() first", call
             )

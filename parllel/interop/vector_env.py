@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -11,10 +11,20 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from parllel.cages import Cage, PerEnvFactories, build_cages
-from parllel.errors import CageStateError, ConfigError
+from parllel.errors import CageStateError, ConfigError, DynamicSpaceError
+from parllel.interop.carry import CarryFactory
+from parllel.interop.errors import env_errors_as_builtins
 from parllel.interop.stepper import CageStepper
 
-__all__ = ["CageVectorEnv", "env_factory_of", "make_vec", "parallel_choice"]
+__all__ = [
+    "CageVectorEnv",
+    "build_adapter",
+    "env_factory_of",
+    "make_vec",
+    "parallel_choice",
+]
+
+Adapter = TypeVar("Adapter")
 
 # the cage reset mode that gives each gymnasium autoreset mode
 CAGE_RESET_MODES = {
@@ -34,9 +44,14 @@ def parallel_choice(parallel: bool | str) -> str:
 
 
 def env_factory_of(
-    env_fn: Callable[[], Any] | Sequence[Callable[[], Any]], n_envs: int
-) -> Callable[..., Any]:
+    env_fn: Callable[[], Any] | Sequence[Callable[[], Any]],
+    n_envs: int,
+    carry_final: bool,
+) -> PerEnvFactories:
     """The cage's env factory for an adapter's ``env_fn``: one callable, or one per env.
+
+    Each env's factory is a :class:`~parllel.interop.carry.CarryFactory`
+    (``carry_final``: carry the final observations, as the envs return them).
 
     Raises:
         ConfigError: ``env_fn`` is neither (e.g. an env id string or a live env).
@@ -47,14 +62,70 @@ def env_factory_of(
                 f"got {len(env_fn)} env functions for n_envs={n_envs}: give one "
                 "callable for all envs, or one per env"
             )
-        return PerEnvFactories(env_fn)
-    if not callable(env_fn):
+        env_fns = list(env_fn)
+    elif callable(env_fn):
+        env_fns = [env_fn] * n_envs
+    else:
         raise ConfigError(
             "env_fn must be a callable that builds one env (e.g. lambda: "
             'gym.make("CartPole-v1")), or a list of n_envs such callables; got '
             f"{type(env_fn).__name__} {env_fn!r}"[:300]
         )
-    return env_fn
+    PerEnvFactories(env_fns)  # checks that every one is callable
+    return PerEnvFactories(
+        [CarryFactory(fn, i, carry_final) for i, fn in enumerate(env_fns)]
+    )
+
+
+def build_adapter(
+    adapter: Callable[[Cage], Adapter],
+    env_fn: Callable[[], Any] | Sequence[Callable[[], Any]],
+    n_envs: int,
+    parallel: bool | str,
+    reset_mode: str,
+    **cage_kwargs: Any,
+) -> Adapter:
+    """Build the cage for an adapter and ``adapter(cage)``; close the cage if that raises.
+
+    With ``parallel="auto"``, envs whose action space has no fixed shape
+    (refused by process cages: :class:`~parllel.errors.DynamicSpaceError`)
+    are stepped in this process.
+    """
+    choice = parallel_choice(parallel)
+    factory = env_factory_of(env_fn, n_envs, carry_final=reset_mode == "auto")
+    with env_errors_as_builtins():
+        cage = build_cages(
+            factory,
+            n_envs,
+            parallel=choice,
+            reset_mode=reset_mode,
+            keep_infos=True,
+            probe=False,  # the slots come from the spaces: no env code before reset
+            **cage_kwargs,
+        )
+    try:
+        return adapter(cage)
+    except DynamicSpaceError:
+        cage.close()
+        if choice != "auto":
+            raise
+    except BaseException:
+        cage.close()
+        raise
+    with env_errors_as_builtins():
+        cage = build_cages(
+            factory,
+            n_envs,
+            parallel="serial",
+            reset_mode=reset_mode,
+            keep_infos=True,
+            probe=False,
+        )
+    try:
+        return adapter(cage)
+    except BaseException:
+        cage.close()
+        raise
 
 
 def make_vec(
@@ -104,20 +175,14 @@ def make_vec(
             "make_vec chooses the cage's reset_mode, keep_infos and probe itself; set "
             "autoreset_mode instead"
         )
-    cage = build_cages(
-        env_factory_of(env_fn, n_envs),
+    return build_adapter(
+        lambda cage: CageVectorEnv(cage, autoreset_mode=mode, copy=copy, seed=seed),
+        env_fn,
         n_envs,
-        parallel=parallel_choice(parallel),
-        reset_mode=CAGE_RESET_MODES[mode],
-        keep_infos=True,
-        probe=False,  # the slots come from the spaces: no env code before reset
+        parallel,
+        CAGE_RESET_MODES[mode],
         **cage_kwargs,
     )
-    try:
-        return CageVectorEnv(cage, autoreset_mode=mode, copy=copy, seed=seed)
-    except BaseException:
-        cage.close()
-        raise
 
 
 def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
@@ -163,8 +228,8 @@ class CageVectorEnv(gym.vector.VectorEnv):
         self.num_envs = cage.n_envs
         self.autoreset_mode = mode
         self.copy = bool(copy)
-        self.single_observation_space = cage.spaces.observation
-        self.single_action_space = cage.spaces.action
+        self.single_observation_space = self._stepper.observation_space
+        self.single_action_space = self._stepper.action_space
         self.observation_space = batch_space(
             self.single_observation_space, self.num_envs
         )
@@ -279,25 +344,40 @@ class CageVectorEnv(gym.vector.VectorEnv):
         return infos
 
     # -- env access ------------------------------------------------------------
+    # SyncVectorEnv's signatures: one value per env, where VectorEnv has one
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]
+        """Each env's ``np_random_seed`` (as ``SyncVectorEnv``'s)."""
+        return self.get_attr("np_random_seed")
+
+    @property  # type: ignore[misc]
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]
+        """Each env's ``np_random`` (copies, for process cages)."""
+        return self.get_attr("np_random")
+
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Each env's attribute ``name`` (a method is called without arguments)."""
         self._stepper.check_open("get_attr")
-        return tuple(self.cage.get_attr(name))
+        with env_errors_as_builtins():
+            return tuple(self.cage.get_attr(name))
 
     def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
         """Set attribute ``name`` of each env (one value for all, or one per env)."""
         self._stepper.check_open("set_attr")
-        self.cage.set_attr(name, values)
+        with env_errors_as_builtins():
+            self.cage.set_attr(name, values)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of each env; return the results."""
         self._stepper.check_open("call")
-        return tuple(self.cage.call(name, *args, **kwargs))
+        with env_errors_as_builtins():
+            return tuple(self.cage.call(name, *args, **kwargs))
 
     def render(self) -> tuple[Any, ...] | None:
         """Each env's ``render()``."""
         self._stepper.check_open("render")
-        return tuple(self.cage.render())
+        with env_errors_as_builtins():
+            return tuple(self.cage.render())
 
     # -- lifetime --------------------------------------------------------------
     def close_extras(self, **kwargs: Any) -> None:

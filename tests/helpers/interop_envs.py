@@ -138,3 +138,90 @@ def assert_same(expected: Any, actual: Any, path: str = "", skip: tuple = ()) ->
         np.testing.assert_array_equal(expected, actual, err_msg=path)
     else:
         assert expected == actual, f"{path}: {expected!r} != {actual!r}"
+
+
+class ActionEchoEnv(gym.Env):
+    """Observes its last action, flattened (float32); episodes of 3 steps.
+
+    The action space is given (e.g. a Dict or Tuple space), so a wrong action
+    reaching the env shows in the observation.
+    """
+
+    def __init__(self, action_space: gym.Space) -> None:
+        self.action_space = action_space
+        size = gym.spaces.flatdim(action_space)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(self.observation_space.shape, np.float32), {}
+
+    def step(self, action: Any):
+        assert action in self.action_space, action
+        self.t += 1
+        observation = gym.spaces.flatten(self.action_space, action).astype(np.float32)
+        return observation, float(observation.sum()), self.t >= 3, False, {}
+
+
+DICT_ACTIONS = gym.spaces.Dict(
+    {"move": gym.spaces.Discrete(3), "force": gym.spaces.Box(-1, 1, (2,), np.float32)}
+)
+TUPLE_ACTIONS = gym.spaces.Tuple(
+    (gym.spaces.Discrete(4), gym.spaces.Box(-1, 1, (3,), np.float32))
+)
+
+
+def make_dict_action_env() -> gym.Env:
+    """An ActionEchoEnv with a Dict action space."""
+    return ActionEchoEnv(DICT_ACTIONS)
+
+
+def make_tuple_action_env() -> gym.Env:
+    """An ActionEchoEnv with a Tuple action space."""
+    return ActionEchoEnv(TUPLE_ACTIONS)
+
+
+class DynamicEnv(gym.Env):
+    """Observations and actions of a space without fixed shape, from its step count.
+
+    ``kind``: ``"text"``, ``"sequence"``, ``"graph"`` or ``"oneof"``; the
+    action space is the same space. Episodes last 4 steps; ``fixed_actions``
+    gives it a Discrete(2) action space instead.
+    """
+
+    def __init__(self, kind: str, fixed_actions: bool = False) -> None:
+        box = gym.spaces.Box(0, 10, (2,), np.float32)
+        self.kind = kind
+        self.observation_space = {
+            "text": gym.spaces.Text(8),
+            "sequence": gym.spaces.Sequence(gym.spaces.Discrete(5)),
+            "graph": gym.spaces.Graph(box, gym.spaces.Discrete(3)),
+            "oneof": gym.spaces.OneOf([gym.spaces.Discrete(5), box]),
+        }[kind]
+        self.action_space = (
+            gym.spaces.Discrete(2) if fixed_actions else self.observation_space
+        )
+        self.t = 0
+
+    def _observation(self) -> Any:
+        t = self.t
+        if self.kind == "text":
+            return "ab"[: t % 3] + str(t)
+        if self.kind == "sequence":
+            return tuple(np.int64(i) for i in range(t % 4))
+        if self.kind == "graph":
+            nodes = np.full((t % 3 + 1, 2), t, np.float32)
+            return gym.spaces.GraphInstance(nodes, None, None)
+        return (0, np.int64(t % 5)) if t % 2 else (1, np.full(2, t, np.float32))
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.t = 0 if seed is None else seed % 7
+        return self._observation(), {}
+
+    def step(self, action: Any):
+        assert action in self.action_space, action
+        self.t += 1
+        return self._observation(), float(self.t), self.t % 4 == 0, False, {}

@@ -25,7 +25,9 @@ from tests.helpers.interop_envs import (  # noqa: E402
     imports_sb3_or_torch,
     make_cartpole,
     make_count_env,
+    make_dict_action_env,
     make_rich_env,
+    make_tuple_action_env,
 )
 
 PARALLEL = [False, True]
@@ -36,8 +38,27 @@ def _layout(parallel: bool) -> dict:
     return {"parallel": True, "n_workers": 2} if parallel else {"parallel": False}
 
 
-def _run_both(env_fn, parallel, steps, n_envs=4, wrap=lambda venv: venv, seed=3):
-    """Drive DummyVecEnv and make_sb3_vec_env alike; compare every result."""
+def _stacked(space, n_envs):
+    return np.stack([space.sample() for _ in range(n_envs)])
+
+
+def _listed(space, n_envs):
+    return [space.sample() for _ in range(n_envs)]
+
+
+def _run_both(
+    env_fn,
+    parallel,
+    steps,
+    n_envs=4,
+    wrap=lambda venv: venv,
+    seed=3,
+    actions_of=_stacked,
+):
+    """Drive DummyVecEnv and make_sb3_vec_env alike; compare every result.
+
+    ``actions_of(action_space, n_envs)`` makes each step's actions.
+    """
     reference = wrap(DummyVecEnv([env_fn] * n_envs))
     ours = wrap(make_sb3_vec_env(env_fn, n_envs, **_layout(parallel)))
     try:
@@ -47,7 +68,7 @@ def _run_both(env_fn, parallel, steps, n_envs=4, wrap=lambda venv: venv, seed=3)
         reference.action_space.seed(0)
         ends = 0
         for t in range(steps):
-            actions = np.stack([reference.action_space.sample() for _ in range(n_envs)])
+            actions = actions_of(reference.action_space, n_envs)
             expected, actual = reference.step(actions), ours.step(actions)
             # VecMonitor's episode time "t" is wall-clock time
             assert_same(expected, actual, f"step {t}", skip=("t",))
@@ -67,6 +88,48 @@ def test_cartpole_equals_dummy_vec_env(parallel):
 @pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
 def test_dict_observations_equal_dummy_vec_env(parallel):
     assert _run_both(make_rich_env, parallel, 40, n_envs=3) >= 10
+
+
+@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+@pytest.mark.parametrize(
+    "env_fn", [make_dict_action_env, make_tuple_action_env], ids=["dict", "tuple"]
+)
+def test_dict_and_tuple_actions_as_lists_equal_dummy_vec_env(env_fn, parallel):
+    # SB3 passes one action per env: a list of dicts / tuples
+    assert _run_both(env_fn, parallel, 12, n_envs=3, actions_of=_listed) == 12
+
+
+def test_actions_that_are_not_one_per_env_are_refused():
+    venv = make_sb3_vec_env(make_dict_action_env, 2, parallel=False)
+    venv.reset()
+    with pytest.raises(InvalidActionError, match="3 actions for 2 envs"):
+        venv.step([venv.action_space.sample() for _ in range(3)])
+    with pytest.raises(TypeError, match="one action per env"):
+        venv.step(venv.action_space.sample())  # one dict, not a list of them
+    with pytest.raises(TypeError, match=r"action\[1\] must be a dict"):
+        venv.step([venv.action_space.sample(), 1])
+    venv.close()
+
+
+@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+def test_terminal_observations_keep_the_env_types(parallel):
+    def terminal_observations(venv):
+        venv.seed(0)
+        venv.reset()
+        found = []
+        for _ in range(8):
+            *_, infos = venv.step(np.array([1, 0]))
+            found += [
+                repr(i["terminal_observation"])
+                for i in infos
+                if "terminal_observation" in i
+            ]
+        venv.close()
+        return found
+
+    expected = terminal_observations(DummyVecEnv([make_count_env] * 2))
+    ours = make_sb3_vec_env(make_count_env, 2, **_layout(parallel))
+    assert expected == terminal_observations(ours) == ["1"] * 8  # ints, not np.int64
 
 
 def test_infos_of_every_kind_equal_dummy_vec_env():
@@ -189,3 +252,20 @@ def test_bad_actions_and_call_order():
     venv.close()
     with pytest.raises(ClosedCageError):
         venv.step(np.array([0, 1]))
+
+
+def test_set_attr_sets_the_users_outermost_env():
+    # _max_episode_steps of gym.make's TimeLimit: episodes get shorter, as with
+    # DummyVecEnv (the adapter's own wrapper must not take the attribute)
+    def episode_lengths(venv):
+        venv.set_attr("_max_episode_steps", 3)
+        venv.reset()
+        dones = [venv.step(np.zeros(2, np.int64))[2] for _ in range(6)]
+        venv.close()
+        return np.array(dones).tolist()
+
+    expected = episode_lengths(DummyVecEnv([make_cartpole] * 2))
+    assert expected == episode_lengths(
+        make_sb3_vec_env(make_cartpole, 2, parallel=False)
+    )
+    assert [True, True] in expected

@@ -1,0 +1,185 @@
+"""Values that skip the cage's slots: the env's own objects, carried in its info.
+
+A cage writes observations into preallocated slots, so what comes back is
+the slot's numpy value: a ``Discrete`` observation returns as ``np.int64``
+where the env returned an ``int``, and spaces without a fixed shape and
+dtype (``Graph``, ``Sequence``, ``Text``, ``OneOf``, custom spaces) have no
+slot at all. :class:`CarryWrapper` (the outermost wrapper of every env, put
+there by :class:`CarryFactory`) moves such values into the step's or reset's
+info under :data:`CARRIED_OBSERVATION`, which crosses to the main process
+as kept infos do (:attr:`parllel.cages.Cage.last_infos`); the adapters take
+it out again before building infos.
+
+What is carried:
+
+- the final observation (``carry_final``, for adapters that return it): the
+  observation of a step that ends an episode, exactly as the env returned
+  it; the slot still gets it too.
+- every observation, when the env's observation or action space has a leaf
+  without fixed shape and dtype (:func:`has_fixed_shape`): the slot gets a
+  placeholder (``0`` of :data:`PLACEHOLDER_SPACE`). With such an action
+  space the env's action arrives through :func:`give_actions` (in-process
+  cages only) and the action slot holds a placeholder as well.
+
+:class:`CarryFactory` leaves an env unwrapped when nothing is to be carried,
+so plain envs pay nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = [
+    "CARRIED_OBSERVATION",
+    "PLACEHOLDER_SPACE",
+    "CarryFactory",
+    "CarryWrapper",
+    "carried_spaces",
+    "give_actions",
+    "has_fixed_shape",
+]
+
+#: the info key of a carried observation (taken out before infos reach the user)
+CARRIED_OBSERVATION = "_parllel_carried_observation"
+#: the space of the placeholder that fills slots of carried values
+PLACEHOLDER_SPACE = gym.spaces.Discrete(1)
+_PLACEHOLDER = np.int64(0)
+# what CarryWrapper sets on itself (gym.Wrapper's own included); other
+# attributes go to the env it wraps
+_OWN_ATTRIBUTES = frozenset(
+    {
+        "env",
+        "_action_space",
+        "_observation_space",
+        "_metadata",
+        "_cached_spec",
+        "carry_index",
+        "carry_all",
+        "carry_final",
+        "carry_actions",
+        "carried_action",
+        "carried_observation_space",
+        "carried_action_space",
+    }
+)
+
+
+def has_fixed_shape(space: gym.Space) -> bool:
+    """Whether every leaf of ``space`` has a fixed shape and dtype (it fits slots)."""
+    if isinstance(space, gym.spaces.Dict):
+        return all(has_fixed_shape(sub) for sub in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return all(has_fixed_shape(sub) for sub in space.spaces)
+    return space.shape is not None and space.dtype is not None
+
+
+class CarryWrapper(gym.Wrapper):
+    """Carries observations (and actions) of ``env`` past the cage's slots.
+
+    Attributes it does not own are set on ``env`` (so a new attribute lands
+    where it would without this wrapper).
+
+    Args:
+        env: the user's env.
+        index: the env's index in the vector env (picks its action in
+            :func:`give_actions`).
+        carry_final: carry the final observation of each episode.
+    """
+
+    def __init__(self, env: gym.Env, index: int, carry_final: bool) -> None:
+        super().__init__(env)
+        self.carry_index = index
+        #: carry every observation (the slot gets a placeholder)
+        self.carry_all = not (
+            has_fixed_shape(env.observation_space) and has_fixed_shape(env.action_space)
+        )
+        self.carry_final = carry_final
+        #: the env's own spaces (the cage sees placeholders for carried ones)
+        self.carried_observation_space = env.observation_space
+        self.carried_action_space = env.action_space
+        self.carry_actions = not has_fixed_shape(env.action_space)
+        self.carried_action: Any = None
+        if self.carry_all:
+            self.observation_space = PLACEHOLDER_SPACE
+        if self.carry_actions:
+            self.action_space = PLACEHOLDER_SPACE
+
+    @property  # gym.Wrapper's spec would add this wrapper to it
+    def spec(self) -> Any:  # type: ignore[override]
+        """The env's own spec (this wrapper is no part of it)."""
+        return self.env.spec
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # new attributes land on the user's outermost env, as without this wrapper
+        # (SB3's set_attr, gymnasium's set_wrapper_attr of an unknown name)
+        if name in _OWN_ATTRIBUTES or hasattr(type(self), name):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.env, name, value)
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the env; carry its observation when ``carry_all``."""
+        observation, info = self.env.reset(**kwargs)
+        if not self.carry_all:
+            return observation, info
+        return _PLACEHOLDER, {**info, CARRIED_OBSERVATION: observation}
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        """Step the env; carry its observation (always, or at an episode's end)."""
+        if self.carry_actions:
+            action, self.carried_action = self.carried_action, None
+            if action is None:  # the cage's own probe step: a random action
+                action = self.carried_action_space.sample()
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if self.carry_all:
+            info = {**info, CARRIED_OBSERVATION: observation}
+            observation = _PLACEHOLDER
+        elif self.carry_final and (terminated or truncated):
+            info = {**info, CARRIED_OBSERVATION: observation}
+        return observation, reward, terminated, truncated, info
+
+
+def give_actions(env: CarryWrapper, actions: Sequence[Any]) -> None:
+    """Hand a carrying env its action for the next step (``cage.apply``'s function)."""
+    env.carried_action = actions[env.carry_index]
+
+
+def carried_spaces(env: Any) -> tuple[bool, gym.Space, gym.Space] | None:
+    """``(carry_all, observation space, action space)`` of a carrying env, else None.
+
+    ``cage.apply``'s function: the env's own spaces, which the cage does not
+    see when they are replaced by placeholders.
+    """
+    if not isinstance(env, CarryWrapper):
+        return None
+    return env.carry_all, env.carried_observation_space, env.carried_action_space
+
+
+class CarryFactory:
+    """Builds env ``index`` with ``factory``; wraps it if something is to be carried.
+
+    An env gets a :class:`CarryWrapper` when ``carry_final`` is set or one of
+    its spaces has no fixed shape and dtype; else it is returned as built.
+    Picklable (cloudpickle) when ``factory`` is.
+    """
+
+    def __init__(
+        self, factory: Callable[..., Any], index: int, carry_final: bool
+    ) -> None:
+        self.factory = factory
+        self.index = index
+        self.carry_final = carry_final
+
+    def __call__(self, **env_kwargs: Any) -> Any:
+        """Build the env (wrapped where needed)."""
+        env = self.factory(**env_kwargs)
+        fixed = has_fixed_shape(env.observation_space) and has_fixed_shape(
+            env.action_space
+        )
+        if fixed and not self.carry_final:
+            return env
+        return CarryWrapper(env, self.index, self.carry_final)
