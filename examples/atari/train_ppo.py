@@ -61,8 +61,9 @@ class Config:
     """environments stepped side by side"""
     batch_T: int = 128
     """env steps per env per batch (8 x 128 = 1024 samples per update)"""
-    total_steps: int = 10_000_000
-    """env steps (agent steps, 4 frames each) to train for"""
+    total_steps: int = 9_999_360
+    """env steps (agent steps, 4 frames each) to train for: CleanRL's 10M in
+    whole batches (9,765 of 1,024)"""
     gamma: float = 0.99
     """discount factor"""
     gae_lambda: float = 0.95
