@@ -88,7 +88,10 @@ def test_example_quick_run_and_resume(script, tmp_path):
     assert [c.name for c in checkpoints] == [f"checkpoint_{QUICK_STEPS:012d}.pt"]
     steps = _steps(run_dir / "logs" / "progress.csv")
     assert steps and steps[-1] == QUICK_STEPS
-    assert _last(run_dir / "logs" / "progress.csv", "train/return_mean")
+    # the training-episode return column, where a --quick run ends episodes
+    # (Pendulum's 200 steps and Atari games outlast one)
+    if not any(name in script for name in ("pendulum", "atari")):
+        assert _last(run_dir / "logs" / "progress.csv", "train/return_mean")
     check_exported_policy(run_dir, QUICK_STEPS, "PPO")
 
     done = _run(script, tmp_path, "--resume", str(run_dir), "--total-steps", "768")

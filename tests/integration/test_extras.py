@@ -340,12 +340,20 @@ def extra_packages(extra: str) -> set[str]:
     return names
 
 
+# packages a dependency imports whenever they are installed, without requiring
+# them (torch's pytree and dynamo use optree if present; envpool installs it)
+OPTIONAL_IMPORTS = {"torch": {"optree"}}
+
+
 def blocked_names(extras: tuple[str, ...]) -> list[str]:
     """Installed top-level modules outside the core dependencies and ``extras``."""
     wanted = requirement_names(pyproject()["project"]["dependencies"])
     for extra in extras:
         wanted |= extra_packages(extra)
     allowed = closure(wanted)
+    for package, optional in OPTIONAL_IMPORTS.items():
+        if package in allowed:
+            allowed |= closure(optional)
     blocked = {
         top
         for top, distributions in metadata.packages_distributions().items()
