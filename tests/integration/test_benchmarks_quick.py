@@ -172,8 +172,19 @@ NEEDS = {
 }
 
 
+# the slowest quick runs (a local Ray cluster; MuJoCo PPO and SAC on both
+# libraries) go with the slow tests, keeping the default run under 10 minutes
+SLOW = {"ray_bench.py", "train_mujoco.py"}
+
+
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("script", sorted(EXPECTED_KEYS))
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s
+        for s in sorted(EXPECTED_KEYS)
+    ],
+)
 def test_quick_mode_prints_json(script):
     for module in NEEDS.get(script, ()):
         pytest.importorskip(module, reason=f"needs {module} (bench or mujoco extra)")

@@ -45,7 +45,9 @@ def test_example_quick(tmp_path, script, extra):
     [
         ("pendulum/train_sac.py", []),
         ("pendulum/train_sac.py", ["--async"]),
-        ("mujoco/train_sac.py", ["--console", "plain"]),
+        pytest.param(
+            "mujoco/train_sac.py", ["--console", "plain"], marks=pytest.mark.slow
+        ),
     ],
 )
 def test_sac_example_resumes(tmp_path, name, flags):
