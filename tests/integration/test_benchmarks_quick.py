@@ -172,9 +172,10 @@ NEEDS = {
 }
 
 
-# the slowest quick runs (a local Ray cluster; MuJoCo PPO and SAC on both
-# libraries) go with the slow tests, keeping the default run under 10 minutes
-SLOW = {"ray_bench.py", "train_mujoco.py"}
+# the slowest quick runs (a local Ray cluster, MuJoCo PPO and SAC on both
+# libraries, background sampling, every sampler layout) go with the slow tests,
+# keeping the default run under 10 minutes
+SLOW = {"ray_bench.py", "train_mujoco.py", "async_bench.py", "sampler_throughput.py"}
 
 
 @pytest.mark.timeout(300)
