@@ -241,6 +241,17 @@ def test_zero_padding_is_refused():
             replay.record_batch(sampler.collect())
 
 
+def test_atari_replay_bytes_per_step():
+    """(4, 84, 84) stacks, 200k steps: at most 7.8 kB per step, table included
+    (allocated lazily: nothing is written)."""
+    tree = sample_tree(32, 8, np.zeros((4, 84, 84), np.uint8))
+    frame_tree = build_frame_replay_tree(tree, 25_000, frame_stack=4)
+    replay = UniformReplay(frame_tree, 32, np.random.default_rng(0), frame_stack=4)
+    held = sum(leaf.nbytes for _, leaf in frame_tree.items_flat())
+    held += replay.storage.final_observations.nbytes
+    assert held / (replay.storage.capacity * 8) <= 7_800
+
+
 def test_memory_is_one_frame_per_step():
     sampler, frame, plain = pair(T=4, B=2, N=400, k=4, lengths=[(5,)])
     frame_obs = frame.storage.tree[fields.OBSERVATION].nbytes
