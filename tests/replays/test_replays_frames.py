@@ -293,3 +293,31 @@ def test_cages_and_sampler(process):
     finally:
         cage.close()
         tree.close()
+
+
+@pytest.mark.parametrize("corrupt", ["middle", "final", "reset"])
+def test_stacks_that_do_not_roll_are_refused(corrupt):
+    """A stack that is not the previous one shifted (or a final observation
+    that is not, or a reset stack that is not its frame repeated): an error,
+    and the replay is left as it was."""
+    lengths = [(50,)] if corrupt == "middle" else [(3,)]
+    sampler, frame, _ = pair(T=4, B=2, N=12, k=3, lengths=lengths)
+    frame.record_batch(sampler.collect())
+    tree = sampler.collect()
+    before = frame.storage.size
+    observation = tree[fields.OBSERVATION]
+    if corrupt == "middle":  # step 2 of env 1 continues the episode of step 1
+        observation[2, 1] = observation[2, 1] ^ np.uint8(1)
+        match = "row 2, env 1 is not the one before it shifted"
+    elif corrupt == "final":
+        t, b = np.argwhere(tree[fields.TERMINATED].to_ndarray())[0]
+        final = tree[fields.FINAL_OBSERVATION]
+        final[t, b] = final[t, b] ^ np.uint8(1)
+        match = f"final observation at row {t}, env {b}"
+    else:
+        t, b = np.argwhere(tree[fields.TERMINATED].to_ndarray())[0]
+        observation[t + 1, b, 0] = observation[t + 1, b, 0] ^ np.uint8(1)
+        match = "reset frame repeated"
+    with pytest.raises(ReplayError, match=match):
+        frame.record_batch(tree)
+    assert frame.storage.size == before
