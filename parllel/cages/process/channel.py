@@ -1,4 +1,6 @@
-"""The protocol between a ProcessCage and its worker processes, in one place.
+"""The channel between a ProcessCage and its workers: control row, messages, replies.
+
+The whole protocol between the two sides, in one place.
 
 Two channels connect the main process to each worker:
 
