@@ -29,8 +29,9 @@ from parllel import fields
 from parllel.arrays import Array
 from parllel.cages.cage import Cage
 from parllel.cages.main_guard import check_main_guard
-from parllel.cages.plumbing import ParentGone, parent_check, start_context, wait_for
+from parllel.cages.plumbing import ParentGone, parent_check, start_context
 from parllel.cages.process.cage import ProcessCage
+from parllel.cages.process.channel import wait_for
 from parllel.cages.serial import SerialCage
 from parllel.cages.spaces import legal_sample
 from parllel.errors import ConfigError, EnvError

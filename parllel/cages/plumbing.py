@@ -2,30 +2,21 @@
 
 - :func:`start_context`: the multiprocessing context of a start method
   (forkserver by default).
-- :func:`wait_for`: spin-then-block waiting on a process-shared semaphore.
-  A blocking wake-up (the waiter sleeps in the kernel until the semaphore is
-  released) costs tens of microseconds, while a waiter that polls the
-  semaphore (``sem_trywait``: an atomic operation, no system call) and
-  yields the CPU between polls is woken within a few microseconds without
-  starving the other processes (figures in docs/cages.md). So waiters poll
-  with ``os.sched_yield()`` for a short budget, then block; a blocked waiter
-  wakes up periodically to check that its peer is still alive. The
-  semaphore carries both the wake-up and the memory ordering: everything
-  the releasing process wrote before ``release()`` is visible after
-  ``acquire()``.
 - :func:`parent_check` and :class:`ParentGone`: how a child process (a cage
   worker, the background sampler's process, the sync probe) notices that
   the process that started it is gone, and ends quietly.
 - :func:`usable_cores`: the CPU cores this process may run on.
+
+Waiting on a process-shared semaphore
+(:func:`~parllel.cages.process.channel.wait_for`) lives with the channel it
+serves.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import time
 from collections.abc import Callable
-from multiprocessing.synchronize import Semaphore
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
@@ -34,35 +25,6 @@ if TYPE_CHECKING:
     #: A multiprocessing context that starts processes (typeshed's
     #: ``BaseContext``, what ``get_context(str)`` returns, has no ``Process``).
     StartContext = SpawnContext | ForkServerContext | ForkContext
-
-_sched_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
-
-
-def wait_for(
-    semaphore: Semaphore,
-    spin_seconds: float,
-    check_alive: Callable[[], None],
-    poll_seconds: float = 0.1,
-) -> None:
-    """Acquire ``semaphore``: poll-and-yield up to ``spin_seconds``, then block.
-
-    While blocked, ``check_alive()`` runs every ``poll_seconds``; it should
-    raise (e.g. :class:`~parllel.errors.WorkerDiedError`) if the peer that
-    would release the semaphore is gone, so a wait never hangs.
-    """
-    acquire = semaphore.acquire
-    if acquire(False):
-        return
-    if spin_seconds > 0:
-        deadline = time.perf_counter() + spin_seconds
-        while True:
-            _sched_yield()
-            if acquire(False):
-                return
-            if time.perf_counter() > deadline:
-                break
-    while not acquire(True, poll_seconds):
-        check_alive()
 
 
 def default_context() -> StartContext:

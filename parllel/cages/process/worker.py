@@ -26,7 +26,7 @@ import numpy as np
 from parllel.arrays import Array
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
-from parllel.cages.plumbing import ParentGone, parent_check, wait_for
+from parllel.cages.plumbing import ParentGone, parent_check
 from parllel.cages.process.channel import (
     STACK_SIGNAL,
     Command,
@@ -48,6 +48,7 @@ from parllel.cages.process.channel import (
     WorkerError,
     read_reset_indices,
     record_episodes,
+    wait_for,
 )
 from parllel.cages.process.slots import WorkerSlots
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from parllel.arrays import Array
 from parllel.arrays.shared_memory import record_semaphores
-from parllel.cages.plumbing import usable_cores, wait_for
+from parllel.cages.plumbing import usable_cores
 from parllel.cages.process.channel import (
     STACK_SIGNAL,
     Command,
@@ -29,6 +29,7 @@ from parllel.cages.process.channel import (
     Status,
     WorkerConfig,
     WorkerError,
+    wait_for,
 )
 from parllel.cages.process.worker import worker_main
 from parllel.errors import CageError, WorkerDiedError
