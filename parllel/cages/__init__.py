@@ -11,17 +11,17 @@ No torch is imported here.
 from parllel.cages.balance import Balancer, LoadBalancer
 from parllel.cages.building import build_cages
 from parllel.cages.cage import Cage, CageState
+from parllel.cages.costs import (
+    measure_step_overhead_seconds,
+    measure_step_seconds,
+    measure_sync_seconds,
+)
 from parllel.cages.env_group import EnvGroup, env_seed
 from parllel.cages.env_info import KeptInfos, numeric_info_example
 from parllel.cages.factories import PerEnvFactories
-from parllel.cages.layout import (
-    measure_step_seconds,
-    measure_sync_seconds,
-    suggest_layout,
-    suggest_layout_for,
-    usable_cores,
-)
+from parllel.cages.layout import suggest_layout, suggest_layout_for
 from parllel.cages.movable import move_refusal
+from parllel.cages.plumbing import usable_cores
 from parllel.cages.process import ProcessCage
 from parllel.cages.serial import SerialCage
 from parllel.cages.spaces import (
@@ -31,7 +31,6 @@ from parllel.cages.spaces import (
     space_leaves,
     zero_example,
 )
-from parllel.cages.step_overhead import measure_step_overhead_seconds
 from parllel.cages.traj_info import TrajInfo
 
 __all__ = [

@@ -7,7 +7,7 @@ then the roles swap; figures in docs/cages.md), and a fixed split of the
 envs then loses much of what independent processes would get.
 :class:`LoadBalancer` watches how long each stepping process takes per step
 and proposes moving envs from a slower process to its faster neighbour; the
-cage carries the move out (:mod:`parllel.cages.moves`: each env is pickled
+cage carries the move out (:mod:`parllel.cages.process.processes`: each env is pickled
 with its episode state and stepped by the other process from then on).
 """
 

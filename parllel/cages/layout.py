@@ -4,95 +4,29 @@ On a small machine a process cage only pays when the env steps it moves off
 the main process cost clearly more than its synchronizations, and three
 stepping processes on two cores are worse than two. So
 :func:`suggest_layout` weighs the time of an env step
-(:func:`measure_step_seconds`, timed in this process) against what a
-synchronized step with a worker costs beyond the env step
-(:func:`~parllel.cages.step_overhead.measure_step_overhead_seconds`, timed
-with a real process cage of a do-nothing env) and returns keyword arguments for
+(:func:`~parllel.cages.costs.measure_step_seconds`, timed in this process)
+against what a synchronized step with a worker costs beyond the env step
+(:func:`~parllel.cages.costs.measure_step_overhead_seconds`, timed with a
+real process cage of a do-nothing env) and returns keyword arguments for
 :class:`~parllel.cages.ProcessCage`, or None when serial stepping is expected
 to win.
 """
 
 from __future__ import annotations
 
-import os
-import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
-from parllel.cages.spaces import legal_sample
-from parllel.cages.sync import measure_sync_seconds
-from parllel.errors import ConfigError, EnvError
+from parllel.cages.costs import measure_step_overhead_seconds, measure_step_seconds
+from parllel.cages.plumbing import usable_cores
+from parllel.errors import ConfigError
 
-__all__ = [
-    "ASSUMED_SYNC_SECONDS",
-    "measure_step_seconds",
-    "measure_sync_seconds",
-    "suggest_layout",
-    "suggest_layout_for",
-    "usable_cores",
-]
+__all__ = ["ASSUMED_SYNC_SECONDS", "suggest_layout", "suggest_layout_for"]
 
 # The synchronization cost suggest_layout assumes when it is given no
 # measurement (docs/cages.md says where the figure comes from); build_cages
 # measures the machine it runs on instead.
 ASSUMED_SYNC_SECONDS = 40e-6
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def measure_step_seconds(
-    env_factory: Callable[..., Any],
-    env_kwargs: dict[str, Any] | None = None,
-    steps: int = 200,
-    seed: int = 0,
-) -> float:
-    """Mean seconds per ``env.step`` of one probe env (random actions, resets included).
-
-    The probe env is built, stepped and closed in this process.
-
-    Raises:
-        EnvError: the env raised while being built, reset or stepped
-            (with its traceback in ``worker_traceback``).
-    """
-    try:
-        env = env_factory(**(env_kwargs or {}))
-    except Exception as exc:
-        raise _probe_error("its construction", exc) from exc
-    what = "reset"
-    try:
-        observation, _ = env.reset(seed=seed)
-        env.action_space.seed(seed)
-        what = "step"
-        elapsed = 0.0
-        for _ in range(steps):
-            action = legal_sample(env.action_space, observation)
-            start = time.perf_counter()
-            observation, _, terminated, truncated, _ = env.step(action)
-            if terminated or truncated:
-                observation, _ = env.reset()
-            elapsed += time.perf_counter() - start
-        return elapsed / steps
-    except Exception as exc:
-        raise _probe_error(what, exc) from exc
-    finally:
-        try:
-            env.close()
-        except Exception:  # a broken env may fail to close; its error came first
-            pass
-
-
-def _probe_error(what: str, exc: Exception) -> EnvError:
-    return EnvError(
-        f"the probe env that times env steps in this process (to choose serial "
-        f"or process stepping) raised {type(exc).__name__} in {what}: {exc}",
-        worker_traceback=traceback.format_exc(),
-    )
 
 
 def suggest_layout(
@@ -110,10 +44,11 @@ def suggest_layout(
 
     Args:
         n_envs: envs to step.
-        step_seconds: seconds per env step (:func:`measure_step_seconds`).
+        step_seconds: seconds per env step
+            (:func:`~parllel.cages.costs.measure_step_seconds`).
         cores: usable cores (default: this process's).
         sync_seconds: seconds per synchronization round trip with a worker
-            (:func:`~parllel.cages.step_overhead.measure_step_overhead_seconds`;
+            (:func:`~parllel.cages.costs.measure_step_overhead_seconds`;
             default: ``ASSUMED_SYNC_SECONDS``, a figure of a 2-core VM).
 
     Example:
@@ -142,21 +77,20 @@ def suggest_layout_for(
 ) -> dict[str, int] | None:
     """:func:`suggest_layout` with both costs measured on this machine, now.
 
-    Times env steps of one probe env (:func:`measure_step_seconds`) and, only
-    when processes could win (two cores and two envs at least), what a
+    Times env steps of one probe env
+    (:func:`~parllel.cages.costs.measure_step_seconds`) and, only when
+    processes could win (two cores and two envs at least), what a
     synchronized step with a worker started with ``start_method`` costs
     beyond stepping the env here
-    (:func:`~parllel.cages.step_overhead.measure_step_overhead_seconds`).
+    (:func:`~parllel.cages.costs.measure_step_overhead_seconds`).
 
     Raises:
-        EnvError: the probe env raised (see :func:`measure_step_seconds`).
+        EnvError: the probe env raised (see
+            :func:`~parllel.cages.costs.measure_step_seconds`).
     """
     step_seconds = measure_step_seconds(env_factory, env_kwargs)
     cores = usable_cores()
     sync_seconds = None
     if cores >= 2 and n_envs >= 2:
-        # (imported here: the process cage it starts imports this module)
-        from parllel.cages.step_overhead import measure_step_overhead_seconds
-
         sync_seconds = measure_step_overhead_seconds(start_method=start_method)
     return suggest_layout(n_envs, step_seconds, cores, sync_seconds)

@@ -13,10 +13,8 @@ from parllel import fields
 from parllel.arrays import Array
 from parllel.cages import Cage, EnvSpaces, TrajInfo
 from parllel.cages.cage import NOTHING_PENDING
-from parllel.cages.cage_checks import read_only_slot_error
 from parllel.cages.env_info import InfoSlotTables, KeptInfos
 from parllel.errors import (
-    CageStateError,
     ConfigError,
     EnvError,
     ParllelError,
@@ -36,6 +34,14 @@ from parllel.interop.vector_env_access import vector_error
 from parllel.interop.vector_episodes import EpisodeRecorder
 from parllel.interop.vector_infos import info_row, write_info_slots
 from parllel.interop.vector_spaces import ObservationWriter, vector_actions
+from parllel.interop.vector_steps import (
+    finish_episodes,
+    kept_step_infos,
+    raise_closed_slot,
+    refuse_unstarted,
+    write_final_observations,
+    write_flags,
+)
 from parllel.tree import tree_map
 
 __all__ = ["EnvPoolCage"]
@@ -202,12 +208,7 @@ class EnvPoolCage(Cage):
 
     # -- stepping -----------------------------------------------------------------
     def _step_async(self, action: Any, out: Any) -> None:
-        if not self._started.all():
-            first = int(np.flatnonzero(~self._started)[0])
-            raise CageStateError(
-                f"env {self.env_offset + first} was stepped before its first reset: "
-                "call cage.reset(...) before stepping"
-            )
+        refuse_unstarted(self._started, self.env_offset)
         actions = self._batch_actions(action)
         start = perf_counter()
         self._pool_call("step (send)", self.pool.send, actions)
@@ -231,10 +232,7 @@ class EnvPoolCage(Cage):
         except EnvError:
             raise
         except Exception as exc:  # a closed buffer is not the env's fault
-            closed = read_only_slot_error(out)
-            if closed is None:
-                raise
-            raise closed from exc
+            raise_closed_slot(out, exc)
         finally:
             # EnvPool's threads step in this process, as a serial cage's envs
             self.local_step_seconds += perf_counter() - start
@@ -251,22 +249,17 @@ class EnvPoolCage(Cage):
     ) -> list[TrajInfo]:
         """Copy one step's results into ``out``; reset the envs that finished."""
         infos = without_routing(infos)
-        terminated = np.asarray(terminated, bool)
-        truncated = np.asarray(truncated, bool)
-        done = terminated | truncated
-        ended = np.flatnonzero(done).tolist()
-        out[fields.REWARD][:] = reward
-        out[fields.TERMINATED][:] = terminated
-        out[fields.TRUNCATED][:] = truncated
+        terminated, truncated, _, ended = write_flags(
+            out, reward, terminated, truncated
+        )
         info_items, stored_keys = self._info_slots.get(out.get(fields.ENV_INFO))
         if info_items:
             self._write_infos(info_items, infos)
         out_observation = out[fields.OBSERVATION]
         self._observations.write(out_observation, observation)
-        out_final = out.get(fields.FINAL_OBSERVATION)
-        if out_final is not None:
-            for i in ended:
-                out_final[i] = self._observations.row(observation, i)
+        write_final_observations(
+            out, ended, lambda i: self._observations.row(observation, i)
+        )
         n = self.n_envs
         if self._episodes.plain:
             self._episodes.step(np.asarray(reward, np.float64))
@@ -279,19 +272,17 @@ class EnvPoolCage(Cage):
                 truncated.tolist(),
                 [info_row(infos, i, n) for i in range(n)],
             )
+
+        def info_of(i: int) -> dict[str, Any]:
+            return info_row(infos, i, n)
+
         if self.keep_infos:
-            kept = {i: info_row(infos, i, n) for i in range(n)}
-            self._last_infos = KeptInfos(_non_empty(kept), {})
+            self._last_infos = kept_step_infos(n, info_of)
         if not ended:
             return []
-        completed = []
-        for i in ended:
-            info = info_row(infos, i, n)
-            if stored_keys:
-                info = {k: v for k, v in info.items() if k not in stored_keys}
-            completed.append(
-                self._episodes.finish(i, bool(terminated[i]), bool(truncated[i]), info)
-            )
+        completed = finish_episodes(
+            self._episodes, ended, terminated, truncated, info_of, stored_keys
+        )
         # EnvPool resets a finished env during its next step (NEXT_STEP): that
         # step, now, for the finished envs alone (a forced pool.reset would
         # differ: e.g. Atari's episodic life restarts the game there)
@@ -396,10 +387,7 @@ class EnvPoolCage(Cage):
             else:
                 self._write_reset_rows(out_observation, observation, index)
         except Exception as exc:
-            closed = read_only_slot_error({fields.OBSERVATION: out_observation})
-            if closed is None:
-                raise
-            raise closed from exc
+            raise_closed_slot({fields.OBSERVATION: out_observation}, exc)
         if self.keep_infos:
             self._last_infos = KeptInfos({}, {})
         self._start_episodes(index, without_routing(infos))
@@ -430,7 +418,3 @@ class EnvPoolCage(Cage):
     # -- lifetime -----------------------------------------------------------------
     def _close(self) -> None:
         self.pool.close()
-
-
-def _non_empty(infos: dict[int, dict]) -> dict[int, dict]:
-    return {i: info for i, info in infos.items() if info}

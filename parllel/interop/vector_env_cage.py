@@ -16,15 +16,11 @@ from gymnasium.vector.utils import iterate
 from parllel import fields
 from parllel.cages import Cage, EnvSpaces, TrajInfo
 from parllel.cages.cage import NOTHING_PENDING
-from parllel.cages.cage_checks import read_only_slot_error
 from parllel.cages.env_info import InfoSlotTables, KeptInfos
 from parllel.cages.probe import probe_env, step_example
 from parllel.errors import (
-    CageStateError,
-    ConfigError,
     EnvError,
     ParllelError,
-    UnsupportedVectorEnvError,
 )
 from parllel.interop.vector_env_access import (
     apply_envs,
@@ -45,7 +41,18 @@ from parllel.interop.vector_seeds import VectorSeeds
 from parllel.interop.vector_spaces import (
     ObservationWriter,
     autoreset_mode,
+    check_auto_reset_mode,
+    check_vector_env,
     vector_actions,
+)
+from parllel.interop.vector_steps import (
+    finish_episodes,
+    kept_step_infos,
+    non_empty,
+    raise_closed_slot,
+    refuse_unstarted,
+    write_final_observations,
+    write_flags,
 )
 
 
@@ -138,21 +145,7 @@ class VectorEnvCage(Cage):
         traj_info_kwargs: dict[str, Any] | None = None,
         keep_infos: bool = False,
     ) -> None:
-        if not isinstance(vector_env, gym.vector.VectorEnv):
-            raise ConfigError(
-                f"VectorEnvCage needs a gymnasium.vector.VectorEnv, got "
-                f"{type(vector_env).__name__}; for single envs use SerialCage or "
-                "ProcessCage with an env factory"
-            )
-        if getattr(vector_env, "closed", False):
-            raise ConfigError(f"the vector env {vector_env} is closed")
-        if _is_envpool(vector_env):
-            raise UnsupportedVectorEnvError(
-                f"{type(vector_env).__name__} is an EnvPool, whose autoreset "
-                "(NEXT_STEP), spaces, action dtype and seeds a VectorEnvCage "
-                "cannot take: use parllel.interop.EnvPoolCage(pool), or "
-                "make_envpool_cage(task_id, n_envs, seed=...)"
-            )
+        check_vector_env(vector_env)
         super().__init__(
             None,
             vector_env.num_envs,
@@ -164,18 +157,7 @@ class VectorEnvCage(Cage):
             traj_info_kwargs,
             keep_infos,
         )
-        if reset_mode != "auto":
-            why = (
-                "a gymnasium vector env steps every env at each step(), so a "
-                "finished env cannot idle until the sampler resets it"
-                if reset_mode == "wait"
-                else "samplers need 'auto', and the vector env already is one"
-            )
-            raise UnsupportedVectorEnvError(
-                f"VectorEnvCage cannot run reset_mode={reset_mode!r}: {why}. Use "
-                "reset_mode='auto' (FeedForwardSampler, AlternatingSampler, "
-                "EvalSampler, or RecurrentSampler without wait_reset)"
-            )
+        check_auto_reset_mode(reset_mode)
         self.autoreset_mode = autoreset_mode(vector_env)
         self.vector_env = vector_env
         n = self.n_envs
@@ -287,12 +269,7 @@ class VectorEnvCage(Cage):
 
     # -- stepping ---------------------------------------------------------------
     def _step_async(self, action: Any, out: Any) -> None:
-        if not self._started.all():
-            first = int(np.flatnonzero(~self._started)[0])
-            raise CageStateError(
-                f"env {self.env_offset + first} was stepped before its first reset: "
-                "call cage.reset(...) before stepping"
-            )
+        refuse_unstarted(self._started, self.env_offset)
         actions = self._batch_actions(action)
         if self._async_env is not None:
             self._vector_call("step_async", self._async_env.step_async, actions)
@@ -312,10 +289,7 @@ class VectorEnvCage(Cage):
         except EnvError:
             raise
         except Exception as exc:  # a closed buffer is not the env's fault
-            closed = read_only_slot_error(out)
-            if closed is None:
-                raise
-            raise closed from exc
+            raise_closed_slot(out, exc)
 
     def _write_step(
         self,
@@ -329,15 +303,11 @@ class VectorEnvCage(Cage):
     ) -> list[TrajInfo]:
         """Copy one step's results into ``out``; auto-reset finished envs."""
         reward = np.asarray(reward, np.float64)
-        terminated = np.asarray(terminated, bool)
-        truncated = np.asarray(truncated, bool)
-        done = terminated | truncated
-        ended = np.flatnonzero(done).tolist()
+        terminated, truncated, done, ended = write_flags(
+            out, reward, terminated, truncated
+        )
         # SAME_STEP moves a finished env's step info to final_info
         step_infos = StepInfos(infos, done, self.autoreset_mode, self.n_envs)
-        out[fields.REWARD][:] = reward
-        out[fields.TERMINATED][:] = terminated
-        out[fields.TRUNCATED][:] = truncated
         info_items, stored_keys = self._info_slots.get(out.get(fields.ENV_INFO))
         if info_items:
             write_info_slots(
@@ -345,13 +315,11 @@ class VectorEnvCage(Cage):
             )
         out_observation = out[fields.OBSERVATION]
         self._observations.write(out_observation, observation)
-        out_final = out.get(fields.FINAL_OBSERVATION)
         final_observations = {}
-        if ended and (out_final is not None or not self._episodes.plain):
+        final_slot = out.get(fields.FINAL_OBSERVATION)
+        if ended and (final_slot is not None or not self._episodes.plain):
             final_observations = self._final_observations(observation, infos, ended)
-        if out_final is not None:
-            for i in ended:
-                out_final[i] = final_observations[i]
+        write_final_observations(out, ended, final_observations.__getitem__)
         if self._episodes.plain:
             self._episodes.step(reward)
         else:
@@ -367,18 +335,12 @@ class VectorEnvCage(Cage):
                 [step_infos.row(i) for i in range(self.n_envs)],
             )
         if self.keep_infos:
-            kept = {i: step_infos.row(i) for i in range(self.n_envs)}
-            self._last_infos = KeptInfos(_non_empty(kept), {})
+            self._last_infos = kept_step_infos(self.n_envs, step_infos.row)
         if not ended:
             return []
-        completed = []
-        for i in ended:
-            info = step_infos.row(i)
-            if stored_keys:
-                info = {k: v for k, v in info.items() if k not in stored_keys}
-            completed.append(
-                self._episodes.finish(i, bool(terminated[i]), bool(truncated[i]), info)
-            )
+        completed = finish_episodes(
+            self._episodes, ended, terminated, truncated, step_infos.row, stored_keys
+        )
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
             reset_infos = infos
         else:  # DISABLED: the cage resets the finished envs itself
@@ -427,16 +389,13 @@ class VectorEnvCage(Cage):
             else:
                 self._observations.write_rows(out_observation, observation, index)
         except Exception as exc:
-            closed = read_only_slot_error({fields.OBSERVATION: out_observation})
-            if closed is None:
-                raise
-            raise closed from exc
+            raise_closed_slot({fields.OBSERVATION: out_observation}, exc)
         reset_infos = {i: info_row(infos, i, self.n_envs) for i in index}
         for i in index:
             self._started[i] = True
             self._episodes.start(i, reset_infos[i])
         if self.keep_infos:
-            self._last_infos = KeptInfos({}, _non_empty(reset_infos))
+            self._last_infos = KeptInfos({}, non_empty(reset_infos))
 
     def _waiting_envs(self) -> list[int]:
         return np.flatnonzero(~self._started).tolist()
@@ -473,14 +432,3 @@ class VectorEnvCage(Cage):
             # a broken vector env (e.g. a dead worker): force its processes down
             with contextlib.suppress(Exception):
                 self.vector_env.close(terminate=True)
-
-
-def _is_envpool(vector_env: Any) -> bool:
-    """True for an EnvPool (told by its classes' module, without importing it)."""
-    return any(
-        cls.__module__.split(".")[0] == "envpool" for cls in type(vector_env).__mro__
-    )
-
-
-def _non_empty(infos: dict[int, dict]) -> dict[int, dict]:
-    return {i: info for i, info in infos.items() if info}

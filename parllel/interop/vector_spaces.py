@@ -1,5 +1,7 @@
 """Between a cage's slots and a gymnasium vector env's batched values.
 
+- :func:`check_vector_env` and :func:`check_auto_reset_mode` refuse what a
+  :class:`~parllel.interop.VectorEnvCage` cannot take.
 - :func:`autoreset_mode` reads (and vets) a vector env's autoreset mode.
 - :func:`vector_actions` turns a cage's action slots into the batched form the
   vector env's ``action_space`` expects.
@@ -25,7 +27,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import iterate
 
 from parllel.cages.spaces import action_reader
-from parllel.errors import UnsupportedVectorEnvError
+from parllel.errors import ConfigError, UnsupportedVectorEnvError
 from parllel.tree import tree_get, tree_map
 
 _HOW_TO_BUILD = (
@@ -35,6 +37,53 @@ _HOW_TO_BUILD = (
     "gym.vector.SyncVectorEnv(env_fns, autoreset_mode="
     "gym.vector.AutoresetMode.SAME_STEP) (AsyncVectorEnv takes the same argument)"
 )
+
+
+def check_vector_env(vector_env: Any) -> None:
+    """Refuse what is no open gymnasium vector env, or is an EnvPool.
+
+    Raises:
+        ConfigError: not a ``gymnasium.vector.VectorEnv``, or closed.
+        UnsupportedVectorEnvError: an EnvPool (it has its own cage).
+    """
+    if not isinstance(vector_env, gym.vector.VectorEnv):
+        raise ConfigError(
+            f"VectorEnvCage needs a gymnasium.vector.VectorEnv, got "
+            f"{type(vector_env).__name__}; for single envs use SerialCage or "
+            "ProcessCage with an env factory"
+        )
+    if getattr(vector_env, "closed", False):
+        raise ConfigError(f"the vector env {vector_env} is closed")
+    if _is_envpool(vector_env):
+        raise UnsupportedVectorEnvError(
+            f"{type(vector_env).__name__} is an EnvPool, whose autoreset "
+            "(NEXT_STEP), spaces, action dtype and seeds a VectorEnvCage "
+            "cannot take: use parllel.interop.EnvPoolCage(pool), or "
+            "make_envpool_cage(task_id, n_envs, seed=...)"
+        )
+
+
+def _is_envpool(vector_env: Any) -> bool:
+    """True for an EnvPool (told by its classes' module, without importing it)."""
+    return any(
+        cls.__module__.split(".")[0] == "envpool" for cls in type(vector_env).__mro__
+    )
+
+
+def check_auto_reset_mode(reset_mode: str) -> None:
+    """Raise UnsupportedVectorEnvError unless ``reset_mode`` is ``"auto"``."""
+    if reset_mode != "auto":
+        why = (
+            "a gymnasium vector env steps every env at each step(), so a "
+            "finished env cannot idle until the sampler resets it"
+            if reset_mode == "wait"
+            else "samplers need 'auto', and the vector env already is one"
+        )
+        raise UnsupportedVectorEnvError(
+            f"VectorEnvCage cannot run reset_mode={reset_mode!r}: {why}. Use "
+            "reset_mode='auto' (FeedForwardSampler, AlternatingSampler, "
+            "EvalSampler, or RecurrentSampler without wait_reset)"
+        )
 
 
 def autoreset_mode(vector_env: gym.vector.VectorEnv) -> AutoresetMode:

@@ -41,7 +41,7 @@ from typing import Any
 from parllel import fields
 from parllel.arrays import remove_dead_owner_segments
 from parllel.cages.main_guard import check_main_guard
-from parllel.cages.sync import start_context
+from parllel.cages.plumbing import start_context
 from parllel.errors import (
     BackgroundSamplerDiedError,
     BackgroundSamplerError,

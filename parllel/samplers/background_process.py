@@ -17,18 +17,14 @@ themselves are handed over by the :class:`~parllel.samplers.TreeRing`):
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import signal
 import traceback
 from collections.abc import Callable
 from typing import Any
 
+from parllel.cages.plumbing import ParentGone, parent_check
 from parllel.errors import ConfigError, TreeRingClosedError
 from parllel.samplers.tree_ring import Handover, TreeRing, tree_layout
-
-
-class _ParentGone(Exception):
-    pass
 
 
 def _follows_weights(handler: Any) -> bool:
@@ -128,7 +124,7 @@ def run_background_sampler(
     # Ctrl-C in a terminal reaches the whole process group: the learner
     # decides when this process stops (it closes the ring).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = mp.parent_process()
+    check_parent = parent_check()
     sampler = ring = None
     try:
         sampler = build(*args)
@@ -146,8 +142,7 @@ def run_background_sampler(
         def check_alive() -> None:
             if ring.closed:
                 raise TreeRingClosedError("the learner closed the background sampler")
-            if parent is not None and not parent.is_alive():
-                raise _ParentGone
+            check_parent()
 
         while not conn.poll(0.1):  # sampling starts at the first collect_batch
             check_alive()
@@ -181,7 +176,7 @@ def run_background_sampler(
             conn.send(("batch", n, completed, sampler_state(sampler), times))
             ring.end_write(stamp=version)
             n += 1
-    except (TreeRingClosedError, _ParentGone, BrokenPipeError, ConnectionResetError):
+    except (TreeRingClosedError, ParentGone, BrokenPipeError, ConnectionResetError):
         pass  # the learner closed (or is gone): a normal end
     except BaseException as exc:
         try:

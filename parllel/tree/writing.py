@@ -9,8 +9,8 @@ errors name the leaf path.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import ItemsView, Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -18,8 +18,26 @@ from parllel.arrays import Array
 from parllel.arrays.writing import check_value_dtype
 from parllel.errors import ShapeError, TreeStructureError
 
-if TYPE_CHECKING:
-    from parllel.tree.array_dict import ArrayDict
+
+class WritableTree(Protocol):
+    """What :func:`write_tree` needs of a tree node (an ArrayDict is one).
+
+    Typed structurally so that this module need not import
+    :mod:`parllel.tree.array_dict`, which imports it.
+    """
+
+    @property
+    def is_sequence(self) -> bool:
+        """Whether the node was built from a tuple (it takes sequences too)."""
+        ...
+
+    def items(self) -> ItemsView[str, Any]:
+        """The node's ``(key, child)`` pairs."""
+        ...
+
+    def __iter__(self) -> Iterator[str]: ...
+
+    def __contains__(self, key: object) -> bool: ...
 
 
 def join_path(prefix: str, key: str) -> str:
@@ -28,7 +46,7 @@ def join_path(prefix: str, key: str) -> str:
 
 
 def write_tree(
-    tree: ArrayDict, index: Any, value: Any, prefix: str, cache: dict
+    tree: WritableTree, index: Any, value: Any, prefix: str, cache: dict
 ) -> None:
     """Write ``value`` at ``index`` into every leaf of ``tree`` (an ArrayDict).
 
@@ -94,7 +112,7 @@ def write_leaf(
 
 
 def key_mismatch_error(
-    tree: Mapping[str, Any], keys: Iterable[str], prefix: str
+    tree: WritableTree | Mapping[str, Any], keys: Iterable[str], prefix: str
 ) -> TreeStructureError:
     """The error for a written mapping whose keys differ from ``tree``'s."""
     keys = set(keys)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import EnvGroup, ProcessCage, SerialCage, TrajInfo, protocol
+from parllel.cages import EnvGroup, ProcessCage, SerialCage, TrajInfo
 from parllel.cages.env_info import numeric_info_example
+from parllel.cages.process import channel
 from parllel.errors import EnvError, EnvInfoError
 from parllel.tree import ArrayDict, buffer_from_example
 from tests.helpers.cage_helpers import allocate, run, slots
@@ -184,14 +185,14 @@ def test_finished_episodes_with_stored_info_fit_the_control_row():
     for traj in completed:
         assert traj.extra == {}
         traj.reset_info = {}  # SpaceEnv has reset info (tested below); this one not
-    row = np.zeros(protocol.CONTROL_WIDTH, np.int64)
-    assert protocol.record_episodes(row, completed)
-    assert [
-        t.to_dict() for t in protocol.read_episodes(row, lambda i: TrajInfo(i))
-    ] == [t.to_dict() for t in completed]
+    row = np.zeros(channel.CONTROL_WIDTH, np.int64)
+    assert channel.record_episodes(row, completed)
+    assert [t.to_dict() for t in channel.read_episodes(row, lambda i: TrajInfo(i))] == [
+        t.to_dict() for t in completed
+    ]
     # a partial episode (a life lost under episodic life) keeps its flag: pickled
     completed[0].partial = True
-    assert not protocol.record_episodes(row, completed)
+    assert not channel.record_episodes(row, completed)
 
 
 @pytest.mark.parametrize("reset_mode", ["auto", "wait"])

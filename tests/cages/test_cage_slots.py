@@ -7,8 +7,8 @@ import pytest
 
 from parllel.arrays import NotSharedError
 from parllel.cages import ProcessCage, SerialCage
-from parllel.cages.protocol import Layout, Views
-from parllel.cages.slots import SlotRegistry
+from parllel.cages.process.channel import Layout, Views
+from parllel.cages.process.slots import SlotRegistry
 from parllel.tree import ArrayDict, buffer_from_example, tree_items, tree_map
 from tests.helpers.cage_helpers import allocate, run
 from tests.helpers.envs import CountingEnv

@@ -1,8 +1,9 @@
 """Main-process handles of worker processes: start, command, wait, reap.
 
-A :class:`WorkerHandle` owns one worker process (:mod:`parllel.cages.worker`),
-its pipe end and its two semaphores, and speaks the protocol of
-:mod:`parllel.cages.protocol` from the main process's side.
+A :class:`WorkerHandle` owns one worker process
+(:mod:`~parllel.cages.process.worker`), its pipe end and its two semaphores,
+and speaks the protocol of :mod:`~parllel.cages.process.channel` from the
+main process's side.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import numpy as np
 
 from parllel.arrays import Array
 from parllel.arrays.shared_memory import record_semaphores
-from parllel.cages.layout import usable_cores
-from parllel.cages.protocol import (
+from parllel.cages.plumbing import usable_cores
+from parllel.cages.process.channel import (
     STACK_SIGNAL,
     Command,
     Message,
@@ -28,13 +29,13 @@ from parllel.cages.protocol import (
     Status,
     WorkerConfig,
     WorkerError,
+    wait_for,
 )
-from parllel.cages.sync import wait_for
-from parllel.cages.worker import worker_main
+from parllel.cages.process.worker import worker_main
 from parllel.errors import CageError, WorkerDiedError
 
 if TYPE_CHECKING:
-    from parllel.cages.sync import StartContext
+    from parllel.cages.plumbing import StartContext
 
 ReplyT = TypeVar("ReplyT", bound=Reply)
 

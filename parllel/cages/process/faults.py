@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from parllel import fields
-from parllel.cages.protocol import Command, reset_extra
-from parllel.cages.slots import SlotRegistry
-from parllel.cages.stepping import SteppingProcesses
+from parllel.cages.process.channel import Command, reset_extra
+from parllel.cages.process.processes import SteppingProcesses
+from parllel.cages.process.slots import SlotRegistry
+from parllel.cages.process.worker_handle import WorkerHandle, WorkerLost
 from parllel.cages.traj_info import TrajInfo
-from parllel.cages.worker_handle import WorkerHandle, WorkerLost
 from parllel.errors import StepTimeoutError
 from parllel.seeding import restart_seed
 

@@ -1,12 +1,7 @@
 """ProcessCage: envs stepped in worker processes, straight into shared memory.
 
-The pieces: :mod:`~parllel.cages.protocol` (control row and messages),
-:mod:`~parllel.cages.worker` (the worker's loop), :mod:`~parllel.cages.worker_handle`
-(a worker seen from here), :mod:`~parllel.cages.slots` (slot ids),
-:mod:`~parllel.cages.stepping` (who steps which envs),
-:mod:`~parllel.cages.env_requests` (env calls and attributes),
-:mod:`~parllel.cages.moves` (load balancing) and :mod:`~parllel.cages.faults`
-(restarts and timeouts).
+The other modules of :mod:`parllel.cages.process` hold its pieces (the
+package docstring maps them).
 """
 
 from __future__ import annotations
@@ -20,22 +15,15 @@ from typing import Any
 import numpy as np
 
 from parllel import fields
-from parllel.cages import env_requests, faults, moves
 from parllel.cages.balance import Balancer
 from parllel.cages.cage import NOTHING_PENDING, Cage
 from parllel.cages.cage_checks import check_factory_pickles
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.main_guard import check_main_guard
-from parllel.cages.process_options import (
-    DEFAULT_STEP_TIMEOUT,
-    check_cpus,
-    check_death_policy,
-    check_step_timeout,
-    make_balancer,
-    split_envs,
-)
-from parllel.cages.protocol import (
+from parllel.cages.plumbing import start_context
+from parllel.cages.process import faults, processes
+from parllel.cages.process.channel import (
     Command,
     Episodes,
     Infos,
@@ -45,17 +33,26 @@ from parllel.cages.protocol import (
     read_episodes,
     reset_extra,
 )
-from parllel.cages.slots import SlotRegistry
-from parllel.cages.startup import GroupSettings, spawn_worker, start_processes
-from parllel.cages.stepping import SteppingProcesses
-from parllel.cages.sync import start_context
-from parllel.cages.traj_info import TrajInfo
-from parllel.cages.worker_handle import (
+from parllel.cages.process.processes import SteppingProcesses
+from parllel.cages.process.slots import SlotRegistry
+from parllel.cages.process.startup import (
+    DEFAULT_STEP_TIMEOUT,
+    GroupSettings,
+    check_cpus,
+    check_death_policy,
+    check_step_timeout,
+    make_balancer,
+    spawn_worker,
+    split_envs,
+    start_processes,
+)
+from parllel.cages.process.worker_handle import (
     WorkerHandle,
     WorkerLost,
     WorkerTimeout,
     raise_replies,
 )
+from parllel.cages.traj_info import TrajInfo
 from parllel.errors import ConfigError
 
 STEP_CACHE_SIZE = 4096  # distinct (action, out) slot objects remembered per cage
@@ -320,7 +317,7 @@ class ProcessCage(Cage):
             raise main_error
         raise_replies(errors)
         if self._balancer is not None and healthy:
-            refusal = moves.balance(self._resources, self._balancer, main_seconds)
+            refusal = processes.balance(self._resources, self._balancer, main_seconds)
             if refusal is not None:
                 self._balancer, self.rebalance_refusal = None, refusal  # switched off
         return completed
@@ -422,7 +419,7 @@ class ProcessCage(Cage):
     def _call(
         self, name: str, args: tuple, kwargs: dict, indices: list[int]
     ) -> list[Any]:
-        return env_requests.call_envs(self._resources, name, args, kwargs, indices)
+        return processes.call_envs(self._resources, name, args, kwargs, indices)
 
     def _apply(
         self,
@@ -431,15 +428,13 @@ class ProcessCage(Cage):
         kwargs: dict,
         indices: list[int],
     ) -> list[Any]:
-        return env_requests.apply_to_envs(
-            self._resources, function, args, kwargs, indices
-        )
+        return processes.apply_to_envs(self._resources, function, args, kwargs, indices)
 
     def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
-        env_requests.set_env_attrs(self._resources, name, values, indices)
+        processes.set_env_attrs(self._resources, name, values, indices)
 
     def _waiting_envs(self) -> list[int]:
-        return env_requests.waiting_envs(self._resources)
+        return processes.waiting_envs(self._resources)
 
     def _close(self) -> None:
         self._finalizer()

@@ -1,13 +1,16 @@
-"""Slot registry: the small integer ids a ProcessCage's workers know its slots by.
+"""Slots: the small integer ids a ProcessCage's workers know its slots by, both sides.
 
 Every shared-memory view a cage hands to its workers (an action, an
 observation slot, a reward slot, ...) gets a view id the first time it is
-used; its descriptor crosses the pipe once (:class:`~parllel.cages.protocol.Views`).
+used; its descriptor crosses the pipe once (:class:`~parllel.cages.process.channel.Views`).
 Every shape of slot tree gets a layout id, sent once as the tree with leaf
-positions in place of its views (:class:`~parllel.cages.protocol.Layout`), so
+positions in place of its views (:class:`~parllel.cages.process.channel.Layout`), so
 a worker rebuilds the same nesting and node types (tuple-built ArrayDicts
 stay sequences, keys such as ``"ale.lives"`` stay whole). Afterwards a step
 names its slots by integers only.
+
+:class:`SlotRegistry` hands out the ids (main process); :class:`WorkerSlots`
+attaches the views and rebuilds the trees (worker).
 """
 
 from __future__ import annotations
@@ -18,9 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from parllel.arrays import NotSharedError, describe_view
+from parllel.arrays import NotSharedError, attach_view, describe_view
 from parllel.arrays.views import view_address
-from parllel.cages.protocol import MAX_LEAVES, Layout, Message, Views
+from parllel.cages.process.channel import (
+    MAX_LEAVES,
+    MAX_TREES,
+    Layout,
+    Message,
+    ResetArgs,
+    Views,
+)
 from parllel.errors import ArrayClosedError, ConfigError
 from parllel.tree import ArrayDict, tree_map, tree_to_ndarray
 
@@ -137,3 +147,37 @@ class SlotRegistry:
     def known(self) -> list[Message]:
         """Every layout and view registered so far (to teach a restarted worker)."""
         return [*self._layouts, Views(list(self._descriptors))]
+
+
+class WorkerSlots:
+    """The views, layouts and slot trees a worker has been taught.
+
+    View ids and layouts arrive once (:class:`Views`, :class:`Layout`); a
+    step names its tree by ``(layout id, *view ids)``, and the tree built
+    for such a key is kept (up to ``MAX_TREES`` of them).
+    """
+
+    def __init__(self) -> None:
+        self.views: dict[int, np.ndarray] = {}
+        self.layouts: dict[int, Any] = {}
+        self.trees: dict[tuple, Any] = {}
+        self.reset_args: ResetArgs | None = None  # for the next RESET only
+
+    def learn(self, message: Layout | Views | ResetArgs) -> None:
+        """Remember a layout, the next reset's arguments, or attach new views."""
+        if isinstance(message, ResetArgs):
+            self.reset_args = message
+        elif isinstance(message, Layout):
+            self.layouts[message.layout_id] = message.skeleton
+        else:
+            for view_id, descriptor in message.descriptors:
+                self.views[view_id] = attach_view(descriptor)  # over all envs
+
+    def tree(self, key: tuple) -> Any:
+        """Build (and keep) the slot tree of ``key = (layout id, *view ids)``."""
+        if len(self.trees) >= MAX_TREES:
+            self.trees.clear()
+        views, ids = self.views, key[1:]
+        tree = tree_map(lambda j: views[ids[j]], self.layouts[key[0]])
+        self.trees[key] = tree
+        return tree

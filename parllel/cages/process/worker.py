@@ -2,7 +2,7 @@
 
 It builds its envs from the cloudpickled factory, answers :class:`Ready`,
 then serves commands written into its control row
-(:mod:`parllel.cages.protocol`): it reads the pipe messages announced in the
+(:mod:`parllel.cages.process.channel`): it reads the pipe messages announced in the
 row, steps or resets its envs straight into the shared-memory slots, and
 reports through the row's status, sending replies over the pipe only when
 there are any.
@@ -11,7 +11,6 @@ there are any.
 from __future__ import annotations
 
 import faulthandler
-import multiprocessing as mp
 import os
 import signal
 import time
@@ -20,16 +19,15 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from multiprocessing.synchronize import Semaphore
-from typing import Any
 
 import cloudpickle
 import numpy as np
 
-from parllel.arrays import Array, attach_view
+from parllel.arrays import Array
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
-from parllel.cages.protocol import (
-    MAX_TREES,
+from parllel.cages.plumbing import ParentGone, parent_check
+from parllel.cages.process.channel import (
     STACK_SIGNAL,
     Command,
     Episodes,
@@ -50,47 +48,9 @@ from parllel.cages.protocol import (
     WorkerError,
     read_reset_indices,
     record_episodes,
+    wait_for,
 )
-from parllel.cages.sync import wait_for
-from parllel.tree import tree_map
-
-
-class ParentGone(Exception):
-    """The main process died; the worker exits quietly."""
-
-
-class WorkerSlots:
-    """The views, layouts and slot trees a worker has been taught.
-
-    View ids and layouts arrive once (:class:`Views`, :class:`Layout`); a
-    step names its tree by ``(layout id, *view ids)``, and the tree built
-    for such a key is kept (up to ``MAX_TREES`` of them).
-    """
-
-    def __init__(self) -> None:
-        self.views: dict[int, np.ndarray] = {}
-        self.layouts: dict[int, Any] = {}
-        self.trees: dict[tuple, Any] = {}
-        self.reset_args: ResetArgs | None = None  # for the next RESET only
-
-    def learn(self, message: Layout | Views | ResetArgs) -> None:
-        """Remember a layout, the next reset's arguments, or attach new views."""
-        if isinstance(message, ResetArgs):
-            self.reset_args = message
-        elif isinstance(message, Layout):
-            self.layouts[message.layout_id] = message.skeleton
-        else:
-            for view_id, descriptor in message.descriptors:
-                self.views[view_id] = attach_view(descriptor)  # over all envs
-
-    def tree(self, key: tuple) -> Any:
-        """Build (and keep) the slot tree of ``key = (layout id, *view ids)``."""
-        if len(self.trees) >= MAX_TREES:
-            self.trees.clear()
-        views, ids = self.views, key[1:]
-        tree = tree_map(lambda j: views[ids[j]], self.layouts[key[0]])
-        self.trees[key] = tree
-        return tree
+from parllel.cages.process.slots import WorkerSlots
 
 
 def worker_main(
@@ -110,13 +70,8 @@ def worker_main(
         faulthandler.register(STACK_SIGNAL, file=stack_conn.fileno(), all_threads=True)
     if config.cpus:
         os.sched_setaffinity(0, config.cpus)  # checked by the cage
-    parent = mp.parent_process()
+    check_parent = parent_check()
     group = None
-
-    def check_parent() -> None:
-        if parent is not None and not parent.is_alive():
-            raise ParentGone
-
     try:
         env_factory, env_kwargs = cloudpickle.loads(config.factory_bytes)
         group = EnvGroup(env_factory, env_kwargs, **config.group_kwargs)
