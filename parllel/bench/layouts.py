@@ -1,7 +1,7 @@
 """The layouts the tool times: how the envs are spread over processes, which sampler runs.
 
 Every layout is built with the same public call a training script uses
-(:func:`~parllel.patterns.build_cages` with an explicit layout, or
+(:func:`~parllel.cages.build_cages` with an explicit layout, or
 :func:`~parllel.patterns.build_alternating_cages`), so the call the tool
 recommends is exactly the one it measured.
 
@@ -25,9 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from parllel.cages import Cage, suggest_layout, usable_cores
+from parllel.cages import Cage, build_cages
+from parllel.cages.layout import suggest_layout, usable_cores
 from parllel.errors import ConfigError
-from parllel.patterns import build_alternating_cages, build_cages
+from parllel.patterns import build_alternating_cages
 
 __all__ = ["LAYOUT_NAMES", "Layout", "candidate_layouts", "suggested_layout"]
 
@@ -134,7 +135,7 @@ class Layout:
             ]
         return [
             factory_import,
-            "from parllel.patterns import build_cages",
+            "from parllel.cages import build_cages",
             "from parllel.samplers import FeedForwardSampler",
             f"cage = {self.builder_call(factory_name)}",
             "sampler = FeedForwardSampler(cage, handler, sample_tree)",

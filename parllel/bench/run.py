@@ -23,7 +23,7 @@ from parllel.bench.recommend import (
     predict_layout,
     recommend,
 )
-from parllel.cages import usable_cores
+from parllel.cages.layout import usable_cores
 from parllel.errors import ConfigError
 
 __all__ = ["BenchReport", "run_bench"]

@@ -9,7 +9,8 @@ import cloudpickle
 import numpy as np
 
 from parllel import fields
-from parllel.arrays import Array, NotSharedError, describe_view
+from parllel.arrays import Array
+from parllel.arrays.views import NotSharedError, describe_view
 from parllel.arrays.writing import closed_error
 from parllel.errors import ArrayClosedError, ConfigError
 from parllel.tree import tree_items

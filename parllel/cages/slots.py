@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from parllel.arrays import NotSharedError, describe_view
-from parllel.arrays.views import view_address
+from parllel.arrays.views import NotSharedError, describe_view, view_address
 from parllel.cages.protocol import MAX_LEAVES, Layout, Message, Views
 from parllel.errors import ArrayClosedError, ConfigError
-from parllel.tree import ArrayDict, tree_map, tree_to_ndarray
+from parllel.tree import ArrayDict, tree_map
+from parllel.tree.utils import tree_to_ndarray
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from parllel.arrays import Array, attach_view
+from parllel.arrays import Array
+from parllel.arrays.views import attach_view
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.protocol import (

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from parllel.arrays import Storage
+from parllel.arrays.array import Storage
 from parllel.errors import ActionTypeError, InvalidActionError
 from parllel.tree import buffer_from_example
 

@@ -9,7 +9,8 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from parllel import fields
-from parllel.arrays import Array, Storage
+from parllel.arrays import Array
+from parllel.arrays.array import Storage
 from parllel.cages import numeric_info_example
 from parllel.errors import ConfigError
 from parllel.tree import ArrayDict, buffer_from_example, tree_map

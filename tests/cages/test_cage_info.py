@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import EnvGroup, ProcessCage, SerialCage, TrajInfo, protocol
+from parllel.cages import ProcessCage, SerialCage, TrajInfo, protocol
+from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import numeric_info_example
 from parllel.errors import EnvError, EnvInfoError
 from parllel.tree import ArrayDict, buffer_from_example

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parllel.arrays import NotSharedError
+from parllel.arrays.views import NotSharedError
 from parllel.cages import ProcessCage, SerialCage
 from parllel.cages.protocol import Layout, Views
 from parllel.cages.slots import SlotRegistry

@@ -19,7 +19,6 @@ __all__ = [
     "Replay",
     "TargetAverager",
     "UpdateCount",
-    "adam",
     "hard_update",
     "polyak_update",
     "replay_batch_to_torch",
@@ -104,21 +103,6 @@ def replay_batch_to_torch(batch: Any, device: torch.device | None) -> Any:
     """A numpy ``ReplayBatch`` as tensors (zero-copy on CPU), on ``device``."""
     batch = numpy_to_torch_tree(batch)
     return batch if device is None else tree_to_device(batch, device)
-
-
-def adam(params: Any, learning_rate: float) -> torch.optim.Optimizer:
-    """Adam, fused into one kernel per step where torch supports it (CPU, CUDA).
-
-    ``params``: tensors or parameter groups (dicts), as for ``torch.optim.Adam``.
-
-    Example:
-        >>> dqn = DQN(agent, adam(agent.q_network.parameters(), learning_rate=1e-3))
-    """
-    params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=learning_rate, fused=True)
-    except (RuntimeError, TypeError, ValueError):  # e.g. a device without fused Adam
-        return torch.optim.Adam(params, lr=learning_rate)
 
 
 class TargetAverager:

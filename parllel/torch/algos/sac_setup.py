@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from parllel.errors import ConfigError
-from parllel.torch.algos.off_policy import adam
+from parllel.torch.algos.optimizers import adam
 
 __all__ = ["EntropyCoefficient", "build_sac_optimizer"]
 
