@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from parllel.arrays.views import NotSharedError, describe_view, view_address
+from parllel.arrays.views import describe_view, view_address
 from parllel.cages.protocol import MAX_LEAVES, Layout, Message, Views
-from parllel.errors import ArrayClosedError, ConfigError
+from parllel.errors import ArrayClosedError, ConfigError, NotSharedError
 from parllel.tree import ArrayDict, tree_map
 from parllel.tree.utils import tree_to_ndarray
 

@@ -29,6 +29,11 @@ from parllel.errors import (
     InvalidActionError,
     SpaceMismatchError,
 )
+from parllel.errors.vector_env import (
+    CallPendingError,
+    NoPendingStepError,
+    VectorEnvClosedError,
+)
 from parllel.interop.batching import (
     allocate_for_space,
     batch_copy,
@@ -43,12 +48,7 @@ from parllel.interop.carry import (
     give_actions,
     has_fixed_shape,
 )
-from parllel.interop.errors import (
-    CallPendingError,
-    NoPendingStepError,
-    VectorEnvClosedError,
-    env_errors_as_builtins,
-)
+from parllel.interop.errors import env_errors_as_builtins
 from parllel.tree import buffer_from_example
 from parllel.tree.utils import tree_close
 

@@ -11,10 +11,9 @@ import pytest
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.arrays import Array
-from parllel.arrays.views import NotSharedError
 from parllel.cages import ProcessCage, SerialCage, build_cages
 from parllel.cages.cage import CageState
-from parllel.errors import ArrayClosedError, ConfigError, EnvError
+from parllel.errors import ArrayClosedError, ConfigError, EnvError, NotSharedError
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from tests.helpers.cage_helpers import allocate, run, slots

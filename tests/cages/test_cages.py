@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.arrays.views import NotSharedError
 from parllel.cages import ProcessCage, SerialCage, TrajInfo
 from parllel.cages.cage import CageState
 from parllel.errors import (
@@ -20,6 +19,7 @@ from parllel.errors import (
     ConfigError,
     EnvError,
     InvalidActionError,
+    NotSharedError,
     SpaceMismatchError,
     WorkerDiedError,
 )
