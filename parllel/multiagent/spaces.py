@@ -133,13 +133,6 @@ def unstack_space(space: gym.Space) -> gym.Space:
     )
 
 
-def stacked_zeros(space: gym.Space) -> Any:
-    """Zeros of a stacked space's elements (a dict for a Dict space)."""
-    if isinstance(space, gym.spaces.Dict):
-        return {key: stacked_zeros(sub) for key, sub in space.spaces.items()}
-    return np.zeros(space.shape, dtype=space.dtype)
-
-
 def copy_value(value: Any) -> Any:
     """A copy of a stacked value (dicts copied leaf by leaf)."""
     if isinstance(value, dict):
