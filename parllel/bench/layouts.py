@@ -29,6 +29,7 @@ from parllel.cages import Cage, build_cages
 from parllel.cages.layout import suggest_layout, usable_cores
 from parllel.errors import ConfigError
 from parllel.patterns import build_alternating_cages
+from parllel.validation import check_at_least
 
 __all__ = ["LAYOUT_NAMES", "Layout", "candidate_layouts", "suggested_layout"]
 
@@ -181,8 +182,7 @@ def candidate_layouts(
     Raises:
         ConfigError: ``n_envs < 1`` or an unknown layout name.
     """
-    if n_envs < 1:
-        raise ConfigError(f"n_envs must be >= 1, got {n_envs}")
+    check_at_least("n_envs", n_envs)
     unknown = sorted(set(names or ()) - set(LAYOUT_NAMES))
     if unknown:
         raise ConfigError(

@@ -13,6 +13,7 @@ from parllel.errors import ConfigError
 from parllel.replays.ratio import ReplayRatio
 from parllel.replays.transitions import ReplayBatch
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
+from parllel.validation import check_count
 
 __all__ = [
     "PrioritizedReplayLike",
@@ -67,14 +68,8 @@ class UpdateCount:
     ) -> None:
         if updates_per_optimize is not None and replay_ratio is not None:
             raise ConfigError("give updates_per_optimize or replay_ratio, not both")
-        if updates_per_optimize is not None and (
-            isinstance(updates_per_optimize, bool)
-            or not isinstance(updates_per_optimize, int)
-            or updates_per_optimize < 1
-        ):
-            raise ConfigError(
-                f"updates_per_optimize must be an integer >= 1; got {updates_per_optimize!r}"
-            )
+        if updates_per_optimize is not None:
+            check_count("updates_per_optimize", updates_per_optimize)
         self.fixed = 1 if updates_per_optimize is None else updates_per_optimize
         self.ratio = None if replay_ratio is None else ReplayRatio(replay_ratio)
 
@@ -161,15 +156,6 @@ def _tensors(
 ) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
     yield from zip(target.parameters(), online.parameters())
     yield from zip(target.buffers(), online.buffers())
-
-
-def check_fraction(name: str, value: float, allow_zero: bool = False) -> None:
-    """Raise ConfigError unless ``value`` is in ``(0, 1]`` (or ``[0, 1]``)."""
-    low_ok = value >= 0 if allow_zero else value > 0
-    if not (low_ok and value <= 1):
-        raise ConfigError(
-            f"{name} must be in {'[' if allow_zero else '('}0, 1]; got {value}"
-        )
 
 
 def mean_metrics(history: list[dict[str, float]]) -> dict[str, float]:
