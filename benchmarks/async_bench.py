@@ -51,9 +51,9 @@ from parllel.cages import SerialCage  # noqa: E402
 from parllel.patterns import add_advantage_estimation, build_sample_tree  # noqa: E402
 from parllel.runners import Callback, OnPolicyRunner  # noqa: E402
 from parllel.samplers import BackgroundSampler, FeedForwardSampler  # noqa: E402
+from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
 from parllel.torch.algos import PPO, ActorCriticEvaluator, adam  # noqa: E402
-from parllel.torch.handler import TorchHandler  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.transforms import Compose  # noqa: E402
 

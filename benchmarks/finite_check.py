@@ -48,8 +48,8 @@ from parllel.cages import SerialCage  # noqa: E402
 from parllel.patterns import build_sample_tree  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.samplers.finite import make_finite_check  # noqa: E402
+from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
-from parllel.torch.handler import TorchHandler  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.transforms import EstimateAdvantage  # noqa: E402
 

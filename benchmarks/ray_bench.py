@@ -49,8 +49,8 @@ from parllel.distributed import RaySampler  # noqa: E402
 from parllel.distributed.actor import load_weights, weights_of  # noqa: E402
 from parllel.patterns import build_alternating_cages, build_sample_tree  # noqa: E402
 from parllel.samplers import AlternatingSampler, FeedForwardSampler  # noqa: E402
+from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
-from parllel.torch.handler import TorchHandler  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.torch.weights import module_tensors  # noqa: E402
 

@@ -57,9 +57,9 @@ from parllel.samplers import (  # noqa: E402
     FeedForwardSampler,
     sample_tree_from_examples,
 )
+from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
 from parllel.torch.distributions import Categorical, DistParams  # noqa: E402
-from parllel.torch.handler import TorchHandler  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.transforms import EstimateAdvantage  # noqa: E402
 

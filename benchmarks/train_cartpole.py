@@ -54,19 +54,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 
-from parllel.cages import EnvSpaces  # noqa: E402
-from parllel.patterns import (  # noqa: E402
-    add_advantage_estimation,
+from parllel.cages import (
+    EnvSpaces,  # noqa: E402
     build_cages,
+)
+from parllel.patterns import (
+    add_advantage_estimation,
     build_eval_sampler,
     build_sample_tree,
 )
 from parllel.runners import Callback, OnPolicyRunner  # noqa: E402
 from parllel.runtime import Seeds, seed_everything  # noqa: E402
 from parllel.samplers import BackgroundSampler, FeedForwardSampler  # noqa: E402
+from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule  # noqa: E402
-from parllel.torch.handler import TorchHandler  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.transforms import Compose  # noqa: E402
 

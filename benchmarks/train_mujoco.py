@@ -55,12 +55,14 @@ from _common import pin_threads, print_result  # noqa: E402
 from _mujoco_sb3 import Timed, run_ppo, run_sac, vec_step_seconds  # noqa: E402
 from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 
-from parllel.cages import EnvSpaces  # noqa: E402
-from parllel.patterns import (  # noqa: E402
+from parllel.cages import (
+    EnvSpaces,  # noqa: E402
+    build_cages,
+)
+from parllel.patterns import (
     add_advantage_estimation,
     add_obs_normalization,
     add_reward_normalization,
-    build_cages,
     build_replay_tree,
     build_sample_tree,
 )
@@ -69,6 +71,7 @@ from parllel.runners import Callback, OffPolicyRunner, OnPolicyRunner  # noqa: E
 from parllel.runners.off_policy import AttributeSchedule  # noqa: E402
 from parllel.runtime import Seeds, seed_everything  # noqa: E402
 from parllel.samplers import BackgroundSampler, FeedForwardSampler  # noqa: E402
+from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent, build_sac_agent  # noqa: E402
 from parllel.torch.algos import (  # noqa: E402
     PPO,
@@ -77,7 +80,6 @@ from parllel.torch.algos import (  # noqa: E402
     EntropyCoefficient,
     linear_schedule,
 )
-from parllel.torch.handler import TorchHandler  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.transforms import Compose  # noqa: E402
 

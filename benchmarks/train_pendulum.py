@@ -47,24 +47,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 
-from parllel.patterns import (  # noqa: E402
-    build_cages,
-    build_eval_sampler,
-    build_replay_tree,
-    build_sample_tree,
-)
+from parllel.cages import build_cages
+from parllel.patterns import build_eval_sampler, build_replay_tree, build_sample_tree
 from parllel.replays import UniformReplay  # noqa: E402
 from parllel.runners import Callback, OffPolicyRunner  # noqa: E402
 from parllel.runners.off_policy import AttributeSchedule  # noqa: E402
 from parllel.runtime import Seeds, seed_everything  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
+from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import build_sac_agent  # noqa: E402
 from parllel.torch.algos import (  # noqa: E402
     SAC,
     EntropyCoefficient,
     build_sac_optimizer,
 )
-from parllel.torch.handler import TorchHandler  # noqa: E402
 
 THRESHOLD = -200.0
 HYPER = dict(

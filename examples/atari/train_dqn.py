@@ -37,10 +37,10 @@ from typing import Literal
 import numpy as np
 import torch
 
+from parllel.cages import build_cages
 from parllel.envs.atari import GameTrajInfo, make_atari_env
 from parllel.patterns import (
     add_reward_clipping,
-    build_cages,
     build_eval_sampler,
     build_run_logger,
     build_sample_tree,
@@ -53,10 +53,9 @@ from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
-from parllel.torch import PolicyExport
+from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_dqn_agent
 from parllel.torch.algos import DQN, epsilon_schedule
-from parllel.torch.handler import TorchHandler
 from parllel.transforms import Compose
 
 N_EVAL_ENVS = 4

@@ -27,11 +27,11 @@ from typing import Any, Literal
 
 import torch
 
+from parllel.cages import build_cages
 from parllel.envs.atari import GameTrajInfo, make_atari_env
 from parllel.patterns import (
     add_advantage_estimation,
     add_reward_clipping,
-    build_cages,
     build_eval_sampler,
     build_run_logger,
     build_sample_tree,
@@ -41,10 +41,9 @@ from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
-from parllel.torch import PolicyExport
+from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import Compose
 

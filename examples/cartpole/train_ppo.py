@@ -25,11 +25,10 @@ import gymnasium as gym
 import torch
 import tyro
 
-from parllel.cages import EnvSpaces
+from parllel.cages import EnvSpaces, build_cages
 from parllel.patterns import (
     add_advantage_estimation,
     build_alternating_cages,
-    build_cages,
     build_eval_sampler,
     build_run_logger,
     build_sample_tree,
@@ -39,7 +38,7 @@ from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
-from parllel.torch import PolicyExport
+from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
     PPO,
@@ -48,9 +47,7 @@ from parllel.torch.algos import (
     adam,
     linear_schedule,
 )
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
-from parllel.torch.weights import SharedWeights
 from parllel.transforms import Compose
 
 

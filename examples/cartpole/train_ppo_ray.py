@@ -24,11 +24,10 @@ from typing import Any, Literal
 import gymnasium as gym
 import torch
 
-from parllel.cages import EnvSpaces
+from parllel.cages import EnvSpaces, build_cages
 from parllel.distributed import RaySampler
 from parllel.patterns import (
     add_advantage_estimation,
-    build_cages,
     build_eval_sampler,
     build_run_logger,
     build_sample_tree,
@@ -39,10 +38,9 @@ from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import actions_seed
-from parllel.torch import PolicyExport
+from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import Compose
 

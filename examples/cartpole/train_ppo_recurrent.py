@@ -24,11 +24,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from parllel.cages import build_cages
 from parllel.patterns import (
     add_advantage_estimation,
     add_obs_normalization,
     add_reward_normalization,
-    build_cages,
     build_eval_sampler,
     build_run_logger,
     build_sample_tree,
@@ -38,10 +38,9 @@ from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import RecurrentSampler
-from parllel.torch import PolicyExport
+from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import Compose
 

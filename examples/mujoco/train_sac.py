@@ -38,8 +38,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from parllel.cages import build_cages
 from parllel.patterns import (
-    build_cages,
     build_eval_sampler,
     build_replay_tree,
     build_run_logger,
@@ -51,10 +51,9 @@ from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
-from parllel.torch import PolicyExport
+from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_sac_agent
 from parllel.torch.algos import SAC, EntropyCoefficient
-from parllel.torch.handler import TorchHandler
 
 
 @dataclasses.dataclass

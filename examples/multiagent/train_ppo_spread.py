@@ -36,13 +36,13 @@ import torch
 from mpe2 import simple_spread_v3
 
 from parllel import fields
+from parllel.cages import build_cages
 from parllel.multiagent import (
     MultiAgentTrajInfo,
     make_parallel_env_factory,
     unstack_space,
 )
 from parllel.patterns import (
-    build_cages,
     build_eval_sampler,
     build_run_logger,
     build_sample_tree,
@@ -52,6 +52,7 @@ from parllel.runners import Callback, OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
+from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
     PPO,
@@ -60,7 +61,6 @@ from parllel.torch.algos import (
     adam,
     linear_schedule,
 )
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import Compose, MultiAgentGAE, NormalizeRewards
 

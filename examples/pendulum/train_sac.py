@@ -21,9 +21,8 @@ import numpy as np
 import torch
 import tyro
 
-from parllel.cages import ProcessCage
+from parllel.cages import ProcessCage, build_cages
 from parllel.patterns import (
-    build_cages,
     build_eval_sampler,
     build_replay_tree,
     build_run_logger,
@@ -36,11 +35,9 @@ from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import BackgroundSampler, FeedForwardSampler
-from parllel.torch import PolicyExport
+from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import build_sac_agent
 from parllel.torch.algos import SAC, EntropyCoefficient, build_sac_optimizer
-from parllel.torch.handler import TorchHandler
-from parllel.torch.weights import SharedWeights
 
 
 @dataclasses.dataclass

@@ -46,6 +46,7 @@ from pettingzoo.classic import tictactoe_v3
 from pettingzoo.utils.wrappers import BaseWrapper
 
 from parllel.agents import NumpyHandler
+from parllel.cages import build_cages
 from parllel.logging.csv_sink import read_progress
 from parllel.multiagent import (
     MultiAgentTrajInfo,
@@ -54,17 +55,13 @@ from parllel.multiagent import (
     make_aec_env_factory,
     unstack_space,
 )
-from parllel.patterns import (
-    build_cages,
-    build_run_logger,
-    build_sample_tree,
-    run_training,
-)
+from parllel.patterns import build_run_logger, build_sample_tree, run_training
 from parllel.plot import find_progress_csv, plot_learning_curve
 from parllel.runners import Callback, OnPolicyRunner, SelfPlayCallback
 from parllel.runtime import RunDirectory, Seeds, seed_everything
 from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
+from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
     PPO,
@@ -73,7 +70,6 @@ from parllel.torch.algos import (
     adam,
     linear_schedule,
 )
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.torch.selfplay import frozen_opponent, snapshot_state
 from parllel.transforms import MultiAgentGAE

@@ -8,22 +8,17 @@
 - :class:`RandomAgent`, :class:`ScriptedAgent`: numpy agents.
 """
 
-from parllel.agents.base import MODES, Agent, AgentExample, AgentStep, Handler
-from parllel.agents.numpy_handler import NumpyHandler, write_outputs
+from parllel.agents.base import Agent, AgentExample, AgentStep, Handler
+from parllel.agents.numpy_handler import NumpyHandler
 from parllel.agents.scripted import RandomAgent, ScriptedAgent, sample_actions
-from parllel.agents.state import ALL, EnvStates
 
 __all__ = [
-    "ALL",
-    "MODES",
     "Agent",
     "AgentExample",
     "AgentStep",
-    "EnvStates",
     "Handler",
     "NumpyHandler",
     "RandomAgent",
     "ScriptedAgent",
     "sample_actions",
-    "write_outputs",
 ]

@@ -16,15 +16,11 @@ from typing import NamedTuple
 import numpy as np
 
 from parllel.arrays.shared_memory import SharedSegment, segment_path
-from parllel.errors import ArrayClosedError, ParllelError
+from parllel.errors import ArrayClosedError, NotSharedError
 
 # id(mmap) -> (name, size, owner pid, start address); an entry is dropped when
 # its mmap is garbage collected (so ids are never confused after reuse)
 _REGISTRY: dict[int, tuple[str, int, int, int]] = {}
-
-
-class NotSharedError(ParllelError, ValueError):
-    """A view that must live in shared memory does not (allocate with storage='shared')."""
 
 
 class ViewDescriptor(NamedTuple):

@@ -22,43 +22,11 @@ Example:
     >>> print(format_table(report))
 """
 
-from parllel.bench.factory import EnvFactory, check_factory, load_factory
-from parllel.bench.layouts import (
-    LAYOUT_NAMES,
-    Layout,
-    candidate_layouts,
-    suggested_layout,
-)
-from parllel.bench.measure import Measurement, measure_layout
-from parllel.bench.policies import POLICIES, build_handler
-from parllel.bench.recommend import (
-    DEFAULT_MARGIN,
-    Recommendation,
-    predict_layout,
-    recommend,
-)
-from parllel.bench.report import format_recommendations, format_table, write_png
+from parllel.bench.report import format_table
 from parllel.bench.run import BenchReport, run_bench
 
 __all__ = [
-    "DEFAULT_MARGIN",
-    "LAYOUT_NAMES",
-    "POLICIES",
     "BenchReport",
-    "EnvFactory",
-    "Layout",
-    "Measurement",
-    "Recommendation",
-    "build_handler",
-    "candidate_layouts",
-    "check_factory",
-    "format_recommendations",
     "format_table",
-    "load_factory",
-    "measure_layout",
-    "predict_layout",
-    "recommend",
     "run_bench",
-    "suggested_layout",
-    "write_png",
 ]

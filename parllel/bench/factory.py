@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from parllel.cages import move_refusal
+from parllel.cages.movable import move_refusal
 from parllel.errors import EnvFactoryError
 
 __all__ = ["EnvFactory", "check_factory", "load_factory", "move_refusal_of"]

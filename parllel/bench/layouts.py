@@ -1,7 +1,7 @@
 """The layouts the tool times: how the envs are spread over processes, which sampler runs.
 
 Every layout is built with the same public call a training script uses
-(:func:`~parllel.patterns.build_cages` with an explicit layout, or
+(:func:`~parllel.cages.build_cages` with an explicit layout, or
 :func:`~parllel.patterns.build_alternating_cages`), so the call the tool
 recommends is exactly the one it measured.
 
@@ -25,9 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from parllel.cages import Cage, suggest_layout, usable_cores
+from parllel.cages import Cage, build_cages
+from parllel.cages.layout import suggest_layout, usable_cores
 from parllel.errors import ConfigError
-from parllel.patterns import build_alternating_cages, build_cages
+from parllel.patterns import build_alternating_cages
+from parllel.validation import check_at_least
 
 __all__ = ["LAYOUT_NAMES", "Layout", "candidate_layouts", "suggested_layout"]
 
@@ -134,7 +136,7 @@ class Layout:
             ]
         return [
             factory_import,
-            "from parllel.patterns import build_cages",
+            "from parllel.cages import build_cages",
             "from parllel.samplers import FeedForwardSampler",
             f"cage = {self.builder_call(factory_name)}",
             "sampler = FeedForwardSampler(cage, handler, sample_tree)",
@@ -180,8 +182,7 @@ def candidate_layouts(
     Raises:
         ConfigError: ``n_envs < 1`` or an unknown layout name.
     """
-    if n_envs < 1:
-        raise ConfigError(f"n_envs must be >= 1, got {n_envs}")
+    check_at_least("n_envs", n_envs)
     unknown = sorted(set(names or ()) - set(LAYOUT_NAMES))
     if unknown:
         raise ConfigError(

@@ -24,6 +24,7 @@ from parllel.bench.layouts import Layout, suggested_layout
 from parllel.bench.measure import Measurement
 from parllel.cages import suggest_layout_for
 from parllel.errors import ConfigError
+from parllel.validation import check_at_least
 
 __all__ = ["DEFAULT_MARGIN", "Recommendation", "predict_layout", "recommend"]
 
@@ -177,8 +178,7 @@ def recommend(
         raise ConfigError(
             f"recommend compares one env count and policy at a time, got {sorted(groups)}"
         )
-    if margin < 0:
-        raise ConfigError(f"margin must be >= 0, got {margin}")
+    check_at_least("margin", margin, minimum=0)
     eligible = [m for m in measurements if m.eligible]
     if not eligible:
         return None

@@ -23,8 +23,9 @@ from parllel.bench.recommend import (
     predict_layout,
     recommend,
 )
-from parllel.cages import usable_cores
+from parllel.cages.layout import usable_cores
 from parllel.errors import ConfigError
+from parllel.validation import check_at_least, check_positive
 
 __all__ = ["BenchReport", "run_bench"]
 
@@ -139,14 +140,11 @@ def run_bench(
     envs = [int(n) for n in envs]
     if not envs or min(envs) < 1:
         raise ConfigError(f"env counts must be >= 1, got {envs}")
-    if not seconds > 0 or batch_T < 1:
-        raise ConfigError(
-            f"seconds must be > 0 and batch_T >= 1, got {seconds}, {batch_T}"
-        )
+    check_positive("seconds", seconds, allow_inf=True)
+    check_at_least("batch_T", batch_T)
     if not policies:
         raise ConfigError("give at least one policy")
-    if margin < 0:
-        raise ConfigError(f"margin must be >= 0, got {margin}")
+    check_at_least("margin", margin, minimum=0)
     for policy in policies:
         require_policy(policy)
     if isinstance(env_factory, str):

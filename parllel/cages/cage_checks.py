@@ -9,9 +9,10 @@ import cloudpickle
 import numpy as np
 
 from parllel import fields
-from parllel.arrays import Array, NotSharedError, describe_view
+from parllel.arrays import Array
+from parllel.arrays.views import describe_view
 from parllel.arrays.writing import closed_error
-from parllel.errors import ArrayClosedError, ConfigError
+from parllel.errors import ArrayClosedError, ConfigError, NotSharedError
 from parllel.tree import tree_items
 
 # sample-tree fields a cage reads (action) or writes

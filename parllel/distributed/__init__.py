@@ -7,7 +7,8 @@ import ray; creating a :class:`RaySampler` does (and raises
 
 from __future__ import annotations
 
-from parllel.distributed.actor import ActorBatch, ActorInfo, SamplerActor
 from parllel.distributed.sampler import RaySampler
 
-__all__ = ["ActorBatch", "ActorInfo", "RaySampler", "SamplerActor"]
+__all__ = [
+    "RaySampler",
+]

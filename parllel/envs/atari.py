@@ -31,6 +31,7 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import ConfigError, MissingDependencyError
+from parllel.validation import check_at_least
 
 __all__ = [
     "GAME_LENGTH",
@@ -260,8 +261,7 @@ def make_atari_env(
         **ale_kwargs: more keyword arguments for ``gym.make``.
     """
     _require_atari()
-    if frame_stack < 1:
-        raise ConfigError(f"frame_stack must be >= 1, got {frame_stack}")
+    check_at_least("frame_stack", frame_stack)
     env = gym.make(
         env_id,
         frameskip=1,

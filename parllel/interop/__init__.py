@@ -20,12 +20,10 @@ import importlib
 from typing import Any
 
 from parllel.errors import MissingDependencyError
-from parllel.interop.vector_env import CageVectorEnv, make_vec
+from parllel.interop.vector_env import make_vec
 from parllel.interop.vector_env_cage import VectorEnvCage
 
 __all__ = [
-    "CageSB3VecEnv",
-    "CageVectorEnv",
     "EnvPoolCage",
     "VectorEnvCage",
     "make_envpool_cage",
@@ -33,7 +31,7 @@ __all__ = [
     "make_vec",
 ]
 
-_SB3_NAMES = ("CageSB3VecEnv", "make_sb3_vec_env")
+_SB3_NAMES = ("make_sb3_vec_env",)
 # name: its module (each imports EnvPool)
 _ENVPOOL_NAMES = {"EnvPoolCage": "envpool_cage", "make_envpool_cage": "envpool_make"}
 

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from parllel.arrays import Storage
+from parllel.arrays.array import Storage
+from parllel.cages.spaces import zero_example
 from parllel.errors import ActionTypeError, InvalidActionError
 from parllel.tree import buffer_from_example
 
@@ -29,18 +30,9 @@ __all__ = [
 
 
 def allocate_for_space(space: spaces.Space, n_envs: int, storage: Storage) -> Any:
-    """An ``[n_envs]`` slot tree with the dtypes and shapes of ``space``'s values."""
-    return buffer_from_example(_zero(space), (n_envs,), storage)
-
-
-def _zero(space: spaces.Space) -> Any:
-    if isinstance(space, spaces.Dict):
-        return {key: _zero(sub) for key, sub in space.spaces.items()}
-    if isinstance(space, spaces.Tuple):
-        return tuple(_zero(sub) for sub in space.spaces)
-    if space.shape is None or space.dtype is None:
-        raise TypeError(f"cannot preallocate values of {space!r}")
-    return np.zeros(space.shape, space.dtype)
+    """An ``[n_envs]`` slot tree with the dtypes and shapes of ``space``'s values
+    (custom spaces as registered with :func:`~parllel.cages.zero_example`)."""
+    return buffer_from_example(zero_example(space), (n_envs,), storage)
 
 
 def batch_view(space: spaces.Space, tree: Any) -> Any:

@@ -1,11 +1,10 @@
-"""parllel's errors as the exception types gymnasium's vector envs raise.
+"""An env's error, re-raised as the builtin type the env raised, too.
 
-Code written against ``SyncVectorEnv`` / ``AsyncVectorEnv`` catches
-gymnasium's types: an env's own ``ValueError`` (``SyncVectorEnv`` lets it
-through), ``ClosedEnvironmentError`` after ``close()``,
-``NoAsyncCallError`` / ``AlreadyPendingCallError`` for calls out of order.
-The adapters raise parllel's errors (with parllel's messages) that are
-instances of those types too.
+Code written against ``SyncVectorEnv`` catches an env's own exception type
+(e.g. its ``ValueError``: ``SyncVectorEnv`` lets it through); the adapters
+raise parllel's :class:`~parllel.errors.EnvError` that is an instance of that
+type too. The errors that are gymnasium's vector-env exception types are in
+:mod:`parllel.errors.vector_env`.
 """
 
 from __future__ import annotations
@@ -15,40 +14,9 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from gymnasium.error import (
-    AlreadyPendingCallError,
-    ClosedEnvironmentError,
-    NoAsyncCallError,
-)
+from parllel.errors import EnvAttributeError, EnvError
 
-from parllel.errors import CageStateError, ClosedCageError, EnvAttributeError, EnvError
-
-__all__ = [
-    "CallPendingError",
-    "NoPendingStepError",
-    "VectorEnvClosedError",
-    "env_errors_as_builtins",
-]
-
-
-class VectorEnvClosedError(ClosedCageError, ClosedEnvironmentError):
-    """A vector env was used after ``close()`` (also gymnasium's ``ClosedEnvironmentError``)."""
-
-
-class NoPendingStepError(CageStateError, NoAsyncCallError):
-    """``step_wait()`` without ``step_async()`` (also gymnasium's ``NoAsyncCallError``)."""
-
-    def __init__(self, message: str, name: str = "step") -> None:
-        Exception.__init__(self, message)
-        self.name = name
-
-
-class CallPendingError(CageStateError, AlreadyPendingCallError):
-    """A call while a step is pending (also gymnasium's ``AlreadyPendingCallError``)."""
-
-    def __init__(self, message: str, name: str = "step") -> None:
-        Exception.__init__(self, message)
-        self.name = name
+__all__ = ["as_builtin_type", "env_errors_as_builtins"]
 
 
 _RAISED = re.compile(r"raised (\w+) in ")

@@ -1,6 +1,6 @@
 """CageStepper: a cage with its own slots, stepped with gymnasium-style batches.
 
-Both adapters (:class:`~parllel.interop.CageVectorEnv` and the SB3 one) drive
+Both adapters (:class:`~parllel.interop.vector_env.CageVectorEnv` and the SB3 one) drive
 their cage through it: it owns the ``[n_envs]`` slots (shared memory for
 process cages), writes batched actions into them, and reads observations,
 rewards, flags and final observations back. Values that its envs' wrappers
@@ -19,14 +19,20 @@ import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from parllel import fields
-from parllel.arrays import Storage
-from parllel.cages import Cage, KeptInfos
+from parllel.arrays.array import Storage
+from parllel.cages import Cage
+from parllel.cages.env_info import KeptInfos
 from parllel.errors import (
     CageStateError,
     ConfigError,
     DynamicSpaceError,
     InvalidActionError,
     SpaceMismatchError,
+)
+from parllel.errors.vector_env import (
+    CallPendingError,
+    NoPendingStepError,
+    VectorEnvClosedError,
 )
 from parllel.interop.batching import (
     allocate_for_space,
@@ -42,13 +48,9 @@ from parllel.interop.carry import (
     give_actions,
     has_fixed_shape,
 )
-from parllel.interop.errors import (
-    CallPendingError,
-    NoPendingStepError,
-    VectorEnvClosedError,
-    env_errors_as_builtins,
-)
-from parllel.tree import buffer_from_example, tree_close
+from parllel.interop.errors import env_errors_as_builtins
+from parllel.tree import buffer_from_example
+from parllel.tree.utils import tree_close
 
 __all__ = ["CageStepper"]
 

@@ -27,33 +27,22 @@ that needs them is built.
 
 from __future__ import annotations
 
-from parllel.logging.base import Logger, MultiLogger, Sink, format_value, to_scalar
+from parllel.logging.base import Logger, MultiLogger
 from parllel.logging.csv_sink import CsvSink, read_progress
 from parllel.logging.dashboard import Dashboard
 from parllel.logging.progress import ProgressBar
 from parllel.logging.stats import EpisodeStats
-from parllel.logging.stdout import (
-    COMPACT_KEYS,
-    StdoutTable,
-    format_table,
-    select_metrics,
-)
+from parllel.logging.stdout import StdoutTable
 from parllel.logging.tensorboard import TensorBoardSink
 
 __all__ = [
-    "COMPACT_KEYS",
     "CsvSink",
     "Dashboard",
     "EpisodeStats",
     "Logger",
     "MultiLogger",
     "ProgressBar",
-    "Sink",
     "StdoutTable",
     "TensorBoardSink",
-    "format_table",
-    "format_value",
     "read_progress",
-    "select_metrics",
-    "to_scalar",
 ]

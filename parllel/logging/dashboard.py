@@ -18,11 +18,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from parllel.errors import ConfigError, MissingDependencyError
+from parllel.errors import MissingDependencyError
 from parllel.logging.base import Sink, to_scalars
 from parllel.logging.dashboard_state import DashboardState
 from parllel.logging.process_usage import ProcessMonitor, ProcessUsage
 from parllel.logging.progress import _is_tty
+from parllel.validation import check_at_least, check_positive
 
 #: Seconds between two readings of the processes' CPU and memory.
 SYSTEM_INTERVAL_S = 2.0
@@ -106,15 +107,12 @@ class Dashboard(Sink):
         system: bool = True,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        if not refresh_per_second > 0:
-            raise ConfigError(
-                f"Dashboard refresh_per_second must be > 0, got {refresh_per_second}"
-            )
-        if history < 1 or (bar_width is not None and bar_width < 1):
-            raise ConfigError(
-                f"Dashboard history and bar_width must be >= 1, got history="
-                f"{history}, bar_width={bar_width}"
-            )
+        check_positive(
+            "Dashboard refresh_per_second", refresh_per_second, allow_inf=True
+        )
+        check_at_least("Dashboard history", history)
+        if bar_width is not None:
+            check_at_least("Dashboard bar_width", bar_width)
         self.clock = clock if clock is not None else time.monotonic
         self.stream = stream
         self.title = title

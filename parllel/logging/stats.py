@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from parllel.errors import ConfigError
+from parllel.validation import check_at_least
 
 FIELDS = ("return_", "length", "discounted_return")
 _NAMES = {
@@ -45,8 +45,7 @@ class EpisodeStats:
     """
 
     def __init__(self, window: int = 100, prefix: str = "train/") -> None:
-        if window < 1:
-            raise ConfigError(f"EpisodeStats window must be >= 1, got {window}")
+        check_at_least("EpisodeStats window", window)
         self.window = window
         self.prefix = prefix
         self.episodes = 0

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from parllel.errors import ConfigError
 from parllel.logging.base import Sink, format_value, to_scalars
+from parllel.validation import check_at_least
 
 #: What :class:`StdoutTable` shows by default: returns, losses, speed, time, lag.
 COMPACT_KEYS = (
@@ -117,8 +118,7 @@ class StdoutTable(Sink):
         keys: Sequence[str] | None = COMPACT_KEYS,
         progress_bar: Any = None,
     ) -> None:
-        if every < 1:
-            raise ConfigError(f"StdoutTable every must be >= 1, got {every}")
+        check_at_least("StdoutTable every", every)
         if isinstance(keys, str):
             raise ConfigError(
                 f"StdoutTable keys must be a list of patterns: [{keys!r}]"

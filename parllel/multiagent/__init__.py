@@ -15,38 +15,26 @@ is never imported here: any object with its API works.
 
 from __future__ import annotations
 
-from parllel.multiagent.aec_env import (
-    AECEnvAdapter,
-    AECEnvFactory,
-    make_aec_env_factory,
-)
-from parllel.multiagent.agent_steps import AGENT_INFOS
-from parllel.multiagent.opponent_pool import OpponentPool, SnapshotInfo
+from parllel.multiagent.aec_env import AECEnvAdapter, make_aec_env_factory
+from parllel.multiagent.opponent_pool import OpponentPool
 from parllel.multiagent.parallel_env import (
     ParallelEnvAdapter,
-    ParallelEnvFactory,
     make_parallel_env_factory,
 )
 from parllel.multiagent.policy_mapping import PolicyMapping
-from parllel.multiagent.selfplay import SelfPlay, game_outcome
-from parllel.multiagent.spaces import shared_space, stack_space, unstack_space
+from parllel.multiagent.selfplay import SelfPlay
+from parllel.multiagent.spaces import stack_space, unstack_space
 from parllel.multiagent.traj_info import MultiAgentTrajInfo
 
 __all__ = [
-    "AGENT_INFOS",
     "AECEnvAdapter",
-    "AECEnvFactory",
     "MultiAgentTrajInfo",
     "OpponentPool",
     "ParallelEnvAdapter",
-    "ParallelEnvFactory",
     "PolicyMapping",
     "SelfPlay",
-    "SnapshotInfo",
-    "game_outcome",
     "make_aec_env_factory",
     "make_parallel_env_factory",
-    "shared_space",
     "stack_space",
     "unstack_space",
 ]

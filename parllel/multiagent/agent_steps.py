@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from parllel import fields
+from parllel.cages.spaces import zero_example
 from parllel.errors import (
     MismatchedAgentsError,
     NonActingAgentError,
     ShapeError,
     WrongAdapterError,
 )
-from parllel.multiagent.spaces import shared_space, stack_space, stacked_zeros
+from parllel.multiagent.spaces import shared_space, stack_space
 
 #: the info key holding the env's per-agent info dicts (only when not empty)
 AGENT_INFOS = "agent_infos"
@@ -99,7 +100,7 @@ class AgentTable:
 
     def zero_observation(self) -> Any:
         """Zeros of the stacked observation (an agent's row before it appears)."""
-        return stacked_zeros(self.observation_space)
+        return zero_example(self.observation_space)
 
     def check_known(self, names: Iterable[Any], what: str) -> None:
         """Raise MismatchedAgentsError if any of ``names`` is not a possible agent.

@@ -22,6 +22,7 @@ from parllel.errors import (
     MissingDependencyError,
     UnknownSnapshotError,
 )
+from parllel.validation import check_at_least, check_fraction
 
 STRATEGIES = ("latest", "mostly_latest", "uniform", "rating")
 """Opponent sampling strategies of :class:`OpponentPool`."""
@@ -73,9 +74,9 @@ def _checked_share(share: float | Sequence[float]) -> float | tuple[float, ...]:
                 f"{list(shares)}"
             )
         return shares
-    if not 0.0 < float(share) < 1.0:
-        raise ConfigError(f"a fixed opponent's share must be in (0, 1), got {share}")
-    return float(share)
+    return check_fraction(
+        "a fixed opponent's share", share, allow_zero=False, allow_one=False
+    )
 
 
 class OpponentPool:
@@ -132,10 +133,8 @@ class OpponentPool:
     ) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-        if int(max_size) < 1:
-            raise ConfigError(f"max_size must be >= 1, got {max_size}")
-        if not 0.0 <= float(p_latest) <= 1.0:
-            raise ConfigError(f"p_latest must be in [0, 1], got {p_latest}")
+        check_at_least("max_size", int(max_size))
+        check_fraction("p_latest", p_latest)
         self.max_size = int(max_size)
         self.strategy = strategy
         self.p_latest = float(p_latest)

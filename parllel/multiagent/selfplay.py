@@ -24,6 +24,7 @@ from parllel.agents.state import ALL, as_index
 from parllel.errors import ConfigError, UnknownSnapshotError
 from parllel.multiagent.opponent_pool import OpponentPool
 from parllel.multiagent.policy_mapping import PolicyMapping
+from parllel.validation import check_at_least, check_fraction
 
 LEARNER = 0
 """Policy index of the learner's rows (``agent_info.policy_index``)."""
@@ -111,14 +112,9 @@ class SelfPlay:
     ) -> None:
         if int(n_agents) < 2:
             raise ConfigError(f"self-play needs n_agents >= 2 seats, got {n_agents}")
-        if int(handler_cache_size) < 0:
-            raise ConfigError(
-                f"handler_cache_size must be >= 0, got {handler_cache_size}"
-            )
-        if int(window) < 1:
-            raise ConfigError(f"window must be >= 1 games, got {window}")
-        if not 0.0 <= float(mirror_share) < 1.0:
-            raise ConfigError(f"mirror_share must be in [0, 1), got {mirror_share}")
+        check_at_least("handler_cache_size", int(handler_cache_size), minimum=0)
+        check_at_least("window (games)", int(window))
+        check_fraction("mirror_share", mirror_share, allow_one=False)
         n_rows = int(n_envs) * int(n_agents)
         if int(learner.n_envs) != n_rows:
             raise ConfigError(

@@ -24,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from parllel.errors import AgentSpaceError
+from parllel.tree import tree_map
 
 
 def shared_space(
@@ -133,18 +134,9 @@ def unstack_space(space: gym.Space) -> gym.Space:
     )
 
 
-def stacked_zeros(space: gym.Space) -> Any:
-    """Zeros of a stacked space's elements (a dict for a Dict space)."""
-    if isinstance(space, gym.spaces.Dict):
-        return {key: stacked_zeros(sub) for key, sub in space.spaces.items()}
-    return np.zeros(space.shape, dtype=space.dtype)
-
-
 def copy_value(value: Any) -> Any:
     """A copy of a stacked value (dicts copied leaf by leaf)."""
-    if isinstance(value, dict):
-        return {key: copy_value(leaf) for key, leaf in value.items()}
-    return value.copy()
+    return tree_map(lambda leaf: leaf.copy(), value)
 
 
 def write_row(stacked: Any, index: int, value: Any, agent: str) -> None:

@@ -5,7 +5,7 @@ holds every object they return (cages, handler, sample tree, transforms,
 samplers) and can swap any of them. Nothing here hides the algorithm.
 
 Example:
-    >>> cage = build_cages(make_env, n_envs=8, seed=0)
+    >>> cage = build_cages(make_env, n_envs=8, seed=0)  # parllel.cages.build_cages
     >>> handler = TorchHandler(agent, n_envs=cage.n_envs)
     >>> sample_tree = build_sample_tree(cage, handler, batch_T=128)
     >>> gae = add_advantage_estimation(sample_tree, gamma=0.99, gae_lambda=0.95)
@@ -14,11 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from parllel.patterns.cages import (
-    PARALLEL_CHOICES,
-    build_alternating_cages,
-    build_cages,
-)
+from parllel.patterns.cages import build_alternating_cages
 from parllel.patterns.sampling import (
     add_advantage_estimation,
     add_obs_normalization,
@@ -28,14 +24,9 @@ from parllel.patterns.sampling import (
     build_replay_tree,
     build_sample_tree,
 )
-from parllel.patterns.training import (
-    build_run_logger,
-    run_training,
-)
+from parllel.patterns.training import build_run_logger, run_training
 
 __all__ = [
-    "PARALLEL_CHOICES",
-    "build_cages",
     "build_alternating_cages",
     "build_sample_tree",
     "build_replay_tree",

@@ -8,10 +8,9 @@ from numbers import Integral
 from typing import Any
 
 from parllel.cages import ProcessCage, TrajInfo
-from parllel.cages.building import PARALLEL_CHOICES, build_cages
 from parllel.errors import ConfigError
 
-__all__ = ["PARALLEL_CHOICES", "build_alternating_cages", "build_cages"]
+__all__ = ["build_alternating_cages"]
 
 
 def build_alternating_cages(

@@ -9,19 +9,16 @@ from numpy.typing import DTypeLike
 
 from parllel import fields
 from parllel.agents import Handler
-from parllel.arrays import Storage
+from parllel.arrays.array import Storage
 from parllel.cages import (
     Cage,
     ProcessCage,
     SerialCage,
     TrajInfo,
 )
-from parllel.samplers import (
-    EvalSampler,
-    ObservationNormalizer,
-    sample_tree_from_examples,
-)
+from parllel.samplers import EvalSampler, sample_tree_from_examples
 from parllel.samplers.build import with_float_dtype
+from parllel.samplers.steps import ObservationNormalizer
 from parllel.transforms import (
     ClipRewards,
     EstimateAdvantage,

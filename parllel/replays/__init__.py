@@ -13,22 +13,14 @@ read from those rows in place:
 - :class:`ReplayRatio`: whole gradient updates per collected batch.
 """
 
-from parllel.replays.final_observations import FinalObservations
 from parllel.replays.prioritized import PrioritizedReplay
 from parllel.replays.ratio import ReplayRatio
-from parllel.replays.storage import REQUIRED_FIELDS, ReplayStorage
-from parllel.replays.sum_tree import SumTree
-from parllel.replays.transitions import ReplayBatch, gather_transitions
+from parllel.replays.transitions import ReplayBatch
 from parllel.replays.uniform import UniformReplay
 
 __all__ = [
-    "FinalObservations",
     "PrioritizedReplay",
-    "REQUIRED_FIELDS",
     "ReplayBatch",
     "ReplayRatio",
-    "ReplayStorage",
-    "SumTree",
     "UniformReplay",
-    "gather_transitions",
 ]

@@ -27,9 +27,6 @@ Example::
 
 from parllel.runtime.checkpoint import (
     capture_rng_state,
-    check_config,
-    check_state_dict,
-    check_state_shapes,
     latest_checkpoint,
     load_checkpoint,
     load_latest_checkpoint,
@@ -43,9 +40,6 @@ __all__ = [
     "RunDirectory",
     "Seeds",
     "capture_rng_state",
-    "check_config",
-    "check_state_dict",
-    "check_state_shapes",
     "latest_checkpoint",
     "load_checkpoint",
     "load_latest_checkpoint",

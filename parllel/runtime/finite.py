@@ -8,7 +8,7 @@ disk stays the last good one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,30 +16,23 @@ import torch
 
 from parllel.errors import NonFiniteCheckpointError
 from parllel.runtime.checkpoint import latest_checkpoint
+from parllel.tree import tree_items
 
 
 def nonfinite_tensors(state: Any, prefix: str = "") -> list[str]:
     """Dotted paths of the floating-point tensors in ``state`` that hold NaN/inf.
 
     ``state`` is a nested structure of mappings, lists, tuples and tensors
-    (state dicts of models, optimizers, algorithms); other leaves are ignored.
+    (state dicts of models, optimizers, algorithms), walked as every tree is
+    (:func:`~parllel.tree.tree_items`); other leaves are ignored.
     """
-    if isinstance(state, torch.Tensor):
-        if state.is_floating_point() or state.is_complex():
-            if not bool(torch.isfinite(state).all()):
-                return [prefix or "<tensor>"]
-        return []
-    items: Iterable[tuple[Any, Any]]
-    if isinstance(state, Mapping):
-        items = state.items()
-    elif isinstance(state, (list, tuple)):
-        items = enumerate(state)
-    else:
-        return []
-    found: list[str] = []
-    for key, value in items:
-        found += nonfinite_tensors(value, f"{prefix}.{key}" if prefix else str(key))
-    return found
+    return [
+        path or "<tensor>"
+        for path, leaf in tree_items(state, prefix)
+        if isinstance(leaf, torch.Tensor)
+        and (leaf.is_floating_point() or leaf.is_complex())
+        and not bool(torch.isfinite(leaf).all())
+    ]
 
 
 def refuse_nonfinite_state(

@@ -18,28 +18,19 @@ No torch is imported here.
 """
 
 from parllel.samplers.alternating import AlternatingSampler
-from parllel.samplers.background import BackgroundBatch, BackgroundSampler
+from parllel.samplers.background import BackgroundSampler
 from parllel.samplers.build import sample_tree_from_examples
 from parllel.samplers.evaluation import EvalSampler
 from parllel.samplers.feedforward import FeedForwardSampler
-from parllel.samplers.finite import FiniteCheck
 from parllel.samplers.recurrent import RecurrentSampler
-from parllel.samplers.steps import GroupViews, ObservationNormalizer
-from parllel.samplers.tree_ring import Handover, TreeRing, allocate_like, tree_layout
+from parllel.samplers.tree_ring import TreeRing
 
 __all__ = [
     "AlternatingSampler",
-    "BackgroundBatch",
     "BackgroundSampler",
     "EvalSampler",
     "FeedForwardSampler",
-    "FiniteCheck",
-    "GroupViews",
-    "Handover",
-    "ObservationNormalizer",
     "RecurrentSampler",
     "TreeRing",
-    "allocate_like",
     "sample_tree_from_examples",
-    "tree_layout",
 ]

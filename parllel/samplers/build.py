@@ -9,10 +9,12 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from parllel import fields
-from parllel.arrays import Array, Storage
+from parllel.arrays import Array
+from parllel.arrays.array import Storage
 from parllel.cages import numeric_info_example
 from parllel.errors import ConfigError
 from parllel.tree import ArrayDict, buffer_from_example, tree_map
+from parllel.validation import check_at_least
 
 
 def with_float_dtype(example: Any, dtype: DTypeLike | None) -> Any:
@@ -112,8 +114,8 @@ def sample_tree_from_examples(
         >>> tree.observation.shape, tree.action.padded[-1].shape
         ((128, 8, 4), (8,))
     """
-    if int(batch_T) < 1 or int(n_envs) < 1:
-        raise ConfigError(f"batch_T and n_envs must be >= 1, got {batch_T}, {n_envs}")
+    check_at_least("batch_T", int(batch_T))
+    check_at_least("n_envs", int(n_envs))
     shape = (int(batch_T), int(n_envs))
     agent_info = dict(agent_example.agent_info or {})
     action = agent_example.action

@@ -21,6 +21,7 @@ from parllel.samplers.steps import (
     start_batch,
 )
 from parllel.tree import ArrayDict
+from parllel.validation import check_at_least
 
 
 class EvalSampler:
@@ -59,8 +60,7 @@ class EvalSampler:
         observation_normalizer: ObservationNormalizer | None = None,
     ) -> None:
         self.cages = as_cages(cages)
-        if int(n_episodes) < 1:
-            raise ConfigError(f"n_episodes must be >= 1, got {n_episodes}")
+        check_at_least("n_episodes", int(n_episodes))
         for cage in self.cages:
             if cage.reset_mode != "auto":
                 raise ConfigError("EvalSampler needs auto-reset cages")

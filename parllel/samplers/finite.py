@@ -29,7 +29,7 @@ from parllel import fields
 from parllel.arrays import Array
 from parllel.cages import Cage
 from parllel.errors import ConfigError, NonFiniteSampleError
-from parllel.transforms import first_nonfinite
+from parllel.transforms.functional import first_nonfinite
 from parllel.tree import ArrayDict, tree_items
 
 AUTO_MAX_FEATURES = 1024  # float values per env step checked by "auto"

@@ -15,7 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from parllel import fields
-from parllel.agents import Handler, sample_actions, write_outputs
+from parllel.agents import Handler, sample_actions
+from parllel.agents.numpy_handler import write_outputs
 from parllel.arrays import Array
 from parllel.cages import Cage
 from parllel.errors import ConfigError

@@ -13,20 +13,11 @@ sampler runs after every batch. Imports numpy and numba only, never torch.
 
 from parllel.transforms.advantage import EstimateAdvantage, NormalizeAdvantage
 from parllel.transforms.base import Compose, Transform
-from parllel.transforms.functional import (
-    discounted_return,
-    first_nonfinite,
-    generalized_advantage_estimation,
-    normalize_advantage,
-    truncated_importance_weights,
-    valid_mask,
-    vtrace,
-)
+from parllel.transforms.functional import generalized_advantage_estimation, vtrace
 from parllel.transforms.multiagent_advantage import MultiAgentGAE, multiagent_gae
 from parllel.transforms.observation import NormalizeObservations
 from parllel.transforms.off_policy import ComputeVTrace
 from parllel.transforms.reward import ClipRewards, NormalizeRewards
-from parllel.transforms.running_stats import RunningMeanStd
 from parllel.transforms.valid import ComputeValidMask
 
 __all__ = [
@@ -39,14 +30,8 @@ __all__ = [
     "NormalizeAdvantage",
     "NormalizeObservations",
     "NormalizeRewards",
-    "RunningMeanStd",
     "Transform",
-    "discounted_return",
-    "first_nonfinite",
     "generalized_advantage_estimation",
     "multiagent_gae",
-    "normalize_advantage",
-    "truncated_importance_weights",
-    "valid_mask",
     "vtrace",
 ]

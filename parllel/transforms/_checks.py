@@ -6,7 +6,6 @@ before the kernel runs, with an error that names the offending field.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -14,28 +13,6 @@ import numpy as np
 from parllel.errors import ConfigError, DtypeError, ShapeError
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def check_unit_interval(name: str, x: float) -> float:
-    """Return ``x`` as float if it lies in ``[0, 1]``, else raise ConfigError."""
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be a number in [0, 1], got {x!r}") from None
-    if not 0.0 <= x <= 1.0:
-        raise ConfigError(f"{name} must be in [0, 1], got {x}")
-    return x
-
-
-def check_positive(name: str, x: float, allow_inf: bool = False) -> float:
-    """Return ``x`` as float if it is > 0 (and finite unless allowed)."""
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be a positive number, got {x!r}") from None
-    if not x > 0.0 or (math.isinf(x) and not allow_inf):
-        raise ConfigError(f"{name} must be a positive number, got {x}")
-    return x
 
 
 def check_float_array(name: str, array: object) -> np.ndarray:

@@ -18,7 +18,6 @@ from parllel.fields import (
     VALID,
     VALUE,
 )
-from parllel.transforms._checks import check_positive, check_unit_interval
 from parllel.transforms.base import (
     Transform,
     allocate_field,
@@ -30,6 +29,7 @@ from parllel.transforms.functional import (
     generalized_advantage_estimation,
     normalize_advantage,
 )
+from parllel.validation import check_fraction, check_positive
 
 
 class EstimateAdvantage(Transform):
@@ -56,8 +56,8 @@ class EstimateAdvantage(Transform):
         value_field: str | tuple[str, ...] = (AGENT_INFO, VALUE),
         truncation_as_termination: bool = False,
     ) -> None:
-        self.gamma = check_unit_interval("gamma", gamma)
-        self.gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
+        self.gamma = check_fraction("gamma", gamma)
+        self.gae_lambda = check_fraction("gae_lambda", gae_lambda)
         self.value_field = value_field
         self.truncation_as_termination = bool(truncation_as_termination)
         value = get_field(sample_tree, value_field, "advantage estimation")

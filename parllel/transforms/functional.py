@@ -18,7 +18,6 @@ from parllel.transforms._checks import (
     check_float_array,
     check_output,
     check_shape,
-    check_unit_interval,
     episode_columns,
     flag_columns,
     output_columns,
@@ -31,6 +30,7 @@ from parllel.transforms.kernels.finite import first_nonfinite_kernel
 from parllel.transforms.kernels.gae import discounted_return_kernel, gae_kernel
 from parllel.transforms.kernels.normalization import normalize_advantage_kernel
 from parllel.transforms.kernels.valid import valid_mask_kernel
+from parllel.validation import check_fraction
 
 __all__ = [
     "discounted_return",
@@ -93,8 +93,8 @@ def generalized_advantage_estimation(
         >>> ret[:, 0].tolist()  # gae_lambda = 1: the discounted returns
         [1.75, 1.5, 1.0]
     """
-    gamma = check_unit_interval("gamma", gamma)
-    gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
+    gamma = check_fraction("gamma", gamma)
+    gae_lambda = check_fraction("gae_lambda", gae_lambda)
     inputs = episode_columns(
         reward, value, terminated, truncated, bootstrap_value, final_value,
         truncation_as_termination,
@@ -156,7 +156,7 @@ def discounted_return(
         >>> discounted_return(np.ones((3, 1)), terminated, truncated, gamma=0.5)[:, 0]
         array([1.5, 1. , 1. ])
     """
-    gamma = check_unit_interval("gamma", gamma)
+    gamma = check_fraction("gamma", gamma)
     reward = check_float_array("reward", reward)
     batch_shape, feature_shape = batch_and_feature_shape("reward", reward)
     terminated2, k = flag_columns("terminated", terminated, batch_shape, feature_shape)

@@ -16,12 +16,11 @@ from parllel.transforms._checks import (
     as_columns,
     check_float_array,
     check_output,
-    check_positive,
-    check_unit_interval,
     episode_columns,
     output_columns,
 )
 from parllel.transforms.kernels.vtrace import vtrace_kernel
+from parllel.validation import check_fraction, check_positive
 
 
 def _ratio_argument(
@@ -121,8 +120,8 @@ def vtrace(
         >>> v[:, 0].tolist()  # each step's correction is halved
         [0.875, 0.75, 0.5]
     """
-    gamma = check_unit_interval("gamma", gamma)
-    trace_lambda = check_unit_interval("trace_lambda", trace_lambda)
+    gamma = check_fraction("gamma", gamma)
+    trace_lambda = check_fraction("trace_lambda", trace_lambda)
     rho_bar = check_positive("rho_bar", rho_bar, allow_inf=True)
     c_bar = check_positive("c_bar", c_bar, allow_inf=True)
     pg_rho_bar = (

@@ -33,9 +33,7 @@ from parllel.fields import (
 from parllel.transforms._checks import (
     check_flag_array,
     check_float_array,
-    check_positive,
     check_shape,
-    check_unit_interval,
     output_columns,
 )
 from parllel.transforms.base import (
@@ -48,6 +46,7 @@ from parllel.transforms.base import (
 )
 from parllel.transforms.functional import normalize_advantage
 from parllel.transforms.kernels.multiagent_gae import multiagent_gae_kernel
+from parllel.validation import check_fraction, check_positive
 
 __all__ = ["MultiAgentGAE", "multiagent_gae"]
 
@@ -139,8 +138,8 @@ def multiagent_gae(
         >>> ret[:, 0].tolist()   # player 0's move at t = 0 earned the -1
         [[-1.0, 0.0], [0.0, 1.0]]
     """
-    gamma = check_unit_interval("gamma", gamma)
-    gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
+    gamma = check_fraction("gamma", gamma)
+    gae_lambda = check_fraction("gae_lambda", gae_lambda)
     agent_reward = check_float_array("agent_reward", agent_reward)
     if agent_reward.ndim != 3:
         raise ShapeError(
@@ -248,8 +247,8 @@ class MultiAgentGAE(Transform):
         truncation_as_termination: bool = False,
         epsilon: float = 1e-8,
     ) -> None:
-        self.gamma = check_unit_interval("gamma", gamma)
-        self.gae_lambda = check_unit_interval("gae_lambda", gae_lambda)
+        self.gamma = check_fraction("gamma", gamma)
+        self.gae_lambda = check_fraction("gae_lambda", gae_lambda)
         self.normalize_advantage = bool(normalize_advantage)
         self.truncation_as_termination = bool(truncation_as_termination)
         self.epsilon = check_positive("epsilon", epsilon)

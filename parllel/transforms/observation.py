@@ -9,10 +9,13 @@ import numpy as np
 
 from parllel.errors import ConfigError, DtypeError
 from parllel.fields import OBSERVATION, VALID
-from parllel.transforms._checks import FLOAT_DTYPES, check_positive
+from parllel.transforms._checks import (
+    FLOAT_DTYPES,
+)
 from parllel.transforms.base import Transform, as_ndarray, get_field
 from parllel.transforms.running_stats import RunningMeanStd
 from parllel.tree import tree_items
+from parllel.validation import check_positive
 
 
 def _leaves(observation: Any) -> dict[str, Any]:

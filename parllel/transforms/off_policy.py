@@ -21,9 +21,7 @@ from parllel.fields import (
 )
 from parllel.transforms._checks import (
     check_float_array,
-    check_positive,
     check_shape,
-    check_unit_interval,
 )
 from parllel.transforms.base import (
     Transform,
@@ -34,6 +32,7 @@ from parllel.transforms.base import (
     has_field,
 )
 from parllel.transforms.functional_vtrace import vtrace
+from parllel.validation import check_fraction, check_positive
 
 FieldPath = str | tuple[str, ...]
 
@@ -83,8 +82,8 @@ class ComputeVTrace(Transform):
         target_log_prob_field: FieldPath = TARGET_LOG_PROB,
         truncation_as_termination: bool = False,
     ) -> None:
-        self.gamma = check_unit_interval("gamma", gamma)
-        self.trace_lambda = check_unit_interval("trace_lambda", trace_lambda)
+        self.gamma = check_fraction("gamma", gamma)
+        self.trace_lambda = check_fraction("trace_lambda", trace_lambda)
         self.rho_bar = check_positive("rho_bar", rho_bar, allow_inf=True)
         self.c_bar = check_positive("c_bar", c_bar, allow_inf=True)
         self.pg_rho_bar = (

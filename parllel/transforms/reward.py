@@ -13,12 +13,11 @@ from parllel.transforms._checks import (
     as_columns,
     batch_and_feature_shape,
     check_float_array,
-    check_positive,
-    check_unit_interval,
     flag_columns,
 )
 from parllel.transforms.base import Transform, as_ndarray, field_name, get_field
 from parllel.transforms.kernels.normalization import normalize_reward_kernel
+from parllel.validation import check_fraction, check_positive
 
 
 class NormalizeRewards(Transform):
@@ -54,7 +53,7 @@ class NormalizeRewards(Transform):
             raise ConfigError(
                 "done_fields names two fields: the terminated and the truncated flags"
             )
-        self.gamma = check_unit_interval("gamma", gamma)
+        self.gamma = check_fraction("gamma", gamma)
         self.clip = check_positive("clip", clip, allow_inf=True)
         self.epsilon = check_positive("epsilon", epsilon)
         self.only_valid = bool(only_valid)

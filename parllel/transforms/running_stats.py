@@ -7,11 +7,14 @@ from typing import Any
 import numpy as np
 
 from parllel.errors import ConfigError, ShapeError
-from parllel.transforms._checks import check_float_array, check_positive
+from parllel.transforms._checks import (
+    check_float_array,
+)
 from parllel.transforms.kernels.normalization import (
     normalize_kernel,
     update_moments_kernel,
 )
+from parllel.validation import check_positive
 
 
 class RunningMeanStd:

@@ -2,20 +2,12 @@
 
 from parllel.tree.array_dict import ArrayDict
 from parllel.tree.build import buffer_from_example
-from parllel.tree.utils import (
-    tree_close,
-    tree_get,
-    tree_items,
-    tree_map,
-    tree_to_ndarray,
-)
+from parllel.tree.utils import tree_get, tree_items, tree_map
 
 __all__ = [
     "ArrayDict",
     "buffer_from_example",
-    "tree_close",
     "tree_get",
     "tree_items",
     "tree_map",
-    "tree_to_ndarray",
 ]

@@ -7,7 +7,8 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from parllel.arrays import Array, Storage
+from parllel.arrays import Array
+from parllel.arrays.array import Storage
 from parllel.errors import TreeStructureError
 from parllel.tree.array_dict import ArrayDict
 from parllel.tree.utils import is_namedtuple

@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.agents import (
-    NumpyHandler,
-    RandomAgent,
-    ScriptedAgent,
-    sample_actions,
-    write_outputs,
-)
+from parllel.agents import NumpyHandler, RandomAgent, ScriptedAgent, sample_actions
+from parllel.agents.numpy_handler import write_outputs
 from parllel.cages import ProcessCage, SerialCage
 from parllel.errors import TreeStructureError
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples

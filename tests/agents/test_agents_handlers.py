@@ -18,8 +18,8 @@ from parllel.samplers import (
     RecurrentSampler,
     sample_tree_from_examples,
 )
+from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from tests.helpers.envs import CountingEnv
 

@@ -19,8 +19,11 @@ from pathlib import Path
 import pytest
 
 from parllel.arrays import list_segments
-from parllel.bench import Measurement, candidate_layouts, recommend, run_bench
+from parllel.bench import run_bench
 from parllel.bench.__main__ import main
+from parllel.bench.layouts import candidate_layouts
+from parllel.bench.measure import Measurement
+from parllel.bench.recommend import recommend
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPERS = "tests.helpers.bench_envs"

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from parllel.bench import LAYOUT_NAMES, Layout, candidate_layouts, suggested_layout
 from parllel.bench.factory import EnvFactory
-from parllel.cages import ProcessCage, SerialCage, suggest_layout
+from parllel.bench.layouts import (
+    LAYOUT_NAMES,
+    Layout,
+    candidate_layouts,
+    suggested_layout,
+)
+from parllel.cages import ProcessCage, SerialCage, build_cages
+from parllel.cages.layout import suggest_layout
 from parllel.errors import ConfigError
-from parllel.patterns import build_alternating_cages, build_cages
+from parllel.patterns import build_alternating_cages
 from tests.helpers.bench_envs import make_noop_env
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from parllel.bench import Measurement, candidate_layouts, recommend, suggested_layout
+from parllel.bench.layouts import candidate_layouts, suggested_layout
+from parllel.bench.measure import Measurement
+from parllel.bench.recommend import recommend
 from parllel.errors import ConfigError
 
 

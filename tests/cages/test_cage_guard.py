@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The README's training-script pattern, pasted into a file without the guard.
 UNGUARDED = """
 import gymnasium as gym
-from parllel.patterns import build_cages
+from parllel.cages import build_cages
 
 
 def make_env():
@@ -33,7 +33,7 @@ cage.close()
 
 GUARDED = """
 import gymnasium as gym
-from parllel.patterns import build_cages
+from parllel.cages import build_cages
 
 
 def make_env():

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import EnvGroup, ProcessCage, SerialCage, TrajInfo
+from parllel.cages import ProcessCage, SerialCage, TrajInfo
+from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import numeric_info_example
 from parllel.cages.process import channel
 from parllel.errors import EnvError, EnvInfoError

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import KeptInfos, PerEnvFactories, ProcessCage, SerialCage
+from parllel.cages import PerEnvFactories, ProcessCage, SerialCage
+from parllel.cages.env_info import KeptInfos
 from parllel.errors import ConfigError, EnvError
 from parllel.tree import ArrayDict, buffer_from_example
 from tests.helpers.interop_envs import CountEnv, make_count_env

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from parllel.cages import measure_step_seconds, suggest_layout
+from parllel.cages.layout import measure_step_seconds, suggest_layout
 from parllel.errors import ConfigError
 from tests.helpers.envs import CountingEnv
 

@@ -10,10 +10,11 @@ import pytest
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.arrays import Array, NotSharedError
-from parllel.cages import CageState, ProcessCage, SerialCage
-from parllel.errors import ArrayClosedError, ConfigError, EnvError
-from parllel.patterns import build_cages, build_sample_tree
+from parllel.arrays import Array
+from parllel.cages import ProcessCage, SerialCage, build_cages
+from parllel.cages.cage import CageState
+from parllel.errors import ArrayClosedError, ConfigError, EnvError, NotSharedError
+from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.envs import CountingEnv

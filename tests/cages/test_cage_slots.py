@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parllel.arrays import NotSharedError
 from parllel.cages import ProcessCage, SerialCage
 from parllel.cages.process.channel import Layout, Views
 from parllel.cages.process.slots import SlotRegistry
+from parllel.errors import NotSharedError
 from parllel.tree import ArrayDict, buffer_from_example, tree_items, tree_map
 from tests.helpers.cage_helpers import allocate, run
 from tests.helpers.envs import CountingEnv

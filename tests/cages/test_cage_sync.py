@@ -8,7 +8,9 @@ import os
 
 import pytest
 
-from parllel.cages import measure_sync_seconds, suggest_layout, suggest_layout_for
+from parllel.cages import suggest_layout_for
+from parllel.cages.costs import measure_sync_seconds
+from parllel.cages.layout import suggest_layout
 from tests.helpers.envs import CountingEnv
 
 
@@ -41,7 +43,7 @@ def test_suggest_layout_for_one_env_is_serial_without_a_probe_process():
 
 def test_measure_step_overhead_seconds_leaves_no_process_or_segment():
     from parllel.arrays import list_segments
-    from parllel.cages import measure_step_overhead_seconds
+    from parllel.cages.costs import measure_step_overhead_seconds
 
     seconds = measure_step_overhead_seconds(steps=20)
     assert 0.0 <= seconds < 1.0
@@ -50,7 +52,7 @@ def test_measure_step_overhead_seconds_leaves_no_process_or_segment():
 
 
 def test_measure_step_overhead_seconds_refuses_no_steps():
-    from parllel.cages import measure_step_overhead_seconds
+    from parllel.cages.costs import measure_step_overhead_seconds
     from parllel.errors import ConfigError
 
     with pytest.raises(ConfigError, match="steps"):

@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.arrays import NotSharedError
-from parllel.cages import CageState, ProcessCage, SerialCage, TrajInfo
+from parllel.cages import ProcessCage, SerialCage, TrajInfo
+from parllel.cages.cage import CageState
 from parllel.errors import (
     CageStateError,
     ClosedCageError,
     ConfigError,
     EnvError,
     InvalidActionError,
+    NotSharedError,
     SpaceMismatchError,
     WorkerDiedError,
 )

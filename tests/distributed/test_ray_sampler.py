@@ -173,7 +173,7 @@ def test_a_runner_refuses_any_publisher_but_the_ray_sampler_itself(local_ray):
     """The learner's handler as publisher would publish into shared memory the
     actors never read: they would keep the first weights."""
     from parllel.runners import OnPolicyRunner
-    from parllel.torch.handler import TorchHandler
+    from parllel.torch import TorchHandler
 
     agent = learner_agent()
     handler = TorchHandler(agent, sum(WIDTHS))

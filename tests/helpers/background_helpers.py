@@ -13,7 +13,7 @@ from parllel.agents import AgentStep, NumpyHandler, RandomAgent
 from parllel.cages import ProcessCage, SerialCage
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
-from parllel.torch.handler import TorchHandler
+from parllel.torch import TorchHandler
 from parllel.transforms import EstimateAdvantage, NormalizeObservations
 from tests.helpers.envs import CountingEnv
 

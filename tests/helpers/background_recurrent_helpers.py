@@ -13,8 +13,8 @@ import torch
 from parllel.cages import SerialCage
 from parllel.patterns import build_alternating_cages, build_sample_tree
 from parllel.samplers import AlternatingSampler, RecurrentSampler
+from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import EstimateAdvantage
 from tests.helpers.envs import CountingEnv

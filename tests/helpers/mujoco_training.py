@@ -15,17 +15,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from parllel.cages import build_cages
 from parllel.patterns import (
     add_advantage_estimation,
     add_obs_normalization,
     add_reward_normalization,
-    build_cages,
     build_replay_tree,
     build_sample_tree,
 )
 from parllel.replays import UniformReplay
 from parllel.runners import OffPolicyRunner, OnPolicyRunner
 from parllel.samplers import FeedForwardSampler, RecurrentSampler
+from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent, build_sac_agent
 from parllel.torch.algos import (
     PPO,
@@ -34,7 +35,6 @@ from parllel.torch.algos import (
     EntropyCoefficient,
     build_sac_optimizer,
 )
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import Compose
 

@@ -18,7 +18,7 @@ from parllel.cages import ProcessCage, SerialCage
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import derive_seed
-from parllel.torch.handler import TorchHandler
+from parllel.torch import TorchHandler
 from parllel.transforms import EstimateAdvantage, NormalizeObservations
 from tests.helpers.background_helpers import ENV_KWARGS, LinearAgent, T
 from tests.helpers.envs import CountingEnv

@@ -35,7 +35,7 @@ from parllel.torch.agents.sac_agent import SacAgent
 from parllel.torch.algos import adam
 from parllel.torch.algos.dqn import DQN
 from parllel.torch.algos.sac import SAC, EntropyCoefficient, build_sac_optimizer
-from parllel.transforms import first_nonfinite
+from parllel.transforms.functional import first_nonfinite
 from tests.torch.test_torch_dqn import _batch as dqn_batch
 from tests.torch.test_torch_dqn import _linear_agent
 from tests.torch.test_torch_ppo import _make, _rollout

@@ -67,3 +67,13 @@ def test_bad_batches_name_the_leaf(value, match):
     )
     with pytest.raises(InvalidActionError, match=match):
         write_batch(space, allocate_for_space(space, 2, "local"), value)
+
+
+def test_allocation_honours_registered_zero_examples():
+    # Interval registers zero_example (a pair of float32 scalars); the interop
+    # allocation once walked Dict/Tuple itself and refused such a space
+    from tests.helpers.space_envs import Interval
+
+    tree = allocate_for_space(gym.spaces.Dict({"i": Interval(0.0, 1.0)}), 3, "local")
+    assert tree["i"]["0"].shape == (3,) and tree["i"]["0"].dtype == np.float32
+    assert tree["i"]["1"].shape == (3,)

@@ -171,9 +171,9 @@ def test_random_agent_sampler_on_pong_fills_info_slots_and_int32_actions():
 
 def test_ppo_smoke_run_on_envpool_cartpole():
     torch = pytest.importorskip("torch")
+    from parllel.torch import TorchHandler
     from parllel.torch.agents import ActorCriticAgent
     from parllel.torch.algos import PPO, ActorCriticEvaluator
-    from parllel.torch.handler import TorchHandler
     from parllel.torch.models import build_actor_critic
     from parllel.transforms import EstimateAdvantage
 

@@ -16,7 +16,8 @@ from parllel.errors import (
     EnvError,
     InvalidActionError,
 )
-from parllel.interop import CageVectorEnv, make_vec
+from parllel.interop import make_vec
+from parllel.interop.vector_env import CageVectorEnv
 from tests.helpers.envs import CountingEnv
 from tests.helpers.interop_envs import (
     CountEnv,

@@ -18,7 +18,8 @@ from parllel.errors import (  # noqa: E402
     EnvAttributeError,
     InvalidActionError,
 )
-from parllel.interop import CageSB3VecEnv, make_sb3_vec_env  # noqa: E402
+from parllel.interop import make_sb3_vec_env  # noqa: E402
+from parllel.interop.sb3_vec_env import CageSB3VecEnv  # noqa: E402
 from tests.helpers.interop_envs import (  # noqa: E402
     CountEnv,
     assert_same,

@@ -20,7 +20,8 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from parllel import fields
 from parllel.agents import NumpyHandler, ScriptedAgent, sample_actions
 from parllel.arrays import Array
-from parllel.cages import CageState, SerialCage, TrajInfo
+from parllel.cages import SerialCage, TrajInfo
+from parllel.cages.cage import CageState
 from parllel.errors import (
     ArrayClosedError,
     CageStateError,

@@ -8,13 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from parllel.logging import (
-    COMPACT_KEYS,
-    ProgressBar,
-    StdoutTable,
-    read_progress,
-    select_metrics,
-)
+from parllel.logging import ProgressBar, StdoutTable, read_progress
+from parllel.logging.stdout import COMPACT_KEYS, select_metrics
 from parllel.plot import continuous_rows, plot_learning_curve
 
 METRICS = {

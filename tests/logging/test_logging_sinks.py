@@ -10,16 +10,9 @@ import numpy as np
 import pytest
 
 from parllel.errors import MetricError
-from parllel.logging import (
-    CsvSink,
-    Logger,
-    MultiLogger,
-    StdoutTable,
-    format_table,
-    format_value,
-    read_progress,
-    to_scalar,
-)
+from parllel.logging import CsvSink, Logger, MultiLogger, StdoutTable, read_progress
+from parllel.logging.base import format_value, to_scalar
+from parllel.logging.stdout import format_table
 
 
 def read_rows(path):

@@ -21,10 +21,10 @@ from parllel.multiagent import (
     ParallelEnvAdapter,
     make_aec_env_factory,
     make_parallel_env_factory,
-    shared_space,
     stack_space,
     unstack_space,
 )
+from parllel.multiagent.spaces import shared_space
 from tests.helpers.ma_envs import DropoutParallelEnv, TurnAECEnv
 
 

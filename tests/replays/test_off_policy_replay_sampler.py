@@ -18,7 +18,8 @@ from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.cages import ProcessCage, SerialCage
 from parllel.errors import ConfigError
-from parllel.replays import PrioritizedReplay, UniformReplay, gather_transitions
+from parllel.replays import PrioritizedReplay, UniformReplay
+from parllel.replays.transitions import gather_transitions
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from tests.helpers.envs import CountingEnv
 

@@ -21,8 +21,9 @@ from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.cages import ProcessCage, SerialCage
 from parllel.errors import ConfigError, ReplayError
-from parllel.replays import PrioritizedReplay, UniformReplay, gather_transitions
+from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.replays.frames import build_frame_replay_tree
+from parllel.replays.transitions import gather_transitions
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from parllel.tree import ArrayDict, buffer_from_example
 from tests.helpers.frame_envs import make_stacked

@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parllel.replays import UniformReplay, gather_transitions
+from parllel.replays import UniformReplay
+from parllel.replays.transitions import gather_transitions
 from tests.helpers.replay_helpers import ScriptedSampler, build_replay_tree, state_of
 
 

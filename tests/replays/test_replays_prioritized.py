@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from parllel.errors import ConfigError, ReplayError
-from parllel.replays import PrioritizedReplay, SumTree
+from parllel.replays import PrioritizedReplay
+from parllel.replays.sum_tree import SumTree
 from tests.helpers.replay_helpers import ScriptedSampler, build_replay_tree, state_of
 
 ENDS = [[(3, "term"), (5, "trunc")], [(2, "trunc"), (4, "term")]]

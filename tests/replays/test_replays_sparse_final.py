@@ -24,8 +24,9 @@ from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.arrays import Array
 from parllel.errors import ConfigError, ReplayCapacityWarning
-from parllel.replays import PrioritizedReplay, UniformReplay, gather_transitions
+from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.replays.final_observations import final_capacity
+from parllel.replays.transitions import gather_transitions
 from parllel.samplers import sample_tree_from_examples
 from parllel.tree import ArrayDict, tree_items
 from tests.helpers.replay_helpers import ScriptedSampler, build_replay_tree

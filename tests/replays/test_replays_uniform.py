@@ -11,7 +11,8 @@ import pytest
 from parllel import fields
 from parllel.arrays import Array
 from parllel.errors import ConfigError, ReplayError
-from parllel.replays import ReplayRatio, UniformReplay, gather_transitions
+from parllel.replays import ReplayRatio, UniformReplay
+from parllel.replays.transitions import gather_transitions
 from parllel.tree import ArrayDict
 from tests.helpers.replay_helpers import ScriptedSampler, build_replay_tree, state_of
 

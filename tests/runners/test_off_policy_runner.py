@@ -8,12 +8,15 @@ import pytest
 import torch
 
 from parllel import fields
+from parllel.cages import build_cages
 from parllel.errors import ConfigError
-from parllel.patterns import build_cages, build_replay_tree, build_sample_tree
-from parllel.replays import UniformReplay, gather_transitions
+from parllel.patterns import build_replay_tree, build_sample_tree
+from parllel.replays import UniformReplay
+from parllel.replays.transitions import gather_transitions
 from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.samplers import FeedForwardSampler
+from parllel.torch import TorchHandler
 from parllel.torch.agents import build_dqn_agent, build_sac_agent
 from parllel.torch.algos import (
     DQN,
@@ -23,7 +26,6 @@ from parllel.torch.algos import (
     build_sac_optimizer,
     epsilon_schedule,
 )
-from parllel.torch.handler import TorchHandler
 
 pytestmark = pytest.mark.timeout(90)
 

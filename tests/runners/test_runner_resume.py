@@ -269,13 +269,14 @@ def _train_cartpole_serial(seed: int, tmp_path) -> dict[str, torch.Tensor]:
     """Two PPO updates on CartPole with serial cages, everything from ``seed``."""
     import gymnasium as gym
 
-    from parllel.patterns import add_advantage_estimation, build_cages
+    from parllel.cages import build_cages
+    from parllel.patterns import add_advantage_estimation
     from parllel.patterns import build_sample_tree as allocate
     from parllel.runtime import Seeds, seed_everything
     from parllel.samplers import FeedForwardSampler
+    from parllel.torch import TorchHandler
     from parllel.torch.agents import ActorCriticAgent
     from parllel.torch.algos import PPO, ActorCriticEvaluator
-    from parllel.torch.handler import TorchHandler
     from parllel.torch.models import build_actor_critic
     from parllel.transforms import Compose
 

@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel import fields
-from parllel.cages import ProcessCage, SerialCage, env_seed
+from parllel.cages import ProcessCage, SerialCage, build_cages
+from parllel.cages.env_group import env_seed
 from parllel.errors import ConfigError
-from parllel.patterns import build_alternating_cages, build_cages
+from parllel.patterns import build_alternating_cages
 from parllel.runtime import RunDirectory, Seeds
 from parllel.seeding import (
     Stream,

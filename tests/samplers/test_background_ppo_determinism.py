@@ -47,7 +47,7 @@ def synchronous_batches(minibatches: int) -> tuple[list, np.ndarray]:
 def background_batches(minibatches: int) -> tuple[list, np.ndarray]:
     """The batches and the action generator's state the background sampler
     reports with its last batch (what a checkpoint saves)."""
-    from parllel.torch.handler import TorchHandler
+    from parllel.torch import TorchHandler
 
     agent = build_agent(SEED)  # the learner's global RNG as in the synchronous run
     learner = TorchHandler(agent, 4)

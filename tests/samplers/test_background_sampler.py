@@ -201,7 +201,7 @@ def test_bad_arguments():
 
 
 def test_use_tree_refuses_a_tree_of_another_layout():
-    from parllel.samplers import allocate_like
+    from parllel.samplers.tree_ring import allocate_like
     from parllel.tree import ArrayDict
     from tests.helpers.background_helpers import T
 

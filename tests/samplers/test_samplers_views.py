@@ -8,7 +8,8 @@ import pytest
 from parllel import fields
 from parllel.agents import AgentExample
 from parllel.errors import ConfigError
-from parllel.samplers import GroupViews, sample_tree_from_examples
+from parllel.samplers import sample_tree_from_examples
+from parllel.samplers.steps import GroupViews
 from parllel.tree import ArrayDict
 
 T, B = 3, 2

@@ -12,15 +12,15 @@ from parllel import fields
 from parllel.agents import AgentStep
 from parllel.errors import ConfigError
 from parllel.seeding import Seeds, actions_seed
+from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent, build_dqn_agent, build_sac_agent
 from parllel.torch.distributions import (
     Categorical,
     DistParams,
     Gaussian,
-    GaussianParams,
     SquashedGaussian,
 )
-from parllel.torch.handler import TorchHandler
+from parllel.torch.distributions.base import GaussianParams
 from parllel.torch.models import build_actor_critic
 from parllel.torch.selfplay import frozen_opponent, snapshot_state
 

@@ -17,8 +17,8 @@ from parllel.torch.models import (
     FlattenEncoder,
     build_actor_critic,
     build_encoder,
-    is_image_shape,
 )
+from parllel.torch.models.encoders import is_image_shape
 
 ACTIONS = gym.spaces.Discrete(6)
 

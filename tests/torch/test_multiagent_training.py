@@ -19,6 +19,7 @@ from parllel.errors import (
     ShapeError,
     TreeStructureError,
 )
+from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
     PPO,
@@ -27,7 +28,6 @@ from parllel.torch.algos import (
     PerPolicy,
     flatten_agents,
 )
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import MultiAgentGAE
 from parllel.tree import ArrayDict

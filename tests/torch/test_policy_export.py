@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from parllel.torch import export_policy, load_policy
+from parllel.torch import TorchHandler, export_policy, load_policy
 from parllel.torch.agents import ActorCriticAgent, build_dqn_agent, build_sac_agent
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import NormalizeObservations
 from parllel.tree import tree_map

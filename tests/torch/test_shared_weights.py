@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from parllel.errors import ConfigError
-from parllel.torch.handler import TorchHandler
-from parllel.torch.weights import SharedWeights, agent_modules, module_tensors
+from parllel.torch import SharedWeights, TorchHandler
+from parllel.torch.weights import agent_modules, module_tensors
 
 
 def make_tensors(size: int = 1000) -> dict[str, torch.Tensor]:

@@ -104,7 +104,7 @@ def test_sac_refuses_an_optimizer_that_misses_parameters():
         SAC(agent)
     with pytest.raises(TypeError, match="unexpected keyword argument 'lr'"):
         SAC(agent, build_sac_optimizer(agent, alpha), alpha, lr=1e-3)
-    with pytest.raises(ConfigError, match="initial alpha must be positive"):
+    with pytest.raises(ConfigError, match="initial alpha must be a positive number"):
         EntropyCoefficient(0.0)
 
 

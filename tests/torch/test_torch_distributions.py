@@ -16,9 +16,9 @@ from parllel.torch.distributions import (
     DistParams,
     Distribution,
     Gaussian,
-    GaussianParams,
     SquashedGaussian,
 )
+from parllel.torch.distributions.base import GaussianParams
 
 SETTINGS = settings(max_examples=30, deadline=None)
 

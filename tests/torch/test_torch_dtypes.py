@@ -21,16 +21,16 @@ from parllel.cages import SerialCage
 from parllel.errors import ConfigError, DtypeError
 from parllel.patterns import add_obs_normalization, build_replay_tree, build_sample_tree
 from parllel.samplers import FeedForwardSampler
+from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent, build_sac_agent
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import (
     CnnEncoder,
     FlattenEncoder,
     OneHotEncoder,
     build_actor_critic,
     build_encoder,
-    to_model_dtype,
 )
+from parllel.torch.models.dtypes import to_model_dtype
 
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.int64, torch.uint8]
 

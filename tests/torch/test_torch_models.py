@@ -14,16 +14,16 @@ from parllel.torch.distributions import Categorical, Gaussian, SquashedGaussian
 from parllel.torch.models import (
     MLP,
     ActorCriticModel,
-    CategoricalHead,
     CnnEncoder,
     DictEncoder,
     FlattenEncoder,
-    GaussianHead,
     OneHotEncoder,
     RecurrentCore,
-    ValueHead,
     build_actor_critic,
     build_encoder,
+)
+from parllel.torch.models.heads import CategoricalHead, GaussianHead, ValueHead
+from parllel.torch.models.leading_dims import (
     flatten_leading_dims,
     infer_leading_dims,
     restore_leading_dims,

@@ -14,10 +14,10 @@ from parllel.errors import ConfigError, ShapeError, TreeStructureError
 from parllel.torch.algos import (
     PPO,
     ActorCriticEvaluator,
-    PolicyEvaluation,
     PolicyEvaluator,
     linear_schedule,
 )
+from parllel.torch.algos.evaluator import PolicyEvaluation
 from parllel.torch.models import RecurrentCore, build_actor_critic
 
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)

@@ -23,9 +23,9 @@ from parllel.cages import SerialCage
 from parllel.errors import ConfigError, TreeStructureError
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler, RecurrentSampler
+from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, VTraceCorrection
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import EstimateAdvantage
 from tests.transforms.test_transforms_vtrace import ref_vtrace

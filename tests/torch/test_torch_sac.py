@@ -13,7 +13,7 @@ from parllel.errors import ConfigError
 from parllel.replays import ReplayBatch, UniformReplay
 from parllel.torch.agents.sac_agent import SacAgent, build_sac_agent
 from parllel.torch.algos.sac import SAC, EntropyCoefficient, build_sac_optimizer
-from parllel.torch.distributions import GaussianParams
+from parllel.torch.distributions.base import GaussianParams
 from parllel.tree import ArrayDict, buffer_from_example
 
 

@@ -11,8 +11,8 @@ from parllel import fields
 from parllel.errors import ConfigError
 from parllel.multiagent.opponent_pool import OpponentPool
 from parllel.multiagent.selfplay import SelfPlay
+from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
 from parllel.torch.selfplay import (
     frozen_opponent,

@@ -17,10 +17,10 @@ from parllel.transforms import (
     NormalizeAdvantage,
     NormalizeObservations,
     NormalizeRewards,
-    RunningMeanStd,
     generalized_advantage_estimation,
-    valid_mask,
 )
+from parllel.transforms.functional import valid_mask
+from parllel.transforms.running_stats import RunningMeanStd
 from parllel.tree import ArrayDict
 
 SETTINGS = settings(

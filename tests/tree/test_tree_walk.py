@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parllel.arrays import Array, compile_fast_writer
+from parllel.arrays import Array
+from parllel.arrays.fast_writer import compile_fast_writer
 from parllel.errors import ArrayClosedError, ShapeError, TreeStructureError
 from parllel.tree import ArrayDict, buffer_from_example, tree_items, tree_map
 

@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from parllel.arrays import NotSharedError, attach_view, describe_view
-from parllel.arrays.views import view_address
+from parllel.arrays.views import attach_view, describe_view, view_address
 from parllel.cages.process.channel import (
     MAX_LEAVES,
     MAX_TREES,
@@ -31,8 +30,9 @@ from parllel.cages.process.channel import (
     ResetArgs,
     Views,
 )
-from parllel.errors import ArrayClosedError, ConfigError
-from parllel.tree import ArrayDict, tree_map, tree_to_ndarray
+from parllel.errors import ArrayClosedError, ConfigError, NotSharedError
+from parllel.tree import ArrayDict, tree_map
+from parllel.tree.utils import tree_to_ndarray
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from parllel.torch.architecture import Architecture
 from parllel.torch.models.cnn import NATURE_CNN, CnnEncoder
 from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.mlp import MLP
+from parllel.validation import check_at_least
 
 __all__ = ["DqnAgent", "QNetwork", "build_dqn_agent"]
 
@@ -76,8 +77,7 @@ class DqnAgent:
         eval_epsilon: float = 0.0,
         generator: torch.Generator | None = None,
     ) -> None:
-        if num_actions < 1:
-            raise ConfigError(f"num_actions must be >= 1; got {num_actions}")
+        check_at_least("num_actions", num_actions)
         self.q_network = q_network
         self.num_actions = int(num_actions)
         self.epsilon = float(epsilon)

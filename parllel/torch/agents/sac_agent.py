@@ -12,7 +12,8 @@ from torch import nn
 from parllel.agents.base import AgentStep, check_mode
 from parllel.errors import ConfigError
 from parllel.torch.architecture import Architecture
-from parllel.torch.distributions import GaussianParams, SquashedGaussian
+from parllel.torch.distributions import SquashedGaussian
+from parllel.torch.distributions.base import GaussianParams
 from parllel.torch.models.dtypes import to_model_dtype
 from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.heads import GaussianHead

@@ -5,19 +5,14 @@ Every algorithm receives its optimizer (``PPO(evaluator, optimizer)``,
 :func:`build_sac_optimizer` build the usual ones.
 """
 
-from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.dqn import DQN, epsilon_schedule
-from parllel.torch.algos.evaluator import (
-    ActorCriticEvaluator,
-    PolicyEvaluation,
-    PolicyEvaluator,
-)
+from parllel.torch.algos.evaluator import ActorCriticEvaluator, PolicyEvaluator
 from parllel.torch.algos.multiagent import FlattenAgents, PerPolicy, flatten_agents
-from parllel.torch.algos.off_policy import adam
+from parllel.torch.algos.optimizers import adam
 from parllel.torch.algos.ppo import PPO
 from parllel.torch.algos.sac import SAC
 from parllel.torch.algos.sac_setup import EntropyCoefficient, build_sac_optimizer
-from parllel.torch.algos.schedules import Schedule, constant_schedule, linear_schedule
+from parllel.torch.algos.schedules import linear_schedule
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
 
 __all__ = [
@@ -28,14 +23,10 @@ __all__ = [
     "EntropyCoefficient",
     "FlattenAgents",
     "PerPolicy",
-    "PolicyBatch",
-    "PolicyEvaluation",
     "PolicyEvaluator",
-    "Schedule",
     "VTraceCorrection",
     "adam",
     "build_sac_optimizer",
-    "constant_schedule",
     "epsilon_schedule",
     "flatten_agents",
     "linear_schedule",

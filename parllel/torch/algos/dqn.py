@@ -15,13 +15,13 @@ from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.off_policy import (
     Replay,
     UpdateCount,
-    check_fraction,
     hard_update,
     mean_metrics,
     polyak_update,
     replay_batch_to_torch,
     takes_priorities,
 )
+from parllel.validation import check_at_least, check_fraction, check_positive
 
 __all__ = ["DQN", "epsilon_schedule"]
 
@@ -42,10 +42,9 @@ def epsilon_schedule(
     Raises:
         ConfigError: epsilons outside ``[0, 1]`` or ``decay_steps < 1``.
     """
-    check_fraction("start", start, allow_zero=True)
-    check_fraction("end", end, allow_zero=True)
-    if decay_steps < 1:
-        raise ConfigError(f"decay_steps must be >= 1; got {decay_steps}")
+    check_fraction("start", start)
+    check_fraction("end", end)
+    check_at_least("decay_steps", decay_steps)
 
     def schedule(step: int) -> float:
         if step >= decay_steps:
@@ -118,18 +117,16 @@ class DQN:
         if tau is not None:
             if target_update_interval is not None:
                 raise ConfigError("give target_update_interval or tau, not both")
-            check_fraction("tau", tau)
+            check_fraction("tau", tau, allow_zero=False)
         elif target_update_interval is None:
             target_update_interval = 1000
-        if target_update_interval is not None and target_update_interval < 1:
-            raise ConfigError(
-                "target_update_interval must be >= 1 (or give tau); got "
-                f"{target_update_interval}"
+        if target_update_interval is not None:
+            check_at_least(
+                "target_update_interval (or give tau)", target_update_interval
             )
-        if not huber_delta > 0:
-            raise ConfigError(f"huber_delta must be positive; got {huber_delta}")
-        if max_grad_norm is not None and not max_grad_norm > 0:
-            raise ConfigError(f"max_grad_norm must be positive; got {max_grad_norm}")
+        check_positive("huber_delta", huber_delta, allow_inf=True)
+        if max_grad_norm is not None:
+            check_positive("max_grad_norm", max_grad_norm, allow_inf=True)
         self.agent = agent
         self.q_network = network
         self.target_network = copy.deepcopy(network).requires_grad_(False)

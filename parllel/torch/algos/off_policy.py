@@ -13,13 +13,13 @@ from parllel.errors import ConfigError
 from parllel.replays.ratio import ReplayRatio
 from parllel.replays.transitions import ReplayBatch
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
+from parllel.validation import check_count
 
 __all__ = [
     "PrioritizedReplayLike",
     "Replay",
     "TargetAverager",
     "UpdateCount",
-    "adam",
     "hard_update",
     "polyak_update",
     "replay_batch_to_torch",
@@ -68,14 +68,8 @@ class UpdateCount:
     ) -> None:
         if updates_per_optimize is not None and replay_ratio is not None:
             raise ConfigError("give updates_per_optimize or replay_ratio, not both")
-        if updates_per_optimize is not None and (
-            isinstance(updates_per_optimize, bool)
-            or not isinstance(updates_per_optimize, int)
-            or updates_per_optimize < 1
-        ):
-            raise ConfigError(
-                f"updates_per_optimize must be an integer >= 1; got {updates_per_optimize!r}"
-            )
+        if updates_per_optimize is not None:
+            check_count("updates_per_optimize", updates_per_optimize)
         self.fixed = 1 if updates_per_optimize is None else updates_per_optimize
         self.ratio = None if replay_ratio is None else ReplayRatio(replay_ratio)
 
@@ -104,21 +98,6 @@ def replay_batch_to_torch(batch: Any, device: torch.device | None) -> Any:
     """A numpy ``ReplayBatch`` as tensors (zero-copy on CPU), on ``device``."""
     batch = numpy_to_torch_tree(batch)
     return batch if device is None else tree_to_device(batch, device)
-
-
-def adam(params: Any, learning_rate: float) -> torch.optim.Optimizer:
-    """Adam, fused into one kernel per step where torch supports it (CPU, CUDA).
-
-    ``params``: tensors or parameter groups (dicts), as for ``torch.optim.Adam``.
-
-    Example:
-        >>> dqn = DQN(agent, adam(agent.q_network.parameters(), learning_rate=1e-3))
-    """
-    params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=learning_rate, fused=True)
-    except (RuntimeError, TypeError, ValueError):  # e.g. a device without fused Adam
-        return torch.optim.Adam(params, lr=learning_rate)
 
 
 class TargetAverager:
@@ -177,15 +156,6 @@ def _tensors(
 ) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
     yield from zip(target.parameters(), online.parameters())
     yield from zip(target.buffers(), online.buffers())
-
-
-def check_fraction(name: str, value: float, allow_zero: bool = False) -> None:
-    """Raise ConfigError unless ``value`` is in ``(0, 1]`` (or ``[0, 1]``)."""
-    low_ok = value >= 0 if allow_zero else value > 0
-    if not (low_ok and value <= 1):
-        raise ConfigError(
-            f"{name} must be in {'[' if allow_zero else '('}0, 1]; got {value}"
-        )
 
 
 def mean_metrics(history: list[dict[str, float]]) -> dict[str, float]:

@@ -15,6 +15,7 @@ from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.schedules import Schedule
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
+from parllel.validation import check_at_least, check_count, check_positive
 
 __all__ = ["PPO"]
 
@@ -77,8 +78,7 @@ def _check_positive_or_schedule(name: str, value: Any, allow_none: bool) -> None
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name} must be a number or a schedule; got {value!r}")
-    if not (value > 0 and math.isfinite(value)):
-        raise ConfigError(f"{name} must be positive and finite; got {value}")
+    check_positive(name, value)
 
 
 class PPO:
@@ -192,18 +192,17 @@ class PPO:
             if not (value >= 0 and math.isfinite(value)):
                 raise ConfigError(f"{name} must be non-negative; got {value}")
         for name, limit in (("max_grad_norm", max_grad_norm), ("target_kl", target_kl)):
-            if limit is not None and not limit > 0:
-                raise ConfigError(f"{name} must be positive or None; got {limit}")
-        for name, value in (("epochs", epochs), ("minibatches", minibatches)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1; got {value!r}")
+            if limit is not None:
+                check_positive(name, limit, allow_inf=True)
+        check_count("epochs", epochs)
+        check_count("minibatches", minibatches)
         if correction is not None and not isinstance(correction, VTraceCorrection):
             raise ConfigError(
                 "correction must be None or a VTraceCorrection (e.g. "
                 f"VTraceCorrection(gamma=0.99, trace_lambda=0.95)); got {correction!r}"
             )
-        if total_updates is not None and total_updates < 1:
-            raise ConfigError(f"total_updates must be >= 1; got {total_updates}")
+        if total_updates is not None:
+            check_at_least("total_updates", total_updates)
         if batch_shape is not None:
             T, B = batch_shape
             units, what = (B, "env columns B") if recurrent else (T * B, "T * B")

@@ -14,7 +14,6 @@ from parllel.torch.algos.off_policy import (
     Replay,
     TargetAverager,
     UpdateCount,
-    check_fraction,
     mean_metrics,
     replay_batch_to_torch,
     takes_priorities,
@@ -25,6 +24,7 @@ from parllel.torch.algos.sac_setup import (
     check_alpha,
     check_sac_optimizer,
 )
+from parllel.validation import check_fraction, check_positive
 
 __all__ = ["SAC", "EntropyCoefficient", "build_sac_optimizer"]
 
@@ -102,9 +102,9 @@ class SAC:
         for name in ("actor", "critic"):
             if not isinstance(getattr(agent, name, None), torch.nn.Module):
                 raise ConfigError(f"agent.{name} must be a torch.nn.Module")
-        check_fraction("tau", tau)
-        if max_grad_norm is not None and not max_grad_norm > 0:
-            raise ConfigError(f"max_grad_norm must be positive; got {max_grad_norm}")
+        check_fraction("tau", tau, allow_zero=False)
+        if max_grad_norm is not None:
+            check_positive("max_grad_norm", max_grad_norm, allow_inf=True)
         self.agent = agent
         self.update_count = UpdateCount(updates_per_optimize, replay_ratio)
         self.tau = float(tau)

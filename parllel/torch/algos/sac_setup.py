@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from parllel.errors import ConfigError
-from parllel.torch.algos.off_policy import adam
+from parllel.torch.algos.optimizers import adam
+from parllel.validation import check_positive
 
 __all__ = ["EntropyCoefficient", "build_sac_optimizer"]
 
@@ -37,8 +38,7 @@ class EntropyCoefficient(nn.Module):
 
     def __init__(self, initial: float = 1.0, *, learn: bool = True) -> None:
         super().__init__()
-        if not (initial > 0 and math.isfinite(initial)):
-            raise ConfigError(f"initial alpha must be positive; got {initial}")
+        check_positive("initial alpha", initial)
         self.log_alpha = nn.Parameter(
             torch.tensor(math.log(initial)), requires_grad=learn
         )
@@ -78,8 +78,7 @@ def build_sac_optimizer(
     Raises:
         ConfigError: ``learning_rate`` is not positive and finite.
     """
-    if not (learning_rate > 0 and math.isfinite(learning_rate)):
-        raise ConfigError(f"learning_rate must be positive; got {learning_rate}")
+    check_positive("learning_rate", learning_rate)
     groups = [list(agent.actor.parameters()), list(agent.critic.parameters())]
     if alpha is not None and alpha.learnable:
         groups.append([alpha.log_alpha])

@@ -41,6 +41,7 @@ from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
 from parllel.torch.utils import numpy_to_torch_tree, tree_index, tree_to_device
 from parllel.transforms import vtrace
 from parllel.tree import tree_items, tree_map
+from parllel.validation import check_fraction, check_positive
 
 __all__ = ["VTraceCorrection"]
 
@@ -57,17 +58,12 @@ def _number(name: str, value: Any) -> float:
 
 
 def _unit_interval(name: str, value: Any) -> float:
-    value = _number(name, value)
-    if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"{name} must be in [0, 1]; got {value}")
-    return value
+    return check_fraction(name, _number(name, value))
 
 
 def _clip_threshold(name: str, value: Any) -> float:
-    value = _number(name, value)
-    if not value > 0.0:  # NaN fails too; inf disables the clip
-        raise ConfigError(f"{name} must be > 0 (inf disables the clip); got {value}")
-    return value
+    # inf disables the clip
+    return check_positive(name, _number(name, value), allow_inf=True)
 
 
 class _BootstrapRows(NamedTuple):

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from parllel.errors import ConfigError, ShapeError
 from parllel.torch.distributions.base import DistParams
+from parllel.validation import check_at_least
 
 __all__ = ["ACTION_MASK", "Categorical", "action_mask_of", "masked_dist_params"]
 
@@ -71,8 +72,7 @@ class Categorical:
     """
 
     def __init__(self, num_actions: int) -> None:
-        if num_actions < 1:
-            raise ConfigError(f"num_actions must be >= 1, got {num_actions}")
+        check_at_least("num_actions", num_actions)
         self.num_actions = int(num_actions)
 
     def masked(self, dist_params: DistParams, action_mask: Any) -> DistParams:

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from parllel.errors import ConfigError, ShapeError
 from parllel.torch.distributions.base import GaussianParams
+from parllel.validation import check_at_least
 
 __all__ = ["Gaussian", "SquashedGaussian"]
 
@@ -45,8 +46,7 @@ class Gaussian:
         min_log_std: float | None = None,
         max_log_std: float | None = None,
     ) -> None:
-        if action_dim < 1:
-            raise ConfigError(f"action_dim must be >= 1, got {action_dim}")
+        check_at_least("action_dim", action_dim)
         if (
             min_log_std is not None
             and max_log_std is not None

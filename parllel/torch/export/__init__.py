@@ -10,6 +10,10 @@
   :func:`~parllel.patterns.run_training` so the run exports its policy;
 - :func:`register_agent_builder` makes an agent of your own exportable.
 
+:func:`export_policy`, :func:`load_policy`, :class:`Policy` and
+:class:`PolicyExport` are imported from :mod:`parllel.torch`; this package
+exports the tools for custom agents and policy files.
+
 Example::
 
     export_policy(run.path, agent, observation_normalizer=normalizer,
@@ -18,29 +22,12 @@ Example::
     action = policy.act(observation)
 """
 
-from parllel.torch.export.artifact import (
-    POLICY_FILE,
-    PolicyRecord,
-    describe_policy,
-    export_policy,
-    read_policy_file,
-)
+from parllel.torch.export.artifact import describe_policy, read_policy_file
 from parllel.torch.export.builders import AgentBuilder, register_agent_builder
-from parllel.torch.export.policy import Policy, load_policy
-from parllel.torch.export.run_export import PolicyExport
-from parllel.torch.export.spec import SPEC_FILE, write_policy_spec
 
 __all__ = [
-    "POLICY_FILE",
-    "SPEC_FILE",
     "AgentBuilder",
-    "Policy",
-    "PolicyExport",
-    "PolicyRecord",
     "describe_policy",
-    "export_policy",
-    "load_policy",
     "read_policy_file",
     "register_agent_builder",
-    "write_policy_spec",
 ]

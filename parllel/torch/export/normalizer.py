@@ -18,7 +18,7 @@ import torch
 
 from parllel.cages.spaces import value_at
 from parllel.errors import PolicyExportError, PolicyFileError
-from parllel.transforms import RunningMeanStd
+from parllel.transforms.running_stats import RunningMeanStd
 
 __all__ = ["FrozenObservationNormalizer", "normalizer_to_data"]
 

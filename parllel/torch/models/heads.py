@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from parllel.errors import ConfigError
 from parllel.torch.distributions.base import DistParams, GaussianParams
+from parllel.validation import check_at_least
 
 __all__ = ["CategoricalHead", "GaussianHead", "ValueHead"]
 
@@ -63,8 +63,7 @@ class GaussianHead(nn.Module):
         init_scale: float = 0.01,
     ) -> None:
         super().__init__()
-        if action_dim < 1:
-            raise ConfigError(f"action_dim must be >= 1, got {action_dim}")
+        check_at_least("action_dim", action_dim)
         self.action_dim = action_dim
         self.state_dependent_std = state_dependent_std
         self.mean = _linear(input_size, action_dim, init_scale)

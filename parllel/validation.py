@@ -1,0 +1,61 @@
+"""Argument checks every layer shares: positive numbers, fractions, counts.
+
+Each check returns the checked value (converted where it says so) or raises
+:class:`~parllel.errors.ConfigError` naming the argument and the value it got.
+NaN fails every check.
+
+Example:
+    >>> self.epsilon = check_positive("epsilon", epsilon)
+    >>> check_at_least("batch_T", batch_T)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from parllel.errors import ConfigError
+
+__all__ = ["check_at_least", "check_count", "check_fraction", "check_positive"]
+
+
+def check_positive(name: str, x: Any, *, allow_inf: bool = False) -> float:
+    """``x`` as a float if it is > 0 (and finite unless ``allow_inf``)."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a positive number, got {x!r}") from None
+    if not x > 0.0 or (math.isinf(x) and not allow_inf):
+        raise ConfigError(f"{name} must be a positive number, got {x}")
+    return x
+
+
+def check_fraction(
+    name: str, x: Any, *, allow_zero: bool = True, allow_one: bool = True
+) -> float:
+    """``x`` as a float if it lies in ``[0, 1]``; ``allow_zero`` / ``allow_one``
+    false open that end of the interval."""
+    interval = f"{'[' if allow_zero else '('}0, 1{']' if allow_one else ')'}"
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number in {interval}, got {x!r}") from None
+    low_ok = x >= 0.0 if allow_zero else x > 0.0
+    high_ok = x <= 1.0 if allow_one else x < 1.0
+    if not (low_ok and high_ok):
+        raise ConfigError(f"{name} must be in {interval}, got {x}")
+    return x
+
+
+def check_at_least(name: str, x: Any, minimum: int = 1) -> Any:
+    """``x`` unchanged if ``x >= minimum`` (any number type)."""
+    if not x >= minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {x}")
+    return x
+
+
+def check_count(name: str, x: Any, minimum: int = 1) -> int:
+    """``x`` if it is an ``int`` (not a bool) ``>= minimum``."""
+    if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}; got {x!r}")
+    return x

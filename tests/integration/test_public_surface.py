@@ -1,0 +1,81 @@
+"""The public surface: what the packages' ``__all__`` lists export.
+
+Users import from the packages (``from parllel.samplers import
+FeedForwardSampler``); internals stay importable from their modules but are
+not listed. The budget keeps the surface from growing back unnoticed: raise it
+only for a name users call.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import parllel
+
+PUBLIC_NAME_BUDGET = 150
+
+# names a package imports on first use, with the package they need
+LAZY = {
+    "make_sb3_vec_env": "stable_baselines3",
+    "EnvPoolCage": "envpool",
+    "make_envpool_cage": "envpool",
+}
+
+
+def _packages() -> list[str]:
+    """Every package (a folder with ``__init__.py``) under ``parllel``."""
+    root = Path(parllel.__file__).parent
+    names = ["parllel"]
+    for info in pkgutil.walk_packages([str(root)], prefix="parllel."):
+        if info.ispkg:
+            names.append(info.name)
+    return sorted(names)
+
+
+PACKAGES = _packages()
+
+
+def _all_of(name: str) -> list[str]:
+    return list(getattr(importlib.import_module(name), "__all__", []))
+
+
+def test_public_names_within_budget() -> None:
+    # parllel.errors lists every error class (tests/integration/test_error_hierarchy.py)
+    counts = {name: len(_all_of(name)) for name in PACKAGES if name != "parllel.errors"}
+    total = sum(counts.values())
+    assert total <= PUBLIC_NAME_BUDGET, (
+        f"{total} public names (budget {PUBLIC_NAME_BUDGET}): {counts}; "
+        "list only what users call in __all__"
+    )
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_listed_name_exists(package: str) -> None:
+    module = importlib.import_module(package)
+    listed = _all_of(package)
+    assert len(listed) == len(set(listed)), f"{package}.__all__ repeats a name"
+    for name in listed:
+        if name in LAZY:  # resolved by the package's __getattr__ when installed
+            pytest.importorskip(LAZY[name])
+        assert getattr(module, name, None) is not None, f"{package}.{name} missing"
+
+
+def test_user_facing_torch_names_import_from_their_packages() -> None:
+    from parllel.torch import SharedWeights, TorchHandler
+    from parllel.torch.algos import adam, build_sac_optimizer
+
+    assert TorchHandler.__module__ == "parllel.torch.handler"
+    assert SharedWeights.__module__ == "parllel.torch.weights"
+    assert callable(adam) and callable(build_sac_optimizer)
+
+
+def test_build_cages_has_one_home() -> None:
+    import parllel.cages
+    import parllel.patterns
+
+    assert "build_cages" in parllel.cages.__all__
+    assert not hasattr(parllel.patterns, "build_cages")
