@@ -8,6 +8,7 @@ line of parllel.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from parllel._warnings import warn_at_caller
 from parllel.errors import (
@@ -75,3 +76,14 @@ def warn_total_steps_changed(
         f"instead of {saved_total_steps}",
         TotalStepsChangedWarning,
     )
+
+
+def show_notices(logger: Any, notices: list[str]) -> None:
+    """Hand the stop requests received to the logger's ``notice`` (if it has
+    one; a live dashboard redraws over stderr) and forget them; called
+    outside the signal handler, since a logger may not be re-entered from one."""
+    notice = getattr(logger, "notice", None)
+    while notices:
+        text = notices.pop(0)
+        if callable(notice):
+            notice(text)

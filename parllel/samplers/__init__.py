@@ -11,6 +11,10 @@
 - :class:`ObservationNormalizer`: what a sampler's ``observation_normalizer`` provides.
 - :class:`BackgroundSampler`: any of these samplers in its own process, filling
   a TreeRing while the learner trains, with a bounded policy lag.
+- :mod:`parllel.samplers.protocols`: what a training loop needs from a
+  sampler (:class:`~parllel.samplers.protocols.TrainingSampler`, the
+  :class:`~parllel.samplers.protocols.AsyncSampler` base class) and from a
+  weight publisher.
 - :class:`TreeRing`: K preallocated shared trees handed in turn from a writer
   (a sampler) to a reader (a learner) in another process.
 
@@ -18,7 +22,8 @@ No torch is imported here.
 """
 
 from parllel.samplers.alternating import AlternatingSampler
-from parllel.samplers.background import BackgroundBatch, BackgroundSampler
+from parllel.samplers.background import BackgroundSampler
+from parllel.samplers.background_batch import BackgroundBatch
 from parllel.samplers.build import sample_tree_from_examples
 from parllel.samplers.evaluation import EvalSampler
 from parllel.samplers.feedforward import FeedForwardSampler
