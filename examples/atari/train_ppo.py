@@ -39,7 +39,7 @@ from parllel.patterns import (
 )
 from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
@@ -213,12 +213,14 @@ def main(config: Config, resume: str | None = None) -> dict:
         config=dataclasses.asdict(config),
         config_keys=["env_id", "n_envs", "batch_T"],
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(cage, sample_tree, eval_cage),
-        policy=PolicyExport(agent),  # writes policy.pt
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(cage, sample_tree, eval_cage),
+            policy=PolicyExport(agent),  # writes policy.pt
+        )
     )
 
 

@@ -33,7 +33,7 @@ from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport
 from parllel.torch.agents import build_dqn_agent
@@ -223,16 +223,18 @@ def main(config: Config, resume: str | None = None) -> dict:
         config_keys=["n_envs", "batch_T", "replay_size", "hidden_sizes"],
         callbacks=callbacks,
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(
-            cage,
-            eval_cage,
-            replay_tree,
-        ),
-        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(
+                cage,
+                eval_cage,
+                replay_tree,
+            ),
+            policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+        )
     )
 
 

@@ -37,7 +37,7 @@ from parllel.patterns import (
 )
 from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
 from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
@@ -251,12 +251,14 @@ def main(config: Config, resume: str | None = None) -> dict:
         config_keys=["n_envs", "batch_T", "hidden_sizes", "async_sampling"],
         publisher=learner,
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(*close, eval_cage),
-        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(*close, eval_cage),
+            policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+        )
     )
 
 

@@ -36,7 +36,7 @@ from parllel.patterns import (
 )
 from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import actions_seed
 from parllel.torch import PolicyExport
@@ -203,12 +203,14 @@ def main(config: Config, resume: str | None = None) -> dict:
         config_keys=["actors", "envs_per_actor", "batch_T", "hidden_sizes"],
         publisher=sampler,  # one ray.put of the weights per update
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(sampler, eval_cage),
-        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(sampler, eval_cage),
+            policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+        )
     )
 
 

@@ -36,7 +36,7 @@ from parllel.patterns import (
 )
 from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import RecurrentSampler
 from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
@@ -208,21 +208,23 @@ def main(config: Config, resume: str | None = None) -> dict:
         config=dataclasses.asdict(config),
         config_keys=["n_envs", "batch_T", "recurrent_cell", "recurrent_size"],
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(
-            cage,
-            eval_cage,
-            sample_tree,
-        ),
-        # writes policy.pt; the env is this file's make_env (no gymnasium id)
-        policy=PolicyExport(
-            agent,
-            observation_normalizer,
-            env_factory=f"{Path(__file__).resolve()}:make_env",
-        ),
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(
+                cage,
+                eval_cage,
+                sample_tree,
+            ),
+            # writes policy.pt; the env is this file's make_env (no gymnasium id)
+            policy=PolicyExport(
+                agent,
+                observation_normalizer,
+                env_factory=f"{Path(__file__).resolve()}:make_env",
+            ),
+        )
     )
 
 

@@ -49,7 +49,7 @@ from parllel.replays import UniformReplay
 from parllel.runners import OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport
 from parllel.torch.agents import build_sac_agent
@@ -218,12 +218,14 @@ def main(config: Config, resume: str | None = None) -> dict:
         config_keys=["env_id", "batch_T", "replay_size", "hidden_sizes"],
         callbacks=[warmup],
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(cage, eval_cage, replay_tree),
-        policy=PolicyExport(agent, env_id=config.env_id),
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(cage, eval_cage, replay_tree),
+            policy=PolicyExport(agent, env_id=config.env_id),
+        )
     )
 
 

@@ -50,7 +50,7 @@ from parllel.patterns import (
 )
 from parllel.runners import Callback, OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
@@ -260,8 +260,10 @@ def main(config: Config, resume: str | None = None) -> dict:
         ],
         callbacks=[agent_returns],
     )
-    return run_training(
-        runner, run, resume=bool(resume), close=(cages, sample_tree, eval_cage)
+    return report_outcome(
+        run_training(
+            runner, run, resume=bool(resume), close=(cages, sample_tree, eval_cage)
+        )
     )
 
 

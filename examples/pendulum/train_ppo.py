@@ -34,7 +34,7 @@ from parllel.patterns import (
 )
 from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport
 from parllel.torch.agents import ActorCriticAgent
@@ -194,16 +194,18 @@ def main(config: Config, resume: str | None = None) -> dict:
         config=dataclasses.asdict(config),
         config_keys=["n_envs", "batch_T", "hidden_sizes"],
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(
-            cage,
-            eval_cage,
-            sample_tree,
-        ),
-        policy=PolicyExport(agent, observation_normalizer, env_id="Pendulum-v1"),
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(
+                cage,
+                eval_cage,
+                sample_tree,
+            ),
+            policy=PolicyExport(agent, observation_normalizer, env_id="Pendulum-v1"),
+        )
     )
 
 

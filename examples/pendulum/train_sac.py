@@ -34,7 +34,7 @@ from parllel.replays import UniformReplay
 from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import BackgroundSampler, FeedForwardSampler
 from parllel.torch import PolicyExport
 from parllel.torch.agents import build_sac_agent
@@ -261,12 +261,14 @@ def main(config: Config, resume: str | None = None) -> dict:
         callbacks=callbacks,
         publisher=publisher,
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(*close, eval_cage, replay_tree),
-        policy=PolicyExport(agent, env_id="Pendulum-v1"),  # writes policy.pt
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(*close, eval_cage, replay_tree),
+            policy=PolicyExport(agent, env_id="Pendulum-v1"),  # writes policy.pt
+        )
     )
 
 

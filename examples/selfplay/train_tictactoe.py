@@ -63,7 +63,7 @@ from parllel.patterns import (
 from parllel.plot import find_progress_csv, plot_learning_curve
 from parllel.runners import Callback, OnPolicyRunner, SelfPlayCallback
 from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
@@ -431,7 +431,9 @@ def main(config: Config, resume: str | None = None) -> dict:
             MatchEvaluation(agent, config.eval_interval_steps, config.eval_games),
         ],
     )
-    result = run_training(runner, run, resume=bool(resume), close=(cages, sample_tree))
+    result = report_outcome(
+        run_training(runner, run, resume=bool(resume), close=(cages, sample_tree))
+    )
     final = evaluate(agent, config.final_eval_games, seed=10**6)
     (run.path / "results.json").write_text(json.dumps(final, indent=2))
     logged = read_progress(find_progress_csv(run.path))
