@@ -24,6 +24,7 @@ from parllel.runners.checkpoints import (
 from parllel.runners.interrupt import SIGNAL_NAMES, InterruptHandler
 from parllel.runners.metrics import progress_metrics, time_metrics
 from parllel.runners.notices import (
+    Rewindable,
     show_notices,
     warn_partial_batch,
     warn_sigint_ignored,
@@ -441,9 +442,8 @@ class Runner(Generic[AlgorithmT]):
         restore_rng_state(state["rng"], self.rng, self.batches.rng_generators())
         self.resumed_from = path
         self.sampler.reset()
-        rewind = getattr(self.logger, "rewind", None)
-        if callable(rewind):
-            rewind(self.env_steps)
+        if isinstance(self.logger, Rewindable):
+            self.logger.rewind(self.env_steps)
         saved_total = runner.get("total_steps")
         if saved_total is not None and not self.finished:
             warn_total_steps_changed(self.env_steps, int(saved_total), self.total_steps)
