@@ -19,6 +19,7 @@ from parllel.patterns.cages import (
     build_alternating_cages,
     build_cages,
 )
+from parllel.patterns.run_settings import RunSettings
 from parllel.patterns.sampling import (
     add_advantage_estimation,
     add_obs_normalization,
@@ -35,6 +36,7 @@ from parllel.patterns.training import (
 
 __all__ = [
     "PARALLEL_CHOICES",
+    "RunSettings",
     "build_cages",
     "build_alternating_cages",
     "build_sample_tree",

@@ -4,7 +4,10 @@ dataclass, and what it prints and exits with when training ends.
 Every field of the script's ``Config`` becomes a flag (``batch_T`` is
 ``--batch-T``, a bool ``rebalance`` is ``--rebalance`` / ``--no-rebalance``),
 with the field's docstring as its help; parsing is done by ``tyro`` (in the
-``cli`` extra). Two flags are added to every script:
+``cli`` extra). A field that is itself a dataclass (e.g. the
+:class:`~parllel.patterns.RunSettings` every example embeds) adds its
+fields as flags of their own, without a prefix (``--console``, not
+``--run.console``). Two flags are added to every script:
 
 - ``--quick``: the script's preset for a tiny smoke run;
 - ``--resume RUN``: continue the run in directory ``RUN``; its ``config.json``
@@ -84,7 +87,20 @@ def _check_dataclass(config_type: type) -> None:
 
 
 def _from_json(value: Any, hint: Any) -> Any:
-    """Undo what JSON did to a value of type ``hint`` (tuples became lists)."""
+    """Undo what JSON did to a value of type ``hint`` (tuples became lists,
+    nested dataclasses dicts)."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            return value
+        hints = typing.get_type_hints(hint)
+        names = {field.name for field in dataclasses.fields(hint)}
+        return hint(
+            **{
+                name: _from_json(item, hints[name])
+                for name, item in value.items()
+                if name in names
+            }
+        )
     origin = typing.get_origin(hint)
     if origin is tuple and isinstance(value, list):
         args = typing.get_args(hint)
@@ -208,6 +224,7 @@ def parse_config(
         args=argv,
         default=cli_type(**values, quick=known.quick, resume=known.resume),
         description=description,
+        config=(tyro.conf.OmitArgPrefixes,),  # a nested dataclass's flags unprefixed
     )
     config = config_type(**{name: getattr(parsed, name) for name in names})
     return config, parsed.resume
