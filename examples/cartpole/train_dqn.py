@@ -15,7 +15,6 @@ eval return reaches ``target_return``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 import gymnasium as gym
 import numpy as np
@@ -23,16 +22,16 @@ import torch
 
 from parllel.cages import ProcessCage, build_cages
 from parllel.patterns import (
+    RunSettings,
     build_eval_sampler,
     build_replay_tree,
-    build_run_logger,
     run_training,
 )
 from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime import Seeds, seed_everything
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_dqn_agent
@@ -85,12 +84,8 @@ class Config:
     """env steps between checkpoints (one is also written at the end)"""
     checkpoint_replay_contents: bool = False
     """save every stored transition in checkpoints"""
-    run_root: str = "runs"
-    """directory the run directory is created in"""
-    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
-    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
-    wandb_project: str | None = None
-    """also log to this Weights & Biases project (the wandb extra)"""
+    run: RunSettings = dataclasses.field(default_factory=RunSettings)
+    """run directory, console and logging"""
 
 
 QUICK = dict(
@@ -125,13 +120,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         config.seed, n_envs=config.n_envs, n_eval_envs=config.eval_episodes
     )
     seed_everything(seeds)
-    run = (
-        RunDirectory.open(resume)
-        if resume
-        else RunDirectory.create(
-            config.run_root, "cartpole-dqn", config=config, seeds=seeds
-        )
-    )
+    run = config.run.open_run("cartpole-dqn", config, seeds, resume)
 
     # environments (stepped in this process: CartPole is cheaper than a pipe)
     cage = build_cages(make_env, config.n_envs, parallel="serial", seed=seeds.envs)
@@ -197,13 +186,6 @@ def main(config: Config, resume: str | None = None) -> dict:
         replay_ratio=config.replay_ratio,
     )
 
-    logger = build_run_logger(
-        run,
-        config.total_steps,
-        resume=bool(resume),
-        console=config.console,
-        wandb_project=config.wandb_project,
-    )
     runner = OffPolicyRunner(
         sampler,
         replay,
@@ -211,26 +193,26 @@ def main(config: Config, resume: str | None = None) -> dict:
         config.total_steps,
         eval_sampler=eval_sampler,
         eval_interval_steps=config.eval_interval_steps,
-        logger=logger,
         log_interval_steps=config.eval_interval_steps,
-        checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"q_network": agent.q_network, "dqn": dqn},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
-        config=dataclasses.asdict(config),
         config_keys=["n_envs", "batch_T", "replay_size", "hidden_sizes"],
         callbacks=callbacks,
+        **config.run.runner_options(run, config, config.total_steps, resume),
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(
-            cage,
-            eval_cage,
-            replay_tree,
-        ),
-        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(
+                cage,
+                eval_cage,
+                replay_tree,
+            ),
+            policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+        )
     )
 
 

@@ -25,18 +25,18 @@ import gymnasium as gym
 import torch
 import tyro
 
-from parllel.cages import EnvSpaces, build_cages
+from parllel.cages import Cage, EnvSpaces, build_cages
 from parllel.patterns import (
+    RunSettings,
     add_advantage_estimation,
     build_alternating_cages,
     build_eval_sampler,
-    build_run_logger,
     build_sample_tree,
     run_training,
 )
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime import Seeds, seed_everything
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
 from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -97,12 +97,8 @@ class Config:
     """--async: the sampler loads new weights before each batch, or each step"""
     vtrace: bool = False
     """correct advantages and value targets for the policy lag with V-trace"""
-    run_root: str = "runs"
-    """directory the run directory is created in"""
-    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
-    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
-    wandb_project: str | None = None
-    """also log to this Weights & Biases project (the wandb extra)"""
+    run: RunSettings = dataclasses.field(default_factory=RunSettings)
+    """run directory, console and logging"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -121,27 +117,33 @@ def build_agent(config: Config, spaces: Any) -> ActorCriticAgent:
     return ActorCriticAgent(model, distribution)
 
 
+def build_training_cages(config: Config, seeds: Seeds) -> list[Cage]:
+    """The training envs: one cage (worker processes by default; with
+    ``--rebalance`` its envs move towards the faster process), or two halves
+    of one worker each for ``--sampler alternating``."""
+    if config.sampler == "alternating":
+        return build_alternating_cages(make_env, config.n_envs, seed=seeds.envs)
+    process = {"rebalance": True} if config.rebalance else {}
+    return [
+        build_cages(
+            make_env,
+            config.n_envs,
+            parallel=config.parallel,
+            seed=seeds.envs,
+            **process,
+        )
+    ]
+
+
 def build_sampler(
     config: Config, seeds: Seeds, weights: SharedWeights | None = None
 ) -> tuple[FeedForwardSampler | AlternatingSampler, ActorCriticAgent]:
-    """Envs (in worker processes), the agent, the batch buffer and its transforms.
+    """The cages, the agent, the batch buffer and its transforms.
 
     With ``weights`` the agent follows the learner's published weights (it
     samples in a background process); without, it is the learner's agent.
     """
-    if config.sampler == "alternating":
-        cages = build_alternating_cages(make_env, config.n_envs, seed=seeds.envs)
-    else:
-        process = {"rebalance": True} if config.rebalance else {}
-        cages = [
-            build_cages(
-                make_env,
-                config.n_envs,
-                parallel=config.parallel,
-                seed=seeds.envs,
-                **process,
-            )
-        ]
+    cages = build_training_cages(config, seeds)
     agent = build_agent(config, cages[0].spaces)
     # actions from their own stream: the same batches wherever sampling runs
     handler = TorchHandler(agent, n_envs=config.n_envs, seed=seeds.actions)
@@ -166,40 +168,58 @@ def build_background_sampler(
     return build_sampler(config, seeds, weights)[0]
 
 
+@dataclasses.dataclass
+class Sampling:
+    """What the learner gets from either way of sampling."""
+
+    sampler: FeedForwardSampler | AlternatingSampler | BackgroundSampler
+    agent: ActorCriticAgent
+    learner: TorchHandler | None  # publishes the weights (--async)
+    checkpoint_objects: dict[str, Any]
+    close: tuple
+
+
+def synchronous_sampling(config: Config, seeds: Seeds) -> Sampling:
+    """The sampler steps the envs in this process's loop, between updates."""
+    sampler, agent = build_sampler(config, seeds)
+    return Sampling(
+        sampler,
+        agent,
+        learner=None,
+        checkpoint_objects={"model": agent.model, "transform": sampler.transform},
+        close=(*sampler.cages, sampler.sample_tree),
+    )
+
+
+def background_sampling(config: Config, seeds: Seeds) -> Sampling:
+    """``--async``: the learner's agent publishes its weights; the sampler,
+    with the envs, runs in a background process and follows them."""
+    env = make_env()
+    agent = build_agent(config, EnvSpaces(env.observation_space, env.action_space))
+    env.close()
+    learner = TorchHandler(agent, n_envs=config.n_envs)
+    weights = learner.share_weights()
+    sampler = BackgroundSampler(
+        build_background_sampler, config, seeds, weights, max_lag=config.max_lag
+    )
+    return Sampling(
+        sampler,
+        agent,
+        learner,
+        checkpoint_objects={"model": agent.model},  # + the sampler, by the runner
+        close=(sampler, weights),
+    )
+
+
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=4)
     seed_everything(seeds)
-    run = (
-        RunDirectory.open(resume)
-        if resume
-        else RunDirectory.create(
-            config.run_root, "cartpole-ppo", config=config, seeds=seeds
-        )
+    run = config.run.open_run("cartpole-ppo", config, seeds, resume)
+    sampling = (background_sampling if config.async_sampling else synchronous_sampling)(
+        config, seeds
     )
-
-    if config.async_sampling:
-        # the learner's agent publishes its weights; the sampler, with the
-        # envs, runs in a background process and follows them
-        env = make_env()
-        agent = build_agent(config, EnvSpaces(env.observation_space, env.action_space))
-        env.close()
-        learner = TorchHandler(agent, n_envs=config.n_envs)
-        weights = learner.share_weights()
-        sampler = BackgroundSampler(
-            build_background_sampler,
-            config,
-            seeds,
-            weights,
-            max_lag=config.max_lag,
-        )
-        checkpoint_objects = {"model": agent.model}  # + the sampler, by the runner
-        close: tuple = (sampler, weights)
-    else:
-        sampler, agent = build_sampler(config, seeds)
-        learner = None
-        checkpoint_objects = {"model": agent.model, "transform": sampler.transform}
-        close = (*sampler.cages, sampler.sample_tree)
+    agent = sampling.agent
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
         TorchHandler(agent, n_envs=4),
@@ -226,34 +246,27 @@ def main(config: Config, resume: str | None = None) -> dict:
         ),
     )
 
-    logger = build_run_logger(
-        run,
-        config.total_steps,
-        resume=bool(resume),
-        console=config.console,
-        wandb_project=config.wandb_project,
-    )
     runner = OnPolicyRunner(
-        sampler,
+        sampling.sampler,
         ppo,
         config.total_steps,
         eval_sampler=eval_sampler,
         eval_interval_steps=config.eval_interval_steps,
-        logger=logger,
         log_interval_steps=config.eval_interval_steps,
-        checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
-        checkpoint_objects={**checkpoint_objects, "ppo": ppo},
-        config=dataclasses.asdict(config),
+        checkpoint_objects={**sampling.checkpoint_objects, "ppo": ppo},
         config_keys=["n_envs", "batch_T", "hidden_sizes", "async_sampling"],
-        publisher=learner,
+        publisher=sampling.learner,
+        **config.run.runner_options(run, config, config.total_steps, resume),
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(*close, eval_cage),
-        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(*sampling.close, eval_cage),
+            policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+        )
     )
 
 

@@ -19,7 +19,7 @@ fault counters (``async/restarts``, ``async/dropped_batches``,
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import torch
@@ -27,15 +27,15 @@ import torch
 from parllel.cages import EnvSpaces, build_cages
 from parllel.distributed import RaySampler
 from parllel.patterns import (
+    RunSettings,
     add_advantage_estimation,
     build_eval_sampler,
-    build_run_logger,
     build_sample_tree,
     run_training,
 )
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime import Seeds, seed_everything
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import actions_seed
 from parllel.torch import PolicyExport, TorchHandler
@@ -85,12 +85,8 @@ class Config:
     """deterministic episodes per evaluation"""
     checkpoint_interval_steps: int = 25_000
     """env steps between checkpoints (one is also written at the end)"""
-    run_root: str = "runs"
-    """directory the run directory is created in"""
-    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
-    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
-    wandb_project: str | None = None
-    """also log to this Weights & Biases project (the wandb extra)"""
+    run: RunSettings = dataclasses.field(default_factory=RunSettings)
+    """run directory, console and logging"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -138,13 +134,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     n_envs = config.actors * config.envs_per_actor
     seeds = Seeds.from_master(config.seed, n_envs=n_envs, n_eval_envs=4)
     seed_everything(seeds)
-    run = (
-        RunDirectory.open(resume)
-        if resume
-        else RunDirectory.create(
-            config.run_root, "cartpole-ppo-ray", config=config, seeds=seeds
-        )
-    )
+    run = config.run.open_run("cartpole-ppo-ray", config, seeds, resume)
 
     # the learner's agent; the actors build their own copies and follow it
     env = make_env()
@@ -179,34 +169,27 @@ def main(config: Config, resume: str | None = None) -> dict:
         minibatches=1,
     )
 
-    logger = build_run_logger(
-        run,
-        config.total_steps,
-        resume=bool(resume),
-        console=config.console,
-        wandb_project=config.wandb_project,
-    )
     runner = OnPolicyRunner(
         sampler,
         ppo,
         config.total_steps,
         eval_sampler=eval_sampler,
         eval_interval_steps=config.eval_interval_steps,
-        logger=logger,
         log_interval_steps=config.eval_interval_steps,
-        checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": agent.model, "ppo": ppo},
-        config=dataclasses.asdict(config),
         config_keys=["actors", "envs_per_actor", "batch_T", "hidden_sizes"],
         publisher=sampler,  # one ray.put of the weights per update
+        **config.run.runner_options(run, config, config.total_steps, resume),
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(sampler, eval_cage),
-        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(sampler, eval_cage),
+            policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+        )
     )
 
 

@@ -26,17 +26,17 @@ import torch
 
 from parllel.cages import build_cages
 from parllel.patterns import (
+    RunSettings,
     add_advantage_estimation,
     add_obs_normalization,
     add_reward_normalization,
     build_eval_sampler,
-    build_run_logger,
     build_sample_tree,
     run_training,
 )
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime import Seeds, seed_everything
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import RecurrentSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -83,12 +83,8 @@ class Config:
     """env steps between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial", "auto"] = "serial"
     """where envs step: worker processes, this process, or measured"""
-    run_root: str = "runs"
-    """directory the run directory is created in"""
-    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
-    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
-    wandb_project: str | None = None
-    """also log to this Weights & Biases project (the wandb extra)"""
+    run: RunSettings = dataclasses.field(default_factory=RunSettings)
+    """run directory, console and logging"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -119,13 +115,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=5)
     seed_everything(seeds)
-    run = (
-        RunDirectory.open(resume)
-        if resume
-        else RunDirectory.create(
-            config.run_root, "cartpole-ppo-lstm", config=config, seeds=seeds
-        )
-    )
+    run = config.run.open_run("cartpole-ppo-lstm", config, seeds, resume)
 
     # environments and a recurrent agent (per-env LSTM state lives in the handler)
     cage = build_cages(
@@ -181,22 +171,13 @@ def main(config: Config, resume: str | None = None) -> dict:
         batch_shape=(config.batch_T, config.n_envs),
     )
 
-    logger = build_run_logger(
-        run,
-        config.total_steps,
-        resume=bool(resume),
-        console=config.console,
-        wandb_project=config.wandb_project,
-    )
     runner = OnPolicyRunner(
         sampler,
         ppo,
         config.total_steps,
         eval_sampler=eval_sampler,
         eval_interval_steps=config.eval_interval_steps,
-        logger=logger,
         log_interval_steps=config.eval_interval_steps,
-        checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={
             "model": model,
@@ -204,24 +185,26 @@ def main(config: Config, resume: str | None = None) -> dict:
             "transform": transform,  # reward statistics
             "observation_normalizer": observation_normalizer,
         },
-        config=dataclasses.asdict(config),
         config_keys=["n_envs", "batch_T", "recurrent_cell", "recurrent_size"],
+        **config.run.runner_options(run, config, config.total_steps, resume),
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(
-            cage,
-            eval_cage,
-            sample_tree,
-        ),
-        # writes policy.pt; the env is this file's make_env (no gymnasium id)
-        policy=PolicyExport(
-            agent,
-            observation_normalizer,
-            env_factory=f"{Path(__file__).resolve()}:make_env",
-        ),
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(
+                cage,
+                eval_cage,
+                sample_tree,
+            ),
+            # writes policy.pt; the env is this file's make_env (no gymnasium id)
+            policy=PolicyExport(
+                agent,
+                observation_normalizer,
+                env_factory=f"{Path(__file__).resolve()}:make_env",
+            ),
+        )
     )
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from typing import Literal
 
 import gymnasium as gym
 import numpy as np
@@ -40,16 +39,16 @@ import torch
 
 from parllel.cages import build_cages
 from parllel.patterns import (
+    RunSettings,
     build_eval_sampler,
     build_replay_tree,
-    build_run_logger,
     run_training,
 )
 from parllel.replays import UniformReplay
 from parllel.runners import OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime import Seeds, seed_everything
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_sac_agent
@@ -100,12 +99,8 @@ class Config:
     """env steps between checkpoints (one is also written at the end)"""
     checkpoint_replay_contents: bool = False
     """save every stored transition in checkpoints"""
-    run_root: str = "runs"
-    """directory the run directory is created in"""
-    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
-    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
-    wandb_project: str | None = None
-    """also log to this Weights & Biases project (the wandb extra)"""
+    run: RunSettings = dataclasses.field(default_factory=RunSettings)
+    """run directory, console and logging"""
 
 
 QUICK = dict(
@@ -135,13 +130,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     n_eval = config.eval_episodes
     seeds = Seeds.from_master(config.seed, n_envs=1, n_eval_envs=n_eval)
     seed_everything(seeds)
-    run = (
-        RunDirectory.open(resume)
-        if resume
-        else RunDirectory.create(
-            config.run_root, "mujoco-sac", config=config, seeds=seeds
-        )
-    )
+    run = config.run.open_run("mujoco-sac", config, seeds, resume)
 
     # one env in this process; the squashed Gaussian actor and twin Q critic
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
@@ -193,13 +182,6 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
     sac = SAC(agent, optimizer, alpha, tau=config.tau, replay_ratio=config.replay_ratio)
 
-    logger = build_run_logger(
-        run,
-        config.total_steps,
-        resume=bool(resume),
-        console=config.console,
-        wandb_project=config.wandb_project,
-    )
     runner = OffPolicyRunner(
         sampler,
         replay,
@@ -207,22 +189,22 @@ def main(config: Config, resume: str | None = None) -> dict:
         config.total_steps,
         eval_sampler=eval_sampler,
         eval_interval_steps=config.eval_interval_steps,
-        logger=logger,
         log_interval_steps=config.log_interval_steps,
-        checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
-        config=dataclasses.asdict(config),
         config_keys=["env_id", "batch_T", "replay_size", "hidden_sizes"],
         callbacks=[warmup],
+        **config.run.runner_options(run, config, config.total_steps, resume),
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(cage, eval_cage, replay_tree),
-        policy=PolicyExport(agent, env_id=config.env_id),
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(cage, eval_cage, replay_tree),
+            policy=PolicyExport(agent, env_id=config.env_id),
+        )
     )
 
 

@@ -43,14 +43,14 @@ from parllel.multiagent import (
     unstack_space,
 )
 from parllel.patterns import (
+    RunSettings,
     build_eval_sampler,
-    build_run_logger,
     build_sample_tree,
     run_training,
 )
 from parllel.runners import Callback, OnPolicyRunner
-from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime import Seeds, seed_everything
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -105,10 +105,8 @@ class Config:
     """env steps between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial"] = "process"
     """where envs step: worker processes or this process"""
-    run_root: str = "runs"
-    """directory the run directory is created in"""
-    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
-    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+    run: RunSettings = dataclasses.field(default_factory=RunSettings)
+    """run directory, console and logging"""
 
 
 QUICK = dict(
@@ -169,13 +167,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=4)
     seed_everything(seeds)
-    run = (
-        RunDirectory.open(resume)
-        if resume
-        else RunDirectory.create(
-            config.run_root, "spread-ppo", config=config, seeds=seeds
-        )
-    )
+    run = config.run.open_run("spread-ppo", config, seeds, resume)
     factory = make_env_factory(config)
     cages = build_cages(
         factory,
@@ -235,21 +227,15 @@ def main(config: Config, resume: str | None = None) -> dict:
         entropy_coef=config.entropy_coef,
         normalize_advantage=True,
     )
-    logger = build_run_logger(
-        run, config.total_steps, resume=bool(resume), console=config.console
-    )
     runner = OnPolicyRunner(
         sampler,
         FlattenAgents(ppo),  # every agent's rows, [T, B * A], masked by agent_mask
         config.total_steps,
         eval_sampler=agent_returns,  # eval_sampler's episodes, per agent too
         eval_interval_steps=config.eval_interval_steps,
-        logger=logger,
         log_interval_steps=config.log_interval_steps,
-        checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": model, "ppo": ppo, "transform": transform},
-        config=dataclasses.asdict(config),
         config_keys=[
             "n_agents",
             "n_envs",
@@ -259,9 +245,12 @@ def main(config: Config, resume: str | None = None) -> dict:
             "normalize_rewards",
         ],
         callbacks=[agent_returns],
+        **config.run.runner_options(run, config, config.total_steps, resume),
     )
-    return run_training(
-        runner, run, resume=bool(resume), close=(cages, sample_tree, eval_cage)
+    return report_outcome(
+        run_training(
+            runner, run, resume=bool(resume), close=(cages, sample_tree, eval_cage)
+        )
     )
 
 

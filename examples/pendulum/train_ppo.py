@@ -24,17 +24,17 @@ import torch
 
 from parllel.cages import build_cages
 from parllel.patterns import (
+    RunSettings,
     add_advantage_estimation,
     add_obs_normalization,
     add_reward_normalization,
     build_eval_sampler,
-    build_run_logger,
     build_sample_tree,
     run_training,
 )
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime import Seeds, seed_everything
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -79,12 +79,8 @@ class Config:
     """env steps between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial", "auto"] = "serial"
     """where envs step: worker processes, this process, or measured"""
-    run_root: str = "runs"
-    """directory the run directory is created in"""
-    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
-    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
-    wandb_project: str | None = None
-    """also log to this Weights & Biases project (the wandb extra)"""
+    run: RunSettings = dataclasses.field(default_factory=RunSettings)
+    """run directory, console and logging"""
 
 
 QUICK = dict(
@@ -106,13 +102,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=5)
     seed_everything(seeds)
-    run = (
-        RunDirectory.open(resume)
-        if resume
-        else RunDirectory.create(
-            config.run_root, "pendulum-ppo", config=config, seeds=seeds
-        )
-    )
+    run = config.run.open_run("pendulum-ppo", config, seeds, resume)
 
     # environments and a Gaussian actor-critic (state-independent log-std)
     cage = build_cages(
@@ -167,22 +157,13 @@ def main(config: Config, resume: str | None = None) -> dict:
         batch_shape=(config.batch_T, config.n_envs),
     )
 
-    logger = build_run_logger(
-        run,
-        config.total_steps,
-        resume=bool(resume),
-        console=config.console,
-        wandb_project=config.wandb_project,
-    )
     runner = OnPolicyRunner(
         sampler,
         ppo,
         config.total_steps,
         eval_sampler=eval_sampler,
         eval_interval_steps=config.eval_interval_steps,
-        logger=logger,
         log_interval_steps=config.eval_interval_steps,
-        checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={
             "model": model,
@@ -190,19 +171,21 @@ def main(config: Config, resume: str | None = None) -> dict:
             "transform": transform,  # reward statistics
             "observation_normalizer": observation_normalizer,
         },
-        config=dataclasses.asdict(config),
         config_keys=["n_envs", "batch_T", "hidden_sizes"],
+        **config.run.runner_options(run, config, config.total_steps, resume),
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(
-            cage,
-            eval_cage,
-            sample_tree,
-        ),
-        policy=PolicyExport(agent, observation_normalizer, env_id="Pendulum-v1"),
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(
+                cage,
+                eval_cage,
+                sample_tree,
+            ),
+            policy=PolicyExport(agent, observation_normalizer, env_id="Pendulum-v1"),
+        )
     )
 
 

@@ -14,7 +14,7 @@ eval return reaches ``target_return``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
@@ -23,17 +23,17 @@ import tyro
 
 from parllel.cages import ProcessCage, build_cages
 from parllel.patterns import (
+    RunSettings,
     build_eval_sampler,
     build_replay_tree,
-    build_run_logger,
     build_sample_tree,
     run_training,
 )
 from parllel.replays import UniformReplay
 from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime import Seeds, seed_everything
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import BackgroundSampler, FeedForwardSampler
 from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import build_sac_agent
@@ -79,12 +79,8 @@ class Config:
     the replay one batch later; replay_ratio still sets updates per env step)"""
     max_lag: int = 1
     """--async: policy versions a batch may be behind the learner"""
-    run_root: str = "runs"
-    """directory the run directory is created in"""
-    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
-    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
-    wandb_project: str | None = None
-    """also log to this Weights & Biases project (the wandb extra)"""
+    run: RunSettings = dataclasses.field(default_factory=RunSettings)
+    """run directory, console and logging"""
 
 
 QUICK = dict(
@@ -170,13 +166,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=1, n_eval_envs=config.eval_episodes)
     seed_everything(seeds)
-    run = (
-        RunDirectory.open(resume)
-        if resume
-        else RunDirectory.create(
-            config.run_root, "pendulum-sac", config=config, seeds=seeds
-        )
-    )
+    run = config.run.open_run("pendulum-sac", config, seeds, resume)
 
     # one env in this process, the agent (squashed Gaussian actor, twin Q)
     cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
@@ -233,13 +223,6 @@ def main(config: Config, resume: str | None = None) -> dict:
     optimizer = build_sac_optimizer(agent, alpha, learning_rate=config.learning_rate)
     sac = SAC(agent, optimizer, alpha, tau=config.tau, replay_ratio=config.replay_ratio)
 
-    logger = build_run_logger(
-        run,
-        config.total_steps,
-        resume=bool(resume),
-        console=config.console,
-        wandb_project=config.wandb_project,
-    )
     runner = OffPolicyRunner(
         sampler,
         replay,
@@ -247,23 +230,23 @@ def main(config: Config, resume: str | None = None) -> dict:
         config.total_steps,
         eval_sampler=eval_sampler,
         eval_interval_steps=config.eval_interval_steps,
-        logger=logger,
         log_interval_steps=config.eval_interval_steps,
-        checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
-        config=dataclasses.asdict(config),
         config_keys=["batch_T", "replay_size", "hidden_sizes", "async_sampling"],
         callbacks=callbacks,
         publisher=publisher,
+        **config.run.runner_options(run, config, config.total_steps, resume),
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(*close, eval_cage, replay_tree),
-        policy=PolicyExport(agent, env_id="Pendulum-v1"),  # writes policy.pt
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(*close, eval_cage, replay_tree),
+            policy=PolicyExport(agent, env_id="Pendulum-v1"),  # writes policy.pt
+        )
     )
 
 

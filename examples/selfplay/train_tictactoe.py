@@ -55,11 +55,11 @@ from parllel.multiagent import (
     make_aec_env_factory,
     unstack_space,
 )
-from parllel.patterns import build_run_logger, build_sample_tree, run_training
+from parllel.patterns import RunSettings, build_sample_tree, run_training
 from parllel.plot import find_progress_csv, plot_learning_curve
 from parllel.runners import Callback, OnPolicyRunner, SelfPlayCallback
-from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime import Seeds, seed_everything
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -152,10 +152,8 @@ class Config:
     """moves between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial"] = "process"
     """where the games run: worker processes or this process"""
-    run_root: str = "runs"
-    """directory the run directory is created in"""
-    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
-    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
+    run: RunSettings = dataclasses.field(default_factory=RunSettings)
+    """run directory, console and logging"""
 
 
 QUICK = dict(
@@ -330,13 +328,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=1)
     seed_everything(seeds)
-    run = (
-        RunDirectory.open(resume)
-        if resume
-        else RunDirectory.create(
-            config.run_root, "tictactoe-selfplay", config=config, seeds=seeds
-        )
-    )
+    run = config.run.open_run("tictactoe-selfplay", config, seeds, resume)
     cages = build_cages(
         make_aec_env_factory(
             tictactoe_env,
@@ -408,26 +400,23 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
     learner_only = FlattenAgents(ppo, policy_index=0)  # train on the learner's rows
 
-    logger = build_run_logger(
-        run, config.total_steps, resume=bool(resume), console=config.console
-    )
     runner = OnPolicyRunner(
         sampler,
         learner_only,
         config.total_steps,
-        logger=logger,
         log_interval_steps=config.eval_interval_steps // 4,
-        checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": model, "ppo": ppo, "selfplay": selfplay},
-        config=dataclasses.asdict(config),
         config_keys=["n_envs", "batch_T", "hidden_sizes", "shared_trunk"],
         callbacks=[
             SelfPlayCallback(selfplay, snapshot_interval=config.snapshot_interval),
             MatchEvaluation(agent, config.eval_interval_steps, config.eval_games),
         ],
+        **config.run.runner_options(run, config, config.total_steps, resume),
     )
-    result = run_training(runner, run, resume=bool(resume), close=(cages, sample_tree))
+    result = report_outcome(
+        run_training(runner, run, resume=bool(resume), close=(cages, sample_tree))
+    )
     final = evaluate(agent, config.final_eval_games, seed=10**6)
     (run.path / "results.json").write_text(json.dumps(final, indent=2))
     logged = read_progress(find_progress_csv(run.path))

@@ -26,42 +26,31 @@ assuming the learner publishes once per batch; the requests for batch
 from __future__ import annotations
 
 import math
-import time
-import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
-from parllel.distributed.actor import ActorBatch, ActorInfo, SamplerActor, weights_of
+from parllel.distributed.actor import ActorBatch, SamplerActor, weights_of
+from parllel.distributed.actor_pool import ActorPool
 from parllel.distributed.faults import (
-    actor_label,
-    died_error,
     is_actor_death,
     is_final_death,
-    not_started_error,
-    plain_text,
-    raised_error,
-    wait_ready,
 )
 from parllel.distributed.layout import allocate_local, copy_columns, joined_layout
-from parllel.distributed.lifetime import check_config, free_dead_segments, shutdown
+from parllel.distributed.lifetime import check_config, shutdown
 from parllel.distributed.ray_runtime import connect, import_ray, node_affinity
 from parllel.distributed.requests import RequestQueues
 from parllel.errors import (
     ConfigError,
-    DistributedSamplerError,
     PolicyLagError,
-    SamplerActorRestartWarning,
-    SamplerActorTimeoutWarning,
 )
 from parllel.samplers.background_batch import BackgroundBatch, checked_batch
+from parllel.samplers.protocols import AsyncSampler
 from parllel.timing import PhaseTimes
 from parllel.tree import ArrayDict
 
-_FIRST_RETRY_SECONDS = 0.05  # then doubling, up to 1 s
 
-
-class RaySampler:
+class RaySampler(AsyncSampler):
     """N Ray actors that each run a local sampler and return whole batches.
 
     Args:
@@ -125,10 +114,6 @@ class RaySampler:
         ...     runner.run()
     """
 
-    #: the runners treat the sampler like a BackgroundSampler (learner_version,
-    #: publisher, lag and fault counters, its state checkpointed as "sampler")
-    returns_background_batch = True
-
     def __init__(
         self,
         build_sampler: Callable[..., Any],
@@ -163,9 +148,6 @@ class RaySampler:
         self.timeout_seconds = timeout_seconds
         default_in_flight = 2 if self.max_lag is None else self.max_lag + 1
         self.max_in_flight = int(max_in_flight or default_in_flight)
-        self.restarts = 0
-        self.dropped_batches = 0
-        self.timeouts = 0
         self.phase_times = PhaseTimes()
         self._modules = None if modules is None else dict(modules)
         self._closed = False
@@ -184,6 +166,15 @@ class RaySampler:
         self._finalizer = weakref.finalize(
             self, shutdown, ray, self._actors, self._infos, started_ray, close_timeout
         )
+        self._pool = ActorPool(
+            ray,
+            self._actors,
+            self._infos,
+            max_restarts=self.max_restarts,
+            start_timeout=start_timeout,
+            timeout_seconds=timeout_seconds,
+            close=self.close,
+        )
         try:
             remote = ray.remote(SamplerActor)
             for index in range(self.n_actors):
@@ -198,71 +189,56 @@ class RaySampler:
                 self._actors.append(
                     remote.options(**options).remote(build_sampler, index, args)
                 )
-            infos = [self._describe(index) for index in range(self.n_actors)]
+            infos = [self._pool.describe(index) for index in range(self.n_actors)]
             layout, self._columns = joined_layout([info.layout for info in infos])
-            self.sample_tree: ArrayDict = allocate_local(layout)
-            self._leaves = [leaf for _, leaf in self.sample_tree.items_flat()]
+            self._sample_tree: ArrayDict = allocate_local(layout)
+            self._leaves = [leaf for _, leaf in self._sample_tree.items_flat()]
             self._states: list[dict[str, Any] | None] = [info.state for info in infos]
-            self._incarnations = [info.incarnation for info in infos]
-            self.node_ids = [info.node_id for info in infos]
+            self._pool.incarnations = [info.incarnation for info in infos]
+            self._pool.node_ids = [info.node_id for info in infos]
             if self._modules is not None:
                 self._put_weights()
         except BaseException:
             self.close()
             raise
 
-    # -- actors ------------------------------------------------------------
-    def _label(self, index: int) -> str:
-        node_ids = getattr(self, "node_ids", None)
-        return actor_label(index, node_ids[index] if node_ids else None)
+    @property
+    def sample_tree(self) -> ArrayDict:
+        """The learner's ``[T, sum B_i]`` tree each batch is copied into."""
+        return self._sample_tree
 
-    def _wait(
-        self,
-        ref: Any,
-        index: int,
-        what: str,
-        limit: float | None = None,
-        stacklevel: int = 6,
-    ) -> bool:
-        """Wait for ``ref`` (reporting every ``timeout_seconds``); return
-        whether it is ready (False after ``limit`` s)."""
+    @property
+    def started(self) -> bool:
+        """Whether sampling started (at the first :meth:`collect_batch`)."""
+        return self._started
 
-        def report(waited: float) -> None:
-            self.timeouts += 1
-            warnings.warn(
-                f"{self._label(index)} has not {what} after {waited:.4g} s "
-                f"(timeout_seconds={self.timeout_seconds}, timeout "
-                f"{self.timeouts}); waiting on",
-                SamplerActorTimeoutWarning,
-                stacklevel=stacklevel,
-            )
+    @property
+    def restarts(self) -> int:
+        """Actors Ray restarted after they died."""
+        return self._pool.restarts
 
-        return wait_ready(self._ray, ref, self.timeout_seconds, report, limit)
+    @property
+    def dropped_batches(self) -> int:
+        """Actor batches lost with an actor that died (each collected again)."""
+        return self._pool.dropped_batches
 
-    def _not_started(self, index: int, restarted: bool) -> DistributedSamplerError:
-        """Close the sampler; the error for an actor past ``start_timeout``."""
-        assert self.start_timeout is not None
-        label = self._label(index)
-        self.close()
-        return not_started_error(label, index, self.start_timeout, restarted)
+    @property
+    def timeouts(self) -> int:
+        """Batches reported for exceeding ``timeout_seconds``."""
+        return self._pool.timeouts
 
-    def _describe(self, index: int) -> ActorInfo:
-        ray = self._ray
-        try:
-            ref = self._actors[index].describe.remote()
-            built = self._wait(ref, index, "built its sampler", self.start_timeout)
-            info: ActorInfo | None = ray.get(ref) if built else None
-        except Exception as error:
-            raise DistributedSamplerError(
-                f"{self._label(index)} could not build its sampler: "
-                f"{plain_text(str(error))}",
-                index,
-                worker_traceback=plain_text(str(error)),
-            ) from None
-        if info is None:
-            raise self._not_started(index, restarted=False)
-        self._infos[index] = (info.pid, info.node_id)
-        return info
+    @property
+    def node_ids(self) -> list[str | None] | None:
+        """The node each actor runs on."""
+        return self._pool.node_ids
+
+    def fault_counts(self) -> dict[str, int]:
+        """``restarts``, ``dropped_batches`` and ``timeouts`` so far."""
+        return {
+            "restarts": self.restarts,
+            "dropped_batches": self.dropped_batches,
+            "timeouts": self.timeouts,
+        }
 
     @property
     def actors(self) -> list[Any]:
@@ -332,70 +308,13 @@ class RaySampler:
         """Requests sent and not yet returned, per actor."""
         return self._requests.in_flight()
 
-    def _fail(self, index: int, error: BaseException) -> NoReturn:
-        """Close the sampler and raise for actor ``index``'s ``error``:
-        :class:`~parllel.errors.DistributedSamplerDiedError` if Ray will not
-        restart it, else the error its code raised."""
-        label = self._label(index)
-        self.close()
-        if is_final_death(self._ray, error):
-            raise died_error(error, label, index, self.max_restarts)
-        raise raised_error(self._ray, error, label, index) from None
-
     def _actor_restarting(self, index: int) -> None:
         """A request failed because the actor died and Ray restarts it: count
         its batch as dropped, wait until the restarted actor built its
         sampler and send it the actor's requests again."""
-        self.dropped_batches += 1
-        self._await_restart(index)
+        self._pool.dropped_batches += 1
+        self._pool.await_restart(index)
         self._requests.send_again(index)
-
-    def _await_restart(self, index: int) -> None:
-        """Wait (up to ``start_timeout`` s) until actor ``index`` answers a
-        call queued behind its restart (its sampler built); ask again, a
-        little later each time, while Ray has not seen it die yet.
-
-        Raises:
-            DistributedSamplerDiedError: Ray does not restart it.
-            DistributedSamplerError: it raised, or has not answered within
-                ``start_timeout`` s.
-        """
-        ray, pause = self._ray, _FIRST_RETRY_SECONDS
-        deadline = None
-        if self.start_timeout is not None:
-            deadline = time.monotonic() + self.start_timeout
-        while True:
-            limit = None if deadline is None else deadline - time.monotonic()
-            ref = self._actors[index].describe.remote()
-            what = "built its sampler after a restart"
-            if not self._wait(ref, index, what, limit, stacklevel=8):
-                raise self._not_started(index, restarted=True)
-            try:
-                ray.get(ref)
-                return
-            except Exception as error:
-                if not is_actor_death(ray, error) or is_final_death(ray, error):
-                    self._fail(index, error)
-            time.sleep(pause)
-            pause = min(2 * pause, 1.0)
-
-    def _note_incarnation(self, index: int, result: ActorBatch) -> None:
-        if result.incarnation == self._incarnations[index]:
-            return
-        self._incarnations[index] = result.incarnation
-        self.restarts += 1
-        old_pid, node_id = self._infos[index]
-        self._infos[index] = (result.pid, node_id)
-        free_dead_segments(
-            old_pid, node_id, self._ray.get_runtime_context().get_node_id()
-        )
-        warnings.warn(
-            f"{self._label(index)} died and was restarted (restart {self.restarts}, "
-            f"max_restarts={self.max_restarts} per actor); its envs start from "
-            f"reset ({self.dropped_batches} actor batches dropped so far)",
-            SamplerActorRestartWarning,
-            stacklevel=4,
-        )
 
     def _receive(self, index: int, number: int) -> ActorBatch:
         ray = self._ray
@@ -410,16 +329,16 @@ class RaySampler:
                     "runner's publisher=)"
                 )
             ref = oldest[1]
-            self._wait(ref, index, f"returned batch {number}")
+            self._pool.wait(ref, index, f"returned batch {number}")
             try:
                 result: ActorBatch = ray.get(ref)
             except Exception as error:
                 if is_actor_death(ray, error) and not is_final_death(ray, error):
                     self._actor_restarting(index)
                     continue
-                self._fail(index, error)
+                self._pool.fail(index, error)
             self._requests.answered(index)
-            self._note_incarnation(index, result)
+            self._pool.note_incarnation(index, result)
             return result
 
     # -- batches -----------------------------------------------------------
@@ -454,7 +373,7 @@ class RaySampler:
         completed = [info for result in results for info in result.completed]
         state = self.state_dict()
         return checked_batch(
-            self.sample_tree,
+            self._sample_tree,
             completed,
             version,
             number,

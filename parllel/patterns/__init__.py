@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 from parllel.patterns.cages import build_alternating_cages
+from parllel.patterns.run_settings import RunSettings
 from parllel.patterns.sampling import (
     add_advantage_estimation,
     add_obs_normalization,
@@ -27,6 +28,7 @@ from parllel.patterns.sampling import (
 from parllel.patterns.training import build_run_logger, run_training
 
 __all__ = [
+    "RunSettings",
     "build_alternating_cages",
     "build_sample_tree",
     "build_replay_tree",

@@ -1,12 +1,20 @@
-"""The run logger and the run loop wrapper shared by the example scripts."""
+"""The run logger and the run loop wrapper shared by the example scripts.
+
+What a script prints and exits with when training ends is
+:mod:`parllel.runtime.cli`'s (:func:`~parllel.runtime.cli.report_outcome`).
+"""
 
 from __future__ import annotations
 
-import sys
-from signal import SIGINT
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
+from parllel.runners import Runner
+from parllel.runtime.cli import TrainingOutcome
+from parllel.runtime.run_directory import RunDirectory
+
+if TYPE_CHECKING:
+    from parllel.torch.export.run_export import PolicyExport
 
 #: The console outputs :func:`build_run_logger` offers.
 CONSOLES = ("auto", "dashboard", "plain", "table")
@@ -89,34 +97,32 @@ def build_run_logger(
 
 
 def run_training(
-    runner: Any,
-    run: Any,
+    runner: Runner[Any],
+    run: RunDirectory,
     *,
     resume: bool = False,
     close: tuple = (),
-    policy: Any = None,
-) -> dict[str, float]:
-    """Resume if asked, run, always close ``close`` (and the runner's logger), plot.
+    policy: PolicyExport | None = None,
+) -> TrainingOutcome:
+    """Resume if asked, run, export, always close ``close`` (and the runner's
+    logger), plot; return how it ended.
 
-    Prints the outcome. After a normal end: the final eval return and the run
-    directory; the last metrics are returned. A resumed run that had already
-    finished trains nothing and says so (returns ``{}``). A resume that fails
-    (no readable checkpoint, one that does not fit) prints why, without a
-    traceback, and exits with status 1. After Ctrl-C: the checkpoint written,
-    the run directory and the command that resumes it, then ``SystemExit(130)``
-    (the shell's status for Ctrl-C; 143 after SIGTERM), also after a second
-    Ctrl-C that skipped the checkpoint (which says so when the run has no
-    checkpoint to resume from). ``close`` holds anything with ``close()``
-    (cages, sample trees). The learning curve needs the ``plot`` extra.
+    A resumed run that had already finished trains nothing. A resume that
+    fails (no readable checkpoint, one that does not fit) trains nothing
+    either: the outcome says why. A second Ctrl-C stops at once (``KeyboardInterrupt``
+    is caught; the outcome says so). ``close`` holds anything with
+    ``close()`` (cages, sample trees). With ``policy`` (a
+    :class:`~parllel.torch.export.PolicyExport`) the run writes
+    ``policy_spec.json`` before training and exports the policy after it.
+    The learning curve needs the ``plot`` extra.
+
+    What the script prints and exits with is
+    :func:`parllel.runtime.cli.report_outcome`'s: ``report_outcome(run_training(...))``.
     """
     from parllel.plot import plot_learning_curve
-    from parllel.runtime.cli import resume_command
 
-    summary: dict[str, float] = {}
-    already_finished = exited_at_once = False
-    resume_error: Exception | None = None
+    outcome = TrainingOutcome(run.path, run.checkpoints_dir)
     algorithm = type(runner.algorithm).__name__ if policy is not None else None
-    exported = None
     try:
         if policy is not None:
             policy.write_spec(run.path, runner.checkpoint_objects, algorithm=algorithm)
@@ -124,67 +130,39 @@ def run_training(
             try:
                 runner.load(run.checkpoints_dir)
             except (CheckpointError, RunDirectoryError) as error:
-                resume_error = error
+                outcome.resume_error = str(error)
             else:
                 run.record_resume(
                     runner.env_steps, runner.resumed_from, config=runner.config or None
                 )
-        if resume_error is None:
-            already_finished = runner.finished
-            if not already_finished:
-                summary = runner.run()
+        if outcome.resume_error is None:
+            outcome.already_finished = runner.finished
+            if not outcome.already_finished:
+                outcome.summary = runner.run()
                 if policy is not None:
-                    exported = policy.export(
+                    outcome.exported = policy.export(
                         run.path, env_steps=runner.env_steps, algorithm=algorithm
                     )
     except KeyboardInterrupt:
-        exited_at_once = True
+        outcome.stopped_at_once = True
     finally:
         for obj in (runner.logger, *close):
             if obj is not None:
                 obj.close()
-    signals = getattr(runner, "stop_signals", None)
-    status = 128 + int(signals[-1] if signals else SIGINT)
-    if resume_error is not None:
-        print(f"cannot resume {run.path}: {resume_error}", file=sys.stderr)
-        raise SystemExit(1)
-    if exited_at_once:
-        newest = run.latest_checkpoint()
-        if newest is None:
-            print(
-                "interrupted before the first checkpoint: the run cannot be "
-                f"resumed (nothing in {run.checkpoints_dir}); run in {run.path}"
-            )
-        else:
-            print(f"interrupted: exited without a new checkpoint; run in {run.path}")
-            print(f"newest checkpoint: {newest}")
-            print(f"resume with: {resume_command(run.path)}")
-        raise SystemExit(status)
-    if already_finished:
-        print(
-            f"run already finished: {runner.env_steps} of total_steps "
-            f"{runner.total_steps} env steps done, nothing to train (resume "
-            f"with a larger --total-steps to train further); run in {run.path}"
-        )
-        return {}
-    if exported is not None:
-        print(f"policy exported: {exported}")
-    try:
-        plot_learning_curve(run.path)
-    except (ConfigError, FileNotFoundError) as error:  # e.g. nothing logged yet
-        print(f"no learning curve: {error}")
-    except KeyboardInterrupt:  # a second Ctrl-C after the graceful stop
-        print(
-            "no learning curve: interrupted (python -m parllel.plot RUN_DIR draws it)"
-        )
-    if runner.interrupted:
-        print(f"interrupted at step {runner.env_steps}; run in {run.path}")
-        if runner.last_checkpoint is not None:
-            print(f"checkpoint written: {runner.last_checkpoint}")
-            print(f"resume with: {resume_command(run.path)}")
-        raise SystemExit(status)
-    outcome = f"{runner.env_steps} steps"
-    if "eval/return_mean" in summary:  # runs without an eval sampler have none
-        outcome = f"eval return {summary['eval/return_mean']:.1f} after {outcome}"
-    print(f"{outcome}; run in {run.path}")
-    return summary
+    if runner.stop_signals:
+        outcome.stop_signal = int(runner.stop_signals[-1])
+    outcome.env_steps, outcome.total_steps = runner.env_steps, runner.total_steps
+    outcome.interrupted = runner.interrupted
+    outcome.last_checkpoint = runner.last_checkpoint
+    if outcome.stopped_at_once:
+        outcome.newest_checkpoint = run.latest_checkpoint()
+    if outcome.resume_error is None and not (
+        outcome.stopped_at_once or outcome.already_finished
+    ):
+        try:
+            plot_learning_curve(run.path)
+        except (ConfigError, FileNotFoundError) as error:  # e.g. nothing logged yet
+            outcome.plot_note = str(error)
+        except KeyboardInterrupt:  # a second Ctrl-C after the graceful stop
+            outcome.plot_note = "interrupted (python -m parllel.plot RUN_DIR draws it)"
+    return outcome

@@ -1,4 +1,5 @@
-"""What a runner warns about before and while it trains.
+"""What a runner warns about before and while it trains, and the logger
+hooks it tells (notices shown, rewinds on resume).
 
 Every warning is attributed to the user's line that called into parllel
 (``runner.run()``, ``runner.load(...)``, ``run_training(...)``), not to a
@@ -8,6 +9,7 @@ line of parllel.
 from __future__ import annotations
 
 import os
+from typing import Protocol, runtime_checkable
 
 from parllel._warnings import warn_at_caller
 from parllel.errors import (
@@ -75,3 +77,31 @@ def warn_total_steps_changed(
         f"instead of {saved_total_steps}",
         TotalStepsChangedWarning,
     )
+
+
+@runtime_checkable
+class NoticeShower(Protocol):
+    """A logger that shows notices itself (the live dashboard)."""
+
+    def notice(self, text: str) -> None:
+        """Show ``text`` where the user looks."""
+        ...
+
+
+@runtime_checkable
+class Rewindable(Protocol):
+    """A logger that can forget what it logged after a step (on resume)."""
+
+    def rewind(self, step: int) -> None:
+        """Drop what was logged after ``step``."""
+        ...
+
+
+def show_notices(logger: object, notices: list[str]) -> None:
+    """Hand the stop requests received to the logger (if it shows notices:
+    a live dashboard redraws over stderr) and forget them; called outside
+    the signal handler, since a logger may not be re-entered from one."""
+    while notices:
+        text = notices.pop(0)
+        if isinstance(logger, NoticeShower):
+            logger.notice(text)

@@ -3,12 +3,57 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from parllel.errors import ConfigError
-from parllel.runners.runner import Callback, Runner
+from parllel.replays.transitions import ReplayBatch
+from parllel.runners.callbacks import Callback
+from parllel.runners.runner import Runner
+from parllel.samplers.protocols import AsyncSampler, TrainingSampler
 
-__all__ = ["AttributeSchedule", "OffPolicyRunner", "ReplayCheckpoint"]
+__all__ = [
+    "AttributeSchedule",
+    "OffPolicyAlgorithm",
+    "OffPolicyRunner",
+    "ReplayCheckpoint",
+    "RunnerReplay",
+]
+
+
+class RunnerReplay(Protocol):
+    """What :class:`OffPolicyRunner` and its algorithm need from a replay
+    (:class:`~parllel.replays.UniformReplay`, ``PrioritizedReplay``)."""
+
+    @property
+    def ready(self) -> bool:
+        """Whether ``learning_starts`` transitions are stored."""
+        ...
+
+    def record_batch(self, batch: Mapping[str, Any] | None = None) -> int:
+        """Store (or declare stored) the batch just collected."""
+        ...
+
+    def sample(self) -> ReplayBatch:
+        """A batch of stored transitions."""
+        ...
+
+    def state_dict(self, include_contents: bool = False) -> dict[str, Any]:
+        """Counters, RNG state (and every stored row with ``include_contents``)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        ...
+
+
+class OffPolicyAlgorithm(Protocol):
+    """What :class:`OffPolicyRunner` calls on its algorithm (e.g. SAC, DQN)."""
+
+    def optimize(
+        self, replay: RunnerReplay, new_steps: int | None = None
+    ) -> Mapping[str, float]:
+        """Run the updates ``new_steps`` new env steps allow, from ``replay``."""
+        ...
 
 
 class ReplayCheckpoint:
@@ -23,7 +68,7 @@ class ReplayCheckpoint:
         include_contents: also save every stored transition.
     """
 
-    def __init__(self, replay: Any, include_contents: bool = False) -> None:
+    def __init__(self, replay: RunnerReplay, include_contents: bool = False) -> None:
         self.replay = replay
         self.include_contents = bool(include_contents)
 
@@ -72,7 +117,7 @@ class AttributeSchedule(Callback):
         metrics[f"schedule/{self.name}"] = float(getattr(self.target, self.name))
 
 
-class OffPolicyRunner(Runner):
+class OffPolicyRunner(Runner[OffPolicyAlgorithm]):
     """Off-policy training: collect, record into the replay, optimize from it.
 
     Each iteration the sampler collects one ``[T, B]`` batch,
@@ -106,9 +151,9 @@ class OffPolicyRunner(Runner):
 
     def __init__(
         self,
-        sampler: Any,
-        replay: Any,
-        algorithm: Any,
+        sampler: TrainingSampler | AsyncSampler,
+        replay: RunnerReplay,
+        algorithm: OffPolicyAlgorithm,
         total_steps: int,
         *,
         checkpoint_replay_contents: bool = False,

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, Protocol
 
 from parllel.runners.runner import Runner
 
+__all__ = ["OnPolicyAlgorithm", "OnPolicyRunner"]
 
-class OnPolicyRunner(Runner):
+
+class OnPolicyAlgorithm(Protocol):
+    """What :class:`OnPolicyRunner` calls on its algorithm (e.g. PPO)."""
+
+    def optimize(
+        self, batch: Mapping[str, Any], progress: float | None = None
+    ) -> Mapping[str, float]:
+        """Optimize on one batch; ``progress`` is the fraction of training done."""
+        ...
+
+
+class OnPolicyRunner(Runner[OnPolicyAlgorithm]):
     """On-policy training: each iteration collects one batch and optimizes on it.
 
     ``algorithm.optimize(batch, progress=...)`` receives the sampler's

@@ -1,8 +1,6 @@
-"""Runner: the outer training loop shared by on- and off-policy training.
-
-It owns counters, logging cadence, evaluation, checkpoints, resume and
-callbacks; a subclass says what one iteration does (:meth:`Runner._iterate`).
-"""
+"""Runner: the outer training loop shared by on- and off-policy training (its
+batches: :mod:`~parllel.runners.batches`; checkpoint files:
+:mod:`~parllel.runners.checkpoints`; time metrics: :mod:`~parllel.runners.metrics`)."""
 
 from __future__ import annotations
 
@@ -10,37 +8,43 @@ import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from time import perf_counter as clock
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from parllel import fields
-from parllel.errors import CheckpointError, CheckpointMismatchError, ConfigError
+import numpy as np
+
+from parllel.errors import ConfigError
 from parllel.logging import EpisodeStats, Logger
+from parllel.runners.batches import batches_of
 from parllel.runners.callbacks import Callback, Stateful
+from parllel.runners.checkpoints import (
+    read_checkpoint,
+    restore_objects,
+    write_checkpoint,
+)
 from parllel.runners.interrupt import SIGNAL_NAMES, InterruptHandler
+from parllel.runners.metrics import progress_metrics, time_metrics
 from parllel.runners.notices import (
+    Rewindable,
+    show_notices,
     warn_partial_batch,
     warn_sigint_ignored,
     warn_total_steps_changed,
 )
 from parllel.runtime.checkpoint import (
     capture_rng_state,
-    load_checkpoint,
-    load_latest_checkpoint,
     restore_rng_state,
-    save_checkpoint,
 )
-from parllel.runtime.compatibility import (
-    NEVER_COMPARED,
-    check_config,
-    check_object,
-    config_difference_hint,
-    load_object,
+from parllel.samplers.protocols import (
+    AsyncSampler,
+    EvalSource,
+    TrainingSampler,
+    WeightPublisher,
 )
-from parllel.runtime.finite import refuse_nonfinite_state
-from parllel.timing import PhaseTimes, sampler_metrics
+from parllel.timing import PhaseTimes
+from parllel.tree import ArrayDict
 
-#: The learner's phases (``time/frac/<phase>``); ``other`` is the rest.
-LEARNER_PHASES = ("sample", "update", "eval", "log", "checkpoint")
+#: What a subclass's iteration calls on its algorithm (see its Protocol).
+AlgorithmT = TypeVar("AlgorithmT")
 
 
 def _schedule(interval: int | None, name: str) -> int | None:
@@ -51,7 +55,7 @@ def _schedule(interval: int | None, name: str) -> int | None:
     return int(interval)
 
 
-class Runner:
+class Runner(Generic[AlgorithmT]):
     """The outer training loop; subclasses define one iteration.
 
     Each iteration (:meth:`_iterate`) collects env steps and updates the
@@ -70,43 +74,25 @@ class Runner:
     ``cmd &`` of a shell script), :meth:`run` warns with
     :class:`~parllel.errors.InterruptIgnoredWarning`.
 
-    Every log line says where the time went since the previous one: the
-    fraction of the wall time spent collecting the batch (``time/frac/sample``:
-    sampling itself, or with an asynchronous sampler waiting for its batch),
-    in the algorithm's update (with publishing the weights), in evaluation,
-    logging and checkpoints, and the rest (``time/frac/other``: callbacks,
-    the runner's own work); they sum to 1. A sampler with ``phase_times``
-    (every parllel sampler) adds its breakdown in milliseconds per batch:
-    ``time/sampler/batch_ms``, ``env_step_ms``, ``worker_wait_ms``,
-    ``inference_ms``, ``transforms_ms`` and ``other_ms`` (measured where
-    the sampler runs: in the background process or the Ray actors for an
-    asynchronous one).
+    Every log line says where the time went since the previous one
+    (:mod:`parllel.runners.metrics`).
 
-    With a :class:`~parllel.samplers.BackgroundSampler` (or any sampler whose
-    ``returns_background_batch`` is True, such as a
-    :class:`~parllel.distributed.RaySampler`) the next batch is
-    collected while the algorithm trains: pass the learner's handler as
-    ``publisher`` and the runner publishes the weights after every
-    iteration, checks each batch's policy lag against the sampler's
-    ``max_lag`` and logs it (``async/lag_min``, ``async/lag_mean``,
-    ``async/lag_max`` over the batches since the last log line,
-    ``async/policy_version``, and the background process's
-    ``async/restarts`` and ``async/dropped_batches``; a RaySampler's
-    ``async/timeouts`` too). The background sampler's transform state is
-    checkpointed as ``"sampler"``; the batch being collected when a
-    checkpoint is written is not saved: a resumed run starts from reset
-    envs, as a synchronous one does.
+    With an :class:`~parllel.samplers.protocols.AsyncSampler` (a
+    :class:`~parllel.samplers.BackgroundSampler`, a
+    :class:`~parllel.distributed.RaySampler`) the next batch is collected
+    while the algorithm trains; see :mod:`parllel.runners.batches` for what
+    the runner then publishes, checks, logs and checkpoints.
 
     Args:
-        sampler: has ``collect_batch() -> (batch, traj_infos)`` and a
-            ``sample_tree`` (env steps per batch = T * B), or has
-            ``returns_background_batch = True`` and
-            ``collect_batch(learner_version) -> BackgroundBatch`` (a
-            :class:`~parllel.samplers.BackgroundSampler`, a
-            :class:`~parllel.distributed.RaySampler`).
+        sampler: a :class:`~parllel.samplers.protocols.TrainingSampler`
+            (``collect_batch() -> (batch, traj_infos)``, a ``sample_tree``:
+            env steps per batch = T * B), or an
+            :class:`~parllel.samplers.protocols.AsyncSampler`
+            (``collect_batch(learner_version) -> BackgroundBatch``).
         algorithm: the learner; what is called on it depends on the subclass.
         total_steps: env steps to train for.
-        eval_sampler: has ``collect() -> traj_infos`` (None: no evaluation).
+        eval_sampler: an :class:`~parllel.samplers.protocols.EvalSource`
+            (``collect() -> traj_infos``; None: no evaluation).
         eval_interval_steps: env steps between evaluations (also one at the end).
         logger: a :class:`~parllel.logging.Logger` (None: no logging).
         log_interval_steps: env steps between log lines (None: every iteration).
@@ -125,8 +111,8 @@ class Runner:
         rng: the numpy Generator of the run (its state is checkpointed).
         handle_interrupt: stop gracefully on the first Ctrl-C or SIGTERM
             (only when :meth:`run` is called from the main thread).
-        publisher: the learner's handler after ``share_weights()`` (has
-            ``publish_weights()`` and ``policy_version``): its weights are
+        publisher: a :class:`~parllel.samplers.protocols.WeightPublisher`,
+            the learner's handler after ``share_weights()``: its weights are
             published after every iteration (also after :meth:`load`), for
             a sampler that follows them in another process. A sampler that
             publishes itself (a :class:`~parllel.distributed.RaySampler`) is
@@ -139,11 +125,11 @@ class Runner:
 
     def __init__(
         self,
-        sampler: Any,
-        algorithm: Any,
+        sampler: TrainingSampler | AsyncSampler,
+        algorithm: AlgorithmT,
         total_steps: int,
         *,
-        eval_sampler: Any = None,
+        eval_sampler: EvalSource | None = None,
         eval_interval_steps: int | None = None,
         logger: Logger | None = None,
         log_interval_steps: int | None = None,
@@ -155,9 +141,9 @@ class Runner:
         config_keys: Sequence[str] | None = None,
         callbacks: Sequence[Callback] = (),
         episode_window: int = 100,
-        rng: Any = None,
+        rng: np.random.Generator | None = None,
         handle_interrupt: bool = True,
-        publisher: Any = None,
+        publisher: WeightPublisher | None = None,
     ) -> None:
         if int(total_steps) < 1:
             raise ConfigError(f"total_steps must be >= 1, got {total_steps}")
@@ -177,41 +163,13 @@ class Runner:
         self.keep_checkpoints = int(keep_checkpoints)
         self.checkpoint_objects = dict(checkpoint_objects or {})
         self.publisher = publisher
-        if publisher is not None and getattr(publisher, "policy_version", None) is None:
-            raise ConfigError(
-                "publisher needs published weights: call publisher.share_weights() "
-                "(and pass the weights to the sampler) first"
-            )
-        # a BackgroundSampler or a RaySampler: collect_batch(learner_version)
-        # returns a BackgroundBatch; restarts and dropped batches are counted
-        self.background = bool(getattr(sampler, "returns_background_batch", False))
-        if (
-            publisher is not None
-            and callable(getattr(sampler, "publish_weights", None))
-            and publisher is not sampler
-        ):
-            raise ConfigError(
-                f"a {type(sampler).__name__} publishes the weights itself: pass "
-                "publisher=sampler (the sampler), not another object, or its "
-                "actors never receive new weights"
-            )
-        if (
-            self.background
-            and publisher is None
-            and getattr(sampler, "follows_weights", False)
-        ):
-            raise ConfigError(
-                "the sampler's handlers follow the learner's weights: pass the "
-                "publisher (the learner's handler, or the RaySampler itself) as "
-                "publisher= so the runner publishes them after every update "
-                "(without, sampling would keep the first weights or wait for new "
-                "ones forever)"
-            )
-        if self.background and (
+        # a synchronous sampler, or an asynchronous one (the learner's version
+        # goes to collect_batch; lags, restarts, dropped batches are logged)
+        self.batches = batches_of(sampler, publisher)
+        if isinstance(sampler, AsyncSampler) and (
             self.checkpoint_dir is not None or self.checkpoint_objects
         ):
             self.checkpoint_objects.setdefault("sampler", sampler)
-        self._lags: list[tuple[int, float, int]] = []
         self.config = dict(config or {})
         self.config_keys = config_keys
         self.callbacks = list(callbacks)
@@ -221,10 +179,7 @@ class Runner:
         self.stop_signals: list[int] = []
         self.resumed_from: Path | None = None
         self.last_checkpoint: Path | None = None
-        tree = sampler.sample_tree
-        self.steps_per_batch = int(
-            tree[fields.REWARD].shape[0] * tree[fields.REWARD].shape[1]
-        )
+        self.steps_per_batch = self.batches.steps_per_batch
         self.env_steps = 0
         self.updates = 0
         self.train_stats = EpisodeStats(window=episode_window, prefix="train/")
@@ -238,7 +193,6 @@ class Runner:
         self._sample_seconds = 0.0  # of the current iteration
         self._notices: list[str] = []  # stop requests not yet shown by the logger
 
-    # -- control ---------------------------------------------------------------
     def request_stop(self) -> None:
         """End training after the current iteration (e.g. from a callback)."""
         self._stop = True
@@ -255,7 +209,6 @@ class Runner:
             return True
         return False
 
-    # -- the loop --------------------------------------------------------------
     @property
     def finished(self) -> bool:
         """Whether ``total_steps`` are done (e.g. a resumed run that had finished)."""
@@ -289,15 +242,6 @@ class Runner:
         self._notices.append(f"{SIGNAL_NAMES[signal.Signals(signum)]}: {message}")
         return message
 
-    def _show_notices(self) -> None:
-        """Hand the stop requests received to the logger (outside the signal
-        handler: a logger may not be re-entered from one)."""
-        notice = getattr(self.logger, "notice", None)
-        while self._notices:
-            text = self._notices.pop(0)
-            if callable(notice):
-                notice(text)
-
     def _run(self) -> dict[str, float]:
         self._start_time = clock()
         self._last_log = (self._start_time, self.env_steps)
@@ -317,7 +261,7 @@ class Runner:
             start = clock()
             self._sample_seconds = 0.0
             algo_metrics = self._iterate()
-            self._show_notices()
+            show_notices(self.logger, self._notices)
             if self.publisher is not None:
                 self.publisher.publish_weights()
             self.phase_times.record(
@@ -359,17 +303,10 @@ class Runner:
         finally:
             self.phase_times.record({phase: clock() - start}, count=0)
 
-    def _collect(self) -> Any:
+    def _collect(self) -> ArrayDict:
         """Collect one batch, count its steps and episodes, call the hook."""
         start = clock()
-        if self.background:
-            version = None if self.publisher is None else self.publisher.policy_version
-            result = self.sampler.collect_batch(learner_version=version)
-            batch, traj_infos = result.sample_tree, result.completed
-            if result.lag is not None:
-                self._lags.append((result.lag_min, result.lag_mean, result.lag))
-        else:
-            batch, traj_infos = self.sampler.collect_batch()
+        batch, traj_infos = self.batches.collect()
         self._sample_seconds += clock() - start
         self.env_steps += self.steps_per_batch
         self.train_stats.extend(traj_infos)
@@ -390,52 +327,35 @@ class Runner:
         since, steps_then = self._last_log
         metrics = {f"algo/{k}": float(v) for k, v in algo_metrics.items()}
         metrics.update(self.train_stats.metrics())
-        metrics["time/env_steps"] = float(self.env_steps)
-        metrics["time/updates"] = float(self.updates)
-        metrics["time/elapsed_s"] = self._elapsed()
-        metrics["time/steps_per_second"] = (self.env_steps - steps_then) / max(
-            now - since, 1e-9
-        )
-        if self._lags:
-            metrics["async/lag_min"] = float(min(lag[0] for lag in self._lags))
-            metrics["async/lag_mean"] = sum(lag[1] for lag in self._lags) / len(
-                self._lags
+        metrics.update(
+            progress_metrics(
+                self.env_steps,
+                self.updates,
+                self._elapsed(),
+                self.env_steps - steps_then,
+                now - since,
             )
-            metrics["async/lag_max"] = float(max(lag[2] for lag in self._lags))
+        )
+        metrics.update(self.batches.lag_metrics())
         if self.publisher is not None:
-            metrics["async/policy_version"] = float(self.publisher.policy_version)
-        if self.background:  # a restarted background process loses its batch
-            metrics["async/restarts"] = float(self.sampler.restarts)
-            metrics["async/dropped_batches"] = float(self.sampler.dropped_batches)
-            timeouts = getattr(self.sampler, "timeouts", None)
-            if timeouts is not None:  # a RaySampler's slow actors
-                metrics["async/timeouts"] = float(timeouts)
+            metrics["async/policy_version"] = float(self.publisher.policy_version or 0)
+        # a restarted background process loses its batch; slow Ray actors
+        metrics.update(self.batches.fault_metrics())
         return metrics
 
     def _elapsed(self) -> float:
         """Training seconds, including those of the runs this one resumes."""
         return self._elapsed_before + clock() - self._start_time
 
-    def _time_metrics(self, now: float) -> dict[str, float]:
-        """Where the time went since the last log line: the learner's phases
-        as fractions of the wall time, and the sampler's per batch."""
-        wall = max(now - self._last_log[0], 1e-9)
-        seconds = self.phase_times.take()["seconds"]
-        metrics = {
-            f"time/frac/{phase}": seconds.get(phase, 0.0) / wall
-            for phase in LEARNER_PHASES
-        }
-        metrics["time/frac/other"] = max(0.0, 1.0 - sum(metrics.values()))
-        sampler_times = getattr(self.sampler, "phase_times", None)
-        if isinstance(sampler_times, PhaseTimes):
-            metrics.update(sampler_metrics(sampler_times.take()))
-        return metrics
-
     def _log(self, metrics: dict[str, float]) -> None:
         now = clock()
-        metrics.update(self._time_metrics(now))
+        metrics.update(
+            time_metrics(
+                self.phase_times, self.sampler.phase_times, now - self._last_log[0]
+            )
+        )
         self._last_log = (now, self.env_steps)
-        self._lags.clear()
+        self.batches.forget_lags()
         logger = self.logger
         if logger is not None:
             logged = {k: v for k, v in metrics.items() if k[0] != "_"}
@@ -443,22 +363,14 @@ class Runner:
 
     def evaluate(self) -> dict[str, float]:
         """Run the eval sampler now; return ``eval/...`` metrics."""
+        if self.eval_sampler is None:
+            raise ConfigError("no eval_sampler was given to the runner")
         stats = EpisodeStats(window=10**9, prefix="eval/")
         stats.extend(self._timed("eval", self.eval_sampler.collect))
         eval_metrics = stats.metrics()
         self.last_eval = {**eval_metrics, "_at": self.env_steps}
         self._call("on_eval_end", eval_metrics)
         return eval_metrics
-
-    # -- checkpoints -----------------------------------------------------------
-    def _sampler_generators(self) -> dict[str, Any]:
-        """The handler's action generator if it samples in this process (a
-        background sampler's travels with its state, as ``"sampler"``)."""
-        handler = getattr(self.sampler, "handler", None)
-        generator = getattr(handler, "generator", None)
-        if self.background or generator is None:
-            return {}
-        return {"actions": generator}
 
     def state_dict(self) -> dict[str, Any]:
         """Counters, statistics, RNG states, config and every checkpoint object."""
@@ -470,7 +382,7 @@ class Runner:
                 "total_steps": self.total_steps,
                 "elapsed_s": self._elapsed(),
             },
-            "rng": capture_rng_state(self.rng, self._sampler_generators()),
+            "rng": capture_rng_state(self.rng, self.batches.rng_generators()),
             "config": self.config,
             "objects": {
                 name: obj.state_dict() for name, obj in self.checkpoint_objects.items()
@@ -486,14 +398,11 @@ class Runner:
         """
         if self.checkpoint_dir is None:
             raise ConfigError("no checkpoint_dir was given to the runner")
-        state = self.state_dict()
-        # NaN/inf weights never replace the last good checkpoint
-        refuse_nonfinite_state(state["objects"], self.checkpoint_dir, self.env_steps)
-        self.last_checkpoint = save_checkpoint(
+        self.last_checkpoint = write_checkpoint(
             self.checkpoint_dir,
-            state,
-            step=self.env_steps,
-            keep_last=self.keep_checkpoints,
+            self.state_dict(),
+            self.env_steps,
+            self.keep_checkpoints,
         )
         return self.last_checkpoint
 
@@ -518,37 +427,11 @@ class Runner:
                 ``config_keys`` entry differs; nothing is loaded then.
             CheckpointError: when the checkpoint has no state for an object.
         """
-        if getattr(self.sampler, "started", False):
-            raise ConfigError(
-                "load a checkpoint before the first batch: this runner's "
-                "background sampler has started sampling (call runner.load() "
-                "before runner.run())"
-            )
-        path = Path(path)
-        if path.is_dir():
-            path, state = load_latest_checkpoint(path, set_aside_unreadable=True)
-        else:
-            state = load_checkpoint(path)
-        saved_config = state.get("config", {})
-        saved_objects = state.get("objects", {})
-        missing = sorted(set(self.checkpoint_objects) - set(saved_objects))
-        if missing:
-            raise CheckpointError(f"checkpoint {path} has no state for {missing}")
-        # every object is checked before any is loaded; shapes first, since
-        # they say what does not fit, then the config keys that say why
-        try:
-            for name, obj in self.checkpoint_objects.items():
-                check_object(name, obj, saved_objects[name])
-        except CheckpointMismatchError as error:
-            raise CheckpointMismatchError(
-                f"{error}{config_difference_hint(saved_config, self.config)}"
-            ) from None
-        if self.config_keys is not None:
-            check_config(
-                saved_config, self.config, keys=self.config_keys, ignore=NEVER_COMPARED
-            )
-        for name, obj in self.checkpoint_objects.items():
-            load_object(name, obj, saved_objects[name])
+        self.batches.check_loadable()
+        path, state = read_checkpoint(path)
+        restore_objects(
+            path, state, self.checkpoint_objects, self.config, self.config_keys
+        )
         if self.publisher is not None:  # the restored weights reach the sampler
             self.publisher.publish_weights()
         runner = state["runner"]
@@ -556,14 +439,11 @@ class Runner:
         self.updates = int(runner["updates"])
         self._elapsed_before = float(runner.get("elapsed_s", 0.0))
         self.train_stats.load_state_dict(runner["train_stats"])
-        restore_rng_state(state["rng"], self.rng, self._sampler_generators())
+        restore_rng_state(state["rng"], self.rng, self.batches.rng_generators())
         self.resumed_from = path
-        reset = getattr(self.sampler, "reset", None)
-        if callable(reset):
-            reset()
-        rewind = getattr(self.logger, "rewind", None)
-        if callable(rewind):
-            rewind(self.env_steps)
+        self.sampler.reset()
+        if isinstance(self.logger, Rewindable):
+            self.logger.rewind(self.env_steps)
         saved_total = runner.get("total_steps")
         if saved_total is not None and not self.finished:
             warn_total_steps_changed(self.env_steps, int(saved_total), self.total_steps)

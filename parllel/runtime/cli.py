@@ -1,9 +1,13 @@
-"""The command line of a training script, from its ``Config`` dataclass.
+"""The command line of a training script: its flags from its ``Config``
+dataclass, and what it prints and exits with when training ends.
 
 Every field of the script's ``Config`` becomes a flag (``batch_T`` is
 ``--batch-T``, a bool ``rebalance`` is ``--rebalance`` / ``--no-rebalance``),
 with the field's docstring as its help; parsing is done by ``tyro`` (in the
-``cli`` extra). Two flags are added to every script:
+``cli`` extra). A field that is itself a dataclass (e.g. the
+:class:`~parllel.patterns.RunSettings` every example embeds) adds its
+fields as flags of their own, without a prefix (``--console``, not
+``--run.console``). Two flags are added to every script:
 
 - ``--quick``: the script's preset for a tiny smoke run;
 - ``--resume RUN``: continue the run in directory ``RUN``; its ``config.json``
@@ -11,6 +15,10 @@ with the field's docstring as its help; parsing is done by ``tyro`` (in the
 
 A value's source, lowest priority first: the dataclass default, the resumed
 run's ``config.json``, the ``--quick`` preset, an explicit flag.
+
+:func:`report_outcome` turns the :class:`TrainingOutcome` that
+:func:`parllel.patterns.run_training` returns into the script's last lines
+and its exit status.
 
 Example::
 
@@ -25,7 +33,7 @@ Example::
 
     if __name__ == "__main__":
         config, resume = parse_config(Config, quick=QUICK, description=__doc__)
-        main(config, resume)
+        report_outcome(main(config, resume))  # main returns run_training(...)
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from signal import SIGINT
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union
 
 from parllel._warnings import warn_at_caller
@@ -78,7 +87,20 @@ def _check_dataclass(config_type: type) -> None:
 
 
 def _from_json(value: Any, hint: Any) -> Any:
-    """Undo what JSON did to a value of type ``hint`` (tuples became lists)."""
+    """Undo what JSON did to a value of type ``hint`` (tuples became lists,
+    nested dataclasses dicts)."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            return value
+        hints = typing.get_type_hints(hint)
+        names = {field.name for field in dataclasses.fields(hint)}
+        return hint(
+            **{
+                name: _from_json(item, hints[name])
+                for name, item in value.items()
+                if name in names
+            }
+        )
     origin = typing.get_origin(hint)
     if origin is tuple and isinstance(value, list):
         args = typing.get_args(hint)
@@ -202,6 +224,7 @@ def parse_config(
         args=argv,
         default=cli_type(**values, quick=known.quick, resume=known.resume),
         description=description,
+        config=(tyro.conf.OmitArgPrefixes,),  # a nested dataclass's flags unprefixed
     )
     config = config_type(**{name: getattr(parsed, name) for name in names})
     return config, parsed.resume
@@ -236,3 +259,107 @@ def resume_command(run_dir: str | Path, argv: Sequence[str] | None = None) -> st
     prefix = full[: max(1, len(full) - len(sys.argv) + 1)]
     args = list(sys.argv[1:] if argv is None else argv)
     return shlex.join([*prefix, *_strip_resume(args), "--resume", str(run_dir)])
+
+
+@dataclasses.dataclass
+class TrainingOutcome:
+    """How a training run ended (what :func:`~parllel.patterns.run_training` did).
+
+    Attributes:
+        run_path: the run directory.
+        checkpoints_dir: its checkpoints.
+        summary: the last metrics (empty unless it trained to the end or
+            stopped gracefully).
+        env_steps: env steps done.
+        total_steps: env steps asked for.
+        resume_error: why the resume failed (nothing trained), or None.
+        already_finished: a resumed run had done its ``total_steps``.
+        interrupted: Ctrl-C or SIGTERM stopped it after an iteration.
+        stopped_at_once: a second Ctrl-C stopped it at once (no checkpoint
+            written then).
+        stop_signal: the last stop signal received (``SIGINT`` if none).
+        newest_checkpoint: the newest checkpoint of the run (for a stop at once).
+        last_checkpoint: the checkpoint the runner wrote last, or None.
+        exported: the exported policy file, or None.
+        plot_note: why no learning curve was drawn, or None.
+    """
+
+    run_path: Path
+    checkpoints_dir: Path
+    summary: dict[str, float] = dataclasses.field(default_factory=dict)
+    env_steps: int = 0
+    total_steps: int = 0
+    resume_error: str | None = None
+    already_finished: bool = False
+    interrupted: bool = False
+    stopped_at_once: bool = False
+    stop_signal: int = int(SIGINT)
+    newest_checkpoint: Path | None = None
+    last_checkpoint: Path | None = None
+    exported: Path | None = None
+    plot_note: str | None = None
+
+    @property
+    def exit_status(self) -> int:
+        """0 after a normal end, 1 after a failed resume, ``128 + signal``
+        (130 for Ctrl-C, 143 for SIGTERM) after a stop."""
+        if self.resume_error is not None:
+            return 1
+        if self.stopped_at_once or self.interrupted:
+            return 128 + self.stop_signal
+        return 0
+
+
+def report_outcome(outcome: TrainingOutcome) -> dict[str, float]:
+    """Print how training ended; exit with :attr:`TrainingOutcome.exit_status`
+    unless it is 0; return the last metrics.
+
+    After a normal end: the exported policy, the final eval return and the run
+    directory. A resumed run that had already finished says so (returns
+    ``{}``). A failed resume prints why (to stderr, without a traceback).
+    After a stop: the checkpoint written (or why none can be resumed), the
+    run directory and the command that resumes it.
+
+    Raises:
+        SystemExit: status 1 after a failed resume, 130 after Ctrl-C, 143
+            after SIGTERM.
+    """
+    path = outcome.run_path
+    if outcome.resume_error is not None:
+        print(f"cannot resume {path}: {outcome.resume_error}", file=sys.stderr)
+        raise SystemExit(outcome.exit_status)
+    if outcome.stopped_at_once:
+        newest = outcome.newest_checkpoint
+        if newest is None:
+            print(
+                "interrupted before the first checkpoint: the run cannot be "
+                f"resumed (nothing in {outcome.checkpoints_dir}); run in {path}"
+            )
+        else:
+            print(f"interrupted: exited without a new checkpoint; run in {path}")
+            print(f"newest checkpoint: {newest}")
+            print(f"resume with: {resume_command(path)}")
+        raise SystemExit(outcome.exit_status)
+    if outcome.already_finished:
+        print(
+            f"run already finished: {outcome.env_steps} of total_steps "
+            f"{outcome.total_steps} env steps done, nothing to train (resume "
+            f"with a larger --total-steps to train further); run in {path}"
+        )
+        return {}
+    if outcome.exported is not None:
+        print(f"policy exported: {outcome.exported}")
+    if outcome.plot_note is not None:
+        print(f"no learning curve: {outcome.plot_note}")
+    if outcome.interrupted:
+        print(f"interrupted at step {outcome.env_steps}; run in {path}")
+        if outcome.last_checkpoint is not None:
+            print(f"checkpoint written: {outcome.last_checkpoint}")
+            print(f"resume with: {resume_command(path)}")
+        raise SystemExit(outcome.exit_status)
+    summary = outcome.summary
+    steps = f"{outcome.env_steps} steps"
+    if "eval/return_mean" in summary:  # runs without an eval sampler have none
+        steps = f"eval return {summary['eval/return_mean']:.1f} after {steps}"
+    print(f"{steps}; run in {path}")
+    return summary

@@ -11,6 +11,10 @@
 - :class:`ObservationNormalizer`: what a sampler's ``observation_normalizer`` provides.
 - :class:`BackgroundSampler`: any of these samplers in its own process, filling
   a TreeRing while the learner trains, with a bounded policy lag.
+- :mod:`parllel.samplers.protocols`: what a training loop needs from a
+  sampler (:class:`~parllel.samplers.protocols.TrainingSampler`, the
+  :class:`~parllel.samplers.protocols.AsyncSampler` base class) and from a
+  weight publisher.
 - :class:`TreeRing`: K preallocated shared trees handed in turn from a writer
   (a sampler) to a reader (a learner) in another process.
 

@@ -22,86 +22,53 @@ background process waits for that version before it starts the batch.
 This assumes the learner publishes once per batch it trains on (the
 runners do).
 
-With ``max_restarts > 0``, a background process that dies (killed, crashed,
-exited) is replaced by a new one built by the same function over the same
-trees; see :class:`BackgroundSampler`. The process side of the protocol is
-in :mod:`parllel.samplers.background_process`.
+With ``max_restarts > 0``, a dead background process is replaced (see
+:class:`BackgroundSampler`). Starting and hearing the process is in
+:mod:`~parllel.samplers.background_launch`, its side in
+:mod:`~parllel.samplers.background_process`.
 """
 
 from __future__ import annotations
 
-import pickle
 import time
-import warnings
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from multiprocessing import util
-from typing import Any
+from typing import Any, cast
 
-from parllel import fields
 from parllel.arrays import remove_dead_owner_segments
 from parllel.cages.main_guard import check_main_guard
 from parllel.cages.plumbing import start_context
 from parllel.errors import (
-    BackgroundSamplerDiedError,
     BackgroundSamplerError,
-    BackgroundSamplerRestartWarning,
     ConfigError,
-    ParllelWarning,
-    PolicyLagError,
     TreeRingClosedError,
 )
 from parllel.samplers.background_batch import BackgroundBatch, checked_batch
-from parllel.samplers.background_process import (
-    load_sampler_state,
-    run_background_sampler,
-    sampler_state,
+from parllel.samplers.background_launch import (
+    ProcessDied,
+    ProcessReports,
+    await_layout,
+    deadlock_error,
+    died_error,
+    reported_error,
+    shutdown,
+    start_process,
+    warn_restart,
+    warn_unrecorded_versions,
 )
+from parllel.samplers.protocols import AsyncSampler
 from parllel.samplers.tree_ring import Handover, TreeRing, allocate_like, tree_layout
 from parllel.timing import PhaseTimes
 from parllel.tree import ArrayDict
 
-__all__ = [
-    "BackgroundBatch",
-    "BackgroundSampler",
-    "load_sampler_state",
-    "sampler_state",
-]
+__all__ = ["BackgroundSampler"]
 
 
 class _Restarted(Exception):
     """The learner started a new background process while waiting for a batch."""
 
 
-class _Died(Exception):
-    """The background process exited before sending its tree layout."""
-
-    def __init__(self, exitcode: int | None) -> None:
-        super().__init__(exitcode)
-        self.exitcode = exitcode
-
-
-def _shutdown(process: Any, ring: TreeRing | None, conn: Any, timeout: float) -> None:
-    """Close the ring and the pipe (the background process then exits), join.
-
-    The pipe is closed first: a background process blocked sending a batch
-    message larger than the pipe's buffer (the learner reads it only while
-    waiting for a batch) fails at once instead of waiting to be terminated.
-    """
-    if ring is not None:
-        ring.close()
-    conn.close()
-    if process.pid is not None:
-        process.join(timeout)
-        if process.is_alive():  # stuck in a batch: its cage workers exit with it
-            process.terminate()
-            process.join(5)
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-
-
-class BackgroundSampler:
+class BackgroundSampler(AsyncSampler):
     """Runs a sampler in its own process over K >= 2 preallocated trees.
 
     Args:
@@ -153,10 +120,6 @@ class BackgroundSampler:
         ...     train(batch.sample_tree); handler.publish_weights()
     """
 
-    #: the runners pass the learner's version to collect_batch, check and log
-    #: the lag and the fault counters, and checkpoint the state as "sampler"
-    returns_background_batch = True
-
     def __init__(
         self,
         build_sampler: Callable[..., Any],
@@ -186,72 +149,48 @@ class BackgroundSampler:
         self._start_method = start_method
         self._close_timeout = close_timeout
         self._process: Any = None
-        self._conn: Any = None
+        self._conn: Any = cast(Any, None)
         self._finalizer: Any = None
         self._ring: TreeRing | None = None
-        self._messages: deque = deque()
+        self._reports = ProcessReports()
         self._holding = False
         self._closed = False
         self._started = False
         self._state_to_load: dict[str, Any] | None = None
         self._last_state: dict[str, Any] | None = None
         self._initial_state: dict[str, Any] = {}
-        # (version, since when) the background process waits for weights
-        self._sampler_waits: tuple[int, float] | None = None
         self.phase_times = PhaseTimes()
         self.deadlock_seconds = 5.0
-        self.follows_weights = False
-        # the process's base policy version (batch n needs >= base + n -
-        # max_lag), the batch it began last, and processes started - 1
-        self._first_version: int | None = None
-        self._begun = -1
-        self._generation = 0
+        self._follows_weights = False
+        self._generation = 0  # processes started - 1
         handover = Handover(k, start_method)
         trees: list[ArrayDict] = []
         try:
-            _, layout, self._initial_state, self.follows_weights = self._launch(
+            _, layout, self._initial_state, self._follows_weights = self._launch(
                 handover
             )
-            agent_info = (
-                layout[fields.AGENT_INFO] if fields.AGENT_INFO in layout else {}
-            )
-            if self.follows_weights and fields.POLICY_VERSION not in agent_info:
-                warnings.warn(
-                    "the background sampler's handler follows shared weights but "
-                    "its sample tree has no agent_info.policy_version: build the "
-                    "tree after handler.follow_weights(...) to record each step's "
-                    "version (lag_min and lag_mean then equal lag)",
-                    ParllelWarning,
-                    stacklevel=2,
-                )
+            warn_unrecorded_versions(layout, self._follows_weights)
             for _ in range(handover.k):
                 trees.append(allocate_like(layout))
             self._ring = TreeRing(trees, handover=handover)
-            self._send(trees)
+            self._conn.send(trees)
         except BaseException as exc:
             for tree in trees:
                 tree.close()
             handover.close()
             self._closed = True
             if self._process is not None:
-                _shutdown(self._process, None, self._conn, close_timeout)
-            if isinstance(exc, _Died):
-                raise BackgroundSamplerDiedError(
-                    f"the background sampler process exited (exit code "
-                    f"{exc.exitcode}) before building its sampler",
-                    exc.exitcode,
-                ) from None
+                shutdown(self._process, None, self._conn, close_timeout)
+            if isinstance(exc, ProcessDied):
+                raise died_error(exc.exitcode, None, self.max_restarts) from None
             raise
         self._watch()
-
-    def _send(self, message: Any) -> None:
-        self._conn.send(message)
 
     def _watch(self) -> None:
         """Close the ring and stop the current process at close, GC or exit."""
         self._finalizer = util.Finalize(
             self,
-            _shutdown,
+            shutdown,
             args=(self._process, self._ring, self._conn, self._close_timeout),
             exitpriority=10,  # before multiprocessing joins its children at exit
         )
@@ -259,43 +198,14 @@ class BackgroundSampler:
     def _launch(
         self, handover: Handover, resume: tuple[int, int | None] | None = None
     ) -> tuple:
-        """Start a background process; return its ``layout`` message.
-
-        Raises:
-            _Died: the process exited before sending it.
-            BackgroundSamplerError: the builder raised.
-        """
-        ctx = start_context(self._start_method)
-        self._conn, child_conn = ctx.Pipe()
-        build, args = self._build
-        self._process = ctx.Process(
-            target=run_background_sampler,
-            args=(build, args, child_conn, handover, self.max_lag, resume),
-            name="parllel-background-sampler",
+        """Start a background process; return its ``layout`` message (raises
+        ProcessDied, or BackgroundSamplerError if the builder raised)."""
+        self._process, self._conn = start_process(
+            self._start_method, self._build, handover, self.max_lag, resume
         )
-        try:
-            self._process.start()
-        except (pickle.PicklingError, AttributeError, TypeError) as error:
-            if "pickle" not in str(error).lower():
-                raise
-            raise ConfigError(
-                f"the background sampler's builder and its arguments travel to "
-                f"its process by pickle, and they cannot: {error}. Use a "
-                "module-level function (not a lambda or a nested function) and "
-                "picklable arguments"
-            ) from error
-        finally:
-            child_conn.close()
         if self._ring is not None:  # a restart: the ring exists already
             self._watch()
-        while not self._conn.poll(0.1):
-            if not self._process.is_alive() and not self._conn.poll():
-                raise _Died(self._process.exitcode)
-        try:
-            message = self._conn.recv()
-        except EOFError:
-            self._process.join(self._close_timeout)
-            raise _Died(self._process.exitcode) from None
+        message = await_layout(self._process, self._conn, self._close_timeout)
         if message[0] == "error":
             self._raise_reported(message)
         assert message[0] == "layout", message
@@ -305,6 +215,16 @@ class BackgroundSampler:
     def pid(self) -> int | None:
         """Process id of the background process (a new one after a restart)."""
         return self._process.pid
+
+    @property
+    def follows_weights(self) -> bool:
+        """Whether the sampler's handler follows shared weights (then the
+        learner must publish once per batch)."""
+        return self._follows_weights
+
+    def fault_counts(self) -> dict[str, int]:
+        """``restarts`` and ``dropped_batches`` so far."""
+        return {"restarts": self.restarts, "dropped_batches": self.dropped_batches}
 
     @property
     def started(self) -> bool:
@@ -332,7 +252,7 @@ class BackgroundSampler:
             return self._state_to_load
         return self._initial_state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the background sampler's transform and observation
         normalizer before sampling starts (when resuming a run).
 
@@ -369,32 +289,13 @@ class BackgroundSampler:
 
     def _raise_reported(self, message: tuple) -> None:
         self.close()
-        raise BackgroundSamplerError(
-            f"the background sampler raised {message[1]}\n"
-            f"--- its traceback ---\n{message[2]}",
-            worker_traceback=message[2],
-        )
+        raise reported_error(message)
 
     def _read_messages(self) -> None:
         """Take in what the background process sent; raise its error report."""
-        while self._conn.poll():
-            try:
-                message = self._conn.recv()
-            except EOFError:
-                break
-            kind = message[0]
-            if kind == "error":
-                self._raise_reported(message)
-            if kind == "waiting":
-                self._sampler_waits = (message[1], time.monotonic())
-            elif kind == "resumed":
-                self._sampler_waits = None
-            elif kind == "started":
-                self._first_version = message[1]
-            elif kind == "begin":
-                self._begun = message[1]
-            else:
-                self._messages.append(message)
+        error = self._reports.read(self._conn)
+        if error is not None:
+            self._raise_reported(error)
 
     def _check_alive(self) -> None:
         """Raise if the background process reported an error; if it is gone,
@@ -413,38 +314,19 @@ class BackgroundSampler:
             remove_dead_owner_segments(self._process.pid)
             if self.restarts >= self.max_restarts:
                 self.close()
-                after = (
-                    f" after {self.restarts} restart{'s' * (self.restarts > 1)}"
-                    if self.restarts
-                    else ""
-                )
-                hint = (
-                    "" if self.max_restarts else "; max_restarts=N replaces it N times"
-                )
-                raise BackgroundSamplerDiedError(
-                    f"the background sampler process exited (exit code {exitcode})"
-                    f"{after} (max_restarts={self.max_restarts}){hint}",
-                    exitcode,
-                )
+                raise died_error(exitcode, self.restarts, self.max_restarts)
             self.restarts += 1
             dropped = self._forget_dead_process()
             self.dropped_batches += dropped
-            warnings.warn(
-                f"the background sampler process exited (exit code {exitcode}); "
-                f"restart {self.restarts} of {self.max_restarts}"
-                + (", its unfinished batch dropped" if dropped else "")
-                + "; the new process's envs start from reset",
-                BackgroundSamplerRestartWarning,
-                stacklevel=4,
-            )
+            warn_restart(exitcode, self.restarts, self.max_restarts, dropped)
             ring.handover = ring.handover.for_new_writer(
                 self._holding, self._start_method
             )
             try:
                 layout = self._launch(
-                    ring.handover, resume=(ring.written, self._first_version)
+                    ring.handover, resume=(ring.written, self._reports.first_version)
                 )[1]
-            except _Died as died:  # died again before building its sampler
+            except ProcessDied as died:  # died again before building its sampler
                 exitcode = died.exitcode
                 continue
             break
@@ -456,7 +338,7 @@ class BackgroundSampler:
         self._conn.send(ring.trees)
         if self._started:
             self._conn.send(("start", self._newest_state()))
-        self._sampler_waits = None
+        self._reports.waits = None
         self._generation += 1
 
     def _forget_dead_process(self) -> int:
@@ -465,34 +347,27 @@ class BackgroundSampler:
         into it: replaced by a new one), its pipe. Return the number of
         batches dropped (0 or 1)."""
         ring, written = self.ring, self.ring.written
-        self._messages = deque(m for m in self._messages if m[1] < written)
-        dropped = int(self._begun >= written)
+        dropped = self._reports.forget_unfinished(written)
         if dropped:
             ring.replace_tree(written % ring.k)
-        self._begun = -1
         self._finalizer.cancel()
         self._conn.close()
         return dropped
 
     def _newest_state(self) -> dict[str, Any] | None:
         """The sampler state of the newest batch handed over (for a restart)."""
-        if self._messages:
-            return self._messages[-1][3]
+        if self._reports.batches:
+            return self._reports.batches[-1][3]
         return self._last_state if self._last_state is not None else self._state_to_load
 
     def _check_deadlock(self) -> None:
         """While the learner waits for a batch: raise if the background
         process has been waiting for weights the learner has not published."""
         self._check_alive()
-        waits = self._sampler_waits
+        waits = self._reports.waits
         if waits is not None and time.monotonic() - waits[1] > self.deadlock_seconds:
             self.close()
-            raise PolicyLagError(
-                f"deadlock: the background sampler waits for policy version "
-                f"{waits[0]} (max_lag={self.max_lag}) while the learner waits "
-                "for a batch; publish the weights once per collected batch "
-                "(handler.publish_weights(), or the runner's publisher=)"
-            )
+            raise deadlock_error(waits[0], self.max_lag)
 
     def _begin_read(self) -> int:
         """The ring's next filled tree; waits again, on the new handover, if
@@ -513,12 +388,12 @@ class BackgroundSampler:
             return index
 
     def _receive(self, kind: str) -> tuple:
-        while not self._messages:
+        while not self._reports.batches:
             if self._conn.poll(0.1):
                 self._check_alive()
             elif not self._process.is_alive():
                 self._check_alive()
-        message = self._messages.popleft()
+        message = self._reports.batches.popleft()
         assert message[0] == kind, message
         return message
 

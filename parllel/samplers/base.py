@@ -79,6 +79,12 @@ class BatchSampler:
         self._trees: dict[int, tuple[ArrayDict, list[GroupViews], GroupViews, Any]] = {}
         self.phase_times = PhaseTimes()
 
+    @property
+    def action_generator(self) -> object | None:
+        """The generator the handler's agent samples actions from (a
+        TorchHandler's ``generator``), or None; runners checkpoint its state."""
+        return getattr(self.handler, "generator", None)
+
     def reset(self) -> None:
         """Reset every env and the agent's state (and decorrelate); the next
         batch starts from there."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from parllel import fields
 from parllel.cages import TrajInfo
+from parllel.timing import PhaseTimes
 
 A = 2
 
@@ -85,6 +86,8 @@ class SelfPlayDriver:
         self.handler, self.n_envs, self.T = handler, n_envs, T
         self.envs = [TurnSumGame() for _ in range(n_envs)]
         self.sample_tree = {fields.REWARD: np.zeros((T, n_envs), np.float32)}
+        self.phase_times = PhaseTimes()  # what a runner reads of a sampler
+        self.action_generator = None
         self.action = np.zeros((n_envs, A), np.int64)
         self.agent_info = {
             fields.VALUE: np.zeros((n_envs, A), np.float32),

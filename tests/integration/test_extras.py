@@ -164,11 +164,13 @@ assert list((tmp / "video").glob("*.mp4"))
     "parllel.patterns": """
 from parllel.patterns import build_run_logger, run_training
 from parllel.runtime import RunDirectory
+from parllel.runtime.cli import report_outcome
 
 class Runner:  # the little of a runner run_training uses
     finished = interrupted = False
     env_steps = total_steps = 10
     last_checkpoint = config = None
+    stop_signals = []
 
     def run(self):
         self.logger.log(10, {"train/return_mean": 1.0, "eval/return_mean": 2.0})
@@ -177,7 +179,7 @@ class Runner:  # the little of a runner run_training uses
 run = RunDirectory.create(tmp / "runs", name="extras")
 runner = Runner()
 runner.logger = build_run_logger(run, total_steps=10)
-run_training(runner, run)
+report_outcome(run_training(runner, run))
 assert (run.path / "learning_curve.png").is_file()
 """,
     "parllel.multiagent": """

@@ -31,6 +31,7 @@ from parllel.runtime.checkpoint import (
     load_checkpoint,
 )
 from parllel.samplers import AlternatingSampler, FeedForwardSampler, RecurrentSampler
+from parllel.timing import PhaseTimes
 from parllel.torch.agents.sac_agent import SacAgent
 from parllel.torch.algos import adam
 from parllel.torch.algos.dqn import DQN
@@ -293,6 +294,11 @@ class PPOBatches:
         self.model, self.dist, self.nan_at = model, dist, nan_at
         self.batches = 0
         self.sample_tree = {fields.REWARD: np.zeros((8, 4), np.float32)}
+        self.phase_times = PhaseTimes()
+        self.action_generator = None
+
+    def reset(self) -> None:
+        pass
 
     def collect_batch(self):
         self.batches += 1

@@ -597,13 +597,14 @@ def test_build_run_logger_refuses_an_unknown_console(run):
 
 def test_run_training_summary_is_readable_after_the_live_display(run, capsys):
     from parllel.patterns import run_training
+    from parllel.runtime.cli import report_outcome
     from tests.runners.test_resume_hardening import build
 
     console = recording_console()
     board = Dashboard(320, console=console, live=True, system=False)
     runner, _, _ = build(run.checkpoints_dir, total=320, logger=board)
     stdout = sys.stdout
-    run_training(runner, run)
+    report_outcome(run_training(runner, run))
     assert sys.stdout is stdout and board.closed
     assert console.file.getvalue().endswith("\x1b[?25h")
     last = frames(console)[-1]
@@ -615,6 +616,7 @@ def test_run_training_summary_is_readable_after_the_live_display(run, capsys):
 
 def test_ctrl_c_stops_the_live_display_before_the_messages(run, capsys):
     from parllel.patterns import run_training
+    from parllel.runtime.cli import report_outcome
 
     console = recording_console()
     board = Dashboard(1000, console=console, live=True, system=False)
@@ -623,6 +625,8 @@ def test_ctrl_c_stops_the_live_display_before_the_messages(run, capsys):
         logger = board
         finished = interrupted = False
         env_steps, total_steps = 100, 1000
+        last_checkpoint = None
+        stop_signals: list[int] = []
 
         def run(self):
             self.logger.log(100, {"train/return_mean": 1.0})
@@ -630,7 +634,7 @@ def test_ctrl_c_stops_the_live_display_before_the_messages(run, capsys):
 
     stdout = sys.stdout
     with pytest.raises(SystemExit) as stop:
-        run_training(Interrupted(), run)
+        report_outcome(run_training(Interrupted(), run))
     assert stop.value.code == 130
     assert sys.stdout is stdout and board.closed
     assert console.file.getvalue().endswith("\x1b[?25h")

@@ -26,6 +26,7 @@ from parllel.logging import CsvSink, MultiLogger, read_progress
 from parllel.runners import Callback, OnPolicyRunner
 from parllel.runtime import RunDirectory
 from parllel.runtime.checkpoint import list_checkpoints, load_checkpoint
+from parllel.timing import PhaseTimes
 from parllel.transforms import NormalizeObservations
 
 pytestmark = pytest.mark.timeout(60)
@@ -43,6 +44,11 @@ class FakeSampler:
         }
         self.normalizer = NormalizeObservations(self.sample_tree)
         self.batches = 0
+        self.phase_times = PhaseTimes()
+        self.action_generator = None
+
+    def reset(self) -> None:
+        pass
 
     def collect_batch(self) -> tuple[dict, list[TrajInfo]]:
         self.batches += 1
@@ -220,6 +226,7 @@ def test_resuming_a_finished_run_adds_nothing(tmp_path):
 
 def test_run_training_says_a_resumed_run_is_finished(tmp_path, capsys):
     from parllel.patterns import run_training
+    from parllel.runtime.cli import report_outcome
 
     run = RunDirectory.create(tmp_path, "fake", config={"total_steps": 128})
     first, _, _ = build(run.checkpoints_dir, total=128)
@@ -227,7 +234,7 @@ def test_run_training_says_a_resumed_run_is_finished(tmp_path, capsys):
     resumed, _, sampler = build(
         run.checkpoints_dir, total=128, logger=CsvSink(run.progress_csv, resume=True)
     )
-    assert run_training(resumed, run, resume=True) == {}
+    assert report_outcome(run_training(resumed, run, resume=True)) == {}
     out = capsys.readouterr().out
     assert "already finished" in out and "128 of total_steps 128" in out
     assert sampler.batches == 0

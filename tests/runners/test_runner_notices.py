@@ -26,6 +26,7 @@ from parllel.runners import Callback
 from parllel.runners.interrupt import InterruptHandler
 from parllel.runtime import RunDirectory
 from parllel.runtime.checkpoint import list_checkpoints
+from parllel.runtime.cli import report_outcome
 from tests.helpers.envs import CountingEnv
 from tests.runners.test_resume_hardening import StopAt, build
 
@@ -204,7 +205,7 @@ def test_run_training_exits_143_after_sigterm(tmp_path, capsys):
         run.checkpoints_dir, total=9_984, callbacks=[RaiseSignal(64, signal.SIGTERM)]
     )
     with pytest.raises(SystemExit) as exit_info:
-        run_training(runner, run)
+        report_outcome(run_training(runner, run))
     assert exit_info.value.code == 128 + signal.SIGTERM
     out = capsys.readouterr().out
     assert "checkpoint written:" in out and "resume with:" in out
@@ -221,7 +222,7 @@ def test_double_ctrl_c_before_any_checkpoint_says_the_run_cannot_resume(
         callbacks=[RaiseSignal(32, signal.SIGINT, times=2)],
     )
     with pytest.raises(SystemExit) as exit_info:
-        run_training(runner, run)
+        report_outcome(run_training(runner, run))
     assert exit_info.value.code == 130
     out = capsys.readouterr().out
     assert "the run cannot be resumed" in out
@@ -239,7 +240,7 @@ def test_double_ctrl_c_after_a_checkpoint_names_it_and_the_resume_command(
         callbacks=[RaiseSignal(96, signal.SIGINT, times=2)],
     )
     with pytest.raises(SystemExit) as exit_info:
-        run_training(runner, run)
+        report_outcome(run_training(runner, run))
     assert exit_info.value.code == 130
     out = capsys.readouterr().out
     assert "exited without a new checkpoint" in out
@@ -252,7 +253,7 @@ def test_run_training_resume_without_a_checkpoint_prints_why_and_exits_1(
     run = RunDirectory.create(tmp_path, "fake", config={})
     runner, _, sampler = build(run.checkpoints_dir)
     with pytest.raises(SystemExit) as exit_info:
-        run_training(runner, run, resume=True)
+        report_outcome(run_training(runner, run, resume=True))
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
     assert err.startswith(f"cannot resume {run.path}: ")
@@ -267,7 +268,7 @@ def test_run_training_resume_of_a_mismatching_checkpoint_prints_it(tmp_path, cap
     resumed, _, _ = build(run.checkpoints_dir)
     resumed.checkpoint_objects["model"] = nn.Linear(5, 1)
     with pytest.raises(SystemExit) as exit_info:
-        run_training(resumed, run, resume=True)
+        report_outcome(run_training(resumed, run, resume=True))
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
     assert "checkpoint does not fit the current model" in err
@@ -278,7 +279,7 @@ def test_run_training_says_which_flag_trains_a_finished_run_further(tmp_path, ca
     first, _, _ = build(run.checkpoints_dir, total=128)
     first.run()
     resumed, _, _ = build(run.checkpoints_dir, total=128)
-    assert run_training(resumed, run, resume=True) == {}
+    assert report_outcome(run_training(resumed, run, resume=True)) == {}
     assert "resume with a larger --total-steps" in capsys.readouterr().out
 
 
@@ -346,8 +347,28 @@ def test_a_second_ctrl_c_while_plotting_still_prints_the_resume_command(
         run.checkpoints_dir, total=9_984, callbacks=[RaiseSignal(96, signal.SIGTERM)]
     )
     with pytest.raises(SystemExit) as exit_info:
-        run_training(runner, run)
+        report_outcome(run_training(runner, run))
     assert exit_info.value.code == 128 + signal.SIGTERM
     out = capsys.readouterr().out
     assert "no learning curve: interrupted" in out
     assert "checkpoint written:" in out and "resume with:" in out
+
+
+def test_run_training_neither_prints_nor_exits_the_outcome_says_it(tmp_path, capsys):
+    """The composition returns how the run ended; only report_outcome (the
+    script's terminal) prints and exits."""
+    run = RunDirectory.create(tmp_path, "fake", config={})
+    runner, _, _ = build(
+        run.checkpoints_dir, total=9_984, callbacks=[RaiseSignal(64, signal.SIGTERM)]
+    )
+    outcome = run_training(runner, run)
+    assert capsys.readouterr().out == ""
+    assert outcome.interrupted and outcome.exit_status == 128 + signal.SIGTERM
+    assert outcome.last_checkpoint is not None and outcome.env_steps == 64
+    finished = run_training(build(tmp_path / "other")[0], run)
+    assert finished.resume_error is None and finished.exit_status == 0
+    resumed, _, _ = build(tmp_path / "empty")
+    empty = RunDirectory.create(tmp_path, "empty-run", config={})
+    refused = run_training(resumed, empty, resume=True)
+    assert refused.resume_error is not None and refused.exit_status == 1
+    assert capsys.readouterr().err == ""

@@ -23,6 +23,7 @@ from parllel.cages import TrajInfo
 from parllel.errors import CheckpointError, CheckpointMismatchError
 from parllel.runners import Callback, OnPolicyRunner
 from parllel.runtime import RunDirectory
+from parllel.timing import PhaseTimes
 from parllel.transforms import NormalizeObservations
 
 pytestmark = pytest.mark.timeout(60)
@@ -42,6 +43,8 @@ class NoiseSampler:
         }
         self.normalizer = NormalizeObservations(self.sample_tree)
         self.resets = 0
+        self.phase_times = PhaseTimes()
+        self.action_generator = None
 
     def collect_batch(self) -> tuple[dict, list[TrajInfo]]:
         observation = self.sample_tree[fields.OBSERVATION]
@@ -61,6 +64,7 @@ class GeneratorSampler(NoiseSampler):
     def __init__(self, seed: int) -> None:
         super().__init__()
         self.handler = SimpleNamespace(generator=torch.Generator().manual_seed(seed))
+        self.action_generator = self.handler.generator
 
     def collect_batch(self) -> tuple[dict, list[TrajInfo]]:
         observation = self.sample_tree[fields.OBSERVATION]

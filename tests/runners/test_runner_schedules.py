@@ -18,6 +18,7 @@ from parllel.cages import TrajInfo
 from parllel.errors import ConfigError
 from parllel.runners import Callback, OnPolicyRunner
 from parllel.runtime.checkpoint import checkpoint_step, list_checkpoints
+from parllel.timing import PhaseTimes
 from parllel.torch.algos import PPO, ActorCriticEvaluator
 from parllel.torch.models import build_actor_critic
 
@@ -33,6 +34,8 @@ class FakeSampler:
         self.sample_tree = {fields.REWARD: np.zeros((T, B), np.float32)}
         self.batches = 0
         self.resets = 0
+        self.phase_times = PhaseTimes()
+        self.action_generator = None
 
     def collect_batch(self) -> tuple[dict, list[TrajInfo]]:
         self.batches += 1

@@ -161,3 +161,33 @@ def test_resume_command_replaces_an_earlier_resume(monkeypatch):
         "--resume",
         "r",
     ]
+
+
+@dataclasses.dataclass
+class Settings:
+    console: Literal["auto", "plain"] = "auto"
+    """terminal output"""
+    sizes: tuple[int, ...] = (1, 2)
+    """a tuple inside"""
+
+
+@dataclasses.dataclass
+class NestedConfig:
+    seed: int = 0
+    """master seed"""
+    run: Settings = dataclasses.field(default_factory=Settings)
+    """where the run goes"""
+
+
+def test_a_nested_dataclass_gives_unprefixed_flags_and_resumes(tmp_path):
+    config, _ = parse_config(NestedConfig, argv=["--console", "plain", "--seed", "3"])
+    assert config == NestedConfig(seed=3, run=Settings(console="plain"))
+    run = RunDirectory.create(tmp_path, "nested", config=config)
+    resumed, resume = parse_config(NestedConfig, argv=["--resume", str(run.path)])
+    assert resume == str(run.path)
+    assert resumed == config and isinstance(resumed.run, Settings)
+    assert resumed.run.sizes == (1, 2)  # a JSON list back to its tuple
+    override, _ = parse_config(
+        NestedConfig, argv=["--resume", str(run.path), "--console", "auto"]
+    )
+    assert override.run.console == "auto" and override.seed == 3

@@ -27,15 +27,19 @@ class CostlySampler:
     def __init__(self, clock: SimulatedClock, timed: bool = True) -> None:
         self.clock = clock
         self.sample_tree = {fields.REWARD: np.zeros((T, B), np.float32)}
-        if timed:
-            self.phase_times = PhaseTimes()
+        self.timed = timed
+        self.phase_times = PhaseTimes()  # left empty unless timed
+        self.action_generator = None
 
     def collect_batch(self) -> tuple[dict, list[TrajInfo]]:
         self.clock.advance(SAMPLE)
-        if hasattr(self, "phase_times"):
+        if self.timed:
             times = {"batch": SAMPLE, "env_step": 6.0, "inference": 4.0}
             self.phase_times.record(times)
         return self.sample_tree, [TrajInfo(length=T, return_=1.0)]
+
+    def reset(self) -> None:
+        pass
 
 
 class CostlyAlgorithm:

@@ -284,6 +284,7 @@ def test_spec_naming_objects_the_checkpoint_lacks(tmp_path):
 
 def test_run_training_writes_spec_and_export(tmp_path, capsys):
     from parllel.patterns import run_training
+    from parllel.runtime.cli import report_outcome
 
     agent, normalizer = agent_and_normalizer()
 
@@ -294,6 +295,7 @@ def test_run_training_writes_spec_and_export(tmp_path, capsys):
         finished = interrupted = False
         env_steps = total_steps = 10
         last_checkpoint = config = logger = None
+        stop_signals: list[int] = []
         algorithm = PPO()
         checkpoint_objects = {"model": agent.model, "norm": normalizer}
 
@@ -304,7 +306,7 @@ def test_run_training_writes_spec_and_export(tmp_path, capsys):
     export = PolicyExport(agent, normalizer, env_id="CartPole-v1")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # nothing logged: no learning curve
-        run_training(Runner(), run, policy=export)
+        report_outcome(run_training(Runner(), run, policy=export))
     assert f"policy exported: {run.path / POLICY_FILE}" in capsys.readouterr().out
     spec = json.loads((run.path / SPEC_FILE).read_text())
     assert spec["observation_normalizer"]["checkpoint_object"] == "norm"
