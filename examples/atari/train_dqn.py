@@ -40,9 +40,9 @@ import torch
 from parllel.cages import build_cages
 from parllel.envs.atari import GameTrajInfo, make_atari_env
 from parllel.patterns import (
+    RunSettings,
     add_reward_clipping,
     build_eval_sampler,
-    build_run_logger,
     build_sample_tree,
     run_training,
 )
@@ -50,8 +50,8 @@ from parllel.replays import UniformReplay
 from parllel.replays.frames import build_frame_replay_tree
 from parllel.runners import OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import RunDirectory, Seeds, seed_everything
-from parllel.runtime.cli import parse_config
+from parllel.runtime import Seeds, seed_everything
+from parllel.runtime.cli import parse_config, report_outcome
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_dqn_agent
@@ -112,12 +112,8 @@ class Config:
     """save every stored frame in checkpoints (7.3 GB at 1M steps)"""
     parallel: Literal["process", "serial", "auto"] = "process"
     """where envs step: worker processes, this process, or measured"""
-    run_root: str = "runs"
-    """directory the run directory is created in"""
-    console: Literal["auto", "dashboard", "plain", "table"] = "auto"
-    """terminal output: auto is the live dashboard on a terminal, plain lines otherwise"""
-    wandb_project: str | None = None
-    """also log to this Weights & Biases project (the wandb extra)"""
+    run: RunSettings = dataclasses.field(default_factory=RunSettings)
+    """run directory, console and logging"""
 
 
 QUICK = dict(
@@ -141,13 +137,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         config.seed, n_envs=config.n_envs, n_eval_envs=N_EVAL_ENVS
     )
     seed_everything(seeds)
-    run = (
-        RunDirectory.open(resume)
-        if resume
-        else RunDirectory.create(
-            config.run_root, "atari-dqn", config=config, seeds=seeds
-        )
-    )
+    run = config.run.open_run("atari-dqn", config, seeds, resume)
 
     # training envs: a lost life ends the episode; GameTrajInfo logs games
     env_kwargs = dict(
@@ -218,13 +208,6 @@ def main(config: Config, resume: str | None = None) -> dict:
         epsilon_schedule(config.epsilon_start, config.epsilon_end, decay_steps),
     )
 
-    logger = build_run_logger(
-        run,
-        config.total_steps,
-        resume=bool(resume),
-        console=config.console,
-        wandb_project=config.wandb_project,
-    )
     runner = OffPolicyRunner(
         sampler,
         replay,
@@ -232,22 +215,22 @@ def main(config: Config, resume: str | None = None) -> dict:
         config.total_steps,
         eval_sampler=eval_sampler,
         eval_interval_steps=config.eval_interval_steps,
-        logger=logger,
         log_interval_steps=config.log_interval_steps,
-        checkpoint_dir=run.checkpoints_dir,
         checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"q_network": agent.q_network, "dqn": dqn},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
-        config=dataclasses.asdict(config),
         config_keys=["env_id", "n_envs", "batch_T", "replay_size"],
         callbacks=[epsilon],
+        **config.run.runner_options(run, config, config.total_steps, resume),
     )
-    return run_training(
-        runner,
-        run,
-        resume=bool(resume),
-        close=(cage, sample_tree, eval_cage),
-        policy=PolicyExport(agent, env_id=config.env_id),  # writes policy.pt
+    return report_outcome(
+        run_training(
+            runner,
+            run,
+            resume=bool(resume),
+            close=(cage, sample_tree, eval_cage),
+            policy=PolicyExport(agent, env_id=config.env_id),  # writes policy.pt
+        )
     )
 
 
