@@ -27,6 +27,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -146,13 +147,24 @@ def main() -> None:
         "--steps", type=int, default=None, help="default: the example's"
     )
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time")
-    parser.add_argument("--run-root", type=Path, default=Path("runs/mujoco-table"))
+    parser.add_argument(
+        "--run-root",
+        type=Path,
+        default=None,
+        help="default: runs/mujoco-table (--quick: a temporary directory)",
+    )
     parser.add_argument("--collect", type=Path, default=None, help="only read DIR")
     parser.add_argument("--plot", type=Path, default=None, help="curves PNG")
     args = parser.parse_args()
-    if args.quick:
-        args.envs, args.seeds = args.envs[:1], 2
-    root = args.collect or args.run_root
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.quick:
+            args.envs, args.seeds = args.envs[:1], 2
+            args.run_root = args.run_root or Path(scratch)
+        run(args, args.collect or args.run_root or Path("runs/mujoco-table"))
+
+
+def run(args: argparse.Namespace, root: Path) -> None:
+    """Train (unless collecting), tabulate, plot and print the JSON line."""
     started = time.perf_counter()
     if args.collect is None:
         root.mkdir(parents=True, exist_ok=True)

@@ -149,6 +149,7 @@ EXPECTED_KEYS = {
         "sb3_sac_final_return_mean",
         "sb3_vec",
     },
+    "mujoco_table.py": {"table", "all_reached", "quick"},
     "multiagent_bench.py": {
         "ma_process_vs_supersuit",
         "ma_serial_vs_bare",
@@ -169,13 +170,20 @@ NEEDS = {
     "ray_bench.py": ("ray",),
     "multiagent_bench.py": ("supersuit",),  # and mpe2 (the examples extra)
     "train_mujoco.py": ("stable_baselines3", "mujoco"),  # and the mujoco extra
+    "mujoco_table.py": ("mujoco",),
 }
 
 
 # the slowest quick runs (a local Ray cluster, MuJoCo PPO and SAC on both
 # libraries, background sampling, every sampler layout) go with the slow tests,
 # keeping the default run under 10 minutes
-SLOW = {"ray_bench.py", "train_mujoco.py", "async_bench.py", "sampler_throughput.py"}
+SLOW = {
+    "ray_bench.py",
+    "train_mujoco.py",
+    "async_bench.py",
+    "sampler_throughput.py",
+    "mujoco_table.py",  # two --quick runs of the MuJoCo PPO example
+}
 
 
 @pytest.mark.timeout(300)
