@@ -10,6 +10,7 @@ import torch
 
 from parllel.errors import ConfigError, ParllelError
 from parllel.torch.algos.finite import check_finite_update
+from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.off_policy import (
     Replay,
     TargetAverager,
@@ -261,9 +262,7 @@ class SAC:
                 ("actor_grad_norm", self._actor_params, actor),
             ):
                 if stepped:
-                    norms[name] = torch.nn.utils.clip_grad_norm_(
-                        params, self.max_grad_norm
-                    )
+                    norms[name] = clip_grad_norm(params, self.max_grad_norm)
         check_finite_update("SAC", self.updates_done, **losses, **norms)
         for optimizer in self._optimizers:
             optimizer.step()
