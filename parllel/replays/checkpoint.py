@@ -1,9 +1,13 @@
-"""Saving and restoring a :class:`~parllel.replays.ReplayStorage`."""
+"""Saving and restoring a :class:`~parllel.replays.ReplayStorage`.
+
+The replays' ``state_dict`` / ``load_state_dict`` call these (the storage
+itself does not import this module: no import circle).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -11,10 +15,8 @@ from parllel import fields
 from parllel.errors import ConfigError
 from parllel.replays.final_observations import map_leaves
 from parllel.replays.rows import ROW_FIELDS, write_rows
+from parllel.replays.storage import ReplayStorage
 from parllel.tree import tree_items
-
-if TYPE_CHECKING:
-    from parllel.replays.storage import ReplayStorage
 
 __all__ = ["load_storage_state", "storage_state"]
 

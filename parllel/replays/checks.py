@@ -41,11 +41,12 @@ def check_replay_config(
             "rng must be a numpy Generator (e.g. np.random.default_rng(seed)); "
             f"got {type(rng).__name__}"
         )
-    capacity = storage.capacity * storage.num_envs
+    capacity = (storage.capacity - storage.history) * storage.num_envs
+    offered = "(full_size - frame_stack)" if storage.history else "(full_size - 1)"
     if not _is_int(batch_size) or not 1 <= batch_size <= capacity:
         raise ConfigError(
-            f"batch_size must be an integer in [1, {capacity}] (the replay stores at "
-            f"most (full_size - 1) * B = {capacity} transitions); got {batch_size!r}"
+            f"batch_size must be an integer in [1, {capacity}] (the replay offers at "
+            f"most {offered} * B = {capacity} transitions); got {batch_size!r}"
         )
     if not _is_int(learning_starts) or not 0 <= learning_starts <= capacity:
         raise ConfigError(

@@ -10,6 +10,7 @@ import numpy as np
 from parllel import fields
 from parllel.arrays import Array
 from parllel.errors import ConfigError
+from parllel.replays.frames import FrameStack
 
 __all__ = ["copy_pairs", "window"]
 
@@ -23,9 +24,15 @@ def window(array: Array, observation_rows: bool, T: int) -> np.ndarray:
 
 
 def copy_pairs(
-    leaves: list[tuple[str, Array]], batch: Mapping[str, Any], T: int
+    leaves: list[tuple[str, Array]],
+    batch: Mapping[str, Any],
+    T: int,
+    frames: FrameStack | None = None,
 ) -> list[tuple[Array, Array, bool]]:
     """Match the replay tree's leaves with a sample tree's; check they fit.
+
+    With ``frames``, the sample tree's observation and final observation are
+    stacks of the replay's frames (only their newest frame is copied).
 
     Raises:
         ConfigError: a field is missing or a leaf has another shape or dtype.
@@ -40,8 +47,16 @@ def copy_pairs(
             raise ConfigError(
                 f"the sample tree passed to record_batch() lacks {path!r}"
             ) from None
-        observation_rows = path.split(".")[0] == fields.OBSERVATION
-        if not isinstance(source, Array) or source.shape != target.shape:
+        field = path.split(".")[0]
+        observation_rows = field == fields.OBSERVATION
+        stacked = frames is not None and field in (
+            fields.OBSERVATION,
+            fields.FINAL_OBSERVATION,
+        )
+        if stacked and isinstance(source, Array):
+            assert frames is not None
+            frames.check_shapes(path, source.shape, target.shape)
+        elif not isinstance(source, Array) or source.shape != target.shape:
             shape = getattr(source, "shape", None)
             raise ConfigError(
                 f"sample-tree leaf {path!r} has shape {shape}; the replay tree's "

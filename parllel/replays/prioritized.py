@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from parllel.errors import ConfigError
+from parllel.replays.checkpoint import load_storage_state, storage_state
 from parllel.replays.checks import (
     check_can_sample,
     check_replay_config,
@@ -56,6 +57,10 @@ class PrioritizedReplay:
         final_observation_capacity: final observations (episode ends) the
             replay keeps at most; see :class:`~parllel.replays.ReplayStorage`
             (default: one per 32 stored steps, and at least 64 MiB worth).
+        frame_stack: ``k`` to store one frame per step of ``k``-frame stacks
+            and rebuild the stacks when sampling (opt-in; the tree from
+            :func:`~parllel.replays.frames.build_frame_replay_tree`, batches recorded
+            with ``record_batch(sample_tree)``; see :mod:`parllel.replays.frames`).
 
     Raises:
         ConfigError: invalid arguments.
@@ -74,8 +79,9 @@ class PrioritizedReplay:
         n_step: int = 1,
         discount: float = 0.99,
         final_observation_capacity: int | None = None,
+        frame_stack: int | None = None,
     ) -> None:
-        self.storage = ReplayStorage(tree, final_observation_capacity)
+        self.storage = ReplayStorage(tree, final_observation_capacity, frame_stack)
         check_replay_config(
             self.storage, batch_size, learning_starts, n_step, discount, rng
         )
@@ -128,7 +134,9 @@ class PrioritizedReplay:
         added = storage.record_batch(batch)
         dropped = storage.batch_length + old_size - storage.size
         if dropped:
-            rows = (old_oldest + np.arange(dropped)) % storage.full_size
+            # the rows that stopped being offered (history kept for stacks excluded)
+            first = old_oldest + storage.history
+            rows = (first + np.arange(dropped)) % storage.full_size
             positions = rows[:, None] * storage.num_envs + np.arange(storage.num_envs)
             self.priorities.set(positions.ravel(), np.zeros(positions.size))
         new = storage.new_window_positions()
@@ -185,7 +193,7 @@ class PrioritizedReplay:
     def state_dict(self, include_contents: bool = False) -> dict[str, Any]:
         """Counters, RNG state, priorities and, optionally, the stored rows."""
         return {
-            "storage": self.storage.state_dict(include_contents),
+            "storage": storage_state(self.storage, include_contents),
             "rng": rng_state(self.rng),
             "priorities": self.priorities.state_dict(),
             "max_priority": self.max_priority,
@@ -194,7 +202,7 @@ class PrioritizedReplay:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; without contents the replay restarts empty."""
-        self.storage.load_state_dict(state["storage"])
+        load_storage_state(self.storage, state["storage"])
         set_rng_state(self.rng, state["rng"])
         self.beta = float(state["beta"])
         self.max_priority = float(state["max_priority"])

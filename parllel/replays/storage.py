@@ -36,13 +36,13 @@ from parllel import fields
 from parllel._warnings import warn_at_caller
 from parllel.arrays import Array
 from parllel.errors import ConfigError, ReplayCapacityWarning, ReplayError
-from parllel.replays.checkpoint import load_storage_state, storage_state
 from parllel.replays.copying import copy_pairs, window
 from parllel.replays.final_observations import (
     FinalObservations,
     final_capacity,
     map_leaves,
 )
+from parllel.replays.frames import FrameStack
 from parllel.replays.rows import (
     REQUIRED_FIELDS,
     ROW_FIELDS,
@@ -52,7 +52,7 @@ from parllel.replays.rows import (
     rows_view,
     writable_rows,
 )
-from parllel.tree import ArrayDict, tree_items
+from parllel.tree import ArrayDict, tree_items, tree_map
 
 __all__ = ["ReplayStorage", "REQUIRED_FIELDS", "ROW_FIELDS"]
 
@@ -82,6 +82,12 @@ class ReplayStorage:
         final_observation_capacity: entries of the final-observation table
             (see :func:`~parllel.replays.final_observations.final_capacity`
             for the default); at least ``min(T, N - 1) * B``.
+        frame_stack: ``k`` to store one frame per step of ``k``-frame
+            stacks (see :mod:`parllel.replays.frames`): the tree's observation
+            and final-observation slot hold single frames
+            (:func:`~parllel.replays.frames.build_frame_replay_tree`), batches
+            are copied in from a sample tree of stacks, and :meth:`observations`
+            rebuilds them. None (default): observations are stored whole.
 
     Raises:
         ConfigError: a field is missing or a leaf does not fit.
@@ -91,6 +97,7 @@ class ReplayStorage:
         self,
         tree: ArrayDict,
         final_observation_capacity: int | None = None,
+        frame_stack: int | None = None,
     ) -> None:
         missing = [name for name in REQUIRED_FIELDS if name not in tree]
         if missing:
@@ -117,6 +124,19 @@ class ReplayStorage:
         check_final_leaves(tree[fields.OBSERVATION], tree[fields.FINAL_OBSERVATION])
         if self.full_size < 2:
             raise ConfigError("full_size must be at least 2 to store a transition")
+        self.frames = None if frame_stack is None else FrameStack(frame_stack)
+        # oldest stored steps per env kept only as the history of later stacks
+        self.history = 0 if self.frames is None else self.frames.history
+        if self.frames is not None and not isinstance(tree[fields.OBSERVATION], Array):
+            raise ConfigError(
+                "frame_stack needs the observation to be one Array of frames "
+                "(dict observations are not supported)"
+            )
+        if self.full_size - 1 <= self.history:
+            raise ConfigError(
+                f"full_size {self.full_size} keeps no sampleable step with "
+                f"frame_stack={frame_stack}: it must exceed frame_stack"
+            )
         self.tree = tree
         self.capacity = self.full_size - 1  # steps per env (see the module docstring)
         self._leaves = leaves
@@ -201,6 +221,11 @@ class ReplayStorage:
         """
         source = None if batch is self.tree else batch  # None: zero-copy
         copying = source is not None
+        if self.frames is not None and source is None:
+            raise ReplayError(
+                f"a frame_stack={self.frames.k} replay copies each batch from the "
+                "sampler's tree of stacks: call record_batch(sample_tree)"
+            )
         if source is not None:
             self._write_batch(source)
             sources = self._final_sources
@@ -231,7 +256,7 @@ class ReplayStorage:
     def _write_batch(self, batch: Mapping[str, Any]) -> None:
         """Copy ``batch``'s window into this tree's window (see :meth:`record_batch`)."""
         if self._copy_source is not batch:
-            pairs = copy_pairs(self._leaves, batch, self.batch_length)
+            pairs = copy_pairs(self._leaves, batch, self.batch_length, self.frames)
             final = [
                 path.split(".")[0] == fields.FINAL_OBSERVATION
                 for path, _ in self._leaves
@@ -243,8 +268,35 @@ class ReplayStorage:
             self._cut_episodes()
         self.episode_break = False
         T = self.batch_length
+        if self.frames is not None:
+            self._check_stacks(batch)
         for source, target, rows in self._copy_pairs:
-            np.copyto(window(target, rows, T), window(source, rows, T))
+            values = window(source, rows, T)
+            if rows and self.frames is not None:
+                values = values[:, :, -1]  # the newest frame of each stack
+            np.copyto(window(target, rows, T), values)
+
+    def _check_stacks(self, batch: Mapping[str, Any]) -> None:
+        """Check the batch's stacks roll one frame per step (frame_stack replays)."""
+        assert self.frames is not None
+        envs = np.arange(self.num_envs)
+        # the window's first observation starts an episode where the previous
+        # stored step ended (or was cut at a resume); unknown in an empty replay
+        starts = (
+            self.starts(np.full(self.num_envs, self.cursor), envs)
+            if self.size
+            else np.zeros(self.num_envs, bool)
+        )
+        self.frames.check_sample_tree(batch, self.batch_length, starts)
+
+    def starts(self, rows: np.ndarray, envs: np.ndarray) -> np.ndarray:
+        """Bool: the observation at ``(rows, envs)`` begins an episode (the step
+        before it ended; only meaningful for rows after the oldest stored one)."""
+        before = (rows - 1) % self.full_size
+        return (
+            self.rows[fields.TERMINATED][before, envs]
+            | self.rows[fields.TRUNCATED][before, envs]
+        )
 
     def _store_final_observations(self, start: int, sources: list[Array]) -> None:
         """Move the ended episodes' final observations of the window at ``start``
@@ -256,6 +308,8 @@ class ReplayStorage:
         t_index, envs = np.nonzero(ended & stored[:, None])
         if len(t_index):
             values = [source.to_ndarray()[t_index, envs] for source in sources]
+            if self.frames is not None:
+                values = [value[:, -1] for value in values]  # the newest frame
             self.insert_final_observations(rows[t_index], envs, values)
 
     def insert_final_observations(
@@ -323,11 +377,26 @@ class ReplayStorage:
         """
         return self.final_observations.lookup(rows, envs)
 
+    # -- reading -----------------------------------------------------------
+    def observations(self, rows: np.ndarray, envs: np.ndarray) -> Any:
+        """The observations at ``(rows, envs)``; stacks rebuilt from the frames
+        of a ``frame_stack`` replay (rows after the ``history`` oldest ones).
+
+        Row ``N`` is the trailing bootstrap row (see the module docstring).
+        """
+        if self.frames is None:
+            return tree_map(
+                lambda leaf: leaf[rows, envs], self.rows[fields.OBSERVATION]
+            )
+        frames = self.rows[fields.OBSERVATION]
+        return self.frames.stacks(frames, self.starts, rows, envs, self.full_size)
+
     # -- positions ---------------------------------------------------------
     @property
     def num_transitions(self) -> int:
-        """Intact transitions stored, over all envs."""
-        return self.size * self.num_envs
+        """Intact transitions offered for sampling, over all envs (the oldest
+        ``history`` steps per env of a ``frame_stack`` replay are not)."""
+        return max(self.size - self.history, 0) * self.num_envs
 
     @property
     def oldest_row(self) -> int:
@@ -343,9 +412,10 @@ class ReplayStorage:
         return np.divmod(np.asarray(positions, dtype=np.int64), self.num_envs)
 
     def positions_from_age(self, ages: np.ndarray) -> np.ndarray:
-        """Positions of ``ages`` in ``[0, num_transitions)`` (0 = oldest row, env 0)."""
+        """Positions of ``ages`` in ``[0, num_transitions)`` (0 = oldest offered
+        row, env 0)."""
         offsets, envs = np.divmod(np.asarray(ages, dtype=np.int64), self.num_envs)
-        rows = (self.oldest_row + offsets) % self.full_size
+        rows = (self.oldest_row + self.history + offsets) % self.full_size
         return rows * self.num_envs + envs
 
     def steps_available(self, rows: np.ndarray) -> np.ndarray:
@@ -353,11 +423,10 @@ class ReplayStorage:
         return self.size - (rows - self.oldest_row) % self.full_size
 
     def is_stored(self, positions: np.ndarray) -> np.ndarray:
-        """Bool mask: which positions hold intact transitions now."""
+        """Bool mask: which positions hold intact transitions offered now."""
         rows, _ = self.rows_envs(positions)
-        return ((rows - self.oldest_row) % self.full_size < self.size) & (
-            np.asarray(positions) >= 0
-        )
+        age = (rows - self.oldest_row) % self.full_size
+        return (age < self.size) & (age >= self.history) & (np.asarray(positions) >= 0)
 
     def new_window_positions(self) -> np.ndarray:
         """Positions of the most recently recorded window."""
@@ -372,17 +441,3 @@ class ReplayStorage:
         ended = self.rows[fields.TERMINATED][rows] | self.rows[fields.TRUNCATED][rows]
         ages, envs = np.nonzero(ended)
         return rows[ages], envs
-
-    def state_dict(self, include_contents: bool = False) -> dict[str, Any]:
-        """Counters, the window position and optionally copies of the stored data
-        (see :func:`~parllel.replays.checkpoint.storage_state`)."""
-        return storage_state(self, include_contents)
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` (see
-        :func:`~parllel.replays.checkpoint.load_storage_state`).
-
-        Raises:
-            ConfigError: the state was saved from a differently shaped tree.
-        """
-        load_storage_state(self, state)

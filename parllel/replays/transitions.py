@@ -117,16 +117,24 @@ def gather_transitions(
         active &= ~ended_here
     terminated = terminated_rows[last, envs].astype(bool)
     truncated = truncated_rows[last, envs].astype(bool)
-    # Row ``last + 1`` may be row N: the trailing bootstrap row (see storage).
-    next_observation = _take(rows_of[fields.OBSERVATION], last + 1, envs)
     ended = np.flatnonzero(terminated | truncated)
-    if ended.size:  # the episode's own last observation, never the reset one
-        final = storage.final_observation(last[ended], envs[ended])
-        _put(next_observation, ended, final)
+    observation = storage.observations(start, envs)
+    if storage.frames is None:
+        # Row ``last + 1`` may be row N: the trailing bootstrap row (see storage).
+        next_observation = storage.observations(last + 1, envs)
+        if ended.size:  # the episode's own last observation, never the reset one
+            final = storage.final_observation(last[ended], envs[ended])
+            _put(next_observation, ended, final)
+    else:  # the stack at ``last`` shifted by one, plus the next (or final) frame
+        last_stacks = observation if n_step == 1 else storage.observations(last, envs)
+        next_frames = rows_of[fields.OBSERVATION][last + 1, envs]
+        if ended.size:
+            next_frames[ended] = storage.final_observation(last[ended], envs[ended])
+        next_observation = storage.frames.next_stacks(last_stacks, next_frames)
     if weights is None:
         weights = np.ones(len(positions), dtype=np.float32)
     return ReplayBatch(
-        observation=_take(rows_of[fields.OBSERVATION], start, envs),
+        observation=observation,
         action=_take(rows_of[fields.ACTION], start, envs),
         reward=reward.astype(np.float32),
         next_observation=next_observation,

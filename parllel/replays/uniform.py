@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from parllel.replays.checkpoint import load_storage_state, storage_state
 from parllel.replays.checks import (
     check_can_sample,
     check_replay_config,
@@ -53,6 +54,10 @@ class UniformReplay:
         final_observation_capacity: final observations (episode ends) the
             replay keeps at most; see :class:`~parllel.replays.ReplayStorage`
             (default: one per 32 stored steps, and at least 64 MiB worth).
+        frame_stack: ``k`` to store one frame per step of ``k``-frame stacks
+            and rebuild the stacks when sampling (opt-in; the tree from
+            :func:`~parllel.replays.frames.build_frame_replay_tree`, batches recorded
+            with ``record_batch(sample_tree)``; see :mod:`parllel.replays.frames`).
 
     Raises:
         ConfigError: invalid arguments.
@@ -68,8 +73,9 @@ class UniformReplay:
         n_step: int = 1,
         discount: float = 0.99,
         final_observation_capacity: int | None = None,
+        frame_stack: int | None = None,
     ) -> None:
-        self.storage = ReplayStorage(tree, final_observation_capacity)
+        self.storage = ReplayStorage(tree, final_observation_capacity, frame_stack)
         check_replay_config(
             self.storage, batch_size, learning_starts, n_step, discount, rng
         )
@@ -115,11 +121,12 @@ class UniformReplay:
     def state_dict(self, include_contents: bool = False) -> dict[str, Any]:
         """Counters, RNG state and, optionally, copies of every stored row."""
         return {
-            "storage": self.storage.state_dict(include_contents),
+            "storage": storage_state(self.storage, include_contents),
             "rng": rng_state(self.rng),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` (see :meth:`ReplayStorage.load_state_dict`)."""
-        self.storage.load_state_dict(state["storage"])
+        """Restore :meth:`state_dict` (see
+        :func:`~parllel.replays.checkpoint.load_storage_state`)."""
+        load_storage_state(self.storage, state["storage"])
         set_rng_state(self.rng, state["rng"])

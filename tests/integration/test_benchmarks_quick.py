@@ -104,6 +104,12 @@ EXPECTED_KEYS = {
         "stored_steps",
         "final_observation_capacity",
         "table_bytes",
+        "atari_replay_bytes_per_step",
+        "atari_replay_bytes",
+        "atari_sample_tree_obs_bytes_per_step",
+        "sb3_replay_bytes",
+        "frame_sample_ms_batch32",
+        "whole_stack_sample_ms_batch32",
     },
     "async_bench.py": {
         "sample_ms",

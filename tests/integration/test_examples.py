@@ -124,3 +124,27 @@ def test_ppo_example_sampler_layouts(flags, tmp_path):
     assert "eval return" in done.stdout
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert _steps(run_dir / "logs" / "progress.csv")[-1] == QUICK_STEPS
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_atari_dqn_quick_run_and_resume(tmp_path):
+    """DQN on Pong with the one-frame replay: a --quick run, then a resume
+    (the replay's frames come back from the checkpoint) to 768 steps."""
+    pytest.importorskip("ale_py", reason="needs the atari extra")
+    script = "atari/train_dqn.py"
+    _run(script, tmp_path, "--console", "plain")
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    for name in ("config.json", "metadata.json", "logs/progress.csv"):
+        assert (run_dir / name).is_file(), name
+    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint_*.pt"))
+    assert [c.name for c in checkpoints] == [f"checkpoint_{QUICK_STEPS:012d}.pt"]
+    assert _steps(run_dir / "logs" / "progress.csv")[-1] == QUICK_STEPS
+    check_exported_policy(run_dir, QUICK_STEPS, "DQN")
+    done = _run(
+        script, tmp_path, "--resume", str(run_dir), "--total-steps", "768",
+        "--console", "plain",
+    )  # fmt: skip
+    assert "eval return" in done.stdout
+    assert _steps(run_dir / "logs" / "progress.csv")[-1] == RESUMED_STEPS
+    assert (run_dir / "checkpoints" / f"checkpoint_{RESUMED_STEPS:012d}.pt").is_file()
