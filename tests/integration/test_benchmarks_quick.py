@@ -156,6 +156,11 @@ EXPECTED_KEYS = {
         "sb3_vec",
     },
     "mujoco_table.py": {"table", "all_reached", "quick"},
+    "atari_throughput.py": {
+        "gym_best_vs_best_python_peer",
+        "gym_best_vs_ceiling",
+        "envpool_cage_vs_envpool",
+    },
     "multiagent_bench.py": {
         "ma_process_vs_supersuit",
         "ma_serial_vs_bare",
@@ -177,6 +182,7 @@ NEEDS = {
     "multiagent_bench.py": ("supersuit",),  # and mpe2 (the examples extra)
     "train_mujoco.py": ("stable_baselines3", "mujoco"),  # and the mujoco extra
     "mujoco_table.py": ("mujoco",),
+    "atari_throughput.py": ("ale_py", "cv2"),  # the atari extra
 }
 
 
@@ -189,6 +195,7 @@ SLOW = {
     "async_bench.py",
     "sampler_throughput.py",
     "mujoco_table.py",  # two --quick runs of the MuJoCo PPO example
+    "atari_throughput.py",  # every Pong contender, process cages and the CNN
 }
 
 
