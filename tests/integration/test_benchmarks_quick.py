@@ -155,6 +155,12 @@ EXPECTED_KEYS = {
         "sb3_sac_final_return_mean",
         "sb3_vec",
     },
+    "mujoco_table.py": {"table", "all_reached", "quick"},
+    "atari_throughput.py": {
+        "gym_best_vs_best_python_peer",
+        "gym_best_vs_ceiling",
+        "envpool_cage_vs_envpool",
+    },
     "multiagent_bench.py": {
         "ma_process_vs_supersuit",
         "ma_serial_vs_bare",
@@ -175,13 +181,22 @@ NEEDS = {
     "ray_bench.py": ("ray",),
     "multiagent_bench.py": ("supersuit",),  # and mpe2 (the examples extra)
     "train_mujoco.py": ("stable_baselines3", "mujoco"),  # and the mujoco extra
+    "mujoco_table.py": ("mujoco",),
+    "atari_throughput.py": ("ale_py", "cv2"),  # the atari extra
 }
 
 
 # the slowest quick runs (a local Ray cluster, MuJoCo PPO and SAC on both
 # libraries, background sampling, every sampler layout) go with the slow tests,
 # keeping the default run under 10 minutes
-SLOW = {"ray_bench.py", "train_mujoco.py", "async_bench.py", "sampler_throughput.py"}
+SLOW = {
+    "ray_bench.py",
+    "train_mujoco.py",
+    "async_bench.py",
+    "sampler_throughput.py",
+    "mujoco_table.py",  # two --quick runs of the MuJoCo PPO example
+    "atari_throughput.py",  # every Pong contender, process cages and the CNN
+}
 
 
 @pytest.mark.timeout(300)

@@ -18,6 +18,7 @@ from parllel.torch.models.dtypes import to_model_dtype
 from parllel.torch.models.encoders import build_encoder, encoder_output_size
 from parllel.torch.models.heads import GaussianHead
 from parllel.torch.models.mlp import MLP
+from parllel.tree.utils import tree_items
 
 __all__ = ["SacActor", "SacAgent", "TwinQ", "build_sac_agent"]
 
@@ -143,20 +144,22 @@ class SacAgent:
         self, observation: Any, prev_action: Any, prev_reward: Any, state: Any
     ) -> AgentStep:
         """Sampled (or, in eval mode, deterministic) actions; no agent info."""
+        if self.random_actions and not self.deterministic:
+            # uniform within the bounds; the actor does not run (as SB3 and
+            # CleanRL sample the action space during warm-up)
+            _, leaf = next(tree_items(observation))
+            uniform = torch.rand(
+                (leaf.shape[0], self.action_dim),
+                generator=self.generator,
+                dtype=next(self.actor.parameters()).dtype,  # as the actor's mean
+                device=leaf.device,
+            )
+            center = self.distribution.center.to(uniform)
+            scale = self.distribution.scale.to(uniform)
+            return AgentStep(center + scale * (uniform * 2.0 - 1.0), {}, None)
         params = self.actor(observation)
         if self.deterministic:
             action = self.distribution.deterministic(params)
-        elif self.random_actions:  # uniform within the bounds
-            mean = params.mean
-            uniform = torch.rand(
-                mean.shape,
-                generator=self.generator,
-                dtype=mean.dtype,
-                device=mean.device,
-            )
-            uniform = uniform * 2.0 - 1.0
-            center = self.distribution.center.to(uniform)
-            action = center + self.distribution.scale.to(uniform) * uniform
         else:
             action = self.distribution.sample(params, self.generator)
         return AgentStep(action, {}, None)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from parllel.errors import ConfigError
 from parllel.torch.algos.finite import check_finite_update
+from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.off_policy import (
     Replay,
     UpdateCount,
@@ -169,8 +170,8 @@ class DQN:
         loss = (batch.weights * losses).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            self.q_network.parameters(),
+        grad_norm = clip_grad_norm(
+            list(self.q_network.parameters()),
             self.max_grad_norm if self.max_grad_norm is not None else math.inf,
         )
         check_finite_update("DQN", self.updates_done, loss=loss, grad_norm=grad_norm)

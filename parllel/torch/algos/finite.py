@@ -25,8 +25,14 @@ def check_finite_update(algorithm: str, update: int, **values: torch.Tensor) -> 
     Example:
         >>> check_finite_update("DQN", 12, loss=loss, grad_norm=grad_norm)
     """
-    stacked = torch.stack([v.detach().reshape(()).double() for v in values.values()])
-    if bool(torch.isfinite(stacked).all()):  # the one synchronization
+    tensors = [v.detach() for v in values.values()]
+    total = tensors[0]
+    for tensor in tensors[1:]:  # finite values have a finite sum (bar overflow)
+        total = total + tensor
+    if bool(torch.isfinite(total).all()):  # the one synchronization
+        return
+    stacked = torch.stack([t.reshape(()).double() for t in tensors])
+    if bool(torch.isfinite(stacked).all()):  # the sum overflowed, no value did
         return
     numbers = dict(zip(values, stacked.tolist()))
     bad = tuple(name for name, number in numbers.items() if not math.isfinite(number))

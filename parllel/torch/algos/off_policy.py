@@ -159,10 +159,17 @@ def _tensors(
 
 
 def mean_metrics(history: list[dict[str, float]]) -> dict[str, float]:
-    """Average per-update metrics over the updates of one ``optimize`` call."""
+    """Average per-update metrics over the updates of one ``optimize`` call.
+
+    A metric some updates lack (e.g. SAC's actor loss with a policy delay) is
+    averaged over the updates that report it.
+    """
     if not history:
         return {"updates": 0.0}
-    keys = history[0].keys()
-    metrics = {key: sum(h[key] for h in history) / len(history) for key in keys}
+    keys = dict.fromkeys(key for h in history for key in h)
+    metrics = {}
+    for key in keys:
+        values = [h[key] for h in history if key in h]
+        metrics[key] = sum(values) / len(values)
     metrics["updates"] = float(len(history))
     return metrics

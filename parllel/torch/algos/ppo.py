@@ -12,6 +12,7 @@ from parllel.errors import ConfigError
 from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
 from parllel.torch.algos.finite import check_finite_update
+from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.schedules import Schedule
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
@@ -339,7 +340,7 @@ class PPO:
                     break
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, max_norm)
+                grad_norm = clip_grad_norm(self.parameters, max_norm)
                 check_finite_update(
                     "PPO", self.updates_done, loss=loss, grad_norm=grad_norm
                 )

@@ -10,6 +10,7 @@ import torch
 
 from parllel.errors import ConfigError, ParllelError
 from parllel.torch.algos.finite import check_finite_update
+from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.off_policy import (
     Replay,
     TargetAverager,
@@ -24,7 +25,7 @@ from parllel.torch.algos.sac_setup import (
     check_alpha,
     check_sac_optimizer,
 )
-from parllel.validation import check_fraction, check_positive
+from parllel.validation import check_count, check_fraction, check_positive
 
 __all__ = ["SAC", "EntropyCoefficient", "build_sac_optimizer"]
 
@@ -44,6 +45,10 @@ class SAC:
         alpha_loss = -mean(log_alpha * (log_pi(a~|s) + target_entropy))
         one backward pass of q_loss + pi_loss + alpha_loss, every optimizer steps
         Q_targ <- (1 - tau) * Q_targ + tau * Q
+
+    (with ``policy_delay=d > 1``: the critic steps on ``q_loss`` alone, and
+    every ``d``-th update the actor and alpha step ``d`` times on ``pi_loss +
+    alpha_loss`` against the updated critic, as CleanRL's ``policy_frequency``)
 
     All three losses use the parameters before the step (the actor's loss
     does not reach the critic's parameters), so one backward pass serves
@@ -79,6 +84,12 @@ class SAC:
         updates_per_optimize: fixed gradient updates per :meth:`optimize`.
         replay_ratio: or gradient updates per environment step.
         max_grad_norm: optional gradient-norm clip for actor and critic.
+        policy_delay: 1 (default): critic, actor and alpha step together from
+            one backward pass. ``d > 1`` (CleanRL's ``policy_frequency``, TD3's
+            delay): the critic steps alone after every batch, and after every
+            ``d``-th batch the actor and alpha take ``d`` steps one after
+            another against the updated critic (as many actor steps in all,
+            delayed); each step is its own backward pass.
         device: where batches are moved (default: the critic's device).
 
     Raises:
@@ -97,6 +108,7 @@ class SAC:
         updates_per_optimize: int | None = None,
         replay_ratio: float | None = None,
         max_grad_norm: float | None = None,
+        policy_delay: int = 1,
         device: torch.device | str | None = None,
     ) -> None:
         for name in ("actor", "critic"):
@@ -105,6 +117,7 @@ class SAC:
         check_fraction("tau", tau, allow_zero=False)
         if max_grad_norm is not None:
             check_positive("max_grad_norm", max_grad_norm, allow_inf=True)
+        self.policy_delay = check_count("policy_delay", policy_delay)
         self.agent = agent
         self.update_count = UpdateCount(updates_per_optimize, replay_ratio)
         self.tau = float(tau)
@@ -157,70 +170,98 @@ class SAC:
                 p.requires_grad_(True)
 
     def update(self, batch: Any) -> dict[str, float]:
-        """One gradient step of critic, actor and alpha on a torch ``ReplayBatch``.
+        """One update of critic, actor and alpha on a torch ``ReplayBatch``.
 
-        The three losses are built on the same batch and parameters (the
-        actor's loss sees the critic before this step, its gradient does not
-        reach the critic), summed, and back-propagated once; then every
-        optimizer steps and the target critic is polyak-averaged.
+        With ``policy_delay=1`` the three losses are built on the same batch
+        and parameters (the actor's loss sees the critic before this step, its
+        gradient does not reach the critic), summed, and back-propagated once;
+        then the optimizer steps. With a delay the critic steps alone, and on
+        every ``policy_delay``-th update the actor and alpha then take
+        ``policy_delay`` steps. The target critic is polyak-averaged after
+        every update.
 
         Returns:
-            ``q1_loss``, ``q2_loss``, ``pi_loss``, ``alpha_loss``, ``alpha``,
-            ``entropy`` (``-mean(log_pi)``), ``q1``, ``q2``, ``target_q``
-            (batch means), and with ``max_grad_norm`` ``critic_grad_norm``,
-            ``actor_grad_norm``. :attr:`last_td_error` keeps ``|TD error|``
-            ``[batch]`` (mean of both critics) for prioritized replay.
+            ``q1_loss``, ``q2_loss``, ``q1``, ``q2``, ``target_q`` (batch
+            means) and ``alpha``; where the actor stepped, ``pi_loss``,
+            ``alpha_loss`` and ``entropy`` (``-mean(log_pi)``); with
+            ``max_grad_norm`` the clipped gradient norms. :attr:`last_td_error`
+            keeps ``|TD error|`` ``[batch]`` (mean of both critics) for
+            prioritized replay.
         """
-        agent = self.agent
         target = self.target_q(batch)  # [batch], no gradient
-        q1, q2 = agent.critic(batch.observation, batch.action)  # [batch] each
-        action, log_prob = agent.sample_with_log_prob(batch.observation)
-        q_new = self._frozen_critic_q(batch.observation, action)
+        q1, q2 = self.agent.critic(batch.observation, batch.action)  # [batch] each
         td1, td2 = q1 - target, q2 - target
         weights = batch.weights
-        q1_loss = 0.5 * (weights * td1.square()).mean()
-        q2_loss = 0.5 * (weights * td2.square()).mean()
-        log_alpha = self.log_alpha
-        pi_loss = (log_alpha.detach().exp() * log_prob - q_new).mean()
-        loss = q1_loss + q2_loss + pi_loss
-        log_prob_detached = log_prob.detach()
-        if self.learn_alpha:
-            alpha_loss = -(log_alpha * (log_prob_detached + self.target_entropy)).mean()
-            loss = loss + alpha_loss
+        critic_losses = {
+            "q1_loss": 0.5 * (weights * td1.square()).mean(),
+            "q2_loss": 0.5 * (weights * td2.square()).mean(),
+        }
+        metrics: dict[str, float] = {}
+        if self.policy_delay == 1:
+            actor_losses, entropy = self._actor_losses(batch.observation)
+            self._step({**critic_losses, **actor_losses}, metrics)
+            metrics["entropy"] = entropy
         else:
-            alpha_loss = torch.zeros(())
-        for optimizer in self._optimizers:
-            optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        norms = {}
-        if self.max_grad_norm is not None:
-            for name, params in (
-                ("critic_grad_norm", self._critic_params),
-                ("actor_grad_norm", self._actor_params),
-            ):
-                norms[name] = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
-        losses = dict(q1_loss=q1_loss, q2_loss=q2_loss, pi_loss=pi_loss)
-        if self.learn_alpha:
-            losses["alpha_loss"] = alpha_loss
-        check_finite_update("SAC", self.updates_done, **losses, **norms)
-        metrics = {name: float(norm) for name, norm in norms.items()}
-        for optimizer in self._optimizers:
-            optimizer.step()
+            self._step(critic_losses, metrics, actor=False)
+            if self.updates_done % self.policy_delay == 0:
+                for _ in range(self.policy_delay):
+                    actor_losses, entropy = self._actor_losses(batch.observation)
+                    self._step(actor_losses, metrics, critic=False)
+                metrics["entropy"] = entropy
         self._average_target(self.tau)
         self.updates_done += 1
         self.last_td_error = 0.5 * (td1.detach().abs() + td2.detach().abs())
         metrics.update(
-            q1_loss=q1_loss.item(),
-            q2_loss=q2_loss.item(),
-            pi_loss=pi_loss.item(),
-            alpha_loss=alpha_loss.item(),
             alpha=self.alpha,
-            entropy=-float(log_prob_detached.mean()),
             q1=float(q1.detach().mean()),
             q2=float(q2.detach().mean()),
             target_q=float(target.mean()),
         )
         return metrics
+
+    def _actor_losses(self, observation: Any) -> tuple[dict[str, torch.Tensor], float]:
+        """``pi_loss`` (and ``alpha_loss`` if alpha is learned), and the entropy."""
+        action, log_prob = self.agent.sample_with_log_prob(observation)
+        q_new = self._frozen_critic_q(observation, action)
+        log_alpha = self.log_alpha
+        losses = {"pi_loss": (log_alpha.detach().exp() * log_prob - q_new).mean()}
+        log_prob_detached = log_prob.detach()
+        if self.learn_alpha:
+            losses["alpha_loss"] = -(
+                log_alpha * (log_prob_detached + self.target_entropy)
+            ).mean()
+        return losses, -float(log_prob_detached.mean())
+
+    def _step(
+        self,
+        losses: dict[str, torch.Tensor],
+        metrics: dict[str, float],
+        *,
+        actor: bool = True,
+        critic: bool = True,
+    ) -> None:
+        """Back-propagate the summed ``losses`` once and step the optimizer.
+
+        Only parameters with gradients move (the others have none after
+        ``zero_grad(set_to_none=True)``). The losses and the clipped gradient
+        norms of the stepped parts go into ``metrics``.
+        """
+        for optimizer in self._optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        sum(losses.values()).backward()  # type: ignore[union-attr]
+        norms = {}
+        if self.max_grad_norm is not None:
+            for name, params, stepped in (
+                ("critic_grad_norm", self._critic_params, critic),
+                ("actor_grad_norm", self._actor_params, actor),
+            ):
+                if stepped:
+                    norms[name] = clip_grad_norm(params, self.max_grad_norm)
+        check_finite_update("SAC", self.updates_done, **losses, **norms)
+        for optimizer in self._optimizers:
+            optimizer.step()
+        metrics.update({name: float(value) for name, value in norms.items()})
+        metrics.update({name: value.item() for name, value in losses.items()})
 
     def optimize(
         self, replay: Replay, new_steps: int | None = None
