@@ -17,10 +17,8 @@ from parllel.errors import ParllelError, ParllelWarning
 # raised to the user (a worker's parent is gone, a process died or timed out,
 # envs cannot move): not part of the error hierarchy
 INTERNAL_SIGNALS = {
-    "_PeerGone",
-    "_ParentGone",
     "_Restarted",
-    "_Died",
+    "ProcessDied",
     "ParentGone",
     "WorkerLost",
     "WorkerTimeout",
