@@ -240,6 +240,15 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[float, int]]:
                 deterministic=not args.stochastic,
                 max_steps=args.max_steps,
             )
+        except Exception as error:
+            if args.video and "OpenGL" in str(error):  # MuJoCo without a display
+                raise ConfigError(
+                    f"--video: the env cannot render ({type(error).__name__}: "
+                    f"{error}); on a machine without a display, MuJoCo envs "
+                    "render with MUJOCO_GL=egl (or MUJOCO_GL=osmesa) set in the "
+                    "environment"
+                ) from error
+            raise
         finally:
             env.close()
     except ParllelError as error:  # said plainly, without a traceback

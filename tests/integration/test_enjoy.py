@@ -184,3 +184,24 @@ def test_factory_with_env_id_gets_the_exported_env_id(tmp_path, capsys):
     episodes = enjoy_main([str(path), "--episodes", "2", "--seed", "0"])
     assert len(episodes) == 2 and all(length <= 6 for _, length in episodes)
     assert "over 2 episodes" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not CAN_RECORD, reason="needs the video extra (moviepy, pygame)")
+def test_video_without_opengl_says_how_to_render_headless(tmp_path):
+    # MuJoCo on a machine without a display fails in render() like this
+    env = gym.make("CartPole-v1")
+    agent = ActorCriticAgent(
+        *build_actor_critic(env.observation_space, env.action_space)
+    )
+    factory = tmp_path / "no_gl.py"
+    factory.write_text(
+        "import gymnasium as gym\n\n"
+        "class NoDisplay(gym.Wrapper):\n"
+        "    def render(self):\n"
+        "        raise RuntimeError('an OpenGL platform library has not been loaded')\n\n"
+        "def make_env(render_mode=None):\n"
+        "    return NoDisplay(gym.make('CartPole-v1', render_mode=render_mode))\n"
+    )
+    path = export_policy(tmp_path, agent, env_factory=f"{factory}:make_env")
+    with pytest.raises(SystemExit, match="MUJOCO_GL=egl"):
+        enjoy_main([str(path), "--episodes", "1", "--video", str(tmp_path / "v")])
