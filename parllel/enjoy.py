@@ -10,7 +10,10 @@ The policy is loaded with :func:`parllel.torch.load_policy` (a run
 directory's ``policy.pt``, or its newest checkpoint). The env is built from
 ``--env`` if given, else from what the export records: its ``env_factory``
 (``"module:function"`` or ``"path/to/file.py:function"``), else its
-``env_id`` (``gymnasium.make``). Each episode's return and length are
+``env_id`` (``gymnasium.make``). A factory with an ``env_id`` parameter
+is called with the export's ``env_id`` when it records one (one factory for
+many games: ``parllel.envs.atari:make_atari_env`` with ``ALE/Breakout-v5``).
+Each episode's return and length are
 printed, then the mean. ``--video DIR`` records every episode with
 gymnasium's ``RecordVideo`` (the env must render ``rgb_array`` frames: a
 factory then needs a ``render_mode`` argument); it needs moviepy (and pygame
@@ -20,6 +23,7 @@ for gymnasium's classic-control envs), the ``video`` extra.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -86,25 +90,41 @@ def resolve_env_factory(env: str) -> Callable[..., gym.Env]:
     return lambda **kwargs: gym.make(env, **kwargs)
 
 
-def _accepts_render_mode(factory: Callable[..., Any]) -> bool:
+def _has_parameter(factory: Callable[..., Any], name: str, *, var_kw: bool) -> bool:
+    """True if ``factory`` takes a keyword ``name`` (or any keyword, if ``var_kw``)."""
     try:
         parameters = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):
-        return True
+        return var_kw
     return any(
-        p.name == "render_mode" or p.kind is inspect.Parameter.VAR_KEYWORD
+        (p.name == name and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+        or (var_kw and p.kind is inspect.Parameter.VAR_KEYWORD)
         for p in parameters
     )
 
 
-def make_env(env: str, *, video_dir: str | None = None) -> gym.Env:
+def _accepts_render_mode(factory: Callable[..., Any]) -> bool:
+    return _has_parameter(factory, "render_mode", var_kw=True)
+
+
+def make_env(
+    env: str, *, video_dir: str | None = None, env_id: str | None = None
+) -> gym.Env:
     """Build the env (recording every episode into ``video_dir`` if given).
+
+    Args:
+        env: a gymnasium id, ``"module:function"`` or ``"file.py:function"``.
+        video_dir: record every episode into this directory.
+        env_id: passed as ``env_id=`` to a factory that has an ``env_id``
+            parameter (ignored for a gymnasium id and other factories).
 
     Raises:
         ConfigError: the env cannot render ``rgb_array`` frames for a video.
         MissingDependencyError: moviepy is missing for a video.
     """
     factory = resolve_env_factory(env)
+    if env_id is not None and _has_parameter(factory, "env_id", var_kw=False):
+        factory = functools.partial(factory, env_id=env_id)
     if video_dir is None:
         return factory()
     if importlib.util.find_spec("moviepy") is None:
@@ -207,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[float, int]]:
                 f"{policy.source} records no env: pass --env (a gymnasium id, "
                 "module:function or file.py:function)"
             )
-        env = make_env(env_name, video_dir=args.video)
+        env = make_env(env_name, video_dir=args.video, env_id=trained.get("env_id"))
         if args.seed is not None:
             torch.manual_seed(args.seed)
         print(f"{policy} from {policy.source}")
@@ -220,6 +240,15 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[float, int]]:
                 deterministic=not args.stochastic,
                 max_steps=args.max_steps,
             )
+        except Exception as error:
+            if args.video and "OpenGL" in str(error):  # MuJoCo without a display
+                raise ConfigError(
+                    f"--video: the env cannot render ({type(error).__name__}: "
+                    f"{error}); on a machine without a display, MuJoCo envs "
+                    "render with MUJOCO_GL=egl (or MUJOCO_GL=osmesa) set in the "
+                    "environment"
+                ) from error
+            raise
         finally:
             env.close()
     except ParllelError as error:  # said plainly, without a traceback

@@ -199,7 +199,13 @@ def main(config: Config, resume: str | None = None) -> dict:
             run,
             resume=bool(resume),
             close=(cage, sample_tree, eval_cage),
-            policy=PolicyExport(agent),  # writes policy.pt
+            # writes policy.pt; python -m parllel.enjoy RUN plays whole games of
+            # the run's env_id with the same wrappers (make_atari_env(env_id=...))
+            policy=PolicyExport(
+                agent,
+                env_id=config.env_id,
+                env_factory="parllel.envs.atari:make_atari_env",
+            ),
         )
     )
 

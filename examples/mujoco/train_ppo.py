@@ -17,11 +17,14 @@ value term 0.5 x the clipped value loss (parllel's value loss is already
 norm clipped at 0.5, advantages standardized per minibatch, observations
 normalized by running statistics and clipped at +-10, rewards scaled by the
 running std of the discounted return and clipped at +-10, actions clipped
-into the action space before the env sees them (CleanRL's ``ClipAction``;
-the policy's log-probabilities are of the unclipped actions), separate
-64x64 tanh policy and value networks with orthogonal initialization, a
-state-independent log-std starting at 0, 999,424 env steps (488 batches,
-CleanRL's 488 iterations of its 1M-step run).
+into the action space before the env sees them (as CleanRL's ``ClipAction``,
+but the space keeps its bounds; the policy's log-probabilities are of the
+unclipped actions), separate 64x64 tanh policy and value networks with
+orthogonal initialization, a state-independent log-std starting at 0,
+999,424 env steps (488 batches, CleanRL's 488 iterations of its 1M-step run).
+The exported policy acts as in training with ``load_policy(run,
+clip_actions=True)``; ``python -m parllel.enjoy RUN`` plays this file's
+``make_env`` (actions clipped).
 
 The default env is HalfCheetah-v4, the version of CleanRL's published table
 (v4 runs with the installed mujoco; with a mujoco that no longer loads v4,
@@ -36,9 +39,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
+from pathlib import Path
 from typing import Literal
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from parllel.cages import build_cages
@@ -133,12 +138,32 @@ QUICK = dict(
 """the --quick preset: a tiny smoke run"""
 
 
-def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
+class ClipActionInBounds(gym.ActionWrapper):
+    """Clips actions into the action space, which keeps its bounds.
+
+    gymnasium's ``ClipAction`` clips too but makes the space ``Box(-inf,
+    inf)``, so the exported policy would not know the bounds
+    (``load_policy(run, clip_actions=True)`` needs them).
+    """
+
+    def action(self, action: np.ndarray) -> np.ndarray:
+        space = self.action_space
+        assert isinstance(space, gym.spaces.Box)
+        return np.clip(action, space.low, space.high)
+
+
+def make_env(
+    env_id: str = "HalfCheetah-v4",
+    max_episode_steps: int | None = None,
+    render_mode: str | None = None,
+) -> gym.Env:
     """The MuJoCo env with its actions clipped into the action space (as CleanRL)."""
     with warnings.catch_warnings():  # v4's "out of date" notice, once per env
         warnings.filterwarnings("ignore", message=".*is out of date.*")
-        env = gym.make(env_id, max_episode_steps=max_episode_steps)
-    return gym.wrappers.ClipAction(env)
+        env = gym.make(
+            env_id, max_episode_steps=max_episode_steps, render_mode=render_mode
+        )
+    return ClipActionInBounds(env)
 
 
 def main(config: Config, resume: str | None = None) -> dict:
@@ -232,7 +257,13 @@ def main(config: Config, resume: str | None = None) -> dict:
             run,
             resume=bool(resume),
             close=(cage, eval_cage, sample_tree),
-            policy=PolicyExport(agent, observation_normalizer, env_id=config.env_id),
+            # python -m parllel.enjoy RUN plays make_env(env_id=...): clipped actions
+            policy=PolicyExport(
+                agent,
+                observation_normalizer,
+                env_id=config.env_id,
+                env_factory=f"{Path(__file__).resolve()}:make_env",
+            ),
         )
     )
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m parllel.bench MODULE:FACTORY [--envs 8,64] [--seconds S] ...``.
+"""Command line: ``python -m parllel.bench MODULE:FACTORY|ENV_ID [--envs 8,64] [--seconds S] ...``.
 
 Prints the table of measurements, then the recommended layout per env count
 (and policy) with the code that builds it and how it compares with
@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "factory",
         help="MODULE:FACTORY, a zero-argument callable returning a gymnasium env "
-        "(e.g. gymnasium.envs.classic_control.cartpole:CartPoleEnv, mypkg.envs:make_env)",
+        "(e.g. gymnasium.envs.classic_control.cartpole:CartPoleEnv, "
+        "mypkg.envs:make_env), or a registered gymnasium env id (Hopper-v5)",
     )
     parser.add_argument(
         "--envs",

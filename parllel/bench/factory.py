@@ -1,12 +1,15 @@
-"""The user's env factory, from a ``MODULE:FACTORY`` reference, checked once."""
+"""The user's env factory, from ``MODULE:FACTORY`` or a gymnasium id, checked once."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import gymnasium as gym
 
 from parllel.cages.movable import move_refusal
 from parllel.errors import EnvFactoryError
@@ -27,30 +30,54 @@ class EnvFactory:
         module: the module's dotted name.
         name: the attribute path inside the module (``make_env``, ``Envs.make``).
         factory: the callable itself.
+        imports: the import lines a script needs for ``name``, where they are
+            not ``from MODULE import NAME`` (a gymnasium id's ``gym.make``).
     """
 
     reference: str
     module: str
     name: str
     factory: Callable[[], Any]
+    imports: str | None = None
 
     def import_line(self) -> str:
-        """The import that brings the factory's name into a script."""
+        """The import(s) that bring the factory's name into a script."""
+        if self.imports is not None:
+            return self.imports
         return f"from {self.module} import {self.name.split('.')[0]}"
+
+
+def _gymnasium_id_factory(env_id: str) -> EnvFactory:
+    """``gym.make(env_id)`` as a picklable factory, for a registered env id."""
+    return EnvFactory(
+        env_id,
+        "gymnasium",
+        f"functools.partial(gym.make, {env_id!r})",
+        functools.partial(gym.make, env_id),
+        imports="import functools\nimport gymnasium as gym",
+    )
 
 
 def load_factory(reference: str) -> EnvFactory:
     """Import ``MODULE:FACTORY`` and check that it is a callable.
 
-    The factory is not called here (see :func:`check_factory`).
+    A registered gymnasium env id (``Hopper-v5``) stands for
+    ``functools.partial(gym.make, id)``. The factory is not called here (see
+    :func:`check_factory`).
 
     Raises:
-        EnvFactoryError: the reference is malformed, the module does not
-            import, the attribute is missing or is not callable.
+        EnvFactoryError: the reference is malformed (neither ``MODULE:FACTORY``
+            nor a registered env id), the module does not import, the
+            attribute is missing or is not callable.
     """
     module_name, colon, name = reference.partition(":")
+    if not colon and reference in gym.registry:
+        return _gymnasium_id_factory(reference)
     if not colon or not module_name or not name:
-        raise EnvFactoryError(f"{reference!r} is not MODULE:FACTORY ({EXAMPLES})")
+        raise EnvFactoryError(
+            f"{reference!r} is not MODULE:FACTORY ({EXAMPLES}) nor a registered "
+            "gymnasium env id (such as CartPole-v1)"
+        )
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:  # any error the user's module raises on import

@@ -128,14 +128,14 @@ class Layout:
         """The lines of a training script that build this layout and its sampler."""
         if self.alternating:
             return [
-                factory_import,
+                *factory_import.splitlines(),
                 "from parllel.patterns import build_alternating_cages",
                 "from parllel.samplers import AlternatingSampler",
                 f"cages = {self.builder_call(factory_name)}",
                 "sampler = AlternatingSampler(cages, handler, sample_tree)",
             ]
         return [
-            factory_import,
+            *factory_import.splitlines(),
             "from parllel.cages import build_cages",
             "from parllel.samplers import FeedForwardSampler",
             f"cage = {self.builder_call(factory_name)}",

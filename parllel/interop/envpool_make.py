@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,6 +15,20 @@ from parllel.interop.envpool_cage import EnvPoolCage
 from parllel.seeding import resolve_env_seeds
 
 __all__ = ["make_envpool_cage"]
+
+
+def _check_task_id(task_id: str) -> None:
+    """Refuse a task id EnvPool does not know, suggesting the closest ones."""
+    tasks = envpool.list_all_envs()
+    if task_id in tasks:
+        return
+    stem = task_id.rpartition("/")[2]  # gymnasium's "ALE/Pong-v5" is "Pong-v5"
+    close = [stem] if stem in tasks else difflib.get_close_matches(stem, tasks, n=3)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    raise ConfigError(
+        f"EnvPool has no task {task_id!r} (envpool.list_all_envs() lists them; "
+        f"its Atari ids have no ALE/ prefix){hint}"
+    )
 
 
 def make_envpool_cage(
@@ -49,10 +64,13 @@ def make_envpool_cage(
             ``episodic_life``, ...).
 
     Raises:
-        ConfigError: ``envpool_kwargs`` sets what the other arguments set
+        ConfigError: ``task_id`` is not one of EnvPool's tasks (the message
+            suggests the closest ones: EnvPool's Atari ids have no ``ALE/``
+            prefix), or ``envpool_kwargs`` sets what the other arguments set
             (``num_envs``, ``batch_size``, ``seed``, ``env_seed``,
             ``env_type``).
     """
+    _check_task_id(task_id)
     taken = {"num_envs", "batch_size", "seed", "env_seed", "env_type"}
     clash = sorted(taken & set(envpool_kwargs))
     if clash:

@@ -137,6 +137,7 @@ def run_main(capsys, *argv: str) -> tuple[int, str, str]:
     "reference, message",
     [
         ("make_env", "'make_env' is not MODULE:FACTORY"),
+        ("NoSuchEnv-v0", "nor a registered gymnasium env id"),
         ("no_such_pkg.envs:make_env", "cannot import module 'no_such_pkg.envs'"),
         (
             f"{HELPERS}:make_nothing",
@@ -152,6 +153,18 @@ def test_bad_factories_exit_2_naming_the_problem(capsys, reference, message):
     assert status == 2
     assert message in err and err.startswith("python -m parllel.bench: error: ")
     assert out == ""
+    no_children_left()
+
+
+def test_a_gymnasium_env_id_is_benchmarked_with_gym_make(capsys):
+    status, out, err = run_main(
+        capsys, "CartPole-v1", "--envs", "2", "--layouts", "serial", *TINY
+    )
+    assert status == 0, err
+    assert "CartPole-v1" in out and "<- recommended" in out
+    # the recommended code runs as printed: its imports and a picklable factory
+    assert "    import functools\n" in out and "    import gymnasium as gym\n" in out
+    assert "build_cages(functools.partial(gym.make, 'CartPole-v1'), n_envs=2" in out
     no_children_left()
 
 

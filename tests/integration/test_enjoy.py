@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from parllel.enjoy import main as enjoy_main
 from parllel.runtime import RunDirectory
 from parllel.torch import export_policy, load_policy
 from parllel.torch.agents import ActorCriticAgent
@@ -162,3 +163,45 @@ def test_enjoy_a_quickly_trained_example(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "train_ppo_recurrent.py:make_env" in done.stdout
     assert len(EPISODE.findall(done.stdout)) == 2
+
+
+def test_factory_with_env_id_gets_the_exported_env_id(tmp_path, capsys):
+    # one factory for many envs (make_atari_env's shape): the export's env_id
+    # picks the env, here against a default that does not exist
+    env = gym.make("CartPole-v1")
+    agent = ActorCriticAgent(
+        *build_actor_critic(env.observation_space, env.action_space)
+    )
+    factory = tmp_path / "many_envs.py"
+    factory.write_text(
+        "import gymnasium as gym\n\n"
+        "def make_env(env_id='NoSuchEnv-v0', render_mode=None):\n"
+        "    return gym.make(env_id, max_episode_steps=6, render_mode=render_mode)\n"
+    )
+    path = export_policy(
+        tmp_path, agent, env_id="CartPole-v1", env_factory=f"{factory}:make_env"
+    )
+    episodes = enjoy_main([str(path), "--episodes", "2", "--seed", "0"])
+    assert len(episodes) == 2 and all(length <= 6 for _, length in episodes)
+    assert "over 2 episodes" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not CAN_RECORD, reason="needs the video extra (moviepy, pygame)")
+def test_video_without_opengl_says_how_to_render_headless(tmp_path):
+    # MuJoCo on a machine without a display fails in render() like this
+    env = gym.make("CartPole-v1")
+    agent = ActorCriticAgent(
+        *build_actor_critic(env.observation_space, env.action_space)
+    )
+    factory = tmp_path / "no_gl.py"
+    factory.write_text(
+        "import gymnasium as gym\n\n"
+        "class NoDisplay(gym.Wrapper):\n"
+        "    def render(self):\n"
+        "        raise RuntimeError('an OpenGL platform library has not been loaded')\n\n"
+        "def make_env(render_mode=None):\n"
+        "    return NoDisplay(gym.make('CartPole-v1', render_mode=render_mode))\n"
+    )
+    path = export_policy(tmp_path, agent, env_factory=f"{factory}:make_env")
+    with pytest.raises(SystemExit, match="MUJOCO_GL=egl"):
+        enjoy_main([str(path), "--episodes", "1", "--video", str(tmp_path / "v")])

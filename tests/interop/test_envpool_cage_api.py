@@ -130,6 +130,16 @@ def test_make_envpool_cage_refuses_what_it_sets_itself():
             make_envpool_cage("CartPole-v1", 2, **{key: 1})
 
 
+@pytest.mark.parametrize(
+    "task_id, suggestion",
+    [("ALE/Pong-v5", "did you mean 'Pong-v5'"), ("Hoper-v4", "'Hopper-v4'")],
+)
+def test_an_unknown_task_id_is_refused_with_the_closest_ones(task_id, suggestion):
+    # gymnasium's ALE ids (make_atari_env's) carry a prefix EnvPool's lack
+    with pytest.raises(ConfigError, match=f"EnvPool has no task.*{suggestion}"):
+        make_envpool_cage(task_id, 2, seed=0)
+
+
 def test_env_access_beyond_render_is_refused():
     with make_envpool_cage("CartPole-v1", 2, seed=0) as cage:
         with pytest.raises(UnsupportedVectorEnvError, match="C\\+\\+"):

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from parllel.torch import TorchHandler, export_policy, load_policy
+from parllel.errors import ConfigError
+from parllel.torch import Policy, TorchHandler, export_policy, load_policy
 from parllel.torch.agents import ActorCriticAgent, build_dqn_agent, build_sac_agent
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import NormalizeObservations
@@ -129,6 +130,18 @@ def test_gaussian_actor_critic_actions_as_the_sampler_gives_them(tmp_path):
         actions, np.clip(single, -2.0, 2.0).astype(np.float32)
     )
     assert all(action_space.contains(action) for action in actions)
+
+
+def test_clip_actions_refuses_an_unbounded_action_space(tmp_path):
+    # gymnasium's ClipAction makes the space Box(-inf, inf): clipping into it
+    # would silently do nothing
+    clipped_env = gym.wrappers.ClipAction(gym.make("Pendulum-v1"))
+    space, action_space = clipped_env.observation_space, clipped_env.action_space
+    agent = ActorCriticAgent(*build_actor_critic(space, action_space))
+    path = export_policy(tmp_path / "policy.pt", agent)
+    assert isinstance(load_policy(path), Policy)  # without clipping it loads
+    with pytest.raises(ConfigError, match="no finite bound.*ClipAction"):
+        load_policy(path, clip_actions=True)
 
 
 def test_squashed_sac_actor(tmp_path):

@@ -28,7 +28,12 @@ import torch
 
 from parllel.agents.state import ALL, EnvStates, as_index
 from parllel.cages.spaces import space_leaves, value_at, zero_example
-from parllel.errors import PolicyFileError, PolicyNotFoundError, ShapeError
+from parllel.errors import (
+    ConfigError,
+    PolicyFileError,
+    PolicyNotFoundError,
+    ShapeError,
+)
 from parllel.torch.export.artifact import (
     POLICY_FILE,
     PolicyRecord,
@@ -44,6 +49,21 @@ from parllel.torch.export.spec import SPEC_FILE, read_policy_spec, record_from_s
 from parllel.tree import tree_map
 
 __all__ = ["Policy", "load_policy"]
+
+
+def _check_clip_bounds(action_space: gym.Space) -> None:
+    """Refuse ``clip_actions`` for a ``Box`` without a finite bound."""
+    if not isinstance(action_space, gym.spaces.Box):
+        return
+    bounds = np.concatenate([action_space.low.ravel(), action_space.high.ravel()])
+    if not np.isfinite(bounds).any():
+        raise ConfigError(
+            f"clip_actions=True, but the policy's action space {action_space} has "
+            "no finite bound, so there is nothing to clip into (gymnasium's "
+            "ClipAction wrapper makes the space unbounded this way): clip the "
+            "actions into the env's bounds yourself (np.clip), or train with an "
+            "env whose action space keeps its bounds"
+        )
 
 
 class Policy:
@@ -65,6 +85,10 @@ class Policy:
         source: the file the weights came from.
         clip_actions: clip ``Box`` actions into the space's bounds.
         device: where the agent runs.
+
+    Raises:
+        ConfigError: ``clip_actions`` with a ``Box`` action space that has no
+            finite bound (nothing to clip into).
     """
 
     def __init__(
@@ -86,6 +110,8 @@ class Policy:
         self.trained_with = dict(trained_with or {})
         self.source = source
         self.clip_actions = bool(clip_actions)
+        if self.clip_actions:
+            _check_clip_bounds(action_space)
         self.device = torch.device(device)
         self._leaves = space_leaves(observation_space)
         self._example = zero_example(observation_space)
@@ -302,6 +328,8 @@ def load_policy(
         PolicyNotFoundError: nothing to load at ``path``.
         PolicyFileError: the file is damaged, not a policy, of a newer format,
             or its weights do not fit the architecture it describes.
+        ConfigError: ``clip_actions`` for a ``Box`` action space without a
+            finite bound.
     """
     path = Path(path)
     if path.is_dir():
