@@ -14,7 +14,7 @@ from parllel.cages.cage import Cage
 from parllel.cages.env_info import numeric_info_example
 from parllel.cages.factories import PerEnvFactories
 from parllel.cages.layout import suggest_layout_for
-from parllel.cages.process import ProcessCage
+from parllel.cages.process.cage import ProcessCage
 from parllel.cages.serial import SerialCage
 from parllel.cages.spaces import (
     EnvSpaces,

@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 from parllel._warnings import warn_at_caller
 from parllel.cages.cage import Cage
 from parllel.cages.layout import suggest_layout_for
-from parllel.cages.process import ProcessCage
+from parllel.cages.process.cage import ProcessCage
 from parllel.cages.serial import SerialCage
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import (

@@ -9,6 +9,7 @@ it down; the process side is :mod:`parllel.samplers.background_process`.
 from __future__ import annotations
 
 import pickle
+import sys
 import time
 import warnings
 from collections import deque
@@ -70,6 +71,18 @@ def shutdown(process: Any, ring: TreeRing | None, conn: Any, timeout: float) -> 
                 process.join(5)
 
 
+def torch_threads() -> int | None:
+    """This process's torch thread count, or None where torch is not loaded.
+
+    The background process uses the same count: started by forkserver or
+    spawn, its torch would otherwise take every core, and its idle threads
+    spin after each parallel region on the core the learner trains on (a
+    script's ``torch.set_num_threads(1)`` is not inherited).
+    """
+    torch = sys.modules.get("torch")
+    return None if torch is None else int(torch.get_num_threads())
+
+
 def start_process(
     start_method: str | None,
     build: tuple[Any, tuple],
@@ -88,7 +101,7 @@ def start_process(
     function, args = build
     process = ctx.Process(
         target=run_background_sampler,
-        args=(function, args, child_conn, handover, max_lag, resume),
+        args=(function, args, child_conn, handover, max_lag, resume, torch_threads()),
         name="parllel-background-sampler",
     )
     try:

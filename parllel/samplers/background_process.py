@@ -18,6 +18,7 @@ themselves are handed over by the :class:`~parllel.samplers.TreeRing`):
 from __future__ import annotations
 
 import signal
+import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -114,8 +115,12 @@ def run_background_sampler(
     handover: Handover,
     max_lag: int | None,
     resume: tuple[int, int | None] | None = None,
+    torch_threads: int | None = None,
 ) -> None:
     """The background process: build the sampler, then fill the ring's trees.
+
+    ``torch_threads``: the learner's torch thread count, set here once the
+    builder has loaded torch.
 
     ``resume``: (first batch number, first policy version or None) when it
     replaces a process that died; batch ``n`` needs version ``>= first
@@ -128,6 +133,9 @@ def run_background_sampler(
     sampler = ring = None
     try:
         sampler = build(*args)
+        torch = sys.modules.get("torch")  # loaded by the builder, if it uses torch
+        if torch is not None and torch_threads is not None:
+            torch.set_num_threads(torch_threads)
         original = sampler.sample_tree
         conn.send(
             (

@@ -16,7 +16,7 @@ import pytest
 
 import parllel
 
-PUBLIC_NAME_BUDGET = 150
+PUBLIC_NAME_BUDGET = 151  # 265 before issue 28; RunSettings came with the examples
 
 # names a package imports on first use, with the package they need
 LAZY = {

@@ -21,6 +21,4 @@ Below them, :mod:`parllel.cages.plumbing` holds the multiprocessing helpers
 (start contexts, semaphore waiting, the parent-alive check).
 """
 
-from parllel.cages.process.cage import ProcessCage
-
-__all__ = ["ProcessCage"]
+__all__: list[str] = []  # users import ProcessCage from parllel.cages
