@@ -137,3 +137,21 @@ def build_tree_then_follow(seed: int, weights):
     tree = build_sample_tree(cage, handler, T)
     handler.follow_weights(weights)
     return FeedForwardSampler(cage, handler, tree, seed=seed)
+
+
+class ThreadCountAgent(LinearAgent):
+    """LinearAgent whose agent info records the process's torch thread count."""
+
+    def step(self, observation, prev_action, prev_reward, state):
+        step = super().step(observation, prev_action, prev_reward, state)
+        threads = torch.full((len(observation),), torch.get_num_threads())
+        return AgentStep(step.action, {**step.agent_info, "threads": threads})
+
+
+def build_thread_count_sampler(seed: int):
+    """CountingEnvs and the :class:`ThreadCountAgent`: a FeedForwardSampler."""
+    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
+    torch.manual_seed(seed)
+    handler = TorchHandler(ThreadCountAgent(), N_ENVS)
+    tree = build_sample_tree(cage, handler, T)
+    return FeedForwardSampler(cage, handler, tree, seed=seed)
