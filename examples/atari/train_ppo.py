@@ -23,12 +23,14 @@ the current batch, writes a checkpoint and prints the command that resumes.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
 
-from parllel.cages import build_cages
+from parllel.cages import Cage, build_cages
 from parllel.envs.atari import GameTrajInfo, make_atari_env
+from parllel.interop import make_envpool_cage
 from parllel.patterns import (
     RunSettings,
     add_advantage_estimation,
@@ -94,7 +96,12 @@ class Config:
     checkpoint_interval_steps: int = 500_000
     """env steps between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial", "auto"] = "process"
-    """where envs step: worker processes, this process, or measured"""
+    """where gymnasium envs step: worker processes, this process, or measured"""
+    envs: Literal["gymnasium", "envpool"] = "gymnasium"
+    """training envs: make_atari_env in a cage, or EnvPool's C++ envs (the envpool
+    extra; whole games per episode, as EnvPool reports no game totals per life)"""
+    envpool_threads: int = 2
+    """EnvPool's stepping threads (with --envs envpool)"""
     run: RunSettings = dataclasses.field(default_factory=RunSettings)
     """run directory, console and logging"""
 
@@ -111,6 +118,38 @@ QUICK = dict(
 """the --quick preset: a tiny smoke run (eval games cut after 200 frames)"""
 
 
+def build_training_cage(config: Config, seeds: Sequence[int]) -> Cage:
+    """The training envs: gymnasium's stack in a cage, or an EnvPool.
+
+    gymnasium: a lost life ends the episode (episodic life) and
+    :class:`GameTrajInfo` logs whole games. EnvPool: the same preprocessing
+    in C++ (task id without ``ALE/``), whole games per episode, rewards
+    unclipped in the env (the sample tree clips them, as with gymnasium).
+    """
+    if config.envs == "envpool":
+        return make_envpool_cage(
+            config.env_id.removeprefix("ALE/"),
+            config.n_envs,
+            seed=seeds,
+            num_threads=config.envpool_threads,
+            episodic_life=False,
+            reward_clip=False,
+            repeat_action_probability=config.repeat_action_probability,
+        )
+    return build_cages(
+        make_atari_env,
+        config.n_envs,
+        dict(
+            env_id=config.env_id,
+            episodic_life=True,
+            repeat_action_probability=config.repeat_action_probability,
+        ),
+        parallel=config.parallel,
+        seed=seeds,
+        traj_info_type=GameTrajInfo,
+    )
+
+
 def build_agent(spaces: Any) -> ActorCriticAgent:
     """``build_actor_critic``'s image default: Nature CNN, 512 ReLU, orthogonal init."""
     return ActorCriticAgent(*build_actor_critic(spaces.observation, spaces.action))
@@ -124,20 +163,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     seed_everything(seeds)
     run = config.run.open_run("atari-ppo", config, seeds, resume)
 
-    # training envs: a lost life ends the episode; GameTrajInfo logs games
-    env_kwargs = dict(
-        env_id=config.env_id,
-        episodic_life=True,
-        repeat_action_probability=config.repeat_action_probability,
-    )
-    cage = build_cages(
-        make_atari_env,
-        config.n_envs,
-        env_kwargs,
-        parallel=config.parallel,
-        seed=seeds.envs,
-        traj_info_type=GameTrajInfo,
-    )
+    cage = build_training_cage(config, seeds.envs)
     agent = build_agent(cage.spaces)
     handler = TorchHandler(agent, n_envs=config.n_envs, seed=seeds.actions)
     sample_tree = build_sample_tree(cage, handler, config.batch_T)

@@ -31,6 +31,7 @@ SCRIPTS = [
     "pendulum/train_ppo.py",
     "mujoco/train_ppo.py",  # HalfCheetah-v4, episodes cut at 64 steps
     "atari/train_ppo.py",
+    "atari/train_ppo.py --envs envpool",  # EnvPool's Breakout-v5 in place of ALE's
 ]
 # The multi-agent examples export no policy.pt; their --quick runs and resumes
 # are in tests/integration/test_multiagent_examples.py.
@@ -80,6 +81,8 @@ def test_example_quick_run_and_resume(script, tmp_path):
         pytest.importorskip("mujoco", reason="needs the mujoco extra")
     if "atari" in script:
         pytest.importorskip("ale_py", reason="needs the atari extra")
+    if "envpool" in flags:
+        pytest.importorskip("envpool", reason="needs the envpool extra")
     _run(script, tmp_path, *flags)
     (run_dir,) = (tmp_path / "runs").iterdir()
     for name in ("config.json", "metadata.json", "logs/progress.csv"):
