@@ -9,7 +9,6 @@ dispatch cost about a tenth of each update. Other gradients go to torch.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -37,6 +36,6 @@ def clip_grad_norm(parameters: Sequence[torch.Tensor], max_norm: float) -> torch
     if any(g.device != first.device or g.dtype != first.dtype for g in grads):
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
     total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
-    if not math.isinf(max_norm):  # a factor of 1.0 would leave them bit for bit
-        torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    # as torch: with max_norm=inf the factor is 1 (or NaN where the norm is)
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
     return total
