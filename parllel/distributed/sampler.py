@@ -144,8 +144,6 @@ class RaySampler(AsyncSampler):
         self.n_actors = int(n_actors)
         self.max_lag = None if max_lag is None else int(max_lag)
         self.max_restarts = int(max_restarts)
-        self.start_timeout = start_timeout
-        self.timeout_seconds = timeout_seconds
         default_in_flight = 2 if self.max_lag is None else self.max_lag + 1
         self.max_in_flight = int(max_in_flight or default_in_flight)
         self.phase_times = PhaseTimes()
@@ -211,6 +209,20 @@ class RaySampler(AsyncSampler):
     def started(self) -> bool:
         """Whether sampling started (at the first :meth:`collect_batch`)."""
         return self._started
+
+    @property
+    def start_timeout(self) -> float | None:
+        """Seconds an actor may take to build its sampler (its pool's; settable)."""
+        return self._pool.start_timeout
+
+    @start_timeout.setter
+    def start_timeout(self, seconds: float | None) -> None:
+        self._pool.start_timeout = seconds
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """Seconds one batch may take (its pool's)."""
+        return self._pool.timeout_seconds
 
     @property
     def restarts(self) -> int:

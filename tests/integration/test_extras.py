@@ -217,7 +217,8 @@ assert cage.spaces.observation.shape == (2, 2)
 cage.close()
 """,
     "parllel.bench": """
-from parllel.bench import format_table, run_bench, write_png
+from parllel.bench import format_table, run_bench
+from parllel.bench.report import write_png
 report = run_bench(
     "gymnasium.envs.classic_control.cartpole:CartPoleEnv", [2], seconds=0.01,
     batch_T=2, policies=["mlp"], layouts=["serial"], progress=None,
