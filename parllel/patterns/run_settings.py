@@ -25,11 +25,12 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
 from parllel.patterns.training import build_run_logger
-from parllel.runtime.run_directory import RunDirectory
 from parllel.seeding import Seeds
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # parllel.runtime loads torch: imported where it is used
     from _typeshed import DataclassInstance
+
+    from parllel.runtime.run_directory import RunDirectory
 
 __all__ = ["RunSettings"]
 
@@ -54,6 +55,8 @@ class RunSettings:
     ) -> RunDirectory:
         """The run directory to resume, or a new one ``<run_root>/<name>-...``
         holding ``config`` and ``seeds``."""
+        from parllel.runtime.run_directory import RunDirectory
+
         if resume:
             return RunDirectory.open(resume)
         return RunDirectory.create(self.run_root, name, config=config, seeds=seeds)

@@ -22,7 +22,7 @@ synchronous one does.
 
 from __future__ import annotations
 
-import torch
+from typing import Any
 
 from parllel import fields
 from parllel.cages import TrajInfo
@@ -62,11 +62,11 @@ class SyncBatches:
         """No faults to count."""
         return {}
 
-    def rng_generators(self) -> dict[str, torch.Generator]:
-        """The action generator, if the agent samples from one of its own
-        (checkpointed with the run's RNG states)."""
+    def rng_generators(self) -> dict[str, Any]:
+        """The action generator (a ``torch.Generator``), if the agent samples
+        from one of its own (checkpointed with the run's RNG states)."""
         generator = self.sampler.action_generator
-        return {"actions": generator} if isinstance(generator, torch.Generator) else {}
+        return {} if generator is None else {"actions": generator}
 
     def check_loadable(self) -> None:
         """A synchronous sampler can load a checkpoint at any time."""
@@ -117,7 +117,7 @@ class AsyncBatches:
             for name, count in self.sampler.fault_counts().items()
         }
 
-    def rng_generators(self) -> dict[str, torch.Generator]:
+    def rng_generators(self) -> dict[str, Any]:
         """None here: the sampler's generators travel with its state."""
         return {}
 
