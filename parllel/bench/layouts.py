@@ -10,10 +10,12 @@ recommends is exactly the one it measured.
   steps a share of the envs while workers step the rest, split as
   :func:`~parllel.cages.suggest_layout` splits them.
 - ``process-workers``: the same cage with every env in workers
-  (``main_process_envs=0``), one worker per core.
+  (``main_process_envs=0``), one worker per core (one core left to the
+  main process from 4 cores on).
 - ``process-rebalance``: ``process-main`` with ``rebalance=True`` (envs move
   to whichever process finishes its share sooner).
-- ``alternating``: two process cages (one worker each) under an
+- ``alternating``: two process cages (one worker each; from 4 cores on, half
+  of the workers of ``process-workers`` each) under an
   :class:`~parllel.samplers.AlternatingSampler`, which computes the actions
   of one half while the other half steps.
 """
@@ -27,8 +29,10 @@ from typing import Any
 
 from parllel.cages import Cage, build_cages
 from parllel.cages.layout import suggest_layout, usable_cores
+from parllel.cages.plumbing import default_worker_count
 from parllel.errors import ConfigError
 from parllel.patterns import build_alternating_cages
+from parllel.patterns.cages import alternating_workers
 from parllel.validation import check_at_least
 
 __all__ = ["LAYOUT_NAMES", "Layout", "candidate_layouts", "suggested_layout"]
@@ -60,7 +64,8 @@ class Layout:
         n_envs: envs in all cages together.
         options: keyword arguments of the building call besides the factory
             and ``n_envs`` (``build_cages``' for every layout but
-            ``alternating``, which takes none).
+            ``alternating``: ``build_alternating_cages``' worker count per
+            half, from 4 cores on).
 
     Example:
         >>> Layout("process-main", 64, (("parallel", "process"),
@@ -106,7 +111,8 @@ class Layout:
         if self.name == "process-rebalance":
             return f"process: main {main} + {workers}, rebalance"
         half = self.n_envs // 2
-        return f"alternating: {half} + {self.n_envs - half}, 1 worker each"
+        each = _plural(int(kwargs.get("n_workers", 1)), "worker")
+        return f"alternating: {half} + {self.n_envs - half}, {each} each"
 
     def build(self, env_factory: Callable[..., Any]) -> list[Cage]:
         """Build the layout's cages (one, or the two halves of ``alternating``).
@@ -114,7 +120,7 @@ class Layout:
         The caller closes them.
         """
         if self.alternating:
-            return list(build_alternating_cages(env_factory, self.n_envs))
+            return list(build_alternating_cages(env_factory, self.n_envs, **self.kwargs))
         return [build_cages(env_factory, self.n_envs, **self.kwargs)]
 
     def builder_call(self, factory_name: str) -> str:
@@ -194,7 +200,10 @@ def candidate_layouts(
         Layout(
             "process-workers",
             n_envs,
-            (("parallel", "process"), ("n_workers", max(1, min(cores, n_envs)))),
+            (
+                ("parallel", "process"),
+                ("n_workers", min(default_worker_count(cores), n_envs)),
+            ),
         ),
     ]
     if n_envs >= 2:
@@ -208,7 +217,7 @@ def candidate_layouts(
         layouts.append(
             Layout("process-rebalance", n_envs, (*main, ("rebalance", True)))
         )
-        layouts.append(Layout("alternating", n_envs))
+        layouts.append(Layout("alternating", n_envs, _alternating_options(cores)))
     if names is not None:
         layouts = [layout for layout in layouts if layout.name in names]
     return layouts
@@ -229,3 +238,10 @@ def suggested_layout(n_envs: int, suggestion: dict[str, int] | None) -> Layout:
         ("n_workers", suggestion["n_workers"]),
     )
     return Layout("process-main", n_envs, options)
+
+
+def _alternating_options(cores: int) -> tuple[tuple[str, Any], ...]:
+    """build_alternating_cages' worker count per half on ``cores`` cores,
+    spelled out from 4 cores on (one worker each below)."""
+    workers = alternating_workers(cores)
+    return (("n_workers", workers),) if workers > 1 else ()

@@ -165,6 +165,7 @@ def run_bench(
     for n_envs, candidates in plan.items():
         say(f"{n_envs} envs: suggest_layout_for ...")
         predicted, prediction_error = _predict(env_factory, n_envs, say)
+        candidates = _with_prediction(candidates, predicted, layouts)
         for policy in policies:
             group = []
             for layout in candidates:
@@ -211,3 +212,22 @@ def _measure(
     except Exception as exc:  # the user's env or policy: whatever it raises
         say(f"  failed:\n{traceback.format_exc().rstrip()}")
         return Measurement.failure(layout, policy, exc)
+
+
+def _with_prediction(
+    candidates: list[Layout], predicted: Layout | None, names: Sequence[str] | None
+) -> list[Layout]:
+    """``candidates`` and, after its namesake, suggest_layout_for's layout if
+    it is not among them (on many cores it may use fewer processes than the
+    candidates' split), so the recommendation compares it with a measurement."""
+    if predicted is None or predicted in candidates:
+        return candidates
+    if names is not None and predicted.name not in names:
+        return candidates
+    names_in_order = [layout.name for layout in candidates]
+    at = (
+        names_in_order.index(predicted.name) + 1
+        if predicted.name in names_in_order
+        else len(candidates)
+    )
+    return [*candidates[:at], predicted, *candidates[at:]]

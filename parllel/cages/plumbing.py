@@ -72,3 +72,17 @@ def usable_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def default_worker_count(cores: int, main_steps: bool = False) -> int:
+    """Worker processes to step envs on ``cores`` usable cores.
+
+    One per core but the main process's when it steps a share of the envs
+    itself; when it steps none, also one fewer from 4 cores on, so the
+    sampler loop and inference (a CUDA handler's too) keep a core that no
+    worker competes for (a descheduled worker holds up the whole vector
+    step); on 2 or 3 cores every core steps.
+    """
+    if main_steps or cores >= 4:
+        return max(1, cores - 1)
+    return max(1, cores)

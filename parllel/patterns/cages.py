@@ -8,6 +8,7 @@ from numbers import Integral
 from typing import Any
 
 from parllel.cages import ProcessCage, TrajInfo
+from parllel.cages.plumbing import default_worker_count
 from parllel.errors import ConfigError
 
 __all__ = ["build_alternating_cages"]
@@ -27,7 +28,9 @@ def build_alternating_cages(
 ) -> list[ProcessCage]:
     """The two cages of an :class:`~parllel.samplers.AlternatingSampler`.
 
-    Envs ``[0, n // 2)`` and ``[n // 2, n)``, one worker each. Only one half
+    Envs ``[0, n // 2)`` and ``[n // 2, n)``, one worker each (from 4 usable
+    cores on, :func:`alternating_workers` each: 7 + 7 on 16 cores; pass
+    ``n_workers`` to choose). Only one half
     steps at a time (the main process infers for the other), so with
     ``share_core`` both workers are pinned to the last usable CPU and poll
     (yielding) between steps instead of blocking: the idle worker yields the
@@ -67,7 +70,7 @@ def build_alternating_cages(
             raise ConfigError(f"seed holds {len(seed)} per-env seeds for {n_envs} envs")
         seeds = (seed[:half], seed[half:])
     common = {
-        "n_workers": 1,
+        "n_workers": alternating_workers(len(cpus)),
         "traj_info_type": traj_info_type,
         "traj_info_kwargs": traj_info_kwargs,
         **process_kwargs,
@@ -88,3 +91,12 @@ def build_alternating_cages(
     if share_core and pin_main_process:
         os.sched_setaffinity(0, set(cpus[:-1]))
     return [first, second]
+
+
+def alternating_workers(cores: int) -> int:
+    """Workers per half of :func:`build_alternating_cages` on ``cores`` usable
+    cores: one below 4 cores, else half of the workers a process cage would
+    start (one core stays with the main process, which infers)."""
+    if cores < 4:
+        return 1
+    return max(1, default_worker_count(cores) // 2)

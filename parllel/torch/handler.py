@@ -10,32 +10,16 @@ import torch
 
 from parllel import fields
 from parllel.agents.base import Agent, AgentExample, check_mode
-from parllel.agents.numpy_handler import (
-    batch_of_one,
-    output_child,
-    zero_batch_of_one,
-)
+from parllel.agents.numpy_handler import batch_of_one, zero_batch_of_one
 from parllel.agents.state import ALL, EnvStates, as_index
 from parllel.errors import ConfigError, DtypeError
 from parllel.seeding import check_seed
+from parllel.torch.transfer import Transfer
 from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
 from parllel.torch.weights import SharedWeights, agent_modules, module_tensors
 from parllel.tree import tree_items, tree_map
 
 MAX_CACHED_VIEWS = 4096
-
-
-def _copy_into(out: Any, value: Any, path: str = "") -> None:
-    """Copy tensor ``value`` (or a tree) into the tensor views ``out``.
-
-    A node keyed ``"0"``, ``"1"``, ... also takes a tuple (``Tuple`` actions).
-    """
-    if isinstance(out, torch.Tensor):
-        out.copy_(value)
-        return
-    for key in out:
-        where = f"{path}.{key}" if path else key
-        _copy_into(out[key], output_child(value, key, out, where), where)
 
 
 def _to_numpy(tree: Any) -> Any:
@@ -82,6 +66,15 @@ class TorchHandler:
             background sampler with ``max_lag=0`` collects the batches of the
             synchronous run. None: the agent keeps its own generator (or the
             global RNG).
+        pin_memory: page-lock the sample tree's buffers the first time the
+            handler sees them, so the copies to and from a CUDA device are
+            asynchronous DMA (default: on CUDA). See docs/gpu.md.
+        transfer: the :class:`~parllel.torch.transfer.Transfer` that moves
+            inputs and outputs (default: one for ``device``); tests pass one
+            that copies on the CPU too.
+
+    Close the handler (:meth:`close`) before the sample tree: it
+    unregisters the page-locked memory.
 
     Raises:
         ConfigError: ``seed`` is given but the agent has no ``generator``
@@ -94,11 +87,19 @@ class TorchHandler:
     """
 
     def __init__(
-        self, agent: Agent, n_envs: int, device: Any = None, *, seed: int | None = None
+        self,
+        agent: Agent,
+        n_envs: int,
+        device: Any = None,
+        *,
+        seed: int | None = None,
+        pin_memory: bool | None = None,
+        transfer: Transfer | None = None,
     ) -> None:
         self.agent = agent
         self.n_envs = int(n_envs)
         self.device = torch.device(device or getattr(agent, "device", "cpu"))
+        self.transfer = transfer or Transfer(self.device, pin_memory=pin_memory)
         if seed is not None:
             self._give_generator(check_seed("seed", seed))
         with torch.no_grad():
@@ -158,16 +159,16 @@ class TorchHandler:
         if hit is None or hit[0] is not tree:
             if len(self._views) >= MAX_CACHED_VIEWS:
                 self._views.clear()
+            self.transfer.pin(tree)
             hit = self._views[id(tree)] = (tree, numpy_to_torch_tree(tree))
         return hit[1]
 
     def _input(self, tree: Any, cached: bool = True) -> Any:
         if tree is None:
             return None
-        tensors = self._view(tree) if cached else numpy_to_torch_tree(tree)
-        if self.device.type == "cpu":
-            return tensors
-        return tree_to_device(tensors, self.device, non_blocking=True)
+        if cached:
+            return self.transfer.to_device(self._view(tree))
+        return tree_to_device(numpy_to_torch_tree(tree), self.device)
 
     def _index(self, env_indices: Any) -> Any:
         index = as_index(env_indices)
@@ -224,7 +225,7 @@ class TorchHandler:
                 self._input(prev_reward),
                 self._states.gather(index),
             )
-            _copy_into(self._view(out_action), step.action)
+            self.transfer.to_host(self._view(out_action), step.action)
             if len(out_agent_info):
                 out_info = self._view(out_agent_info)
                 if fields.POLICY_VERSION in out_info:
@@ -232,8 +233,9 @@ class TorchHandler:
                     out_info = {
                         k: v for k, v in out_info.items() if k != fields.POLICY_VERSION
                     }
-                _copy_into(out_info, step.agent_info)
+                self.transfer.to_host(out_info, step.agent_info)
             self._states.scatter(index, step.state)
+            self.transfer.wait()  # before anyone reads the output slots
 
     def value(
         self,
@@ -270,6 +272,12 @@ class TorchHandler:
         with torch.no_grad():
             for target, state in zip(targets, states):
                 target.copy_(state)
+
+    def close(self) -> None:
+        """Unregister the page-locked sample-tree memory (idempotent); call
+        it before closing the sample tree."""
+        self.transfer.close()
+        self._views.clear()
 
     # -- weights shared across processes ---------------------------------------
     def _link(

@@ -78,7 +78,8 @@ class ProcessCage(Cage):
         env_kwargs: keyword arguments for ``env_factory``.
         envs_per_worker: envs per worker process (sets the worker count).
         n_workers: worker count if ``envs_per_worker`` is None (default: one
-            per core, minus one if the main process steps envs).
+            per core, minus one if the main process steps envs or from 4
+            cores on; see :func:`~parllel.cages.plumbing.default_worker_count`).
         main_process_envs: envs stepped by the main process itself (the first
             ones), inside :meth:`await_step`.
         seed: as for :class:`~parllel.cages.SerialCage` (results are

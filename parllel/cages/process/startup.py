@@ -20,7 +20,7 @@ import numpy as np
 from parllel.arrays import Array
 from parllel.cages.balance import Balancer, LoadBalancer
 from parllel.cages.env_group import EnvGroup
-from parllel.cages.plumbing import usable_cores
+from parllel.cages.plumbing import default_worker_count, usable_cores
 from parllel.cages.probe import spaces_example
 from parllel.cages.process.channel import CONTROL_WIDTH, WorkerConfig
 from parllel.cages.process.processes import SteppingProcesses
@@ -50,7 +50,7 @@ def split_envs(
             raise ConfigError(f"envs_per_worker must be >= 1, got {envs_per_worker}")
         n_workers = math.ceil(remaining / envs_per_worker)
     elif n_workers is None:
-        n_workers = max(1, usable_cores() - (1 if n_main else 0))
+        n_workers = default_worker_count(usable_cores(), main_steps=n_main > 0)
     if n_workers < 1:
         raise ConfigError(f"n_workers must be >= 1, got {n_workers}")
     n_workers = min(n_workers, remaining)

@@ -12,7 +12,8 @@ from torch import nn
 from parllel.errors import ConfigError
 from parllel.replays.ratio import ReplayRatio
 from parllel.replays.transitions import ReplayBatch
-from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
+from parllel.torch.transfer import batch_to_device
+from parllel.torch.utils import numpy_to_torch_tree
 from parllel.validation import check_count
 
 __all__ = [
@@ -97,7 +98,7 @@ class UpdateCount:
 def replay_batch_to_torch(batch: Any, device: torch.device | None) -> Any:
     """A numpy ``ReplayBatch`` as tensors (zero-copy on CPU), on ``device``."""
     batch = numpy_to_torch_tree(batch)
-    return batch if device is None else tree_to_device(batch, device)
+    return batch_to_device(batch, device)
 
 
 class TargetAverager:

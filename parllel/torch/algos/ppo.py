@@ -15,7 +15,8 @@ from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.schedules import Schedule
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
-from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
+from parllel.torch.transfer import batch_to_device
+from parllel.torch.utils import numpy_to_torch_tree
 from parllel.validation import check_at_least, check_count, check_positive
 
 __all__ = ["PPO"]
@@ -306,7 +307,7 @@ class PPO:
         if self.correction is None:
             batch = numpy_to_torch_tree(batch)  # zero-copy views of a sampler's tree
             if self.device is not None:
-                batch = tree_to_device(batch, self.device)
+                batch = batch_to_device(batch, self.device)
             data = PolicyBatch.from_sample_tree(
                 batch, self.recurrent, self.extra_input_fields
             )

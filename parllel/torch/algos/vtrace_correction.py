@@ -38,7 +38,8 @@ from parllel.arrays import Array
 from parllel.errors import ConfigError, TreeStructureError
 from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
-from parllel.torch.utils import numpy_to_torch_tree, tree_index, tree_to_device
+from parllel.torch.transfer import batch_to_device
+from parllel.torch.utils import numpy_to_torch_tree, tree_index
 from parllel.transforms import vtrace
 from parllel.tree import tree_items, tree_map
 from parllel.validation import check_fraction, check_positive
@@ -216,8 +217,8 @@ class VTraceCorrection:
         batch = numpy_to_torch_tree(batch)  # zero-copy views of a sampler's tree
         rows = None if rows is None else numpy_to_torch_tree(rows)
         if device is not None:
-            batch = tree_to_device(batch, device)
-            rows = None if rows is None else tree_to_device(rows, device)
+            batch = batch_to_device(batch, device)
+            rows = None if rows is None else batch_to_device(rows, device)
         data = PolicyBatch.from_sample_tree(
             batch, recurrent, extra_input_fields, targets=False
         )
