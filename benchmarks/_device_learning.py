@@ -1,0 +1,287 @@
+"""The sections of benchmarks/device_check.py that run an agent: sync, collect, ppo.
+
+Each ``*_section`` returns ``run(box, out)``, which fills ``out`` as it
+measures and leaves what no longer fits in the box (``box.fits``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from parllel import fields
+from parllel.cages import ProcessCage
+from parllel.patterns import add_advantage_estimation, build_alternating_cages
+from parllel.patterns import build_sample_tree
+from parllel.samplers import AlternatingSampler, FeedForwardSampler
+from parllel.torch import TorchHandler
+from parllel.torch.agents import ActorCriticAgent
+from parllel.torch.algos import PPO, ActorCriticEvaluator, adam
+from parllel.torch.models import build_actor_critic
+from parllel.torch.transfer import Transfer, copy_into
+from parllel.torch.utils import tree_to_device
+from parllel.transforms import Compose
+
+
+class BlockingTransfer(Transfer):
+    """The path before page-locked copies: blocking copies from pageable
+    memory, so every leaf waits for its own copy."""
+
+    def __init__(self, device: str) -> None:
+        super().__init__(device, pin_memory=False)
+
+    def to_device(self, tensors: Any) -> Any:
+        """Blocking copies to the device."""
+        return tree_to_device(tensors, self.device) if self.copy_inputs else tensors
+
+    def to_host(self, out: Any, value: Any) -> None:
+        """Blocking copies back."""
+        copy_into(out, value, non_blocking=False)
+
+
+def skipped(reason: str) -> None:
+    """Print why a part is not measured (its JSON value is null)."""
+    print(f"skipped: {reason}", file=sys.stderr)
+
+
+def _transfer(kind: str, device: str | None) -> tuple[str, Transfer]:
+    """The device and transfer of a handler kind."""
+    if kind == "cpu":
+        return "cpu", Transfer("cpu")
+    if kind == "cpu_staged":  # the CUDA path's copies and waits, on the CPU
+        return "cpu", Transfer("cpu", copy_inputs=True)
+    assert device is not None
+    if kind == "cuda_blocking":
+        return device, BlockingTransfer(device)
+    return device, Transfer(device)
+
+
+def _agent(spaces: Any, device: str) -> ActorCriticAgent:
+    torch.manual_seed(0)
+    model, distribution = build_actor_critic(spaces.observation, spaces.action)
+    return ActorCriticAgent(model, distribution, device=device)
+
+
+def _cages(factory: Callable, n: int, alternating: bool) -> list[Any]:
+    if alternating:
+        return list(build_alternating_cages(factory, n, seed=0))
+    return [ProcessCage(factory, n, seed=0, main_process_envs=0)]
+
+
+def measure_collect(
+    factory: Callable, n: int, T: int, kind: str, device: str | None,
+    alternating: bool, seconds: float,
+) -> dict[str, Any]:  # fmt: skip
+    """Steps/s of ``collect_batch`` (after one warm-up batch) and the share
+    of the batch time spent in inference."""
+    cages = _cages(factory, n, alternating)
+    try:
+        where, transfer = _transfer(kind, device)
+        agent = _agent(cages[0].spaces, where)
+        handler = TorchHandler(agent, n, device=where, seed=0, transfer=transfer)
+        tree = build_sample_tree(cages, handler, T)
+        try:
+            sampler_type = AlternatingSampler if alternating else FeedForwardSampler
+            sampler = sampler_type(cages, handler, tree)
+            sampler.collect_batch()
+            sampler.phase_times.take()
+            batches, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds or batches < 2:
+                sampler.collect_batch()
+                batches += 1
+            elapsed = time.perf_counter() - start
+            taken = sampler.phase_times.take()["seconds"]
+        finally:
+            handler.close()  # unregisters the page-locked tree first
+            tree.close()
+    finally:
+        for cage in cages:
+            cage.close()
+    return {
+        "sps": batches * T * n / elapsed,
+        "inference_share": taken.get("inference", 0.0) / taken["batch"],
+        "batch_ms": 1000 * elapsed / batches,
+        "pinned_mib": transfer.pinned.nbytes / 2**20,
+    }
+
+
+def _ratio(top: Any, bottom: Any, key: str = "sps") -> float | None:
+    if not isinstance(top, dict) or not isinstance(bottom, dict):
+        return None
+    return top[key] / bottom[key]
+
+
+def collect_section(
+    device: str | None, quick: bool, make_mlp_env: Callable, make_cnn_env: Callable
+) -> Callable[[Any, dict], None]:
+    """``collect_batch`` with CPU and CUDA handlers, blocking and pinned,
+    feed-forward and alternating, for an MLP and the Nature CNN."""
+    kinds = [("cpu", False), ("cpu_staged", False), ("cpu", True)]
+    if device is not None:
+        kinds += [
+            ("cuda_blocking", False), ("cuda_pinned", False),
+            ("cuda_blocking", True), ("cuda_pinned", True),
+        ]  # fmt: skip
+    else:
+        skipped("collect with a CUDA handler: no CUDA device")
+    each = 0.3 if quick else 2.0
+
+    def run(box: Any, out: dict) -> None:
+        for model, factory, T in (("mlp", make_mlp_env, 64), ("cnn", make_cnn_env, 32)):
+            if factory is None:
+                skipped(f"collect {model}: ale_py or cv2 is not installed")
+                out[model] = None
+                continue
+            n, T = (4, 4) if quick else (64, T)
+            rows: dict[str, Any] = out.setdefault(model, {})
+            for kind, alternating in kinds:
+                name = f"{kind}_{'alternating' if alternating else 'ff'}"
+                if not box.fits(each + 8):
+                    skipped(f"collect {model} {name}: time box")
+                    rows[name] = None
+                    continue
+                rows[name] = measure_collect(
+                    factory, n, T, kind, device, alternating, each
+                )
+            rows["pinned_vs_blocking"] = _ratio(
+                rows.get("cuda_pinned_ff"), rows.get("cuda_blocking_ff")
+            )
+            best = "cuda_pinned" if device is not None else "cpu"
+            rows["alternating_vs_ff"] = _ratio(
+                rows.get(f"{best}_alternating"), rows.get(f"{best}_ff")
+            )
+            ff = rows.get(f"{best}_ff")
+            alt = rows.get(f"{best}_alternating")
+            if ff and alt and ff["inference_share"] > 0:
+                # inference time per batch that alternating took off the batch
+                saved = ff["batch_ms"] - alt["batch_ms"]
+                rows["inference_hidden"] = saved / (ff["batch_ms"] * ff["inference_share"])
+        for key in ("pinned_vs_blocking", "alternating_vs_ff"):
+            values = [
+                rows[key]
+                for rows in (out.get("cnn"), out.get("mlp"))
+                if isinstance(rows, dict) and rows.get(key) is not None
+            ]
+            out[key] = values[0] if values else None
+
+    return run
+
+
+def ppo_run(
+    factory: Callable, n: int, T: int, device: str, seconds: float
+) -> dict[str, Any]:
+    """PPO (4 epochs of 4 minibatches per batch) for ``seconds``: env steps/s
+    end to end and ms per batch of every phase."""
+    cage = ProcessCage(factory, n, seed=0, main_process_envs=0)
+    try:
+        agent = _agent(cage.spaces, device)
+        handler = TorchHandler(agent, n, device=device, seed=0)
+        tree = build_sample_tree(cage, handler, T)
+        try:
+            transform = Compose(add_advantage_estimation(tree, 0.99, 0.95))
+            sampler = FeedForwardSampler(cage, handler, tree, transform=transform)
+            evaluator = ActorCriticEvaluator(agent.model, agent.distribution)
+            ppo = PPO(evaluator, adam(agent.model.parameters(), 2.5e-4), device=device)
+            sample = learn = 0.0
+            batches, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds or batches < 2:
+                t0 = time.perf_counter()
+                batch, _ = sampler.collect_batch()
+                t1 = time.perf_counter()
+                ppo.optimize(batch)
+                sample += t1 - t0
+                learn += time.perf_counter() - t1
+                batches += 1
+            wall = time.perf_counter() - start
+            phases = sampler.phase_times.per_record_ms()
+        finally:
+            handler.close()
+            tree.close()
+    finally:
+        cage.close()
+    ms = {phase: round(value, 2) for phase, value in phases.items()}
+    ms.update(sample=round(1000 * sample / batches, 2), learn=round(1000 * learn / batches, 2))
+    return {"env_sps": batches * n * T / wall, "batches": batches, "ms": ms}
+
+
+def ppo_section(
+    device: str | None, quick: bool, make_mlp_env: Callable, make_cnn_env: Callable
+) -> Callable[[Any, dict], None]:
+    """PPO on CartPole and Pong for a fixed wall time each."""
+    where = device or "cpu"
+    plan = [
+        ("cartpole", make_mlp_env, (4, 16) if quick else (64, 128), 1.0 if quick else 40.0),
+        ("pong", make_cnn_env, (2, 8) if quick else (64, 128), 1.0 if quick else 80.0),
+    ]  # fmt: skip
+
+    def run(box: Any, out: dict) -> None:
+        for name, factory, (n, T), seconds in plan:
+            if factory is None:
+                skipped(f"ppo {name}: ale_py or cv2 is not installed")
+                out[name] = None
+            elif not box.fits(seconds + 5):
+                skipped(f"ppo {name}: time box")
+                out[name] = None
+            else:
+                out[name] = ppo_run(factory, n, T, where, seconds)
+                out[name]["device"] = where
+
+    return run
+
+
+def _batches(make_env: Callable, transfer: Transfer, device: str) -> tuple[list, Any]:
+    """Three batches (observations, actions, values) from a process cage,
+    and whether the tree's observations were page-locked (None off CUDA)."""
+    n, T = 8, 16
+    cage = ProcessCage(make_env, n, seed=0, n_workers=2, main_process_envs=0)
+    try:
+        handler = TorchHandler(
+            _agent(cage.spaces, device), n, device=device, seed=0, transfer=transfer
+        )
+        tree = build_sample_tree(cage, handler, T)
+        try:
+            sampler = FeedForwardSampler(cage, handler, tree)
+            copies = []
+            for _ in range(3):
+                batch, _ = sampler.collect_batch()
+                copies.append(
+                    [
+                        np.array(batch[key].to_ndarray())
+                        for key in (fields.OBSERVATION, fields.ACTION)
+                    ]
+                    + [np.array(batch[fields.AGENT_INFO][fields.VALUE].to_ndarray())]
+                )
+            pinned = None
+            if torch.device(device).type == "cuda":
+                observation = tree[fields.OBSERVATION].to_ndarray()
+                pinned = bool(torch.from_numpy(observation).is_pinned())
+        finally:
+            handler.close()
+            tree.close()
+    finally:
+        cage.close()
+    return copies, pinned
+
+
+def sync_section(device: str | None, make_env: Callable) -> Callable[[Any, dict], None]:
+    """The non-blocking path collects the blocking path's batches, bit for bit."""
+    where = device or "cpu"
+
+    def run(box: Any, out: dict) -> None:
+        reference, _ = _batches(make_env, BlockingTransfer(where), where)
+        staged = Transfer(where, copy_inputs=True)
+        candidate, pinned = _batches(make_env, staged, where)
+        out["equal"] = all(
+            np.array_equal(a, b)
+            for batch_a, batch_b in zip(reference, candidate)
+            for a, b in zip(batch_a, batch_b)
+        )
+        out["pinned"] = pinned
+        out["device"] = where
+
+    return run

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Wheels for the GPU machine, which runs Python 3.12 with torch, numpy and numba
+# (and cloudpickle, opencv-python-headless, typing-extensions, packaging,
+# protobuf) but reaches no package registry: what benchmarks/device_check.py
+# needs beyond them, as py3.12 manylinux x86_64 wheels, plus parllel's own
+# wheel, in .whl/ (git-ignored). docs/gpu.md gives the one command that
+# installs them there and runs the check.
+#
+# Usage (from any directory): bash benchmarks/device_wheels.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .whl
+rm -f .whl/*.whl
+
+download() {
+    python3 -m pip download --quiet --no-deps --only-binary=:all: \
+        --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        --platform manylinux1_x86_64 -d .whl "$@"
+}
+
+# gymnasium and its one dependency the machine lacks; ale-py (ROMs bundled)
+download gymnasium==1.4.0 farama-notifications==0.0.6
+download ale-py==0.12.1
+# EnvPool: only if a cp312 wheel exists (its last releases stop at cp311);
+# without it device_check.py prints "skipped: envpool is not installed"
+if download envpool dm-env==1.6 optree 2>/dev/null; then
+    echo "envpool: downloaded"
+else
+    rm -f .whl/envpool-*.whl .whl/dm_env-*.whl .whl/optree-*.whl
+    echo "envpool: no wheel for CPython 3.12 on manylinux x86_64; not carried"
+fi
+# parllel itself, built from this working tree
+python3 -m pip wheel --quiet --no-deps --no-build-isolation -w .whl .
+ls -l .whl
+du -ch .whl/*.whl | tail -1
