@@ -96,6 +96,7 @@ def measure_collect(
                 batches += 1
             elapsed = time.perf_counter() - start
             taken = sampler.phase_times.take()["seconds"]
+            pinned = transfer.pinned.nbytes  # before close unregisters it
         finally:
             handler.close()  # unregisters the page-locked tree first
             tree.close()
@@ -106,7 +107,7 @@ def measure_collect(
         "sps": batches * T * n / elapsed,
         "inference_share": taken.get("inference", 0.0) / taken["batch"],
         "batch_ms": 1000 * elapsed / batches,
-        "pinned_mib": transfer.pinned.nbytes / 2**20,
+        "pinned_mib": pinned / 2**20,
     }
 
 

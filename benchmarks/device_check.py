@@ -267,7 +267,7 @@ def envpool_sps(name: str, n: int, threads: int, seconds: float) -> float:
         pool.close()
 
 
-def stepping_envs(quick: bool) -> dict[str, tuple[Callable, dict] | None]:
+def stepping_envs() -> dict[str, tuple[Callable, dict] | None]:
     """The envs of the stepping section (None: not importable here)."""
     return {
         "cartpole": (make_cartpole, {}),
@@ -284,7 +284,7 @@ def stepping_section(quick: bool) -> Callable[[Box, dict], None]:
     threads = [1, 2] if quick else [1, 2, 4, 8, 16]
 
     def run(box: Box, out: dict) -> None:
-        for name, spec in stepping_envs(quick).items():
+        for name, spec in stepping_envs().items():
             if spec is None:
                 skipped(f"stepping {name}: ale_py or cv2 is not installed")
                 out[name] = None

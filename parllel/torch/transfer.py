@@ -165,7 +165,7 @@ def make_event(device: torch.device) -> Any:
     return torch.cuda.Event() if device.type == "cuda" else HostEvent()
 
 
-def wait_for(event: Any, device: torch.device) -> None:
+def record_and_wait(event: Any, device: torch.device) -> None:
     """Record ``event`` on ``device``'s current stream and wait for it."""
     if device.type == "cuda":
         event.record(torch.cuda.current_stream(device))
@@ -256,7 +256,7 @@ class Transfer:
 
     def wait(self) -> None:
         """Wait until every copy issued so far has finished."""
-        wait_for(self.event, self.device)
+        record_and_wait(self.event, self.device)
 
     def close(self) -> None:
         """Unregister the page-locked memory (idempotent)."""
@@ -275,7 +275,7 @@ def batch_to_device(batch: Any, device: torch.device | str | None) -> Any:
         return batch
     device = torch.device(device)
     moved = tree_map(lambda leaf: _moved(leaf, device), batch)
-    wait_for(make_event(device), device)
+    record_and_wait(make_event(device), device)
     return moved
 
 

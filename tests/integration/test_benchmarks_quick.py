@@ -161,6 +161,7 @@ EXPECTED_KEYS = {
         "gym_best_vs_ceiling",
         "envpool_cage_vs_envpool",
     },
+    "device_check.py": {"device", "cores", "stepping", "collect", "ppo", "sync", "goals"},
     "multiagent_bench.py": {
         "ma_process_vs_supersuit",
         "ma_serial_vs_bare",
@@ -196,6 +197,7 @@ SLOW = {
     "sampler_throughput.py",
     "mujoco_table.py",  # two --quick runs of the MuJoCo PPO example
     "atari_throughput.py",  # every Pong contender, process cages and the CNN
+    "device_check.py",  # process cages of every section, PPO runs
 }
 
 
