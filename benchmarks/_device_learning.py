@@ -16,8 +16,11 @@ import torch
 
 from parllel import fields
 from parllel.cages import ProcessCage
-from parllel.patterns import add_advantage_estimation, build_alternating_cages
-from parllel.patterns import build_sample_tree
+from parllel.patterns import (
+    add_advantage_estimation,
+    build_alternating_cages,
+    build_sample_tree,
+)
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -161,7 +164,9 @@ def collect_section(
             if ff and alt and ff["inference_share"] > 0:
                 # inference time per batch that alternating took off the batch
                 saved = ff["batch_ms"] - alt["batch_ms"]
-                rows["inference_hidden"] = saved / (ff["batch_ms"] * ff["inference_share"])
+                rows["inference_hidden"] = saved / (
+                    ff["batch_ms"] * ff["inference_share"]
+                )
         for key in ("pinned_vs_blocking", "alternating_vs_ff"):
             values = [
                 rows[key]
@@ -206,7 +211,9 @@ def ppo_run(
     finally:
         cage.close()
     ms = {phase: round(value, 2) for phase, value in phases.items()}
-    ms.update(sample=round(1000 * sample / batches, 2), learn=round(1000 * learn / batches, 2))
+    ms.update(
+        sample=round(1000 * sample / batches, 2), learn=round(1000 * learn / batches, 2)
+    )
     return {"env_sps": batches * n * T / wall, "batches": batches, "ms": ms}
 
 

@@ -174,7 +174,9 @@ def raw_sps(factory: Callable, kwargs: dict, n: int, seconds: float) -> float:
             env.close()
 
 
-def cage_sps(factory: Callable, kwargs: dict, n: int, workers: int, seconds: float) -> float:
+def cage_sps(
+    factory: Callable, kwargs: dict, n: int, workers: int, seconds: float
+) -> float:
     """Steps/s of a ProcessCage (every env in ``workers`` workers) writing
     into a shared ``[16, n]`` tree, slots reused as a sampler reuses them."""
     rows = 16
@@ -191,7 +193,10 @@ def cage_sps(factory: Callable, kwargs: dict, n: int, workers: int, seconds: flo
             fields.TERMINATED: False,
             fields.TRUNCATED: False,
         }
-        with observation, buffer_from_example(other, (rows, n), storage="shared") as tree:
+        with (
+            observation,
+            buffer_from_example(other, (rows, n), storage="shared") as tree,
+        ):
             cage.reset(observation[0])
             actions = np.random.default_rng(0).integers(
                 cage.spaces.action.n, size=(rows, n)
@@ -216,7 +221,7 @@ def cage_sps(factory: Callable, kwargs: dict, n: int, workers: int, seconds: flo
                 cage.step_async(action[t], slots[t])
                 cage.await_step()
 
-            for t in range(rows):  # workers attach every slot once, untimed
+            for _ in range(rows):  # workers attach every slot once, untimed
                 step()
             return timed(step, seconds, n)
 
@@ -395,7 +400,9 @@ def print_table(results: dict) -> None:
         if isinstance(cell, dict):
             print(f"ppo {env:9s} env_sps={fmt(cell.get('env_sps'))} {cell.get('ms')}")
     for name, cell in results["goals"].items():
-        print(f"goal {name:24s} {fmt(cell['value'])} >= {cell['target']}: {cell['met']}")
+        print(
+            f"goal {name:24s} {fmt(cell['value'])} >= {cell['target']}: {cell['met']}"
+        )
 
 
 def main() -> None:

@@ -120,7 +120,9 @@ class Layout:
         The caller closes them.
         """
         if self.alternating:
-            return list(build_alternating_cages(env_factory, self.n_envs, **self.kwargs))
+            return list(
+                build_alternating_cages(env_factory, self.n_envs, **self.kwargs)
+            )
         return [build_cages(env_factory, self.n_envs, **self.kwargs)]
 
     def builder_call(self, factory_name: str) -> str:

@@ -38,9 +38,7 @@ CUDA_HOST_REGISTER_PORTABLE = 1
 
 def _cuda_register(pointer: int, size: int) -> int:
     return int(
-        torch.cuda.cudart().cudaHostRegister(
-            pointer, size, CUDA_HOST_REGISTER_PORTABLE
-        )
+        torch.cuda.cudart().cudaHostRegister(pointer, size, CUDA_HOST_REGISTER_PORTABLE)
     )
 
 
@@ -55,7 +53,9 @@ def root_array(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _uncovered(lo: int, hi: int, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _uncovered(
+    lo: int, hi: int, ranges: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
     """Parts of ``[lo, hi)`` outside the sorted, disjoint ``ranges``."""
     pieces = []
     for start, end in ranges:

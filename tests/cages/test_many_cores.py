@@ -99,7 +99,9 @@ def test_build_cages_auto_on_16_and_2_cores(monkeypatch, cores, expected):
     assert {key: kwargs[key] for key in expected} == expected
 
 
-@pytest.mark.parametrize(("cores", "workers"), [(2, 1), (3, 1), (4, 1), (8, 3), (16, 7)])
+@pytest.mark.parametrize(
+    ("cores", "workers"), [(2, 1), (3, 1), (4, 1), (8, 3), (16, 7)]
+)
 def test_alternating_halves_share_the_workers_from_4_cores(monkeypatch, cores, workers):
     assert alternating_workers(cores) == workers
     monkeypatch.setattr(

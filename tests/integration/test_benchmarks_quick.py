@@ -161,7 +161,15 @@ EXPECTED_KEYS = {
         "gym_best_vs_ceiling",
         "envpool_cage_vs_envpool",
     },
-    "device_check.py": {"device", "cores", "stepping", "collect", "ppo", "sync", "goals"},
+    "device_check.py": {
+        "device",
+        "cores",
+        "stepping",
+        "collect",
+        "ppo",
+        "sync",
+        "goals",
+    },
     "multiagent_bench.py": {
         "ma_process_vs_supersuit",
         "ma_serial_vs_bare",

@@ -157,7 +157,11 @@ def make_env() -> gym.Env:
 
 
 def leaf_count(tree) -> int:
-    return len([leaf for _, leaf in tree.items_flat()]) if hasattr(tree, "items_flat") else 1
+    return (
+        len([leaf for _, leaf in tree.items_flat()])
+        if hasattr(tree, "items_flat")
+        else 1
+    )
 
 
 def collect(sampler_type, make_transfer, batches: int = 2):
@@ -192,7 +196,9 @@ def collect(sampler_type, make_transfer, batches: int = 2):
             pointer(root_array(leaf.to_ndarray()))
             for key in seen
             for _, leaf in (
-                tree[key].items_flat() if hasattr(tree[key], "items_flat") else [(key, tree[key])]
+                tree[key].items_flat()
+                if hasattr(tree[key], "items_flat")
+                else [(key, tree[key])]
             )
         }
         inputs = leaf_count(tree[fields.OBSERVATION])
