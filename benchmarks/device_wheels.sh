@@ -23,12 +23,13 @@ download() {
 # gymnasium and its one dependency the machine lacks; ale-py (ROMs bundled)
 download gymnasium==1.4.0 farama-notifications==0.0.6
 download ale-py==0.12.1
-# EnvPool: only if a cp312 wheel exists (its last releases stop at cp311);
-# without it device_check.py prints "skipped: envpool is not installed"
-if download envpool dm-env==1.6 optree 2>/dev/null; then
-    echo "envpool: downloaded"
+# EnvPool: only if a cp312 wheel exists (0.8.4, its last release, stops at
+# cp311: sail-sg/envpool issue 317); then its needs the machine lacks
+# (dm-env, dm-tree, optree, gym) must be added here too. Without it
+# device_check.py prints "skipped: envpool is not installed".
+if download envpool 2>/dev/null; then
+    echo "envpool: downloaded; add its dependencies (see above)"
 else
-    rm -f .whl/envpool-*.whl .whl/dm_env-*.whl .whl/optree-*.whl
     echo "envpool: no wheel for CPython 3.12 on manylinux x86_64; not carried"
 fi
 # parllel itself, built from this working tree
