@@ -144,6 +144,8 @@ def collect_section(
             n, T = (4, 4) if quick else (64, T)
             rows: dict[str, Any] = out.setdefault(model, {})
             for kind, alternating in kinds:
+                if quick and model == "cnn" and (kind, alternating) != ("cpu", False):
+                    continue  # quick: the CNN once
                 name = f"{kind}_{'alternating' if alternating else 'ff'}"
                 if not box.fits(each + 8):
                     skipped(f"collect {model} {name}: time box")
@@ -232,6 +234,9 @@ def ppo_section(
             if factory is None:
                 skipped(f"ppo {name}: ale_py or cv2 is not installed")
                 out[name] = None
+            elif quick and name == "pong":
+                skipped("ppo pong: not in --quick (minutes of CNN updates on a CPU)")
+                out[name] = None
             elif not box.fits(seconds + 5):
                 skipped(f"ppo {name}: time box")
                 out[name] = None
@@ -243,10 +248,10 @@ def ppo_section(
 
 
 def _batches(make_env: Callable, transfer: Transfer, device: str) -> tuple[list, Any]:
-    """Three batches (observations, actions, values) from a process cage,
+    """Two batches (observations, actions, values) from a process cage,
     and whether the tree's observations were page-locked (None off CUDA)."""
-    n, T = 8, 16
-    cage = ProcessCage(make_env, n, seed=0, n_workers=2, main_process_envs=0)
+    n, T = 4, 8
+    cage = ProcessCage(make_env, n, seed=0, n_workers=1, main_process_envs=0)
     try:
         handler = TorchHandler(
             _agent(cage.spaces, device), n, device=device, seed=0, transfer=transfer
@@ -255,7 +260,7 @@ def _batches(make_env: Callable, transfer: Transfer, device: str) -> tuple[list,
         try:
             sampler = FeedForwardSampler(cage, handler, tree)
             copies = []
-            for _ in range(3):
+            for _ in range(2):
                 batch, _ = sampler.collect_batch()
                 copies.append(
                     [

@@ -23,15 +23,10 @@ download() {
 # gymnasium and its one dependency the machine lacks; ale-py (ROMs bundled)
 download gymnasium==1.4.0 farama-notifications==0.0.6
 download ale-py==0.12.1
-# EnvPool: only if a cp312 wheel exists (0.8.4, its last release, stops at
-# cp311: sail-sg/envpool issue 317); then its needs the machine lacks
-# (dm-env, dm-tree, optree, gym) must be added here too. Without it
-# device_check.py prints "skipped: envpool is not installed".
-if download envpool 2>/dev/null; then
-    echo "envpool: downloaded; add its dependencies (see above)"
-else
-    echo "envpool: no wheel for CPython 3.12 on manylinux x86_64; not carried"
-fi
+# EnvPool is not carried: its cp312 wheel (1.2.7) alone is 61 MiB, and it
+# needs envpool-assets (several packages), dm-env, optree, glfw and matplotlib
+# besides: over the 64 MiB a call carries with the working tree. The GPU
+# machine's EnvPool rows print "skipped: envpool is not installed".
 # parllel itself, built from this working tree
 python3 -m pip wheel --quiet --no-deps --no-build-isolation -w .whl .
 ls -l .whl
