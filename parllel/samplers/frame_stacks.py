@@ -167,9 +167,10 @@ class FrameViews:
             return
         first = row - depth.astype(np.int64)  # row of each stack's oldest frame
         rows = stack_rows(np.full(len(depth), row), first, self._offsets)
-        rebuilt = frame_words(self.frames[rows, self._envs], self._frame_ndim)
-        stacks = frame_words(self.stage, self._frame_ndim)
-        bad = (rebuilt != stacks).any(axis=(1, 2))
+        # the newest frame was just copied: compare the k - 1 older ones
+        rebuilt = self.frames[rows[:, :-1], self._envs]
+        older = frame_words(self.stage, self._frame_ndim)[:, :-1]  # a view
+        bad = (frame_words(rebuilt, self._frame_ndim) != older).any(axis=(1, 2))
         if bad.any():
             b = int(np.argmax(bad))
             self._fail(t, b, bool(done[b]))

@@ -121,10 +121,11 @@ class GroupViews:
         self.terminated = required(fields.TERMINATED, T)
         self.truncated = required(fields.TRUNCATED, T)
         self.done = required(fields.DONE, T)
-        self.final_observation = per_step(fields.FINAL_OBSERVATION, T)
         if self.frames is not None and fields.FINAL_OBSERVATION in sample_tree:
             final = sample_tree[fields.FINAL_OBSERVATION].to_ndarray()[self.columns]
-            self.final_observation = [final] * T
+            self.final_observation = [final] * T  # a staging slot, as observation
+        else:
+            self.final_observation = per_step(fields.FINAL_OBSERVATION, T)
         self.final_value = per_step(fields.FINAL_VALUE, T)
         self.valid = per_step(fields.VALID, T)
         self.prev_action = per_step(fields.PREV_ACTION, T + 1)
