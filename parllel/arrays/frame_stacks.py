@@ -66,10 +66,13 @@ def stack_rows(rows: Any, first: Any, offsets: Any) -> Any:
 
 def frame_words(stacks: np.ndarray, frame_ndim: int) -> np.ndarray:
     """``[..., *frame]`` frames as ``[..., n]`` unsigned words of each frame's
-    bytes (8-byte words where the frame size allows; a copy only if
-    ``stacks`` is not contiguous): equal words are equal bits, NaN included."""
-    raw = np.ascontiguousarray(stacks)
-    lead = raw.shape[: raw.ndim - frame_ndim]
-    frame_bytes = raw.dtype.itemsize * int(np.prod(raw.shape[len(lead) :]))
-    word = next(w for w in (8, 4, 2, 1) if frame_bytes % w == 0)
-    return raw.view(np.uint8).reshape(lead + (frame_bytes,)).view(f"u{word}")
+    bytes (8-byte words where the frame size allows): equal words are equal
+    bits, NaN included. A view where each frame is contiguous in memory (a
+    copy otherwise)."""
+    lead = stacks.shape[: stacks.ndim - frame_ndim]
+    flat = stacks.reshape(lead + (-1,))
+    if flat.strides[-1] != flat.itemsize:
+        flat = np.ascontiguousarray(flat)
+    raw = flat.view(np.uint8)
+    word = next(w for w in (8, 4, 2, 1) if raw.shape[-1] % w == 0)
+    return raw.view(f"u{word}")

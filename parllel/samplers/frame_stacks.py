@@ -145,10 +145,13 @@ class FrameViews:
         self.k = self.stage.shape[1]
         self.T = self.depth.shape[0]
         self.lo = columns.start or 0
-        n = self.stage.shape[0]
-        self._envs = np.arange(n)[:, None]
         self._offsets = np.arange(1 - self.k, 1)
         self._frame_ndim = self.stage.ndim - 2
+        # views as words of each frame's bytes: compared without copies
+        self._stage_words = frame_words(self.stage, self._frame_ndim)  # [n, k, w]
+        self._frame_words = frame_words(self.frames, self._frame_ndim)  # [k + T, n, w]
+        assert np.shares_memory(self._stage_words, self.stage)  # views, not copies
+        assert np.shares_memory(self._frame_words, self.frames)
 
     def store(self, t: int, done: np.ndarray) -> None:
         """After step ``t``: keep the newest frame of ``observation[t + 1]``,
@@ -165,12 +168,19 @@ class FrameViews:
             self.depth[t + 1] = depth
         if k == 1:
             return
-        first = row - depth.astype(np.int64)  # row of each stack's oldest frame
-        rows = stack_rows(np.full(len(depth), row), first, self._offsets)
-        # the newest frame was just copied: compare the k - 1 older ones
-        rebuilt = self.frames[rows[:, :-1], self._envs]
-        older = frame_words(self.stage, self._frame_ndim)[:, :-1]  # a view
-        bad = (frame_words(rebuilt, self._frame_ndim) != older).any(axis=(1, 2))
+        # the newest frame was just copied: check the k - 1 older ones. A stack
+        # that continues its episode for all of them is the k - 1 rows before
+        # (one comparison of views, no gather); the others (an episode's first
+        # k - 1 steps) are gathered by the rule, clamped to their episode start.
+        older = self._stage_words[:, :-1]  # [n, k - 1, w]
+        previous = self._frame_words[row - k + 1 : row].swapaxes(0, 1)
+        bad = (previous != older).any(axis=(1, 2)) & (depth == k - 1)
+        young = np.flatnonzero(depth < k - 1)
+        if len(young):
+            first = row - depth[young].astype(np.int64)  # each stack's oldest row
+            rows = stack_rows(np.full(len(young), row), first, self._offsets)
+            rebuilt = self._frame_words[rows[:, :-1], young[:, None]]
+            bad[young] = (rebuilt != older[young]).any(axis=(1, 2))
         if bad.any():
             b = int(np.argmax(bad))
             self._fail(t, b, bool(done[b]))

@@ -77,8 +77,12 @@ class FrameStacks:
         B = self.batch_envs
         rows = torch.div(index, B, rounding_mode="floor") + (self.k - 1)
         offsets = torch.arange(1 - self.k, 1, device=index.device)
-        stacks = stack_rows(rows, self.first[index], offsets)
-        return self.frames[stacks, (index % B)[:, None]]
+        stacks = stack_rows(rows, self.first[index], offsets)  # [n, k] frame rows
+        flat = (stacks * B + (index % B)[:, None]).reshape(-1)
+        # index_select on [rows * B] frames: a plain row gather (torch's
+        # advanced indexing of uint8 images is several times slower on CPU)
+        taken = self.frames.flatten(0, 1).index_select(0, flat.to(self.frames.device))
+        return taken.reshape(len(index), self.k, *self.frames.shape[2:])
 
     def all(self) -> torch.Tensor:
         """Every sample's stack, ``[T * B, k, ...]`` (the whole batch, e.g. one minibatch)."""
