@@ -74,5 +74,6 @@ def frame_words(stacks: np.ndarray, frame_ndim: int) -> np.ndarray:
     if flat.strides[-1] != flat.itemsize:
         flat = np.ascontiguousarray(flat)
     raw = flat.view(np.uint8)
-    word = next(w for w in (8, 4, 2, 1) if raw.shape[-1] % w == 0)
+    frame_bytes: int = raw.shape[len(lead)]
+    word = next(w for w in (8, 4, 2, 1) if frame_bytes % w == 0)
     return raw.view(f"u{word}")

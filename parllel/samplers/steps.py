@@ -121,6 +121,7 @@ class GroupViews:
         self.terminated = required(fields.TERMINATED, T)
         self.truncated = required(fields.TRUNCATED, T)
         self.done = required(fields.DONE, T)
+        self.final_observation: list[Any] | None
         if self.frames is not None and fields.FINAL_OBSERVATION in sample_tree:
             final = sample_tree[fields.FINAL_OBSERVATION].to_ndarray()[self.columns]
             self.final_observation = [final] * T  # a staging slot, as observation
