@@ -65,8 +65,13 @@ def build_side(
     sampler: str = "feedforward",
     process: bool = False,
     decorrelation_steps: int = 0,
+    make_cage: Any = None,
 ) -> tuple[Any, Any, StackAgent, list]:
-    """(sampler, tree, agent, cages) for one side of a pair."""
+    """(sampler, tree, agent, cages) for one side of a pair.
+
+    ``make_cage(n_envs, env_offset)``, if given, builds the cages instead of
+    ``factory`` in serial or process cages (e.g. an EnvPool cage).
+    """
     if sampler == "alternating":
         half = B // 2
         halves = [(half, 0), (B - half, half)]
@@ -74,7 +79,9 @@ def build_side(
         halves = [(B, 0)]
     cages: list = []
     for n, offset in halves:
-        if process:
+        if make_cage is not None:
+            cage = make_cage(n, offset)
+        elif process:
             cage = ProcessCage(
                 factory, n, seed=7, env_offset=offset, envs_per_worker=1,
                 start_method="fork",
