@@ -36,7 +36,9 @@ Last line: one JSON object with ``observation_bytes_per_step``,
 ``atari_replay_vs_sb3``, ``atari_sample_tree_obs_bytes_per_step`` (goal
 <= 7,800), ``atari_sample_tree_whole_stack_obs_bytes_per_step``,
 ``frame_sample_ms_batch32``, ``whole_stack_sample_ms_batch32``,
-``ppo_minibatch256_frame_stacks_us`` and ``ppo_minibatch256_whole_stacks_us``.
+``ppo_minibatch256_frame_stacks_us``, ``ppo_minibatch256_whole_stacks_us``
+(``index_select``) and ``ppo_minibatch256_whole_stacks_indexing_us``
+(``tensor[index]``, as ``PolicyBatch.select`` indexes whole stacks).
 
 Usage: python benchmarks/replay_memory.py [--quick] [--steps N] [--atari-steps N]
     [--envs B] [--batch-T T]
@@ -252,7 +254,10 @@ def time_minibatch_stacks(repeats: int) -> dict:
     return {
         "ppo_minibatch256_frame_stacks_us": 1e6
         * median_time(lambda: stacks.gather(index), repeats, 50),
+        # the cheapest gather of whole stacks, and the indexing PolicyBatch.select does
         "ppo_minibatch256_whole_stacks_us": 1e6
+        * median_time(lambda: whole.index_select(0, index), repeats, 50),
+        "ppo_minibatch256_whole_stacks_indexing_us": 1e6
         * median_time(lambda: whole[index], repeats, 50),
     }
 
@@ -331,8 +336,9 @@ def main() -> None:
     result.update(time_minibatch_stacks(5))
     print(
         "PPO minibatch of 256 observations: rebuilt from frames "
-        f"{result['ppo_minibatch256_frame_stacks_us']:.0f} us, indexed whole stacks "
-        f"{result['ppo_minibatch256_whole_stacks_us']:.0f} us"
+        f"{result['ppo_minibatch256_frame_stacks_us']:.0f} us, whole stacks "
+        f"{result['ppo_minibatch256_whole_stacks_us']:.0f} us (index_select), "
+        f"{result['ppo_minibatch256_whole_stacks_indexing_us']:.0f} us (tensor[index])"
     )
     result.update(time_samples(1024 if args.quick else 16_384, args.envs, 32, 5))
     print(

@@ -110,6 +110,7 @@ EXPECTED_KEYS = {
         "atari_sample_tree_whole_stack_obs_bytes_per_step",
         "ppo_minibatch256_frame_stacks_us",
         "ppo_minibatch256_whole_stacks_us",
+        "ppo_minibatch256_whole_stacks_indexing_us",
         "sb3_replay_bytes",
         "frame_sample_ms_batch32",
         "whole_stack_sample_ms_batch32",
