@@ -13,10 +13,14 @@ padding rows included, plus the final-observation table and its index):
   ``ReplayBuffer(optimize_memory_usage=True)`` of a small capacity, its
   allocation scaled to the same steps;
 - the observation bytes per step of the on-policy ``[T, B]`` sample tree
-  ``examples/atari/train_ppo.py`` builds (observation and final observation).
+  ``examples/atari/train_ppo.py`` builds (``frame_stack=4``: the observation
+  and final-observation staging slots, frames and frame depths), and of the
+  same tree of whole stacks (observation and final observation).
 
 Also timed (median of repeats): one ``sample()`` of 32 transitions from the
-frame replay and from a whole-stack replay holding the same steps.
+frame replay and from a whole-stack replay holding the same steps; one PPO
+minibatch of 256 observations rebuilt from frames against indexed from
+whole stacks.
 
 Arrays are allocated lazily by the OS, so even the full sizes cost little
 resident memory (untouched pages), but they must fit the machine's address
@@ -29,8 +33,12 @@ Last line: one JSON object with ``observation_bytes_per_step``,
 ``stored_steps``, ``final_observation_capacity``, ``table_bytes``;
 ``atari_replay_bytes_per_step`` (goal <= 7,800), ``atari_replay_bytes``,
 ``atari_replay_steps``, ``sb3_replay_bytes`` (scaled to the same steps),
-``atari_replay_vs_sb3``, ``atari_sample_tree_obs_bytes_per_step``,
-``frame_sample_ms_batch32`` and ``whole_stack_sample_ms_batch32``.
+``atari_replay_vs_sb3``, ``atari_sample_tree_obs_bytes_per_step`` (goal
+<= 7,800), ``atari_sample_tree_whole_stack_obs_bytes_per_step``,
+``frame_sample_ms_batch32``, ``whole_stack_sample_ms_batch32``,
+``ppo_minibatch256_frame_stacks_us``, ``ppo_minibatch256_whole_stacks_us``
+(``index_select``) and ``ppo_minibatch256_whole_stacks_indexing_us``
+(``tensor[index]``, as ``PolicyBatch.select`` indexes whole stacks).
 
 Usage: python benchmarks/replay_memory.py [--quick] [--steps N] [--atari-steps N]
     [--envs B] [--batch-T T]
@@ -188,8 +196,10 @@ def sb3_bytes_per_step(n_envs: int, capacity: int = 10_000) -> float | None:
     return held / (buffer.buffer_size * n_envs)
 
 
-def sample_tree_obs_bytes() -> float:
-    """Observation (+ final observation) bytes per step of train_ppo.py's sample tree."""
+def sample_tree_obs_bytes() -> dict:
+    """Observation bytes per step of train_ppo.py's sample tree (``frame_stack=4``:
+    the staging slots, frames and depths) and of the same tree of whole stacks
+    (observation with its padding and the ``[T, B]`` final observation)."""
     import torch
 
     from parllel.torch.agents import ActorCriticAgent
@@ -198,16 +208,58 @@ def sample_tree_obs_bytes() -> float:
 
     torch.manual_seed(0)
     cage = SerialCage(stacked_frame_env, PPO_B, seed=0)
+    names = (
+        fields.OBSERVATION,
+        fields.FINAL_OBSERVATION,
+        fields.FRAMES,
+        fields.FRAME_DEPTH,
+    )
     try:
         spaces = cage.spaces
         agent = ActorCriticAgent(*build_actor_critic(spaces.observation, spaces.action))
-        tree = build_sample_tree(cage, TorchHandler(agent, n_envs=PPO_B), PPO_T)
-        names = (fields.OBSERVATION, fields.FINAL_OBSERVATION)
-        held = sum(tree[name].nbytes for name in names if name in tree)
-        tree.close()
-        return held / (PPO_T * PPO_B)
+        handler = TorchHandler(agent, n_envs=PPO_B)
+        result = {}
+        for key, options in (
+            ("atari_sample_tree_obs_bytes_per_step", {"frame_stack": FRAME_STACK}),
+            ("atari_sample_tree_whole_stack_obs_bytes_per_step", {}),
+        ):
+            tree = build_sample_tree(cage, handler, PPO_T, **options)
+            held = sum(tree[name].nbytes for name in names if name in tree)
+            tree.close()
+            result[key] = held / (PPO_T * PPO_B)
+        return result
     finally:
         cage.close()
+
+
+def time_minibatch_stacks(repeats: int) -> dict:
+    """µs to take one shuffled minibatch of 256 observations from a ``[128, 8]``
+    PPO batch: rebuilt from one frame per step (``frame_stack=4``) against
+    indexing a batch of whole stacks (torch on one thread)."""
+    import torch
+
+    from parllel.torch.algos.frame_batch import FrameStacks
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    T, B, k = PPO_T, PPO_B, FRAME_STACK
+    frames = torch.from_numpy(rng.integers(0, 256, (k + T, B, 84, 84), np.uint8))
+    depth = torch.from_numpy(rng.integers(0, k, (T, B), np.int8))
+    stacks = FrameStacks.from_batch(
+        {fields.FRAMES: frames, fields.FRAME_DEPTH: depth}, (T, B)
+    )
+    whole = stacks.all()  # [T * B, 4, 84, 84]
+    order = torch.randperm(T * B)
+    index = order[:256]
+    return {
+        "ppo_minibatch256_frame_stacks_us": 1e6
+        * median_time(lambda: stacks.gather(index), repeats, 50),
+        # the cheapest gather of whole stacks, and the indexing PolicyBatch.select does
+        "ppo_minibatch256_whole_stacks_us": 1e6
+        * median_time(lambda: whole.index_select(0, index), repeats, 50),
+        "ppo_minibatch256_whole_stacks_indexing_us": 1e6
+        * median_time(lambda: whole[index], repeats, 50),
+    }
 
 
 def time_samples(steps: int, n_envs: int, batch_T: int, repeats: int) -> dict:
@@ -274,10 +326,19 @@ def main() -> None:
         f"{result['atari_replay_bytes'] / 1e9:.3f} GB"
         + ("" if sb3 is None else f" (SB3: {sb3 * atari_steps / 1e9:.3f} GB)")
     )
-    result["atari_sample_tree_obs_bytes_per_step"] = sample_tree_obs_bytes()
+    result.update(sample_tree_obs_bytes())
     print(
         f"PPO sample tree [{PPO_T}, {PPO_B}]: "
-        f"{result['atari_sample_tree_obs_bytes_per_step']:.1f} observation B per step"
+        f"{result['atari_sample_tree_obs_bytes_per_step']:.1f} observation B per step "
+        f"with frame_stack=4 (whole stacks: "
+        f"{result['atari_sample_tree_whole_stack_obs_bytes_per_step']:.1f})"
+    )
+    result.update(time_minibatch_stacks(5))
+    print(
+        "PPO minibatch of 256 observations: rebuilt from frames "
+        f"{result['ppo_minibatch256_frame_stacks_us']:.0f} us, whole stacks "
+        f"{result['ppo_minibatch256_whole_stacks_us']:.0f} us (index_select), "
+        f"{result['ppo_minibatch256_whole_stacks_indexing_us']:.0f} us (tensor[index])"
     )
     result.update(time_samples(1024 if args.quick else 16_384, args.envs, 32, 5))
     print(

@@ -12,6 +12,13 @@ Layout (``T`` = batch length, ``B`` = number of envs):
 - ``FINAL_OBSERVATION``: ``[T, B, ...]``; at a step that ended an episode, the
   episode's last observation (the slot ``OBSERVATION[t + 1]`` then holds the
   reset observation of the next episode).
+- With ``frame_stack=k`` (one stored frame per step, see
+  :mod:`parllel.samplers.frame_stacks`): ``OBSERVATION`` and
+  ``FINAL_OBSERVATION`` are ``[B, k, ...]`` staging slots of the current
+  stacks; ``FRAMES``: ``[k + T, B, ...]`` the newest frame of each
+  observation (row ``k - 1 + t`` for step ``t``, ``0 .. T``; rows before:
+  the older frames of step 0's stack); ``FRAME_DEPTH``: ``[T, B]`` int8,
+  how many earlier frames of its episode step ``t``'s stack holds.
 - ``ENV_INFO``: ``[T, B]`` tree of preallocated info keys.
 - ``AGENT_INFO``: ``[T, B]`` tree written by the agent (e.g. ``value``,
   ``log_prob``).
@@ -46,6 +53,8 @@ TERMINATED = "terminated"
 TRUNCATED = "truncated"
 DONE = "done"
 FINAL_OBSERVATION = "final_observation"
+FRAMES = "frames"
+FRAME_DEPTH = "frame_depth"
 ENV_INFO = "env_info"
 AGENT_INFO = "agent_info"
 VALUE = "value"

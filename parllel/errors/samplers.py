@@ -8,6 +8,7 @@ __all__ = [
     "BackgroundSamplerDiedError",
     "BackgroundSamplerError",
     "BackgroundSamplerRestartWarning",
+    "FrameStackError",
     "NonFiniteSampleError",
     "PolicyLagError",
     "TreeRingClosedError",
@@ -29,6 +30,13 @@ class NonFiniteSampleError(NonFiniteError):
         self.field = field
         self.env_index = env_index
         self.step = step
+
+
+class FrameStackError(ParllelError, ValueError):
+    """A sampler storing one frame per step got an observation that is not
+    the env's previous stack shifted by one frame (or, at an episode's start,
+    its reset frame repeated), so its stack could not be rebuilt bit for bit
+    (:mod:`parllel.samplers.frame_stacks`)."""
 
 
 class TreeRingError(ParllelError, RuntimeError):

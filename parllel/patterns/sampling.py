@@ -44,7 +44,10 @@ def build_sample_tree(
     Storage defaults to shared memory if any cage is a process cage, local
     otherwise. Observations keep the env's dtype unless
     ``observation_dtype=np.float32`` (say) is among the options: torch models
-    cast their input to the model's dtype either way.
+    cast their input to the model's dtype either way. ``frame_stack=k``
+    stores one frame per step of the env's ``k``-frame stacks (Atari; PPO
+    rebuilds the stacks per minibatch): see
+    :mod:`parllel.samplers.frame_stacks`.
     """
     cages = [cage] if isinstance(cage, Cage) else list(cage)
     if storage is None:

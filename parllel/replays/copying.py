@@ -37,6 +37,13 @@ def copy_pairs(
     Raises:
         ConfigError: a field is missing or a leaf has another shape or dtype.
     """
+    if fields.FRAMES in batch:
+        raise ConfigError(
+            "record_batch() copies whole observations, but the sample tree stores "
+            "one frame per step (built with frame_stack): build it without "
+            "frame_stack; a replay stores one frame per step itself "
+            "(build_frame_replay_tree, UniformReplay(frame_stack=k))"
+        )
     pairs = []
     for path, target in leaves:
         source: Any = batch

@@ -32,29 +32,12 @@ import numpy as np
 
 from parllel import fields
 from parllel.arrays import Array
+from parllel.arrays.frame_stacks import check_frame_stack, frame_words, stack_rows
 from parllel.errors import ConfigError, ReplayError
 from parllel.replays.rows import REQUIRED_FIELDS
 from parllel.tree import ArrayDict
 
-__all__ = ["FrameStack", "build_frame_replay_tree", "check_frame_stack"]
-
-
-def check_frame_stack(frame_stack: Any) -> int:
-    """``frame_stack`` as an int >= 1.
-
-    Raises:
-        ConfigError: it is not an integer of at least 1.
-    """
-    if (
-        not isinstance(frame_stack, (int, np.integer))
-        or isinstance(frame_stack, bool)
-        or frame_stack < 1
-    ):
-        raise ConfigError(
-            f"frame_stack must be an integer >= 1 (the k of FrameStackObservation(k)); "
-            f"got {frame_stack!r}"
-        )
-    return int(frame_stack)
+__all__ = ["FrameStack", "build_frame_replay_tree"]
 
 
 def _stack_leaf(sample_tree: Mapping[str, Any], name: str, k: int) -> Array:
@@ -124,17 +107,6 @@ def build_frame_replay_tree(
     return tree
 
 
-def _words(stacks: np.ndarray, frame_ndim: int) -> np.ndarray:
-    """``[..., k, *frame]`` stacks as ``[..., k, n]`` unsigned words of each
-    frame's bytes (8-byte words where the frame size allows; a copy only if
-    ``stacks`` is not contiguous): equal words are equal bits."""
-    raw = np.ascontiguousarray(stacks)
-    lead = raw.shape[: raw.ndim - frame_ndim]
-    frame_bytes = raw.dtype.itemsize * int(np.prod(raw.shape[len(lead) :]))
-    word = next(w for w in (8, 4, 2, 1) if frame_bytes % w == 0)
-    return raw.view(np.uint8).reshape(lead + (frame_bytes,)).view(f"u{word}")
-
-
 class FrameStack:
     """Checks stacks on recording and rebuilds them on sampling.
 
@@ -198,7 +170,7 @@ class FrameStack:
         """
         reset = np.concatenate([starts[None], ended], axis=0)  # [T + 1, B]
         frame_ndim = observation.ndim - 3
-        words = _words(observation, frame_ndim)  # [T + 1, B, k, n]: bit for bit
+        words = frame_words(observation, frame_ndim)  # [T + 1, B, k, n]: bit for bit
         # an episode's first stack repeats its reset frame
         t, b = np.nonzero(reset)
         if t.size:
@@ -221,7 +193,7 @@ class FrameStack:
             )
         t, b = np.nonzero(ended)
         if t.size:
-            same = _words(final[t, b], frame_ndim)[:, :-1] == words[t, b, 1:]
+            same = frame_words(final[t, b], frame_ndim)[:, :-1] == words[t, b, 1:]
             bad = ~same.all(axis=(1, 2))
             if bad.any():
                 i = int(np.argmax(bad))
@@ -260,14 +232,12 @@ class FrameStack:
         Returns:
             ``[n, k, ...]`` stacks (a new array).
         """
-        out = np.empty((len(rows), self.k) + frames.shape[2:], frames.dtype)
-        current = np.asarray(rows, dtype=np.int64)
-        out[:, -1] = frames[current, envs]
-        for j in range(2, self.k + 1):
-            back = ~starts(current, envs)
-            current = np.where(back, (current - 1) % full_size, current)
-            out[:, -j] = frames[current, envs]
-        return out
+        rows = np.asarray(rows, dtype=np.int64)
+        first = rows  # walked back to the episode's first row, k - 1 at most
+        for _ in range(self.history):
+            first = first - ~starts(first % full_size, envs)
+        index = stack_rows(rows, first, np.arange(1 - self.k, 1)) % full_size
+        return frames[index, np.asarray(envs)[:, None]]
 
     @staticmethod
     def next_stacks(stacks: np.ndarray, frames: np.ndarray) -> np.ndarray:

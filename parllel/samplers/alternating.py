@@ -105,8 +105,11 @@ class AlternatingSampler(BatchSampler):
 
     def _finish(self, group: GroupViews, t: int) -> None:
         ended = finish_step(group, t, self.observation_normalizer)
-        if ended is not None and self.handler.recurrent:
+        if ended is None:
+            return
+        if self.handler.recurrent or group.frames is not None:
             final_values_now(self.handler, group, t, ended)
+        if self.handler.recurrent:
             self.handler.reset(group.lo + ended)
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:

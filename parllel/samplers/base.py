@@ -12,6 +12,7 @@ from parllel.arrays import Array
 from parllel.cages import Cage
 from parllel.errors import ConfigError
 from parllel.samplers.finite import make_finite_check
+from parllel.samplers.frame_stacks import check_frame_sampler
 from parllel.samplers.steps import (
     GroupViews,
     ObservationNormalizer,
@@ -61,6 +62,7 @@ class BatchSampler:
         seed: int | None,
         check_finite: bool | str = "auto",
     ) -> None:
+        check_frame_sampler(sample_tree, handler.recurrent, observation_normalizer)
         self.cages = as_cages(cages)
         self.handler = handler
         self.sample_tree = sample_tree
@@ -102,9 +104,10 @@ class BatchSampler:
         """Write the next batches into ``sample_tree``, a tree of the same layout.
 
         The rows around the batch boundary (``observation[T]``, the last
-        action and reward, ...: each leaf's padding) are copied over from the
-        current tree, so the next batch continues where the last one ended,
-        exactly as after a rotation; nothing else is copied. A background
+        action and reward, ...: each leaf's padding; a ``frame_stack`` tree's
+        observation slot) are copied over from the current tree, so the next
+        batch continues where the last one ended, exactly as after a
+        rotation; nothing else is copied. A background
         sampler switches this way between the trees of a
         :class:`~parllel.samplers.TreeRing`. Views are built once per tree.
 
@@ -138,6 +141,9 @@ class BatchSampler:
             if old.padding:
                 rows = 2 * old.padding
                 new.padded_ndarray()[-rows:] = old.padded_ndarray()[-rows:]
+        if fields.FRAMES in current:  # its staging slot holds observation[T]
+            new_stage = sample_tree[fields.OBSERVATION].to_ndarray()
+            new_stage[...] = current[fields.OBSERVATION].to_ndarray()
         self._trees.setdefault(
             id(current), (current, self.views, self.all_envs, self.finite_check)
         )

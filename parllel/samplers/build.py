@@ -13,6 +13,7 @@ from parllel.arrays import Array
 from parllel.arrays.array import Storage
 from parllel.cages import numeric_info_example
 from parllel.errors import ConfigError
+from parllel.samplers.frame_stacks import allocate_frame_fields
 from parllel.tree import ArrayDict, buffer_from_example, tree_map
 from parllel.validation import check_at_least
 
@@ -49,6 +50,7 @@ def sample_tree_from_examples(
     env_info: bool = True,
     full_size: int | None = None,
     observation_dtype: DTypeLike | None = None,
+    frame_stack: int | None = None,
 ) -> ArrayDict:
     """Allocate every field a sampler writes, ``[T, B, ...]``, from examples.
 
@@ -104,6 +106,16 @@ def sample_tree_from_examples(
             cast as they write. Default: the env's dtype (torch models cast
             their input to the model's dtype either way). Integer leaves
             (images, discrete values) keep theirs.
+        frame_stack: ``k`` to store one frame per step of the env's
+            ``(k, ...)`` frame stacks (``FrameStackObservation(k)``, EnvPool's
+            ``stack_num``) instead of whole stacks: ``observation`` and
+            ``final_observation`` become ``[B]`` staging slots, ``frames``
+            ``[k + T, B]`` and ``frame_depth`` ``[T, B]`` hold what PPO
+            rebuilds the stacks from (:mod:`parllel.samplers.frame_stacks`).
+            For feed-forward agents in ``FeedForwardSampler`` or
+            ``AlternatingSampler``; not with ``recurrent`` or ``full_size``
+            (replays store one frame per step themselves:
+            :func:`~parllel.replays.frames.build_frame_replay_tree`).
 
     Returns:
         An ArrayDict keyed by :mod:`parllel.fields` names.
@@ -143,7 +155,19 @@ def sample_tree_from_examples(
         )
 
     tree = ArrayDict()
-    tree[fields.OBSERVATION] = alloc(observation, padding=1)
+    if frame_stack is not None:
+        if recurrent or full_size is not None:
+            raise ConfigError(
+                f"frame_stack is for the [T, B] trees of feed-forward samplers, "
+                f"not with recurrent=True or full_size (got recurrent={recurrent}, "
+                f"full_size={full_size}); a replay stores one frame per step with "
+                "build_frame_replay_tree and UniformReplay(frame_stack=k)"
+            )
+        allocate_frame_fields(
+            tree, observation, frame_stack, shape, storage, final_observation
+        )
+    else:
+        tree[fields.OBSERVATION] = alloc(observation, padding=1)
     tree[fields.ACTION] = alloc(action, padding=1)
     tree[fields.REWARD] = alloc(reward, padding=1)
     for key in (fields.TERMINATED, fields.TRUNCATED, fields.DONE):
@@ -155,7 +179,7 @@ def sample_tree_from_examples(
     if previous:
         tree[fields.PREV_ACTION] = alloc(action, padding=1)
         tree[fields.PREV_REWARD] = alloc(reward, padding=1)
-    if final_observation:
+    if final_observation and frame_stack is None:
         # a replay tree keeps only a [T, B] slot: the replay stores the few
         # final observations of ended episodes sparsely when a batch is recorded
         tree[fields.FINAL_OBSERVATION] = buffer_from_example(

@@ -16,6 +16,7 @@ from parllel.samplers.steps import (
     as_cages,
     bootstrap_values,
     final_values_batched,
+    final_values_now,
     finish_step,
 )
 from parllel.tree import ArrayDict
@@ -31,7 +32,9 @@ class FeedForwardSampler(BatchSampler):
     episode); then, in one call each, the values of ``observation[T]`` and of
     the final observations of truncated episodes (if the tree has
     ``bootstrap_value`` / ``final_value``, i.e. a transform needs them); then
-    run the transform pipeline.
+    run the transform pipeline. A tree built with ``frame_stack=k`` stores one
+    frame per step (:mod:`parllel.samplers.frame_stacks`) and values the
+    final observations at the step where their episodes end.
 
     A handler with an ``episodes_ended(traj_infos)`` method (e.g. a self-play
     handler that picks a new opponent per episode) is told, after each step,
@@ -120,7 +123,11 @@ class FeedForwardSampler(BatchSampler):
                     self._episodes_ended(ended)
             inference += t1 - t0
             envs += clock() - t1
-            finish_step(everyone, t, self.observation_normalizer)
+            ended_at = finish_step(everyone, t, self.observation_normalizer)
+            if ended_at is not None and everyone.frames is not None:
+                t0 = clock()  # final observations are staged one step at a time
+                final_values_now(handler, everyone, t, ended_at)
+                inference += clock() - t0
         self._check_batch()
         t0 = clock()
         bootstrap_values(handler, tree)

@@ -89,9 +89,9 @@ class FiniteCheck:
         cages: Sequence[Cage],
         max_observation_size: int | None = None,
     ) -> None:
-        self.observations = _float_leaves(
-            sample_tree[fields.OBSERVATION], fields.OBSERVATION, max_observation_size
-        )
+        # a frame_stack tree: the stored frames (one per observation, rows 0..T last)
+        name = fields.FRAMES if fields.FRAMES in sample_tree else fields.OBSERVATION
+        self.observations = _float_leaves(sample_tree[name], name, max_observation_size)
         self.reward = (fields.REWARD, sample_tree[fields.REWARD])
         self.env_indices = [index for cage in cages for index in cage.env_indices]
 
@@ -99,7 +99,9 @@ class FiniteCheck:
         """Check the current batch window of ``sample_tree``'s leaves."""
         T = sample_tree[fields.REWARD].shape[0]
         for path, leaf in self.observations:
-            if isinstance(leaf, Array) and leaf.padding >= 1:
+            if path == fields.FRAMES:
+                rows = np.asarray(leaf)[-(T + 1) :]
+            elif isinstance(leaf, Array) and leaf.padding >= 1:
                 rows = leaf.padded[0 : T + 1]  # with the next batch's first obs
             else:
                 rows = np.asarray(leaf)

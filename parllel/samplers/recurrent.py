@@ -78,6 +78,12 @@ class RecurrentSampler(BatchSampler):
         seed: int | None = None,
         check_finite: bool | str = "auto",
     ) -> None:
+        if fields.FRAMES in sample_tree:
+            raise ConfigError(
+                "a sample tree built with frame_stack is for FeedForwardSampler "
+                "or AlternatingSampler with a feed-forward agent: build it "
+                "without frame_stack for RecurrentSampler"
+            )
         self.wait_reset = bool(wait_reset)
         mode = "wait" if self.wait_reset else "auto"
         for cage in as_cages(cages):

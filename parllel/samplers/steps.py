@@ -20,6 +20,7 @@ from parllel.agents.numpy_handler import write_outputs
 from parllel.arrays import Array
 from parllel.cages import Cage
 from parllel.errors import ConfigError
+from parllel.samplers.frame_stacks import FrameViews, begin_frames
 from parllel.tree import ArrayDict, tree_items, tree_map
 
 
@@ -107,14 +108,25 @@ class GroupViews:
         def required(key: str, count: int) -> list[Any]:
             return [sample_tree[key][t][self.columns] for t in range(count)]
 
-        self.observation = required(fields.OBSERVATION, T + 1)
+        # one stored frame per step: observations go through [B] staging slots
+        self.frames: FrameViews | None = None
+        if fields.FRAMES in sample_tree:
+            self.frames = FrameViews(sample_tree, self.columns)
+            self.observation = [self.frames.stage] * (T + 1)
+        else:
+            self.observation = required(fields.OBSERVATION, T + 1)
         self.action = required(fields.ACTION, T)
         self.agent_info = required(fields.AGENT_INFO, T)
         self.reward = required(fields.REWARD, T)
         self.terminated = required(fields.TERMINATED, T)
         self.truncated = required(fields.TRUNCATED, T)
         self.done = required(fields.DONE, T)
-        self.final_observation = per_step(fields.FINAL_OBSERVATION, T)
+        self.final_observation: list[Any] | None
+        if self.frames is not None and fields.FINAL_OBSERVATION in sample_tree:
+            final = sample_tree[fields.FINAL_OBSERVATION].to_ndarray()[self.columns]
+            self.final_observation = [final] * T  # a staging slot, as observation
+        else:
+            self.final_observation = per_step(fields.FINAL_OBSERVATION, T)
         self.final_value = per_step(fields.FINAL_VALUE, T)
         self.valid = per_step(fields.VALID, T)
         self.prev_action = per_step(fields.PREV_ACTION, T + 1)
@@ -232,6 +244,8 @@ def finish_step(
     with the same (frozen-for-them) statistics, not counted again.
     """
     ended = carry_previous(views, t)
+    if views.frames is not None:
+        views.frames.store(t, views.done[t])
     if normalizer is not None:
         normalize_rows(normalizer, views.observation[t + 1], stepped)
         if ended is not None and views.final_observation is not None:
@@ -278,8 +292,13 @@ def final_values_now(
 
 
 def final_values_batched(handler: Handler, sample_tree: ArrayDict) -> None:
-    """Value of every final observation of a truncated episode, in one call."""
-    if fields.FINAL_VALUE not in sample_tree:
+    """Value of every final observation of a truncated episode, in one call.
+
+    Nothing for a ``frame_stack`` tree: its final observations are staged
+    one step at a time, and the sampler values them then
+    (:func:`final_values_now`).
+    """
+    if fields.FINAL_VALUE not in sample_tree or fields.FRAMES in sample_tree:
         return
     terminated = sample_tree[fields.TERMINATED].to_ndarray()
     truncated = sample_tree[fields.TRUNCATED].to_ndarray()
@@ -302,16 +321,23 @@ def bootstrap_values(handler: Handler, sample_tree: ArrayDict) -> None:
         return
     T = len(sample_tree[fields.REWARD])
     has_previous = fields.PREV_ACTION in sample_tree
+    observation = sample_tree[fields.OBSERVATION]
     sample_tree[fields.BOOTSTRAP_VALUE].to_ndarray()[...] = handler.value(
-        sample_tree[fields.OBSERVATION][T],
+        # a frame_stack tree's staging slot holds observation[T] after the loop
+        observation.to_ndarray() if fields.FRAMES in sample_tree else observation[T],
         sample_tree[fields.PREV_ACTION][T] if has_previous else None,
         sample_tree[fields.PREV_REWARD][T] if has_previous else None,
     )
 
 
 def start_batch(sample_tree: ArrayDict, handler: Handler) -> None:
-    """Rotate the tree (``observation[0]`` = last ``observation[T]``), record the state."""
+    """Rotate the tree (``observation[0]`` = last ``observation[T]``), record the state.
+
+    A ``frame_stack`` tree also copies ``observation[0]``'s stack into its frames.
+    """
     sample_tree.rotate()
+    if fields.FRAMES in sample_tree:
+        begin_frames(sample_tree)
     if fields.INITIAL_STATE in sample_tree:
         handler.write_state(sample_tree[fields.INITIAL_STATE])
     if fields.FINAL_VALUE in sample_tree:

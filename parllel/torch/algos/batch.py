@@ -16,6 +16,7 @@ import torch
 
 from parllel import fields
 from parllel.errors import ConfigError, ShapeError, TreeStructureError
+from parllel.torch.algos.frame_batch import FrameStacks
 from parllel.torch.utils import tree_index
 from parllel.tree import tree_items, tree_map
 
@@ -48,7 +49,10 @@ class PolicyBatch:
     """The fields of one on-policy batch, all ``[T, B, ...]`` (or ``[N, ...]``).
 
     Attributes:
-        observation: tensor or tree of tensors (without the bootstrap row).
+        observation: tensor or tree of tensors (without the bootstrap row),
+            or :class:`~parllel.torch.algos.frame_batch.FrameStacks` for a
+            batch that stores one frame per step (``frames``); minibatches
+            then hold the rebuilt ``[n, k, ...]`` stacks.
         action: stored actions.
         advantage: advantage estimates.
         return_: value targets.
@@ -137,8 +141,18 @@ class PolicyBatch:
             done = done.to(torch.bool)
             resets = torch.zeros_like(done)  # [T, B]
             resets[1:] = done[:-1]
+        observation: Any
+        if fields.FRAMES in batch:  # one stored frame per step: stacks on demand
+            if recurrent:
+                raise ConfigError(
+                    "recurrent PPO needs whole observations; the batch stores one "
+                    "frame per step (a sample tree built with frame_stack)"
+                )
+            observation = FrameStacks.from_batch(batch, leading)
+        else:
+            observation = _field(batch, fields.OBSERVATION)
         result = cls(
-            observation=_field(batch, fields.OBSERVATION),
+            observation=observation,
             action=_field(batch, fields.ACTION),
             advantage=advantage,
             return_=return_,
@@ -162,6 +176,8 @@ class PolicyBatch:
             fields.VALID: self.valid,
             **self.extra_inputs,
         }
+        if isinstance(self.observation, FrameStacks):  # checked in from_batch
+            del checked[fields.OBSERVATION]
         for name, tree in checked.items():
             for path, leaf in tree_items(tree, name):
                 if leaf is not None and tuple(leaf.shape[:2]) != leading:
@@ -190,7 +206,9 @@ class PolicyBatch:
 
         return replace(
             self,
-            observation=tree_map(flat, self.observation),
+            observation=self.observation
+            if isinstance(self.observation, FrameStacks)  # indexed by flat sample
+            else tree_map(flat, self.observation),
             action=flat(self.action),
             advantage=flat(self.advantage),
             return_=flat(self.return_),
@@ -201,10 +219,17 @@ class PolicyBatch:
         )
 
     def select(self, index: Any, state_index: Any = None) -> PolicyBatch:
-        """Index every per-step field with ``index`` and the state with ``state_index``."""
+        """Index every per-step field with ``index`` and the state with ``state_index``.
+
+        A :class:`FrameStacks` observation (flat samples only) gathers the
+        stacks of the samples taken.
+        """
+        observation = self.observation
         return replace(
             self,
-            observation=tree_index(self.observation, index),
+            observation=observation.gather(index)
+            if isinstance(observation, FrameStacks)
+            else tree_index(observation, index),
             action=self.action[index],
             advantage=self.advantage[index],
             return_=self.return_[index],
@@ -242,6 +267,8 @@ class PolicyBatch:
         if num_minibatches == 1:
             # One minibatch is the whole batch: the loss is a mean over all
             # of it, so shuffling (a gather of every field) would change nothing.
+            if isinstance(source.observation, FrameStacks):
+                source = replace(source, observation=source.observation.all())
             yield source
             return
         device = self.advantage.device

@@ -12,6 +12,7 @@ from parllel.errors import ConfigError
 from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
 from parllel.torch.algos.finite import check_finite_update
+from parllel.torch.algos.frame_batch import refuse_frames
 from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.schedules import Schedule
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
@@ -287,7 +288,10 @@ class PPO:
                 from :mod:`parllel.fields`: ``OBSERVATION`` ``[T, B, ...]``
                 (no bootstrap row), ``ACTION``, ``ADVANTAGE``, ``RETURN``,
                 ``AGENT_INFO.LOG_PROB`` and ``AGENT_INFO.VALUE`` (or top-level
-                ``LOG_PROB``/``VALUE``), optional ``VALID`` ``[T, B]``; for
+                ``LOG_PROB``/``VALUE``), optional ``VALID`` ``[T, B]``; a
+                tree built with ``frame_stack`` gives ``FRAMES`` and
+                ``FRAME_DEPTH`` instead, and each minibatch rebuilds the
+                stacks of its samples; for
                 recurrent PPO also ``INITIAL_STATE`` ``[B, ...]`` (optional:
                 zeros) and ``DONE`` (or ``TERMINATED`` and ``TRUNCATED``).
                 With a correction, see :meth:`VTraceCorrection.correct`.
@@ -312,6 +316,7 @@ class PPO:
                 batch, self.recurrent, self.extra_input_fields
             )
         else:
+            refuse_frames(batch, "VTraceCorrection")
             data, correction_metrics = self.correction.correct(
                 self.evaluator,
                 batch,
