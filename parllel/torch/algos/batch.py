@@ -17,7 +17,7 @@ import torch
 from parllel import fields
 from parllel.errors import ConfigError, ShapeError, TreeStructureError
 from parllel.torch.algos.frame_batch import FrameStacks
-from parllel.torch.utils import tree_index
+from parllel.torch.utils import index_leaf, tree_index
 from parllel.tree import tree_items, tree_map
 
 __all__ = ["PolicyBatch"]
@@ -230,16 +230,16 @@ class PolicyBatch:
             observation=observation.gather(index)
             if isinstance(observation, FrameStacks)
             else tree_index(observation, index),
-            action=self.action[index],
-            advantage=self.advantage[index],
-            return_=self.return_[index],
-            old_log_prob=self.old_log_prob[index],
-            old_value=self.old_value[index],
-            valid=None if self.valid is None else self.valid[index],
+            action=index_leaf(self.action, index),
+            advantage=index_leaf(self.advantage, index),
+            return_=index_leaf(self.return_, index),
+            old_log_prob=index_leaf(self.old_log_prob, index),
+            old_value=index_leaf(self.old_value, index),
+            valid=tree_index(self.valid, index),
             initial_state=None
             if self.initial_state is None or state_index is None
             else tree_index(self.initial_state, state_index),
-            resets=None if self.resets is None else self.resets[index],
+            resets=tree_index(self.resets, index),
             extra_inputs=tree_index(self.extra_inputs, index),
         )
 
