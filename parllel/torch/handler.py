@@ -12,7 +12,7 @@ from parllel import fields
 from parllel.agents.base import Agent, AgentExample, check_mode
 from parllel.agents.numpy_handler import (
     batch_of_one,
-    output_child,
+    write_outputs,
     zero_batch_of_one,
 )
 from parllel.agents.state import ALL, EnvStates, as_index
@@ -23,19 +23,6 @@ from parllel.torch.weights import SharedWeights, agent_modules, module_tensors
 from parllel.tree import tree_items, tree_map
 
 MAX_CACHED_VIEWS = 4096
-
-
-def _copy_into(out: Any, value: Any, path: str = "") -> None:
-    """Copy tensor ``value`` (or a tree) into the tensor views ``out``.
-
-    A node keyed ``"0"``, ``"1"``, ... also takes a tuple (``Tuple`` actions).
-    """
-    if isinstance(out, torch.Tensor):
-        out.copy_(value)
-        return
-    for key in out:
-        where = f"{path}.{key}" if path else key
-        _copy_into(out[key], output_child(value, key, out, where), where)
 
 
 def _to_numpy(tree: Any) -> Any:
@@ -224,7 +211,7 @@ class TorchHandler:
                 self._input(prev_reward),
                 self._states.gather(index),
             )
-            _copy_into(self._view(out_action), step.action)
+            write_outputs(self._view(out_action), step.action)
             if len(out_agent_info):
                 out_info = self._view(out_agent_info)
                 if fields.POLICY_VERSION in out_info:
@@ -232,7 +219,7 @@ class TorchHandler:
                     out_info = {
                         k: v for k, v in out_info.items() if k != fields.POLICY_VERSION
                     }
-                _copy_into(out_info, step.agent_info)
+                write_outputs(out_info, step.agent_info)
             self._states.scatter(index, step.state)
 
     def value(
