@@ -12,12 +12,11 @@ the env when writing fails (:func:`raise_closed_slot`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
 from parllel import fields
-from parllel.cages.cage_checks import read_only_slot_error
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError
@@ -97,10 +96,3 @@ def finish_episodes(
     return completed
 
 
-def raise_closed_slot(slots: Any, exc: Exception) -> NoReturn:
-    """Raise ArrayClosedError if a slot of ``slots`` was closed (from ``exc``),
-    else ``exc`` itself: call in the ``except`` block of a failed write."""
-    closed = read_only_slot_error(slots)
-    if closed is None:
-        raise exc
-    raise closed from exc

@@ -110,12 +110,17 @@ def leaf_like(example: Any) -> np.ndarray:
     return np.asarray(example)
 
 
-def tree_to_builtin(tree: Any, fn: Callable[[Any], Any]) -> Any:
-    """``fn`` of every leaf, nested as plain dicts and tuples.
+def tree_to_builtin(
+    tree: Any,
+    fn: Callable[[Any], Any],
+    sequence: Callable[[Iterable[Any]], Any] = tuple,
+) -> Any:
+    """``fn`` of every leaf, nested as plain dicts and tuples (or lists).
 
     A node built from a tuple (an ArrayDict's ``is_sequence``, a tuple or
-    list) becomes a tuple, any other container a dict: the structure in which
-    gymnasium batches ``Tuple`` and ``Dict`` values.
+    list) becomes a ``sequence`` (tuple: the structure in which gymnasium
+    batches ``Tuple`` and ``Dict`` values; list: plain data), any other
+    container a dict.
 
     Example:
         >>> tree = buffer_from_example(({"a": 0.0}, 0), (2,))
@@ -125,8 +130,9 @@ def tree_to_builtin(tree: Any, fn: Callable[[Any], Any]) -> Any:
     pairs = children(tree)
     if pairs is None:
         return fn(tree)
-    items = {key: tree_to_builtin(child, fn) for key, child in pairs}
-    sequence = getattr(tree, "is_sequence", False) or (
+    items = {key: tree_to_builtin(child, fn, sequence) for key, child in pairs}
+    if getattr(tree, "is_sequence", False) or (
         isinstance(tree, (tuple, list)) and not is_namedtuple(tree)
-    )
-    return tuple(items.values()) if sequence else items
+    ):
+        return sequence(items.values())
+    return items

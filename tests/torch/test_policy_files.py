@@ -326,7 +326,8 @@ def test_builder_arguments_round_trip_through_plain_data():
     kwargs = {"activation": nn.ReLU, "heads": {"pi": [nn.Tanh, 3]}, "sizes": (8, 8)}
     data = kwargs_to_data(kwargs)
     assert data["heads"]["pi"] == [{"torch.nn": "Tanh"}, 3]
-    assert kwargs_from_data(data) == kwargs
+    assert data["sizes"] == [8, 8]  # plain data: tuples become lists
+    assert kwargs_from_data(data) == {**kwargs, "sizes": [8, 8]}
     with pytest.raises(PolicyExportError, match=r"argument heads.pi.1=.*cannot be"):
         kwargs_to_data({"heads": {"pi": [nn.Tanh, object()]}})
     with pytest.raises(PolicyFileError, match="no class 'Nope'"):

@@ -32,6 +32,7 @@ from parllel.torch.agents import (
 )
 from parllel.torch.models import build_actor_critic
 from parllel.tree import tree_items, tree_map
+from parllel.tree.utils import tree_to_builtin
 
 __all__ = [
     "AgentBuilder",
@@ -104,8 +105,8 @@ def _leaf_to_data(value: Any) -> Any:
 def kwargs_to_data(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Builder arguments as plain values (``nn.Tanh`` becomes ``{"torch.nn": "Tanh"}``).
 
-    Walked as every tree (:func:`~parllel.tree.tree_items`): dicts, lists
-    and tuples keep their nesting.
+    Walked as every tree (:func:`~parllel.tree.tree_items`): mappings
+    become dicts, tuples and lists become lists.
 
     Raises:
         PolicyExportError: for a value that has no plain form (a custom
@@ -120,7 +121,8 @@ def kwargs_to_data(kwargs: Mapping[str, Any]) -> dict[str, Any]:
                 "can; rebuild the agent with such arguments or register a builder "
                 "that takes them"
             )
-    return {str(k): v for k, v in tree_map(_leaf_to_data, dict(kwargs)).items()}
+    data = tree_to_builtin(dict(kwargs), _leaf_to_data, sequence=list)
+    return {str(k): v for k, v in data.items()}
 
 
 def _is_nn_reference(value: Any) -> bool:
