@@ -9,8 +9,9 @@ the parts of a step and a reset that do not depend on the batched env.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium import spaces as gym_spaces
@@ -29,7 +30,17 @@ from parllel.interop.vector_steps import (
     refuse_unstarted,
 )
 
-__all__ = ["BatchedEnvCage"]
+__all__ = ["BatchedEnvCage", "StepResult"]
+
+
+class StepResult(NamedTuple):
+    """One step of every env, batched (gymnasium's ``step()`` result)."""
+
+    observation: Any
+    reward: Any
+    terminated: Any
+    truncated: Any
+    infos: dict[str, Any]
 
 
 class BatchedEnvCage(Cage):
@@ -78,7 +89,9 @@ class BatchedEnvCage(Cage):
         self._observations = ObservationWriter(spaces.observation, batched_observation)
         self._batched_action_space = batched_action
 
-    def _env_call(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    def _env_call(
+        self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any
+    ) -> Any:
         """``fn(*args, **kw)``, an exception becoming :class:`EnvError` naming ``what``."""
         try:
             return fn(*args, **kw)
@@ -91,22 +104,13 @@ class BatchedEnvCage(Cage):
     def _send(self, actions: Any) -> None:
         """Hand the batched env its actions (or keep them for :meth:`_receive`)."""
 
-    def _receive(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        """The step's observation, reward, terminated, truncated and infos."""
-        raise NotImplementedError
+    @abstractmethod
+    def _receive(self, actions: Any) -> StepResult:
+        """The step's results, by env."""
 
-    def _write_step(
-        self,
-        out: Any,
-        actions: Any,
-        observation: Any,
-        reward: Any,
-        terminated: Any,
-        truncated: Any,
-        infos: dict[str, Any],
-    ) -> list[TrajInfo]:
+    @abstractmethod
+    def _write_step(self, out: Any, actions: Any, step: StepResult) -> list[TrajInfo]:
         """Copy one step's results into ``out``; reset the envs that finished."""
-        raise NotImplementedError
 
     def _step_async(self, action: Any, out: Any) -> tuple[Any, Any]:
         refuse_unstarted(self._started, self.env_offset)
@@ -118,7 +122,7 @@ class BatchedEnvCage(Cage):
         actions, out = pending
         result = self._receive(actions)
         try:
-            return self._write_step(out, actions, *result)
+            return self._write_step(out, actions, result)
         except EnvError:
             raise
         except Exception as exc:  # a closed buffer is not the env's fault

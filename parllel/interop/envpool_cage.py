@@ -19,7 +19,7 @@ from parllel.errors import (
     ConfigError,
     UnsupportedVectorEnvError,
 )
-from parllel.interop.batched_cage import BatchedEnvCage
+from parllel.interop.batched_cage import BatchedEnvCage, StepResult
 from parllel.interop.envpool_pool import (
     check_pool,
     env_id_array,
@@ -174,14 +174,14 @@ class EnvPoolCage(BatchedEnvCage):
         self._env_call("step (send)", self.pool.send, actions)
         self.local_step_seconds += perf_counter() - start
 
-    def _receive(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    def _receive(self, actions: Any) -> StepResult:
         observation, reward, terminated, truncated, infos = self._env_call(
             "step", self.pool.recv
         )
         (observation, reward, terminated, truncated), infos = in_env_order(
             (observation, reward, terminated, truncated), infos, self._all_ids
         )
-        return observation, reward, terminated, truncated, infos
+        return StepResult(observation, reward, terminated, truncated, infos)
 
     def _await_step(self, pending: tuple[Any, Any]) -> list[TrajInfo]:
         start = perf_counter()
@@ -191,17 +191,9 @@ class EnvPoolCage(BatchedEnvCage):
             # EnvPool's threads step in this process, as a serial cage's envs
             self.local_step_seconds += perf_counter() - start
 
-    def _write_step(
-        self,
-        out: Any,
-        actions: Any,
-        observation: Any,
-        reward: Any,
-        terminated: Any,
-        truncated: Any,
-        infos: dict[str, Any],
-    ) -> list[TrajInfo]:
+    def _write_step(self, out: Any, actions: Any, step: StepResult) -> list[TrajInfo]:
         """Copy one step's results into ``out``; reset the envs that finished."""
+        observation, reward, terminated, truncated, infos = step
         infos = without_routing(infos)
         terminated, truncated, _, ended = write_flags(
             out, reward, terminated, truncated

@@ -18,7 +18,7 @@ from parllel.cages.cage import ResetRequest
 from parllel.cages.cage_checks import raise_closed_slot
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.probe import probe_env, step_example
-from parllel.interop.batched_cage import BatchedEnvCage
+from parllel.interop.batched_cage import BatchedEnvCage, StepResult
 from parllel.interop.vector_env_access import (
     apply_envs,
     call_envs,
@@ -145,9 +145,7 @@ class VectorEnvCage(BatchedEnvCage):
             vector_env.single_action_space,
             self._name,
         )
-        self._use_spaces(
-            spaces, vector_env.observation_space, vector_env.action_space
-        )
+        self._use_spaces(spaces, vector_env.observation_space, vector_env.action_space)
         self._seeds = VectorSeeds(self.env_seeds, self.n_envs)
         # AsyncVectorEnv steps in its workers between step_async and await_step
         self._async_env = vector_env if isinstance(vector_env, AsyncVectorEnv) else None
@@ -228,25 +226,17 @@ class VectorEnvCage(BatchedEnvCage):
         if self._async_env is not None:
             self._env_call("step_async", self._async_env.step_async, actions)
 
-    def _receive(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    def _receive(self, actions: Any) -> StepResult:
         if self._async_env is not None:
-            return self._env_call("step", self._async_env.step_wait)
+            return StepResult(*self._env_call("step", self._async_env.step_wait))
         start = perf_counter()  # stepped here, in this process
         result = self._env_call("step", self.vector_env.step, actions)
         self.local_step_seconds += perf_counter() - start
-        return result
+        return StepResult(*result)
 
-    def _write_step(
-        self,
-        out: Any,
-        actions: Any,
-        observation: Any,
-        reward: Any,
-        terminated: Any,
-        truncated: Any,
-        infos: dict[str, Any],
-    ) -> list[TrajInfo]:
+    def _write_step(self, out: Any, actions: Any, step: StepResult) -> list[TrajInfo]:
         """Copy one step's results into ``out``; auto-reset finished envs."""
+        observation, reward, terminated, truncated, infos = step
         reward = np.asarray(reward, np.float64)
         terminated, truncated, done, ended = write_flags(
             out, reward, terminated, truncated

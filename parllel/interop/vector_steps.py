@@ -94,5 +94,3 @@ def finish_episodes(
             episodes.finish(i, bool(terminated[i]), bool(truncated[i]), info)
         )
     return completed
-
-
