@@ -234,7 +234,7 @@ class AdapterFactory:
         kwargs: keyword arguments for ``env_fn``.
     """
 
-    adapter: ClassVar[Callable[[Any], StackedAgentsEnv]]
+    adapter: ClassVar[type[StackedAgentsEnv]]
     api: ClassVar[str]
 
     def __init__(self, env_fn: Callable[..., Any], **kwargs: Any) -> None:
