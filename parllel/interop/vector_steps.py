@@ -5,8 +5,8 @@ get a step's results as arrays over envs; both write the reward and flags
 (:func:`write_flags`), the final observations of the envs that finished
 (:func:`write_final_observations`), keep the step's infos
 (:func:`kept_step_infos`) and close the finished episodes
-(:func:`finish_episodes`) the same way, and blame a closed slot rather than
-the env when writing fails (:func:`raise_closed_slot`).
+(:func:`finish_episodes`) the same way (their common base,
+:class:`~parllel.interop.batched_cage.BatchedEnvCage`, calls the last two).
 """
 
 from __future__ import annotations
