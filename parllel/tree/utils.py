@@ -123,9 +123,8 @@ def tree_to_builtin(
     container a dict.
 
     Example:
-        >>> tree = buffer_from_example(({"a": 0.0}, 0), (2,))
-        >>> tree_to_builtin(tree, lambda leaf: leaf.shape)
-        ({'a': (2,)}, (2,))
+        >>> tree_to_builtin([{"a": np.zeros(2)}, np.zeros(3)], np.shape)
+        ({'a': (2,)}, (3,))
     """
     pairs = children(tree)
     if pairs is None:
