@@ -8,47 +8,44 @@ import numpy as np
 
 from parllel.agents.base import Agent, AgentExample, check_mode
 from parllel.agents.state import ALL, EnvStates, as_index
-from parllel.errors import DtypeError, ShapeError, TreeStructureError
-from parllel.tree import tree_get, tree_items, tree_map
+from parllel.errors import DtypeError, ShapeError
+from parllel.tree import tree_items, tree_map
+from parllel.tree.writing import WriteRules, write_nested
+
+#: Agent outputs may hold more than the slots keep; a tuple fills keys "0", "1", ...
+OUTPUT_RULES = WriteRules(what="the agent's output", extra_ok=True)
 
 
-def write_outputs(out: Any, value: Any, path: str = "") -> None:
-    """Copy ``value`` (array or tree) into the numpy slots ``out`` (same tree shape).
+def write_outputs(out: Any, value: Any) -> None:
+    """Copy ``value`` (array or tree) into the slot views ``out`` (ndarrays or tensors).
 
     A slot node keyed ``"0"``, ``"1"``, ... (e.g. a gymnasium ``Tuple``
-    action) takes a tuple as well as a dict with those keys. A leaf of
-    ``out`` that ``value`` lacks raises
-    :class:`~parllel.errors.TreeStructureError` naming its path; an empty
-    ``out`` accepts an empty value.
-    """
-    if isinstance(out, np.ndarray):
-        try:
-            np.copyto(out, value, casting="same_kind")
-        except (TypeError, ValueError) as exc:
-            where = f" at {path!r}" if path else ""
-            error = DtypeError if isinstance(exc, TypeError) else ShapeError
-            raise error(f"cannot write the agent's output{where}: {exc}") from None
-        return
-    for key in out:
-        where = f"{path}.{key}" if path else key
-        write_outputs(out[key], output_child(value, key, out, where), where)
-
-
-def output_child(value: Any, key: str, out: Any, where: str) -> Any:
-    """The agent output's child ``key`` for the slot node ``out`` (at ``where``).
+    action) takes a tuple as well as a dict with those keys; keys the slots
+    lack are ignored. See :func:`~parllel.tree.writing.write_nested`.
 
     Raises:
-        TreeStructureError: ``value`` has no such child; names the path and
-            the keys the slots expect.
+        TreeStructureError: ``value`` lacks a leaf of ``out`` (naming its path).
+        DtypeError, ShapeError: a leaf does not fit its slot.
     """
+    write_nested(out, value, _copy_output, OUTPUT_RULES)
+
+
+def _copy_output(out: Any, value: Any, path: str) -> None:
+    """Copy one leaf of the agent's output into its slot view: an ndarray or a tensor.
+
+    ndarrays take values that cast with numpy's ``same_kind`` rule and
+    broadcast to their shape; tensors (the torch handler's views) copy with
+    ``Tensor.copy_``.
+    """
+    if not isinstance(out, np.ndarray):
+        out.copy_(value)
+        return
     try:
-        return tree_get(value, key)
-    except KeyError:
-        raise TreeStructureError(
-            f"the agent's output has no leaf {where!r} (a {type(value).__name__}); "
-            f"the slots expect keys {list(out)} there (a tuple also fills keys "
-            '"0", "1", ...)'
-        ) from None
+        np.copyto(out, value, casting="same_kind")
+    except (TypeError, ValueError) as exc:
+        where = f" at {path!r}" if path else ""
+        error = DtypeError if isinstance(exc, TypeError) else ShapeError
+        raise error(f"cannot write the agent's output{where}: {exc}") from None
 
 
 def batch_of_one(example: Any) -> Any:

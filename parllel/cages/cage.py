@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from parllel import fields
 from parllel.cages.cage_checks import check_slot_tree
@@ -21,6 +21,18 @@ from parllel.seeding import resolve_env_seeds
 # What a cage's pending-call attributes hold while no call is pending (the
 # state machine guarantees an await call finds what its async call left).
 NOTHING_PENDING: tuple[None, None] = (None, None)
+
+
+class ResetRequest(NamedTuple):
+    """One reset: what :meth:`Cage.reset_async` hands its subclass's hooks."""
+
+    out_observation: Any
+    env_indices: list[int] | None  # cage-local; None: every env
+    seeds: dict[int, int | None] | None  # by env index
+    options: dict[str, Any] | None
+
+
+NO_RESET = ResetRequest(None, None, None, None)  # the pending reset between calls
 
 
 class CageState(enum.Enum):
@@ -107,6 +119,10 @@ class Cage(ABC):
         self._last_infos = KeptInfos()
         self.state = CageState.IDLE
         self.local_step_seconds = 0.0
+        # what the async calls leave for the await calls (reset after use, so
+        # that no slots are held between calls)
+        self._pending_step: tuple[Any, Any] = NOTHING_PENDING
+        self._pending_reset = NO_RESET
         self.spaces: EnvSpaces
         self.example: dict[str, Any]
         self._action_checker: ActionChecker
@@ -149,14 +165,15 @@ class Cage(ABC):
         ):
             if key not in out:
                 raise ConfigError(f"step slots are missing {key!r}; got {list(out)}")
-        self._step_async(action, out)
+        self._pending_step = self._step_async(action, out)
         self.state = CageState.STEPPING
 
     def await_step(self) -> list[TrajInfo]:
         """Wait for the step started by :meth:`step_async`; return finished episodes."""
         self._require(CageState.STEPPING, "await_step")
+        pending, self._pending_step = self._pending_step, NOTHING_PENDING
         try:
-            return self._await_step()
+            return self._await_step(pending)
         finally:
             if self.state is CageState.STEPPING:
                 self.state = CageState.IDLE
@@ -206,14 +223,16 @@ class Cage(ABC):
             }
         if options is not None and not isinstance(options, Mapping):
             raise ConfigError(f"reset options must be a dict, got {options!r}")
-        self._reset_async(out_observation, env_indices, seed_map, options)
+        request = ResetRequest(out_observation, env_indices, seed_map, options)
+        self._pending_reset = self._reset_async(request)
         self.state = CageState.RESETTING
 
     def await_reset(self) -> None:
         """Wait for the reset started by :meth:`reset_async`."""
         self._require(CageState.RESETTING, "await_reset")
+        request, self._pending_reset = self._pending_reset, NO_RESET
         try:
-            self._await_reset()
+            self._await_reset(request)
         finally:
             if self.state is CageState.RESETTING:
                 self.state = CageState.IDLE
@@ -368,22 +387,19 @@ class Cage(ABC):
 
     # -- hooks ---------------------------------------------------------------
     @abstractmethod
-    def _step_async(self, action: Any, out: Any) -> None: ...
+    def _step_async(self, action: Any, out: Any) -> tuple[Any, Any]:
+        """Start a step; return the pair :meth:`_await_step` gets."""
 
     @abstractmethod
-    def _await_step(self) -> list[TrajInfo]: ...
+    def _await_step(self, pending: tuple[Any, Any]) -> list[TrajInfo]: ...
+
+    def _reset_async(self, request: ResetRequest) -> ResetRequest:
+        """Start a reset; return the request :meth:`_await_reset` gets
+        (default: nothing starts before the await call)."""
+        return request
 
     @abstractmethod
-    def _reset_async(
-        self,
-        out_observation: Any,
-        env_indices: list[int] | None,
-        seeds: dict[int, int | None] | None,
-        options: dict[str, Any] | None,
-    ) -> None: ...
-
-    @abstractmethod
-    def _await_reset(self) -> None: ...
+    def _await_reset(self, request: ResetRequest) -> None: ...
 
     @abstractmethod
     def _waiting_envs(self) -> list[int]: ...

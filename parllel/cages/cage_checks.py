@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import cloudpickle
 import numpy as np
@@ -49,6 +49,15 @@ def read_only_slot_error(slots: Any) -> ArrayClosedError | None:
         if isinstance(view, np.ndarray) and not view.flags.writeable:
             return closed_error(f"write into slot {path!r}")
     return None
+
+
+def raise_closed_slot(slots: Any, exc: BaseException) -> NoReturn:
+    """Raise ArrayClosedError if a slot of ``slots`` was closed (from ``exc``),
+    else ``exc`` itself: call in the ``except`` block of a failed write."""
+    closed = read_only_slot_error(slots)
+    if closed is None:
+        raise exc
+    raise closed from exc
 
 
 def check_factory(env_factory: Callable[..., Any]) -> None:

@@ -7,8 +7,8 @@ from time import perf_counter
 from typing import Any
 
 from parllel import fields
-from parllel.cages.cage import NOTHING_PENDING, Cage
-from parllel.cages.cage_checks import check_factory, read_only_slot_error
+from parllel.cages.cage import Cage, ResetRequest
+from parllel.cages.cage_checks import check_factory, raise_closed_slot
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.probe import spaces_example
@@ -96,28 +96,19 @@ class SerialCage(Cage):
         except BaseException:
             self._group.close()
             raise
-        # what step_async / reset_async leave for the await call (the Cage
-        # state machine orders the calls); reset after use to hold no slots
-        self._pending_step: tuple[Any, Any] = NOTHING_PENDING  # (action, out)
-        # (out_observation, env_indices, seeds, options)
-        self._pending_reset: tuple[Any, ...] = NOTHING_PENDING
 
-    def _step_async(self, action: Any, out: Any) -> None:
-        self._pending_step = (action, out)
+    def _step_async(self, action: Any, out: Any) -> tuple[Any, Any]:
+        return (action, out)  # stepped in await_step
 
-    def _await_step(self) -> list[TrajInfo]:
-        action, out = self._pending_step
-        self._pending_step = NOTHING_PENDING
+    def _await_step(self, pending: tuple[Any, Any]) -> list[TrajInfo]:
+        action, out = pending
         start = perf_counter()
         try:
             completed = self._group.step(action, out)
             self._keep_infos()
             return completed
         except EnvError as exc:  # a closed buffer is not the env's fault
-            closed = read_only_slot_error(out)
-            if closed is None:
-                raise
-            raise closed from exc
+            raise_closed_slot(out, exc)
         finally:
             self.local_step_seconds += perf_counter() - start
 
@@ -126,26 +117,13 @@ class SerialCage(Cage):
             group = self._group
             self._last_infos = KeptInfos(group.step_infos, group.reset_infos)
 
-    def _reset_async(
-        self,
-        out_observation: Any,
-        env_indices: list[int] | None,
-        seeds: dict[int, int | None] | None,
-        options: dict[str, Any] | None,
-    ) -> None:
-        self._pending_reset = (out_observation, env_indices, seeds, options)
-
-    def _await_reset(self) -> None:
-        out_observation, env_indices, seeds, options = self._pending_reset
-        self._pending_reset = NOTHING_PENDING
+    def _await_reset(self, request: ResetRequest) -> None:
+        out_observation, env_indices, seeds, options = request
         try:
             self._group.reset(out_observation, env_indices, 0, seeds, options)
             self._keep_infos()
         except EnvError as exc:
-            closed = read_only_slot_error({fields.OBSERVATION: out_observation})
-            if closed is None:
-                raise
-            raise closed from exc
+            raise_closed_slot({fields.OBSERVATION: out_observation}, exc)
 
     def _waiting_envs(self) -> list[int]:
         return self._group.waiting()

@@ -7,19 +7,19 @@ from time import perf_counter
 from typing import Any
 
 import numpy as np
-from gymnasium.vector.utils import batch_space, iterate
+from gymnasium.vector.utils import batch_space
 
 from parllel import fields
 from parllel.arrays import Array
-from parllel.cages import Cage, EnvSpaces, TrajInfo
-from parllel.cages.cage import NOTHING_PENDING
-from parllel.cages.env_info import InfoSlotTables, KeptInfos
+from parllel.cages import EnvSpaces, TrajInfo
+from parllel.cages.cage import ResetRequest
+from parllel.cages.cage_checks import raise_closed_slot
+from parllel.cages.env_info import KeptInfos
 from parllel.errors import (
     ConfigError,
-    EnvError,
-    ParllelError,
     UnsupportedVectorEnvError,
 )
+from parllel.interop.batched_cage import BatchedEnvCage, StepResult
 from parllel.interop.envpool_pool import (
     check_pool,
     env_id_array,
@@ -30,15 +30,8 @@ from parllel.interop.envpool_pool import (
     probe_pool,
     without_routing,
 )
-from parllel.interop.vector_env_access import vector_error
-from parllel.interop.vector_episodes import EpisodeRecorder
 from parllel.interop.vector_infos import info_row, write_info_slots
-from parllel.interop.vector_spaces import ObservationWriter, vector_actions
 from parllel.interop.vector_steps import (
-    finish_episodes,
-    kept_step_infos,
-    raise_closed_slot,
-    refuse_unstarted,
     write_final_observations,
     write_flags,
 )
@@ -47,7 +40,7 @@ from parllel.tree import tree_map
 __all__ = ["EnvPoolCage"]
 
 
-class EnvPoolCage(Cage):
+class EnvPoolCage(BatchedEnvCage):
     """An EnvPool (``envpool.make_gymnasium(...)``) as a parllel cage.
 
     EnvPool steps its envs in C++ threads of this process; the cage sends
@@ -119,8 +112,6 @@ class EnvPoolCage(Cage):
         (Discrete(6, dtype=int32), (4, 84, 84))
     """
 
-    needs_shared_memory = False
-
     def __init__(
         self,
         pool: Any,
@@ -134,16 +125,9 @@ class EnvPoolCage(Cage):
     ) -> None:
         check_pool(pool)
         super().__init__(
-            None,
-            int(pool.config["num_envs"]),
-            None,
-            seed,
-            env_offset,
-            reset_mode,
-            traj_info_type,
-            traj_info_kwargs,
-            keep_infos,
-        )
+            int(pool.config["num_envs"]), pool_name(pool), seed, env_offset,
+            reset_mode, traj_info_type, traj_info_kwargs, keep_infos,
+        )  # fmt: skip
         if reset_mode != "auto":
             raise UnsupportedVectorEnvError(
                 f"EnvPoolCage cannot run reset_mode={reset_mode!r}: EnvPool steps "
@@ -152,7 +136,6 @@ class EnvPoolCage(Cage):
                 "AlternatingSampler, EvalSampler, or RecurrentSampler without "
                 "wait_reset)"
             )
-        self._name = pool_name(pool)
         built = pool_seeds(pool)
         if self.env_seeds is not None and tuple(self.env_seeds) != built:
             raise ConfigError(
@@ -170,84 +153,47 @@ class EnvPoolCage(Cage):
         spaces = EnvSpaces(
             pool.observation_space, native_action_space(pool), self._name
         )
-        self._action_space = batch_space(spaces.action, n)
-        self._batch_actions = vector_actions(spaces.action)
-        self._observations = ObservationWriter(
-            spaces.observation, batch_space(spaces.observation, n)
+        self._use_spaces(
+            spaces, batch_space(spaces.observation, n), batch_space(spaces.action, n)
         )
-        self._episodes = EpisodeRecorder(
-            self.env_indices, traj_info_type, self.traj_info_kwargs
-        )
-        self._info_slots = InfoSlotTables()
-        self._started = np.zeros(n, bool)  # reset at least once
         self._all_ids = env_id_array(range(n))
-        self._everyone = np.ones(n, bool)
         self._finish_init(spaces, probe_pool(pool, spaces, built[0], env_offset))
-        # (batched actions, out): what step_async leaves for await_step
-        self._pending_step: tuple[Any, Any] = NOTHING_PENDING
-        # (out_observation, env_indices)
-        self._pending_reset: tuple[Any, Any] = NOTHING_PENDING
 
     # -- talking to EnvPool -------------------------------------------------------
-    def _pool_call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)``, an exception becoming :class:`EnvError` naming ``what``."""
-        try:
-            return fn(*args)
-        except ParllelError:
-            raise
-        except Exception as exc:
-            raise vector_error(self._name, what, exc) from exc
-
     def _reset_pool(self, env_ids: np.ndarray, what: str) -> tuple[Any, dict]:
         """Reset the envs ``env_ids`` (all: ``None``); observations, infos in that order."""
         everyone = len(env_ids) == self.n_envs
-        observation, infos = self._pool_call(
+        observation, infos = self._env_call(
             what, self.pool.reset, None if everyone else env_ids
         )
         return in_env_order(observation, infos, env_ids)
 
     # -- stepping -----------------------------------------------------------------
-    def _step_async(self, action: Any, out: Any) -> None:
-        refuse_unstarted(self._started, self.env_offset)
-        actions = self._batch_actions(action)
+    def _send(self, actions: Any) -> None:
         start = perf_counter()
-        self._pool_call("step (send)", self.pool.send, actions)
+        self._env_call("step (send)", self.pool.send, actions)
         self.local_step_seconds += perf_counter() - start
-        self._pending_step = (actions, out)
 
-    def _await_step(self) -> list[TrajInfo]:
-        actions, out = self._pending_step
-        self._pending_step = NOTHING_PENDING
+    def _receive(self, actions: Any) -> StepResult:
+        observation, reward, terminated, truncated, infos = self._env_call(
+            "step", self.pool.recv
+        )
+        (observation, reward, terminated, truncated), infos = in_env_order(
+            (observation, reward, terminated, truncated), infos, self._all_ids
+        )
+        return StepResult(observation, reward, terminated, truncated, infos)
+
+    def _await_step(self, pending: tuple[Any, Any]) -> list[TrajInfo]:
         start = perf_counter()
         try:
-            observation, reward, terminated, truncated, infos = self._pool_call(
-                "step", self.pool.recv
-            )
-            (observation, reward, terminated, truncated), infos = in_env_order(
-                (observation, reward, terminated, truncated), infos, self._all_ids
-            )
-            return self._write_step(
-                out, actions, observation, reward, terminated, truncated, infos
-            )
-        except EnvError:
-            raise
-        except Exception as exc:  # a closed buffer is not the env's fault
-            raise_closed_slot(out, exc)
+            return super()._await_step(pending)
         finally:
             # EnvPool's threads step in this process, as a serial cage's envs
             self.local_step_seconds += perf_counter() - start
 
-    def _write_step(
-        self,
-        out: Any,
-        actions: Any,
-        observation: Any,
-        reward: Any,
-        terminated: Any,
-        truncated: Any,
-        infos: dict[str, Any],
-    ) -> list[TrajInfo]:
+    def _write_step(self, out: Any, actions: Any, step: StepResult) -> list[TrajInfo]:
         """Copy one step's results into ``out``; reset the envs that finished."""
+        observation, reward, terminated, truncated, infos = step
         infos = without_routing(infos)
         terminated, truncated, _, ended = write_flags(
             out, reward, terminated, truncated
@@ -261,46 +207,35 @@ class EnvPoolCage(Cage):
             out, ended, lambda i: self._observations.row(observation, i)
         )
         n = self.n_envs
-        if self._episodes.plain:
-            self._episodes.step(np.asarray(reward, np.float64))
-        else:
-            self._episodes.step_each(
-                self._observations.rows(observation),
-                list(iterate(self._action_space, actions)),
-                np.asarray(reward, np.float64).tolist(),
-                terminated.tolist(),
-                truncated.tolist(),
-                [info_row(infos, i, n) for i in range(n)],
-            )
 
         def info_of(i: int) -> dict[str, Any]:
             return info_row(infos, i, n)
 
-        if self.keep_infos:
-            self._last_infos = kept_step_infos(n, info_of)
+        completed = self._record_step(
+            lambda: self._observations.rows(observation), actions,
+            np.asarray(reward, np.float64), terminated, truncated, info_of,
+            stored_keys, ended,
+        )  # fmt: skip
         if not ended:
-            return []
-        completed = finish_episodes(
-            self._episodes, ended, terminated, truncated, info_of, stored_keys
-        )
+            return completed
         # EnvPool resets a finished env during its next step (NEXT_STEP): that
         # step, now, for the finished envs alone (a forced pool.reset would
         # differ: e.g. Atari's episodic life restarts the game there)
         ids = env_id_array(ended)
-        self._pool_call(
+        self._env_call(
             "its autoreset step (send)",
             self.pool.send,
             self._idle_actions(len(ids)),
             ids,
         )
-        reset_observation, _, _, _, reset_infos = self._pool_call(
+        reset_observation, _, _, _, reset_infos = self._env_call(
             "its autoreset step", self.pool.recv
         )
         reset_observation, reset_infos = in_env_order(
             reset_observation, reset_infos, ids
         )
         self._write_reset_rows(out_observation, reset_observation, ended)
-        self._start_episodes(ended, without_routing(reset_infos))
+        self._start_episodes(ended, _rows(without_routing(reset_infos), len(ended)))
         return completed
 
     def _idle_actions(self, k: int) -> Any:
@@ -342,23 +277,9 @@ class EnvPoolCage(Cage):
         for j, i in enumerate(index):
             out_observation[i] = self._observations.row(reset_observation, j)
 
-    def _start_episodes(self, index: list[int], infos: dict[str, Any]) -> None:
-        """Start the next episode of the envs ``index`` (reset infos: row ``j``)."""
-        for j, i in enumerate(index):
-            reset_info = info_row(infos, j, len(index))
-            self._started[i] = True
-            self._episodes.start(i, reset_info)
-            if self.keep_infos and reset_info:
-                self._last_infos.reset[i] = reset_info
-
     # -- resetting ----------------------------------------------------------------
-    def _reset_async(
-        self,
-        out_observation: Any,
-        env_indices: list[int] | None,
-        seeds: dict[int, int | None] | None,
-        options: dict[str, Any] | None,
-    ) -> None:
+    def _reset_async(self, request: ResetRequest) -> ResetRequest:
+        _, _, seeds, options = request
         if seeds is not None and any(s is not None for s in seeds.values()):
             raise ConfigError(
                 f"EnvPool seeds its envs once, when it is built ({self._name}: "
@@ -372,11 +293,10 @@ class EnvPoolCage(Cage):
                 "options would when building the pool (envpool.make_gymnasium"
                 "(task_id, ...))"
             )
-        self._pending_reset = (out_observation, env_indices)
+        return request
 
-    def _await_reset(self) -> None:
-        out_observation, env_indices = self._pending_reset
-        self._pending_reset = NOTHING_PENDING
+    def _await_reset(self, request: ResetRequest) -> None:
+        out_observation, env_indices, _, _ = request
         index = list(range(self.n_envs)) if env_indices is None else env_indices
         if not index:
             return
@@ -390,10 +310,7 @@ class EnvPoolCage(Cage):
             raise_closed_slot({fields.OBSERVATION: out_observation}, exc)
         if self.keep_infos:
             self._last_infos = KeptInfos({}, {})
-        self._start_episodes(index, without_routing(infos))
-
-    def _waiting_envs(self) -> list[int]:
-        return np.flatnonzero(~self._started).tolist()
+        self._start_episodes(index, _rows(without_routing(infos), len(index)))
 
     # -- env access ---------------------------------------------------------------
     def _call(
@@ -405,7 +322,7 @@ class EnvPoolCage(Cage):
                 "C++ objects without Python attributes (only render() is "
                 f"forwarded). Read the pool's settings from cage.pool.config"
             )
-        frames = self._pool_call("render", self.pool.render, env_id_array(indices))
+        frames = self._env_call("render", self.pool.render, env_id_array(indices))
         return list(frames)
 
     def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
@@ -418,3 +335,8 @@ class EnvPoolCage(Cage):
     # -- lifetime -----------------------------------------------------------------
     def _close(self) -> None:
         self.pool.close()
+
+
+def _rows(infos: dict[str, Any], k: int) -> list[dict[str, Any]]:
+    """The ``k`` rows of a batched info dict (row ``j``: the ``j``-th env asked)."""
+    return [info_row(infos, j, k) for j in range(k)]

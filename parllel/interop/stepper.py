@@ -168,9 +168,9 @@ class CageStepper:
         if self.carry_actions:
             self._give_actions(actions, per_env)
         elif per_env:
-            write_per_env(self.action_space, slots[fields.ACTION], actions)
+            write_per_env(slots[fields.ACTION], actions)
         else:
-            write_batch(self.action_space, slots[fields.ACTION], actions)
+            write_batch(slots[fields.ACTION], actions)
         with env_errors_as_builtins():
             self.cage.step_async(slots[fields.ACTION], slots)
         self.pending = True
@@ -232,8 +232,8 @@ class CageStepper:
             return deepcopy(batch) if copy else batch
         observation = self.slots[fields.OBSERVATION]
         if copy:
-            return batch_copy(self.observation_space, observation)
-        return batch_view(self.observation_space, observation)
+            return batch_copy(observation)
+        return batch_view(observation)
 
     def final_observation(self, index: int) -> Any:
         """The last observation of env ``index``'s episode that ended in this step.
@@ -243,9 +243,7 @@ class CageStepper:
         """
         if index in self.carried:
             return self.carried[index]
-        return single_value(
-            self.observation_space, self.slots[fields.FINAL_OBSERVATION], index
-        )
+        return single_value(self.slots[fields.FINAL_OBSERVATION], index)
 
     # -- lifetime ----------------------------------------------------------------
     def close(self) -> None:

@@ -11,25 +11,21 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
-from gymnasium.vector.utils import iterate
 
 from parllel import fields
-from parllel.cages import Cage, EnvSpaces, TrajInfo
-from parllel.cages.cage import NOTHING_PENDING
-from parllel.cages.env_info import InfoSlotTables, KeptInfos
+from parllel.cages import EnvSpaces, TrajInfo
+from parllel.cages.cage import ResetRequest
+from parllel.cages.cage_checks import raise_closed_slot
+from parllel.cages.env_info import KeptInfos
 from parllel.cages.probe import probe_env, step_example
-from parllel.errors import (
-    EnvError,
-    ParllelError,
-)
+from parllel.interop.batched_cage import BatchedEnvCage, StepResult
 from parllel.interop.vector_env_access import (
     apply_envs,
     call_envs,
     set_envs_attr,
     vector_env_name,
-    vector_error,
 )
-from parllel.interop.vector_episodes import EpisodeRecorder, final_observations
+from parllel.interop.vector_episodes import final_observations
 from parllel.interop.vector_infos import (
     FINAL_KEYS,
     StepInfos,
@@ -39,24 +35,17 @@ from parllel.interop.vector_infos import (
 from parllel.interop.vector_probe import probe_actions, probe_factory
 from parllel.interop.vector_seeds import VectorSeeds
 from parllel.interop.vector_spaces import (
-    ObservationWriter,
     autoreset_mode,
     check_auto_reset_mode,
     check_vector_env,
-    vector_actions,
 )
 from parllel.interop.vector_steps import (
-    finish_episodes,
-    kept_step_infos,
-    non_empty,
-    raise_closed_slot,
-    refuse_unstarted,
     write_final_observations,
     write_flags,
 )
 
 
-class VectorEnvCage(Cage):
+class VectorEnvCage(BatchedEnvCage):
     """A gymnasium vector env (``gymnasium.vector.VectorEnv``) as a parllel cage.
 
     Samplers, transforms, replays and runners use it like any cage: each
@@ -132,8 +121,6 @@ class VectorEnvCage(Cage):
         (4, (4,))
     """
 
-    needs_shared_memory = False
-
     def __init__(
         self,
         vector_env: gym.vector.VectorEnv,
@@ -147,57 +134,24 @@ class VectorEnvCage(Cage):
     ) -> None:
         check_vector_env(vector_env)
         super().__init__(
-            None,
-            vector_env.num_envs,
-            None,
-            seed,
-            env_offset,
-            reset_mode,
-            traj_info_type,
-            traj_info_kwargs,
-            keep_infos,
-        )
+            vector_env.num_envs, vector_env_name(vector_env), seed, env_offset,
+            reset_mode, traj_info_type, traj_info_kwargs, keep_infos,
+        )  # fmt: skip
         check_auto_reset_mode(reset_mode)
         self.autoreset_mode = autoreset_mode(vector_env)
         self.vector_env = vector_env
-        n = self.n_envs
-        self._name = vector_env_name(vector_env)
         spaces = EnvSpaces(
             vector_env.single_observation_space,
             vector_env.single_action_space,
             self._name,
         )
-        self._batch_actions = vector_actions(spaces.action)
-        self._observations = ObservationWriter(
-            spaces.observation, vector_env.observation_space
-        )
-        self._episodes = EpisodeRecorder(
-            self.env_indices, traj_info_type, self.traj_info_kwargs
-        )
-        self._info_slots = InfoSlotTables()
-        self._started = np.zeros(n, bool)  # reset at least once
-        self._seeds = VectorSeeds(self.env_seeds, n)
-        self._everyone = np.ones(n, bool)
+        self._use_spaces(spaces, vector_env.observation_space, vector_env.action_space)
+        self._seeds = VectorSeeds(self.env_seeds, self.n_envs)
         # AsyncVectorEnv steps in its workers between step_async and await_step
         self._async_env = vector_env if isinstance(vector_env, AsyncVectorEnv) else None
         self._finish_init(spaces, self._probe(spaces))
-        # (batched actions, out): what step_async leaves for await_step
-        self._pending_step: tuple[Any, Any] = NOTHING_PENDING
-        # (out_observation, env_indices, seeds, options)
-        self._pending_reset: tuple[Any, ...] = NOTHING_PENDING
 
     # -- talking to the vector env ----------------------------------------------
-    def _vector_call(
-        self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any
-    ) -> Any:
-        """``fn(*args, **kw)``, an exception becoming :class:`EnvError` naming ``what``."""
-        try:
-            return fn(*args, **kw)
-        except ParllelError:
-            raise
-        except Exception as exc:
-            raise vector_error(self._name, what, exc) from exc
-
     def _reset_vector(
         self,
         mask: np.ndarray,
@@ -211,12 +165,12 @@ class VectorEnvCage(Cage):
         if partial_first:
             what = f"{what} (a first reset of a vector env resets all its envs)"
         if mask.all():
-            return self._vector_call(
+            return self._env_call(
                 what, self.vector_env.reset, seed=seed, options=options
             )
         # a fresh dict: gymnasium's vector envs pop the reset_mask from it
         partial = {**(options or {}), "reset_mask": mask.copy()}
-        return self._vector_call(
+        return self._env_call(
             f"{what} of some envs (reset(options={{'reset_mask': ...}}), which "
             "partial resets need; gymnasium's SyncVectorEnv and AsyncVectorEnv "
             "take it)",
@@ -247,7 +201,7 @@ class VectorEnvCage(Cage):
         venv = self.vector_env
         self._reset_vector(self._everyone, "its probe reset")
         actions, action_0 = probe_actions(venv.action_space, seed)
-        observation, reward, terminated, truncated, infos = self._vector_call(
+        observation, reward, terminated, truncated, infos = self._env_call(
             "its probe step", venv.step, actions
         )
         done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
@@ -268,40 +222,21 @@ class VectorEnvCage(Cage):
         )
 
     # -- stepping ---------------------------------------------------------------
-    def _step_async(self, action: Any, out: Any) -> None:
-        refuse_unstarted(self._started, self.env_offset)
-        actions = self._batch_actions(action)
+    def _send(self, actions: Any) -> None:
         if self._async_env is not None:
-            self._vector_call("step_async", self._async_env.step_async, actions)
-        self._pending_step = (actions, out)
+            self._env_call("step_async", self._async_env.step_async, actions)
 
-    def _await_step(self) -> list[TrajInfo]:
-        actions, out = self._pending_step
-        self._pending_step = NOTHING_PENDING
+    def _receive(self, actions: Any) -> StepResult:
         if self._async_env is not None:
-            result = self._vector_call("step", self._async_env.step_wait)
-        else:  # stepped here, in this process
-            start = perf_counter()
-            result = self._vector_call("step", self.vector_env.step, actions)
-            self.local_step_seconds += perf_counter() - start
-        try:
-            return self._write_step(out, actions, *result)
-        except EnvError:
-            raise
-        except Exception as exc:  # a closed buffer is not the env's fault
-            raise_closed_slot(out, exc)
+            return StepResult(*self._env_call("step", self._async_env.step_wait))
+        start = perf_counter()  # stepped here, in this process
+        result = self._env_call("step", self.vector_env.step, actions)
+        self.local_step_seconds += perf_counter() - start
+        return StepResult(*result)
 
-    def _write_step(
-        self,
-        out: Any,
-        actions: Any,
-        observation: Any,
-        reward: Any,
-        terminated: Any,
-        truncated: Any,
-        infos: dict[str, Any],
-    ) -> list[TrajInfo]:
+    def _write_step(self, out: Any, actions: Any, step: StepResult) -> list[TrajInfo]:
         """Copy one step's results into ``out``; auto-reset finished envs."""
+        observation, reward, terminated, truncated, infos = step
         reward = np.asarray(reward, np.float64)
         terminated, truncated, done, ended = write_flags(
             out, reward, terminated, truncated
@@ -320,37 +255,27 @@ class VectorEnvCage(Cage):
         if ended and (final_slot is not None or not self._episodes.plain):
             final_observations = self._final_observations(observation, infos, ended)
         write_final_observations(out, ended, final_observations.__getitem__)
-        if self._episodes.plain:
-            self._episodes.step(reward)
-        else:
-            rows = self._observations.rows(observation)
+
+        def rows() -> list[Any]:  # the episodes' last observations where they ended
+            every_row = self._observations.rows(observation)
             for i, final in final_observations.items():
-                rows[i] = final
-            self._episodes.step_each(
-                rows,
-                list(iterate(self.vector_env.action_space, actions)),
-                reward.tolist(),
-                terminated.tolist(),
-                truncated.tolist(),
-                [step_infos.row(i) for i in range(self.n_envs)],
-            )
-        if self.keep_infos:
-            self._last_infos = kept_step_infos(self.n_envs, step_infos.row)
+                every_row[i] = final
+            return every_row
+
+        completed = self._record_step(
+            rows, actions, reward, terminated, truncated, step_infos.row,
+            stored_keys, ended,
+        )  # fmt: skip
         if not ended:
-            return []
-        completed = finish_episodes(
-            self._episodes, ended, terminated, truncated, step_infos.row, stored_keys
-        )
+            return completed
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
             reset_infos = infos
         else:  # DISABLED: the cage resets the finished envs itself
             reset_observation, reset_infos = self._reset_vector(done, "auto-reset")
             self._observations.write_rows(out_observation, reset_observation, ended)
-        for i in ended:
-            reset_info = info_row(reset_infos, i, self.n_envs, FINAL_KEYS)
-            self._episodes.start(i, reset_info)
-            if self.keep_infos and reset_info:
-                self._last_infos.reset[i] = reset_info
+        n = self.n_envs
+        rows_infos = [info_row(reset_infos, i, n, FINAL_KEYS) for i in ended]
+        self._start_episodes(ended, rows_infos)
         return completed
 
     def _final_observations(
@@ -363,18 +288,8 @@ class VectorEnvCage(Cage):
         )  # fmt: skip
 
     # -- resetting --------------------------------------------------------------
-    def _reset_async(
-        self,
-        out_observation: Any,
-        env_indices: list[int] | None,
-        seeds: dict[int, int | None] | None,
-        options: dict[str, Any] | None,
-    ) -> None:
-        self._pending_reset = (out_observation, env_indices, seeds, options)
-
-    def _await_reset(self) -> None:
-        out_observation, env_indices, seeds, options = self._pending_reset
-        self._pending_reset = NOTHING_PENDING
+    def _await_reset(self, request: ResetRequest) -> None:
+        out_observation, env_indices, seeds, options = request
         mask = self._everyone.copy()
         if env_indices is not None:
             mask[:] = False
@@ -390,15 +305,9 @@ class VectorEnvCage(Cage):
                 self._observations.write_rows(out_observation, observation, index)
         except Exception as exc:
             raise_closed_slot({fields.OBSERVATION: out_observation}, exc)
-        reset_infos = {i: info_row(infos, i, self.n_envs) for i in index}
-        for i in index:
-            self._started[i] = True
-            self._episodes.start(i, reset_infos[i])
         if self.keep_infos:
-            self._last_infos = KeptInfos({}, non_empty(reset_infos))
-
-    def _waiting_envs(self) -> list[int]:
-        return np.flatnonzero(~self._started).tolist()
+            self._last_infos = KeptInfos({}, {})
+        self._start_episodes(index, [info_row(infos, i, self.n_envs) for i in index])
 
     # -- env access -------------------------------------------------------------
     def _call(

@@ -5,19 +5,18 @@ get a step's results as arrays over envs; both write the reward and flags
 (:func:`write_flags`), the final observations of the envs that finished
 (:func:`write_final_observations`), keep the step's infos
 (:func:`kept_step_infos`) and close the finished episodes
-(:func:`finish_episodes`) the same way, and blame a closed slot rather than
-the env when writing fails (:func:`raise_closed_slot`).
+(:func:`finish_episodes`) the same way (their common base,
+:class:`~parllel.interop.batched_cage.BatchedEnvCage`, calls the last two).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
 from parllel import fields
-from parllel.cages.cage_checks import read_only_slot_error
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError
@@ -95,12 +94,3 @@ def finish_episodes(
             episodes.finish(i, bool(terminated[i]), bool(truncated[i]), info)
         )
     return completed
-
-
-def raise_closed_slot(slots: Any, exc: Exception) -> NoReturn:
-    """Raise ArrayClosedError if a slot of ``slots`` was closed (from ``exc``),
-    else ``exc`` itself: call in the ``except`` block of a failed write."""
-    closed = read_only_slot_error(slots)
-    if closed is None:
-        raise exc
-    raise closed from exc

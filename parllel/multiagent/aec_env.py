@@ -11,20 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from parllel import fields
 from parllel.errors import ConfigError, MismatchedAgentsError
 from parllel.multiagent.agent_steps import (
-    AgentTable,
+    AdapterFactory,
+    StackedAgentsEnv,
     add_agent_infos,
-    check_pettingzoo_api,
 )
 from parllel.multiagent.spaces import action_mask_of, copy_value, write_row
 
 
-class AECEnvAdapter(gym.Env):
+class AECEnvAdapter(StackedAgentsEnv):
     """A turn-based PettingZoo ``AECEnv`` as one gymnasium env with agents stacked.
 
     - observation: ``observe(agent)`` of every agent after the move (and
@@ -58,34 +57,17 @@ class AECEnvAdapter(gym.Env):
         ((2, 9), MultiDiscrete([9 9]))
     """
 
-    metadata = {"render_modes": []}
+    api = "aec"
 
     def __init__(self, env: Any) -> None:
-        check_pettingzoo_api(env, "aec")
-        self.env = env
+        super().__init__(env)
         # the state (agents, rewards, flags...) is read from the innermost env:
         # each read through PettingZoo's wrappers costs a chain of __getattr__
         # calls, and so does each observe(); steps still go through the
         # wrappers' checks (an illegal move is still caught by PettingZoo)
         self._state = getattr(env, "unwrapped", env)
-        self.table = AgentTable(env)
-        self.observation_space = self.table.observation_space
-        self.action_space = self.table.action_space
-        self._observation = self.table.zero_observation()
         self._ended = np.zeros(self.table.n_agents, np.bool_)
-        self._took_part = np.zeros(self.table.n_agents, np.bool_)
         self._rewards = np.zeros(self.table.n_agents, np.float64)
-        self._any_truncated = False
-
-    @property
-    def possible_agents(self) -> tuple[str, ...]:
-        """The agents, in the order of the stacked dimension."""
-        return self.table.agents
-
-    @property
-    def n_agents(self) -> int:
-        """``A``, the number of possible agents."""
-        return self.table.n_agents
 
     def reset(
         self, *, seed: int | None = None, options: dict | None = None
@@ -195,36 +177,13 @@ class AECEnvAdapter(gym.Env):
                 if agent != mover:
                     mask[i] = 0
 
-    def render(self) -> Any:
-        """The env's ``render()``."""
-        return self.env.render()
 
-    def close(self) -> None:
-        """Close the env."""
-        self.env.close()
+class AECEnvFactory(AdapterFactory):
+    """A picklable factory of :class:`AECEnvAdapter` envs, for cages
+    (``env_fn`` builds a PettingZoo ``AECEnv``, e.g. ``tictactoe_v3.env``)."""
 
-
-class AECEnvFactory:
-    """A picklable factory of :class:`AECEnvAdapter` envs, for cages.
-
-    Args:
-        env_fn: builds a PettingZoo ``AECEnv`` (e.g. ``tictactoe_v3.env``).
-        kwargs: keyword arguments for ``env_fn``.
-    """
-
-    def __init__(self, env_fn: Callable[..., Any], **kwargs: Any) -> None:
-        if not callable(env_fn):
-            raise ConfigError(f"env_fn must build a PettingZoo AECEnv, got {env_fn!r}")
-        self.env_fn = env_fn
-        self.kwargs = kwargs
-
-    def __call__(self, **env_kwargs: Any) -> AECEnvAdapter:
-        """Build one adapted env (``env_kwargs`` override the stored kwargs)."""
-        return AECEnvAdapter(self.env_fn(**{**self.kwargs, **env_kwargs}))
-
-    def __repr__(self) -> str:
-        name = getattr(self.env_fn, "__qualname__", repr(self.env_fn))
-        return f"AECEnvFactory({name}, **{self.kwargs!r})"
+    adapter = AECEnvAdapter
+    api = "aec"
 
 
 def make_aec_env_factory(env_fn: Callable[..., Any], **kwargs: Any) -> AECEnvFactory:

@@ -1,5 +1,6 @@
 """What both adapters share: the agent table, reading actions, the step info,
-and the check that an env has the adapter's PettingZoo API.
+the check that an env has the adapter's PettingZoo API, the adapters' base
+class (:class:`StackedAgentsEnv`) and their factories' (:class:`AdapterFactory`).
 
 Every step's info has the same four ``[A]`` arrays (so the cage gives them
 preallocated ``env_info`` slots), plus ``"agent_infos"`` (the env's per-agent
@@ -9,14 +10,16 @@ info dicts, by agent name) when any of them is not empty.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 
 from parllel import fields
 from parllel.cages.spaces import zero_example
 from parllel.errors import (
+    ConfigError,
     MismatchedAgentsError,
     NonActingAgentError,
     ShapeError,
@@ -177,3 +180,75 @@ def add_agent_infos(info: dict[str, Any], agent_infos: Mapping[str, Any]) -> Non
     """Put the env's per-agent infos under ``"agent_infos"`` if any is not empty."""
     if any(agent_infos.values()):
         info[AGENT_INFOS] = dict(agent_infos)
+
+
+class StackedAgentsEnv(gym.Env):
+    """A PettingZoo env of the API ``api`` as one gymnasium env, agents stacked.
+
+    The base of :class:`~parllel.multiagent.AECEnvAdapter` and
+    :class:`~parllel.multiagent.ParallelEnvAdapter`: the agent table, the
+    stacked spaces and observation, and what passes straight to the env.
+    """
+
+    metadata = {"render_modes": []}
+    api: ClassVar[str]  # "aec" or "parallel"
+
+    def __init__(self, env: Any) -> None:
+        check_pettingzoo_api(env, self.api)
+        self.env = env
+        self.table = AgentTable(env)
+        self.observation_space = self.table.observation_space
+        self.action_space = self.table.action_space
+        self._observation = self.table.zero_observation()
+        self._took_part = np.zeros(self.table.n_agents, np.bool_)
+        self._any_truncated = False
+
+    @property
+    def possible_agents(self) -> tuple[str, ...]:
+        """The agents, in the order of the stacked dimension."""
+        return self.table.agents
+
+    @property
+    def n_agents(self) -> int:
+        """``A``, the number of possible agents."""
+        return self.table.n_agents
+
+    def render(self) -> Any:
+        """The env's ``render()``."""
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the env."""
+        self.env.close()
+
+
+class AdapterFactory:
+    """A picklable factory of adapted envs, for cages: ``adapter(env_fn(**kwargs))``.
+
+    Calls ``env_fn(**kwargs, **env_kwargs)`` in the process that builds the
+    env (a ProcessCage's worker; cloudpickle must pickle ``env_fn``) and wraps
+    the result.
+
+    Args:
+        env_fn: builds the PettingZoo env (e.g. ``tictactoe_v3.env``).
+        kwargs: keyword arguments for ``env_fn``.
+    """
+
+    adapter: ClassVar[type[StackedAgentsEnv]]
+    api: ClassVar[str]
+
+    def __init__(self, env_fn: Callable[..., Any], **kwargs: Any) -> None:
+        if not callable(env_fn):
+            raise ConfigError(
+                f"env_fn must build a PettingZoo {API_NAMES[self.api]}, got {env_fn!r}"
+            )
+        self.env_fn = env_fn
+        self.kwargs = kwargs
+
+    def __call__(self, **env_kwargs: Any) -> Any:
+        """Build one adapted env (``env_kwargs`` override the stored kwargs)."""
+        return type(self).adapter(self.env_fn(**{**self.kwargs, **env_kwargs}))
+
+    def __repr__(self) -> str:
+        name = getattr(self.env_fn, "__qualname__", repr(self.env_fn))
+        return f"{type(self).__name__}({name}, **{self.kwargs!r})"

@@ -11,21 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
-
 from parllel import fields
 from parllel.errors import ConfigError, MismatchedAgentsError
 from parllel.multiagent.aec_cycle import aec_cycle_of, step_aec_cycle
 from parllel.multiagent.agent_steps import (
-    AgentTable,
+    AdapterFactory,
+    StackedAgentsEnv,
     add_agent_infos,
-    check_pettingzoo_api,
 )
 from parllel.multiagent.spaces import action_mask_of, copy_value, write_row
 
 
-class ParallelEnvAdapter(gym.Env):
+class ParallelEnvAdapter(StackedAgentsEnv):
     """A PettingZoo ``ParallelEnv`` as one gymnasium env with agents stacked.
 
     - observation: every agent's observation stacked (``[A, ...]``, a Dict of
@@ -64,29 +61,11 @@ class ParallelEnvAdapter(gym.Env):
         ((3, 18), MultiDiscrete([5 5 5]))
     """
 
-    metadata = {"render_modes": []}
+    api = "parallel"
 
     def __init__(self, env: Any) -> None:
-        check_pettingzoo_api(env, "parallel")
-        self.env = env
+        super().__init__(env)
         self._aec_cycle = aec_cycle_of(env)
-        self.table = AgentTable(env)
-        self.observation_space = self.table.observation_space
-        self.action_space = self.table.action_space
-        self._observation = self.table.zero_observation()
-        n = self.table.n_agents
-        self._took_part = np.zeros(n, np.bool_)
-        self._any_truncated = False
-
-    @property
-    def possible_agents(self) -> tuple[str, ...]:
-        """The agents, in the order of the stacked dimension."""
-        return self.table.agents
-
-    @property
-    def n_agents(self) -> int:
-        """``A``, the number of possible agents."""
-        return self.table.n_agents
 
     def reset(
         self, *, seed: int | None = None, options: dict | None = None
@@ -178,42 +157,14 @@ class ParallelEnvAdapter(gym.Env):
                 if agent not in alive:
                     mask[i] = 0
 
-    def render(self) -> Any:
-        """The env's ``render()``."""
-        return self.env.render()
 
-    def close(self) -> None:
-        """Close the env."""
-        self.env.close()
+class ParallelEnvFactory(AdapterFactory):
+    """A picklable factory of :class:`ParallelEnvAdapter` envs, for cages
+    (``env_fn`` builds a PettingZoo ``ParallelEnv``, e.g.
+    ``simple_spread_v3.parallel_env``)."""
 
-
-class ParallelEnvFactory:
-    """A picklable factory of :class:`ParallelEnvAdapter` envs, for cages.
-
-    Calls ``env_fn(**kwargs, **env_kwargs)`` in the process that builds the
-    env (a ProcessCage's worker) and wraps the result.
-
-    Args:
-        env_fn: builds a PettingZoo ``ParallelEnv`` (e.g.
-            ``simple_spread_v3.parallel_env``); cloudpickle must pickle it.
-        kwargs: keyword arguments for ``env_fn``.
-    """
-
-    def __init__(self, env_fn: Callable[..., Any], **kwargs: Any) -> None:
-        if not callable(env_fn):
-            raise ConfigError(
-                f"env_fn must build a PettingZoo ParallelEnv, got {env_fn!r}"
-            )
-        self.env_fn = env_fn
-        self.kwargs = kwargs
-
-    def __call__(self, **env_kwargs: Any) -> ParallelEnvAdapter:
-        """Build one adapted env (``env_kwargs`` override the stored kwargs)."""
-        return ParallelEnvAdapter(self.env_fn(**{**self.kwargs, **env_kwargs}))
-
-    def __repr__(self) -> str:
-        name = getattr(self.env_fn, "__qualname__", repr(self.env_fn))
-        return f"ParallelEnvFactory({name}, **{self.kwargs!r})"
+    adapter = ParallelEnvAdapter
+    api = "parallel"
 
 
 def make_parallel_env_factory(

@@ -25,6 +25,7 @@ import numpy as np
 
 from parllel.errors import AgentSpaceError
 from parllel.tree import tree_map
+from parllel.tree.writing import WriteRules, write_nested
 
 
 def shared_space(
@@ -144,25 +145,22 @@ def write_row(stacked: Any, index: int, value: Any, agent: str) -> None:
 
     Raises:
         AgentSpaceError: the observation does not fit the agents' space (a
-            missing Dict key or a wrong shape); names the agent.
+            missing or extra Dict key, a wrong shape or dtype); names the agent
+            and the leaf.
     """
-    if isinstance(stacked, dict):
-        if not isinstance(value, dict) or set(value) != set(stacked):
-            keys = sorted(value) if isinstance(value, dict) else type(value).__name__
+
+    def write(leaf: np.ndarray, item: Any, path: str) -> None:
+        try:
+            leaf[index] = item
+        except (ValueError, TypeError) as exc:
+            where = f" at {path!r}" if path else ""
             raise AgentSpaceError(
-                f"agent {agent!r}'s observation has keys {keys}, but its space "
-                f"has {sorted(stacked)}"
-            )
-        for key, leaf in stacked.items():
-            write_row(leaf, index, value[key], agent)
-        return
-    try:
-        stacked[index] = value
-    except (ValueError, TypeError) as exc:
-        raise AgentSpaceError(
-            f"agent {agent!r}'s observation does not fit its space (shape "
-            f"{stacked.shape[1:]}, dtype {stacked.dtype}): {exc}"
-        ) from None
+                f"agent {agent!r}'s observation{where} does not fit its space "
+                f"(shape {leaf.shape[1:]}, dtype {leaf.dtype}): {exc}"
+            ) from None
+
+    rules = WriteRules(what=f"agent {agent!r}'s observation", error=AgentSpaceError)
+    write_nested(stacked, value, write, rules)
 
 
 def action_mask_of(stacked_observation: Any) -> np.ndarray | None:

@@ -9,22 +9,18 @@ from typing import Any
 import numpy as np
 
 from parllel.errors import ConfigError
-from parllel.replays.checkpoint import load_storage_state, storage_state
 from parllel.replays.checks import (
     check_can_sample,
-    check_replay_config,
-    rng_state,
-    set_rng_state,
 )
-from parllel.replays.storage import ReplayStorage
 from parllel.replays.sum_tree import SumTree
 from parllel.replays.transitions import ReplayBatch, gather_transitions
+from parllel.replays.uniform import UniformReplay
 from parllel.tree import ArrayDict
 
 __all__ = ["PrioritizedReplay"]
 
 
-class PrioritizedReplay:
+class PrioritizedReplay(UniformReplay):
     """Sample transition ``i`` with probability ``p_i / sum_j p_j``.
 
     Priorities are ``p_i = (|delta_i| + epsilon) ** alpha`` from the errors
@@ -36,8 +32,9 @@ class PrioritizedReplay:
     weight (``n`` = transitions stored); anneal :attr:`beta` towards 1.
 
     Storage, recording, n-step returns and checkpoints work as in
-    :class:`~parllel.replays.UniformReplay`; the positions in
-    ``ReplayBatch.indices`` are what :meth:`update_priorities` takes.
+    :class:`~parllel.replays.UniformReplay` (whose arguments it takes, and
+    which it extends); the positions in ``ReplayBatch.indices`` are what
+    :meth:`update_priorities` takes.
 
     Example:
         >>> replay = PrioritizedReplay(tree, 64, np.random.default_rng(0), alpha=0.6)
@@ -45,22 +42,12 @@ class PrioritizedReplay:
         >>> replay.update_priorities(batch.indices, np.abs(td_error))
 
     Args:
-        tree: replay tree; see :class:`~parllel.replays.ReplayStorage`.
-        batch_size: transitions per :meth:`sample`.
-        rng: seeded ``np.random.Generator``.
+        tree, batch_size, rng, learning_starts, n_step, discount,
+            final_observation_capacity, frame_stack: as for
+            :class:`~parllel.replays.UniformReplay`.
         alpha: prioritization exponent (0: uniform).
         beta: importance-weight exponent (0: no correction, 1: full).
         epsilon: added to errors so no stored transition has zero priority.
-        learning_starts: transitions that must be stored before sampling.
-        n_step: steps summed per sample.
-        discount: ``gamma`` for n-step returns.
-        final_observation_capacity: final observations (episode ends) the
-            replay keeps at most; see :class:`~parllel.replays.ReplayStorage`
-            (default: one per 32 stored steps, and at least 64 MiB worth).
-        frame_stack: ``k`` to store one frame per step of ``k``-frame stacks
-            and rebuild the stacks when sampling (opt-in; the tree from
-            :func:`~parllel.replays.frames.build_frame_replay_tree`, batches recorded
-            with ``record_batch(sample_tree)``; see :mod:`parllel.replays.frames`).
 
     Raises:
         ConfigError: invalid arguments.
@@ -81,22 +68,18 @@ class PrioritizedReplay:
         final_observation_capacity: int | None = None,
         frame_stack: int | None = None,
     ) -> None:
-        self.storage = ReplayStorage(tree, final_observation_capacity, frame_stack)
-        check_replay_config(
-            self.storage, batch_size, learning_starts, n_step, discount, rng
-        )
+        super().__init__(
+            tree, batch_size, rng, learning_starts=learning_starts, n_step=n_step,
+            discount=discount, final_observation_capacity=final_observation_capacity,
+            frame_stack=frame_stack,
+        )  # fmt: skip
         if not (math.isfinite(alpha) and alpha >= 0):
             raise ConfigError(f"alpha must be finite and >= 0; got {alpha}")
         if not (math.isfinite(epsilon) and epsilon > 0):
             raise ConfigError(f"epsilon must be positive; got {epsilon}")
         self.beta = beta  # validated by the property setter
-        self.batch_size = int(batch_size)
-        self.learning_starts = int(learning_starts)
-        self.n_step = int(n_step)
-        self.discount = float(discount)
         self.alpha = float(alpha)
         self.epsilon = float(epsilon)
-        self.rng = rng
         self.priorities = SumTree(self.storage.full_size * self.storage.num_envs)
         self.max_priority = 1.0  # largest priority (after ** alpha) seen so far
 
@@ -111,15 +94,6 @@ class PrioritizedReplay:
             raise ConfigError(f"beta must be in [0, 1]; got {value}")
         self._beta = float(value)
 
-    def __len__(self) -> int:
-        return self.storage.num_transitions
-
-    @property
-    def ready(self) -> bool:
-        """True once ``learning_starts`` (and at least a batch) are stored."""
-        stored = self.storage.num_transitions
-        return stored >= self.learning_starts and stored >= self.batch_size
-
     def record_batch(self, batch: Mapping[str, Any] | None = None) -> int:
         """Declare a batch stored (see :meth:`UniformReplay.record_batch`); give
         it the maximal priority.
@@ -131,7 +105,7 @@ class PrioritizedReplay:
         """
         storage = self.storage
         old_oldest, old_size = storage.oldest_row, storage.size
-        added = storage.record_batch(batch)
+        added = super().record_batch(batch)
         dropped = storage.batch_length + old_size - storage.size
         if dropped:
             # the rows that stopped being offered (history kept for stacks excluded)
@@ -193,8 +167,7 @@ class PrioritizedReplay:
     def state_dict(self, include_contents: bool = False) -> dict[str, Any]:
         """Counters, RNG state, priorities and, optionally, the stored rows."""
         return {
-            "storage": storage_state(self.storage, include_contents),
-            "rng": rng_state(self.rng),
+            **super().state_dict(include_contents),
             "priorities": self.priorities.state_dict(),
             "max_priority": self.max_priority,
             "beta": self.beta,
@@ -202,8 +175,7 @@ class PrioritizedReplay:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; without contents the replay restarts empty."""
-        load_storage_state(self.storage, state["storage"])
-        set_rng_state(self.rng, state["rng"])
+        super().load_state_dict(state)
         self.beta = float(state["beta"])
         self.max_priority = float(state["max_priority"])
         if "contents" in state["storage"]:

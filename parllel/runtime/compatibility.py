@@ -10,18 +10,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from parllel.errors import CheckpointError, CheckpointMismatchError, ParllelError
+from parllel.tree import tree_items
+from parllel.tree.nodes import mapping_children
 
 #: Config keys never compared on resume: training longer is normal.
 NEVER_COMPARED = ("total_steps",)
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, Mapping) and value:
-        flat: dict[str, Any] = {}
-        for key, item in value.items():
-            flat.update(_flatten(item, f"{prefix}{key}."))
-        return flat
-    return {prefix[:-1]: value}
+def _flatten(value: Any) -> dict[str, Any]:
+    """``{dotted name: value}`` of a nested config or state (lists are values)."""
+    return dict(tree_items(value, children_of=mapping_children))
 
 
 def check_config(

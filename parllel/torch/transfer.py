@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from parllel.agents.numpy_handler import output_child
+from parllel.agents.numpy_handler import OUTPUT_RULES
 from parllel.arrays import Array
 from parllel.errors import ConfigError
 from parllel.tree import tree_items, tree_map
+from parllel.tree.writing import write_nested
 
 PAGE = mmap.PAGESIZE
 CUDA_HOST_REGISTER_PORTABLE = 1
@@ -178,17 +179,19 @@ def _copy_leaf(out: torch.Tensor, value: torch.Tensor, non_blocking: bool) -> No
     out.copy_(value, non_blocking=non_blocking)
 
 
-def copy_into(out: Any, value: Any, non_blocking: bool = False, path: str = "") -> None:
+def copy_into(out: Any, value: Any, non_blocking: bool = False) -> None:
     """Copy tensor ``value`` (or a tree) into the tensor views ``out``, leaf by leaf.
 
-    A node keyed ``"0"``, ``"1"``, ... also takes a tuple (``Tuple`` actions).
+    The one tree writer (:func:`~parllel.tree.writing.write_nested`) with the
+    agent-output rules of :func:`~parllel.agents.numpy_handler.write_outputs`:
+    a node keyed ``"0"``, ``"1"``, ... also takes a tuple (``Tuple`` actions).
     """
-    if isinstance(out, torch.Tensor):
-        _copy_leaf(out, value, non_blocking)
-        return
-    for key in out:
-        where = f"{path}.{key}" if path else key
-        copy_into(out[key], output_child(value, key, out, where), non_blocking, where)
+    write_nested(
+        out,
+        value,
+        lambda leaf, item, path: _copy_leaf(leaf, item, non_blocking),
+        OUTPUT_RULES,
+    )
 
 
 def _to_device(leaf: Any, device: torch.device) -> Any:

@@ -13,7 +13,7 @@ from parllel.arrays.writing import closed_error
 from parllel.errors import TreeStructureError
 from parllel.tree.display import mappings_equal, tree_repr
 from parllel.tree.nodes import tree_get
-from parllel.tree.writing import join_path, key_mismatch_error, write_leaf, write_tree
+from parllel.tree.writing import join_path, mismatch_error, write_leaf, write_tree
 
 # A tree's cached FastWriter as an exact tuple: (epoch, write, n_fields, min_length)
 _FastTuple = tuple[int, Callable[[Any, int, Any], None], int, int]
@@ -176,7 +176,7 @@ class ArrayDict(Mapping[str, Any]):
                 try:
                     writer(value, t, b)
                 except KeyError:
-                    raise key_mismatch_error(self, value.keys(), "") from None
+                    raise mismatch_error(self, value, "") from None
                 return
         if type(index) is str:
             self._set_field(index, value)

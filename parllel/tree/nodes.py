@@ -4,7 +4,8 @@ One rule for every walk over nested data: Mappings (ArrayDicts included) by
 key, namedtuples by field name, tuples and lists by position (``"0"``,
 ``"1"``, ...); anything else is a leaf. :class:`~parllel.tree.ArrayDict`'s
 ``map``/``items_flat`` and the generic ``tree_map``/``tree_items`` all follow
-it.
+it (:func:`mapping_children` is the narrower rule of configs and state
+dicts). Writing follows it too: :func:`~parllel.tree.writing.write_nested`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,18 @@ def children(node: Any) -> Iterable[tuple[str, Any]] | None:
         return node._asdict().items()
     if isinstance(node, (tuple, list)):
         return ((str(i), child) for i, child in enumerate(node))
+    return None
+
+
+def mapping_children(node: Any) -> Iterable[tuple[Any, Any]] | None:
+    """The ``(key, child)`` pairs of a non-empty Mapping, else None (a leaf).
+
+    The rule for configs and state dicts (:mod:`parllel.runtime.compatibility`):
+    their lists and tuples are values compared whole, and an empty mapping
+    is a value too (so ``{}`` differs from an absent key).
+    """
+    if isinstance(node, Mapping) and node:
+        return node.items()
     return None
 
 

@@ -351,6 +351,7 @@ DOCTEST_MODULES = [
     "parllel.tree.build",
     "parllel.tree.nodes",
     "parllel.tree.utils",
+    "parllel.tree.writing",
 ]
 
 

@@ -28,12 +28,12 @@ def test_write_then_read_gives_gymnasiums_batch_back(space, n_envs, seed):
     batched.seed(seed)
     value = batched.sample()
     tree = allocate_for_space(space, n_envs, "local")
-    write_batch(space, tree, value)
-    assert_same(value, batch_copy(space, tree))
-    assert_same(value, batch_view(space, tree))
+    write_batch(tree, value)
+    assert_same(value, batch_copy(tree))
+    assert_same(value, batch_view(tree))
     # env i's value, as gymnasium's iterate() splits the batch
     for i, expected in enumerate(iterate(batched, value)):
-        assert_same(expected, single_value(space, tree, i), f"env {i}")
+        assert_same(expected, single_value(tree, i), f"env {i}")
 
 
 def test_views_share_memory_and_copies_do_not():
@@ -41,8 +41,8 @@ def test_views_share_memory_and_copies_do_not():
         {"a": gym.spaces.Box(0, 1, (2,)), "b": gym.spaces.Discrete(3)}
     )
     tree = allocate_for_space(space, 2, "local")
-    view, copy = batch_view(space, tree), batch_copy(space, tree)
-    write_batch(space, tree, {"a": np.ones((2, 2), np.float32), "b": np.array([1, 2])})
+    view, copy = batch_view(tree), batch_copy(tree)
+    write_batch(tree, {"a": np.ones((2, 2), np.float32), "b": np.array([1, 2])})
     assert view["b"].tolist() == [1, 2] and copy["b"].tolist() == [0, 0]
 
 
@@ -52,11 +52,11 @@ def test_views_share_memory_and_copies_do_not():
         ({"a": np.zeros((2, 2), np.float32)}, r"keys \['a', 'b'\]"),
         (
             {"a": np.zeros((3, 2), np.float32), "b": np.zeros(2, int)},
-            r"\['a'\] have shape",
+            r"'a' have shape",
         ),
         (
             {"a": np.zeros((2, 2), np.float32), "b": np.zeros(2)},
-            r"\['b'\] have dtype float64",
+            r"'b' have dtype float64",
         ),
         ([np.zeros(2)], "must be a dict"),
     ],
@@ -66,7 +66,7 @@ def test_bad_batches_name_the_leaf(value, match):
         {"a": gym.spaces.Box(0, 1, (2,)), "b": gym.spaces.Discrete(3)}
     )
     with pytest.raises(InvalidActionError, match=match):
-        write_batch(space, allocate_for_space(space, 2, "local"), value)
+        write_batch(allocate_for_space(space, 2, "local"), value)
 
 
 def test_allocation_honours_registered_zero_examples():

@@ -24,7 +24,7 @@ from parllel.multiagent import (
     stack_space,
     unstack_space,
 )
-from parllel.multiagent.spaces import shared_space
+from parllel.multiagent.spaces import shared_space, write_row
 from tests.helpers.ma_envs import DropoutParallelEnv, TurnAECEnv
 
 
@@ -217,3 +217,15 @@ def test_unstack_space_inverts_stack_space(space):
 def test_unstack_space_needs_an_agent_dimension():
     with pytest.raises(AgentSpaceError, match="no agent dimension"):
         unstack_space(gym.spaces.Discrete(4))
+
+
+def test_write_row_names_the_agent_and_the_leaf():
+    stacked = {"pos": np.zeros((2, 3), np.float32), "mask": np.zeros((2, 4), np.int8)}
+    write_row(stacked, 1, {"pos": np.ones(3), "mask": np.ones(4, np.int8)}, "a_1")
+    assert stacked["pos"][1].tolist() == [1, 1, 1] and stacked["pos"][0].sum() == 0
+    with pytest.raises(AgentSpaceError, match=r"'a_1'.*missing leaves \['mask'\]"):
+        write_row(stacked, 0, {"pos": np.ones(3)}, "a_1")
+    with pytest.raises(AgentSpaceError, match=r"'a_1'.*unknown leaves \['x'\]"):
+        write_row(stacked, 0, {"pos": np.ones(3), "mask": np.ones(4), "x": 0}, "a_1")
+    with pytest.raises(AgentSpaceError, match=r"'b'.s observation at 'pos' does not"):
+        write_row(stacked, 0, {"pos": np.ones(5), "mask": np.ones(4)}, "b")

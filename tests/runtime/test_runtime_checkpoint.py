@@ -180,6 +180,20 @@ def test_config_mismatch_names_keys():
         )
 
 
+def test_config_lists_and_empty_dicts_are_compared_whole():
+    saved = {"model": {"sizes": [64, 64], "extra": {}}}
+    check_config(saved, {"model": {"sizes": [64, 64], "extra": {}}})
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"model.sizes: checkpoint \[64, 64\], current \[64, 64, 64\]",
+    ):
+        check_config(saved, {"model": {"sizes": [64, 64, 64], "extra": {}}})
+    with pytest.raises(
+        CheckpointMismatchError, match="model.extra: checkpoint {}, current <absent>"
+    ):
+        check_config(saved, {"model": {"sizes": [64, 64]}})
+
+
 def draws(generator):
     return (
         random.random(),

@@ -318,3 +318,17 @@ def test_run_training_writes_spec_and_export(tmp_path, capsys):
         "env_factory": None,
         "env_steps": 10,
     }
+
+
+def test_builder_arguments_round_trip_through_plain_data():
+    from parllel.torch.export.builders import kwargs_from_data, kwargs_to_data
+
+    kwargs = {"activation": nn.ReLU, "heads": {"pi": [nn.Tanh, 3]}, "sizes": (8, 8)}
+    data = kwargs_to_data(kwargs)
+    assert data["heads"]["pi"] == [{"torch.nn": "Tanh"}, 3]
+    assert data["sizes"] == [8, 8]  # plain data: tuples become lists
+    assert kwargs_from_data(data) == {**kwargs, "sizes": [8, 8]}
+    with pytest.raises(PolicyExportError, match=r"argument heads.pi.1=.*cannot be"):
+        kwargs_to_data({"heads": {"pi": [nn.Tanh, object()]}})
+    with pytest.raises(PolicyFileError, match="no class 'Nope'"):
+        kwargs_from_data({"act": {"torch.nn": "Nope"}})

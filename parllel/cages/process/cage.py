@@ -16,7 +16,7 @@ import numpy as np
 
 from parllel import fields
 from parllel.cages.balance import Balancer
-from parllel.cages.cage import NOTHING_PENDING, Cage
+from parllel.cages.cage import Cage, ResetRequest
 from parllel.cages.cage_checks import check_factory_pickles
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
@@ -197,11 +197,6 @@ class ProcessCage(Cage):
         self._slots = SlotRegistry(self.n_envs)
         self._step_cache: dict[tuple[int, int], _StepEntry] = {}
         self._restarts = 0
-        # what step_async / reset_async leave for the await call (the Cage
-        # state machine orders the calls); reset after use to hold no slots
-        self._pending_step: tuple[Any, Any] = NOTHING_PENDING  # (out, views)
-        # (observation views, env_indices, seeds, options)
-        self._pending_reset: tuple[Any, ...] = NOTHING_PENDING
         self._settings = GroupSettings(
             ctx=self._ctx,
             env_factory=env_factory,
@@ -263,7 +258,7 @@ class ProcessCage(Cage):
                 errors.append(reply)
 
     # -- stepping --------------------------------------------------------------
-    def _step_async(self, action: Any, out: Any) -> None:
+    def _step_async(self, action: Any, out: Any) -> tuple[Any, Any]:
         # Samplers reuse the same slot objects every batch: remember what was
         # derived from them (slot ids, the main process's views) by identity.
         # The entry holds the objects, so their ids cannot be reused meanwhile.
@@ -284,11 +279,10 @@ class ProcessCage(Cage):
         step = Command.STEP
         for worker in self._resources.workers:
             worker.command(step, messages, ids, layout_id)
-        self._pending_step = (out, views)
+        return (out, views)
 
-    def _await_step(self) -> list[TrajInfo]:
-        out, views = self._pending_step
-        self._pending_step = NOTHING_PENDING
+    def _await_step(self, pending: tuple[Any, Any]) -> list[TrajInfo]:
+        out, views = pending
         completed: list[TrajInfo] = []
         errors: list[WorkerError] = []
         main = self._resources.main_group
@@ -324,13 +318,8 @@ class ProcessCage(Cage):
         return completed
 
     # -- resetting -------------------------------------------------------------
-    def _reset_async(
-        self,
-        out_observation: Any,
-        env_indices: list[int] | None,
-        seeds: dict[int, int | None] | None,
-        options: dict[str, Any] | None,
-    ) -> None:
+    def _reset_async(self, request: ResetRequest) -> ResetRequest:
+        out_observation, env_indices, seeds, options = request
         slots = self._slots.register({fields.OBSERVATION: out_observation})
         messages: list[Message] = list(slots.messages)
         if seeds is not None or options is not None:
@@ -345,17 +334,15 @@ class ProcessCage(Cage):
                 Command.RESET, messages, slots.ids, slots.layout_id,
                 reset_extra(local),
             )  # fmt: skip
-        self._pending_reset = (
-            slots.views[fields.OBSERVATION], env_indices, seeds, options,
-        )  # fmt: skip
+        # the main process's share is written through the plain views
+        return request._replace(out_observation=slots.views[fields.OBSERVATION])
 
     def _keep_main_infos(self, main: EnvGroup) -> None:
         if self.keep_infos:
             self._last_infos.update(KeptInfos(main.step_infos, main.reset_infos))
 
-    def _await_reset(self) -> None:
-        out_observation, env_indices, seeds, options = self._pending_reset
-        self._pending_reset = NOTHING_PENDING
+    def _await_reset(self, request: ResetRequest) -> None:
+        out_observation, env_indices, seeds, options = request
         errors: list[WorkerError] = []
         self._last_infos = KeptInfos()
         main = self._resources.main_group

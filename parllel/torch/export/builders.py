@@ -31,6 +31,8 @@ from parllel.torch.agents import (
     build_sac_agent,
 )
 from parllel.torch.models import build_actor_critic
+from parllel.tree import tree_items, tree_map
+from parllel.tree.utils import tree_to_builtin
 
 __all__ = [
     "AgentBuilder",
@@ -90,49 +92,56 @@ def agent_builder(name: str) -> AgentBuilder:
         ) from None
 
 
-def _value_to_data(name: str, value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_value_to_data(name, item) for item in value]
-    if isinstance(value, Mapping):
-        return {str(k): _value_to_data(name, v) for k, v in value.items()}
-    class_name = value.__name__ if isinstance(value, type) else ""
-    if class_name and getattr(nn, class_name, None) is value:
-        return {_TORCH_NN: class_name}  # an activation such as nn.Tanh
-    raise PolicyExportError(
-        f"argument {name}={value!r} cannot be stored in a policy file: only "
-        "numbers, strings, lists, dicts and torch.nn classes (activations) can; "
-        "rebuild the agent with such arguments or register a builder that takes them"
-    )
+def _is_nn_class(value: Any) -> bool:
+    """Whether ``value`` is a torch.nn class (an activation such as ``nn.Tanh``)."""
+    name = value.__name__ if isinstance(value, type) else ""
+    return bool(name) and getattr(nn, name, None) is value
+
+
+def _leaf_to_data(value: Any) -> Any:
+    return {_TORCH_NN: value.__name__} if _is_nn_class(value) else value
 
 
 def kwargs_to_data(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Builder arguments as plain values (``nn.Tanh`` becomes ``{"torch.nn": "Tanh"}``).
 
+    Walked as every tree (:func:`~parllel.tree.tree_items`): mappings
+    become dicts, tuples and lists become lists.
+
     Raises:
         PolicyExportError: for a value that has no plain form (a custom
-            activation function, a tensor, an object).
+            activation function, a tensor, an object), naming its path.
     """
-    return {str(k): _value_to_data(str(k), v) for k, v in kwargs.items()}
+    for path, value in tree_items(kwargs):
+        plain = value is None or isinstance(value, (bool, int, float, str))
+        if not plain and not _is_nn_class(value):
+            raise PolicyExportError(
+                f"argument {path}={value!r} cannot be stored in a policy file: only "
+                "numbers, strings, lists, dicts and torch.nn classes (activations) "
+                "can; rebuild the agent with such arguments or register a builder "
+                "that takes them"
+            )
+    data = tree_to_builtin(dict(kwargs), _leaf_to_data, sequence=list)
+    return {str(k): v for k, v in data.items()}
 
 
-def _value_from_data(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_value_from_data(item) for item in value]
-    if isinstance(value, Mapping):
-        if set(value) == {_TORCH_NN}:
-            found = getattr(nn, str(value[_TORCH_NN]), None)
-            if not isinstance(found, type):
-                raise PolicyFileError(f"torch.nn has no class {value[_TORCH_NN]!r}")
-            return found
-        return {k: _value_from_data(v) for k, v in value.items()}
-    return value
+def _is_nn_reference(value: Any) -> bool:
+    return isinstance(value, Mapping) and set(value) == {_TORCH_NN}
+
+
+def _leaf_from_data(value: Any) -> Any:
+    if not _is_nn_reference(value):
+        return value
+    found = getattr(nn, str(value[_TORCH_NN]), None)
+    if not isinstance(found, type):
+        raise PolicyFileError(f"torch.nn has no class {value[_TORCH_NN]!r}")
+    return found
 
 
 def kwargs_from_data(data: Mapping[str, Any]) -> dict[str, Any]:
     """Inverse of :func:`kwargs_to_data`."""
-    return {str(k): _value_from_data(v) for k, v in data.items()}
+    plain = tree_map(_leaf_from_data, dict(data), is_leaf=_is_nn_reference)
+    return {str(k): v for k, v in plain.items()}
 
 
 def _build_actor_critic(obs: Any, action: Any, kwargs: dict[str, Any]) -> Any:
