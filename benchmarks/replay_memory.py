@@ -38,7 +38,8 @@ Last line: one JSON object with ``observation_bytes_per_step``,
 ``frame_sample_ms_batch32``, ``whole_stack_sample_ms_batch32``,
 ``ppo_minibatch256_frame_stacks_us``, ``ppo_minibatch256_whole_stacks_us``
 (``index_select``) and ``ppo_minibatch256_whole_stacks_indexing_us``
-(``tensor[index]``, as ``PolicyBatch.select`` indexes whole stacks).
+(``tensor[index]``, plain advanced indexing; ``PolicyBatch.select`` uses
+``index_select``).
 
 Usage: python benchmarks/replay_memory.py [--quick] [--steps N] [--atari-steps N]
     [--envs B] [--batch-T T]
@@ -254,7 +255,7 @@ def time_minibatch_stacks(repeats: int) -> dict:
     return {
         "ppo_minibatch256_frame_stacks_us": 1e6
         * median_time(lambda: stacks.gather(index), repeats, 50),
-        # the cheapest gather of whole stacks, and the indexing PolicyBatch.select does
+        # the cheapest gather of whole stacks (what PolicyBatch.select does), and plain indexing
         "ppo_minibatch256_whole_stacks_us": 1e6
         * median_time(lambda: whole.index_select(0, index), repeats, 50),
         "ppo_minibatch256_whole_stacks_indexing_us": 1e6
