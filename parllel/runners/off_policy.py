@@ -72,6 +72,12 @@ class ReplayCheckpoint:
         self.replay = replay
         self.include_contents = bool(include_contents)
 
+    @property
+    def counted_state_entries(self) -> tuple[str, ...]:
+        """The replay's state entries whose first axis is a count (the saved
+        episode ends), which a checkpoint may hold more or fewer of."""
+        return tuple(getattr(self.replay, "counted_state_entries", ()))
+
     def state_dict(self) -> dict[str, Any]:
         """The replay's state (see ``replay.state_dict``)."""
         return self.replay.state_dict(include_contents=self.include_contents)
