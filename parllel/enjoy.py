@@ -79,7 +79,8 @@ def resolve_env_factory(env: str) -> Callable[..., gym.Env]:
     (``"CartPole-v1"``, also ``"module:EnvId-v0"``), built by ``gym.make``.
 
     Raises:
-        ConfigError: the module, file or function does not exist.
+        ConfigError: the module, file or function does not exist (and, when
+            the returned function is called, gymnasium has no env ``env``).
     """
     source, _, name = env.rpartition(":")
     if source and name.isidentifier():
@@ -87,7 +88,18 @@ def resolve_env_factory(env: str) -> Callable[..., gym.Env]:
         if not callable(factory):
             raise ConfigError(f"{source} has no function {name!r}")
         return factory
-    return lambda **kwargs: gym.make(env, **kwargs)
+
+    def make(**kwargs: Any) -> gym.Env:
+        try:
+            return gym.make(env, **kwargs)
+        except gym.error.Error as error:  # no such id, namespace or version
+            raise ConfigError(
+                f"gymnasium cannot make {env!r} ({type(error).__name__}: {error}); "
+                "pass --env with a registered gymnasium id or the function that "
+                "builds the env (module:function or file.py:function)"
+            ) from error
+
+    return make
 
 
 def _has_parameter(factory: Callable[..., Any], name: str, *, var_kw: bool) -> bool:

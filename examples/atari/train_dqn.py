@@ -229,7 +229,11 @@ def main(config: Config, resume: str | None = None) -> dict:
             run,
             resume=bool(resume),
             close=(cage, sample_tree, eval_cage),
-            policy=PolicyExport(agent, env_id=config.env_id),  # writes policy.pt
+            policy=PolicyExport(  # writes policy.pt, which enjoy plays
+                agent,
+                env_id=config.env_id,
+                env_factory="parllel.envs.atari:make_atari_env",
+            ),
         )
     )
 

@@ -18,7 +18,12 @@ from parllel.replays.rows import ROW_FIELDS, write_rows
 from parllel.replays.storage import ReplayStorage
 from parllel.tree import tree_items
 
-__all__ = ["load_storage_state", "storage_state"]
+__all__ = ["COUNTED_STATE_ENTRIES", "load_storage_state", "storage_state"]
+
+#: Entries of a replay's ``state_dict`` whose first axis counts the saved
+#: episode ends, so it differs from a fresh replay's (see
+#: :func:`parllel.runtime.compatibility.check_state_shapes`'s ``counted``).
+COUNTED_STATE_ENTRIES = ("storage.contents.final_observations",)
 
 
 def storage_state(storage: ReplayStorage, include_contents: bool) -> dict[str, Any]:

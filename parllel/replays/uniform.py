@@ -7,7 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from parllel.replays.checkpoint import load_storage_state, storage_state
+from parllel.replays.checkpoint import (
+    COUNTED_STATE_ENTRIES,
+    load_storage_state,
+    storage_state,
+)
 from parllel.replays.checks import (
     check_can_sample,
     check_replay_config,
@@ -62,6 +66,10 @@ class UniformReplay:
     Raises:
         ConfigError: invalid arguments.
     """
+
+    #: state entries whose first axis is a count (the saved episode ends):
+    #: a checkpoint's may differ from this replay's (see ``check_object``)
+    counted_state_entries = COUNTED_STATE_ENTRIES
 
     def __init__(
         self,

@@ -36,6 +36,34 @@ def warn_partial_batch(env_steps: int, total_steps: int, steps_per_batch: int) -
         )
 
 
+def warn_learning_never_starts(
+    stored: int, needed: int, env_steps: int, total_steps: int, steps_per_batch: int
+) -> None:
+    """Warn (:class:`ScheduleWarning`) if the replay cannot fill up to its
+    first update before ``total_steps``: the run would make no update.
+
+    Args:
+        stored: transitions the replay holds now.
+        needed: transitions it needs before the first update (its
+            ``learning_starts``, and at least a batch).
+        env_steps: the runner's env steps so far.
+        total_steps: where training stops (in whole batches).
+        steps_per_batch: env steps (so transitions, at most) each batch adds.
+    """
+    added = -(-(total_steps - env_steps) // steps_per_batch) * steps_per_batch
+    if stored + added >= needed:
+        return
+    warn_at_caller(
+        f"the replay holds {stored} transitions and needs {needed} before the "
+        f"first update (its learning_starts, and a batch), but training to "
+        f"total_steps={total_steps} adds at most {added}: this run makes no "
+        "gradient update, its weights and evaluations stay as they are; lower "
+        "learning_starts (the examples' --learning-starts) or train to at least "
+        f"total_steps={env_steps + needed - stored}",
+        ScheduleWarning,
+    )
+
+
 def warn_sigint_ignored(handles_sigterm: bool, checkpoints: bool) -> None:
     """Warn (:class:`InterruptIgnoredWarning`) that Ctrl-C cannot stop this run.
 

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 from parllel.errors import ConfigError
 from parllel.replays.transitions import ReplayBatch
 from parllel.runners.callbacks import Callback
+from parllel.runners.notices import warn_learning_never_starts
 from parllel.runners.runner import Runner
 from parllel.samplers.protocols import AsyncSampler, TrainingSampler
 
@@ -23,6 +24,13 @@ __all__ = [
 class RunnerReplay(Protocol):
     """What :class:`OffPolicyRunner` and its algorithm need from a replay
     (:class:`~parllel.replays.UniformReplay`, ``PrioritizedReplay``)."""
+
+    learning_starts: int
+    batch_size: int
+
+    def __len__(self) -> int:
+        """Transitions stored (offered for sampling)."""
+        ...
 
     @property
     def ready(self) -> bool:
@@ -71,6 +79,12 @@ class ReplayCheckpoint:
     def __init__(self, replay: RunnerReplay, include_contents: bool = False) -> None:
         self.replay = replay
         self.include_contents = bool(include_contents)
+
+    @property
+    def counted_state_entries(self) -> tuple[str, ...]:
+        """The replay's state entries whose first axis is a count (the saved
+        episode ends), which a checkpoint may hold more or fewer of."""
+        return tuple(getattr(self.replay, "counted_state_entries", ()))
 
     def state_dict(self) -> dict[str, Any]:
         """The replay's state (see ``replay.state_dict``)."""
@@ -165,6 +179,20 @@ class OffPolicyRunner(Runner[OffPolicyAlgorithm]):
             self.checkpoint_objects.setdefault(
                 "replay", ReplayCheckpoint(replay, checkpoint_replay_contents)
             )
+
+    def run(self) -> dict[str, float]:
+        """Train as :meth:`Runner.run` does; first warn
+        (:class:`~parllel.errors.ScheduleWarning`) if the replay cannot reach
+        ``learning_starts`` before ``total_steps``: no update would run."""
+        if not self.finished and not self.replay.ready:
+            warn_learning_never_starts(
+                len(self.replay),
+                max(self.replay.learning_starts, self.replay.batch_size),
+                self.env_steps,
+                self.total_steps,
+                self.steps_per_batch,
+            )
+        return super().run()
 
     def _iterate(self) -> Mapping[str, float]:
         batch = self._collect()

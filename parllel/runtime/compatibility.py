@@ -22,6 +22,11 @@ def _flatten(value: Any) -> dict[str, Any]:
     return dict(tree_items(value, children_of=mapping_children))
 
 
+def _under(name: str, prefix: str) -> bool:
+    """Whether dotted ``name`` is ``prefix`` or an entry under it."""
+    return name == prefix or name.startswith(prefix + ".")
+
+
 def check_config(
     saved: Mapping[str, Any],
     current: Mapping[str, Any],
@@ -53,7 +58,7 @@ def check_config(
 
     def matters(name: str) -> bool:
         def under(prefixes: list[str]) -> bool:
-            return any(name == p or name.startswith(p + ".") for p in prefixes)
+            return any(_under(name, prefix) for prefix in prefixes)
 
         return (wanted is None or under(wanted)) and not under(ignored)
 
@@ -117,7 +122,54 @@ def check_state_dict(
         )
 
 
-def check_state_shapes(saved: Any, current: Any, *, name: str) -> None:
+def _check_counted(
+    saved_flat: Mapping[str, Any],
+    current_flat: Mapping[str, Any],
+    prefix: str,
+    name: str,
+) -> list[str]:
+    """Problems of the entries under ``prefix``, whose first axis counts items.
+
+    The count may differ from the current object's; the shape past it and
+    the dtype may not, and every saved entry under ``prefix`` must count the
+    same number of items.
+    """
+    problems = []
+    counts: dict[str, int] = {}
+    for key, value in saved_flat.items():
+        shape = _shape(value)
+        if _under(key, prefix) and shape:
+            counts[key] = shape[0]
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{key!r} {count}" for key, count in counts.items())
+        problems.append(
+            f"  {name} entries under {prefix!r} count different numbers of items "
+            f"in the checkpoint ({listed}): the checkpoint is damaged"
+        )
+    for key, value in current_flat.items():
+        if not _under(key, prefix) or key not in saved_flat:
+            continue
+        old, new = _shape(saved_flat[key]), _shape(value)
+        if old is None or new is None:
+            continue
+        if old[1:] != new[1:]:
+            problems.append(
+                f"  {name} entry {key!r}: items of shape {old[1:]} in the "
+                f"checkpoint, {new[1:]} in the current {name}"
+            )
+        old_dtype = getattr(saved_flat[key], "dtype", None)
+        new_dtype = getattr(value, "dtype", None)
+        if old_dtype != new_dtype:
+            problems.append(
+                f"  {name} entry {key!r}: dtype {old_dtype} in the checkpoint, "
+                f"{new_dtype} in the current {name}"
+            )
+    return problems
+
+
+def check_state_shapes(
+    saved: Any, current: Any, *, name: str, counted: Iterable[str] = ()
+) -> None:
     """Refuse saved state whose arrays differ in shape from the current object's.
 
     For objects that are not torch modules (observation normalizers, reward
@@ -129,17 +181,26 @@ def check_state_shapes(saved: Any, current: Any, *, name: str) -> None:
         saved: the state from the checkpoint.
         current: the object (anything with ``state_dict()``) or its state.
         name: what it is, for the message (``"observation_normalizer"``).
+        counted: dotted names (or prefixes) of entries whose first axis
+            counts items, so it may differ from the current object's (the
+            rows of a sparse table, e.g. a replay's final observations). For
+            these the shape past the first axis and the dtype must match, and
+            the saved entries under one prefix must count the same items.
 
     Raises:
-        CheckpointMismatchError: naming every entry whose shape differs, with
-            both shapes.
+        CheckpointMismatchError: naming every entry whose shape (or, for
+            ``counted`` entries, item shape, dtype or count) differs, with
+            both values.
     """
     if hasattr(current, "state_dict"):
         current = current.state_dict()
     saved_flat, current_flat = _flatten(saved), _flatten(current)
+    prefixes = list(counted)
     problems = []
+    for prefix in prefixes:
+        problems.extend(_check_counted(saved_flat, current_flat, prefix, name))
     for key, value in current_flat.items():
-        if key not in saved_flat:
+        if key not in saved_flat or any(_under(key, p) for p in prefixes):
             continue
         old, new = _shape(saved_flat[key]), _shape(value)
         if old is not None and new is not None and old != new:
@@ -156,6 +217,10 @@ def check_state_shapes(saved: Any, current: Any, *, name: str) -> None:
 def check_object(name: str, obj: Any, state: Any) -> None:
     """Refuse ``state`` if its shapes do not fit ``obj`` (torch modules: keys too).
 
+    An object whose state holds tables of varying length names them in a
+    ``counted_state_entries`` attribute (dotted prefixes, see
+    :func:`check_state_shapes`'s ``counted``).
+
     Raises:
         CheckpointMismatchError: see :func:`check_state_dict` and
             :func:`check_state_shapes`.
@@ -163,7 +228,8 @@ def check_object(name: str, obj: Any, state: Any) -> None:
     if hasattr(obj, "named_parameters"):
         check_state_dict(state, obj.state_dict(), name=name)
     else:
-        check_state_shapes(state, obj.state_dict(), name=name)
+        counted = tuple(getattr(obj, "counted_state_entries", ()))
+        check_state_shapes(state, obj.state_dict(), name=name, counted=counted)
 
 
 def load_object(name: str, obj: Any, state: Any) -> None:

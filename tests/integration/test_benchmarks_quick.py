@@ -199,9 +199,11 @@ NEEDS = {
 }
 
 
-# the slowest quick runs (a local Ray cluster, MuJoCo PPO and SAC on both
-# libraries, background sampling, every sampler layout) go with the slow tests,
-# keeping the default run under 10 minutes
+# the quick runs that take more than a few seconds (a local Ray cluster,
+# training runs on both libraries, process cages of every layout, background
+# sampling) go with the slow tests, keeping the default run well under 10
+# minutes; the cheapest ones (arrays_bench, finite_check, multiagent_bench,
+# replay_memory) keep the quick-mode contract in the default run
 SLOW = {
     "ray_bench.py",
     "train_mujoco.py",
@@ -210,6 +212,12 @@ SLOW = {
     "mujoco_table.py",  # two --quick runs of the MuJoCo PPO example
     "atari_throughput.py",  # every Pong contender, process cages and the CNN
     "device_check.py",  # process cages of every section, PPO runs
+    "train_cartpole.py",  # PPO on CartPole, parllel and SB3
+    "train_pendulum.py",  # SAC on Pendulum, parllel and SB3
+    "cage_throughput.py",  # every cage layout at 8 and 64 envs
+    "phase_timing_cost.py",  # serial and process cages, timing on and off
+    "interop_bench.py",  # gymnasium's and SB3's vector envs against the cages
+    "learner_speed.py",  # PPO and SAC updates, torch.compile included
 }
 
 

@@ -13,6 +13,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 SCRIPT = os.path.join(REPO_ROOT, "benchmarks", "transforms_bench.py")
 
 
+@pytest.mark.slow  # ~9 s (numba compiles, torchrl); tests/transforms test the GAE
 @pytest.mark.timeout(120)
 def test_quick_benchmark_prints_expected_json():
     out = subprocess.run(

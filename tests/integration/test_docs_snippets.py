@@ -186,8 +186,20 @@ def run_file(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert not leaked, f"{shown(path)} leaves child processes: {leaked}"
 
 
+# files whose blocks start a local Ray cluster: slow, as the Ray tests are
+# (tests/distributed/conftest.py)
+SLOW_DOC_FILES = {ROOT / "docs" / "distributed.md"}
+
+
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("path", DOC_FILES, ids=shown)
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(path, marks=pytest.mark.slow) if path in SLOW_DOC_FILES else path
+        for path in DOC_FILES
+    ],
+    ids=shown,
+)
 def test_python_blocks_run(path, tmp_path, monkeypatch):
     run_file(path, tmp_path, monkeypatch)
 

@@ -46,6 +46,7 @@ def test_cleanrl_ppo_quick(tmp_path):
     assert summary["seconds"] > 0
 
 
+@pytest.mark.slow  # the adapter itself: tests/interop/test_sb3_vec_env.py
 @pytest.mark.timeout(120)
 def test_sb3_ppo_quick(tmp_path):
     pytest.importorskip("stable_baselines3", reason="needs the sb3 extra")

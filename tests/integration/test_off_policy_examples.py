@@ -43,7 +43,9 @@ def test_example_quick(tmp_path, script, extra):
 @pytest.mark.parametrize(
     "name, flags",
     [
-        ("pendulum/train_sac.py", []),
+        # the synchronous runner's resume is tested in the default run by
+        # tests/runners/test_off_policy_runner.py; the example's by this one
+        pytest.param("pendulum/train_sac.py", [], marks=pytest.mark.slow),
         ("pendulum/train_sac.py", ["--async"]),
         pytest.param(
             "mujoco/train_sac.py", ["--console", "plain"], marks=pytest.mark.slow

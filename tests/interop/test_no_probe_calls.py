@@ -27,6 +27,12 @@ pytest.importorskip("Box2D")
 SAME = AutoresetMode.SAME_STEP
 MODES = [AutoresetMode.NEXT_STEP, SAME]
 PARALLEL = [False, True]
+# Box2D walkers in worker processes take ~5 s a test: those variants are slow;
+# the serial ones and the process variants of the set_attr test run by default
+PARALLEL_SLOW_PROCESS = [
+    pytest.param(False, id="serial"),
+    pytest.param(True, id="process", marks=pytest.mark.slow),
+]
 
 
 def make_walker():
@@ -34,14 +40,14 @@ def make_walker():
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["next_step", "same_step"])
-@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+@pytest.mark.parametrize("parallel", PARALLEL_SLOW_PROCESS)
 def test_bipedal_walker_equals_sync_vector_env(mode, parallel):
     space = gym.spaces.Box(-1, 1, (2, 4), np.float32)
     actions = _random_actions(space, 200)
     run_make_vec_and_sync(make_walker, mode, parallel, actions, n_envs=2, seed=3)
 
 
-@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+@pytest.mark.parametrize("parallel", PARALLEL_SLOW_PROCESS)
 def test_bipedal_walker_equals_dummy_vec_env(parallel):
     sb3_vec_env = pytest.importorskip("stable_baselines3.common.vec_env")
     reference = sb3_vec_env.DummyVecEnv([make_walker] * 2)
@@ -101,7 +107,7 @@ def _seeded_action_space_walker():
     return env
 
 
-@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+@pytest.mark.parametrize("parallel", PARALLEL_SLOW_PROCESS)
 def test_action_space_samples_equal_sync_vector_env(parallel):
     reference = SyncVectorEnv([_seeded_action_space_walker] * 2)
     ours = make_vec(_seeded_action_space_walker, 2, **_layout(parallel))

@@ -24,6 +24,8 @@ from parllel.errors import ConfigError, ReplayError
 from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.replays.frames import build_frame_replay_tree
 from parllel.replays.transitions import gather_transitions
+from parllel.runners.off_policy import ReplayCheckpoint
+from parllel.runtime.compatibility import check_object
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from parllel.tree import ArrayDict, buffer_from_example
 from tests.helpers.frame_envs import make_stacked
@@ -196,7 +198,11 @@ def test_checkpoint_resume_with_episode_break():
         plain.record_batch(tree)
     state = frame.state_dict(include_contents=True)
     plain_state = plain.state_dict(include_contents=True)
+    assert len(state["storage"]["contents"]["final_observations"]["rows"]) > 0
     _, frame2, plain2 = pair(T=3, B=2, N=12, k=4, lengths=[(5, -4), (9,)])
+    # what a runner checks before loading (issue #29: the saved episode ends
+    # are more final-observation rows than a fresh replay's none)
+    check_object("replay", ReplayCheckpoint(frame2, include_contents=True), state)
     frame2.load_state_dict(state)
     plain2.load_state_dict(plain_state)
     assert_same(frame2, plain2, 2)

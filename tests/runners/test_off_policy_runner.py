@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ import torch
 
 from parllel import fields
 from parllel.cages import build_cages
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, ScheduleWarning
 from parllel.patterns import build_replay_tree, build_sample_tree
 from parllel.replays import UniformReplay
 from parllel.replays.transitions import gather_transitions
@@ -128,6 +130,40 @@ def test_resume_restores_counters_replay_and_weights(tmp_path, contents):
         assert len(second.replay) == min(steps_per_env, N - 1) * B
     finally:
         second.close()
+
+
+def _no_update_warnings(run):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+    return [w for w in caught if "no gradient update" in str(w.message)]
+
+
+def test_a_run_too_short_to_reach_learning_starts_is_warned(tmp_path):
+    """learning_starts=8, 4 env steps a batch: total_steps=4 never updates."""
+    short = Setup(tmp_path / "short", total_steps=4, contents=False)
+    try:
+        with pytest.warns(ScheduleWarning, match="this run makes no gradient update"):
+            short.runner.run()
+        assert short.runner.updates == 0
+    finally:
+        short.close()
+    first = Setup(tmp_path, total_steps=24, contents=False)
+    try:
+        assert not _no_update_warnings(first.runner.run)  # 24 >= 8: it learns
+    finally:
+        first.close()
+    # resumed without the replay's rows: 4 more steps refill 4 of the 8
+    resumed = Setup(tmp_path, total_steps=28, contents=False)
+    try:
+        resumed.runner.load(tmp_path)
+        (warned,) = _no_update_warnings(resumed.runner.run)
+        assert "holds 0 transitions and needs 8" in str(warned.message)
+        assert "train to at least total_steps=32" in str(warned.message)
+        assert warned.filename == __file__  # attributed to the caller's line
+        assert resumed.runner.updates == first.runner.updates
+    finally:
+        resumed.close()
 
 
 def test_resume_cuts_the_interrupted_episodes(tmp_path):

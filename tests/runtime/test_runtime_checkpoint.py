@@ -19,6 +19,7 @@ from parllel.runtime.checkpoint import (
     capture_rng_state,
     check_config,
     check_state_dict,
+    check_state_shapes,
     checkpoint_name,
     checkpoint_step,
     latest_checkpoint,
@@ -150,6 +151,44 @@ def test_state_dict_mismatch_names_parameter_and_shapes():
         CheckpointMismatchError, match="not in the current model: extra"
     ):
         check_state_dict({**saved.state_dict(), "extra": torch.zeros(1)}, saved)
+
+
+def test_counted_entries_may_differ_in_count_not_in_items():
+    """A sparse table's rows (``counted``) may number differently, nothing else."""
+
+    def state(rows, item=(3,), dtype=np.float32, fixed=4):
+        return {
+            "fixed": np.zeros(fixed),
+            "table": {
+                "index": np.zeros(rows, np.int64),
+                "values": {"x": np.zeros((rows, *item), dtype)},
+            },
+        }
+
+    check_state_shapes(state(7), state(0), name="replay", counted=["table"])
+    with pytest.raises(CheckpointMismatchError, match=r"'table.index': shape \(7,\)"):
+        check_state_shapes(state(7), state(0), name="replay")  # not declared
+    with pytest.raises(CheckpointMismatchError, match=r"'fixed': shape \(5,\)"):
+        check_state_shapes(
+            state(7, fixed=5), state(0), name="replay", counted=["table"]
+        )
+    with pytest.raises(CheckpointMismatchError) as info:
+        check_state_shapes(
+            state(7, item=(2,)), state(0), name="replay", counted=["table"]
+        )
+    assert "'table.values.x': items of shape (2,) in the checkpoint, (3,)" in str(
+        info.value
+    )
+    with pytest.raises(
+        CheckpointMismatchError, match="dtype float64 in the checkpoint"
+    ):
+        check_state_shapes(
+            state(7, dtype=np.float64), state(0), name="replay", counted=["table"]
+        )
+    damaged = state(7)
+    damaged["table"]["index"] = np.zeros(6, np.int64)
+    with pytest.raises(CheckpointMismatchError, match="count different numbers"):
+        check_state_shapes(damaged, state(0), name="replay", counted=["table"])
 
 
 def test_config_mismatch_names_keys():

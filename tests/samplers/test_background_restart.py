@@ -105,6 +105,7 @@ def test_killed_between_batches_restarts_and_keeps_the_versions(tmp_path):
     assert_nothing_left(tmp_path)
 
 
+@pytest.mark.slow  # ~10 s of process starts; the restart itself is tested above
 @pytest.mark.timeout(60)
 def test_killed_during_a_batch_drops_it_and_keeps_the_filled_ones(tmp_path):
     """k=3, no lag bound: batch 1 is filled when the process stalls in batch 2

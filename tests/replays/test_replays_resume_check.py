@@ -1,0 +1,122 @@
+"""Resuming a replay saved with its contents once episodes have ended (issue #29).
+
+A replay's checkpoint holds one final-observation row per stored step that
+ended an episode, so its table has as many rows as the run had episode ends,
+not as many as a fresh replay's. The checks a runner makes before loading
+(:func:`~parllel.runners.checkpoints.restore_objects`) must accept any row
+count and still refuse rows of another shape or dtype.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from parllel.errors import CheckpointMismatchError
+from parllel.replays import PrioritizedReplay, UniformReplay
+from parllel.runners.checkpoints import restore_objects
+from parllel.runners.off_policy import ReplayCheckpoint
+from tests.helpers.replay_helpers import ScriptedSampler, build_replay_tree
+
+T, B, N = 4, 2, 12
+ENDS = [[(3, "term"), (5, "trunc")], [(2, "trunc"), (4, "term"), (1, "term")]]
+
+
+def filled_replay(kind=UniformReplay, batches=7, dict_obs=False, seed=0):
+    """A replay of ``batches`` scripted batches (episodes of 1 to 5 steps)."""
+    tree = build_replay_tree(T, B, N, dict_obs, final_slot=True)
+    sampler = ScriptedSampler(tree, ENDS, dict_obs=dict_obs)
+    replay = kind(tree, 4, np.random.default_rng(seed), n_step=2)
+    for batch in range(batches):
+        if batch:
+            tree.rotate()
+        sampler.collect()
+        replay.record_batch()
+    return replay
+
+
+def restore(replay, state):
+    """Check and load ``state`` as a runner's resume does."""
+    restore_objects(
+        Path("checkpoint_000000000056.pt"),
+        {"objects": {"replay": state}, "config": {}},
+        {"replay": ReplayCheckpoint(replay, include_contents=True)},
+        {},
+        None,
+    )
+
+
+def assert_equal_trees(a, b):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_equal_trees(a[key], b[key])
+    else:
+        np.testing.assert_array_equal(a, b)
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+
+
+@pytest.mark.parametrize("dict_obs", [False, True])
+@pytest.mark.parametrize("kind", [UniformReplay, PrioritizedReplay])
+def test_contents_with_episode_ends_resume_into_a_fresh_replay(kind, dict_obs):
+    saved = filled_replay(kind, dict_obs=dict_obs)
+    state = ReplayCheckpoint(saved, include_contents=True).state_dict()
+    ends = state["storage"]["contents"]["final_observations"]["rows"]
+    assert len(ends) > 0  # the table's rows differ from a fresh replay's (none)
+
+    fresh = filled_replay(kind, batches=0, dict_obs=dict_obs, seed=5)
+    restore(fresh, state)
+
+    assert len(fresh) == len(saved) > 0
+    assert_equal_trees(fresh.state_dict(include_contents=True), state)
+
+
+@pytest.mark.parametrize("batches", [0, 2])
+def test_a_replay_with_other_episode_ends_resumes_too(batches):
+    """The current replay may itself hold episode ends (fewer than saved)."""
+    state = ReplayCheckpoint(filled_replay(), include_contents=True).state_dict()
+    current = filled_replay(batches=batches, seed=3)
+    restore(current, state)
+    assert_equal_trees(current.state_dict(include_contents=True), state)
+
+
+def _tampered(change):
+    state = ReplayCheckpoint(filled_replay(), include_contents=True).state_dict()
+    table = state["storage"]["contents"]["final_observations"]
+    change(table)
+    return state
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (
+            lambda table: table.update(observations=table["observations"][:, :2]),
+            ["'storage.contents.final_observations.observations'", "(2,)", "(3,)"],
+        ),
+        (
+            lambda table: table.update(
+                observations=table["observations"].astype(np.float64)
+            ),
+            ["dtype float64 in the checkpoint, float32"],
+        ),
+        (
+            lambda table: table.update(envs=table["envs"].astype(np.int32)),
+            ["'storage.contents.final_observations.envs'", "dtype int32"],
+        ),
+        (
+            lambda table: table.update(rows=table["rows"][:-1]),
+            ["count different numbers of items", "damaged"],
+        ),
+    ],
+    ids=["item-shape", "observation-dtype", "index-dtype", "ragged-columns"],
+)
+def test_final_observation_rows_of_another_kind_are_refused(change, words):
+    fresh = filled_replay(batches=0)
+    with pytest.raises(CheckpointMismatchError) as refused:
+        restore(fresh, _tampered(change))
+    for word in words:
+        assert word in str(refused.value)
+    assert len(fresh) == 0  # nothing was loaded
