@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from parllel import fields
 from parllel.errors import ConfigError
 from parllel.replays.final_observations import map_leaves
 from parllel.replays.rows import ROW_FIELDS, write_rows
@@ -26,12 +25,16 @@ __all__ = ["COUNTED_STATE_ENTRIES", "load_storage_state", "storage_state"]
 COUNTED_STATE_ENTRIES = ("storage.contents.final_observations",)
 
 
-def storage_state(storage: ReplayStorage, include_contents: bool) -> dict[str, Any]:
-    """Counters, the tree's window position and optionally copies of the rows.
+def storage_state(
+    storage: ReplayStorage, include_contents: bool, copy: bool = True
+) -> dict[str, Any]:
+    """Counters, the tree's window position and optionally the rows.
 
     The contents hold every stored row of the row fields and the final
     observations of the stored steps that ended an episode
     (``contents["final_observations"]``: ``rows``, ``envs``, ``observations``).
+    ``copy=False`` gives views of the rows instead of copies: enough to
+    compare shapes before a resume, without a second replay in memory.
     """
     state: dict[str, Any] = {
         "cursor": storage.cursor,
@@ -44,7 +47,8 @@ def storage_state(storage: ReplayStorage, include_contents: bool) -> dict[str, A
     }
     if include_contents:
         contents = {
-            name: map_leaves(storage.rows[name], np.array) for name in ROW_FIELDS
+            name: map_leaves(storage.rows[name], np.array if copy else np.asarray)
+            for name in ROW_FIELDS
         }
         rows, envs = storage.ended_steps()
         contents["final_observations"] = {
@@ -62,8 +66,7 @@ def load_storage_state(storage: ReplayStorage, state: Mapping[str, Any]) -> None
     With contents, the tree is rotated until its window is where it was
     saved, every row is written back and the final observations go into the
     table (a smaller table than the saved replay's may drop the oldest steps,
-    as when recording). Contents saved with a full-size final observation per
-    row load too. Without contents the replay restarts empty, aligned with
+    as when recording). Without contents the replay restarts empty, aligned with
     the tree's current window (counters are kept).
 
     Raises:
@@ -94,16 +97,9 @@ def load_storage_state(storage: ReplayStorage, state: Mapping[str, Any]) -> None
     for name in ROW_FIELDS:
         write_rows(storage.tree[name], contents[name])
     storage.cursor, storage.size = int(state["cursor"]), int(state["size"])
-    if "final_observations" in contents:
-        saved = contents["final_observations"]
-        rows = np.asarray(saved["rows"], np.int64)
-        envs = np.asarray(saved["envs"], np.int64)
-        observations = saved["observations"]
-    else:  # saved with a full-size final observation per row
-        rows, envs = storage.ended_steps()
-        observations = map_leaves(
-            contents[fields.FINAL_OBSERVATION],
-            lambda dense: np.asarray(dense)[rows, envs],
-        )
+    saved = contents["final_observations"]
+    rows = np.asarray(saved["rows"], np.int64)
+    envs = np.asarray(saved["envs"], np.int64)
+    observations = saved["observations"]
     values = [np.asarray(leaf) for _, leaf in tree_items(observations)]
     storage.insert_final_observations(rows, envs, values)

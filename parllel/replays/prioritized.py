@@ -164,10 +164,12 @@ class PrioritizedReplay(UniformReplay):
         if values.size:
             self.max_priority = max(self.max_priority, float(values.max()))
 
-    def state_dict(self, include_contents: bool = False) -> dict[str, Any]:
+    def state_dict(
+        self, include_contents: bool = False, copy: bool = True
+    ) -> dict[str, Any]:
         """Counters, RNG state, priorities and, optionally, the stored rows."""
         return {
-            **super().state_dict(include_contents),
+            **super().state_dict(include_contents, copy),
             "priorities": self.priorities.state_dict(),
             "max_priority": self.max_priority,
             "beta": self.beta,

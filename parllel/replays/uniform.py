@@ -126,10 +126,13 @@ class UniformReplay:
         positions = self.storage.positions_from_age(ages)
         return gather_transitions(self.storage, positions, self.n_step, self.discount)
 
-    def state_dict(self, include_contents: bool = False) -> dict[str, Any]:
-        """Counters, RNG state and, optionally, copies of every stored row."""
+    def state_dict(
+        self, include_contents: bool = False, copy: bool = True
+    ) -> dict[str, Any]:
+        """Counters, RNG state and, optionally, every stored row (copies, or
+        views with ``copy=False``: enough to compare shapes)."""
         return {
-            "storage": storage_state(self.storage, include_contents),
+            "storage": storage_state(self.storage, include_contents, copy),
             "rng": rng_state(self.rng),
         }
 

@@ -45,7 +45,9 @@ class RunnerReplay(Protocol):
         """A batch of stored transitions."""
         ...
 
-    def state_dict(self, include_contents: bool = False) -> dict[str, Any]:
+    def state_dict(
+        self, include_contents: bool = False, copy: bool = True
+    ) -> dict[str, Any]:
         """Counters, RNG state (and every stored row with ``include_contents``)."""
         ...
 
@@ -89,6 +91,14 @@ class ReplayCheckpoint:
     def state_dict(self) -> dict[str, Any]:
         """The replay's state (see ``replay.state_dict``)."""
         return self.replay.state_dict(include_contents=self.include_contents)
+
+    def state_for_check(self) -> dict[str, Any]:
+        """:meth:`state_dict` with views of the rows, not copies: what a
+        resume compares shapes with (a copy of a large replay would need its
+        memory twice)."""
+        return self.replay.state_dict(
+            include_contents=self.include_contents, copy=False
+        )
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the replay (empty again if the checkpoint has no rows)."""

@@ -219,7 +219,8 @@ def check_object(name: str, obj: Any, state: Any) -> None:
 
     An object whose state holds tables of varying length names them in a
     ``counted_state_entries`` attribute (dotted prefixes, see
-    :func:`check_state_shapes`'s ``counted``).
+    :func:`check_state_shapes`'s ``counted``); one whose state is large may
+    offer a ``state_for_check()`` (its state without copies) to compare with.
 
     Raises:
         CheckpointMismatchError: see :func:`check_state_dict` and
@@ -229,7 +230,8 @@ def check_object(name: str, obj: Any, state: Any) -> None:
         check_state_dict(state, obj.state_dict(), name=name)
     else:
         counted = tuple(getattr(obj, "counted_state_entries", ()))
-        check_state_shapes(state, obj.state_dict(), name=name, counted=counted)
+        current = getattr(obj, "state_for_check", obj.state_dict)()
+        check_state_shapes(state, current, name=name, counted=counted)
 
 
 def load_object(name: str, obj: Any, state: Any) -> None:

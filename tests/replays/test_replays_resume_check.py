@@ -120,3 +120,29 @@ def test_final_observation_rows_of_another_kind_are_refused(change, words):
     for word in words:
         assert word in str(refused.value)
     assert len(fresh) == 0  # nothing was loaded
+
+
+@pytest.mark.parametrize("kind", [UniformReplay, PrioritizedReplay])
+def test_the_resume_check_compares_with_views_not_a_copy_of_the_replay(kind):
+    """A 1M-step Atari replay is 7.3 GB: the check before loading must not
+    copy it (it compares with views of the rows; the state saved stays a copy)."""
+    replay = filled_replay(kind)
+    checkpoint = ReplayCheckpoint(replay, include_contents=True)
+    rows = replay.storage.rows
+    viewed = checkpoint.state_for_check()["storage"]["contents"]
+    saved = checkpoint.state_dict()["storage"]["contents"]
+    for name in ("reward", "action"):
+        assert np.shares_memory(viewed[name], np.asarray(rows[name]))
+        assert not np.shares_memory(saved[name], np.asarray(rows[name]))
+    calls = []
+    real = checkpoint.state_dict
+    checkpoint.state_dict = lambda: calls.append(1) or real()
+    state = filled_replay(kind, seed=1).state_dict(include_contents=True)
+    restore_objects(
+        Path("checkpoint_000000000056.pt"),
+        {"objects": {"replay": state}, "config": {}},
+        {"replay": checkpoint},
+        {},
+        None,
+    )
+    assert calls == []  # the copying state_dict was never called

@@ -348,22 +348,6 @@ def test_checkpoint_into_a_smaller_table_drops_the_oldest_steps():
     small.check()
 
 
-def test_contents_with_dense_final_observations_still_load():
-    """Contents saved with a full-size final observation per row."""
-    run = Run(4, 2, 12, ENDS_FIXED, n_step=2)
-    for _ in range(5):
-        run.step()
-    state = run.replay.state_dict(include_contents=True)
-    contents = state["storage"]["contents"]
-    saved = contents.pop("final_observations")
-    dense = np.full((12, 2, 3), -1, np.float32)
-    dense[saved["rows"], saved["envs"]] = saved["observations"]
-    contents[fields.FINAL_OBSERVATION] = dense
-    fresh = Run(4, 2, 12, ENDS_FIXED, n_step=2)
-    fresh.replay.load_state_dict(state)
-    _same_samples(fresh.replay, run.replay)
-
-
 def test_an_image_replay_takes_about_the_observation_storage():
     """84x84x4 uint8: every field the replay holds, per stored step, is at most
     1.05x the observation alone (a full-size final observation made it ~2x)."""
