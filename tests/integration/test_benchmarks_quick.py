@@ -160,6 +160,15 @@ EXPECTED_KEYS = {
         "sb3_vec",
     },
     "mujoco_table.py": {"table", "all_reached", "quick"},
+    "atari_learning.py": {
+        "return_ratio",
+        "return_ratio_ci",
+        "wall_ratio",
+        "peak_rss_ratio",
+        "parllel_final_return",
+        "sb3_final_return",
+        "steps",
+    },
     "atari_throughput.py": {
         "gym_best_vs_best_python_peer",
         "gym_best_vs_ceiling",
@@ -196,6 +205,7 @@ NEEDS = {
     "train_mujoco.py": ("stable_baselines3", "mujoco"),  # and the mujoco extra
     "mujoco_table.py": ("mujoco",),
     "atari_throughput.py": ("ale_py", "cv2"),  # the atari extra
+    "atari_learning.py": ("ale_py", "cv2", "stable_baselines3"),
 }
 
 
@@ -211,6 +221,7 @@ SLOW = {
     "sampler_throughput.py",
     "mujoco_table.py",  # two --quick runs of the MuJoCo PPO example
     "atari_throughput.py",  # every Pong contender, process cages and the CNN
+    "atari_learning.py",  # PPO on Breakout, parllel and SB3
     "device_check.py",  # process cages of every section, PPO runs
     "train_cartpole.py",  # PPO on CartPole, parllel and SB3
     "train_pendulum.py",  # SAC on Pendulum, parllel and SB3
