@@ -99,7 +99,8 @@ def run_sb3(env_id: str, seed: int, steps: int) -> dict[str, Any]:
     """One SB3 run, in its own process (``--sb3-run``)."""
     command = [sys.executable, __file__, "--sb3-run", env_id, str(seed), str(steps)]
     seconds, peak, stdout = measured(command)
-    final = json.loads(stdout.splitlines()[-2])["final_return"]
+    (line,) = [line for line in stdout.splitlines() if line.startswith("{")]
+    final = json.loads(line)["final_return"]
     return {
         "final_return": final,
         "wall_s": round(seconds, 1),
@@ -109,12 +110,15 @@ def run_sb3(env_id: str, seed: int, steps: int) -> dict[str, Any]:
 
 def sb3_train(env_id: str, seed: int, steps: int) -> None:
     """SB3's PPO with CleanRL's ppo_atari settings; prints the final return."""
+    import ale_py
+    import gymnasium as gym
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import VecFrameStack
 
+    gym.register_envs(ale_py)
     torch.set_num_threads(1)
     games: deque[float] = deque(maxlen=GAMES)
 
@@ -155,7 +159,6 @@ def sb3_train(env_id: str, seed: int, steps: int) -> None:
     env.close()
     final = statistics.fmean(games) if games else float("nan")
     print(json.dumps({"final_return": final, "games": len(games)}))
-    print("done")
 
 
 def summary(runs: dict[str, list[dict[str, Any]]], key: str) -> dict[str, Any]:
@@ -167,12 +170,13 @@ def summary(runs: dict[str, list[dict[str, Any]]], key: str) -> dict[str, Any]:
         return {"ours": None, "sb3": None, "ratio": None, "ci": None,
                 "verdict": "no figure: a run finished no game"}  # fmt: skip
     ratio, low, high = median_ratio_interval(ours, theirs)
+    said = verdict(low, high) if len(ours) > 1 else "one seed decides nothing"
     return {
         "ours": statistics.median(ours),
         "sb3": statistics.median(theirs),
         "ratio": round(ratio, 3),
         "ci": [round(low, 3), round(high, 3)],
-        "verdict": verdict(low, high),
+        "verdict": said,
     }
 
 
