@@ -68,7 +68,8 @@ class UniformReplay:
     """
 
     #: state entries whose first axis is a count (the saved episode ends):
-    #: a checkpoint's may differ from this replay's (see ``check_object``)
+    #: a checkpoint's may differ from this replay's (this makes every replay a
+    #: :class:`~parllel.runtime.compatibility.CountedState`)
     counted_state_entries = COUNTED_STATE_ENTRIES
 
     def __init__(

@@ -10,6 +10,7 @@ from parllel.replays.transitions import ReplayBatch
 from parllel.runners.callbacks import Callback
 from parllel.runners.notices import warn_learning_never_starts
 from parllel.runners.runner import Runner
+from parllel.runtime.compatibility import CountedState
 from parllel.samplers.protocols import AsyncSampler, TrainingSampler
 
 __all__ = [
@@ -86,7 +87,9 @@ class ReplayCheckpoint:
     def counted_state_entries(self) -> tuple[str, ...]:
         """The replay's state entries whose first axis is a count (the saved
         episode ends), which a checkpoint may hold more or fewer of."""
-        return tuple(getattr(self.replay, "counted_state_entries", ()))
+        if isinstance(self.replay, CountedState):
+            return tuple(self.replay.counted_state_entries)
+        return ()
 
     def state_dict(self) -> dict[str, Any]:
         """The replay's state (see ``replay.state_dict``)."""

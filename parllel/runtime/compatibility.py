@@ -7,7 +7,7 @@ each difference with both values, before anything is loaded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from parllel.errors import CheckpointError, CheckpointMismatchError, ParllelError
 from parllel.tree import tree_items
@@ -15,6 +15,28 @@ from parllel.tree.nodes import mapping_children
 
 #: Config keys never compared on resume: training longer is normal.
 NEVER_COMPARED = ("total_steps",)
+
+
+@runtime_checkable
+class CountedState(Protocol):
+    """An object whose state holds tables of varying length (a replay's saved
+    episode ends): :func:`check_object` lets their first axis differ."""
+
+    @property
+    def counted_state_entries(self) -> tuple[str, ...]:
+        """Dotted prefixes of those entries (see :func:`check_state_shapes`'s
+        ``counted``)."""
+        ...
+
+
+@runtime_checkable
+class CheckedState(Protocol):
+    """An object whose state is large: :func:`check_object` compares with
+    :meth:`state_for_check` instead of a copy from ``state_dict()``."""
+
+    def state_for_check(self) -> Mapping[str, Any]:
+        """The state as ``state_dict()`` has it, with views instead of copies."""
+        ...
 
 
 def _flatten(value: Any) -> dict[str, Any]:
@@ -217,10 +239,10 @@ def check_state_shapes(
 def check_object(name: str, obj: Any, state: Any) -> None:
     """Refuse ``state`` if its shapes do not fit ``obj`` (torch modules: keys too).
 
-    An object whose state holds tables of varying length names them in a
-    ``counted_state_entries`` attribute (dotted prefixes, see
-    :func:`check_state_shapes`'s ``counted``); one whose state is large may
-    offer a ``state_for_check()`` (its state without copies) to compare with.
+    An object whose state holds tables of varying length names them as a
+    :class:`CountedState` (dotted prefixes, see :func:`check_state_shapes`'s
+    ``counted``); one whose state is large may be a :class:`CheckedState`,
+    whose ``state_for_check()`` (its state without copies) is compared.
 
     Raises:
         CheckpointMismatchError: see :func:`check_state_dict` and
@@ -229,8 +251,13 @@ def check_object(name: str, obj: Any, state: Any) -> None:
     if hasattr(obj, "named_parameters"):
         check_state_dict(state, obj.state_dict(), name=name)
     else:
-        counted = tuple(getattr(obj, "counted_state_entries", ()))
-        current = getattr(obj, "state_for_check", obj.state_dict)()
+        counted = (
+            tuple(obj.counted_state_entries) if isinstance(obj, CountedState) else ()
+        )
+        if isinstance(obj, CheckedState):
+            current: Any = obj.state_for_check()
+        else:
+            current = obj.state_dict()
         check_state_shapes(state, current, name=name, counted=counted)
 
 
