@@ -1,18 +1,20 @@
 """The sections of benchmarks/device_check.py that run an agent: sync, collect, ppo.
 
 Each ``*_section`` returns ``run(box, out)``, which fills ``out`` as it
-measures and leaves what no longer fits in the box (``box.fits``).
+measures and leaves what no longer fits in the box (``box.fits``; see
+``_sections``).
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
+from _sections import Box, Section, absent, skipped
 
 from parllel import fields
 from parllel.cages import ProcessCage
@@ -47,11 +49,6 @@ class BlockingTransfer(Transfer):
         copy_into(out, value, non_blocking=False)
 
 
-def skipped(reason: str) -> None:
-    """Print why a part is not measured (its JSON value is null)."""
-    print(f"skipped: {reason}", file=sys.stderr)
-
-
 def _transfer(kind: str, device: str | None) -> tuple[str, Transfer]:
     """The device and transfer of a handler kind."""
     if kind == "cpu":
@@ -76,36 +73,47 @@ def _cages(factory: Callable, n: int, alternating: bool) -> list[Any]:
     return [ProcessCage(factory, n, seed=0, main_process_envs=0)]
 
 
-def measure_collect(
-    factory: Callable, n: int, T: int, kind: str, device: str | None,
-    alternating: bool, seconds: float,
-) -> dict[str, Any]:  # fmt: skip
-    """Steps/s of ``collect_batch`` (after one warm-up batch) and the share
-    of the batch time spent in inference."""
-    cages = _cages(factory, n, alternating)
+@contextmanager
+def _handled(
+    cages: list[Any], n: int, T: int, device: str, transfer: Transfer | None = None
+) -> Iterator[tuple[ActorCriticAgent, TorchHandler, Any]]:
+    """The agent, handler and ``[T, n]`` sample tree of ``cages``; the
+    handler (which unregisters the page-locked tree), the tree and the
+    cages are closed afterwards, in that order."""
     try:
-        where, transfer = _transfer(kind, device)
-        agent = _agent(cages[0].spaces, where)
-        handler = TorchHandler(agent, n, device=where, seed=0, transfer=transfer)
+        agent = _agent(cages[0].spaces, device)
+        handler = TorchHandler(agent, n, device=device, seed=0, transfer=transfer)
         tree = build_sample_tree(cages, handler, T)
         try:
-            sampler_type = AlternatingSampler if alternating else FeedForwardSampler
-            sampler = sampler_type(cages, handler, tree)
-            sampler.collect_batch()
-            sampler.phase_times.take()
-            batches, start = 0, time.perf_counter()
-            while time.perf_counter() - start < seconds or batches < 2:
-                sampler.collect_batch()
-                batches += 1
-            elapsed = time.perf_counter() - start
-            taken = sampler.phase_times.take()["seconds"]
-            pinned = transfer.pinned.nbytes  # before close unregisters it
+            yield agent, handler, tree
         finally:
             handler.close()  # unregisters the page-locked tree first
             tree.close()
     finally:
         for cage in cages:
             cage.close()
+
+
+def measure_collect(
+    factory: Callable, n: int, T: int, kind: str, device: str | None,
+    alternating: bool, seconds: float,
+) -> dict[str, Any]:  # fmt: skip
+    """Steps/s of ``collect_batch`` (after one warm-up batch) and the share
+    of the batch time spent in inference."""
+    where, transfer = _transfer(kind, device)
+    cages = _cages(factory, n, alternating)
+    with _handled(cages, n, T, where, transfer) as (_, handler, tree):
+        sampler_type = AlternatingSampler if alternating else FeedForwardSampler
+        sampler = sampler_type(cages, handler, tree)
+        sampler.collect_batch()
+        sampler.phase_times.take()
+        batches, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds or batches < 2:
+            sampler.collect_batch()
+            batches += 1
+        elapsed = time.perf_counter() - start
+        taken = sampler.phase_times.take()["seconds"]
+        pinned = transfer.pinned.nbytes  # before close unregisters it
     return {
         "sps": batches * T * n / elapsed,
         "inference_share": taken.get("inference", 0.0) / taken["batch"],
@@ -122,7 +130,7 @@ def _ratio(top: Any, bottom: Any, key: str = "sps") -> float | None:
 
 def collect_section(
     device: str | None, quick: bool, make_mlp_env: Callable, make_cnn_env: Callable
-) -> Callable[[Any, dict], None]:
+) -> Section:
     """``collect_batch`` with CPU and CUDA handlers, blocking and pinned,
     feed-forward and alternating, for an MLP and the Nature CNN."""
     kinds = [("cpu", False), ("cpu_staged", False), ("cpu", True)]
@@ -135,11 +143,10 @@ def collect_section(
         skipped("collect with a CUDA handler: no CUDA device")
     each = 0.3 if quick else 2.0
 
-    def run(box: Any, out: dict) -> None:
+    def run(box: Box, out: dict) -> None:
         for model, factory, T in (("mlp", make_mlp_env, 64), ("cnn", make_cnn_env, 32)):
             if factory is None:
-                skipped(f"collect {model}: ale_py or cv2 is not installed")
-                out[model] = None
+                absent(out, model, f"collect {model}: ale_py or cv2 is not installed")
                 continue
             n, T = (4, 4) if quick else (64, T)
             rows: dict[str, Any] = out.setdefault(model, {})
@@ -148,8 +155,7 @@ def collect_section(
                     continue  # quick: the CNN once
                 name = f"{kind}_{'alternating' if alternating else 'ff'}"
                 if not box.fits(each + 8):
-                    skipped(f"collect {model} {name}: time box")
-                    rows[name] = None
+                    absent(rows, name, f"collect {model} {name}: time box")
                     continue
                 rows[name] = measure_collect(
                     factory, n, T, kind, device, alternating, each
@@ -185,33 +191,24 @@ def ppo_run(
 ) -> dict[str, Any]:
     """PPO (4 epochs of 4 minibatches per batch) for ``seconds``: env steps/s
     end to end and ms per batch of every phase."""
-    cage = ProcessCage(factory, n, seed=0, main_process_envs=0)
-    try:
-        agent = _agent(cage.spaces, device)
-        handler = TorchHandler(agent, n, device=device, seed=0)
-        tree = build_sample_tree(cage, handler, T)
-        try:
-            transform = Compose(add_advantage_estimation(tree, 0.99, 0.95))
-            sampler = FeedForwardSampler(cage, handler, tree, transform=transform)
-            evaluator = ActorCriticEvaluator(agent.model, agent.distribution)
-            ppo = PPO(evaluator, adam(agent.model.parameters(), 2.5e-4), device=device)
-            sample = learn = 0.0
-            batches, start = 0, time.perf_counter()
-            while time.perf_counter() - start < seconds or batches < 2:
-                t0 = time.perf_counter()
-                batch, _ = sampler.collect_batch()
-                t1 = time.perf_counter()
-                ppo.optimize(batch)
-                sample += t1 - t0
-                learn += time.perf_counter() - t1
-                batches += 1
-            wall = time.perf_counter() - start
-            phases = sampler.phase_times.per_record_ms()
-        finally:
-            handler.close()
-            tree.close()
-    finally:
-        cage.close()
+    cages = [ProcessCage(factory, n, seed=0, main_process_envs=0)]
+    with _handled(cages, n, T, device) as (agent, handler, tree):
+        transform = Compose(add_advantage_estimation(tree, 0.99, 0.95))
+        sampler = FeedForwardSampler(cages, handler, tree, transform=transform)
+        evaluator = ActorCriticEvaluator(agent.model, agent.distribution)
+        ppo = PPO(evaluator, adam(agent.model.parameters(), 2.5e-4), device=device)
+        sample = learn = 0.0
+        batches, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds or batches < 2:
+            t0 = time.perf_counter()
+            batch, _ = sampler.collect_batch()
+            t1 = time.perf_counter()
+            ppo.optimize(batch)
+            sample += t1 - t0
+            learn += time.perf_counter() - t1
+            batches += 1
+        wall = time.perf_counter() - start
+        phases = sampler.phase_times.per_record_ms()
     ms = {phase: round(value, 2) for phase, value in phases.items()}
     ms.update(
         sample=round(1000 * sample / batches, 2), learn=round(1000 * learn / batches, 2)
@@ -221,7 +218,7 @@ def ppo_run(
 
 def ppo_section(
     device: str | None, quick: bool, make_mlp_env: Callable, make_cnn_env: Callable
-) -> Callable[[Any, dict], None]:
+) -> Section:
     """PPO on CartPole and Pong for a fixed wall time each."""
     where = device or "cpu"
     plan = [
@@ -229,17 +226,18 @@ def ppo_section(
         ("pong", make_cnn_env, (2, 8) if quick else (64, 128), 1.0 if quick else 80.0),
     ]  # fmt: skip
 
-    def run(box: Any, out: dict) -> None:
+    def run(box: Box, out: dict) -> None:
         for name, factory, (n, T), seconds in plan:
             if factory is None:
-                skipped(f"ppo {name}: ale_py or cv2 is not installed")
-                out[name] = None
+                absent(out, name, f"ppo {name}: ale_py or cv2 is not installed")
             elif quick and name == "pong":
-                skipped("ppo pong: not in --quick (minutes of CNN updates on a CPU)")
-                out[name] = None
+                absent(
+                    out,
+                    name,
+                    "ppo pong: not in --quick (minutes of CNN updates on a CPU)",
+                )
             elif not box.fits(seconds + 5):
-                skipped(f"ppo {name}: time box")
-                out[name] = None
+                absent(out, name, f"ppo {name}: time box")
             else:
                 out[name] = ppo_run(factory, n, T, where, seconds)
                 out[name]["device"] = where
@@ -251,41 +249,31 @@ def _batches(make_env: Callable, transfer: Transfer, device: str) -> tuple[list,
     """Two batches (observations, actions, values) from a process cage,
     and whether the tree's observations were page-locked (None off CUDA)."""
     n, T = 4, 8
-    cage = ProcessCage(make_env, n, seed=0, n_workers=1, main_process_envs=0)
-    try:
-        handler = TorchHandler(
-            _agent(cage.spaces, device), n, device=device, seed=0, transfer=transfer
-        )
-        tree = build_sample_tree(cage, handler, T)
-        try:
-            sampler = FeedForwardSampler(cage, handler, tree)
-            copies = []
-            for _ in range(2):
-                batch, _ = sampler.collect_batch()
-                copies.append(
-                    [
-                        np.array(batch[key].to_ndarray())
-                        for key in (fields.OBSERVATION, fields.ACTION)
-                    ]
-                    + [np.array(batch[fields.AGENT_INFO][fields.VALUE].to_ndarray())]
-                )
-            pinned = None
-            if torch.device(device).type == "cuda":
-                observation = tree[fields.OBSERVATION].to_ndarray()
-                pinned = bool(torch.from_numpy(observation).is_pinned())
-        finally:
-            handler.close()
-            tree.close()
-    finally:
-        cage.close()
+    cages = [ProcessCage(make_env, n, seed=0, n_workers=1, main_process_envs=0)]
+    with _handled(cages, n, T, device, transfer) as (_, handler, tree):
+        sampler = FeedForwardSampler(cages, handler, tree)
+        copies = []
+        for _ in range(2):
+            batch, _ = sampler.collect_batch()
+            copies.append(
+                [
+                    np.array(batch[key].to_ndarray())
+                    for key in (fields.OBSERVATION, fields.ACTION)
+                ]
+                + [np.array(batch[fields.AGENT_INFO][fields.VALUE].to_ndarray())]
+            )
+        pinned = None
+        if torch.device(device).type == "cuda":
+            observation = tree[fields.OBSERVATION].to_ndarray()
+            pinned = bool(torch.from_numpy(observation).is_pinned())
     return copies, pinned
 
 
-def sync_section(device: str | None, make_env: Callable) -> Callable[[Any, dict], None]:
+def sync_section(device: str | None, make_env: Callable) -> Section:
     """The non-blocking path collects the blocking path's batches, bit for bit."""
     where = device or "cpu"
 
-    def run(box: Any, out: dict) -> None:
+    def run(box: Box, out: dict) -> None:
         reference, _ = _batches(make_env, BlockingTransfer(where), where)
         staged = Transfer(where, copy_inputs=True)
         candidate, pinned = _batches(make_env, staged, where)

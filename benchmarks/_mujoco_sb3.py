@@ -74,14 +74,21 @@ def vec_step_seconds(env_id: str, n_envs: int, steps: int, vec: str) -> float:
         venv.close()
 
 
-def _learn(model: Any, total_steps: int, timed: Timed) -> None:
-    _time_method(model, "collect_rollouts", timed, "sample")
-    _time_method(model, "train", timed, "update")
-    start = time.perf_counter()
-    model.learn(total_steps)
-    timed.seconds = time.perf_counter() - start
-    timed.steps = int(model.num_timesteps)
-    timed.returns = [float(info["r"]) for info in model.ep_info_buffer]
+def _learn(model: Any, total_steps: int, venv: Any) -> Timed:
+    """``model.learn(total_steps)``, timed (its sampling and updates apart);
+    ``venv`` is closed afterwards."""
+    timed = Timed()
+    try:
+        _time_method(model, "collect_rollouts", timed, "sample")
+        _time_method(model, "train", timed, "update")
+        start = time.perf_counter()
+        model.learn(total_steps)
+        timed.seconds = time.perf_counter() - start
+        timed.steps = int(model.num_timesteps)
+        timed.returns = [float(info["r"]) for info in model.ep_info_buffer]
+    finally:
+        venv.close()
+    return timed
 
 
 def run_ppo(hp: dict, seed: int, vec: str, fused_adam: bool) -> Timed:
@@ -119,12 +126,7 @@ def run_ppo(hp: dict, seed: int, vec: str, fused_adam: bool) -> Timed:
         device="cpu",
         verbose=0,
     )
-    timed = Timed()
-    try:
-        _learn(model, hp["total_steps"], timed)
-    finally:
-        venv.close()
-    return timed
+    return _learn(model, hp["total_steps"], venv)
 
 
 def run_sac(hp: dict, seed: int, fused_adam: bool) -> Timed:
@@ -161,9 +163,4 @@ def run_sac(hp: dict, seed: int, fused_adam: bool) -> Timed:
         device="cpu",
         verbose=0,
     )
-    timed = Timed()
-    try:
-        _learn(model, hp["total_steps"], timed)
-    finally:
-        venv.close()
-    return timed
+    return _learn(model, hp["total_steps"], venv)

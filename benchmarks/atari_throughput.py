@@ -42,37 +42,23 @@ import gymnasium as gym
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pin_threads, print_result  # noqa: E402
+from _common import (  # noqa: E402
+    ENVPOOL_PONG,
+    ENVPOOL_PONG_ID,
+    have,
+    make_pong,
+    pin_threads,
+    print_result,
+    ratio,
+    steps_per_second,
+)
 from cage_throughput import process_layouts, run_cage, run_ceiling, run_raw  # noqa: E402
 from interop_bench import measure, run_vector_env  # noqa: E402
 
 from parllel.cages import ProcessCage, SerialCage  # noqa: E402
-from parllel.envs.atari import make_atari_env  # noqa: E402
 
-ENV_ID, ENVPOOL_ID = "ALE/Pong-v5", "Pong-v5"
-ENVPOOL_SETTINGS = dict(  # make_atari_env's defaults, in EnvPool's terms
-    stack_num=4,
-    frame_skip=4,
-    noop_max=30,
-    img_height=84,
-    img_width=84,
-    gray_scale=True,
-    episodic_life=False,
-    reward_clip=False,
-    repeat_action_probability=0.0,
-    num_threads=2,
-)
-make_pong = partial(make_atari_env, ENV_ID)
-"""Pong with the standard stack (picklable for worker processes)"""
-
-
-def have(module: str) -> bool:
-    """Whether ``module`` imports."""
-    try:
-        __import__(module)
-    except ImportError:
-        return False
-    return True
+ENVPOOL_SETTINGS = dict(ENVPOOL_PONG, num_threads=2)
+"""EnvPool's Pong as ``make_pong`` makes it, stepped by 2 threads"""
 
 
 def make_envpool(n: int) -> Any:
@@ -80,7 +66,7 @@ def make_envpool(n: int) -> Any:
     import envpool
 
     return envpool.make_gymnasium(
-        ENVPOOL_ID, num_envs=n, batch_size=n, seed=0, **ENVPOOL_SETTINGS
+        ENVPOOL_PONG_ID, num_envs=n, batch_size=n, seed=0, **ENVPOOL_SETTINGS
     )
 
 
@@ -89,23 +75,16 @@ def run_envpool(n: int, actions: np.ndarray) -> float:
     pool = make_envpool(n)
     try:
         pool.reset()
-        actions = actions.astype(np.int32)
-        for step_actions in actions[:8]:
-            pool.step(step_actions)
-        start = time.perf_counter()
-        for step_actions in actions[8:]:
-            pool.step(step_actions)
-        elapsed = time.perf_counter() - start
+        return steps_per_second(pool.step, actions.astype(np.int32), warmup=8)
     finally:
         pool.close()
-    return actions[8:].size / elapsed
 
 
 def envpool_cage(n: int) -> Any:
     """parllel's EnvPoolCage over the same EnvPool settings."""
     from parllel.interop import make_envpool_cage
 
-    return make_envpool_cage(ENVPOOL_ID, n, seed=0, **ENVPOOL_SETTINGS)
+    return make_envpool_cage(ENVPOOL_PONG_ID, n, seed=0, **ENVPOOL_SETTINGS)
 
 
 def cage_factories(n: int) -> dict[str, Callable[[], Any]]:
@@ -146,11 +125,11 @@ def contenders(n: int, actions: np.ndarray) -> dict[str, Callable[[], float]]:
             run_vector_env, lambda: SubprocVecEnv(fns), actions, "sb3"
         )
     for name, factory in cage_factories(n).items():
-        found[name] = partial(run_cage, factory, spec, actions)
+        found[name] = partial(run_cage, factory, actions)
     if have("envpool"):
         found["envpool"] = partial(run_envpool, n, actions)
         found["envpool_cage"] = partial(
-            run_cage, partial(envpool_cage, n), spec, actions.astype(np.int32)
+            run_cage, partial(envpool_cage, n), actions.astype(np.int32)
         )
     return found
 
@@ -184,11 +163,6 @@ def collect_sps(
     finally:
         cage.close()
     return batches * batch_T * n / elapsed
-
-
-def ratio(top: float | None, bottom: float | None) -> float | None:
-    """``top / bottom`` rounded, or None if either is missing."""
-    return None if top is None or not bottom else round(top / bottom, 3)
 
 
 def measure_n(n: int, steps: int, repeats: int, collect: tuple[int, int]) -> dict:

@@ -21,27 +21,31 @@ Usage: python benchmarks/cage_throughput.py [--quick] [--repeats N]
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pin_threads, print_result  # noqa: E402
+from _common import (  # noqa: E402
+    interleaved_medians,
+    make_cartpole,
+    pin_threads,
+    print_result,
+    steps_per_second,
+    two_process_wall,
+)
 from synthetic_envs import Atari84Env, CpuBoundEnv, busy_iterations  # noqa: E402
 
 from parllel import fields  # noqa: E402
-from parllel.cages import ProcessCage, SerialCage  # noqa: E402
+from parllel.cages import ProcessCage, SerialCage, numeric_info_example  # noqa: E402
 from parllel.tree import buffer_from_example  # noqa: E402
-
-
-def make_cartpole() -> gym.Env:
-    """CartPole-v1 without gymnasium's checker wrappers' per-step overhead."""
-    return gym.make("CartPole-v1", disable_env_checker=True)
 
 
 def settings(quick: bool) -> dict[str, dict]:
@@ -71,26 +75,41 @@ def settings(quick: bool) -> dict[str, dict]:
     }
 
 
+@contextmanager
+def plain_envs(factory: Callable, kwargs: dict, n: int) -> Iterator[list]:
+    """``n`` fresh envs of ``factory(**kwargs)``, reset with seeds ``0..n-1``,
+    closed afterwards."""
+    envs = [factory(**kwargs) for _ in range(n)]
+    try:
+        for i, env in enumerate(envs):
+            env.reset(seed=i)
+        yield envs
+    finally:
+        for env in envs:
+            env.close()
+
+
+def step_plain(envs: list, step_actions: np.ndarray) -> None:
+    """One step of a plain loop: every env its action, reset where it ended."""
+    for env, action in zip(envs, step_actions):
+        _, _, terminated, truncated, _ = env.step(int(action))
+        if terminated or truncated:
+            env.reset()
+
+
 def raw_loop(spec: dict, actions: np.ndarray, barrier=None) -> tuple[float, float]:
     """A plain loop over fresh envs; returns its (start, end) clock readings.
 
     ``barrier``: waited on once the envs exist, so that several processes
     start stepping together.
     """
-    envs = [spec["factory"](**spec["kwargs"]) for _ in range(spec["n"])]
-    for i, env in enumerate(envs):
-        env.reset(seed=i)
-    if barrier is not None:
-        barrier.wait()
-    start = time.perf_counter()
-    for step_actions in actions:
-        for env, action in zip(envs, step_actions):
-            _, _, terminated, truncated, _ = env.step(int(action))
-            if terminated or truncated:
-                env.reset()
-    end = time.perf_counter()
-    for env in envs:
-        env.close()
+    with plain_envs(spec["factory"], spec["kwargs"], spec["n"]) as envs:
+        if barrier is not None:
+            barrier.wait()
+        start = time.perf_counter()
+        for step_actions in actions:
+            step_plain(envs, step_actions)
+        end = time.perf_counter()
     return start, end
 
 
@@ -100,58 +119,70 @@ def run_raw(spec: dict, actions: np.ndarray) -> float:
     return actions.size / (end - start)
 
 
-def run_cage(cage_factory, spec: dict, actions: np.ndarray, rows: int = 64) -> float:
-    """Steady-state steps/s of a cage writing into a ``[rows, B]`` buffer.
+@contextmanager
+def cage_slots(cage: Any, rows: int, info: bool = False) -> Iterator[tuple[list, list]]:
+    """Shared ``[rows, B]`` trees for ``cage`` to write into, as a sampler's:
+    yields the action view and the step slots of every row (built once and
+    reused, as samplers do), the cage reset into the first observation row.
+
+    ``info``: the slots take the env info too (its numeric entries).
+    """
+    example, n = cage.example, cage.n_envs
+    other = {
+        fields.ACTION: example[fields.ACTION],
+        fields.REWARD: np.float32(0),
+        fields.TERMINATED: False,
+        fields.TRUNCATED: False,
+    }
+    if info:
+        other[fields.ENV_INFO] = numeric_info_example(example[fields.ENV_INFO])
+    with (
+        buffer_from_example(
+            example[fields.OBSERVATION], (rows, n), storage="shared", padding=1
+        ) as observation,
+        buffer_from_example(other, (rows, n), storage="shared") as tree,
+    ):
+        cage.reset(observation[0])
+        slots = [
+            {
+                fields.OBSERVATION: observation[t + 1],
+                fields.REWARD: tree.reward[t],
+                fields.TERMINATED: tree.terminated[t],
+                fields.TRUNCATED: tree.truncated[t],
+            }
+            | ({fields.ENV_INFO: tree.env_info[t]} if info else {})
+            for t in range(rows)
+        ]
+        yield [tree.action[t] for t in range(rows)], slots
+
+
+def run_cage(
+    cage_factory: Callable[[], Any],
+    actions: np.ndarray,
+    rows: int = 64,
+    info: bool = False,
+) -> float:
+    """Steady-state steps/s of a cage writing into ``[rows, B]`` slots
+    (:func:`cage_slots`; ``info``: the env info too), one step a row of
+    ``actions`` (each of its items counts as a step).
 
     Slots are reused cyclically, as a sampler reuses its batch buffer; one
     warm-up pass over the rows (workers learn the slots) is not timed.
     """
-    steps, n = actions.shape
+    steps = len(actions)
     rows = min(rows, steps)
-    with cage_factory() as cage:
-        example = cage.example
-        with (
-            buffer_from_example(
-                example[fields.OBSERVATION], (rows, n), storage="shared", padding=1
-            ) as observation,
-            buffer_from_example(
-                {
-                    fields.ACTION: example[fields.ACTION],
-                    fields.REWARD: np.float32(0),
-                    fields.TERMINATED: False,
-                    fields.TRUNCATED: False,
-                },
-                (rows, n),
-                storage="shared",
-            ) as tree,
-        ):
-            cage.reset(observation[0])
-            slots = [
-                {
-                    fields.OBSERVATION: observation[t + 1],
-                    fields.REWARD: tree.reward[t],
-                    fields.TERMINATED: tree.terminated[t],
-                    fields.TRUNCATED: tree.truncated[t],
-                }
-                for t in range(rows)
-            ]
-            # the slot objects are built once and reused, as samplers do
-            action = [tree.action[t] for t in range(rows)]
-            for t in range(rows):  # warm-up: workers attach every slot once
-                action[t][...] = actions[t]
-                cage.step(action[t], slots[t])
-            start = time.perf_counter()
-            for step in range(steps):
-                t = step % rows
-                action[t][...] = actions[step]
-                cage.step_async(action[t], slots[t])
-                cage.await_step()
-            elapsed = time.perf_counter() - start
+    with cage_factory() as cage, cage_slots(cage, rows, info) as (action, slots):
+        for t in range(rows):  # warm-up: workers attach every slot once
+            action[t][...] = actions[t]
+            cage.step(action[t], slots[t])
+        start = time.perf_counter()
+        for step in range(steps):
+            t = step % rows
+            action[t][...] = actions[step]
+            cage.step_async(action[t], slots[t])
+            cage.await_step()
+        elapsed = time.perf_counter() - start
     return actions.size / elapsed
-
-
-def _raw_half(spec: dict, actions: np.ndarray, barrier, queue) -> None:
-    queue.put(raw_loop(spec, actions, barrier))
 
 
 def run_ceiling(spec: dict, actions: np.ndarray) -> float:
@@ -162,22 +193,10 @@ def run_ceiling(spec: dict, actions: np.ndarray) -> float:
     synchronous design needs both halves of every step). It varies with the
     VM's load; read ratios against it.
     """
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    barrier = ctx.Barrier(2)
     half = dict(spec, n=spec["n"] // 2)
-    procs = [
-        ctx.Process(target=_raw_half, args=(half, actions[:, i::2], barrier, queue))
-        for i in range(2)
-    ]
-    for proc in procs:
-        proc.start()
-    spans = [queue.get() for _ in procs]
-    for proc in procs:
-        proc.join()
-    wall = max(end for _, end in spans) - min(start for start, _ in spans)
+    wall = two_process_wall(
+        [partial(raw_loop, half, actions[:, i::2]) for i in range(2)]
+    )
     return actions.size / wall
 
 
@@ -188,12 +207,9 @@ def run_gym_vector(kind: str, spec: dict, actions: np.ndarray) -> float:
     else:
         envs = gym.vector.AsyncVectorEnv(fns, shared_memory=True)
     envs.reset(seed=0)
-    start = time.perf_counter()
-    for step_actions in actions:
-        envs.step(step_actions)
-    elapsed = time.perf_counter() - start
+    sps = steps_per_second(envs.step, actions)
     envs.close()
-    return actions.size / elapsed
+    return sps
 
 
 def process_layouts(n: int) -> dict[str, dict]:
@@ -218,7 +234,6 @@ def make_contenders(spec: dict, actions: np.ndarray) -> dict:
     def serial() -> float:
         return run_cage(
             lambda: SerialCage(spec["factory"], spec["n"], spec["kwargs"], seed=0),
-            spec,
             actions,
         )
 
@@ -227,7 +242,6 @@ def make_contenders(spec: dict, actions: np.ndarray) -> dict:
             lambda: ProcessCage(
                 spec["factory"], spec["n"], spec["kwargs"], seed=0, **layout
             ),
-            spec,
             actions,
         )
 
@@ -255,14 +269,10 @@ def main() -> None:
     for name, spec in settings(args.quick).items():
         n_actions = spec["factory"](**spec["kwargs"]).action_space.n
         actions = rng.integers(0, n_actions, (max(spec["steps"], 4), spec["n"]))
-        contenders = make_contenders(spec, actions)
-        samples: dict[str, list[float]] = {key: [] for key in contenders}
-        for _ in range(repeats):  # interleave contenders so drift hits all alike
-            for key, run in contenders.items():
-                samples[key].append(run())
-            # the baseline of every target ratio: sampled at both ends of a repeat
-            samples["raw"].append(contenders["raw"]())
-        medians = {key: statistics.median(values) for key, values in samples.items()}
+        # raw, the baseline of every target ratio: sampled at both ends of a repeat
+        medians = interleaved_medians(
+            make_contenders(spec, actions), repeats, again=["raw"]
+        )
         best_layout = max(
             (k for k in medians if k.startswith("process[")), key=medians.__getitem__
         )

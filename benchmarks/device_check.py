@@ -29,7 +29,6 @@ Usage: python benchmarks/device_check.py [--quick] [--budget SECONDS]
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -41,98 +40,24 @@ import gymnasium as gym
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pin_threads, print_result  # noqa: E402
+from _common import (  # noqa: E402
+    ENVPOOL_PONG,
+    ENVPOOL_PONG_ID,
+    have,
+    make_cartpole,
+    make_pong,
+    pin_threads,
+    print_result,
+)
 from _device_learning import collect_section, ppo_section, sync_section  # noqa: E402
+from _sections import Box, Section, absent, run_section, skipped  # noqa: E402
+from cage_throughput import cage_slots, plain_envs, step_plain  # noqa: E402
 from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 
-from parllel import fields  # noqa: E402
 from parllel.cages import ProcessCage  # noqa: E402
 from parllel.cages.plumbing import usable_cores  # noqa: E402
-from parllel.tree import buffer_from_example  # noqa: E402
 
-ENVPOOL_IDS = {"cartpole": "CartPole-v1", "pong": "Pong-v5"}
-ENVPOOL_PONG = dict(  # make_atari_env's defaults, in EnvPool's terms
-    stack_num=4,
-    frame_skip=4,
-    noop_max=30,
-    img_height=84,
-    img_width=84,
-    gray_scale=True,
-    episodic_life=False,
-    reward_clip=False,
-    repeat_action_probability=0.0,
-)
-
-
-def have(module: str) -> bool:
-    """Whether ``module`` imports."""
-    try:
-        __import__(module)
-    except Exception:
-        return False
-    return True
-
-
-def make_cartpole() -> gym.Env:
-    """CartPole-v1 without the env checker's per-step overhead."""
-    return gym.make("CartPole-v1", disable_env_checker=True)
-
-
-def make_pong() -> gym.Env:
-    """Pong with parllel's standard Atari stack."""
-    from parllel.envs.atari import make_atari_env
-
-    return make_atari_env("ALE/Pong-v5")
-
-
-class Box:
-    """A section's time box: its deadline, and whether a measurement still fits."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.deadline = time.monotonic() + seconds
-
-    def left(self) -> float:
-        """Seconds left in the box."""
-        return self.deadline - time.monotonic()
-
-    def fits(self, seconds: float) -> bool:
-        """Whether a measurement of about ``seconds`` (start-up included) fits."""
-        return self.left() > seconds
-
-
-class BoxExceeded(Exception):
-    """A section ran past its hard limit (its box plus a grace period)."""
-
-
-def run_section(
-    name: str, seconds: float, fn: Callable[[Box, dict], None], results: dict
-) -> None:
-    """Run ``fn(box, out)``, which fills ``out`` as it measures; an alarm stops
-    it past ``seconds`` + 20 s, an exception ends it; ``out`` is kept either way."""
-    out: dict[str, Any] = {}
-    results[name] = out
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise BoxExceeded(f"past its {seconds:.0f} s box")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds + 20)
-    start = time.monotonic()
-    try:
-        fn(Box(seconds), out)
-    except Exception as exc:  # measured parts stay; the error is reported
-        out["error"] = f"{type(exc).__name__}: {exc}"
-        print(f"[{name}] stopped: {out['error']}", file=sys.stderr)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    out["seconds"] = round(time.monotonic() - start, 1)
-
-
-def skipped(reason: str) -> None:
-    """Print why a part is not measured (its JSON value is null)."""
-    print(f"skipped: {reason}", file=sys.stderr)
+ENVPOOL_IDS = {"cartpole": "CartPole-v1", "pong": ENVPOOL_PONG_ID}
 
 
 # -- stepping -------------------------------------------------------------------
@@ -150,28 +75,27 @@ def timed(step: Callable[[], None], seconds: float, per_call: int) -> float:
             return calls * per_call / elapsed
 
 
-def raw_sps(factory: Callable, kwargs: dict, n: int, seconds: float) -> float:
-    """Steps/s of a plain loop over ``n`` envs in this process (one core)."""
-    envs = [factory(**kwargs) for _ in range(n)]
-    rng = np.random.default_rng(0)
-    for i, env in enumerate(envs):
-        env.reset(seed=i)
-    actions = rng.integers(envs[0].action_space.n, size=(64, n))
+def timed_rows(
+    step: Callable[[np.ndarray], Any], actions: np.ndarray, seconds: float
+) -> float:
+    """Steps/s of ``step(row)`` over the rows of ``actions`` in turn (a row
+    is one action per env), as :func:`timed` measures."""
     count = [0]
 
-    def step() -> None:
-        row = actions[count[0] % 64]
+    def call() -> None:
+        step(actions[count[0] % len(actions)])
         count[0] += 1
-        for env, action in zip(envs, row):
-            _, _, terminated, truncated, _ = env.step(int(action))
-            if terminated or truncated:
-                env.reset()
 
-    try:
-        return timed(step, seconds, n)
-    finally:
-        for env in envs:
-            env.close()
+    return timed(call, seconds, actions.shape[1])
+
+
+def raw_sps(factory: Callable, kwargs: dict, n: int, seconds: float) -> float:
+    """Steps/s of a plain loop over ``n`` envs in this process (one core)."""
+    with plain_envs(factory, kwargs, n) as envs:
+        actions = np.random.default_rng(0).integers(
+            envs[0].action_space.n, size=(64, n)
+        )
+        return timed_rows(partial(step_plain, envs), actions, seconds)
 
 
 def cage_sps(
@@ -180,50 +104,28 @@ def cage_sps(
     """Steps/s of a ProcessCage (every env in ``workers`` workers) writing
     into a shared ``[16, n]`` tree, slots reused as a sampler reuses them."""
     rows = 16
-    with ProcessCage(
-        factory, n, kwargs, n_workers=workers, main_process_envs=0, seed=0
-    ) as cage:
-        example = cage.example
-        observation = buffer_from_example(
-            example[fields.OBSERVATION], (rows, n), storage="shared", padding=1
+    with (
+        ProcessCage(
+            factory, n, kwargs, n_workers=workers, main_process_envs=0, seed=0
+        ) as cage,
+        cage_slots(cage, rows) as (action, slots),
+    ):
+        actions = np.random.default_rng(0).integers(
+            cage.spaces.action.n, size=(rows, n)
         )
-        other = {
-            fields.ACTION: example[fields.ACTION],
-            fields.REWARD: np.float32(0),
-            fields.TERMINATED: False,
-            fields.TRUNCATED: False,
-        }
-        with (
-            observation,
-            buffer_from_example(other, (rows, n), storage="shared") as tree,
-        ):
-            cage.reset(observation[0])
-            actions = np.random.default_rng(0).integers(
-                cage.spaces.action.n, size=(rows, n)
-            )
-            slots = [
-                {
-                    fields.OBSERVATION: observation[t + 1],
-                    fields.REWARD: tree.reward[t],
-                    fields.TERMINATED: tree.terminated[t],
-                    fields.TRUNCATED: tree.truncated[t],
-                }
-                for t in range(rows)
-            ]
-            action = [tree.action[t] for t in range(rows)]
-            for t in range(rows):
-                action[t][...] = actions[t]
-            count = [0]
+        for t in range(rows):
+            action[t][...] = actions[t]
+        count = [0]
 
-            def step() -> None:
-                t = count[0] % rows
-                count[0] += 1
-                cage.step_async(action[t], slots[t])
-                cage.await_step()
+        def step() -> None:
+            t = count[0] % rows
+            count[0] += 1
+            cage.step_async(action[t], slots[t])
+            cage.await_step()
 
-            for _ in range(rows):  # workers attach every slot once, untimed
-                step()
-            return timed(step, seconds, n)
+        for _ in range(rows):  # workers attach every slot once, untimed
+            step()
+        return timed(step, seconds, n)
 
 
 def async_sps(factory: Callable, kwargs: dict, n: int, seconds: float) -> float:
@@ -236,13 +138,7 @@ def async_sps(factory: Callable, kwargs: dict, n: int, seconds: float) -> float:
         actions = np.random.default_rng(0).integers(
             envs.single_action_space.n, size=(64, n)
         )
-        count = [0]
-
-        def step() -> None:
-            envs.step(actions[count[0] % 64])
-            count[0] += 1
-
-        return timed(step, seconds, n)
+        return timed_rows(envs.step, actions, seconds)
     finally:
         envs.close()
 
@@ -261,15 +157,14 @@ def envpool_sps(name: str, n: int, threads: int, seconds: float) -> float:
         actions = np.random.default_rng(0).integers(
             pool.action_space.n, size=(64, n), dtype=np.int32
         )
-        count = [0]
-
-        def step() -> None:
-            pool.step(actions[count[0] % 64])
-            count[0] += 1
-
-        return timed(step, seconds, n)
+        return timed_rows(pool.step, actions, seconds)
     finally:
         pool.close()
+
+
+def have_atari() -> bool:
+    """Whether Pong can be made here (the atari extra: ale_py and cv2)."""
+    return have("ale_py") and have("cv2")
 
 
 def stepping_envs() -> dict[str, tuple[Callable, dict] | None]:
@@ -277,11 +172,11 @@ def stepping_envs() -> dict[str, tuple[Callable, dict] | None]:
     return {
         "cartpole": (make_cartpole, {}),
         "cpu200us": (CpuBoundEnv, {"iterations": busy_iterations(200e-6)}),
-        "pong": (make_pong, {}) if have("ale_py") and have("cv2") else None,
+        "pong": (make_pong, {}) if have_atari() else None,
     }
 
 
-def stepping_section(quick: bool) -> Callable[[Box, dict], None]:
+def stepping_section(quick: bool) -> Section:
     """Process cages against the ideal line, AsyncVectorEnv and EnvPool."""
     n = 4 if quick else 64
     each = 0.2 if quick else 1.5
@@ -291,8 +186,7 @@ def stepping_section(quick: bool) -> Callable[[Box, dict], None]:
     def run(box: Box, out: dict) -> None:
         for name, spec in stepping_envs().items():
             if spec is None:
-                skipped(f"stepping {name}: ale_py or cv2 is not installed")
-                out[name] = None
+                absent(out, name, f"stepping {name}: ale_py or cv2 is not installed")
                 continue
             factory, kwargs = spec
             row: dict[str, Any] = out.setdefault(name, {})
@@ -427,7 +321,7 @@ def main() -> None:
         "python": sys.version.split()[0],
         "torch": torch.__version__,
     }
-    pong = make_pong if have("ale_py") and have("cv2") else None
+    pong = make_pong if have_atari() else None
     sections = {
         "sync": sync_section(device, make_cartpole),
         "stepping": stepping_section(args.quick),

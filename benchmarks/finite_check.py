@@ -40,7 +40,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # this checkout's parllel, not another
-from _common import median_time, pin_threads, print_result  # noqa: E402
+from _common import make_cartpole, median_time, pin_threads, print_result  # noqa: E402
 from synthetic_envs import FloatImageEnv, NoopEnv  # noqa: E402
 
 from parllel.agents import NumpyHandler, RandomAgent  # noqa: E402
@@ -52,10 +52,6 @@ from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.transforms import EstimateAdvantage  # noqa: E402
-
-
-def make_cartpole() -> gym.Env:
-    return gym.make("CartPole-v1", disable_env_checker=True)
 
 
 def torch_handler(cage: SerialCage) -> TorchHandler:

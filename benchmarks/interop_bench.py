@@ -36,9 +36,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -48,7 +46,15 @@ import gymnasium as gym
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pin_threads, print_result  # noqa: E402
+from _common import (  # noqa: E402
+    have,
+    interleaved_medians,
+    make_cartpole,
+    pin_threads,
+    print_result,
+    ratio,
+    steps_per_second,
+)
 from cage_throughput import run_cage, run_ceiling, run_raw  # noqa: E402
 from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 
@@ -63,10 +69,6 @@ TARGETS = {
 }
 """the ratio each comparison aims for (printed next to the measured one)"""
 
-# picklable by reference (gymnasium's own function), for every process start method
-make_cartpole = partial(gym.make, "CartPole-v1", disable_env_checker=True)
-"""CartPole-v1 without gymnasium's checker wrappers' per-step overhead"""
-
 
 def process_layout(n_envs: int) -> dict[str, int]:
     """The ProcessCage layout of every process contender of parllel.
@@ -78,10 +80,6 @@ def process_layout(n_envs: int) -> dict[str, int]:
     """
     cores = max(2, min(len(os.sched_getaffinity(0)), n_envs))
     return {"main_process_envs": n_envs // cores, "n_workers": cores - 1}
-
-
-def have_sb3() -> bool:
-    return importlib.util.find_spec("stable_baselines3") is not None
 
 
 def settings(quick: bool) -> dict[str, dict]:
@@ -110,16 +108,9 @@ def run_vector_env(
         else:
             envs.seed(0)
             envs.reset()
-        warmup = min(20, len(actions) // 8)
-        for step_actions in actions[:warmup]:
-            envs.step(step_actions)
-        start = time.perf_counter()
-        for step_actions in actions[warmup:]:
-            envs.step(step_actions)
-        elapsed = time.perf_counter() - start
+        return steps_per_second(envs.step, actions, min(20, len(actions) // 8))
     finally:
         envs.close()
-    return actions[warmup:].size / elapsed
 
 
 def cage_spec(spec: dict) -> dict:
@@ -143,7 +134,7 @@ def gym_contenders(spec: dict, actions: np.ndarray) -> dict[str, Callable[[], fl
             lambda: make_vec(factory, n, parallel=True, seed=0, copy=False, **layout)
         ),
         "cage": lambda: run_cage(
-            lambda: ProcessCage(factory, n, seed=0, **layout), cage_spec(spec), actions
+            lambda: ProcessCage(factory, n, seed=0, **layout), actions
         ),
         "sync": vector(lambda: gym.vector.SyncVectorEnv([factory] * n)),
         "async": vector(
@@ -179,21 +170,11 @@ def measure(
     contenders: dict[str, Callable[[], float]], repeats: int, prefix: str
 ) -> dict[str, float]:
     """Medians over interleaved repeats (drift hits every contender alike)."""
-    samples: dict[str, list[float]] = {key: [] for key in contenders}
-    for _ in range(repeats):
-        for key, run in contenders.items():
-            samples[key].append(run())
     result = {}
-    for key, values in samples.items():
-        median = statistics.median(values)
+    for key, median in interleaved_medians(contenders, repeats).items():
         print(f"{prefix:>15} {key:>17}: {median:10.0f} steps/s", flush=True)
         result[f"{prefix}_{key}_sps"] = round(median, 1)
     return result
-
-
-def ratio(result: dict, numerator: str, denominator: str) -> float | None:
-    top, bottom = result.get(numerator), result.get(denominator)
-    return None if top is None or not bottom else round(top / bottom, 3)
 
 
 def main() -> None:
@@ -210,7 +191,7 @@ def main() -> None:
         result["n_envs"][name] = spec["n"]
         result.update(measure(gym_contenders(spec, actions), repeats, f"gym_{name}"))
         if name == "cartpole64":
-            if have_sb3():
+            if have("stable_baselines3"):
                 contenders = sb3_contenders(spec, actions)
                 result.update(measure(contenders, repeats, f"sb3_{name}"))
             else:
@@ -218,22 +199,25 @@ def main() -> None:
                 for key in ("make_sb3_vec_env", "subproc", "dummy"):
                     result[f"sb3_{name}_{key}_sps"] = None
 
-    result["gym_cartpole64_vs_async"] = ratio(
-        result, "gym_cartpole64_make_vec_sps", "gym_cartpole64_async_sps"
-    )
-    result["gym_cartpole64_vs_cage"] = ratio(
-        result, "gym_cartpole64_make_vec_sps", "gym_cartpole64_cage_sps"
-    )
-    result["sb3_cartpole64_vs_subproc"] = ratio(
-        result, "sb3_cartpole64_make_sb3_vec_env_sps", "sb3_cartpole64_subproc_sps"
-    )
-    result["gym_cpu200us_vs_sync"] = ratio(
-        result, "gym_cpu200us_make_vec_sps", "gym_cpu200us_sync_sps"
-    )
-    for name in ("cartpole64", "cpu200us"):
-        result[f"gym_{name}_make_vec_vs_ceiling"] = ratio(
-            result, f"gym_{name}_make_vec_sps", f"gym_{name}_ceiling_sps"
+    comparisons = [
+        ("gym_cartpole64_vs_async", "gym_cartpole64_make_vec", "gym_cartpole64_async"),
+        ("gym_cartpole64_vs_cage", "gym_cartpole64_make_vec", "gym_cartpole64_cage"),
+        (
+            "sb3_cartpole64_vs_subproc",
+            "sb3_cartpole64_make_sb3_vec_env",
+            "sb3_cartpole64_subproc",
+        ),
+        ("gym_cpu200us_vs_sync", "gym_cpu200us_make_vec", "gym_cpu200us_sync"),
+    ] + [
+        (
+            f"gym_{name}_make_vec_vs_ceiling",
+            f"gym_{name}_make_vec",
+            f"gym_{name}_ceiling",
         )
+        for name in ("cartpole64", "cpu200us")
+    ]
+    for key, top, bottom in comparisons:
+        result[key] = ratio(result.get(f"{top}_sps"), result.get(f"{bottom}_sps"))
     for key, target in TARGETS.items():
         print(f"{key:>26}: {result[key]} (target >= {target})")
     if importlib.util.find_spec("envpool") is None:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -52,17 +51,18 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pin_threads, print_result  # noqa: E402
-
-from parllel import fields  # noqa: E402
-from parllel.cages import (  # noqa: E402
-    ProcessCage,
-    SerialCage,
-    numeric_info_example,
-    suggest_layout_for,
+from _common import (  # noqa: E402
+    interleaved_medians,
+    pin_threads,
+    print_result,
+    ratio,
+    steps_per_second,
+    two_process_wall,
 )
+from cage_throughput import run_cage  # noqa: E402
+
+from parllel.cages import ProcessCage, SerialCage, suggest_layout_for  # noqa: E402
 from parllel.multiagent import make_parallel_env_factory  # noqa: E402
-from parllel.tree import buffer_from_example  # noqa: E402
 
 TARGETS = {"ma_process_vs_supersuit": 1.5, "ma_serial_vs_bare": 0.8}
 """the ratio each comparison aims for (printed next to the measured one)"""
@@ -84,60 +84,6 @@ def env_fn(env: str = "spread", n_agents: int = 3) -> Any:
 
 def warmup_steps(steps: int) -> int:
     return min(20, steps // 8)
-
-
-def run_cage(
-    make_cage: Callable[[], Any], actions: np.ndarray, rows: int = 64
-) -> float:
-    """Agent-steps/s of a cage writing into ``[rows, B]`` slots (info included).
-
-    Slots are reused cyclically, as a sampler reuses its batch buffer; the
-    first steps (workers attach every slot) are not timed.
-    """
-    steps = len(actions)
-    rows = min(rows, steps)
-    with make_cage() as cage:
-        example, n = cage.example, cage.n_envs
-        info = numeric_info_example(example[fields.ENV_INFO])
-        with (
-            buffer_from_example(
-                example[fields.OBSERVATION], (rows, n), storage="shared", padding=1
-            ) as observation,
-            buffer_from_example(
-                {
-                    fields.ACTION: example[fields.ACTION],
-                    fields.REWARD: np.float32(0),
-                    fields.TERMINATED: False,
-                    fields.TRUNCATED: False,
-                    fields.ENV_INFO: info,
-                },
-                (rows, n),
-                storage="shared",
-            ) as tree,
-        ):
-            cage.reset(observation[0])
-            slots = [
-                {
-                    fields.OBSERVATION: observation[t + 1],
-                    fields.REWARD: tree.reward[t],
-                    fields.TERMINATED: tree.terminated[t],
-                    fields.TRUNCATED: tree.truncated[t],
-                    fields.ENV_INFO: tree.env_info[t],
-                }
-                for t in range(rows)
-            ]
-            action = [tree.action[t] for t in range(rows)]
-            for t in range(rows):  # warm-up: workers attach every slot once
-                action[t][...] = actions[t]
-                cage.step(action[t], slots[t])
-            start = time.perf_counter()
-            for step in range(steps):
-                t = step % rows
-                action[t][...] = actions[step]
-                cage.step_async(action[t], slots[t])
-                cage.await_step()
-            elapsed = time.perf_counter() - start
-    return actions.size / elapsed
 
 
 def bare_loop(
@@ -173,29 +119,17 @@ def run_bare(make_env: Callable[[], Any], actions: np.ndarray) -> float:
     return actions[warmup_steps(len(actions)) :].size / (end - start)
 
 
-def _bare_half(make_env, actions, barrier, queue) -> None:
+def _bare_half(make_env, actions, barrier) -> tuple[float, float]:
     pin_threads()
     barrier.wait()
-    queue.put(bare_loop(make_env, actions))
+    return bare_loop(make_env, actions)
 
 
 def run_ceiling(make_env: Callable[[], Any], actions: np.ndarray) -> float:
     """Two independent processes, each a bare loop over half the envs."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    queue, barrier = ctx.Queue(), ctx.Barrier(2)
-    halves = [actions[:, i::2] for i in range(2)]
-    procs = [
-        ctx.Process(target=_bare_half, args=(make_env, half, barrier, queue))
-        for half in halves
-    ]
-    for proc in procs:
-        proc.start()
-    spans = [queue.get() for _ in procs]
-    for proc in procs:
-        proc.join()
-    wall = max(end for _, end in spans) - min(start for start, _ in spans)
+    wall = two_process_wall(
+        [functools.partial(_bare_half, make_env, actions[:, i::2]) for i in range(2)]
+    )
     return actions[warmup_steps(len(actions)) :].size / wall
 
 
@@ -213,16 +147,9 @@ def run_supersuit(make_env: Callable[[], Any], actions: np.ndarray) -> float:
     try:
         venv.reset(seed=0)
         flat = actions.reshape(steps, n * a)
-        warm = warmup_steps(steps)
-        for step_actions in flat[:warm]:
-            venv.step(step_actions)
-        start = time.perf_counter()
-        for step_actions in flat[warm:]:
-            venv.step(step_actions)
-        elapsed = time.perf_counter() - start
+        return steps_per_second(venv.step, flat, warmup_steps(steps))
     finally:
         venv.close()
-    return flat[warm:].size / elapsed
 
 
 def contenders(
@@ -234,11 +161,11 @@ def contenders(
     print(f"process cage layout: {layout}", flush=True)
     return {
         "process": lambda: run_cage(
-            lambda: ProcessCage(factory, n_envs, seed=0, **layout), actions
+            lambda: ProcessCage(factory, n_envs, seed=0, **layout), actions, info=True
         ),
         "supersuit": lambda: run_supersuit(make_env, actions),
         "serial": lambda: run_cage(
-            lambda: SerialCage(factory, n_envs, seed=0), actions
+            lambda: SerialCage(factory, n_envs, seed=0), actions, info=True
         ),
         "bare": lambda: run_bare(make_env, actions),
         "ceiling": lambda: run_ceiling(make_env, actions),
@@ -249,21 +176,11 @@ def measure(
     runs: dict[str, Callable[[], float]], repeats: int, prefix: str
 ) -> dict[str, float]:
     """Medians over interleaved repeats (drift hits every contender alike)."""
-    samples: dict[str, list[float]] = {key: [] for key in runs}
-    for _ in range(repeats):
-        for key, run in runs.items():
-            samples[key].append(run())
     result = {}
-    for key, values in samples.items():
-        median = statistics.median(values)
+    for key, median in interleaved_medians(runs, repeats).items():
         print(f"{key:>10}: {median:10.0f} agent-steps/s", flush=True)
         result[f"{prefix}{key}_agent_sps"] = round(median, 1)
     return result
-
-
-def ratio(result: dict, numerator: str, denominator: str) -> float | None:
-    top, bottom = result.get(numerator), result.get(denominator)
-    return None if top is None or not bottom else round(top / bottom, 3)
 
 
 def bench_env(
@@ -284,7 +201,8 @@ def bench_env(
         ("process_vs_ceiling", "process", "ceiling"),
     ):
         result[prefix + name] = ratio(
-            result, f"{prefix}{top}_agent_sps", f"{prefix}{bottom}_agent_sps"
+            result.get(f"{prefix}{top}_agent_sps"),
+            result.get(f"{prefix}{bottom}_agent_sps"),
         )
         target = TARGETS.get(f"ma_{name}")
         aim = f" (target >= {target})" if target else ""

@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pin_threads, print_result  # noqa: E402
+from _common import make_cartpole, pin_threads, print_result  # noqa: E402
 from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 
 from parllel import fields  # noqa: E402
@@ -64,10 +64,6 @@ from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.transforms import EstimateAdvantage  # noqa: E402
 
 GAMMA, LAMBDA = 0.99, 0.95
-
-
-def make_cartpole() -> gym.Env:
-    return gym.make("CartPole-v1", disable_env_checker=True)
 
 
 def cartpole_agent() -> ActorCriticAgent:

@@ -53,6 +53,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
+from _training import training_sampler  # noqa: E402
 
 from parllel.cages import (
     EnvSpaces,  # noqa: E402
@@ -65,7 +66,7 @@ from parllel.patterns import (
 )
 from parllel.runners import Callback, OnPolicyRunner  # noqa: E402
 from parllel.runtime import Seeds, seed_everything  # noqa: E402
-from parllel.samplers import BackgroundSampler, FeedForwardSampler  # noqa: E402
+from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule  # noqa: E402
@@ -217,62 +218,52 @@ def run_parllel(
     )
     env.close()
     agent = ActorCriticAgent(model, distribution)
-    if max_lag is None:
-        sampler: Any = build_sampler(seed, hp, parallel, agent=agent)
-        publisher, weights = None, None
-    else:
-        publisher = TorchHandler(agent, n_envs=hp["n_envs"])
-        weights = publisher.share_weights()
-        sampler = BackgroundSampler(
-            build_sampler, seed, hp, parallel, None, weights, max_lag=max_lag
-        )
-    n_eval = hp["eval_episodes"]
-    eval_sampler, eval_cage = build_eval_sampler(
-        make_env,
-        TorchHandler(agent, n_envs=n_eval),
-        n_eval,
-        n_episodes=n_eval * MAX_EPISODE_STEPS,  # never reached: max_steps ends it
-        seed=seed + 1000,
-        max_steps=MAX_EPISODE_STEPS,
-    )
-    optimizer = torch.optim.Adam(
-        model.parameters(), lr=hp["learning_rate"], eps=1e-5, fused=fused_adam
-    )
-    batch = hp["n_envs"] * hp["n_steps"]
-    ppo = PPO(
-        ActorCriticEvaluator(model, distribution),
-        optimizer,
-        learning_rate=linear_schedule(hp["learning_rate"], 0.0),
-        clip_range=linear_schedule(hp["clip_range"], 0.0),
-        epochs=hp["epochs"],
-        minibatches=batch // hp["batch_size"],
-        # parllel's value loss is 0.5 * MSE; SB3's value term is vf_coef (0.5)
-        # * MSE, so coefficient 1.0 gives the same loss
-        value_loss_coef=1.0,
-    )
-    curve, runner_ref = Curve(), []
-    runner = OnPolicyRunner(
+    args = (seed, hp, parallel)
+    with training_sampler(build_sampler, args, agent, hp["n_envs"], max_lag) as (
         sampler,
-        ppo,
-        hp["total_steps"],
-        eval_sampler=_TimedEvalSampler(
-            eval_sampler, curve, runner_ref, stop_when_solved
-        ),
-        eval_interval_steps=hp["eval_interval"],
-        callbacks=[_StartClock(curve)],
-        publisher=publisher,
-    )
-    runner_ref.append(runner)
-    try:
-        runner.run()
-    finally:
-        if max_lag is None:
-            sampler.cages[0].close()
-            sampler.sample_tree.close()
-        else:
-            sampler.close()
-            weights.close()
-        eval_cage.close()
+        publisher,
+    ):
+        n_eval = hp["eval_episodes"]
+        eval_sampler, eval_cage = build_eval_sampler(
+            make_env,
+            TorchHandler(agent, n_envs=n_eval),
+            n_eval,
+            n_episodes=n_eval * MAX_EPISODE_STEPS,  # never reached: max_steps ends it
+            seed=seed + 1000,
+            max_steps=MAX_EPISODE_STEPS,
+        )
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=hp["learning_rate"], eps=1e-5, fused=fused_adam
+        )
+        batch = hp["n_envs"] * hp["n_steps"]
+        ppo = PPO(
+            ActorCriticEvaluator(model, distribution),
+            optimizer,
+            learning_rate=linear_schedule(hp["learning_rate"], 0.0),
+            clip_range=linear_schedule(hp["clip_range"], 0.0),
+            epochs=hp["epochs"],
+            minibatches=batch // hp["batch_size"],
+            # parllel's value loss is 0.5 * MSE; SB3's value term is vf_coef (0.5)
+            # * MSE, so coefficient 1.0 gives the same loss
+            value_loss_coef=1.0,
+        )
+        curve, runner_ref = Curve(), []
+        runner = OnPolicyRunner(
+            sampler,
+            ppo,
+            hp["total_steps"],
+            eval_sampler=_TimedEvalSampler(
+                eval_sampler, curve, runner_ref, stop_when_solved
+            ),
+            eval_interval_steps=hp["eval_interval"],
+            callbacks=[_StartClock(curve)],
+            publisher=publisher,
+        )
+        runner_ref.append(runner)
+        try:
+            runner.run()
+        finally:
+            eval_cage.close()
     return curve
 
 

@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 from _mujoco_sb3 import Timed, run_ppo, run_sac, vec_step_seconds  # noqa: E402
 from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
+from _training import training_sampler  # noqa: E402
 
 from parllel.cages import (
     EnvSpaces,  # noqa: E402
@@ -70,7 +71,7 @@ from parllel.replays import UniformReplay  # noqa: E402
 from parllel.runners import Callback, OffPolicyRunner, OnPolicyRunner  # noqa: E402
 from parllel.runners.off_policy import AttributeSchedule  # noqa: E402
 from parllel.runtime import Seeds, seed_everything  # noqa: E402
-from parllel.samplers import BackgroundSampler, FeedForwardSampler  # noqa: E402
+from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent, build_sac_agent  # noqa: E402
 from parllel.torch.algos import (  # noqa: E402
@@ -190,44 +191,32 @@ def run_ours_ppo(
     )
     probe.close()
     agent = ActorCriticAgent(model, distribution)
-    if max_lag is None:
-        sampler: Any = build_ppo_sampler(hp, seed, parallel, agent=agent)
-        publisher, weights = None, None
-    else:
-        publisher = TorchHandler(agent, n_envs=hp["n_envs"])
-        weights = publisher.share_weights()
-        sampler = BackgroundSampler(
-            build_ppo_sampler, hp, seed, parallel, None, weights, max_lag=max_lag
+    args = (hp, seed, parallel)
+    with training_sampler(build_ppo_sampler, args, agent, hp["n_envs"], max_lag) as (
+        sampler,
+        publisher,
+    ):
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=hp["learning_rate"], eps=1e-5, fused=fused_adam
         )
-    optimizer = torch.optim.Adam(
-        model.parameters(), lr=hp["learning_rate"], eps=1e-5, fused=fused_adam
-    )
-    ppo = PPO(
-        ActorCriticEvaluator(model, distribution),
-        optimizer,
-        learning_rate=linear_schedule(hp["learning_rate"], 0.0),
-        clip_range=hp["clip_range"],
-        value_clip_range=hp["clip_range"],
-        value_loss_coef=0.5,  # x parllel's 0.5 x MSE
-        max_grad_norm=0.5,
-        epochs=hp["epochs"],
-        minibatches=hp["minibatches"],
-        normalize_advantage=True,
-    )
-    timed = Timed()
-    runner = OnPolicyRunner(
-        sampler, ppo, hp["total_steps"], callbacks=[_Record(timed)],
-        publisher=publisher,
-    )  # fmt: skip
-    try:
+        ppo = PPO(
+            ActorCriticEvaluator(model, distribution),
+            optimizer,
+            learning_rate=linear_schedule(hp["learning_rate"], 0.0),
+            clip_range=hp["clip_range"],
+            value_clip_range=hp["clip_range"],
+            value_loss_coef=0.5,  # x parllel's 0.5 x MSE
+            max_grad_norm=0.5,
+            epochs=hp["epochs"],
+            minibatches=hp["minibatches"],
+            normalize_advantage=True,
+        )
+        timed = Timed()
+        runner = OnPolicyRunner(
+            sampler, ppo, hp["total_steps"], callbacks=[_Record(timed)],
+            publisher=publisher,
+        )  # fmt: skip
         return _timed_run(runner, timed)
-    finally:
-        if max_lag is None:
-            sampler.cages[0].close()
-            sampler.sample_tree.close()
-        else:
-            sampler.close()
-            weights.close()
 
 
 # -- parllel SAC ---------------------------------------------------------------

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,9 @@ SIZES = ((128, 8), (2048, 16), (1024, 64))
 GAMMA, LAMBDA = 0.99, 0.95
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
+sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
+
+from _common import median_time  # noqa: E402
 
 from parllel.transforms import generalized_advantage_estimation, vtrace  # noqa: E402
 from parllel.transforms.kernels.gae import gae_kernel  # noqa: E402
@@ -135,13 +137,7 @@ def median_us(fn: Callable[[], object], repeats: int, target_s: float) -> float:
     fn()
     once = max(time.perf_counter() - start, 1e-7)
     number = max(1, int(target_s / once))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) / number)
-    return statistics.median(times) * 1e6
+    return median_time(fn, repeats, number) * 1e6
 
 
 def jit_compile_seconds() -> float:
