@@ -7,6 +7,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import FrameStackObservation
+from hypothesis import strategies as st
+
+from parllel import fields
 
 
 class FrameEnv(gym.Env):
@@ -52,3 +55,23 @@ def make_stacked(
 ) -> gym.Env:
     """``FrameStackObservation(FrameEnv(lengths), k)``."""
     return FrameStackObservation(FrameEnv(lengths), k, padding_type=padding_type)
+
+
+def episode_lengths(longest: int) -> st.SearchStrategy[tuple[int, ...]]:
+    """``lengths`` of :class:`FrameEnv`: 1 to 3 episodes of 1 to ``longest``
+    steps, each ending by termination (positive) or truncation (negative)."""
+    signed = st.integers(1, longest).flatmap(lambda n: st.sampled_from([n, -n]))
+    return st.lists(signed, min_size=1, max_size=3).map(tuple)
+
+
+def step_example(observation: np.ndarray) -> dict[str, Any]:
+    """The env's part of a sample tree example (``sample_tree_from_examples``)
+    for ``observation``s and integer actions, no env info."""
+    return {
+        fields.OBSERVATION: observation,
+        fields.ACTION: np.int64(0),
+        fields.REWARD: np.float32(0),
+        fields.TERMINATED: False,
+        fields.TRUNCATED: False,
+        fields.ENV_INFO: {},
+    }

@@ -10,11 +10,39 @@ the episode's last observation into ``FINAL_OBSERVATION[t]``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.tree import ArrayDict, buffer_from_example
+
+#: scripted episode ends of three envs (``ends`` of :class:`ScriptedSampler`)
+SCRIPTED_ENDS = [
+    [(3, "term"), (5, "trunc")],
+    [(2, "trunc"), (4, "term"), (1, "term")],
+    [(1, "trunc"), (6, "term")],
+]
+
+
+def scripted_ends(longest: int) -> st.SearchStrategy[list]:
+    """``ends`` of :class:`ScriptedSampler` for up to 3 envs: 1 to 4
+    episodes an env, of 1 to ``longest`` steps, each ending by termination
+    or truncation."""
+    episode = st.tuples(st.integers(1, longest), st.sampled_from(["term", "trunc"]))
+    return st.lists(st.lists(episode, min_size=1, max_size=4), min_size=3, max_size=3)
+
+
+def assert_equal_trees(a: Any, b: Any) -> None:
+    """Nested dicts of arrays with the same keys, values and dtypes."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_equal_trees(a[key], b[key])
+    else:
+        np.testing.assert_array_equal(a, b)
+        assert np.asarray(a).dtype == np.asarray(b).dtype
 
 
 def build_replay_tree(
@@ -91,6 +119,15 @@ class ScriptedSampler:
         self.end_index = [0] * B
         for b in range(B):
             self.tree[fields.OBSERVATION][0, b] = encode(b, 0, 0, self.dict_obs)
+
+    def record_into(self, replay: Any, batches: int) -> None:
+        """Collect ``batches`` batches (the tree rotated before each one but
+        the very first) and record each into ``replay``."""
+        for _ in range(batches):
+            if self.global_step:
+                self.tree.rotate()
+            self.collect()
+            replay.record_batch()
 
     def _state(self, b):
         return (b, self.episode[b], self.step_in_episode[b])

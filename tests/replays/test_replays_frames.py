@@ -28,7 +28,7 @@ from parllel.runners.off_policy import ReplayCheckpoint
 from parllel.runtime.compatibility import check_object
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from parllel.tree import ArrayDict, buffer_from_example
-from tests.helpers.frame_envs import make_stacked
+from tests.helpers.frame_envs import episode_lengths, make_stacked
 
 
 def sample_tree(T: int, B: int, example: np.ndarray) -> ArrayDict:
@@ -131,11 +131,7 @@ def pair(T, B, N, k, lengths, n_step=1, cls=UniformReplay, seed=0):
     return sampler, frame, plain
 
 
-lengths_strategy = st.lists(
-    st.integers(1, 7).flatmap(lambda n: st.sampled_from([n, -n])),
-    min_size=1,
-    max_size=3,
-).map(tuple)
+lengths_strategy = episode_lengths(longest=7)
 
 
 @settings(max_examples=60, deadline=None)

@@ -8,7 +8,12 @@ from hypothesis import strategies as st
 
 from parllel.replays import UniformReplay
 from parllel.replays.transitions import gather_transitions
-from tests.helpers.replay_helpers import ScriptedSampler, build_replay_tree, state_of
+from tests.helpers.replay_helpers import (
+    ScriptedSampler,
+    build_replay_tree,
+    scripted_ends,
+    state_of,
+)
 
 
 def reference(history, step, env, n_step, discount, newest):
@@ -30,15 +35,7 @@ def reference(history, step, env, n_step, discount, newest):
     batches=st.integers(1, 9),
     n_step=st.integers(1, 5),
     discount=st.floats(0.0, 1.0),
-    ends=st.lists(
-        st.lists(
-            st.tuples(st.integers(1, 6), st.sampled_from(["term", "trunc"])),
-            min_size=1,
-            max_size=4,
-        ),
-        min_size=3,
-        max_size=3,
-    ),
+    ends=scripted_ends(longest=6),
     seed=st.integers(0, 2**16),
 )
 def test_n_step_matches_reference(T, B, laps, batches, n_step, discount, ends, seed):
@@ -50,11 +47,7 @@ def test_n_step_matches_reference(T, B, laps, batches, n_step, discount, ends, s
         tree, ends[:B], rewards=rewards.astype(np.float32).astype(np.float64)
     )
     replay = UniformReplay(tree, 1, np.random.default_rng(0), n_step=n_step)
-    for i in range(batches):
-        if i:
-            tree.rotate()
-        sampler.collect()
-        replay.record_batch()
+    sampler.record_into(replay, batches)
     storage = replay.storage
     positions = storage.positions_from_age(np.arange(storage.num_transitions))
     batch = gather_transitions(storage, positions, n_step, discount)

@@ -39,11 +39,7 @@ def _filled(batch_size=16, batches=3, alpha=1.0, beta=0.5, T=4, B=2, N=16, **kw)
     replay = PrioritizedReplay(
         tree, batch_size, np.random.default_rng(0), alpha=alpha, beta=beta, **kw
     )
-    for i in range(batches):
-        if i:
-            tree.rotate()
-        sampler.collect()
-        replay.record_batch()
+    sampler.record_into(replay, batches)
     return tree, sampler, replay
 
 

@@ -18,22 +18,22 @@ from parllel.errors import CheckpointMismatchError
 from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.runners.checkpoints import restore_objects
 from parllel.runners.off_policy import ReplayCheckpoint
-from tests.helpers.replay_helpers import ScriptedSampler, build_replay_tree
+from tests.helpers.replay_helpers import (
+    SCRIPTED_ENDS,
+    ScriptedSampler,
+    assert_equal_trees,
+    build_replay_tree,
+)
 
 T, B, N = 4, 2, 12
-ENDS = [[(3, "term"), (5, "trunc")], [(2, "trunc"), (4, "term"), (1, "term")]]
 
 
 def filled_replay(kind=UniformReplay, batches=7, dict_obs=False, seed=0):
     """A replay of ``batches`` scripted batches (episodes of 1 to 5 steps)."""
     tree = build_replay_tree(T, B, N, dict_obs, final_slot=True)
-    sampler = ScriptedSampler(tree, ENDS, dict_obs=dict_obs)
+    sampler = ScriptedSampler(tree, SCRIPTED_ENDS[:B], dict_obs=dict_obs)
     replay = kind(tree, 4, np.random.default_rng(seed), n_step=2)
-    for batch in range(batches):
-        if batch:
-            tree.rotate()
-        sampler.collect()
-        replay.record_batch()
+    sampler.record_into(replay, batches)
     return replay
 
 
@@ -46,16 +46,6 @@ def restore(replay, state):
         {},
         None,
     )
-
-
-def assert_equal_trees(a, b):
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for key in a:
-            assert_equal_trees(a[key], b[key])
-    else:
-        np.testing.assert_array_equal(a, b)
-        assert np.asarray(a).dtype == np.asarray(b).dtype
 
 
 @pytest.mark.parametrize("dict_obs", [False, True])

@@ -29,7 +29,13 @@ from parllel.replays.final_observations import final_capacity
 from parllel.replays.transitions import gather_transitions
 from parllel.samplers import sample_tree_from_examples
 from parllel.tree import ArrayDict, tree_items
-from tests.helpers.replay_helpers import ScriptedSampler, build_replay_tree
+from tests.helpers.frame_envs import step_example
+from tests.helpers.replay_helpers import (
+    SCRIPTED_ENDS,
+    ScriptedSampler,
+    build_replay_tree,
+    scripted_ends,
+)
 
 
 @dataclass
@@ -191,17 +197,6 @@ class Run:
             )
 
 
-ENDS = st.lists(
-    st.lists(
-        st.tuples(st.integers(1, 5), st.sampled_from(["term", "trunc"])),
-        min_size=1,
-        max_size=4,
-    ),
-    min_size=3,
-    max_size=3,
-)
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     T=st.integers(1, 4),
@@ -210,7 +205,7 @@ ENDS = st.lists(
     batches=st.integers(1, 12),
     n_step=st.integers(1, 4),
     discount=st.floats(0.0, 1.0),
-    ends=ENDS,
+    ends=scripted_ends(longest=5),
     capacity_choice=st.one_of(st.none(), st.integers(0, 10**6)),
     copy=st.booleans(),
     dict_obs=st.booleans(),
@@ -310,7 +305,7 @@ def _same_samples(a, b, draws=3):
                 np.testing.assert_array_equal(left, right, err_msg=name)
 
 
-ENDS_FIXED = [[(3, "term"), (5, "trunc")], [(2, "trunc"), (4, "term"), (1, "term")]]
+ENDS_FIXED = SCRIPTED_ENDS[:2]
 
 
 @pytest.mark.parametrize("prioritized", [False, True])
@@ -354,14 +349,7 @@ def test_an_image_replay_takes_about_the_observation_storage():
     observation_space = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
     action_space = gym.spaces.Discrete(6)
     observation = observation_space.sample()
-    env_example = {
-        fields.OBSERVATION: observation,
-        fields.ACTION: np.int64(0),
-        fields.REWARD: np.float32(0),
-        fields.TERMINATED: False,
-        fields.TRUNCATED: False,
-        fields.ENV_INFO: {},
-    }
+    env_example = step_example(observation)
     T, B, N = 4, 2, 2048  # allocated lazily: the pages are never touched
     handler = NumpyHandler(RandomAgent(action_space), B)
     tree = sample_tree_from_examples(

@@ -14,13 +14,12 @@ from parllel.errors import ConfigError, ReplayError
 from parllel.replays import ReplayRatio, UniformReplay
 from parllel.replays.transitions import gather_transitions
 from parllel.tree import ArrayDict
-from tests.helpers.replay_helpers import ScriptedSampler, build_replay_tree, state_of
-
-ENDS = [
-    [(3, "term"), (5, "trunc")],
-    [(2, "trunc"), (4, "term"), (1, "term")],
-    [(1, "trunc"), (6, "term")],
-]
+from tests.helpers.replay_helpers import (
+    SCRIPTED_ENDS,
+    ScriptedSampler,
+    build_replay_tree,
+    state_of,
+)
 
 
 def _every_stored(replay):
@@ -53,7 +52,7 @@ def _check_against_truth(batch, sampler, dict_obs=False):
 def test_transitions_never_cross_episodes_across_wraparound(dict_obs, full_size):
     T, B = 4, 3
     tree = build_replay_tree(T, B, full_size, dict_obs)
-    sampler = ScriptedSampler(tree, ENDS, dict_obs=dict_obs)
+    sampler = ScriptedSampler(tree, SCRIPTED_ENDS, dict_obs=dict_obs)
     replay = UniformReplay(tree, 4, np.random.default_rng(0))
     for _ in range(4 * full_size // T + 1):  # several laps
         sampler.collect()
@@ -78,7 +77,7 @@ def test_transitions_never_cross_episodes_across_wraparound(dict_obs, full_size)
 
 def test_capacity_and_length():
     tree = build_replay_tree(2, 2, 6)
-    sampler = ScriptedSampler(tree, ENDS[:2])
+    sampler = ScriptedSampler(tree, SCRIPTED_ENDS[:2])
     replay = UniformReplay(tree, 2, np.random.default_rng(0))
     sizes = []
     for _ in range(5):
@@ -92,7 +91,7 @@ def test_capacity_and_length():
 def test_seeded_sampling_is_reproducible():
     def run(seed):
         tree = build_replay_tree(4, 2, 8)
-        sampler = ScriptedSampler(tree, ENDS[:2])
+        sampler = ScriptedSampler(tree, SCRIPTED_ENDS[:2])
         replay = UniformReplay(tree, 5, np.random.default_rng(seed))
         sampler.collect()
         replay.record_batch()
@@ -104,7 +103,7 @@ def test_seeded_sampling_is_reproducible():
 
 def test_sampling_errors():
     tree = build_replay_tree(4, 2, 8)
-    sampler = ScriptedSampler(tree, ENDS[:2])
+    sampler = ScriptedSampler(tree, SCRIPTED_ENDS[:2])
     replay = UniformReplay(tree, 4, np.random.default_rng(0), learning_starts=10)
     with pytest.raises(ReplayError, match="learning_starts"):
         replay.sample()
@@ -157,13 +156,9 @@ def test_config_errors():
 
 def _filled(seed=0, batches=5, T=4, B=2, N=12):
     tree = build_replay_tree(T, B, N)
-    sampler = ScriptedSampler(tree, ENDS[:B])
+    sampler = ScriptedSampler(tree, SCRIPTED_ENDS[:B])
     replay = UniformReplay(tree, 6, np.random.default_rng(seed), n_step=2)
-    for i in range(batches):
-        if i:
-            tree.rotate()
-        sampler.collect()
-        replay.record_batch()
+    sampler.record_into(replay, batches)
     return tree, sampler, replay
 
 

@@ -28,6 +28,7 @@ from parllel.torch.algos import (
     build_sac_optimizer,
     epsilon_schedule,
 )
+from tests.helpers.replay_helpers import assert_equal_trees
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -77,15 +78,6 @@ class Setup:
         self.sample_tree.close()
 
 
-def _equal_trees(a, b):
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for key in a:
-            _equal_trees(a[key], b[key])
-    else:
-        np.testing.assert_array_equal(a, b)
-
-
 @pytest.mark.parametrize("contents", [True, False])
 def test_resume_restores_counters_replay_and_weights(tmp_path, contents):
     first = Setup(tmp_path, total_steps=24, contents=contents)
@@ -117,7 +109,7 @@ def test_resume_restores_counters_replay_and_weights(tmp_path, contents):
         if contents:
             assert storage.cursor == saved_replay["storage"]["cursor"]
             assert len(second.replay) == len(first.replay)
-            _equal_trees(
+            assert_equal_trees(
                 second.replay.state_dict(include_contents=True)["storage"]["contents"],
                 saved_replay["storage"]["contents"],
             )

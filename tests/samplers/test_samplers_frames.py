@@ -37,7 +37,7 @@ from parllel.torch.algos.frame_batch import FrameStacks
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
 from parllel.torch.utils import numpy_to_torch_tree
 from parllel.transforms import NormalizeObservations
-from tests.helpers.frame_envs import make_stacked
+from tests.helpers.frame_envs import episode_lengths, make_stacked, step_example
 from tests.helpers.frame_sampling import (
     FlatEvaluator,
     StackAgent,
@@ -105,11 +105,7 @@ def run_pair(plain: tuple, frame: tuple, k: int, batches: int) -> tuple[int, int
     return int(ends[0]), int(ends[1])
 
 
-lengths_strategy = st.lists(
-    st.integers(1, 6).flatmap(lambda n: st.sampled_from([n, -n])),
-    min_size=1,
-    max_size=3,
-).map(tuple)
+lengths_strategy = episode_lengths(longest=6)
 
 
 @settings(max_examples=40, deadline=None)
@@ -208,14 +204,7 @@ def test_ppo_updates_equal_whole_stacks(minibatches):
 def test_sample_tree_bytes_per_step():
     """(4, 84, 84) uint8 stacks, [128, 8]: at most 7.8 kB of observation per step."""
     observation = np.zeros((4, 84, 84), np.uint8)
-    env_example = {
-        fields.OBSERVATION: observation,
-        fields.ACTION: np.int64(0),
-        fields.REWARD: np.float32(0),
-        fields.TERMINATED: False,
-        fields.TRUNCATED: False,
-        fields.ENV_INFO: {},
-    }
+    env_example = step_example(observation)
     agent = StackAgent()
     example = NumpyHandler(agent, 1).example_outputs(observation)
     tree = sample_tree_from_examples(
