@@ -26,39 +26,30 @@ from parllel.logging import CsvSink, MultiLogger, read_progress
 from parllel.runners import Callback, OnPolicyRunner
 from parllel.runtime import RunDirectory
 from parllel.runtime.checkpoint import list_checkpoints, load_checkpoint
-from parllel.timing import PhaseTimes
-from parllel.transforms import NormalizeObservations
+from tests.helpers.resume_fakes import NormalizedSampler, OptimizerState, StopAt
 
 pytestmark = pytest.mark.timeout(60)
 
 T, B = 8, 4  # 32 env steps per batch
 
 
-class FakeSampler:
+class FakeSampler(NormalizedSampler):
     """Random observations of width ``obs``, normalized by a real normalizer."""
 
     def __init__(self, obs: int = 3) -> None:
-        self.sample_tree = {
-            fields.OBSERVATION: np.zeros((T, B, obs), np.float32),
-            fields.REWARD: np.zeros((T, B), np.float32),
-        }
-        self.normalizer = NormalizeObservations(self.sample_tree)
+        super().__init__(T, B, obs)
         self.batches = 0
-        self.phase_times = PhaseTimes()
-        self.action_generator = None
 
     def reset(self) -> None:
         pass
 
     def collect_batch(self) -> tuple[dict, list[TrajInfo]]:
         self.batches += 1
-        observation = self.sample_tree[fields.OBSERVATION]
-        observation[:] = np.random.normal(1.0, 2.0, observation.shape)
-        self.normalizer(self.sample_tree)
+        self.normalized(np.random.normal(1.0, 2.0, self.shape))
         return self.sample_tree, [TrajInfo(length=T, return_=float(self.batches))]
 
 
-class FakeLearner:
+class FakeLearner(OptimizerState):
     def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
@@ -70,12 +61,6 @@ class FakeLearner:
         loss.backward()
         self.optimizer.step()
         return {"loss": float(loss.detach())}
-
-    def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
 
 
 class EvalSampler:
@@ -141,15 +126,6 @@ def build(
         **kwargs,
     )
     return runner, model, sampler
-
-
-class StopAt(Callback):
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_update_end(self, runner: Any, metrics: dict) -> None:
-        if runner.env_steps >= self.step:
-            runner.request_stop()
 
 
 # -- unreadable checkpoints ------------------------------------------------------

@@ -11,7 +11,6 @@ checkpoint forgot would change the final weights.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
@@ -21,10 +20,9 @@ from torch import nn
 from parllel import fields
 from parllel.cages import TrajInfo
 from parllel.errors import CheckpointError, CheckpointMismatchError
-from parllel.runners import Callback, OnPolicyRunner
+from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory
-from parllel.timing import PhaseTimes
-from parllel.transforms import NormalizeObservations
+from tests.helpers.resume_fakes import NormalizedSampler, OptimizerState, StopAt
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,23 +31,15 @@ TOTAL, STOP = 320, 160
 CONFIG = {"n_envs": B, "batch_T": T, "hidden": 5, "total_steps": TOTAL}
 
 
-class NoiseSampler:
+class NoiseSampler(NormalizedSampler):
     """Fills ``observation`` with random numbers and normalizes them."""
 
     def __init__(self) -> None:
-        self.sample_tree = {
-            fields.OBSERVATION: np.zeros((T, B, OBS), np.float32),
-            fields.REWARD: np.zeros((T, B), np.float32),
-        }
-        self.normalizer = NormalizeObservations(self.sample_tree)
+        super().__init__(T, B, OBS)
         self.resets = 0
-        self.phase_times = PhaseTimes()
-        self.action_generator = None
 
     def collect_batch(self) -> tuple[dict, list[TrajInfo]]:
-        observation = self.sample_tree[fields.OBSERVATION]
-        observation[:] = np.random.normal(3.0, 2.0, observation.shape)
-        self.normalizer(self.sample_tree)
+        observation = self.normalized(np.random.normal(3.0, 2.0, self.shape))
         episode = TrajInfo(length=T, return_=float(observation.sum()))
         return self.sample_tree, [episode]
 
@@ -67,14 +57,12 @@ class GeneratorSampler(NoiseSampler):
         self.action_generator = self.handler.generator
 
     def collect_batch(self) -> tuple[dict, list[TrajInfo]]:
-        observation = self.sample_tree[fields.OBSERVATION]
-        shape = observation.shape
-        observation[:] = torch.randn(shape, generator=self.handler.generator).numpy()
-        self.normalizer(self.sample_tree)
+        noise = torch.randn(self.shape, generator=self.handler.generator).numpy()
+        observation = self.normalized(noise)
         return self.sample_tree, [TrajInfo(length=T, return_=float(observation.sum()))]
 
 
-class NoisyLearner:
+class NoisyLearner(OptimizerState):
     """Adam steps on a small model; the loss includes torch RNG noise."""
 
     def __init__(self, model: nn.Module) -> None:
@@ -91,21 +79,6 @@ class NoisyLearner:
         loss.backward()
         self.optimizer.step()
         return {"loss": float(loss.detach())}
-
-    def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-
-
-class StopAt(Callback):
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_update_end(self, runner: Any, metrics: dict) -> None:
-        if runner.env_steps >= self.step:
-            runner.request_stop()
 
 
 def build(
