@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from time import perf_counter as clock
-from typing import Any
 
-from parllel import fields
 from parllel.agents import Handler
 from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
 from parllel.samplers.base import BatchSampler
 from parllel.samplers.steps import (
     GroupViews,
-    ObservationNormalizer,
     act,
-    as_cages,
     bootstrap_values,
     final_values_batched,
     final_values_now,
@@ -47,20 +42,8 @@ class AlternatingSampler(BatchSampler):
     final values, transforms) are those of the other samplers; recurrent
     agents work too (the handler keeps each half's state rows).
 
-    Args:
-        cages: exactly two auto-reset cages.
-        handler: a :class:`~parllel.agents.Handler` for all envs of both cages.
-        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples`.
-        transform: batch transform run after every batch.
-        observation_normalizer: optional ``NormalizeObservations``.
-        decorrelation_steps: random steps before the first batch.
-        seed: seed of the decorrelation's random actions (e.g.
-            ``seeds.decorrelation``).
-        check_finite: check every finished batch for NaN/inf rewards and
-            observations (:class:`~parllel.errors.NonFiniteSampleError` names
-            the env and step): ``"auto"`` checks float observations of at
-            most 1024 values per step, True every float observation, False
-            nothing (docs/samplers.md).
+    Arguments as for :class:`~parllel.samplers.base.BatchSampler`, with
+    exactly two auto-reset cages.
 
     Example:
         >>> halves = [ProcessCage(make_env, 4, n_workers=1, seed=0),
@@ -68,40 +51,13 @@ class AlternatingSampler(BatchSampler):
         >>> sampler = AlternatingSampler(halves, handler, sample_tree)
     """
 
-    def __init__(
-        self,
-        cages: Sequence[Cage],
-        handler: Handler,
-        sample_tree: ArrayDict,
-        *,
-        transform: Callable[[ArrayDict], Any] | None = None,
-        observation_normalizer: ObservationNormalizer | None = None,
-        decorrelation_steps: int = 0,
-        seed: int | None = None,
-        check_finite: bool | str = "auto",
+    def _check_setup(
+        self, cages: list[Cage], handler: Handler, sample_tree: ArrayDict
     ) -> None:
-        if len(as_cages(cages)) != 2:
-            raise ConfigError(
-                f"AlternatingSampler needs two cages, got {len(as_cages(cages))}"
-            )
-        for cage in as_cages(cages):
-            if cage.reset_mode != "auto":
-                raise ConfigError("AlternatingSampler needs auto-reset cages")
-        if handler.recurrent and fields.INITIAL_STATE not in sample_tree:
-            raise ConfigError(
-                "the agent is recurrent: allocate initial_state with "
-                "build_sample_tree(recurrent=True)"
-            )
-        super().__init__(
-            cages,
-            handler,
-            sample_tree,
-            transform,
-            observation_normalizer,
-            decorrelation_steps,
-            seed,
-            check_finite,
-        )
+        """Refuse other than two cages, then the shared checks."""
+        if len(cages) != 2:
+            raise ConfigError(f"AlternatingSampler needs two cages, got {len(cages)}")
+        super()._check_setup(cages, handler, sample_tree)
 
     def _finish(self, group: GroupViews, t: int) -> None:
         ended = finish_step(group, t, self.observation_normalizer)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from time import perf_counter as clock
-from typing import Any
+from typing import Any, TypedDict
 
 from parllel import fields
 from parllel.agents import Handler
@@ -26,12 +26,48 @@ from parllel.timing import PhaseTimes
 from parllel.tree import ArrayDict
 
 
+class SamplerOptions(TypedDict, total=False):
+    """The keyword arguments every training sampler takes (see :class:`BatchSampler`)."""
+
+    transform: Callable[[ArrayDict], Any] | None
+    observation_normalizer: ObservationNormalizer | None
+    decorrelation_steps: int
+    seed: int | None
+    check_finite: bool | str
+
+
 class BatchSampler:
     """Collaborators, per-cage views, env reset and batch start of a sampler.
 
-    Subclasses (FeedForward, Recurrent, Alternating) check their own
-    requirements, then write only their loop in ``collect_batch``, which
-    starts with :meth:`_begin_batch`.
+    Subclasses (FeedForward, Recurrent, Alternating) add their own
+    requirements in :meth:`_check_setup`, which the constructor runs first,
+    and write only their loop in ``collect_batch``, which starts with
+    :meth:`_begin_batch`.
+
+    Args:
+        cages: one cage or several (their envs are the tree's columns, in order).
+        handler: a :class:`~parllel.agents.Handler` for all envs.
+        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples`
+            (``recurrent=True`` for a recurrent agent).
+        transform: batch transform run after every batch (e.g. a
+            :class:`~parllel.transforms.Compose`).
+        observation_normalizer: optional
+            :class:`~parllel.transforms.NormalizeObservations`, applied to each
+            fresh observation (so the agent acts on normalized observations).
+        decorrelation_steps: random steps before the first batch, so that
+            envs are out of phase.
+        seed: seed of the decorrelation's random actions (e.g.
+            ``seeds.decorrelation``).
+        check_finite: check every finished batch for NaN/inf rewards and
+            observations (:class:`~parllel.errors.NonFiniteSampleError` names
+            the env and step): ``"auto"`` checks float observations of at
+            most 1024 values per step, True every float observation, False
+            nothing (docs/samplers.md).
+
+    Raises:
+        ConfigError: the cages, handler or tree do not suit the sampler (a
+            cage's ``reset_mode``, a recurrent agent without
+            ``initial_state``, ...), naming the fix.
 
     Attributes:
         cages, handler, sample_tree, transform, observation_normalizer: as given.
@@ -51,19 +87,24 @@ class BatchSampler:
             step, never per env.
     """
 
+    #: True for the wait-reset mode of :class:`~parllel.samplers.RecurrentSampler`
+    wait_reset = False
+
     def __init__(
         self,
         cages: Cage | Sequence[Cage],
         handler: Handler,
         sample_tree: ArrayDict,
-        transform: Callable[[ArrayDict], Any] | None,
-        observation_normalizer: ObservationNormalizer | None,
-        decorrelation_steps: int,
-        seed: int | None,
+        *,
+        transform: Callable[[ArrayDict], Any] | None = None,
+        observation_normalizer: ObservationNormalizer | None = None,
+        decorrelation_steps: int = 0,
+        seed: int | None = None,
         check_finite: bool | str = "auto",
     ) -> None:
-        check_frame_sampler(sample_tree, handler.recurrent, observation_normalizer)
         self.cages = as_cages(cages)
+        self._check_setup(self.cages, handler, sample_tree)
+        check_frame_sampler(sample_tree, handler.recurrent, observation_normalizer)
         self.handler = handler
         self.sample_tree = sample_tree
         self.transform = transform
@@ -80,6 +121,33 @@ class BatchSampler:
         # per tree the sampler wrote into: (tree, views, all_envs, finite_check)
         self._trees: dict[int, tuple[ArrayDict, list[GroupViews], GroupViews, Any]] = {}
         self.phase_times = PhaseTimes()
+
+    def _check_setup(
+        self, cages: list[Cage], handler: Handler, sample_tree: ArrayDict
+    ) -> None:
+        """Raise ConfigError unless the cages, handler and tree suit this sampler.
+
+        Every cage must reset as the sampler expects (``reset_mode="auto"``,
+        ``"wait"`` in wait-reset mode) and a recurrent agent needs an
+        ``initial_state`` field. Subclasses extend this with their own checks.
+        """
+        mode = "wait" if self.wait_reset else "auto"
+        for cage in cages:
+            if cage.reset_mode != mode:
+                hint = (
+                    "; RecurrentSampler(wait_reset=True) runs wait-reset cages"
+                    if cage.reset_mode == "wait"
+                    else ""
+                )
+                raise ConfigError(
+                    f"{type(self).__name__} needs {mode}-reset cages (reset_mode="
+                    f"{mode!r}), got reset_mode={cage.reset_mode!r}{hint}"
+                )
+        if handler.recurrent and fields.INITIAL_STATE not in sample_tree:
+            raise ConfigError(
+                "the agent is recurrent: allocate initial_state with "
+                "build_sample_tree(recurrent=True)"
+            )
 
     @property
     def action_generator(self) -> object | None:
