@@ -11,8 +11,6 @@ from parllel.samplers.base import BatchSampler
 from parllel.samplers.steps import (
     GroupViews,
     act,
-    bootstrap_values,
-    final_values_batched,
     final_values_now,
     finish_step,
 )
@@ -70,8 +68,7 @@ class AlternatingSampler(BatchSampler):
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
-        start, local = clock(), self._local_step_seconds()
-        self._begin_batch()
+        begun = self._begin_batch()
         tree, handler, T = self.sample_tree, self.handler, self.batch_T
         (cage_a, cage_b), (a, b) = self.cages, self.views
         completed: list[TrajInfo] = []
@@ -101,13 +98,5 @@ class AlternatingSampler(BatchSampler):
             completed += cage_b.await_step()
             envs += clock() - t0
             self._finish(b, t)
-        self._check_batch()
-        t0 = clock()
-        bootstrap_values(handler, tree)
-        if not handler.recurrent:
-            final_values_batched(handler, tree)
-        t1 = clock()
-        if self.transform is not None:
-            self.transform(tree)
-        self._record_times(start, local, envs, inference + t1 - t0, t1)
+        self._end_batch(begun, envs, inference, final_values=not handler.recurrent)
         return tree, completed

@@ -17,6 +17,8 @@ from parllel.samplers.steps import (
     GroupViews,
     ObservationNormalizer,
     as_cages,
+    bootstrap_values,
+    final_values_batched,
     group_views,
     reset_envs,
     sliding_window,
@@ -41,8 +43,8 @@ class BatchSampler:
 
     Subclasses (FeedForward, Recurrent, Alternating) add their own
     requirements in :meth:`_check_setup`, which the constructor runs first,
-    and write only their loop in ``collect_batch``, which starts with
-    :meth:`_begin_batch`.
+    and write only their loop in ``collect_batch``, between
+    :meth:`_begin_batch` and :meth:`_end_batch`.
 
     Args:
         cages: one cage or several (their envs are the tree's columns, in order).
@@ -227,50 +229,67 @@ class BatchSampler:
             self._trees[id(sample_tree)] = entry
         self.sample_tree, self.views, self.all_envs, self.finite_check = entry
 
-    def _begin_batch(self) -> None:
-        """Reset if needed, rotate the tree, refresh the views if the window moved."""
+    def _begin_batch(self) -> tuple[float, float]:
+        """Reset if needed, rotate the tree, refresh the views if the window moved.
+
+        Returns:
+            When the batch began (:func:`time.perf_counter`) and
+            :meth:`_local_step_seconds` then, for :meth:`_end_batch`.
+        """
+        begun = clock(), self._local_step_seconds()
         if self._needs_reset:
             self.reset()
         start_batch(self.sample_tree, self.handler)
         if self._sliding:  # full-size tree: the window moved, so did its views
             self.views = group_views(self.sample_tree, self.cages, self.handler)
             self.all_envs = GroupViews(self.sample_tree, 0, self.all_envs.n_envs)
+        return begun
 
     def _local_step_seconds(self) -> float:
         """Seconds this process has spent stepping the cages' envs itself."""
         return sum(cage.local_step_seconds for cage in self.cages)
 
-    def _record_times(
+    def _end_batch(
         self,
-        start: float,
-        local_before: float,
+        begun: tuple[float, float],
         envs: float,
         inference: float,
-        transforms_start: float,
+        final_values: bool,
     ) -> None:
-        """Record one batch in :attr:`phase_times`.
+        """After the batch's last step: the finite check, the values of
+        ``observation[T]`` (and, if ``final_values``, of the final
+        observations, batched), the transform, and the batch's
+        :attr:`phase_times`.
 
         Args:
-            start: when the batch began (:func:`time.perf_counter`).
-            local_before: :meth:`_local_step_seconds` then.
+            begun: what :meth:`_begin_batch` returned.
             envs: seconds spent in the cages' ``step_async``/``await_step``:
                 stepping envs here, or waiting on workers.
-            inference: seconds spent in the handler.
-            transforms_start: when the transforms began.
+            inference: seconds spent in the handler during the steps.
+            final_values: value the final observations in one call here.
+
+        Raises:
+            NonFiniteSampleError: a NaN/inf observation or reward.
         """
+        tree, handler = self.sample_tree, self.handler
+        if self.finite_check is not None:
+            self.finite_check(tree)
+        values_start = clock()
+        bootstrap_values(handler, tree)
+        if final_values:
+            final_values_batched(handler, tree)
+        transforms_start = clock()
+        if self.transform is not None:
+            self.transform(tree)
         end = clock()
+        start, local_before = begun
         stepping = min(envs, self._local_step_seconds() - local_before)
         self.phase_times.record(
             {
                 "batch": end - start,
                 "env_step": stepping,
                 "worker_wait": envs - stepping,
-                "inference": inference,
+                "inference": inference + transforms_start - values_start,
                 "transforms": end - transforms_start,
             }
         )
-
-    def _check_batch(self) -> None:
-        """After the batch's last step: raise on NaN/inf observations or rewards."""
-        if self.finite_check is not None:
-            self.finite_check(self.sample_tree)

@@ -10,8 +10,6 @@ from parllel.errors import ConfigError
 from parllel.samplers.base import BatchSampler
 from parllel.samplers.steps import (
     act,
-    bootstrap_values,
-    final_values_batched,
     final_values_now,
     finish_step,
 )
@@ -60,8 +58,7 @@ class FeedForwardSampler(BatchSampler):
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
-        start, local = clock(), self._local_step_seconds()
-        self._begin_batch()
+        begun = self._begin_batch()
         tree, handler = self.sample_tree, self.handler
         everyone = self.all_envs
         completed: list[TrajInfo] = []
@@ -87,12 +84,5 @@ class FeedForwardSampler(BatchSampler):
                 t0 = clock()  # final observations are staged one step at a time
                 final_values_now(handler, everyone, t, ended_at)
                 inference += clock() - t0
-        self._check_batch()
-        t0 = clock()
-        bootstrap_values(handler, tree)
-        final_values_batched(handler, tree)
-        t1 = clock()
-        if self.transform is not None:
-            self.transform(tree)
-        self._record_times(start, local, envs, inference + t1 - t0, t1)
+        self._end_batch(begun, envs, inference, final_values=True)
         return tree, completed

@@ -15,7 +15,6 @@ from parllel.errors import ConfigError
 from parllel.samplers.base import BatchSampler, SamplerOptions
 from parllel.samplers.steps import (
     act,
-    bootstrap_values,
     final_values_now,
     finish_step,
     normalize_rows,
@@ -85,8 +84,7 @@ class RecurrentSampler(BatchSampler):
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
-        start, local = clock(), self._local_step_seconds()
-        self._begin_batch()
+        begun = self._begin_batch()
         tree, handler = self.sample_tree, self.handler
         everyone = self.all_envs
         finished = np.zeros(everyone.n_envs, bool)  # wait-reset: idle envs
@@ -119,13 +117,7 @@ class RecurrentSampler(BatchSampler):
                     handler.reset(ended)
         if self.wait_reset and finished.any():
             self._reset_finished(finished)
-        self._check_batch()
-        t0 = clock()
-        bootstrap_values(handler, tree)
-        t1 = clock()
-        if self.transform is not None:
-            self.transform(tree)
-        self._record_times(start, local, envs, inference + t1 - t0, t1)
+        self._end_batch(begun, envs, inference, final_values=False)
         return tree, completed
 
     def _reset_finished(self, finished: np.ndarray) -> None:
