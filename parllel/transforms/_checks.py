@@ -180,6 +180,12 @@ class EpisodeColumns(NamedTuple):
             self.final_value,
         )
 
+    def output(
+        self, name: str, out: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """An output shaped like ``reward`` (see :func:`output_columns`)."""
+        return output_columns(name, out, self.shape, self.dtype)
+
 
 def episode_columns(
     reward: np.ndarray,

@@ -100,12 +100,8 @@ def generalized_advantage_estimation(
         reward, value, terminated, truncated, bootstrap_value, final_value,
         truncation_as_termination,
     )  # fmt: skip
-    advantage_out, advantage_columns = output_columns(
-        "advantage", advantage_out, inputs.shape, inputs.dtype
-    )
-    return_out, return_columns = output_columns(
-        "return_", return_out, inputs.shape, inputs.dtype
-    )
+    advantage_out, advantage_columns = inputs.output("advantage", advantage_out)
+    return_out, return_columns = inputs.output("return_", return_out)
     gae_kernel(
         *inputs.kernel_inputs(),
         gamma,

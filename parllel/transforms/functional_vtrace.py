@@ -16,7 +16,6 @@ from parllel.transforms._checks import (
     check_float_array,
     check_output,
     episode_columns,
-    output_columns,
     per_env_columns,
 )
 from parllel.transforms.kernels.vtrace import vtrace_kernel
@@ -122,12 +121,8 @@ def vtrace(
     ratio2, j = per_env_columns(
         ratio_name, ratio_array, inputs.batch_shape, inputs.feature_shape
     )
-    return_out, return_columns = output_columns(
-        "return_", return_out, inputs.shape, inputs.dtype
-    )
-    advantage_out, advantage_columns = output_columns(
-        "advantage", advantage_out, inputs.shape, inputs.dtype
-    )
+    return_out, return_columns = inputs.output("return_", return_out)
+    advantage_out, advantage_columns = inputs.output("advantage", advantage_out)
     vtrace_kernel(
         *inputs.kernel_inputs(),
         ratio2,
