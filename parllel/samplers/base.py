@@ -1,4 +1,4 @@
-"""What every training sampler holds and does before its loop (one base class)."""
+"""What every training sampler holds and does around its loop (one base class)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class SamplerOptions(TypedDict, total=False):
 
 
 class BatchSampler:
-    """Collaborators, per-cage views, env reset and batch start of a sampler.
+    """Collaborators, checks, per-cage views, env reset, batch start and end.
 
     Subclasses (FeedForward, Recurrent, Alternating) add their own
     requirements in :meth:`_check_setup`, which the constructor runs first,
