@@ -169,7 +169,9 @@ class EpisodeColumns(NamedTuple):
     batch_shape: tuple
     feature_shape: tuple
 
-    def kernel_inputs(self) -> tuple[np.ndarray, ...]:
+    def kernel_inputs(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The six arrays the GAE and V-trace kernels start with, in their order."""
         return (
             self.reward,
