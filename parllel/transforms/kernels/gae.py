@@ -27,34 +27,6 @@ import numba
 import numpy as np
 
 
-@numba.njit(inline="always")
-def _gae_step(
-    reward: np.ndarray,
-    value: np.ndarray,
-    terminated: np.ndarray,
-    truncated: np.ndarray,
-    final_value: np.ndarray,
-    gamma: float,
-    gamma_lambda: float,
-    bootstrap_truncated: bool,
-    advantage_out: np.ndarray,
-    return_out: np.ndarray,
-    t: int,
-    m: int,
-    f: int,
-) -> None:
-    """GAE at step ``t < T - 1`` of column ``m``, whose flags are in column ``f``."""
-    term = terminated[t, f]
-    trunc = truncated[t, f]
-    final = final_value[t, m] if bootstrap_truncated else 0.0
-    next_value = 0.0 if term else (final if trunc else value[t + 1, m])
-    carry = 0.0 if (term or trunc) else gamma_lambda * advantage_out[t + 1, m]
-    v = value[t, m]
-    advantage = reward[t, m] + gamma * next_value - v + carry
-    advantage_out[t, m] = advantage
-    return_out[t, m] = advantage + v
-
-
 @numba.njit(cache=True, nogil=True)
 def gae_kernel(
     reward: np.ndarray,
@@ -105,23 +77,35 @@ def gae_kernel(
         advantage_out[t, m] = advantage
         return_out[t, m] = advantage + v
     # The two loops below differ only in the flag index; keeping ``f = m`` in
-    # its own loop lets LLVM keep the common case (one flag per column) fast
-    # (the step is inlined into each).
+    # its own loop lets LLVM keep the common case (one flag per column) fast.
     for t in range(n_steps - 2, -1, -1):
         if k == 1:
             for m in range(n_columns):
-                _gae_step(
-                    reward, value, terminated, truncated, final_value, gamma,
-                    gamma_lambda, bootstrap_truncated, advantage_out, return_out,
-                    t, m, m,
-                )  # fmt: skip
+                term = terminated[t, m]
+                trunc = truncated[t, m]
+                final = final_value[t, m] if bootstrap_truncated else 0.0
+                next_value = 0.0 if term else (final if trunc else value[t + 1, m])
+                carry = (
+                    0.0 if (term or trunc) else gamma_lambda * advantage_out[t + 1, m]
+                )
+                v = value[t, m]
+                advantage = reward[t, m] + gamma * next_value - v + carry
+                advantage_out[t, m] = advantage
+                return_out[t, m] = advantage + v
         else:
             for m in range(n_columns):
-                _gae_step(
-                    reward, value, terminated, truncated, final_value, gamma,
-                    gamma_lambda, bootstrap_truncated, advantage_out, return_out,
-                    t, m, m // k,
-                )  # fmt: skip
+                f = m // k
+                term = terminated[t, f]
+                trunc = truncated[t, f]
+                final = final_value[t, m] if bootstrap_truncated else 0.0
+                next_value = 0.0 if term else (final if trunc else value[t + 1, m])
+                carry = (
+                    0.0 if (term or trunc) else gamma_lambda * advantage_out[t + 1, m]
+                )
+                v = value[t, m]
+                advantage = reward[t, m] + gamma * next_value - v + carry
+                advantage_out[t, m] = advantage
+                return_out[t, m] = advantage + v
 
 
 @numba.njit(cache=True, nogil=True)
