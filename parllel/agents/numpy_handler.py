@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from parllel.agents.base import Agent, AgentExample, check_mode
-from parllel.agents.state import ALL, EnvStates, as_index
+from parllel.agents.base import Agent, AgentExample
+from parllel.agents.state import ALL, AgentHandler, EnvStates, as_index
 from parllel.errors import DtypeError, ShapeError
 from parllel.tree import tree_items, tree_map
 from parllel.tree.writing import WriteRules, write_nested
@@ -65,7 +65,7 @@ def zero_batch_of_one(example: Any) -> Any:
     return tree_map(lambda leaf: np.zeros_like(np.asarray(leaf))[None], example)
 
 
-class NumpyHandler:
+class NumpyHandler(AgentHandler):
     """:class:`~parllel.agents.Handler` for agents that compute with numpy.
 
     Passes the sample tree's numpy views straight to the agent, copies the
@@ -82,28 +82,8 @@ class NumpyHandler:
     """
 
     def __init__(self, agent: Agent, n_envs: int) -> None:
-        self.agent = agent
-        self.n_envs = int(n_envs)
-        self._states = EnvStates(
-            agent.initial_state(self.n_envs), agent.initial_state(1)
-        )
-        self._mode = "sample"
-        agent.set_mode(self._mode)
-
-    @property
-    def recurrent(self) -> bool:
-        """True if the agent has recurrent state."""
-        return not self._states.empty
-
-    @property
-    def mode(self) -> str:
-        """The agent's current mode."""
-        return self._mode
-
-    def set_mode(self, mode: str) -> None:
-        """Switch the agent to ``"train"``, ``"sample"`` or ``"eval"``."""
-        self._mode = check_mode(mode)
-        self.agent.set_mode(mode)
+        states = EnvStates(agent.initial_state(int(n_envs)), agent.initial_state(1))
+        super().__init__(agent, n_envs, states)
 
     def example_outputs(
         self, observation: Any, action: Any = None, reward: Any = None

@@ -76,7 +76,21 @@ def _(space: gym.spaces.Box, n: int, rng: np.random.Generator) -> np.ndarray:
     return values.astype(space.dtype)
 
 
-class RandomAgent:
+class _FeedForwardAgent:
+    """What the agents here share: no recurrent state, a mode the actions ignore."""
+
+    mode = "sample"
+
+    def initial_state(self, n_envs: int) -> None:
+        """No recurrent state."""
+        return None
+
+    def set_mode(self, mode: str) -> None:
+        """Record the mode (the actions do not depend on it)."""
+        self.mode = check_mode(mode)
+
+
+class RandomAgent(_FeedForwardAgent):
     """Uniformly random actions from an action space; value 0. Numpy only.
 
     Useful as a baseline, for decorrelating envs and for testing samplers
@@ -97,11 +111,6 @@ class RandomAgent:
     def __init__(self, action_space: gym.Space, seed: int | None = None) -> None:
         self.action_space = action_space
         self.rng = np.random.default_rng(seed)
-        self.mode = "sample"
-
-    def initial_state(self, n_envs: int) -> None:
-        """No recurrent state."""
-        return None
 
     def step(
         self, observation: Any, prev_action: Any, prev_reward: Any, state: Any
@@ -116,12 +125,8 @@ class RandomAgent:
         """Zeros ``[N]``."""
         return np.zeros(len(_first_leaf(observation)), np.float32)
 
-    def set_mode(self, mode: str) -> None:
-        """Record the mode (actions stay random in every mode)."""
-        self.mode = check_mode(mode)
 
-
-class ScriptedAgent:
+class ScriptedAgent(_FeedForwardAgent):
     """A feed-forward numpy agent from plain functions.
 
     ``policy(observation, prev_action, prev_reward) -> actions [N, ...]``;
@@ -145,11 +150,6 @@ class ScriptedAgent:
     ) -> None:
         self.policy = policy
         self.value_fn = value_fn
-        self.mode = "sample"
-
-    def initial_state(self, n_envs: int) -> None:
-        """No recurrent state."""
-        return None
 
     def step(
         self, observation: Any, prev_action: Any, prev_reward: Any, state: Any
@@ -168,7 +168,3 @@ class ScriptedAgent:
         if self.value_fn is None:
             return np.zeros(len(_first_leaf(observation)), np.float32)
         return np.asarray(self.value_fn(observation), np.float32)
-
-    def set_mode(self, mode: str) -> None:
-        """Record the mode (the script does not depend on it)."""
-        self.mode = check_mode(mode)

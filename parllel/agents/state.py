@@ -4,6 +4,7 @@ The state is a tree (or a single array) whose leaves are ``[n_envs, ...]``
 arrays supporting ``state[index]`` and ``state[index] = value`` (numpy arrays
 and torch tensors both do). Rows are gathered for the envs being stepped,
 scattered back afterwards and reset to the agent's initial state.
+:class:`AgentHandler` holds such a state with its agent and the agent's mode.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from parllel.agents.base import Agent, check_mode
 from parllel.tree import tree_items, tree_map
 
 ALL = slice(None)
@@ -77,3 +79,39 @@ class EnvStates:
 
 def _leaves(tree: Any) -> list[Any]:
     return [leaf for _, leaf in tree_items(tree)]
+
+
+class AgentHandler:
+    """What the handlers of one agent share: the agent, its mode, its per-env state.
+
+    :class:`~parllel.agents.NumpyHandler` and
+    ``parllel.torch.handler.TorchHandler`` derive from it and add how they
+    run the agent; the agent is put in ``"sample"`` mode.
+
+    Args:
+        agent: the :class:`~parllel.agents.Agent`.
+        n_envs: number of envs whose state the handler keeps.
+        states: the agent's per-env state, as the handler keeps it.
+    """
+
+    def __init__(self, agent: Agent, n_envs: int, states: EnvStates) -> None:
+        self.agent = agent
+        self.n_envs = int(n_envs)
+        self._states = states
+        self._mode = "sample"
+        agent.set_mode(self._mode)
+
+    @property
+    def recurrent(self) -> bool:
+        """True if the agent has recurrent state."""
+        return not self._states.empty
+
+    @property
+    def mode(self) -> str:
+        """The agent's current mode."""
+        return self._mode
+
+    def set_mode(self, mode: str) -> None:
+        """Switch the agent to ``"train"``, ``"sample"`` or ``"eval"``."""
+        self._mode = check_mode(mode)
+        self.agent.set_mode(mode)

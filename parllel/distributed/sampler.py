@@ -408,11 +408,7 @@ class RaySampler(AsyncSampler):
             ConfigError: sampling already started, or the state is for
                 another number of actors.
         """
-        if self._started:
-            raise ConfigError(
-                "load_state_dict must come before the first collect_batch: "
-                "the RaySampler has started sampling"
-            )
+        self._refuse_started("load_state_dict")
         states = list(state.get("actors", ()))
         if len(states) != self.n_actors:
             raise ConfigError(
@@ -420,19 +416,6 @@ class RaySampler(AsyncSampler):
                 f"has {self.n_actors} actors"
             )
         self._states = [dict(actor_state) for actor_state in states]
-
-    def reset(self) -> None:
-        """Nothing to do before sampling starts (each actor resets its envs at
-        its first batch; runners call this when resuming).
-
-        Raises:
-            ConfigError: sampling already started.
-        """
-        if self._started:
-            raise ConfigError(
-                "a RaySampler cannot reset once sampling started; restore a "
-                "checkpoint before the first collect_batch"
-            )
 
     # -- lifetime ----------------------------------------------------------
     def close(self) -> None:

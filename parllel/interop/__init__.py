@@ -31,33 +31,29 @@ __all__ = [
     "make_vec",
 ]
 
-_SB3_NAMES = ("make_sb3_vec_env",)
-# name: its module (each imports EnvPool)
-_ENVPOOL_NAMES = {"EnvPoolCage": "envpool_cage", "make_envpool_cage": "envpool_make"}
+_SB3 = (
+    "stable_baselines3",
+    'Stable-Baselines3: install torch, then pip install "parllel[sb3]"',
+)
+_ENVPOOL = ("envpool", 'EnvPool 1.2.5 (Python >= 3.11): pip install "parllel[envpool]"')
+# name: (its module, the package it imports, what to install); imported on first
+# use (the SB3 adapter subclasses SB3's VecEnv, the EnvPool ones import EnvPool)
+_LAZY = {
+    "make_sb3_vec_env": ("sb3_vec_env", *_SB3),
+    "EnvPoolCage": ("envpool_cage", *_ENVPOOL),
+    "make_envpool_cage": ("envpool_make", *_ENVPOOL),
+}
 
 
 def __getattr__(name: str) -> Any:
-    # the SB3 adapter subclasses SB3's VecEnv: import it (and SB3) on first use
-    if name in _SB3_NAMES:
-        try:
-            from parllel.interop import sb3_vec_env
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not exc.name.startswith("stable_baselines3"):
-                raise
-            raise MissingDependencyError(
-                f"parllel.interop.{name} needs Stable-Baselines3: install torch, "
-                'then pip install "parllel[sb3]"'
-            ) from exc
-        return getattr(sb3_vec_env, name)
-    if name in _ENVPOOL_NAMES:
-        try:
-            module = importlib.import_module(f"parllel.interop.{_ENVPOOL_NAMES[name]}")
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not exc.name.startswith("envpool"):
-                raise
-            raise MissingDependencyError(
-                f"parllel.interop.{name} needs EnvPool 1.2.5 (Python >= 3.11): "
-                'pip install "parllel[envpool]"'
-            ) from exc
-        return getattr(module, name)
-    raise AttributeError(f"module 'parllel.interop' has no attribute {name!r}")
+    """The optional adapters of :data:`_LAZY`, imported on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'parllel.interop' has no attribute {name!r}")
+    module_name, package, install = _LAZY[name]
+    try:
+        module = importlib.import_module(f"parllel.interop.{module_name}")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not exc.name.startswith(package):
+            raise
+        raise MissingDependencyError(f"parllel.interop.{name} needs {install}") from exc
+    return getattr(module, name)

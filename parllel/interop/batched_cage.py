@@ -20,7 +20,7 @@ from gymnasium.vector.utils import iterate
 from parllel.cages import Cage, EnvSpaces, TrajInfo
 from parllel.cages.cage_checks import raise_closed_slot
 from parllel.cages.env_info import InfoSlotTables
-from parllel.errors import EnvError, ParllelError
+from parllel.errors import EnvError, ParllelError, UnsupportedVectorEnvError
 from parllel.interop.vector_env_access import vector_error
 from parllel.interop.vector_episodes import EpisodeRecorder
 from parllel.interop.vector_spaces import ObservationWriter, vector_actions
@@ -55,6 +55,9 @@ class BatchedEnvCage(Cage):
 
     needs_shared_memory = False
 
+    #: what the subclass steps, for messages (e.g. "EnvPool")
+    batched_env = "a batched env"
+
     def __init__(
         self,
         n_envs: int,
@@ -70,6 +73,18 @@ class BatchedEnvCage(Cage):
             None, n_envs, None, seed, env_offset, reset_mode,
             traj_info_type, traj_info_kwargs, keep_infos,
         )  # fmt: skip
+        if reset_mode != "auto":
+            why = (
+                "a finished env cannot idle until the sampler resets it"
+                if reset_mode == "wait"
+                else "samplers need 'auto', and the batched env already is one"
+            )
+            raise UnsupportedVectorEnvError(
+                f"{type(self).__name__} cannot run reset_mode={reset_mode!r}: "
+                f"{self.batched_env} steps every env at each step, so {why}. Use "
+                "reset_mode='auto' (FeedForwardSampler, AlternatingSampler, "
+                "EvalSampler, or RecurrentSampler without wait_reset)"
+            )
         self._name = name
         self._episodes = EpisodeRecorder(
             self.env_indices, traj_info_type, self.traj_info_kwargs

@@ -112,6 +112,8 @@ class EnvPoolCage(BatchedEnvCage):
         (Discrete(6, dtype=int32), (4, 84, 84))
     """
 
+    batched_env = "EnvPool"
+
     def __init__(
         self,
         pool: Any,
@@ -128,14 +130,6 @@ class EnvPoolCage(BatchedEnvCage):
             int(pool.config["num_envs"]), pool_name(pool), seed, env_offset,
             reset_mode, traj_info_type, traj_info_kwargs, keep_infos,
         )  # fmt: skip
-        if reset_mode != "auto":
-            raise UnsupportedVectorEnvError(
-                f"EnvPoolCage cannot run reset_mode={reset_mode!r}: EnvPool steps "
-                "every env at each step, so a finished env cannot idle until the "
-                "sampler resets it. Use reset_mode='auto' (FeedForwardSampler, "
-                "AlternatingSampler, EvalSampler, or RecurrentSampler without "
-                "wait_reset)"
-            )
         built = pool_seeds(pool)
         if self.env_seeds is not None and tuple(self.env_seeds) != built:
             raise ConfigError(

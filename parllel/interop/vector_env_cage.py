@@ -36,7 +36,6 @@ from parllel.interop.vector_probe import probe_actions, probe_factory
 from parllel.interop.vector_seeds import VectorSeeds
 from parllel.interop.vector_spaces import (
     autoreset_mode,
-    check_auto_reset_mode,
     check_vector_env,
 )
 from parllel.interop.vector_steps import (
@@ -121,6 +120,8 @@ class VectorEnvCage(BatchedEnvCage):
         (4, (4,))
     """
 
+    batched_env = "a gymnasium vector env"
+
     def __init__(
         self,
         vector_env: gym.vector.VectorEnv,
@@ -137,7 +138,6 @@ class VectorEnvCage(BatchedEnvCage):
             vector_env.num_envs, vector_env_name(vector_env), seed, env_offset,
             reset_mode, traj_info_type, traj_info_kwargs, keep_infos,
         )  # fmt: skip
-        check_auto_reset_mode(reset_mode)
         self.autoreset_mode = autoreset_mode(vector_env)
         self.vector_env = vector_env
         spaces = EnvSpaces(

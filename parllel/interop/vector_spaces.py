@@ -1,6 +1,6 @@
 """Between a cage's slots and a gymnasium vector env's batched values.
 
-- :func:`check_vector_env` and :func:`check_auto_reset_mode` refuse what a
+- :func:`check_vector_env` refuses what a
   :class:`~parllel.interop.VectorEnvCage` cannot take.
 - :func:`autoreset_mode` reads (and vets) a vector env's autoreset mode.
 - :func:`vector_actions` turns a cage's action slots into the batched form the
@@ -68,22 +68,6 @@ def _is_envpool(vector_env: Any) -> bool:
     return any(
         cls.__module__.split(".")[0] == "envpool" for cls in type(vector_env).__mro__
     )
-
-
-def check_auto_reset_mode(reset_mode: str) -> None:
-    """Raise UnsupportedVectorEnvError unless ``reset_mode`` is ``"auto"``."""
-    if reset_mode != "auto":
-        why = (
-            "a gymnasium vector env steps every env at each step(), so a "
-            "finished env cannot idle until the sampler resets it"
-            if reset_mode == "wait"
-            else "samplers need 'auto', and the vector env already is one"
-        )
-        raise UnsupportedVectorEnvError(
-            f"VectorEnvCage cannot run reset_mode={reset_mode!r}: {why}. Use "
-            "reset_mode='auto' (FeedForwardSampler, AlternatingSampler, "
-            "EvalSampler, or RecurrentSampler without wait_reset)"
-        )
 
 
 def autoreset_mode(vector_env: gym.vector.VectorEnv) -> AutoresetMode:

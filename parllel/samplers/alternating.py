@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from time import perf_counter as clock
-from typing import Any
 
-from parllel import fields
 from parllel.agents import Handler
 from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
 from parllel.samplers.base import BatchSampler
 from parllel.samplers.steps import (
     GroupViews,
-    ObservationNormalizer,
     act,
-    as_cages,
-    bootstrap_values,
-    final_values_batched,
     final_values_now,
     finish_step,
 )
@@ -47,20 +40,8 @@ class AlternatingSampler(BatchSampler):
     final values, transforms) are those of the other samplers; recurrent
     agents work too (the handler keeps each half's state rows).
 
-    Args:
-        cages: exactly two auto-reset cages.
-        handler: a :class:`~parllel.agents.Handler` for all envs of both cages.
-        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples`.
-        transform: batch transform run after every batch.
-        observation_normalizer: optional ``NormalizeObservations``.
-        decorrelation_steps: random steps before the first batch.
-        seed: seed of the decorrelation's random actions (e.g.
-            ``seeds.decorrelation``).
-        check_finite: check every finished batch for NaN/inf rewards and
-            observations (:class:`~parllel.errors.NonFiniteSampleError` names
-            the env and step): ``"auto"`` checks float observations of at
-            most 1024 values per step, True every float observation, False
-            nothing (docs/samplers.md).
+    Arguments as for :class:`~parllel.samplers.base.BatchSampler`, with
+    exactly two auto-reset cages.
 
     Example:
         >>> halves = [ProcessCage(make_env, 4, n_workers=1, seed=0),
@@ -68,40 +49,13 @@ class AlternatingSampler(BatchSampler):
         >>> sampler = AlternatingSampler(halves, handler, sample_tree)
     """
 
-    def __init__(
-        self,
-        cages: Sequence[Cage],
-        handler: Handler,
-        sample_tree: ArrayDict,
-        *,
-        transform: Callable[[ArrayDict], Any] | None = None,
-        observation_normalizer: ObservationNormalizer | None = None,
-        decorrelation_steps: int = 0,
-        seed: int | None = None,
-        check_finite: bool | str = "auto",
+    def _check_setup(
+        self, cages: list[Cage], handler: Handler, sample_tree: ArrayDict
     ) -> None:
-        if len(as_cages(cages)) != 2:
-            raise ConfigError(
-                f"AlternatingSampler needs two cages, got {len(as_cages(cages))}"
-            )
-        for cage in as_cages(cages):
-            if cage.reset_mode != "auto":
-                raise ConfigError("AlternatingSampler needs auto-reset cages")
-        if handler.recurrent and fields.INITIAL_STATE not in sample_tree:
-            raise ConfigError(
-                "the agent is recurrent: allocate initial_state with "
-                "build_sample_tree(recurrent=True)"
-            )
-        super().__init__(
-            cages,
-            handler,
-            sample_tree,
-            transform,
-            observation_normalizer,
-            decorrelation_steps,
-            seed,
-            check_finite,
-        )
+        """Refuse other than two cages, then the shared checks."""
+        if len(cages) != 2:
+            raise ConfigError(f"AlternatingSampler needs two cages, got {len(cages)}")
+        super()._check_setup(cages, handler, sample_tree)
 
     def _finish(self, group: GroupViews, t: int) -> None:
         ended = finish_step(group, t, self.observation_normalizer)
@@ -114,8 +68,7 @@ class AlternatingSampler(BatchSampler):
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
-        start, local = clock(), self._local_step_seconds()
-        self._begin_batch()
+        begun = self._begin_batch()
         tree, handler, T = self.sample_tree, self.handler, self.batch_T
         (cage_a, cage_b), (a, b) = self.cages, self.views
         completed: list[TrajInfo] = []
@@ -145,13 +98,5 @@ class AlternatingSampler(BatchSampler):
             completed += cage_b.await_step()
             envs += clock() - t0
             self._finish(b, t)
-        self._check_batch()
-        t0 = clock()
-        bootstrap_values(handler, tree)
-        if not handler.recurrent:
-            final_values_batched(handler, tree)
-        t1 = clock()
-        if self.transform is not None:
-            self.transform(tree)
-        self._record_times(start, local, envs, inference + t1 - t0, t1)
+        self._end_batch(begun, envs, inference, final_values=not handler.recurrent)
         return tree, completed

@@ -260,26 +260,9 @@ class BackgroundSampler(AsyncSampler):
             ConfigError: sampling already started (call it before the first
                 :meth:`collect_batch`).
         """
-        if self._started:
-            raise ConfigError(
-                "load_state_dict must come before the first collect_batch: "
-                "the background sampler has started sampling"
-            )
+        self._refuse_started("load_state_dict")
         self._state_to_load = dict(state)
         self._last_state = None
-
-    def reset(self) -> None:
-        """Nothing to do before sampling starts (the background sampler resets
-        its envs then; runners call this when resuming).
-
-        Raises:
-            ConfigError: sampling already started.
-        """
-        if self._started:
-            raise ConfigError(
-                "a background sampler cannot reset once sampling started; "
-                "restore a checkpoint before the first collect_batch"
-            )
 
     @property
     def ring(self) -> TreeRing:

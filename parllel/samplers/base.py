@@ -1,10 +1,10 @@
-"""What every training sampler holds and does before its loop (one base class)."""
+"""What every training sampler holds and does around its loop (one base class)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from time import perf_counter as clock
-from typing import Any
+from typing import Any, TypedDict
 
 from parllel import fields
 from parllel.agents import Handler
@@ -17,6 +17,8 @@ from parllel.samplers.steps import (
     GroupViews,
     ObservationNormalizer,
     as_cages,
+    bootstrap_values,
+    final_values_batched,
     group_views,
     reset_envs,
     sliding_window,
@@ -26,12 +28,48 @@ from parllel.timing import PhaseTimes
 from parllel.tree import ArrayDict
 
 
-class BatchSampler:
-    """Collaborators, per-cage views, env reset and batch start of a sampler.
+class SamplerOptions(TypedDict, total=False):
+    """The keyword arguments every training sampler takes (see :class:`BatchSampler`)."""
 
-    Subclasses (FeedForward, Recurrent, Alternating) check their own
-    requirements, then write only their loop in ``collect_batch``, which
-    starts with :meth:`_begin_batch`.
+    transform: Callable[[ArrayDict], Any] | None
+    observation_normalizer: ObservationNormalizer | None
+    decorrelation_steps: int
+    seed: int | None
+    check_finite: bool | str
+
+
+class BatchSampler:
+    """Collaborators, checks, per-cage views, env reset, batch start and end.
+
+    Subclasses (FeedForward, Recurrent, Alternating) add their own
+    requirements in :meth:`_check_setup`, which the constructor runs first,
+    and write only their loop in ``collect_batch``, between
+    :meth:`_begin_batch` and :meth:`_end_batch`.
+
+    Args:
+        cages: one cage or several (their envs are the tree's columns, in order).
+        handler: a :class:`~parllel.agents.Handler` for all envs.
+        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples`
+            (``recurrent=True`` for a recurrent agent).
+        transform: batch transform run after every batch (e.g. a
+            :class:`~parllel.transforms.Compose`).
+        observation_normalizer: optional
+            :class:`~parllel.transforms.NormalizeObservations`, applied to each
+            fresh observation (so the agent acts on normalized observations).
+        decorrelation_steps: random steps before the first batch, so that
+            envs are out of phase.
+        seed: seed of the decorrelation's random actions (e.g.
+            ``seeds.decorrelation``).
+        check_finite: check every finished batch for NaN/inf rewards and
+            observations (:class:`~parllel.errors.NonFiniteSampleError` names
+            the env and step): ``"auto"`` checks float observations of at
+            most 1024 values per step, True every float observation, False
+            nothing (docs/samplers.md).
+
+    Raises:
+        ConfigError: the cages, handler or tree do not suit the sampler (a
+            cage's ``reset_mode``, a recurrent agent without
+            ``initial_state``, ...), naming the fix.
 
     Attributes:
         cages, handler, sample_tree, transform, observation_normalizer: as given.
@@ -51,19 +89,24 @@ class BatchSampler:
             step, never per env.
     """
 
+    #: True for the wait-reset mode of :class:`~parllel.samplers.RecurrentSampler`
+    wait_reset = False
+
     def __init__(
         self,
         cages: Cage | Sequence[Cage],
         handler: Handler,
         sample_tree: ArrayDict,
-        transform: Callable[[ArrayDict], Any] | None,
-        observation_normalizer: ObservationNormalizer | None,
-        decorrelation_steps: int,
-        seed: int | None,
+        *,
+        transform: Callable[[ArrayDict], Any] | None = None,
+        observation_normalizer: ObservationNormalizer | None = None,
+        decorrelation_steps: int = 0,
+        seed: int | None = None,
         check_finite: bool | str = "auto",
     ) -> None:
-        check_frame_sampler(sample_tree, handler.recurrent, observation_normalizer)
         self.cages = as_cages(cages)
+        self._check_setup(self.cages, handler, sample_tree)
+        check_frame_sampler(sample_tree, handler.recurrent, observation_normalizer)
         self.handler = handler
         self.sample_tree = sample_tree
         self.transform = transform
@@ -80,6 +123,33 @@ class BatchSampler:
         # per tree the sampler wrote into: (tree, views, all_envs, finite_check)
         self._trees: dict[int, tuple[ArrayDict, list[GroupViews], GroupViews, Any]] = {}
         self.phase_times = PhaseTimes()
+
+    def _check_setup(
+        self, cages: list[Cage], handler: Handler, sample_tree: ArrayDict
+    ) -> None:
+        """Raise ConfigError unless the cages, handler and tree suit this sampler.
+
+        Every cage must reset as the sampler expects (``reset_mode="auto"``,
+        ``"wait"`` in wait-reset mode) and a recurrent agent needs an
+        ``initial_state`` field. Subclasses extend this with their own checks.
+        """
+        mode = "wait" if self.wait_reset else "auto"
+        for cage in cages:
+            if cage.reset_mode != mode:
+                hint = (
+                    "; RecurrentSampler(wait_reset=True) runs wait-reset cages"
+                    if cage.reset_mode == "wait"
+                    else ""
+                )
+                raise ConfigError(
+                    f"{type(self).__name__} needs {mode}-reset cages (reset_mode="
+                    f"{mode!r}), got reset_mode={cage.reset_mode!r}{hint}"
+                )
+        if handler.recurrent and fields.INITIAL_STATE not in sample_tree:
+            raise ConfigError(
+                "the agent is recurrent: allocate initial_state with "
+                "build_sample_tree(recurrent=True)"
+            )
 
     @property
     def action_generator(self) -> object | None:
@@ -159,50 +229,67 @@ class BatchSampler:
             self._trees[id(sample_tree)] = entry
         self.sample_tree, self.views, self.all_envs, self.finite_check = entry
 
-    def _begin_batch(self) -> None:
-        """Reset if needed, rotate the tree, refresh the views if the window moved."""
+    def _begin_batch(self) -> tuple[float, float]:
+        """Reset if needed, rotate the tree, refresh the views if the window moved.
+
+        Returns:
+            When the batch began (:func:`time.perf_counter`) and
+            :meth:`_local_step_seconds` then, for :meth:`_end_batch`.
+        """
+        begun = clock(), self._local_step_seconds()
         if self._needs_reset:
             self.reset()
         start_batch(self.sample_tree, self.handler)
         if self._sliding:  # full-size tree: the window moved, so did its views
             self.views = group_views(self.sample_tree, self.cages, self.handler)
             self.all_envs = GroupViews(self.sample_tree, 0, self.all_envs.n_envs)
+        return begun
 
     def _local_step_seconds(self) -> float:
         """Seconds this process has spent stepping the cages' envs itself."""
         return sum(cage.local_step_seconds for cage in self.cages)
 
-    def _record_times(
+    def _end_batch(
         self,
-        start: float,
-        local_before: float,
+        begun: tuple[float, float],
         envs: float,
         inference: float,
-        transforms_start: float,
+        final_values: bool,
     ) -> None:
-        """Record one batch in :attr:`phase_times`.
+        """After the batch's last step: the finite check, the values of
+        ``observation[T]`` (and, if ``final_values``, of the final
+        observations, batched), the transform, and the batch's
+        :attr:`phase_times`.
 
         Args:
-            start: when the batch began (:func:`time.perf_counter`).
-            local_before: :meth:`_local_step_seconds` then.
+            begun: what :meth:`_begin_batch` returned.
             envs: seconds spent in the cages' ``step_async``/``await_step``:
                 stepping envs here, or waiting on workers.
-            inference: seconds spent in the handler.
-            transforms_start: when the transforms began.
+            inference: seconds spent in the handler during the steps.
+            final_values: value the final observations in one call here.
+
+        Raises:
+            NonFiniteSampleError: a NaN/inf observation or reward.
         """
+        tree, handler = self.sample_tree, self.handler
+        if self.finite_check is not None:
+            self.finite_check(tree)
+        values_start = clock()
+        bootstrap_values(handler, tree)
+        if final_values:
+            final_values_batched(handler, tree)
+        transforms_start = clock()
+        if self.transform is not None:
+            self.transform(tree)
         end = clock()
+        start, local_before = begun
         stepping = min(envs, self._local_step_seconds() - local_before)
         self.phase_times.record(
             {
                 "batch": end - start,
                 "env_step": stepping,
                 "worker_wait": envs - stepping,
-                "inference": inference,
+                "inference": inference + transforms_start - values_start,
                 "transforms": end - transforms_start,
             }
         )
-
-    def _check_batch(self) -> None:
-        """After the batch's last step: raise on NaN/inf observations or rewards."""
-        if self.finite_check is not None:
-            self.finite_check(self.sample_tree)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from parllel.cages import TrajInfo
+from parllel.errors import ConfigError
 from parllel.samplers.background_batch import BackgroundBatch
 from parllel.timing import PhaseTimes
 from parllel.tree import ArrayDict
@@ -127,9 +128,23 @@ class AsyncSampler(ABC):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the transform state before sampling starts."""
 
-    @abstractmethod
     def reset(self) -> None:
-        """Nothing to do before sampling starts; raises once it started."""
+        """Nothing to do before sampling starts (the sampler resets its envs
+        at its first batch; runners call this when resuming).
+
+        Raises:
+            ConfigError: sampling already started.
+        """
+        self._refuse_started("reset")
+
+    def _refuse_started(self, call: str) -> None:
+        """Raise ConfigError naming ``call`` if sampling started."""
+        if self.started:
+            raise ConfigError(
+                f"a {type(self).__name__} cannot {call} once sampling started: "
+                "call it before the first collect_batch (e.g. to restore a "
+                "checkpoint)"
+            )
 
     @abstractmethod
     def close(self) -> None:

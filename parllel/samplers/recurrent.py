@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from time import perf_counter as clock
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -12,18 +12,18 @@ from parllel import fields
 from parllel.agents import Handler
 from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
-from parllel.samplers.base import BatchSampler
+from parllel.samplers.base import BatchSampler, SamplerOptions
 from parllel.samplers.steps import (
-    ObservationNormalizer,
     act,
-    as_cages,
-    bootstrap_values,
     final_values_now,
     finish_step,
     normalize_rows,
     zero_previous,
 )
 from parllel.tree import ArrayDict
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 
 class RecurrentSampler(BatchSampler):
@@ -42,22 +42,11 @@ class RecurrentSampler(BatchSampler):
     batch column holds at most one episode end (for full-episode training).
 
     Args:
-        cages: one cage or several (their envs are the tree's columns, in order).
-        handler: a :class:`~parllel.agents.Handler` for all envs.
-        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples` with
-            ``recurrent=True`` (and ``wait_reset=True`` for wait-reset).
-        transform: batch transform run after every batch.
+        cages, handler, sample_tree, transform, observation_normalizer,
+            decorrelation_steps, seed, check_finite: as for
+            :class:`~parllel.samplers.base.BatchSampler` (the tree built with
+            ``recurrent=True``, and ``wait_reset=True`` for wait-reset).
         wait_reset: wait-reset mode, as above.
-        observation_normalizer: optional ``NormalizeObservations`` applied to
-            each fresh observation.
-        decorrelation_steps: random steps before the first batch.
-        seed: seed of the decorrelation's random actions (e.g.
-            ``seeds.decorrelation``).
-        check_finite: check every finished batch for NaN/inf rewards and
-            observations (:class:`~parllel.errors.NonFiniteSampleError` names
-            the env and step): ``"auto"`` checks float observations of at
-            most 1024 values per step, True every float observation, False
-            nothing (docs/samplers.md).
 
     Example:
         >>> tree = sample_tree_from_examples(cage.example, example, 64, 8, recurrent=True)
@@ -71,51 +60,31 @@ class RecurrentSampler(BatchSampler):
         handler: Handler,
         sample_tree: ArrayDict,
         *,
-        transform: Callable[[ArrayDict], Any] | None = None,
         wait_reset: bool = False,
-        observation_normalizer: ObservationNormalizer | None = None,
-        decorrelation_steps: int = 0,
-        seed: int | None = None,
-        check_finite: bool | str = "auto",
+        **options: Unpack[SamplerOptions],
     ) -> None:
+        self.wait_reset = bool(wait_reset)
+        super().__init__(cages, handler, sample_tree, **options)
+
+    def _check_setup(
+        self, cages: list[Cage], handler: Handler, sample_tree: ArrayDict
+    ) -> None:
+        """Refuse a frame-stack tree, then the shared checks, then wait-reset's."""
         if fields.FRAMES in sample_tree:
             raise ConfigError(
                 "a sample tree built with frame_stack is for FeedForwardSampler "
                 "or AlternatingSampler with a feed-forward agent: build it "
                 "without frame_stack for RecurrentSampler"
             )
-        self.wait_reset = bool(wait_reset)
-        mode = "wait" if self.wait_reset else "auto"
-        for cage in as_cages(cages):
-            if cage.reset_mode != mode:
-                raise ConfigError(
-                    f"wait_reset={self.wait_reset} needs cages with reset_mode="
-                    f"{mode!r}; got {cage.reset_mode!r}"
-                )
+        super()._check_setup(cages, handler, sample_tree)
         if self.wait_reset and fields.VALID not in sample_tree:
             raise ConfigError(
                 "wait_reset=True needs build_sample_tree(wait_reset=True)"
             )
-        if handler.recurrent and fields.INITIAL_STATE not in sample_tree:
-            raise ConfigError(
-                "the agent is recurrent: allocate initial_state with "
-                "build_sample_tree(recurrent=True)"
-            )
-        super().__init__(
-            cages,
-            handler,
-            sample_tree,
-            transform,
-            observation_normalizer,
-            decorrelation_steps,
-            seed,
-            check_finite,
-        )
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
-        start, local = clock(), self._local_step_seconds()
-        self._begin_batch()
+        begun = self._begin_batch()
         tree, handler = self.sample_tree, self.handler
         everyone = self.all_envs
         finished = np.zeros(everyone.n_envs, bool)  # wait-reset: idle envs
@@ -148,13 +117,7 @@ class RecurrentSampler(BatchSampler):
                     handler.reset(ended)
         if self.wait_reset and finished.any():
             self._reset_finished(finished)
-        self._check_batch()
-        t0 = clock()
-        bootstrap_values(handler, tree)
-        t1 = clock()
-        if self.transform is not None:
-            self.transform(tree)
-        self._record_times(start, local, envs, inference + t1 - t0, t1)
+        self._end_batch(begun, envs, inference, final_values=False)
         return tree, completed
 
     def _reset_finished(self, finished: np.ndarray) -> None:

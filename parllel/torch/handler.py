@@ -9,9 +9,9 @@ import numpy as np
 import torch
 
 from parllel import fields
-from parllel.agents.base import Agent, AgentExample, check_mode
+from parllel.agents.base import Agent, AgentExample
 from parllel.agents.numpy_handler import batch_of_one, zero_batch_of_one
-from parllel.agents.state import ALL, EnvStates, as_index
+from parllel.agents.state import ALL, AgentHandler, EnvStates, as_index
 from parllel.errors import ConfigError, DtypeError
 from parllel.seeding import check_seed
 from parllel.torch.transfer import Transfer
@@ -24,6 +24,21 @@ MAX_CACHED_VIEWS = 4096
 
 def _to_numpy(tree: Any) -> Any:
     return tree_map(lambda leaf: leaf.detach().cpu().numpy(), tree)
+
+
+def _give_generator(agent: Any, device: torch.device, seed: int) -> None:
+    """Give ``agent`` a ``torch.Generator`` on ``device`` seeded with ``seed``."""
+    if not hasattr(agent, "generator"):
+        raise ConfigError(
+            f"TorchHandler(seed=...) gives the agent a generator to sample "
+            f"actions from, but {type(agent).__name__} has no "
+            "`generator` attribute: add one that its step() samples from "
+            "(as ActorCriticAgent does: distribution.sample(params, "
+            "self.generator)), or leave seed=None"
+        )
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    setattr(agent, "generator", generator)  # noqa: B010 - any agent type
 
 
 def _dtype_error(exc: RuntimeError, observation: Any) -> DtypeError:
@@ -40,7 +55,7 @@ def _dtype_error(exc: RuntimeError, observation: Any) -> DtypeError:
     )
 
 
-class TorchHandler:
+class TorchHandler(AgentHandler):
     """:class:`~parllel.agents.Handler` for a torch :class:`~parllel.agents.Agent`.
 
     The sampler passes numpy views of the sample tree; the handler wraps each
@@ -96,37 +111,20 @@ class TorchHandler:
         pin_memory: bool | None = None,
         transfer: Transfer | None = None,
     ) -> None:
-        self.agent = agent
-        self.n_envs = int(n_envs)
         self.device = torch.device(device or getattr(agent, "device", "cpu"))
         self.transfer = transfer or Transfer(self.device, pin_memory=pin_memory)
         if seed is not None:
-            self._give_generator(check_seed("seed", seed))
+            _give_generator(agent, self.device, check_seed("seed", seed))
         with torch.no_grad():
-            state = tree_to_device(agent.initial_state(self.n_envs), self.device)
+            state = tree_to_device(agent.initial_state(int(n_envs)), self.device)
             one = tree_to_device(agent.initial_state(1), self.device)
-        self._states = EnvStates(state, one)
+        super().__init__(agent, n_envs, EnvStates(state, one))
         self._views: dict[int, tuple[Any, Any]] = {}
-        self._mode = "sample"
-        agent.set_mode(self._mode)
         # weights shared with other processes: (weights, this agent's tensors)
         self._shared: tuple[SharedWeights, dict[str, torch.Tensor]] | None = None
         self._role = ""  # "share_weights" (publisher) or "follow_weights"
         self._policy_version: int | None = None
         self._refresh_every_step = False
-
-    def _give_generator(self, seed: int) -> None:
-        if not hasattr(self.agent, "generator"):
-            raise ConfigError(
-                f"TorchHandler(seed=...) gives the agent a generator to sample "
-                f"actions from, but {type(self.agent).__name__} has no "
-                "`generator` attribute: add one that its step() samples from "
-                "(as ActorCriticAgent does: distribution.sample(params, "
-                "self.generator)), or leave seed=None"
-            )
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed(seed)
-        setattr(self.agent, "generator", generator)  # noqa: B010 - any agent type
 
     @property
     def generator(self) -> torch.Generator | None:
@@ -134,21 +132,6 @@ class TorchHandler:
         RNG); its state is checkpointed with the run's RNG states."""
         generator = getattr(self.agent, "generator", None)
         return generator if isinstance(generator, torch.Generator) else None
-
-    @property
-    def recurrent(self) -> bool:
-        """True if the agent has recurrent state."""
-        return not self._states.empty
-
-    @property
-    def mode(self) -> str:
-        """The agent's current mode."""
-        return self._mode
-
-    def set_mode(self, mode: str) -> None:
-        """Switch the agent to ``"train"``, ``"sample"`` or ``"eval"``."""
-        self._mode = check_mode(mode)
-        self.agent.set_mode(mode)
 
     # -- numpy to torch ------------------------------------------------------
     def _view(self, tree: Any) -> Any:

@@ -95,24 +95,54 @@ def as_columns(name: str, array: np.ndarray, n_leading: int) -> np.ndarray:
     )
 
 
+def per_env_columns(
+    name: str, array: np.ndarray, batch_shape: tuple, feature_shape: tuple
+) -> tuple[np.ndarray, int]:
+    """Flatten ``[T, B]`` or ``[T, B, *features]`` to ``[T, M / k]``.
+
+    Returns the 2-D array and ``k`` (1 if there is one entry per component,
+    else the number of components per env, which share the env's entry).
+    """
+    n_features = int(np.prod(feature_shape)) if feature_shape else 1
+    if tuple(array.shape) == tuple(batch_shape):
+        return array, n_features
+    if tuple(array.shape) == tuple(batch_shape) + tuple(feature_shape):
+        return as_columns(name, array, 2), 1
+    raise ShapeError(
+        f"field '{name}' must have shape {tuple(batch_shape)} or "
+        f"{tuple(batch_shape) + tuple(feature_shape)}, got {tuple(array.shape)}"
+    )
+
+
 def flag_columns(
     name: str, flags: np.ndarray, batch_shape: tuple, feature_shape: tuple
 ) -> tuple[np.ndarray, int]:
-    """Flatten ``[T, B]`` or ``[T, B, *features]`` flags to ``[T, M / k]``.
-
-    Returns the 2-D flags and ``k`` (1 if there is one flag per component,
-    else the number of components per env).
-    """
-    flags = check_flag_array(name, flags)
-    n_features = int(np.prod(feature_shape)) if feature_shape else 1
-    if tuple(flags.shape) == tuple(batch_shape):
-        return flags, n_features
-    if tuple(flags.shape) == tuple(batch_shape) + tuple(feature_shape):
-        return as_columns(name, flags, 2), 1
-    raise ShapeError(
-        f"field '{name}' must have shape {tuple(batch_shape)} or "
-        f"{tuple(batch_shape) + tuple(feature_shape)}, got {tuple(flags.shape)}"
+    """Checked bool/integer flags as :func:`per_env_columns`."""
+    return per_env_columns(
+        name, check_flag_array(name, flags), batch_shape, feature_shape
     )
+
+
+def done_columns(
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    batch_shape: tuple,
+    feature_shape: tuple,
+    names: tuple[str, str] = ("terminated", "truncated"),
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Both episode-end flags as :func:`flag_columns`, and their shared ``k``.
+
+    Raises:
+        ShapeError: the two flags (named by ``names``) differ in layout.
+    """
+    term_name, trunc_name = names
+    term, k = flag_columns(term_name, terminated, batch_shape, feature_shape)
+    trunc, k2 = flag_columns(trunc_name, truncated, batch_shape, feature_shape)
+    if k != k2:
+        raise ShapeError(
+            f"fields '{term_name}' and '{trunc_name}' must have the same shape"
+        )
+    return term, trunc, k
 
 
 def batch_and_feature_shape(name: str, array: np.ndarray) -> tuple[tuple, tuple]:
@@ -138,6 +168,25 @@ class EpisodeColumns(NamedTuple):
     flag_columns: int  # k: feature columns per flag column
     batch_shape: tuple
     feature_shape: tuple
+
+    def kernel_inputs(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The six arrays the GAE and V-trace kernels start with, in their order."""
+        return (
+            self.reward,
+            self.value,
+            self.terminated,
+            self.truncated,
+            self.bootstrap_value,
+            self.final_value,
+        )
+
+    def output(
+        self, name: str, out: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """An output shaped like ``reward`` (see :func:`output_columns`)."""
+        return output_columns(name, out, self.shape, self.dtype)
 
 
 def episode_columns(
@@ -168,10 +217,9 @@ def episode_columns(
     check_shape("value", value, reward.shape)
     bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
     check_shape("bootstrap_value", bootstrap_value, reward.shape[1:])
-    terminated2, k = flag_columns("terminated", terminated, batch_shape, feature_shape)
-    truncated2, k2 = flag_columns("truncated", truncated, batch_shape, feature_shape)
-    if k != k2:
-        raise ShapeError("fields 'terminated' and 'truncated' must have the same shape")
+    terminated2, truncated2, k = done_columns(
+        terminated, truncated, batch_shape, feature_shape
+    )
     if final_value is None:
         if not truncation_as_termination:
             raise ConfigError(

@@ -18,6 +18,7 @@ from parllel.transforms._checks import (
     check_float_array,
     check_output,
     check_shape,
+    done_columns,
     episode_columns,
     flag_columns,
     output_columns,
@@ -99,19 +100,10 @@ def generalized_advantage_estimation(
         reward, value, terminated, truncated, bootstrap_value, final_value,
         truncation_as_termination,
     )  # fmt: skip
-    advantage_out, advantage_columns = output_columns(
-        "advantage", advantage_out, inputs.shape, inputs.dtype
-    )
-    return_out, return_columns = output_columns(
-        "return_", return_out, inputs.shape, inputs.dtype
-    )
+    advantage_out, advantage_columns = inputs.output("advantage", advantage_out)
+    return_out, return_columns = inputs.output("return_", return_out)
     gae_kernel(
-        inputs.reward,
-        inputs.value,
-        inputs.terminated,
-        inputs.truncated,
-        inputs.bootstrap_value,
-        inputs.final_value,
+        *inputs.kernel_inputs(),
         gamma,
         gae_lambda,
         not truncation_as_termination,
@@ -159,10 +151,9 @@ def discounted_return(
     gamma = check_fraction("gamma", gamma)
     reward = check_float_array("reward", reward)
     batch_shape, feature_shape = batch_and_feature_shape("reward", reward)
-    terminated2, k = flag_columns("terminated", terminated, batch_shape, feature_shape)
-    truncated2, k2 = flag_columns("truncated", truncated, batch_shape, feature_shape)
-    if k != k2:
-        raise ShapeError("fields 'terminated' and 'truncated' must have the same shape")
+    terminated2, truncated2, k = done_columns(
+        terminated, truncated, batch_shape, feature_shape
+    )
     use_bootstrap = bootstrap_value is not None
     if use_bootstrap:
         bootstrap_value = check_float_array("bootstrap_value", bootstrap_value)
@@ -179,9 +170,9 @@ def discounted_return(
         check_shape("final_value", final_value, reward.shape)
     else:
         final_value = reward
-    if return_out is None:
-        return_out = np.empty(reward.shape, dtype=reward.dtype)
-    check_output("return_", return_out, reward.shape, float_dtype=True)
+    return_out, return_columns = output_columns(
+        "return_", return_out, reward.shape, reward.dtype
+    )
     discounted_return_kernel(
         as_columns("reward", reward, 2),
         terminated2,
@@ -192,7 +183,7 @@ def discounted_return(
         use_bootstrap,
         use_final,
         k,
-        as_columns("return_", return_out, 2),
+        return_columns,
     )
     return return_out
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from parllel.errors import ConfigError, ShapeError
+from parllel.errors import ConfigError
 from parllel.transforms._checks import (
-    as_columns,
     check_float_array,
     check_output,
     episode_columns,
-    output_columns,
+    per_env_columns,
 )
 from parllel.transforms.kernels.vtrace import vtrace_kernel
 from parllel.validation import check_fraction, check_positive
@@ -37,21 +36,6 @@ def _ratio_argument(
     if ratio.size and ratio.min() < 0:  # NaN compares False and propagates
         raise ConfigError(f"field 'ratio' must be >= 0, got {ratio.min()}")
     return "ratio", ratio, False
-
-
-def _ratio_columns(
-    name: str, ratio: np.ndarray, batch_shape: tuple, feature_shape: tuple
-) -> tuple[np.ndarray, int]:
-    """Flatten ``[T, B]`` or ``[T, B, *F]`` ratios to ``[T, M / j]`` and ``j``."""
-    n_features = int(np.prod(feature_shape)) if feature_shape else 1
-    if tuple(ratio.shape) == tuple(batch_shape):
-        return ratio, n_features
-    if tuple(ratio.shape) == tuple(batch_shape) + tuple(feature_shape):
-        return as_columns(name, ratio, 2), 1
-    raise ShapeError(
-        f"field '{name}' must have shape {tuple(batch_shape)} or "
-        f"{tuple(batch_shape) + tuple(feature_shape)}, got {tuple(ratio.shape)}"
-    )
 
 
 def vtrace(
@@ -134,22 +118,13 @@ def vtrace(
         reward, value, terminated, truncated, bootstrap_value, final_value,
         truncation_as_termination,
     )  # fmt: skip
-    ratio2, j = _ratio_columns(
+    ratio2, j = per_env_columns(
         ratio_name, ratio_array, inputs.batch_shape, inputs.feature_shape
     )
-    return_out, return_columns = output_columns(
-        "return_", return_out, inputs.shape, inputs.dtype
-    )
-    advantage_out, advantage_columns = output_columns(
-        "advantage", advantage_out, inputs.shape, inputs.dtype
-    )
+    return_out, return_columns = inputs.output("return_", return_out)
+    advantage_out, advantage_columns = inputs.output("advantage", advantage_out)
     vtrace_kernel(
-        inputs.reward,
-        inputs.value,
-        inputs.terminated,
-        inputs.truncated,
-        inputs.bootstrap_value,
-        inputs.final_value,
+        *inputs.kernel_inputs(),
         ratio2,
         is_log,
         j,

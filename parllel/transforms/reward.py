@@ -13,6 +13,7 @@ from parllel.transforms._checks import (
     as_columns,
     batch_and_feature_shape,
     check_float_array,
+    done_columns,
     flag_columns,
 )
 from parllel.transforms.base import Transform, as_ndarray, field_name, get_field
@@ -91,18 +92,11 @@ class NormalizeRewards(Transform):
         (term_field, term_name), (trunc_field, trunc_name) = (
             (path, field_name(path)) for path in self.done_fields
         )
-        term, k = flag_columns(
-            term_name, as_ndarray(get_field(sample_tree, term_field), term_name),
-            batch_shape, feature_shape,
+        term, trunc, k = done_columns(
+            as_ndarray(get_field(sample_tree, term_field), term_name),
+            as_ndarray(get_field(sample_tree, trunc_field), trunc_name),
+            batch_shape, feature_shape, (term_name, trunc_name),
         )  # fmt: skip
-        trunc, k2 = flag_columns(
-            trunc_name, as_ndarray(get_field(sample_tree, trunc_field), trunc_name),
-            batch_shape, feature_shape,
-        )  # fmt: skip
-        if k != k2:
-            raise ShapeError(
-                f"fields '{term_name}' and '{trunc_name}' must have the same shape"
-            )
         mask, use_mask = self._no_mask, False
         if self.only_valid:
             mask, k3 = flag_columns(

@@ -104,3 +104,15 @@ def test_a_publisher_and_an_async_sampler_make_async_batches():
     with pytest.raises(ConfigError, match="publisher="):
         batches_of(_Async(follows=True), None)  # nobody would publish
     assert isinstance(batches_of(_Async(follows=False), None), AsyncBatches)
+
+
+def test_an_async_sampler_refuses_reset_and_state_once_started():
+    class Started(_Async):
+        started = True
+        reset = AsyncSampler.reset
+
+    sampler = Started(follows=False)
+    with pytest.raises(ConfigError, match="a Started cannot reset once sampling"):
+        sampler.reset()
+    with pytest.raises(ConfigError, match="cannot load_state_dict.*first collect"):
+        sampler._refuse_started("load_state_dict")

@@ -17,10 +17,8 @@ from parllel.torch.algos.off_policy import (
     Replay,
     UpdateCount,
     hard_update,
-    mean_metrics,
     polyak_update,
-    replay_batch_to_torch,
-    takes_priorities,
+    run_updates,
 )
 from parllel.validation import check_at_least, check_fraction, check_positive
 
@@ -195,30 +193,16 @@ class DQN:
     def optimize(
         self, replay: Replay, new_steps: int | None = None
     ) -> dict[str, float]:
-        """Run this call's updates, each on a fresh batch from ``replay``.
+        """Run this call's updates (:func:`~parllel.torch.algos.off_policy.run_updates`).
 
-        A prioritized replay (with ``update_priorities``) receives
-        ``|TD error|`` of each sample after its update.
-
-        Args:
-            replay: a :mod:`parllel.replays` replay (ready to sample).
-            new_steps: environment steps since the last call (needed with a
-                ``replay_ratio``).
-
-        Returns:
-            Metrics of :meth:`update` averaged over the updates, plus
-            ``updates``.
+        ``new_steps``: environment steps since the last call (needed with a
+        ``replay_ratio``). A prioritized replay receives ``|TD error|`` of each
+        sample after its update. Returns the metrics of :meth:`update`
+        averaged over the updates, plus ``updates``.
         """
-        history = []
-        for _ in range(self.update_count(new_steps)):
-            batch = replay_batch_to_torch(replay.sample(), self.device)
-            metrics, priorities = self.update(batch)
-            history.append(metrics)
-            if takes_priorities(replay):
-                replay.update_priorities(
-                    batch.indices.cpu().numpy(), priorities.cpu().numpy()
-                )
-        return mean_metrics(history)
+        return run_updates(
+            replay, self.update_count(new_steps), self.device, self.update
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """Optimizer, target network and counters (not the agent)."""

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 import torch
 from torch import nn
 
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, ParllelError
 from parllel.replays.ratio import ReplayRatio
 from parllel.replays.transitions import ReplayBatch
 from parllel.torch.transfer import batch_to_device
@@ -24,6 +24,7 @@ __all__ = [
     "hard_update",
     "polyak_update",
     "replay_batch_to_torch",
+    "run_updates",
     "takes_priorities",
 ]
 
@@ -174,3 +175,39 @@ def mean_metrics(history: list[dict[str, float]]) -> dict[str, float]:
         metrics[key] = sum(values) / len(values)
     metrics["updates"] = float(len(history))
     return metrics
+
+
+def run_updates(
+    replay: Replay,
+    n_updates: int,
+    device: torch.device | None,
+    update: Callable[[Any], tuple[dict[str, float], torch.Tensor | None]],
+) -> dict[str, float]:
+    """``n_updates`` calls of ``update``, each on a fresh batch from ``replay``.
+
+    ``update(batch)`` returns the update's metrics and the new priorities of
+    the batch's samples (``[batch]``, or None), which a prioritized replay
+    (with ``update_priorities``) receives.
+
+    Returns:
+        The metrics averaged over the updates (:func:`mean_metrics`).
+
+    Raises:
+        ParllelError: a prioritized replay, but ``update`` gave no priorities.
+    """
+    history = []
+    prioritized = replay if takes_priorities(replay) else None
+    for _ in range(n_updates):
+        batch = replay_batch_to_torch(replay.sample(), device)
+        metrics, priorities = update(batch)
+        history.append(metrics)
+        if prioritized is not None:
+            if priorities is None:
+                name = getattr(update, "__qualname__", repr(update))
+                raise ParllelError(
+                    f"{name}() gave no new priorities for the prioritized replay"
+                )
+            prioritized.update_priorities(
+                batch.indices.cpu().numpy(), priorities.cpu().numpy()
+            )
+    return mean_metrics(history)

@@ -8,16 +8,14 @@ from typing import Any
 
 import torch
 
-from parllel.errors import ConfigError, ParllelError
+from parllel.errors import ConfigError
 from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.off_policy import (
     Replay,
     TargetAverager,
     UpdateCount,
-    mean_metrics,
-    replay_batch_to_torch,
-    takes_priorities,
+    run_updates,
 )
 from parllel.torch.algos.sac_setup import (
     EntropyCoefficient,
@@ -266,33 +264,20 @@ class SAC:
     def optimize(
         self, replay: Replay, new_steps: int | None = None
     ) -> dict[str, float]:
-        """Run this call's updates, each on a fresh batch from ``replay``.
+        """Run this call's updates (:func:`~parllel.torch.algos.off_policy.run_updates`).
 
-        Prioritized replays (with ``update_priorities``) get the mean
-        absolute TD error of the two critics as new priorities.
-
-        Args:
-            replay: a :mod:`parllel.replays` replay (ready to sample).
-            new_steps: environment steps since the last call (needed with a
-                ``replay_ratio``).
-
-        Returns:
-            Metrics of :meth:`update` averaged over the updates, plus
-            ``updates`` (their number).
+        ``new_steps``: environment steps since the last call (needed with a
+        ``replay_ratio``). Prioritized replays get the mean absolute TD error
+        of the two critics as new priorities. Returns the metrics of
+        :meth:`update` averaged over the updates, plus ``updates``.
         """
-        history = []
-        prioritized = replay if takes_priorities(replay) else None
-        for _ in range(self.update_count(new_steps)):
-            batch = replay_batch_to_torch(replay.sample(), self.device)
-            history.append(self.update(batch))
-            if prioritized is not None:
-                td_error = self.last_td_error
-                if td_error is None:
-                    raise ParllelError("SAC.update() did not record last_td_error")
-                prioritized.update_priorities(
-                    batch.indices.cpu().numpy(), td_error.cpu().numpy()
-                )
-        return mean_metrics(history)
+        return run_updates(
+            replay, self.update_count(new_steps), self.device, self._update_td
+        )
+
+    def _update_td(self, batch: Any) -> tuple[dict[str, float], torch.Tensor | None]:
+        """:meth:`update`, and the TD errors it recorded (the new priorities)."""
+        return self.update(batch), self.last_td_error
 
     def state_dict(self) -> dict[str, Any]:
         """Optimizers, target critic, ``log_alpha``, counters (not the agent)."""
