@@ -11,14 +11,19 @@ interleaved repeats. Contenders:
   ``AsyncVectorEnv(shared_memory=True)``;
 - ``sb3_subproc``: Stable-Baselines3's ``SubprocVecEnv``;
 - ``envpool``: EnvPool's own loop (``pool.step(actions)``, 2 threads);
-- ``serial`` and ``process[...]``: parllel's cages writing into a sample
-  tree as samplers do (``gym_best`` is the best of them);
-- ``envpool_cage``: parllel's ``EnvPoolCage`` over the same EnvPool;
+- ``serial`` and ``process[...]``: parllel's cages stepping as the Atari
+  sampler steps them with ``frame_stack=4`` (docs/atari.md): each step's
+  stacks go into one ``[B]`` staging slot and the newest frame is copied
+  into a ``[k + T, B]`` frames ring (``gym_best`` is the best layout;
+  layouts that come out identical for ``n`` are measured once);
+- ``envpool_cage``: parllel's ``EnvPoolCage`` over the same EnvPool, stepped
+  the same way;
 - ``ceiling``: two independent processes, each a plain loop over half the
   envs, no communication: what the 2 cores give.
 
 Then the whole ``collect_batch`` of a ``FeedForwardSampler`` with the Nature
-CNN actor-critic (torch on one thread) on the best gymnasium layout and on
+CNN actor-critic (torch on one thread) and ``frame_stack=4`` (the Atari
+example's sample tree) on the best gymnasium layout and on
 ``EnvPoolCage`` (``collect_{layout}_sps``). Goals: ``gym_best_vs_best_python_peer``
 (parllel's best layout over the best of raw, sync, async and SB3) >= 1.5,
 ``gym_best_vs_ceiling`` >= 0.9, ``envpool_cage_vs_envpool`` >= 0.9. Without
@@ -52,10 +57,12 @@ from _common import (  # noqa: E402
     ratio,
     steps_per_second,
 )
-from cage_throughput import process_layouts, run_cage, run_ceiling, run_raw  # noqa: E402
+from cage_throughput import cage_slots, process_layouts, run_ceiling, run_raw  # noqa: E402
 from interop_bench import measure, run_vector_env  # noqa: E402
 
+from parllel import fields  # noqa: E402
 from parllel.cages import ProcessCage, SerialCage  # noqa: E402
+from parllel.tree import buffer_from_example  # noqa: E402
 
 ENVPOOL_SETTINGS = dict(ENVPOOL_PONG, num_threads=2)
 """EnvPool's Pong as ``make_pong`` makes it, stepped by 2 threads"""
@@ -87,14 +94,52 @@ def envpool_cage(n: int) -> Any:
     return make_envpool_cage(ENVPOOL_PONG_ID, n, seed=0, **ENVPOOL_SETTINGS)
 
 
+def run_frame_cage(
+    cage_factory: Callable[[], Any], actions: np.ndarray, rows: int = 64
+) -> float:
+    """Steady-state steps/s of a cage stepped as the sampler steps it with
+    ``frame_stack=k``: the stacks of every step go into one shared ``[B]``
+    staging slot, rewards and done flags into ``[rows, B]`` slots reused
+    cyclically, and after each step the newest frame of every stack is copied
+    into a ``[k + rows, B]`` frames ring. One warm-up pass is not timed.
+    """
+    steps = len(actions)
+    rows = min(rows, steps)
+    with cage_factory() as cage, cage_slots(cage, rows) as (action, slots):
+        example = cage.example[fields.OBSERVATION]
+        k = example.shape[0]
+        frames = np.zeros((k + rows, cage.n_envs, *example.shape[1:]), example.dtype)
+        with buffer_from_example(
+            example, (1, cage.n_envs), storage="shared"
+        ) as staging:
+            stacks = staging[0]
+            newest = np.asarray(stacks)[:, k - 1]
+            slots = [{**slot, fields.OBSERVATION: stacks} for slot in slots]
+            for t in range(rows):  # warm-up: workers attach every slot once
+                action[t][...] = actions[t]
+                cage.step(action[t], slots[t])
+            start = time.perf_counter()
+            for step in range(steps):
+                t = step % rows
+                action[t][...] = actions[step]
+                cage.step_async(action[t], slots[t])
+                cage.await_step()
+                frames[k - 1 + t] = newest
+            elapsed = time.perf_counter() - start
+    return actions.size / elapsed
+
+
 def cage_factories(n: int) -> dict[str, Callable[[], Any]]:
-    """parllel's gymnasium-env layouts: name -> cage factory."""
+    """parllel's gymnasium-env layouts: name -> cage factory (a layout that
+    comes out the same as an earlier one for ``n`` envs is left out)."""
     factories: dict[str, Callable[[], Any]] = {
         "serial": lambda: SerialCage(make_pong, n, seed=0)
     }
+    seen: list[dict] = []
     for name, layout in process_layouts(n).items():
-        if "rebalance" in name:  # ALE envs move, but the layouts above decide
-            continue
+        if "rebalance" in name or layout in seen:  # ALE envs move, but the
+            continue  # layouts above decide
+        seen.append(layout)
         factories[f"process[{name}]"] = partial(
             ProcessCage, make_pong, n, seed=0, **layout
         )
@@ -125,11 +170,11 @@ def contenders(n: int, actions: np.ndarray) -> dict[str, Callable[[], float]]:
             run_vector_env, lambda: SubprocVecEnv(fns), actions, "sb3"
         )
     for name, factory in cage_factories(n).items():
-        found[name] = partial(run_cage, factory, actions)
+        found[name] = partial(run_frame_cage, factory, actions)
     if have("envpool"):
         found["envpool"] = partial(run_envpool, n, actions)
         found["envpool_cage"] = partial(
-            run_cage, partial(envpool_cage, n), actions.astype(np.int32)
+            run_frame_cage, partial(envpool_cage, n), actions.astype(np.int32)
         )
     return found
 
@@ -150,7 +195,7 @@ def collect_sps(
             cage.spaces.observation, cage.spaces.action
         )
         handler = TorchHandler(ActorCriticAgent(model, distribution), n_envs=n, seed=0)
-        tree = build_sample_tree(cage, handler, batch_T)
+        tree = build_sample_tree(cage, handler, batch_T, frame_stack=4)
         try:
             sampler = FeedForwardSampler(cage, handler, tree)
             sampler.collect_batch()  # warm-up: workers attach the slots
@@ -208,7 +253,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny run (seconds)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 16])
-    parser.add_argument("--steps", type=int, default=400, help="vector steps per run")
+    parser.add_argument("--steps", type=int, default=1000, help="vector steps per run")
     args = parser.parse_args()
     pin_threads()
     collect = (64, 4)
