@@ -71,7 +71,7 @@ def test_runner_options_pass_the_eval_sampler_and_their_own_log_interval(tmp_pat
     config = Config(run=settings)
     run = settings.start("demo", config, Seeds.from_master(0, n_envs=1), None)
     eval_sampler = object()
-    options = run.runner_options(config.total_steps, eval_sampler)  # type: ignore[arg-type]
+    options = run.runner_options(config.total_steps, eval_sampler)
     options["logger"].close()
     assert options["eval_sampler"] is eval_sampler
     assert options["eval_interval_steps"] == 10_000
