@@ -44,14 +44,13 @@ from parllel.patterns import (
     add_reward_clipping,
     build_eval_sampler,
     build_sample_tree,
-    run_training,
 )
 from parllel.replays import UniformReplay
 from parllel.replays.frames import build_frame_replay_tree
 from parllel.runners import OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_dqn_agent
@@ -98,22 +97,19 @@ class Config:
     """fraction of total_steps over which epsilon decays linearly"""
     repeat_action_probability: float = 0.0
     """ALE's sticky actions (0.25 in Machado et al.'s protocol)"""
-    eval_interval_steps: int = 250_000
-    """env steps between evaluations"""
-    log_interval_steps: int = 50_000
-    """env steps between log lines"""
-    eval_episodes: int = 4
-    """greedy whole games per evaluation"""
     eval_max_frames: int = 108_000
     """ALE frames after which an evaluation game is cut (ALE's v5 limit)"""
-    checkpoint_interval_steps: int = 500_000
-    """env steps between checkpoints (one is also written at the end)"""
     checkpoint_replay_contents: bool = False
     """save every stored frame in checkpoints (7.3 GB at 1M steps)"""
     parallel: Literal["process", "serial", "auto"] = "process"
     """where envs step: worker processes, this process, or measured"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=250_000,
+        eval_episodes=4,
+        log_interval_steps=50_000,
+        checkpoint_interval_steps=500_000,
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(
@@ -136,8 +132,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     seeds = Seeds.from_master(
         config.seed, n_envs=config.n_envs, n_eval_envs=N_EVAL_ENVS
     )
-    seed_everything(seeds)
-    run = config.run.open_run("atari-dqn", config, seeds, resume)
+    run = config.run.start("atari-dqn", config, seeds, resume)
 
     # training envs: a lost life ends the episode; GameTrajInfo logs games
     env_kwargs = dict(
@@ -179,7 +174,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         make_atari_env,
         TorchHandler(agent, n_envs=N_EVAL_ENVS),
         N_EVAL_ENVS,
-        config.eval_episodes,
+        config.run.eval_episodes,
         dict(
             env_id=config.env_id,
             frame_stack=FRAME_STACK,
@@ -213,28 +208,20 @@ def main(config: Config, resume: str | None = None) -> dict:
         replay,
         dqn,
         config.total_steps,
-        eval_sampler=eval_sampler,
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.log_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"q_network": agent.q_network, "dqn": dqn},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
         config_keys=["env_id", "n_envs", "batch_T", "replay_size"],
         callbacks=[epsilon],
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps, eval_sampler),
     )
-    return report_outcome(
-        run_training(
-            runner,
-            run,
-            resume=bool(resume),
-            close=(cage, sample_tree, eval_cage),
-            policy=PolicyExport(  # writes policy.pt, which enjoy plays
-                agent,
-                env_id=config.env_id,
-                env_factory="parllel.envs.atari:make_atari_env",
-            ),
-        )
+    return run.train(
+        runner,
+        close=(cage, sample_tree, eval_cage),
+        policy=PolicyExport(  # writes policy.pt, which enjoy plays
+            agent,
+            env_id=config.env_id,
+            env_factory="parllel.envs.atari:make_atari_env",
+        ),
     )
 
 

@@ -39,11 +39,10 @@ from parllel.patterns import (
     add_reward_clipping,
     build_eval_sampler,
     build_sample_tree,
-    run_training,
 )
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -88,16 +87,8 @@ class Config:
     """clip the global gradient norm"""
     repeat_action_probability: float = 0.0
     """ALE's sticky actions (0.25 in Machado et al.'s protocol)"""
-    eval_interval_steps: int = 250_000
-    """env steps between evaluations (log lines come every log_interval_steps)"""
-    log_interval_steps: int = 50_000
-    """env steps between log lines"""
-    eval_episodes: int = 4
-    """deterministic whole games per evaluation"""
     eval_max_frames: int = 108_000
     """ALE frames after which an evaluation game is cut (ALE's v5 limit)"""
-    checkpoint_interval_steps: int = 500_000
-    """env steps between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial", "auto"] = "process"
     """where gymnasium envs step: worker processes, this process, or measured"""
     envs: Literal["gymnasium", "envpool"] = "gymnasium"
@@ -105,8 +96,13 @@ class Config:
     extra; whole games per episode, as EnvPool reports no game totals per life)"""
     envpool_threads: int = 2
     """EnvPool's stepping threads (with --envs envpool)"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=250_000,
+        eval_episodes=4,
+        log_interval_steps=50_000,
+        checkpoint_interval_steps=500_000,
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(
@@ -163,8 +159,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     seeds = Seeds.from_master(
         config.seed, n_envs=config.n_envs, n_eval_envs=N_EVAL_ENVS
     )
-    seed_everything(seeds)
-    run = config.run.open_run("atari-ppo", config, seeds, resume)
+    run = config.run.start("atari-ppo", config, seeds, resume)
 
     cage = build_training_cage(config, seeds.envs)
     agent = build_agent(cage.spaces)
@@ -185,7 +180,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         make_atari_env,
         TorchHandler(agent, n_envs=N_EVAL_ENVS),
         N_EVAL_ENVS,
-        config.eval_episodes,
+        config.run.eval_episodes,
         dict(
             env_id=config.env_id,
             repeat_action_probability=config.repeat_action_probability,
@@ -217,28 +212,20 @@ def main(config: Config, resume: str | None = None) -> dict:
         sampler,
         ppo,
         config.total_steps,
-        eval_sampler=eval_sampler,
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.log_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": model, "transform": transform, "ppo": ppo},
         config_keys=["env_id", "n_envs", "batch_T"],
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps, eval_sampler),
     )
-    return report_outcome(
-        run_training(
-            runner,
-            run,
-            resume=bool(resume),
-            close=(cage, sample_tree, eval_cage),
-            # writes policy.pt; python -m parllel.enjoy RUN plays whole games of
-            # the run's env_id with the same wrappers (make_atari_env(env_id=...))
-            policy=PolicyExport(
-                agent,
-                env_id=config.env_id,
-                env_factory="parllel.envs.atari:make_atari_env",
-            ),
-        )
+    return run.train(
+        runner,
+        close=(cage, sample_tree, eval_cage),
+        # writes policy.pt; python -m parllel.enjoy RUN plays whole games of
+        # the run's env_id with the same wrappers (make_atari_env(env_id=...))
+        policy=PolicyExport(
+            agent,
+            env_id=config.env_id,
+            env_factory="parllel.envs.atari:make_atari_env",
+        ),
     )
 
 

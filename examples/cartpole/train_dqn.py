@@ -25,13 +25,12 @@ from parllel.patterns import (
     RunSettings,
     build_eval_sampler,
     build_replay_tree,
-    run_training,
 )
 from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_dqn_agent
@@ -74,18 +73,14 @@ class Config:
     """env steps of the linear epsilon decay"""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """hidden layer widths of the Q network"""
-    eval_interval_steps: int = 2_048
-    """env steps between evaluations (and log lines)"""
-    eval_episodes: int = 10
-    """deterministic episodes per evaluation"""
     target_return: float | None = 475.0
     """stop once the mean eval return reaches this (None: never)"""
-    checkpoint_interval_steps: int = 20_000
-    """env steps between checkpoints (one is also written at the end)"""
     checkpoint_replay_contents: bool = False
     """save every stored transition in checkpoints"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=2_048, checkpoint_interval_steps=20_000
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(
@@ -117,10 +112,9 @@ class StopAtReturn(Callback):
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(
-        config.seed, n_envs=config.n_envs, n_eval_envs=config.eval_episodes
+        config.seed, n_envs=config.n_envs, n_eval_envs=config.run.eval_episodes
     )
-    seed_everything(seeds)
-    run = config.run.open_run("cartpole-dqn", config, seeds, resume)
+    run = config.run.start("cartpole-dqn", config, seeds, resume)
 
     # environments (stepped in this process: CartPole is cheaper than a pipe)
     cage = build_cages(make_env, config.n_envs, parallel="serial", seed=seeds.envs)
@@ -172,9 +166,9 @@ def main(config: Config, resume: str | None = None) -> dict:
     sampler = FeedForwardSampler(cage, handler, replay_tree)
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
-        TorchHandler(agent, n_envs=config.eval_episodes),
-        config.eval_episodes,
-        config.eval_episodes,
+        TorchHandler(agent, n_envs=config.run.eval_episodes),
+        config.run.eval_episodes,
+        config.run.eval_episodes,
         seed=seeds.eval_envs,
     )
 
@@ -191,28 +185,16 @@ def main(config: Config, resume: str | None = None) -> dict:
         replay,
         dqn,
         config.total_steps,
-        eval_sampler=eval_sampler,
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.eval_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"q_network": agent.q_network, "dqn": dqn},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
         config_keys=["n_envs", "batch_T", "replay_size", "hidden_sizes"],
         callbacks=callbacks,
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps, eval_sampler),
     )
-    return report_outcome(
-        run_training(
-            runner,
-            run,
-            resume=bool(resume),
-            close=(
-                cage,
-                eval_cage,
-                replay_tree,
-            ),
-            policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
-        )
+    return run.train(
+        runner,
+        close=(cage, eval_cage, replay_tree),
+        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
     )
 
 

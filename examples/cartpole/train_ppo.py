@@ -32,11 +32,10 @@ from parllel.patterns import (
     build_alternating_cages,
     build_eval_sampler,
     build_sample_tree,
-    run_training,
 )
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
 from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -77,12 +76,6 @@ class Config:
     """weight of the entropy bonus"""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden layer widths of the actor-critic MLP"""
-    eval_interval_steps: int = 5_000
-    """env steps between evaluations (and log lines)"""
-    eval_episodes: int = 10
-    """deterministic episodes per evaluation"""
-    checkpoint_interval_steps: int = 25_000
-    """env steps between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial", "auto"] = "process"
     """where envs step: worker processes, this process, or measured"""
     sampler: Literal["feedforward", "alternating"] = "feedforward"
@@ -97,8 +90,10 @@ class Config:
     """--async: the sampler loads new weights before each batch, or each step"""
     vtrace: bool = False
     """correct advantages and value targets for the policy lag with V-trace"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=5_000, checkpoint_interval_steps=25_000
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -214,8 +209,7 @@ def background_sampling(config: Config, seeds: Seeds) -> Sampling:
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=4)
-    seed_everything(seeds)
-    run = config.run.open_run("cartpole-ppo", config, seeds, resume)
+    run = config.run.start("cartpole-ppo", config, seeds, resume)
     sampling = (background_sampling if config.async_sampling else synchronous_sampling)(
         config, seeds
     )
@@ -224,7 +218,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         make_env,
         TorchHandler(agent, n_envs=4),
         4,
-        config.eval_episodes,
+        config.run.eval_episodes,
         seed=seeds.eval_envs,
     )
 
@@ -250,23 +244,15 @@ def main(config: Config, resume: str | None = None) -> dict:
         sampling.sampler,
         ppo,
         config.total_steps,
-        eval_sampler=eval_sampler,
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.eval_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={**sampling.checkpoint_objects, "ppo": ppo},
         config_keys=["n_envs", "batch_T", "hidden_sizes", "async_sampling"],
         publisher=sampling.learner,
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps, eval_sampler),
     )
-    return report_outcome(
-        run_training(
-            runner,
-            run,
-            resume=bool(resume),
-            close=(*sampling.close, eval_cage),
-            policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
-        )
+    return run.train(
+        runner,
+        close=(*sampling.close, eval_cage),
+        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
     )
 
 

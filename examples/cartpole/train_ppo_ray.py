@@ -31,11 +31,10 @@ from parllel.patterns import (
     add_advantage_estimation,
     build_eval_sampler,
     build_sample_tree,
-    run_training,
 )
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import actions_seed
 from parllel.torch import PolicyExport, TorchHandler
@@ -79,14 +78,10 @@ class Config:
     """passes over each batch"""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden layer widths of the actor-critic MLP"""
-    eval_interval_steps: int = 5_000
-    """env steps between evaluations (and log lines)"""
-    eval_episodes: int = 10
-    """deterministic episodes per evaluation"""
-    checkpoint_interval_steps: int = 25_000
-    """env steps between checkpoints (one is also written at the end)"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=5_000, checkpoint_interval_steps=25_000
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -133,8 +128,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     n_envs = config.actors * config.envs_per_actor
     seeds = Seeds.from_master(config.seed, n_envs=n_envs, n_eval_envs=4)
-    seed_everything(seeds)
-    run = config.run.open_run("cartpole-ppo-ray", config, seeds, resume)
+    run = config.run.start("cartpole-ppo-ray", config, seeds, resume)
 
     # the learner's agent; the actors build their own copies and follow it
     env = make_env()
@@ -156,7 +150,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         make_env,
         TorchHandler(agent, n_envs=4),
         4,
-        config.eval_episodes,
+        config.run.eval_episodes,
         seed=seeds.eval_envs,
     )
 
@@ -173,23 +167,15 @@ def main(config: Config, resume: str | None = None) -> dict:
         sampler,
         ppo,
         config.total_steps,
-        eval_sampler=eval_sampler,
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.eval_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": agent.model, "ppo": ppo},
         config_keys=["actors", "envs_per_actor", "batch_T", "hidden_sizes"],
         publisher=sampler,  # one ray.put of the weights per update
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps, eval_sampler),
     )
-    return report_outcome(
-        run_training(
-            runner,
-            run,
-            resume=bool(resume),
-            close=(sampler, eval_cage),
-            policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
-        )
+    return run.train(
+        runner,
+        close=(sampler, eval_cage),
+        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
     )
 
 

@@ -32,11 +32,10 @@ from parllel.patterns import (
     add_reward_normalization,
     build_eval_sampler,
     build_sample_tree,
-    run_training,
 )
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import RecurrentSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -75,16 +74,10 @@ class Config:
     """units of the recurrent core"""
     hidden_sizes: tuple[int, ...] = (64,)
     """widths of the layers after the recurrent core"""
-    eval_interval_steps: int = 10_000
-    """env steps between evaluations (and log lines)"""
-    eval_episodes: int = 10
-    """deterministic episodes per evaluation"""
-    checkpoint_interval_steps: int = 50_000
-    """env steps between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial", "auto"] = "serial"
     """where envs step: worker processes, this process, or measured"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field()
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(total_steps=512, eval_interval_steps=256, eval_episodes=2, epochs=2)
@@ -114,8 +107,7 @@ def make_env(render_mode: str | None = None) -> gym.Env:
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=5)
-    seed_everything(seeds)
-    run = config.run.open_run("cartpole-ppo-lstm", config, seeds, resume)
+    run = config.run.start("cartpole-ppo-lstm", config, seeds, resume)
 
     # environments and a recurrent agent (per-env LSTM state lives in the handler)
     cage = build_cages(
@@ -152,7 +144,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         make_env,
         TorchHandler(agent, n_envs=5),
         5,
-        config.eval_episodes,
+        config.run.eval_episodes,
         seed=seeds.eval_envs,
         observation_normalizer=observation_normalizer,  # frozen while evaluating
     )
@@ -175,10 +167,6 @@ def main(config: Config, resume: str | None = None) -> dict:
         sampler,
         ppo,
         config.total_steps,
-        eval_sampler=eval_sampler,
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.eval_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={
             "model": model,
             "ppo": ppo,
@@ -186,25 +174,17 @@ def main(config: Config, resume: str | None = None) -> dict:
             "observation_normalizer": observation_normalizer,
         },
         config_keys=["n_envs", "batch_T", "recurrent_cell", "recurrent_size"],
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps, eval_sampler),
     )
-    return report_outcome(
-        run_training(
-            runner,
-            run,
-            resume=bool(resume),
-            close=(
-                cage,
-                eval_cage,
-                sample_tree,
-            ),
-            # writes policy.pt; the env is this file's make_env (no gymnasium id)
-            policy=PolicyExport(
-                agent,
-                observation_normalizer,
-                env_factory=f"{Path(__file__).resolve()}:make_env",
-            ),
-        )
+    return run.train(
+        runner,
+        close=(cage, eval_cage, sample_tree),
+        # writes policy.pt; the env is this file's make_env (no gymnasium id)
+        policy=PolicyExport(
+            agent,
+            observation_normalizer,
+            env_factory=f"{Path(__file__).resolve()}:make_env",
+        ),
     )
 
 

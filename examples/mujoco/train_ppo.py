@@ -54,11 +54,10 @@ from parllel.patterns import (
     add_reward_normalization,
     build_eval_sampler,
     build_sample_tree,
-    run_training,
 )
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -111,18 +110,15 @@ class Config:
     """initial log standard deviation of the Gaussian policy"""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden layer widths of the policy and value networks"""
-    log_interval_steps: int = 10_240
-    """env steps between log lines (rows of progress.csv)"""
-    eval_interval_steps: int = 100_000
-    """env steps between evaluations"""
-    eval_episodes: int = 5
-    """deterministic episodes per evaluation (one per eval env)"""
-    checkpoint_interval_steps: int = 200_000
-    """env steps between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial", "auto"] = "serial"
     """where envs step: worker processes, this process, or measured"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=100_000,
+        eval_episodes=5,
+        log_interval_steps=10_240,
+        checkpoint_interval_steps=200_000,
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(
@@ -168,10 +164,9 @@ def make_env(
 
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
-    n_eval = config.eval_episodes
+    n_eval = config.run.eval_episodes
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
-    seed_everything(seeds)
-    run = config.run.open_run("mujoco-ppo", config, seeds, resume)
+    run = config.run.start("mujoco-ppo", config, seeds, resume)
 
     # environments and a Gaussian actor-critic: separate 64x64 tanh trunks,
     # orthogonal initialization, a state-independent log-std
@@ -238,10 +233,6 @@ def main(config: Config, resume: str | None = None) -> dict:
         sampler,
         ppo,
         config.total_steps,
-        eval_sampler=eval_sampler,
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.log_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={
             "model": model,
             "ppo": ppo,
@@ -249,22 +240,18 @@ def main(config: Config, resume: str | None = None) -> dict:
             "observation_normalizer": observation_normalizer,
         },
         config_keys=["env_id", "n_envs", "batch_T", "hidden_sizes"],
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps, eval_sampler),
     )
-    return report_outcome(
-        run_training(
-            runner,
-            run,
-            resume=bool(resume),
-            close=(cage, eval_cage, sample_tree),
-            # python -m parllel.enjoy RUN plays make_env(env_id=...): clipped actions
-            policy=PolicyExport(
-                agent,
-                observation_normalizer,
-                env_id=config.env_id,
-                env_factory=f"{Path(__file__).resolve()}:make_env",
-            ),
-        )
+    return run.train(
+        runner,
+        close=(cage, eval_cage, sample_tree),
+        # python -m parllel.enjoy RUN plays make_env(env_id=...): clipped actions
+        policy=PolicyExport(
+            agent,
+            observation_normalizer,
+            env_id=config.env_id,
+            env_factory=f"{Path(__file__).resolve()}:make_env",
+        ),
     )
 
 

@@ -43,13 +43,12 @@ from parllel.patterns import (
     RunSettings,
     build_eval_sampler,
     build_replay_tree,
-    run_training,
 )
 from parllel.replays import UniformReplay
 from parllel.runners import OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_sac_agent
@@ -92,18 +91,15 @@ class Config:
     """upper bound of the actor's log-std"""
     max_episode_steps: int | None = None
     """end episodes (truncate) after this many steps (None: the env's own limit)"""
-    log_interval_steps: int = 5_000
-    """env steps between log lines (rows of progress.csv)"""
-    eval_interval_steps: int = 50_000
-    """env steps between evaluations"""
-    eval_episodes: int = 5
-    """deterministic episodes per evaluation (one per eval env)"""
-    checkpoint_interval_steps: int = 100_000
-    """env steps between checkpoints (one is also written at the end)"""
     checkpoint_replay_contents: bool = False
     """save every stored transition in checkpoints"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=50_000,
+        eval_episodes=5,
+        log_interval_steps=5_000,
+        checkpoint_interval_steps=100_000,
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(
@@ -130,10 +126,9 @@ def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
 
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
-    n_eval = config.eval_episodes
+    n_eval = config.run.eval_episodes
     seeds = Seeds.from_master(config.seed, n_envs=1, n_eval_envs=n_eval)
-    seed_everything(seeds)
-    run = config.run.open_run("mujoco-sac", config, seeds, resume)
+    run = config.run.start("mujoco-sac", config, seeds, resume)
 
     # one env in this process; the squashed Gaussian actor and twin Q critic
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
@@ -197,24 +192,16 @@ def main(config: Config, resume: str | None = None) -> dict:
         replay,
         sac,
         config.total_steps,
-        eval_sampler=eval_sampler,
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.log_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
         config_keys=["env_id", "batch_T", "replay_size", "hidden_sizes"],
         callbacks=[warmup],
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps, eval_sampler),
     )
-    return report_outcome(
-        run_training(
-            runner,
-            run,
-            resume=bool(resume),
-            close=(cage, eval_cage, replay_tree),
-            policy=PolicyExport(agent, env_id=config.env_id),
-        )
+    return run.train(
+        runner,
+        close=(cage, eval_cage, replay_tree),
+        policy=PolicyExport(agent, env_id=config.env_id),
     )
 
 

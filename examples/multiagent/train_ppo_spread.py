@@ -46,11 +46,10 @@ from parllel.patterns import (
     RunSettings,
     build_eval_sampler,
     build_sample_tree,
-    run_training,
 )
 from parllel.runners import Callback, OnPolicyRunner
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -95,18 +94,15 @@ class Config:
     """one MLP trunk for the policy and value heads (default: one each)"""
     normalize_rewards: bool = False
     """scale each agent's rewards by the running std of its discounted return"""
-    eval_interval_steps: int = 32_000
-    """env steps between evaluations"""
-    log_interval_steps: int = 8_000
-    """env steps between log lines (and points of the learning curve)"""
-    eval_episodes: int = 16
-    """deterministic episodes per evaluation"""
-    checkpoint_interval_steps: int = 160_000
-    """env steps between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial"] = "process"
     """where envs step: worker processes or this process"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=32_000,
+        eval_episodes=16,
+        log_interval_steps=8_000,
+        checkpoint_interval_steps=160_000,
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(
@@ -166,8 +162,7 @@ class AgentReturns(Callback):
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=4)
-    seed_everything(seeds)
-    run = config.run.open_run("spread-ppo", config, seeds, resume)
+    run = config.run.start("spread-ppo", config, seeds, resume)
     factory = make_env_factory(config)
     cages = build_cages(
         factory,
@@ -212,7 +207,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         factory,
         TorchHandler(agent, n_envs=4),
         4,
-        config.eval_episodes,
+        config.run.eval_episodes,
         seed=seeds.eval_envs,
         traj_info_type=MultiAgentTrajInfo,
     )
@@ -231,10 +226,6 @@ def main(config: Config, resume: str | None = None) -> dict:
         sampler,
         FlattenAgents(ppo),  # every agent's rows, [T, B * A], masked by agent_mask
         config.total_steps,
-        eval_sampler=agent_returns,  # eval_sampler's episodes, per agent too
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.log_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": model, "ppo": ppo, "transform": transform},
         config_keys=[
             "n_agents",
@@ -245,13 +236,10 @@ def main(config: Config, resume: str | None = None) -> dict:
             "normalize_rewards",
         ],
         callbacks=[agent_returns],
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        # the eval sampler: eval_sampler's episodes, per agent too
+        **run.runner_options(config.total_steps, agent_returns),
     )
-    return report_outcome(
-        run_training(
-            runner, run, resume=bool(resume), close=(cages, sample_tree, eval_cage)
-        )
-    )
+    return run.train(runner, close=(cages, sample_tree, eval_cage))
 
 
 if __name__ == "__main__":

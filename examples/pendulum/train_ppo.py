@@ -30,11 +30,10 @@ from parllel.patterns import (
     add_reward_normalization,
     build_eval_sampler,
     build_sample_tree,
-    run_training,
 )
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -71,16 +70,12 @@ class Config:
     """initial log standard deviation of the Gaussian policy"""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden layer widths of the policy and value networks"""
-    eval_interval_steps: int = 20_000
-    """env steps between evaluations (and log lines)"""
-    eval_episodes: int = 10
-    """deterministic episodes per evaluation"""
-    checkpoint_interval_steps: int = 100_000
-    """env steps between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial", "auto"] = "serial"
     """where envs step: worker processes, this process, or measured"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=20_000, checkpoint_interval_steps=100_000
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(
@@ -101,8 +96,7 @@ def make_env() -> gym.Env:
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=5)
-    seed_everything(seeds)
-    run = config.run.open_run("pendulum-ppo", config, seeds, resume)
+    run = config.run.start("pendulum-ppo", config, seeds, resume)
 
     # environments and a Gaussian actor-critic (state-independent log-std)
     cage = build_cages(
@@ -139,7 +133,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         make_env,
         TorchHandler(agent, n_envs=5),
         5,
-        config.eval_episodes,
+        config.run.eval_episodes,
         seed=seeds.eval_envs,
         observation_normalizer=observation_normalizer,  # frozen while evaluating
     )
@@ -161,10 +155,6 @@ def main(config: Config, resume: str | None = None) -> dict:
         sampler,
         ppo,
         config.total_steps,
-        eval_sampler=eval_sampler,
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.eval_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={
             "model": model,
             "ppo": ppo,
@@ -172,20 +162,12 @@ def main(config: Config, resume: str | None = None) -> dict:
             "observation_normalizer": observation_normalizer,
         },
         config_keys=["n_envs", "batch_T", "hidden_sizes"],
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps, eval_sampler),
     )
-    return report_outcome(
-        run_training(
-            runner,
-            run,
-            resume=bool(resume),
-            close=(
-                cage,
-                eval_cage,
-                sample_tree,
-            ),
-            policy=PolicyExport(agent, observation_normalizer, env_id="Pendulum-v1"),
-        )
+    return run.train(
+        runner,
+        close=(cage, eval_cage, sample_tree),
+        policy=PolicyExport(agent, observation_normalizer, env_id="Pendulum-v1"),
     )
 
 

@@ -27,13 +27,12 @@ from parllel.patterns import (
     build_eval_sampler,
     build_replay_tree,
     build_sample_tree,
-    run_training,
 )
 from parllel.replays import UniformReplay
 from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import BackgroundSampler, FeedForwardSampler
 from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import build_sac_agent
@@ -64,14 +63,8 @@ class Config:
     """target-critic averaging rate"""
     hidden_sizes: tuple[int, ...] = (256, 256)
     """hidden layer widths of actor and critics"""
-    eval_interval_steps: int = 1_000
-    """env steps between evaluations (and log lines)"""
-    eval_episodes: int = 10
-    """deterministic episodes per evaluation"""
     target_return: float | None = -200.0
     """stop once the mean eval return reaches this (None: never)"""
-    checkpoint_interval_steps: int = 5_000
-    """env steps between checkpoints (one is also written at the end)"""
     checkpoint_replay_contents: bool = False
     """save every stored transition in checkpoints"""
     async_sampling: Annotated[bool, tyro.conf.arg(aliases=("--async",))] = False
@@ -79,8 +72,10 @@ class Config:
     the replay one batch later; replay_ratio still sets updates per env step)"""
     max_lag: int = 1
     """--async: policy versions a batch may be behind the learner"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=1_000, checkpoint_interval_steps=5_000
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(
@@ -164,9 +159,10 @@ def build_background_sampler(
 
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
-    seeds = Seeds.from_master(config.seed, n_envs=1, n_eval_envs=config.eval_episodes)
-    seed_everything(seeds)
-    run = config.run.open_run("pendulum-sac", config, seeds, resume)
+    seeds = Seeds.from_master(
+        config.seed, n_envs=1, n_eval_envs=config.run.eval_episodes
+    )
+    run = config.run.start("pendulum-sac", config, seeds, resume)
 
     # one env in this process, the agent (squashed Gaussian actor, twin Q)
     cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
@@ -211,9 +207,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         close, publisher = (cage,), None
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
-        TorchHandler(agent, n_envs=config.eval_episodes),
-        config.eval_episodes,
-        config.eval_episodes,
+        TorchHandler(agent, n_envs=config.run.eval_episodes),
+        config.run.eval_episodes,
+        config.run.eval_episodes,
         seed=seeds.eval_envs,
     )
 
@@ -228,25 +224,17 @@ def main(config: Config, resume: str | None = None) -> dict:
         replay,
         sac,
         config.total_steps,
-        eval_sampler=eval_sampler,
-        eval_interval_steps=config.eval_interval_steps,
-        log_interval_steps=config.eval_interval_steps,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
         config_keys=["batch_T", "replay_size", "hidden_sizes", "async_sampling"],
         callbacks=callbacks,
         publisher=publisher,
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps, eval_sampler),
     )
-    return report_outcome(
-        run_training(
-            runner,
-            run,
-            resume=bool(resume),
-            close=(*close, eval_cage, replay_tree),
-            policy=PolicyExport(agent, env_id="Pendulum-v1"),  # writes policy.pt
-        )
+    return run.train(
+        runner,
+        close=(*close, eval_cage, replay_tree),
+        policy=PolicyExport(agent, env_id="Pendulum-v1"),  # writes policy.pt
     )
 
 

@@ -20,7 +20,8 @@ free squares; PPO trains on the learner's rows only, with per-seat advantages (a
 loss arrives on the opponent's move and is credited to the learner's last
 move).
 
-Every ``eval_interval_steps`` and at the end, the greedy policy plays
+Every ``--eval-interval-steps`` moves (``--eval-episodes`` games per seat and
+opponent) and at the end (``--final-eval-games``), the greedy policy plays
 tic-tac-toe in both seats against a uniformly random player and against a
 perfect minimax player (``tictactoe_players.py``): played games, and the
 exact fractions over every game the opponent's random choices lead to
@@ -55,11 +56,11 @@ from parllel.multiagent import (
     make_aec_env_factory,
     unstack_space,
 )
-from parllel.patterns import RunSettings, build_sample_tree, run_training
+from parllel.patterns import RunSettings, build_sample_tree
 from parllel.plot import find_progress_csv, plot_learning_curve
 from parllel.runners import Callback, OnPolicyRunner, SelfPlayCallback
-from parllel.runtime import Seeds, seed_everything
-from parllel.runtime.cli import parse_config, report_outcome
+from parllel.runtime import Seeds
+from parllel.runtime.cli import parse_config
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -142,25 +143,25 @@ class Config:
     """most random moves such a game starts with (1 to 4, uniformly)"""
     random_openings: int = 1
     """snapshots play their first this many moves of a game at random (every opening, then the snapshot's own play, as a perfect player's random choice among equally good first moves)"""
-    eval_interval_steps: int = 1_024_000
-    """moves between evaluations against the random and the minimax player"""
-    eval_games: int = 100
-    """games per seat and opponent in each evaluation"""
     final_eval_games: int = 1000
     """games per seat and opponent in the final evaluation"""
-    checkpoint_interval_steps: int = 2_000_000
-    """moves between checkpoints (one is also written at the end)"""
     parallel: Literal["process", "serial"] = "process"
     """where the games run: worker processes or this process"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(
+        eval_interval_steps=1_024_000,
+        eval_episodes=100,
+        log_interval_steps=256_000,
+        checkpoint_interval_steps=2_000_000,
+    )
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
 QUICK = dict(
     n_envs=8,
     total_steps=2048,
     eval_interval_steps=1024,
-    eval_games=4,
+    eval_episodes=4,
+    log_interval_steps=256,
     final_eval_games=10,
     snapshot_interval=2,
     epochs=1,
@@ -327,8 +328,7 @@ class MatchEvaluation(Callback):
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=1)
-    seed_everything(seeds)
-    run = config.run.open_run("tictactoe-selfplay", config, seeds, resume)
+    run = config.run.start("tictactoe-selfplay", config, seeds, resume)
     cages = build_cages(
         make_aec_env_factory(
             tictactoe_env,
@@ -404,19 +404,17 @@ def main(config: Config, resume: str | None = None) -> dict:
         sampler,
         learner_only,
         config.total_steps,
-        log_interval_steps=config.eval_interval_steps // 4,
-        checkpoint_interval_steps=config.checkpoint_interval_steps,
         checkpoint_objects={"model": model, "ppo": ppo, "selfplay": selfplay},
         config_keys=["n_envs", "batch_T", "hidden_sizes", "shared_trunk"],
         callbacks=[
             SelfPlayCallback(selfplay, snapshot_interval=config.snapshot_interval),
-            MatchEvaluation(agent, config.eval_interval_steps, config.eval_games),
+            MatchEvaluation(
+                agent, config.run.eval_interval_steps, config.run.eval_episodes
+            ),
         ],
-        **config.run.runner_options(run, config, config.total_steps, resume),
+        **run.runner_options(config.total_steps),  # evaluation by MatchEvaluation
     )
-    result = report_outcome(
-        run_training(runner, run, resume=bool(resume), close=(cages, sample_tree))
-    )
+    result = run.train(runner, close=(cages, sample_tree))
     final = evaluate(agent, config.final_eval_games, seed=10**6)
     (run.path / "results.json").write_text(json.dumps(final, indent=2))
     logged = read_progress(find_progress_csv(run.path))

@@ -9,7 +9,10 @@ with the field's docstring as its help; parsing is done by ``tyro`` (in the
 fields as flags of their own, without a prefix (``--console``, not
 ``--run.console``). Two flags are added to every script:
 
-- ``--quick``: the script's preset for a tiny smoke run;
+- ``--quick``: the script's preset for a tiny smoke run: a mapping of field
+  names to values, a nested dataclass's fields named as their flags are,
+  without a prefix (``{"eval_episodes": 2}`` sets ``config.run.eval_episodes``;
+  :func:`apply_preset`);
 - ``--resume RUN``: continue the run in directory ``RUN``; its ``config.json``
   gives the values, and flags given explicitly override them.
 
@@ -86,21 +89,23 @@ def _check_dataclass(config_type: type) -> None:
         raise ConfigError(f"expected a dataclass type, got {config_type!r}")
 
 
-def _from_json(value: Any, hint: Any) -> Any:
+def _from_json(value: Any, hint: Any, base: Any = None) -> Any:
     """Undo what JSON did to a value of type ``hint`` (tuples became lists,
-    nested dataclasses dicts)."""
+    nested dataclasses dicts). A nested dataclass's fields the JSON lacks
+    keep their value in ``base`` (the script's default for it), if given."""
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
             return value
         hints = typing.get_type_hints(hint)
         names = {field.name for field in dataclasses.fields(hint)}
-        return hint(
-            **{
-                name: _from_json(item, hints[name])
-                for name, item in value.items()
-                if name in names
-            }
-        )
+        values = {
+            name: _from_json(item, hints[name], getattr(base, name, None))
+            for name, item in value.items()
+            if name in names
+        }
+        if isinstance(base, hint):
+            return dataclasses.replace(base, **values)
+        return hint(**values)
     origin = typing.get_origin(hint)
     if origin is tuple and isinstance(value, list):
         args = typing.get_args(hint)
@@ -145,11 +150,61 @@ def config_from_run(
         )
     base = config_type() if base is None else base
     values = {
-        name: _from_json(value, hints[name])
+        name: _from_json(value, hints[name], getattr(base, name))
         for name, value in saved.items()
         if name in names
     }
     return dataclasses.replace(base, **values)
+
+
+def _field_paths(config: Any, prefix: tuple[str, ...] = ()) -> dict[str, list]:
+    """Each field name of ``config`` and its nested dataclasses -> the paths to it."""
+    paths: dict[str, list[tuple[str, ...]]] = {}
+    for field in dataclasses.fields(config):
+        path = (*prefix, field.name)
+        paths.setdefault(field.name, []).append(path)
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for name, more in _field_paths(value, path).items():
+                paths.setdefault(name, []).extend(more)
+    return paths
+
+
+def _replace_at(config: Any, path: Sequence[str], value: Any) -> Any:
+    name, *rest = path
+    if rest:
+        value = _replace_at(getattr(config, name), rest, value)
+    return dataclasses.replace(config, **{name: value})
+
+
+def apply_preset(config: ConfigT, preset: Mapping[str, Any]) -> ConfigT:
+    """``config`` with the values of ``preset`` (e.g. a script's ``--quick`` one).
+
+    A key names a field as its flag does: a field of ``config`` or of a
+    nested dataclass in it (e.g. the embedded
+    :class:`~parllel.patterns.RunSettings`) by its own name, without a prefix.
+
+    Raises:
+        ConfigError: if a key names no field, or names fields at two places.
+    """
+    _check_dataclass(type(config))
+    paths = _field_paths(config)
+    unknown = sorted(key for key in preset if key not in paths)
+    if unknown:
+        raise ConfigError(
+            f"preset sets unknown fields {unknown}: use the fields' names, "
+            f"those of nested settings without a prefix ({sorted(paths)})"
+        )
+    for key, value in preset.items():
+        found = paths[key]
+        if len(found) > 1:
+            places = [".".join(path) for path in found]
+            raise ConfigError(
+                f"preset key {key!r} names fields at {places}: rename one of them "
+                "(their flags would clash too)"
+            )
+        config = _replace_at(config, found[0], value)
+    return config
 
 
 def _cli_type(config_type: type) -> type:
@@ -184,7 +239,8 @@ def parse_config(
     Args:
         config_type: the script's ``Config`` dataclass (every field has a
             default).
-        quick: field values of the ``--quick`` preset.
+        quick: field values of the ``--quick`` preset (:func:`apply_preset`:
+            nested settings' fields by their own names).
         description: the ``--help`` text (e.g. the script's ``__doc__``).
         argv: the arguments (default ``sys.argv[1:]``).
 
@@ -200,9 +256,7 @@ def parse_config(
     tyro = _tyro()
     argv = list(sys.argv[1:] if argv is None else argv)
     names = {field.name for field in dataclasses.fields(config_type)}
-    unknown = sorted(set(quick or {}) - names)
-    if unknown:
-        raise ConfigError(f"quick preset sets unknown fields {unknown}")
+    apply_preset(config_type(), quick or {})  # a bad key fails with or without --quick
     # --resume and --quick choose the defaults the other flags override
     early = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     early.add_argument("--resume")
@@ -216,7 +270,7 @@ def parse_config(
             print(f"error: --resume {known.resume}: {error}", file=sys.stderr)
             raise SystemExit(2) from None
     if known.quick and quick:
-        defaults = dataclasses.replace(defaults, **quick)
+        defaults = apply_preset(defaults, quick)
     cli_type = _cli_type(config_type)
     values = {name: getattr(defaults, name) for name in names}
     parsed = tyro.cli(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import apply_preset, parse_config
 
 pytest.importorskip("tyro")
 
@@ -30,11 +30,22 @@ def _load(script: Path, monkeypatch):
     return module
 
 
+def _flag_names(config) -> list[str]:
+    """The fields that are flags: those of ``config`` and of its nested dataclasses."""
+    names = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        nested = dataclasses.is_dataclass(value)
+        names += _flag_names(value) if nested else [field.name]
+    return names
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_example_config_field_is_a_documented_flag(script, capsys, monkeypatch):
     module = _load(script, monkeypatch)
-    names = [field.name for field in dataclasses.fields(module.Config)]
-    assert set(module.QUICK) <= set(names)
+    config = module.Config()
+    names = _flag_names(config)
+    apply_preset(config, module.QUICK)  # its keys name fields
     with pytest.raises(SystemExit):
         parse_config(module.Config, quick=module.QUICK, argv=["--help"])
     text = capsys.readouterr().out
@@ -60,6 +71,6 @@ def test_every_example_config_field_is_a_documented_flag(script, capsys, monkeyp
 def test_default_and_quick_runs_are_whole_batches(script, monkeypatch):
     """So neither a default run nor ``--quick`` gets a ScheduleWarning."""
     module = _load(script, monkeypatch)
-    for config in (module.Config(), module.Config(**module.QUICK)):
+    for config in (module.Config(), apply_preset(module.Config(), module.QUICK)):
         steps_per_batch = getattr(config, "n_envs", 1) * config.batch_T
         assert config.total_steps % steps_per_batch == 0, (config, steps_per_batch)

@@ -1,14 +1,17 @@
-"""RunSettings: the piece every example embeds opens the run directory and
-gives the runner its loggers, checkpoint directory and config."""
+"""RunSettings: the piece every example embeds seeds and opens the run, gives
+the runner its loggers, checkpoint directory, config and cadence, and ends
+the run with the report."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import random
 
 import pytest
 
 from parllel.patterns import RunSettings
+from parllel.patterns.run_settings import TrainingRun
 from parllel.runtime import RunDirectory, Seeds
 from parllel.runtime.cli import parse_config
 
@@ -21,33 +24,67 @@ class Config:
     """master seed"""
     total_steps: int = 64
     """env steps"""
-    run: RunSettings = dataclasses.field(default_factory=RunSettings)
-    """run directory, console and logging"""
+    run: RunSettings = RunSettings.field(eval_interval_steps=16, eval_episodes=3)
+    """run directory, console, logging, evaluation and checkpoints"""
 
 
-def test_run_settings_open_a_run_and_give_the_runner_its_options(tmp_path):
+QUICK = {"total_steps": 32, "eval_interval_steps": 8, "checkpoint_interval_steps": 8}
+
+
+def test_run_settings_start_a_run_and_give_the_runner_its_options(tmp_path):
     config, resume = parse_config(
         Config, argv=["--run-root", str(tmp_path), "--console", "plain"]
     )
-    assert resume is None and config.run == RunSettings(str(tmp_path), "plain")
+    assert resume is None
+    assert config.run == RunSettings(
+        str(tmp_path), "plain", eval_interval_steps=16, eval_episodes=3
+    )
     seeds = Seeds.from_master(config.seed, n_envs=1)
-    run = config.run.open_run("demo", config, seeds, resume)
+    random.seed(12345)
+    run = config.run.start("demo", config, seeds, resume)
+    assert isinstance(run, TrainingRun) and isinstance(run.directory, RunDirectory)
+    seeded = random.random()
+    config.run.start("again", config, seeds, resume)  # seeds python the same way
+    assert random.random() == seeded
     assert run.path.parent == tmp_path and run.path.name.startswith("demo")
-    saved = json.loads(run.config_path.read_text())
-    assert saved["run"] == {
-        "run_root": str(tmp_path),
-        "console": "plain",
-        "wandb_project": None,
-    }
-    options = config.run.runner_options(run, config, config.total_steps, resume)
+    saved = json.loads(run.directory.config_path.read_text())
+    assert saved["run"] == dataclasses.asdict(config.run)
+    options = run.runner_options(config.total_steps)
     try:
-        assert options["checkpoint_dir"] == run.checkpoints_dir
+        assert options["checkpoint_dir"] == run.directory.checkpoints_dir
         assert options["config"] == dataclasses.asdict(config)
+        assert options["log_interval_steps"] == 16  # None: at every evaluation
+        assert options["checkpoint_interval_steps"] == 50_000
+        assert "eval_sampler" not in options and "eval_interval_steps" not in options
         options["logger"].log(8, {"train/return_mean": 1.0})
     finally:
         options["logger"].close()
-    assert (run.progress_csv).is_file()
-    again = config.run.open_run("demo", config, seeds, str(run.path))
-    assert again.path == run.path and isinstance(again, RunDirectory)
+    assert run.directory.progress_csv.is_file()
+    again = config.run.start("demo", config, seeds, str(run.path))
+    assert again.path == run.path and again.resume == str(run.path)
     resumed, _ = parse_config(Config, argv=["--resume", str(run.path)])
     assert resumed == config  # the nested settings come back from config.json
+
+
+def test_runner_options_pass_the_eval_sampler_and_their_own_log_interval(tmp_path):
+    settings = RunSettings(str(tmp_path), "plain", log_interval_steps=4)
+    config = Config(run=settings)
+    run = settings.start("demo", config, Seeds.from_master(0, n_envs=1), None)
+    eval_sampler = object()
+    options = run.runner_options(config.total_steps, eval_sampler)
+    options["logger"].close()
+    assert options["eval_sampler"] is eval_sampler
+    assert options["eval_interval_steps"] == 10_000
+    assert options["log_interval_steps"] == 4
+
+
+def test_quick_presets_reach_the_nested_settings():
+    config, _ = parse_config(Config, quick=QUICK, argv=["--quick"])
+    assert config.total_steps == 32
+    assert config.run.eval_interval_steps == 8
+    assert config.run.checkpoint_interval_steps == 8
+    assert config.run.eval_episodes == 3  # the script's default, kept
+    config, _ = parse_config(
+        Config, quick=QUICK, argv=["--quick", "--eval-interval-steps", "4"]
+    )
+    assert config.run.eval_interval_steps == 4

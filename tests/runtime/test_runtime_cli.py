@@ -11,9 +11,14 @@ from typing import Literal
 
 import pytest
 
-from parllel.errors import ParllelWarning, RunDirectoryError
+from parllel.errors import ConfigError, ParllelWarning, RunDirectoryError
 from parllel.runtime import RunDirectory
-from parllel.runtime.cli import config_from_run, parse_config, resume_command
+from parllel.runtime.cli import (
+    apply_preset,
+    config_from_run,
+    parse_config,
+    resume_command,
+)
 
 pytest.importorskip("tyro")
 
@@ -191,3 +196,50 @@ def test_a_nested_dataclass_gives_unprefixed_flags_and_resumes(tmp_path):
         NestedConfig, argv=["--resume", str(run.path), "--console", "auto"]
     )
     assert override.run.console == "auto" and override.seed == 3
+
+
+def test_quick_sets_nested_fields_by_their_flag_names():
+    quick = {"seed": 5, "console": "plain", "sizes": (3,)}
+    assert apply_preset(NestedConfig(), quick) == NestedConfig(
+        seed=5, run=Settings(console="plain", sizes=(3,))
+    )
+    config, _ = parse_config(NestedConfig, quick=quick, argv=["--quick"])
+    assert config == NestedConfig(seed=5, run=Settings(console="plain", sizes=(3,)))
+    # an explicit flag beats the preset, nested too
+    config, _ = parse_config(
+        NestedConfig, quick=quick, argv=["--quick", "--console", "auto"]
+    )
+    assert config.run.console == "auto" and config.run.sizes == (3,)
+    # a whole nested dataclass by its own field name
+    assert apply_preset(NestedConfig(), {"run": Settings(sizes=())}).run.sizes == ()
+
+
+def test_a_preset_key_naming_no_field_or_two_fields_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"unknown fields \['sizez'\]"):
+        apply_preset(NestedConfig(), {"sizez": (1,)})
+    with pytest.raises(ConfigError, match="unknown fields"):  # without --quick too
+        parse_config(NestedConfig, quick={"sizez": (1,)}, argv=[])
+
+    @dataclasses.dataclass
+    class Clash:
+        console: str = "x"
+        """clashes with run.console"""
+        run: Settings = dataclasses.field(default_factory=Settings)
+        """nested"""
+
+    with pytest.raises(ConfigError, match=r"\['console', 'run.console'\]"):
+        apply_preset(Clash(), {"console": "plain"})
+
+
+@dataclasses.dataclass
+class ScriptDefaults:
+    run: Settings = dataclasses.field(
+        default_factory=lambda: Settings(console="plain", sizes=(7,))
+    )
+    """settings with this script's own defaults"""
+
+
+def test_resume_keeps_the_scripts_nested_defaults_the_saved_config_lacks(tmp_path):
+    run = RunDirectory.create(tmp_path, "old", config={"run": {"console": "auto"}})
+    config = config_from_run(ScriptDefaults, run.path)
+    assert config.run == Settings(console="auto", sizes=(7,))  # not Settings().sizes
