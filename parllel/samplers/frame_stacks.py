@@ -75,12 +75,22 @@ def allocate_frame_fields(
             "observations are not supported): leave frame_stack out"
         )
     example = np.asarray(observation)
-    if example.ndim < 2 or example.shape[0] != k:
+    if example.ndim < 2:
+        raise ConfigError(
+            f"frame_stack={k} needs observations that stack k frames on the "
+            f"first axis, each frame an array of its own; the env's are of "
+            f"shape {example.shape}, one vector, not a stack: wrap the env in "
+            f"FrameStackObservation({k}) (its observations become "
+            f"({k}, {', '.join(map(str, example.shape))})), or leave frame_stack out"
+        )
+    if example.shape[0] != k:
         raise ConfigError(
             f"frame_stack={k} needs observations of shape (k, ...) = ({k}, ...), "
             "the frames on the first axis as FrameStackObservation"
             f"({k}) or EnvPool's stack_num={k} give them; the env's are "
-            f"{example.shape}: pass the env's stack size, or leave frame_stack out"
+            f"{example.shape}: pass the env's stack size (frame_stack="
+            f"{example.shape[0]} if it stacks {example.shape[0]} frames), "
+            "or leave frame_stack out"
         )
     T, B = shape
     frame_shape, dtype = example.shape[1:], example.dtype

@@ -15,7 +15,7 @@ from parllel.agents.state import ALL, AgentHandler, EnvStates, as_index
 from parllel.errors import ConfigError, DtypeError
 from parllel.seeding import check_seed
 from parllel.torch.transfer import Transfer
-from parllel.torch.utils import numpy_to_torch_tree, tree_to_device
+from parllel.torch.utils import check_device, numpy_to_torch_tree, tree_to_device
 from parllel.torch.weights import SharedWeights, agent_modules, module_tensors
 from parllel.tree import tree_items, tree_map
 
@@ -83,7 +83,8 @@ class TorchHandler(AgentHandler):
             global RNG).
         pin_memory: page-lock the sample tree's buffers the first time the
             handler sees them, so the copies to and from a CUDA device are
-            asynchronous DMA (default: on CUDA). See docs/gpu.md.
+            asynchronous DMA (default: on CUDA). Only for a CUDA device: True
+            with a CPU one raises ConfigError. See docs/gpu.md.
         transfer: the :class:`~parllel.torch.transfer.Transfer` that moves
             inputs and outputs (default: one for ``device``); tests pass one
             that copies on the CPU too.
@@ -111,7 +112,14 @@ class TorchHandler(AgentHandler):
         pin_memory: bool | None = None,
         transfer: Transfer | None = None,
     ) -> None:
-        self.device = torch.device(device or getattr(agent, "device", "cpu"))
+        self.device = check_device(device or getattr(agent, "device", "cpu"))
+        if pin_memory and transfer is None and self.device.type != "cuda":
+            raise ConfigError(
+                f"TorchHandler(pin_memory=True) page-locks the sample tree for "
+                f"copies to a CUDA device, but the handler's device is "
+                f"{str(self.device)!r}, which reads the tree in place: leave "
+                "pin_memory out (None: on for CUDA, off otherwise)"
+            )
         self.transfer = transfer or Transfer(self.device, pin_memory=pin_memory)
         if seed is not None:
             _give_generator(agent, self.device, check_seed("seed", seed))

@@ -14,9 +14,11 @@ import numpy as np
 import torch
 
 from parllel.arrays import Array
+from parllel.errors import ConfigError
 from parllel.tree import tree_map
 
 __all__ = [
+    "check_device",
     "numpy_to_torch_tree",
     "torch_to_numpy_tree",
     "tree_index",
@@ -128,3 +130,29 @@ def index_leaf(leaf: torch.Tensor, index: Any) -> torch.Tensor:
     ):
         return leaf.index_select(0, index)
     return leaf[index]
+
+
+def check_device(device: torch.device | str) -> torch.device:
+    """``torch.device(device)``, refusing a CUDA device this torch cannot reach.
+
+    Raises:
+        ConfigError: ``device`` is a CUDA device but torch has no CUDA (a CPU
+            build, or no GPU visible), or its index is past the last GPU.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            f"device={str(device)!r}, but this torch ({torch.__version__}) has "
+            "no CUDA device (torch.cuda.is_available() is False: a CPU build "
+            "of torch, or no GPU visible): pass device='cpu' (or leave device "
+            "out), or run on a machine with a GPU and a CUDA build of torch"
+        )
+    count = torch.cuda.device_count()
+    if device.index is not None and device.index >= count:
+        raise ConfigError(
+            f"device={str(device)!r}, but torch sees {count} CUDA device(s) "
+            f"(cuda:0 to cuda:{count - 1}): pass one of those"
+        )
+    return device

@@ -283,3 +283,24 @@ def test_dict_observations_are_refused():
     )
     with pytest.raises(ConfigError, match="dict and tuple observations"):
         sample_tree_from_examples(env_example, example, 4, 2, "local", frame_stack=4)
+
+
+@pytest.mark.parametrize(
+    ("observation", "match"),
+    [
+        (
+            np.zeros(4, np.float32),
+            r"one vector, not a stack: .*FrameStackObservation\(4\)",
+        ),
+        (np.zeros((3, 2, 3), np.uint8), r"frame_stack=3 if it stacks 3 frames"),
+    ],
+)
+def test_observations_that_are_not_k_stacks_are_refused(observation, match):
+    env_example = {
+        fields.OBSERVATION: observation,
+        fields.ACTION: np.int64(0),
+        fields.REWARD: np.float32(0),
+    }
+    example = NumpyHandler(StackAgent(), 1).example_outputs(observation)
+    with pytest.raises(ConfigError, match=match):
+        sample_tree_from_examples(env_example, example, 4, 2, "local", frame_stack=4)

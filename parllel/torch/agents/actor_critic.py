@@ -14,6 +14,7 @@ from parllel.torch.distributions.categorical import (
     masked_dist_params,
 )
 from parllel.torch.models.actor_critic import ActorCriticModel
+from parllel.torch.utils import check_device
 
 __all__ = ["ActorCriticAgent"]
 
@@ -62,7 +63,7 @@ class ActorCriticAgent:
         generator: torch.Generator | None = None,
     ) -> None:
         if device is not None:
-            model = model.to(device)
+            model = model.to(check_device(device))
         self.model = model
         self.distribution = distribution
         parameter = next(model.parameters(), None)

@@ -20,6 +20,7 @@ from parllel.torch.algos.off_policy import (
     polyak_update,
     run_updates,
 )
+from parllel.torch.utils import check_device
 from parllel.validation import check_at_least, check_fraction, check_positive
 
 __all__ = ["DQN", "epsilon_schedule"]
@@ -138,7 +139,7 @@ class DQN:
         self.max_grad_norm = max_grad_norm
         self.update_count = UpdateCount(updates_per_optimize, replay_ratio)
         parameter = next(network.parameters())
-        self.device = torch.device(device) if device is not None else parameter.device
+        self.device = check_device(device) if device is not None else parameter.device
         self.updates_done = 0
 
     @torch.no_grad()

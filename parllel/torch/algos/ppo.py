@@ -17,7 +17,7 @@ from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.schedules import Schedule
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
 from parllel.torch.transfer import batch_to_device
-from parllel.torch.utils import numpy_to_torch_tree
+from parllel.torch.utils import check_device, numpy_to_torch_tree
 from parllel.validation import check_at_least, check_count, check_positive
 
 __all__ = ["PPO"]
@@ -234,7 +234,7 @@ class PPO:
         self.recurrent = recurrent
         self.total_updates = total_updates
         self.extra_input_fields = tuple(extra_input_fields)
-        self.device = None if device is None else torch.device(device)
+        self.device = None if device is None else check_device(device)
         self.correction = correction
         self.updates_done = 0
         self.parameters = [p for g in optimizer.param_groups for p in g["params"]]

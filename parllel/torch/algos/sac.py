@@ -23,6 +23,7 @@ from parllel.torch.algos.sac_setup import (
     check_alpha,
     check_sac_optimizer,
 )
+from parllel.torch.utils import check_device
 from parllel.validation import check_count, check_fraction, check_positive
 
 __all__ = ["SAC", "EntropyCoefficient", "build_sac_optimizer"]
@@ -121,7 +122,7 @@ class SAC:
         self.tau = float(tau)
         self.max_grad_norm = max_grad_norm
         parameter = next(agent.critic.parameters())
-        self.device = torch.device(device) if device is not None else parameter.device
+        self.device = check_device(device) if device is not None else parameter.device
         self.target_critic = copy.deepcopy(agent.critic).requires_grad_(False)
         self._average_target = TargetAverager(self.target_critic, agent.critic)
         self.target_entropy = (

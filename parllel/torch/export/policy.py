@@ -46,6 +46,7 @@ from parllel.torch.export.checkpoints import (
 )
 from parllel.torch.export.normalizer import FrozenObservationNormalizer
 from parllel.torch.export.spec import SPEC_FILE, read_policy_spec, record_from_spec
+from parllel.torch.utils import check_device
 from parllel.tree import tree_map
 
 __all__ = ["Policy", "load_policy"]
@@ -112,7 +113,7 @@ class Policy:
         self.clip_actions = bool(clip_actions)
         if self.clip_actions:
             _check_clip_bounds(action_space)
-        self.device = torch.device(device)
+        self.device = check_device(device)
         self._leaves = space_leaves(observation_space)
         self._example = zero_example(observation_space)
         self._states: EnvStates | None = None
@@ -252,11 +253,11 @@ def _build(record: PolicyRecord, **policy_kwargs: Any) -> Policy:
                 f"the {name!r} weights of {record.source} do not fit the "
                 f"architecture it describes: {error}"
             ) from error
-    device = policy_kwargs.get("device", "cpu")
+    device = check_device(policy_kwargs.get("device", "cpu"))
     for module in modules.values():
         module.to(device)
     if hasattr(agent, "device"):
-        agent.device = torch.device(device)
+        agent.device = device
     normalizer = record.observation_normalizer
     return Policy(
         agent,
