@@ -72,7 +72,8 @@ def untimed_batch(sampler: FeedForwardSampler) -> None:
         for cage in sampler.cages:
             completed += cage.await_step()
         finish_step(everyone, t, sampler.observation_normalizer)
-    sampler._check_batch()
+    if sampler.finite_check is not None:
+        sampler.finite_check(tree)
     bootstrap_values(handler, tree)
     final_values_batched(handler, tree)
     if sampler.transform is not None:
@@ -93,9 +94,19 @@ def instrumentation_seconds(sampler: FeedForwardSampler, rounds: int = 200) -> f
             t1 = clock()
             inference += t1 - t0
             envs += clock() - t1
-        t0 = clock()
-        t1 = clock()
-        sampler._record_times(start, local, envs, inference + t1 - t0, t1)
+        values_start = clock()
+        transforms_start = clock()
+        end = clock()  # what BatchSampler._end_batch records
+        stepping = min(envs, sampler._local_step_seconds() - local)
+        sampler.phase_times.record(
+            {
+                "batch": end - start,
+                "env_step": stepping,
+                "worker_wait": envs - stepping,
+                "inference": inference + transforms_start - values_start,
+                "transforms": end - transforms_start,
+            }
+        )
         best = min(best, clock() - begin)
     sampler.phase_times.take()
     return best
