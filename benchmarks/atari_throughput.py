@@ -57,7 +57,13 @@ from _common import (  # noqa: E402
     ratio,
     steps_per_second,
 )
-from cage_throughput import cage_slots, process_layouts, run_ceiling, run_raw  # noqa: E402
+from cage_throughput import (  # noqa: E402
+    cage_slots,
+    process_layouts,
+    run_ceiling,
+    run_raw,
+    time_steps,
+)
 from interop_bench import measure, run_vector_env  # noqa: E402
 
 from parllel import fields  # noqa: E402
@@ -115,18 +121,11 @@ def run_frame_cage(
             stacks = staging[0]
             newest = np.asarray(stacks)[:, k - 1]
             slots = [{**slot, fields.OBSERVATION: stacks} for slot in slots]
-            for t in range(rows):  # warm-up: workers attach every slot once
-                action[t][...] = actions[t]
-                cage.step(action[t], slots[t])
-            start = time.perf_counter()
-            for step in range(steps):
-                t = step % rows
-                action[t][...] = actions[step]
-                cage.step_async(action[t], slots[t])
-                cage.await_step()
+
+            def store_newest(t: int) -> None:
                 frames[k - 1 + t] = newest
-            elapsed = time.perf_counter() - start
-    return actions.size / elapsed
+
+            return time_steps(cage, action, slots, actions, store_newest)
 
 
 def cage_factories(n: int) -> dict[str, Callable[[], Any]]:

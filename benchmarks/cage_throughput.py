@@ -169,19 +169,34 @@ def run_cage(
     Slots are reused cyclically, as a sampler reuses its batch buffer; one
     warm-up pass over the rows (workers learn the slots) is not timed.
     """
-    steps = len(actions)
-    rows = min(rows, steps)
+    rows = min(rows, len(actions))
     with cage_factory() as cage, cage_slots(cage, rows, info) as (action, slots):
-        for t in range(rows):  # warm-up: workers attach every slot once
-            action[t][...] = actions[t]
-            cage.step(action[t], slots[t])
-        start = time.perf_counter()
-        for step in range(steps):
-            t = step % rows
-            action[t][...] = actions[step]
-            cage.step_async(action[t], slots[t])
-            cage.await_step()
-        elapsed = time.perf_counter() - start
+        return time_steps(cage, action, slots, actions)
+
+
+def time_steps(
+    cage: Any,
+    action: list,
+    slots: list,
+    actions: np.ndarray,
+    after_step: Callable[[int], None] | None = None,
+) -> float:
+    """Steps/s of ``cage`` stepping ``actions`` through the per-row ``action``
+    views and ``slots`` (reused cyclically), ``after_step(row)`` called after
+    each step if given; one warm-up pass over the rows is not timed."""
+    rows = len(slots)
+    for t in range(rows):  # warm-up: workers attach every slot once
+        action[t][...] = actions[t]
+        cage.step(action[t], slots[t])
+    start = time.perf_counter()
+    for step in range(len(actions)):
+        t = step % rows
+        action[t][...] = actions[step]
+        cage.step_async(action[t], slots[t])
+        cage.await_step()
+        if after_step is not None:
+            after_step(t)
+    elapsed = time.perf_counter() - start
     return actions.size / elapsed
 
 
