@@ -11,11 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from parllel.errors import ConfigError
+from parllel.replays.updates import Replay, UpdateCount
 from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.off_policy import (
-    Replay,
-    UpdateCount,
     hard_update,
     polyak_update,
     run_updates,

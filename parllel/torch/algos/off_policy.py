@@ -1,99 +1,26 @@
-"""Pieces shared by off-policy algorithms: update counts, batches, target networks."""
+"""Pieces shared by the torch off-policy algorithms: batches, target networks,
+the update loop (update counts and metrics: :mod:`parllel.replays.updates`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, TypeGuard
+from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
-from parllel.errors import ConfigError, ParllelError
-from parllel.replays.ratio import ReplayRatio
-from parllel.replays.transitions import ReplayBatch
+from parllel.errors import ParllelError
+from parllel.replays.updates import Replay, mean_metrics, takes_priorities
 from parllel.torch.transfer import batch_to_device
 from parllel.torch.utils import numpy_to_torch_tree
-from parllel.validation import check_count
 
 __all__ = [
-    "PrioritizedReplayLike",
-    "Replay",
     "TargetAverager",
-    "UpdateCount",
     "hard_update",
     "polyak_update",
     "replay_batch_to_torch",
     "run_updates",
-    "takes_priorities",
 ]
-
-
-class Replay(Protocol):
-    """What off-policy algorithms need from a replay (see :mod:`parllel.replays`)."""
-
-    def sample(self) -> ReplayBatch:
-        """A :class:`~parllel.replays.ReplayBatch` of numpy arrays."""
-        ...
-
-
-class PrioritizedReplayLike(Replay, Protocol):
-    """A replay that also takes new priorities (:class:`~parllel.replays.PrioritizedReplay`)."""
-
-    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
-        """Set the priorities of the sampled ``indices`` (``|TD error|``)."""
-        ...
-
-
-def takes_priorities(replay: Replay) -> TypeGuard[PrioritizedReplayLike]:
-    """True if ``replay`` has ``update_priorities`` (a prioritized replay)."""
-    return hasattr(replay, "update_priorities")
-
-
-class UpdateCount:
-    """How many gradient updates one ``optimize`` call runs.
-
-    Either a fixed ``updates_per_optimize``, or a replay ratio (updates per
-    environment step, fractions carried over): then ``optimize`` must be told
-    the number of new environment steps.
-
-    Args:
-        updates_per_optimize: fixed updates per call (default 1 when no ratio).
-        replay_ratio: gradient updates per environment step, over all envs.
-
-    Raises:
-        ConfigError: both or an invalid value given.
-    """
-
-    def __init__(
-        self, updates_per_optimize: int | None, replay_ratio: float | None
-    ) -> None:
-        if updates_per_optimize is not None and replay_ratio is not None:
-            raise ConfigError("give updates_per_optimize or replay_ratio, not both")
-        if updates_per_optimize is not None:
-            check_count("updates_per_optimize", updates_per_optimize)
-        self.fixed = 1 if updates_per_optimize is None else updates_per_optimize
-        self.ratio = None if replay_ratio is None else ReplayRatio(replay_ratio)
-
-    def __call__(self, new_steps: int | None) -> int:
-        """Updates to run now."""
-        if self.ratio is None:
-            return self.fixed
-        if new_steps is None:
-            raise ConfigError(
-                "with a replay_ratio, pass optimize(replay, new_steps=T * B) so the "
-                "number of updates can follow the environment steps"
-            )
-        return self.ratio.updates(new_steps)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The replay ratio's carry (empty when fixed)."""
-        return {} if self.ratio is None else self.ratio.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        if self.ratio is not None:
-            self.ratio.load_state_dict(state)
 
 
 def replay_batch_to_torch(batch: Any, device: torch.device | None) -> Any:
@@ -158,23 +85,6 @@ def _tensors(
 ) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
     yield from zip(target.parameters(), online.parameters())
     yield from zip(target.buffers(), online.buffers())
-
-
-def mean_metrics(history: list[dict[str, float]]) -> dict[str, float]:
-    """Average per-update metrics over the updates of one ``optimize`` call.
-
-    A metric some updates lack (e.g. SAC's actor loss with a policy delay) is
-    averaged over the updates that report it.
-    """
-    if not history:
-        return {"updates": 0.0}
-    keys = dict.fromkeys(key for h in history for key in h)
-    metrics = {}
-    for key in keys:
-        values = [h[key] for h in history if key in h]
-        metrics[key] = sum(values) / len(values)
-    metrics["updates"] = float(len(history))
-    return metrics
 
 
 def run_updates(

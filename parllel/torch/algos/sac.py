@@ -9,12 +9,11 @@ from typing import Any
 import torch
 
 from parllel.errors import ConfigError
+from parllel.replays.updates import Replay, UpdateCount
 from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.off_policy import (
-    Replay,
     TargetAverager,
-    UpdateCount,
     run_updates,
 )
 from parllel.torch.algos.sac_setup import (
