@@ -47,7 +47,9 @@ class ActorPool:
         close: closes the sampler before an error is raised.
 
     Attributes:
-        restarts, dropped_batches, timeouts: the sampler's fault counters.
+        restarts: actor restarts so far (a fault counter of the sampler).
+        dropped_batches: batches lost to a failed actor (a fault counter).
+        timeouts: pending batches or builds reported late (a fault counter).
         node_ids: each actor's node id, once every actor built its sampler.
         incarnations: each actor's incarnation (a new one after a restart).
     """

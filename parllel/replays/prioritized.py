@@ -41,10 +41,11 @@ class PrioritizedReplay(UniformReplay):
         >>> batch = replay.sample()
         >>> replay.update_priorities(batch.indices, np.abs(td_error))
 
+    ``tree``, ``batch_size``, ``rng``, ``learning_starts``, ``n_step``,
+    ``discount``, ``final_observation_capacity`` and ``frame_stack`` are as
+    for :class:`~parllel.replays.UniformReplay`.
+
     Args:
-        tree, batch_size, rng, learning_starts, n_step, discount,
-            final_observation_capacity, frame_stack: as for
-            :class:`~parllel.replays.UniformReplay`.
         alpha: prioritization exponent (0: uniform).
         beta: importance-weight exponent (0: no correction, 1: full).
         epsilon: added to errors so no stored transition has zero priority.

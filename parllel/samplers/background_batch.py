@@ -27,9 +27,10 @@ class BackgroundBatch(NamedTuple):
         batch_index: the batch's number, from 0.
         lag: ``learner_version - policy_version`` (the batch's largest lag)
             if ``collect_batch`` was given the learner's version, else None.
-        lag_min, lag_mean: the smallest and mean lag over the batch's steps
-            (from ``agent_info.policy_version`` if the tree records it, else
-            equal to ``lag``), or None without the learner's version.
+        lag_min: the smallest lag over the batch's steps (from
+            ``agent_info.policy_version`` if the tree records it, else equal
+            to ``lag``), or None without the learner's version.
+        lag_mean: the mean lag over the batch's steps, likewise.
         sampler_state: the background sampler's transform and observation
             normalizer state after this batch (see
             :meth:`BackgroundSampler.state_dict`).

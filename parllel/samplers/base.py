@@ -72,7 +72,11 @@ class BatchSampler:
             ``initial_state``, ...), naming the fix.
 
     Attributes:
-        cages, handler, sample_tree, transform, observation_normalizer: as given.
+        cages: the cages, as given (a list).
+        handler: as given.
+        sample_tree: as given.
+        transform: as given.
+        observation_normalizer: as given.
         finite_check: the :class:`~parllel.samplers.finite.FiniteCheck` run on
             every finished batch, or None (``check_finite=False``).
         views: one :class:`~parllel.samplers.steps.GroupViews` per cage.

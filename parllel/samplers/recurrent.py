@@ -41,12 +41,15 @@ class RecurrentSampler(BatchSampler):
     for its idle steps; finished envs are reset between batches, so each
     batch column holds at most one episode end (for full-episode training).
 
+    The other arguments (``cages``, ``handler``, ``sample_tree`` and the
+    options ``transform``, ``observation_normalizer``,
+    ``decorrelation_steps``, ``seed``, ``check_finite``) are as for
+    :class:`~parllel.samplers.base.BatchSampler`, the tree built with
+    ``recurrent=True``.
+
     Args:
-        cages, handler, sample_tree, transform, observation_normalizer,
-            decorrelation_steps, seed, check_finite: as for
-            :class:`~parllel.samplers.base.BatchSampler` (the tree built with
-            ``recurrent=True``, and ``wait_reset=True`` for wait-reset).
-        wait_reset: wait-reset mode, as above.
+        wait_reset: wait-reset mode, as above (the tree built with
+            ``wait_reset=True`` too).
 
     Example:
         >>> tree = sample_tree_from_examples(cage.example, example, 64, 8, recurrent=True)

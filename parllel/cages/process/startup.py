@@ -110,9 +110,13 @@ class GroupSettings:
 
     Attributes:
         ctx: multiprocessing context of the workers.
-        env_factory, env_kwargs: build one env (in the main process's share).
+        env_factory: builds one env (in the main process's share).
+        env_kwargs: the factory's keyword arguments.
         factory_bytes: both, cloudpickled (for the workers).
-        reset_mode, traj_info_type, traj_info_kwargs, keep_infos: as for the cage.
+        reset_mode: as for the cage.
+        traj_info_type: as for the cage.
+        traj_info_kwargs: as for the cage.
+        keep_infos: as for the cage.
         spin_seconds: the workers' idle polling budget (negative: automatic).
         cpus: CPUs to pin the workers to, or None.
     """
