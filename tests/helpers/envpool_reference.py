@@ -107,6 +107,24 @@ def episodes_of(expected: dict) -> list[tuple[int, int, float, bool, bool]]:
 
 
 def summary(trajs: list[TrajInfo]) -> list[tuple[int, int, float, bool, bool]]:
+    """``(env, length, return, terminated, truncated)`` of each trajectory."""
     return sorted(
         (t.env_index, t.length, t.return_, t.terminated, t.truncated) for t in trajs
     )
+
+
+def assert_episodes_match(trajs: list[TrajInfo], expected: dict) -> None:
+    """The cage's finished episodes are the direct run's, one by one: env,
+    length and end flags exactly, the return to float precision (compared
+    element by element: ``pytest.approx`` takes no nested structures)."""
+    got, wanted = summary(trajs), episodes_of(expected)
+    assert len(got) == len(wanted), (got, wanted)
+    for episode, reference in zip(got, wanted):
+        (env, length, return_, terminated, truncated) = episode
+        assert (env, length, terminated, truncated) == (
+            reference[0],
+            reference[1],
+            reference[3],
+            reference[4],
+        ), (episode, reference)
+        np.testing.assert_allclose(return_, reference[2], rtol=1e-6, atol=1e-12)

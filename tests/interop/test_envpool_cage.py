@@ -28,10 +28,9 @@ from parllel.seeding import Seeds  # noqa: E402
 from parllel.tree import buffer_from_example  # noqa: E402
 from tests.helpers.cage_helpers import allocate, slots  # noqa: E402
 from tests.helpers.envpool_reference import (  # noqa: E402
+    assert_episodes_match,
     direct_steps,
-    episodes_of,
     random_actions,
-    summary,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -78,7 +77,7 @@ def assert_equal_to_direct(tree: dict, trajs: list, expected: dict) -> None:
                 np.testing.assert_array_equal(
                     tree[f"env_info.{key}"][t, i], np.asarray(value, np.float64)
                 )
-    assert summary(trajs) == pytest.approx(episodes_of(expected))
+    assert_episodes_match(trajs, expected)
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
@@ -149,7 +148,7 @@ def test_feedforward_sampler_batches_equal_stepping_envpool():
     np.testing.assert_array_equal(got["truncated"], expected["truncated"])
     for (t, i), final in expected["final"].items():
         np.testing.assert_array_equal(got["final_observation"][t, i], final[""])
-    assert summary(trajs) == pytest.approx(episodes_of(expected))
+    assert_episodes_match(trajs, expected)
 
 
 def test_random_agent_sampler_on_pong_fills_info_slots_and_int32_actions():
