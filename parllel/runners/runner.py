@@ -22,7 +22,7 @@ from parllel.runners.checkpoints import (
     write_checkpoint,
 )
 from parllel.runners.interrupt import SIGNAL_NAMES, InterruptHandler
-from parllel.runners.metrics import progress_metrics, time_metrics
+from parllel.runners.metrics import MetricWindow, progress_metrics, time_metrics
 from parllel.runners.notices import (
     Rewindable,
     show_notices,
@@ -190,6 +190,7 @@ class Runner(Generic[AlgorithmT]):
         self._last_log = (self._start_time, 0)
         self._elapsed_before = 0.0  # training time of the runs this one resumes
         self.phase_times = PhaseTimes()  # the learner's, since the last log line
+        self._algo_window = MetricWindow()  # the algorithm's, since the last log line
         self._sample_seconds = 0.0  # of the current iteration
         self._notices: list[str] = []  # stop requests not yet shown by the logger
 
@@ -270,18 +271,26 @@ class Runner(Generic[AlgorithmT]):
                     "update": clock() - start - self._sample_seconds,
                 }
             )
+            self._algo_window.add(algo_metrics)
             metrics = self._metrics(algo_metrics)
             self._call("on_update_end", metrics)
+            last = self.env_steps >= self.total_steps or self._stop
             evaluated = self._due("eval", self.eval_interval_steps)
+            # the final evaluation runs here, so its step gets one log line
+            # (Ctrl-C: save quickly, no final evaluation)
+            if last and self.eval_sampler is not None and not self.interrupted:
+                evaluated = True
             if evaluated:
                 metrics.update(self.evaluate())
             log_due = self.log_interval_steps is None or self._due(
                 "log", self.log_interval_steps
             )
-            if log_due or evaluated:  # evaluation results are always logged
+            # evaluation results are always logged, the final step always is
+            if log_due or evaluated or last:
                 self._log(metrics)
             if self._due("checkpoint", self.checkpoint_interval_steps):
                 self._timed("checkpoint", self.save)
+        # no iteration ran (a stop requested in on_train_start)
         if (
             self.eval_sampler is not None
             and not self.interrupted  # Ctrl-C: save quickly, no final evaluation
@@ -355,6 +364,9 @@ class Runner(Generic[AlgorithmT]):
             )
         )
         self._last_log = (now, self.env_steps)
+        for key in [key for key in metrics if key.startswith("algo/")]:
+            del metrics[key]  # the last iteration's; the log line has the window's
+        metrics.update({f"algo/{k}": v for k, v in self._algo_window.take().items()})
         self.batches.forget_lags()
         logger = self.logger
         if logger is not None:

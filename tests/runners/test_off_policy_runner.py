@@ -12,6 +12,7 @@ import torch
 from parllel import fields
 from parllel.cages import build_cages
 from parllel.errors import ConfigError, ScheduleWarning
+from parllel.logging import CsvSink, read_progress
 from parllel.patterns import build_replay_tree, build_sample_tree
 from parllel.replays import UniformReplay
 from parllel.replays.transitions import gather_transitions
@@ -38,7 +39,17 @@ T, B, N = 2, 2, 16
 class Setup:
     """A tiny SAC run on Pendulum: cage, sampler, replay, algorithm, runner."""
 
-    def __init__(self, checkpoint_dir, total_steps, contents, seed=0):
+    def __init__(
+        self,
+        checkpoint_dir,
+        total_steps,
+        contents,
+        seed=0,
+        learning_starts=8,
+        replay_ratio=0.5,
+        policy_delay=1,
+        **runner_options,
+    ):
         torch.manual_seed(seed)
         self.cage = build_cages(
             lambda: gym.make("Pendulum-v1"), B, parallel="serial", seed=seed
@@ -55,12 +66,18 @@ class Setup:
             build_replay_tree(self.cage, handler, T, N),
             8,
             np.random.default_rng(seed),
-            learning_starts=8,
+            learning_starts=learning_starts,
         )
         sampler = FeedForwardSampler(self.cage, handler, self.sample_tree)
         alpha = EntropyCoefficient(1.0)
         optimizer = build_sac_optimizer(self.agent, alpha, learning_rate=1e-3)
-        self.sac = SAC(self.agent, optimizer, alpha, replay_ratio=0.5)
+        self.sac = SAC(
+            self.agent,
+            optimizer,
+            alpha,
+            replay_ratio=replay_ratio,
+            policy_delay=policy_delay,
+        )
         self.runner = OffPolicyRunner(
             sampler,
             self.replay,
@@ -71,6 +88,7 @@ class Setup:
             checkpoint_replay_contents=contents,
             config={"T": T, "B": B},
             rng=np.random.default_rng(seed + 1),
+            **runner_options,
         )
 
     def close(self):
@@ -247,3 +265,39 @@ def test_sac_agent_random_actions_are_uniform_within_bounds():
     torch.testing.assert_close(
         first, agent.step(observation[:2], None, None, None).action
     )
+
+
+def test_sac_resumed_where_log_lines_miss_the_actor_logs_every_loss(tmp_path):
+    """With ``policy_delay=2`` and one update per batch, the actor steps at
+    every other update. Learning starts at step 12, so every log line (every
+    8 steps) falls on an update without an actor step, before and after the
+    resume: the last update of each window never computed ``pi_loss`` or
+    ``alpha_loss``. Every row of progress.csv still has them: the mean of the
+    window's updates that computed them."""
+    csv_path = tmp_path / "logs" / "progress.csv"
+    options = dict(
+        contents=True,
+        learning_starts=12,
+        replay_ratio=0.25,  # one update per 4-step batch
+        policy_delay=2,
+        log_interval_steps=8,
+    )
+    first = Setup(tmp_path, 24, logger=CsvSink(csv_path), **options)
+    try:
+        first.runner.run()
+    finally:
+        first.close()
+        first.runner.logger.close()
+    second = Setup(tmp_path, 40, logger=CsvSink(csv_path, resume=True), **options)
+    try:
+        second.runner.load(tmp_path)
+        assert second.sac.updates_done == 4
+        second.runner.run()
+        assert second.sac.updates_done == 8
+    finally:
+        second.close()
+        second.runner.logger.close()
+    progress = read_progress(csv_path)
+    assert list(progress["step"]) == [8, 16, 24, 32, 40]
+    for key in ("algo/q1_loss", "algo/pi_loss", "algo/alpha_loss", "algo/entropy"):
+        assert np.isfinite(progress[key][1:]).all(), key  # from the first update on

@@ -16,6 +16,7 @@ import torch
 from parllel import fields
 from parllel.cages import TrajInfo
 from parllel.errors import ConfigError
+from parllel.logging import CsvSink, read_progress
 from parllel.runners import Callback, OnPolicyRunner
 from parllel.runtime.checkpoint import checkpoint_step, list_checkpoints
 from parllel.timing import PhaseTimes
@@ -229,3 +230,56 @@ def _ppo(**kwargs):
 def test_invalid_ppo_hyperparameters(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         _ppo(**kwargs)
+
+
+def test_an_evaluation_off_the_logging_grid_logs_no_step_twice(tmp_path):
+    """The final step is on the logging grid (500) but not the evaluation's
+    (300): one row for it, with the final evaluation, in progress.csv too."""
+    csv = CsvSink(tmp_path / "progress.csv")
+    runner = make_runner(
+        tmp_path,
+        total_steps=500,
+        eval_interval_steps=300,
+        log_interval_steps=250,
+        logger=csv,
+        checkpoint_dir=None,
+        checkpoint_interval_steps=None,
+    )
+    runner.run()
+    csv.close()
+    steps = [int(step) for step in read_progress(tmp_path / "progress.csv")["step"]]
+    assert steps == [300, 500]
+    assert len(steps) == len(set(steps))
+    assert runner.eval_sampler.calls == 2  # at 300 and the final one at 500
+
+
+class AlternatingAlgorithm(FakeAlgorithm):
+    """An off-policy-like update: ``q_loss`` always, ``pi_loss`` every other call."""
+
+    def optimize(self, batch: Any, progress: float) -> dict[str, float]:
+        calls = len(self.progress) + 1
+        self.progress.append(progress)
+        metrics = {"q_loss": float(calls), "updates": 1.0}
+        if calls % 2 == 1:
+            metrics["pi_loss"] = 10.0 * calls
+        return metrics
+
+
+def test_logged_metrics_are_means_over_the_window(tmp_path):
+    """Every log line has each metric the window computed, averaged over the
+    updates that computed it, even where the last update lacks it."""
+    runner = OnPolicyRunner(
+        FakeSampler(),
+        AlternatingAlgorithm(),
+        600,
+        logger=RecordingLogger(),
+        log_interval_steps=300,
+    )
+    runner.run()
+    rows = dict(runner.logger.rows)
+    assert sorted(rows) == [300, 600]
+    assert rows[300]["algo/q_loss"] == 2.0  # calls 1, 2, 3
+    assert rows[300]["algo/pi_loss"] == 20.0  # calls 1, 3
+    assert rows[600]["algo/q_loss"] == 5.0  # calls 4, 5, 6 (6 has no pi_loss)
+    assert rows[600]["algo/pi_loss"] == 50.0  # call 5 only
+    assert rows[600]["algo/updates"] == 3.0  # the window's updates
