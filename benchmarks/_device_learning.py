@@ -113,7 +113,7 @@ def measure_collect(
             batches += 1
         elapsed = time.perf_counter() - start
         taken = sampler.phase_times.take()["seconds"]
-        pinned = transfer.pinned.nbytes  # before close unregisters it
+        pinned = transfer.locked_nbytes  # before close releases it
     return {
         "sps": batches * T * n / elapsed,
         "inference_share": taken.get("inference", 0.0) / taken["batch"],

@@ -60,7 +60,9 @@ from parllel.errors.distributed import (
 )
 from parllel.errors.interop import UnsupportedVectorEnvError
 from parllel.errors.learning import (
+    HandlerClosedError,
     NonFiniteLossError,
+    PageLockError,
     PolicyExportError,
     PolicyFileError,
     PolicyNotFoundError,
@@ -126,6 +128,7 @@ __all__ = [
     "EnvIndexError",
     "EnvInfoError",
     "FrameStackError",
+    "HandlerClosedError",
     "InterruptIgnoredWarning",
     "InvalidActionError",
     "MainGuardError",
@@ -139,6 +142,7 @@ __all__ = [
     "NonFiniteSampleError",
     "NotSharedError",
     "ObservationMismatchError",
+    "PageLockError",
     "ParllelError",
     "ParllelWarning",
     "PolicyExportError",

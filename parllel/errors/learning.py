@@ -1,11 +1,14 @@
-"""Errors of the torch layer (:mod:`parllel.torch`): losses and policy export."""
+"""Errors of the torch layer (:mod:`parllel.torch`): losses, policy export and
+host-device transfers."""
 
 from __future__ import annotations
 
 from parllel.errors.base import ConfigError, NonFiniteError, ParllelError
 
 __all__ = [
+    "HandlerClosedError",
     "NonFiniteLossError",
+    "PageLockError",
     "PolicyExportError",
     "PolicyFileError",
     "PolicyNotFoundError",
@@ -41,3 +44,12 @@ class PolicyFileError(ParllelError, ValueError):
 class PolicyNotFoundError(PolicyFileError, FileNotFoundError):
     """No policy file at a path, or a run directory with neither an exported
     policy nor a checkpoint it can be loaded from."""
+
+
+class HandlerClosedError(ParllelError, RuntimeError):
+    """A handler (or its transfer) was used after ``close()``, which unlocked
+    its page-locked memory: build a new handler."""
+
+
+class PageLockError(ParllelError, RuntimeError):
+    """The CUDA runtime refused to unregister page-locked memory."""

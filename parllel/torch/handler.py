@@ -127,7 +127,8 @@ class TorchHandler(AgentHandler):
             state = tree_to_device(agent.initial_state(int(n_envs)), self.device)
             one = tree_to_device(agent.initial_state(1), self.device)
         super().__init__(agent, n_envs, EnvStates(state, one))
-        self._views: dict[int, tuple[Any, Any]] = {}
+        # id -> [numpy view, torch view, page lock (held from its second use)]
+        self._views: dict[int, list[Any]] = {}
         # weights shared with other processes: (weights, this agent's tensors)
         self._shared: tuple[SharedWeights, dict[str, torch.Tensor]] | None = None
         self._role = ""  # "share_weights" (publisher) or "follow_weights"
@@ -143,16 +144,30 @@ class TorchHandler(AgentHandler):
 
     # -- numpy to torch ------------------------------------------------------
     def _view(self, tree: Any) -> Any:
-        """Cached zero-copy torch view of a numpy view (or tree) that the caller reuses."""
+        """Cached zero-copy torch view of a numpy view (or tree) that the caller reuses.
+
+        A view is page-locked the second time it is seen: views the sampler
+        reuses every step are locked, arrays passed fresh once are not (their
+        copies are staged by the driver); evicted views release their lock.
+        """
+        self.transfer.check_open()
         if tree is None:
             return None
         hit = self._views.get(id(tree))
         if hit is None or hit[0] is not tree:
             if len(self._views) >= MAX_CACHED_VIEWS:
-                self._views.clear()
-            self.transfer.pin(tree)
-            hit = self._views[id(tree)] = (tree, numpy_to_torch_tree(tree))
+                self._forget_views()
+            self._views[id(tree)] = hit = [tree, numpy_to_torch_tree(tree), None]
+        elif hit[2] is None and self.transfer.pin_memory:
+            hit[2] = self.transfer.pin(tree)
         return hit[1]
+
+    def _forget_views(self) -> None:
+        """Drop the cached views and release their page locks."""
+        views, self._views = self._views, {}
+        for _, _, hold in views.values():
+            if hold is not None:
+                hold.release()
 
     def _input(self, tree: Any, cached: bool = True) -> Any:
         if tree is None:
@@ -265,10 +280,11 @@ class TorchHandler(AgentHandler):
                 target.copy_(state)
 
     def close(self) -> None:
-        """Unregister the page-locked sample-tree memory (idempotent); call
-        it before closing the sample tree."""
+        """Release the page-locked sample-tree memory (idempotent; unregistered
+        when no other handler holds it) and refuse further steps; call it
+        before closing the sample tree."""
+        self._forget_views()
         self.transfer.close()
-        self._views.clear()
 
     # -- weights shared across processes ---------------------------------------
     def _link(

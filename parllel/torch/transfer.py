@@ -1,8 +1,9 @@
 """Host-device transfers of sample-tree slots: page-locked, non-blocking, one sync.
 
 The sampler's buffers are numpy arrays in (shared) host memory. With a CUDA
-agent, :class:`Transfer` page-locks the memory under them in place
-(``cudaHostRegister``, once per buffer; no staging copy, workers keep writing
+agent, :class:`Transfer` page-locks the memory under the views it copies in
+place (``cudaHostRegister`` through the process's one registry,
+:mod:`parllel.torch.page_locks`; no staging copy, workers keep writing
 straight into it), copies a step's inputs to the device with one
 ``non_blocking`` copy per leaf, copies the outputs back the same way, and
 waits once, on an event recorded after the last copy, before anything on the
@@ -12,143 +13,37 @@ the code path is the same, so tests on a machine without CUDA exercise it.
 
 Why register instead of a pinned staging tree: a staging tree costs one more
 host copy per leaf per step (1.8 MB per step for 64 Atari envs) and a second
-tree to keep in step; registering costs one call per buffer at the first
-step and an unregister at :meth:`Transfer.close`. The registry holds the
-registered arrays, so their memory stays mapped until it is unregistered.
+tree to keep in step; registering costs one call per view the first time it
+is reused and an unregister when the last handler holding it closes.
 """
 
 from __future__ import annotations
 
-import mmap
 import weakref
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
 from parllel.agents.numpy_handler import OUTPUT_RULES
-from parllel.arrays import Array
-from parllel.errors import ConfigError
-from parllel.tree import tree_items, tree_map
+from parllel.errors import HandlerClosedError
+from parllel.torch.page_locks import PageLock, PageLocks, process_page_locks
+from parllel.tree import tree_map
 from parllel.tree.writing import write_nested
 
-PAGE = mmap.PAGESIZE
-CUDA_HOST_REGISTER_PORTABLE = 1
+PRUNE_HOLDS = 1024  # released holds are dropped from the list past this many
 
 
-def _cuda_register(pointer: int, size: int) -> int:
-    return int(
-        torch.cuda.cudart().cudaHostRegister(pointer, size, CUDA_HOST_REGISTER_PORTABLE)
-    )
-
-
-def _cuda_unregister(pointer: int) -> int:
-    return int(torch.cuda.cudart().cudaHostUnregister(pointer))
-
-
-def root_array(array: np.ndarray) -> np.ndarray:
-    """The ndarray that owns ``array``'s memory (the last ndarray ``.base``)."""
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array
-
-
-def _uncovered(
-    lo: int, hi: int, ranges: list[tuple[int, int]]
-) -> list[tuple[int, int]]:
-    """Parts of ``[lo, hi)`` outside the sorted, disjoint ``ranges``."""
-    pieces = []
-    for start, end in ranges:
-        if end <= lo or start >= hi:
-            continue
-        if start > lo:
-            pieces.append((lo, start))
-        lo = max(lo, end)
-    if lo < hi:
-        pieces.append((lo, hi))
-    return pieces
-
-
-def _unregister_all(
-    ranges: list[tuple[int, int]],
-    roots: list[np.ndarray],
-    unregister: Callable[[int], int],
-) -> None:
-    for start, _ in ranges:
-        unregister(start)
-    ranges.clear()  # the memory may be unmapped from here on
-    roots.clear()
-
-
-class PinnedMemory:
-    """Page-locks the host memory under numpy arrays, each page once.
-
-    :meth:`pin` registers the pages of an array's owner (its root
-    ndarray, e.g. a whole shared-memory segment) that are not registered
-    yet, and holds the owner, so that its memory stays mapped while
-    registered; :meth:`close` (or garbage collection) unregisters them all.
-    ``register(pointer, size)`` and ``unregister(pointer)`` return a CUDA
-    error code (0: success); tests pass fakes.
-    """
-
-    def __init__(
-        self,
-        register: Callable[[int, int], int] = _cuda_register,
-        unregister: Callable[[int], int] = _cuda_unregister,
-    ) -> None:
-        self._register = register
-        self.ranges: list[tuple[int, int]] = []  # sorted, disjoint, page-aligned
-        self._roots: list[np.ndarray] = []  # keeps the registered memory mapped
-        self._finalizer = weakref.finalize(
-            self, _unregister_all, self.ranges, self._roots, unregister
-        )
-        self._finalizer.atexit = False  # the driver releases it with the process
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes registered so far."""
-        return sum(end - start for start, end in self.ranges)
-
-    def pin(self, array: np.ndarray) -> None:
-        """Register the pages under ``array``'s owner that are not yet registered.
-
-        Raises:
-            ConfigError: the CUDA runtime refused (e.g. the memlock limit).
-        """
-        root = root_array(array)
-        if root.nbytes == 0:
-            return
-        pointer = root.__array_interface__["data"][0]
-        lo = pointer // PAGE * PAGE
-        hi = -(-(pointer + root.nbytes) // PAGE) * PAGE
-        pieces = _uncovered(lo, hi, self.ranges)
-        if not pieces:
-            return
-        self._roots.append(root)
-        for start, end in pieces:
-            code = self._register(start, end - start)
-            if code != 0:
-                raise ConfigError(
-                    f"page-locking {end - start} bytes of sample-tree memory for "
-                    f"non-blocking copies failed (CUDA error {code}): raise the "
-                    "locked-memory limit (ulimit -l) or build the handler with "
-                    "TorchHandler(..., pin_memory=False)"
-                )
-            self.ranges.append((start, end))
-            self.ranges.sort()
-
-    def pin_tree(self, tree: Any) -> None:
-        """:meth:`pin` every ndarray (or Array) leaf of ``tree``."""
-        for _, leaf in tree_items(tree):
-            if isinstance(leaf, Array):
-                leaf = leaf.to_ndarray()
-            if isinstance(leaf, np.ndarray):
-                self.pin(leaf)
-
-    def close(self) -> None:
-        """Unregister every registered range (idempotent)."""
-        self._finalizer()
+def _release_all(holds: list[PageLock]) -> None:
+    """Release every hold (all of them, even if one fails; then re-raise)."""
+    failure: Exception | None = None
+    for hold in holds:
+        try:
+            hold.release()
+        except Exception as exc:  # noqa: BLE001 - the others are still released
+            failure = failure or exc
+    holds.clear()
+    if failure is not None:
+        raise failure
 
 
 class HostEvent:
@@ -213,15 +108,19 @@ class Transfer:
 
     Args:
         device: where the agent runs.
-        pin_memory: page-lock the host buffers the handler sees (default:
+        pin_memory: page-lock the host views :meth:`pin` is given (default:
             on a CUDA device).
         copy_inputs: copy inputs to the device (default: unless the device
             is the CPU, where the agent reads the buffers in place). True on
             the CPU runs the CUDA path's copies, for tests.
         event: what :meth:`wait` records and synchronizes (default: a
             ``torch.cuda.Event`` on CUDA, else a :class:`HostEvent`).
-        pinned: the registry of page-locked memory (default: one that
-            registers with the CUDA runtime).
+        locks: the registry of page-locked memory (default: the process's,
+            which every handler shares).
+
+    After :meth:`close` (or garbage collection) its holds on page-locked
+    memory are released; using it after :meth:`close` raises
+    :class:`~parllel.errors.HandlerClosedError`.
     """
 
     def __init__(
@@ -231,23 +130,49 @@ class Transfer:
         pin_memory: bool | None = None,
         copy_inputs: bool | None = None,
         event: Any = None,
-        pinned: PinnedMemory | None = None,
+        locks: PageLocks | None = None,
     ) -> None:
         self.device = torch.device(device)
         cuda = self.device.type == "cuda"
         self.copy_inputs = cuda if copy_inputs is None else bool(copy_inputs)
         self.pin_memory = cuda if pin_memory is None else bool(pin_memory)
-        self.pinned = pinned if pinned is not None else PinnedMemory()
+        self.locks = locks if locks is not None else process_page_locks()
         self.event = make_event(self.device) if event is None else event
+        self.closed = False
+        self._holds: list[PageLock] = []
+        self._finalizer = weakref.finalize(self, _release_all, self._holds)
+        self._finalizer.atexit = False  # the driver releases it with the process
 
-    def pin(self, tree: Any) -> None:
-        """Page-lock the memory under ``tree``'s leaves (if ``pin_memory``)."""
-        if self.pin_memory:
-            self.pinned.pin_tree(tree)
+    @property
+    def locked_nbytes(self) -> int:
+        """Bytes of the registered ranges this transfer holds."""
+        held = {start for hold in self._holds for start in hold.starts}
+        return sum(end - start for start, end in self.locks.ranges if start in held)
+
+    def check_open(self) -> None:
+        """Raise :class:`~parllel.errors.HandlerClosedError` after :meth:`close`."""
+        if self.closed:
+            raise HandlerClosedError(
+                "this handler was closed (close() unlocked its page-locked "
+                "memory): build a new handler to step an agent again"
+            )
+
+    def pin(self, tree: Any) -> PageLock | None:
+        """Page-lock the memory under ``tree``'s leaves (if ``pin_memory``);
+        the returned hold keeps it locked until released (or :meth:`close`)."""
+        self.check_open()
+        if not self.pin_memory:
+            return None
+        if len(self._holds) >= PRUNE_HOLDS:
+            self._holds[:] = [hold for hold in self._holds if not hold.released]
+        hold = self.locks.lock_tree(tree)
+        self._holds.append(hold)
+        return hold
 
     def to_device(self, tensors: Any) -> Any:
         """``tensors`` on the device: one non-blocking copy per leaf (or the
         tensors themselves when inputs are not copied)."""
+        self.check_open()
         if not self.copy_inputs or tensors is None:
             return tensors
         return tree_map(lambda leaf: _to_device(leaf, self.device), tensors)
@@ -255,6 +180,7 @@ class Transfer:
     def to_host(self, out: Any, value: Any) -> None:
         """Copy ``value`` into the host views ``out``, one non-blocking copy
         per leaf; call :meth:`wait` before reading ``out``."""
+        self.check_open()
         copy_into(out, value, non_blocking=True)
 
     def wait(self) -> None:
@@ -262,8 +188,11 @@ class Transfer:
         record_and_wait(self.event, self.device)
 
     def close(self) -> None:
-        """Unregister the page-locked memory (idempotent)."""
-        self.pinned.close()
+        """Release the page-locked memory this transfer holds (idempotent);
+        a range is unregistered, after a device synchronize, when no other
+        handler holds it."""
+        self.closed = True
+        self._finalizer()
 
 
 def batch_to_device(batch: Any, device: torch.device | str | None) -> Any:

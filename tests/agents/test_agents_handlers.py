@@ -110,7 +110,7 @@ def test_torch_handler_writes_outputs_through_zero_copy_views(env_kwargs):
             cached = len(handler._views)
             sampler.collect_batch()
             assert len(handler._views) == cached
-            for array, tensor in handler._views.values():
+            for array, tensor, _ in handler._views.values():
                 for leaf in (
                     [tensor] if isinstance(tensor, torch.Tensor) else tensor.values()
                 ):

@@ -1,10 +1,13 @@
 """Host-device transfers (parllel.torch.transfer), on the CPU with the CUDA code path.
 
-The page-locking registry runs with fake register/unregister calls, the
-event with a fake that logs, and copies are logged by wrapping the one
-function every copy goes through: the order of copies and waits, one copy
-per leaf per step, bit-identical batches and unregistering on close are
-checked without a GPU.
+The CUDA runtime is a fake that enforces the driver's rules
+(tests/helpers/fake_cudart.py): overlapping registrations fail, copies into
+page-locked memory land only when waited for, unregistering memory a copy
+still writes is a violation. Copies are routed through it by wrapping the
+one function every copy goes through: the order of copies and waits, one
+copy per leaf per step, bit-identical batches, shared registrations between
+handlers and unregistering on close and collection are checked without a
+GPU.
 """
 
 from __future__ import annotations
@@ -15,140 +18,30 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.cages import SerialCage
-from parllel.errors import ConfigError
+from parllel.errors import HandlerClosedError
 from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.torch import TorchHandler, transfer
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.models import build_actor_critic
-from parllel.torch.transfer import (
-    PAGE,
-    PinnedMemory,
-    Transfer,
-    _uncovered,
-    batch_to_device,
-    root_array,
-)
+from parllel.torch.page_locks import PAGE
+from parllel.torch.transfer import Transfer, batch_to_device
+from tests.helpers.fake_cudart import FakeCudart
 
 T, B = 6, 4
 
 
-class FakeCuda:
-    """Records register/unregister calls; ``fail`` makes registering fail."""
-
-    def __init__(self, fail: int = 0) -> None:
-        self.registered: dict[int, int] = {}
-        self.calls: list[tuple[str, int, int]] = []
-        self.fail = fail
-
-    def register(self, pointer: int, size: int) -> int:
-        assert pointer % PAGE == 0 and size % PAGE == 0 and size > 0
-        assert pointer not in self.registered
-        if self.fail:
-            return self.fail
-        self.registered[pointer] = size
-        self.calls.append(("register", pointer, size))
-        return 0
-
-    def unregister(self, pointer: int) -> int:
-        del self.registered[pointer]
-        self.calls.append(("unregister", pointer, 0))
-        return 0
-
-    def memory(self) -> PinnedMemory:
-        return PinnedMemory(self.register, self.unregister)
-
-
-class LogEvent:
-    def __init__(self, log: list[str]) -> None:
-        self.log = log
-
-    def record(self, stream=None) -> None:
-        self.log.append("record")
-
-    def synchronize(self) -> None:
-        self.log.append("wait")
+@pytest.fixture
+def cuda(monkeypatch) -> FakeCudart:
+    """A fake CUDA runtime, installed as the process's."""
+    return FakeCudart().install(monkeypatch)
 
 
 def pointer(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
-
-
-def test_pin_registers_each_owner_once_and_close_unregisters_everything():
-    cuda = FakeCuda()
-    memory = cuda.memory()
-    big = np.zeros(5 * PAGE, np.uint8)
-    other = np.zeros(3 * PAGE, np.uint8)
-    memory.pin(big[10:20])
-    memory.pin(big[3 * PAGE :])  # the same owner: nothing new
-    memory.pin(other.reshape(3, PAGE)[1])
-    assert len(cuda.registered) == 2
-    assert memory.nbytes >= big.nbytes + other.nbytes
-    for array in (big, other):  # every byte of each owner is covered
-        start, end = pointer(array), pointer(array) + array.nbytes
-        assert any(lo <= start and end <= hi for lo, hi in memory.ranges)
-    memory.close()
-    assert cuda.registered == {} and memory.ranges == []
-    memory.close()  # idempotent
-    assert [call[0] for call in cuda.calls].count("unregister") == 2
-
-
-def test_owners_sharing_pages_register_only_the_pages_not_yet_registered():
-    cuda = FakeCuda()
-    memory = cuda.memory()
-    buffer = bytearray(4 * PAGE)
-    whole = np.frombuffer(buffer, np.uint8)
-    inner = np.frombuffer(buffer, np.uint8, count=PAGE, offset=PAGE)
-    assert root_array(inner) is inner  # its own owner, inside `whole`
-    memory.pin(inner)
-    memory.pin(whole)  # only the pages around `inner` are new
-    assert len(cuda.registered) >= 2
-    assert memory.nbytes == sum(cuda.registered.values())
-    memory.close()
-    assert cuda.registered == {}
-
-
-@given(
-    st.lists(
-        st.tuples(st.integers(0, 40), st.integers(1, 10)).map(
-            lambda r: (r[0] * PAGE, (r[0] + r[1]) * PAGE)
-        ),
-        max_size=8,
-    )
-)
-def test_registered_ranges_stay_disjoint_and_cover_every_request(requests):
-    ranges: list[tuple[int, int]] = []
-    for lo, hi in requests:
-        for piece in _uncovered(lo, hi, ranges):
-            ranges.append(piece)
-        ranges.sort()
-    for (_, end), (start, _) in zip(ranges, ranges[1:]):
-        assert end <= start
-    covered = {page for lo, hi in ranges for page in range(lo, hi, PAGE)}
-    wanted = {page for lo, hi in requests for page in range(lo, hi, PAGE)}
-    assert covered == wanted
-
-
-def test_a_refused_registration_names_the_fix():
-    memory = FakeCuda(fail=2).memory()
-    with pytest.raises(ConfigError, match="pin_memory=False"):
-        memory.pin(np.zeros(PAGE, np.uint8))
-    memory.close()
-
-
-def test_a_collected_registry_unregisters_its_memory():
-    cuda = FakeCuda()
-    memory = cuda.memory()
-    memory.pin(np.zeros(2 * PAGE, np.uint8))  # the registry keeps it alive
-    assert cuda.registered
-    del memory
-    gc.collect()
-    assert cuda.registered == {}
 
 
 # -- the handler's path ------------------------------------------------------------
@@ -164,10 +57,11 @@ def leaf_count(tree) -> int:
     )
 
 
-def collect(sampler_type, make_transfer, batches: int = 2):
+def collect(sampler_type, make_transfer, batches: int = 2, handlers: int = 1):
     """Batches (copies) of a sampler over two serial cages, the copies one
-    handler step makes (input and output leaves), and the owners of the
-    buffers the handler reads and writes."""
+    handler step makes (input and output leaves), and the first row of the
+    buffers the handler reads and writes. With ``handlers=2`` a second
+    handler (an evaluation handler's place) steps the same tree in turn."""
     cages = [
         SerialCage(make_env, B // 2, seed=0),
         SerialCage(make_env, B // 2, seed=0, env_offset=B // 2),
@@ -175,13 +69,16 @@ def collect(sampler_type, make_transfer, batches: int = 2):
     torch.manual_seed(0)
     spaces = cages[0].spaces
     agent = ActorCriticAgent(*build_actor_critic(spaces.observation, spaces.action))
-    handler = TorchHandler(agent, B, seed=0, transfer=make_transfer())
-    tree = build_sample_tree(cages, handler, T)
+    built = [
+        TorchHandler(agent, B, seed=0, transfer=make_transfer())
+        for _ in range(handlers)
+    ]
+    tree = build_sample_tree(cages, built[0], T)
     try:
-        sampler = sampler_type(cages, handler, tree)
+        samplers = [sampler_type(cages, handler, tree) for handler in built]
         out = []
-        for _ in range(batches):
-            batch, _ = sampler.collect_batch()
+        for index in range(batches):
+            batch, _ = samplers[index % handlers].collect_batch()
             out.append(
                 {
                     key: np.array(batch[key].to_ndarray())
@@ -192,8 +89,8 @@ def collect(sampler_type, make_transfer, batches: int = 2):
         seen = [fields.OBSERVATION, fields.ACTION, fields.AGENT_INFO]
         if fields.PREV_ACTION in tree:
             seen += [fields.PREV_ACTION, fields.PREV_REWARD]
-        owners = {
-            pointer(root_array(leaf.to_ndarray()))
+        rows = {
+            pointer(leaf.to_ndarray()[0])
             for key in seen
             for _, leaf in (
                 tree[key].items_flat()
@@ -205,41 +102,20 @@ def collect(sampler_type, make_transfer, batches: int = 2):
         if fields.PREV_ACTION in tree:
             inputs += leaf_count(tree[fields.PREV_ACTION]) + 1
         outputs = leaf_count(tree[fields.ACTION]) + leaf_count(tree[fields.AGENT_INFO])
-        return out, inputs + outputs, owners
+        return out, inputs + outputs, rows
     finally:
-        handler.close()
+        for handler in built:
+            handler.close()
         tree.close()
         for cage in cages:
             cage.close()
 
 
 @pytest.mark.parametrize("sampler_type", [FeedForwardSampler, AlternatingSampler])
-def test_the_cuda_path_on_the_cpu_copies_once_per_leaf_then_waits(
-    sampler_type, monkeypatch
-):
-    log: list[str] = []
-    real_copy = transfer._copy_leaf
-
-    def logged_copy(out, value, non_blocking):
-        log.append("copy")
-        assert non_blocking
-        real_copy(out, value, non_blocking)
-
+def test_the_cuda_path_on_the_cpu_copies_once_per_leaf_then_waits(sampler_type, cuda):
     reference, _, _ = collect(sampler_type, lambda: Transfer("cpu"))
-    monkeypatch.setattr(transfer, "_copy_leaf", logged_copy)
-    cuda = FakeCuda()
-
-    def staged() -> Transfer:
-        return Transfer(
-            "cpu",
-            copy_inputs=True,
-            pin_memory=True,
-            event=LogEvent(log),
-            pinned=cuda.memory(),
-        )
-
-    log.clear()
-    batches, copies, owners = collect(sampler_type, staged)
+    cuda.log.clear()
+    batches, copies, rows = collect(sampler_type, cuda.transfer)
     # bit for bit the batches of the zero-copy CPU path
     for ours, theirs in zip(batches, reference):
         for key in ours:
@@ -247,16 +123,150 @@ def test_the_cuda_path_on_the_cpu_copies_once_per_leaf_then_waits(
     # every handler step: one copy per input and output leaf (never per env),
     # then the event is recorded and waited on before the slots are read; the
     # alternating sampler steps each half on its own: twice the waits
+    log = [entry for entry in cuda.log if entry != "sync"]
     steps = "".join("c" if entry == "copy" else entry[0] for entry in log)
     acts = steps.split("rw")
     assert acts[-1] == ""
     halves = 2 if sampler_type is AlternatingSampler else 1
     assert acts[:-1] == ["c" * copies] * (2 * T * halves)
-    # the buffers the handler touched were registered, and all are unregistered
-    assert cuda.registered == {}
+    # the views the handler reused were page-locked; all are unlocked at
+    # close, after a synchronize, with no copy in flight
+    assert cuda.registered == {} and cuda.violations == []
     spans = [(p, p + size) for kind, p, size in cuda.calls if kind == "register"]
-    for owner in owners:
-        assert any(lo <= owner < hi for lo, hi in spans)
+    for row in rows:
+        assert any(lo <= row < hi for lo, hi in spans)
+
+
+def test_two_handlers_on_one_tree_share_its_page_locks(cuda):
+    """An evaluation handler beside a training one: the second locks the
+    pages the first holds without registering them again (the driver
+    refuses an overlapping registration with 712)."""
+    collect(FeedForwardSampler, cuda.transfer, 4, handlers=2)
+    assert any(kind == "register" for kind, _, _ in cuda.calls)
+    assert cuda.registered == {} and cuda.violations == []
+
+
+def test_the_policies_of_a_policy_mapping_share_its_buffers_page_locks(cuda):
+    from gymnasium import spaces
+
+    from parllel.multiagent.policy_mapping import PolicyMapping
+
+    n_envs, n_agents = 3, 2
+    box = spaces.Box(-1, 1, (4,), np.float32)
+    handlers = []
+    for seed in range(2):
+        torch.manual_seed(seed)
+        agent = ActorCriticAgent(*build_actor_critic(box, spaces.Discrete(2)))
+        handlers.append(
+            TorchHandler(agent, n_envs * n_agents, transfer=cuda.transfer())
+        )
+    mapping = PolicyMapping(handlers, n_envs=n_envs, n_agents=n_agents)
+    mapping.assign(1, [1, 0])
+    example = mapping.example_outputs(np.zeros((n_agents, 4), np.float32))
+    observation = np.random.default_rng(0).random((n_envs, n_agents, 4), np.float32)
+    action = np.zeros((n_envs, *example.action.shape), example.action.dtype)
+    info = {
+        key: np.zeros((n_envs, *np.shape(value)), np.asarray(value).dtype)
+        for key, value in example.agent_info.items()
+    }
+    for _ in range(3):
+        mapping.step(observation, None, None, out_action=action, out_agent_info=info)
+    assert cuda.registered  # locked from the second step on, shared
+    handlers[0].close()
+    handlers[1].close()
+    assert cuda.registered == {} and cuda.violations == []
+
+
+def test_close_waits_for_copies_in_flight_before_unlocking(cuda):
+    """An exception (or a time-box alarm) between a copy and its wait: close
+    synchronizes the device before it unregisters the pages."""
+    slots = np.zeros((2, 1024), np.float32)
+    moved = cuda.transfer()
+    moved.pin(slots)
+    moved.to_host(torch.from_numpy(slots[0]), torch.ones(1024))  # no wait
+    assert slots[0, 0] == 0  # still in flight
+    moved.close()
+    assert cuda.violations == [] and cuda.registered == {}
+    assert slots[0, 0] == 1
+    assert cuda.log.index("sync") < len(cuda.log)
+
+
+def test_a_closed_handler_refuses_to_step_and_locks_nothing(cuda):
+    box = gym.spaces.Box(-1, 1, (4,), np.float32)
+    agent = ActorCriticAgent(*build_actor_critic(box, gym.spaces.Discrete(2)))
+    handler = TorchHandler(agent, 2, transfer=cuda.transfer())
+    observation = np.zeros((2, 4), np.float32)
+    action = np.zeros(2, np.int64)
+    info = {
+        key: np.zeros((2, *np.shape(value)), np.asarray(value).dtype)
+        for key, value in handler.example_outputs(observation[0]).agent_info.items()
+    }
+    for _ in range(2):
+        handler.step(observation, None, None, out_action=action, out_agent_info=info)
+    assert cuda.registered
+    handler.close()
+    assert cuda.registered == {}
+    with pytest.raises(HandlerClosedError, match="build a new handler"):
+        handler.step(observation, None, None, out_action=action, out_agent_info=info)
+    with pytest.raises(HandlerClosedError):
+        handler.transfer.pin(observation)
+    assert cuda.registered == {}
+    handler.close()  # idempotent
+
+
+def test_a_collected_handler_unlocks_its_memory_after_a_sync(cuda):
+    box = gym.spaces.Box(-1, 1, (4,), np.float32)
+    agent = ActorCriticAgent(*build_actor_critic(box, gym.spaces.Discrete(2)))
+    handler = TorchHandler(agent, 2, transfer=cuda.transfer())
+    observation = np.zeros((2, 4), np.float32)
+    action = np.zeros(2, np.int64)
+    info = {
+        key: np.zeros((2, *np.shape(value)), np.asarray(value).dtype)
+        for key, value in handler.example_outputs(observation[0]).agent_info.items()
+    }
+    for _ in range(2):
+        handler.step(observation, None, None, out_action=action, out_agent_info=info)
+    assert cuda.registered
+    cuda.log.clear()
+    del handler
+    gc.collect()
+    assert cuda.registered == {} and cuda.violations == []
+    assert cuda.log[0] == "sync"
+
+
+def test_arrays_passed_fresh_each_step_are_not_kept_locked(cuda):
+    box = gym.spaces.Box(-1, 1, (4,), np.float32)
+    agent = ActorCriticAgent(*build_actor_critic(box, gym.spaces.Discrete(2)))
+    handler = TorchHandler(agent, 2, transfer=cuda.transfer())
+    example = handler.example_outputs(np.zeros(4, np.float32))
+    for _ in range(20):
+        observation = np.zeros((2, 4 * PAGE), np.float32)[:, :4]  # a fresh buffer
+        action = np.zeros(2, np.int64)
+        info = {
+            key: np.zeros((2, *np.shape(value)), np.asarray(value).dtype)
+            for key, value in example.agent_info.items()
+        }
+        handler.step(observation, None, None, out_action=action, out_agent_info=info)
+    assert cuda.registered == {}
+    handler.close()
+
+
+def test_a_missing_wait_is_seen_as_stale_actions(cuda):
+    """The race a missing wait opens: the fake delivers copies into locked
+    memory only at a wait, so actions read before it are stale."""
+
+    class NoWait(Transfer):
+        def wait(self) -> None:
+            pass
+
+    reference, _, _ = collect(FeedForwardSampler, lambda: Transfer("cpu"))
+    batches, _, _ = collect(
+        FeedForwardSampler, lambda: NoWait("cpu", copy_inputs=True, pin_memory=True)
+    )
+    assert any(
+        not np.array_equal(ours[fields.ACTION], theirs[fields.ACTION])
+        for ours, theirs in zip(batches, reference)
+    )
 
 
 def test_batch_to_device_copies_each_leaf_once_and_leaves_device_leaves_alone(
