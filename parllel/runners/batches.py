@@ -63,7 +63,8 @@ class SyncBatches:
         return {}
 
     def rng_generators(self) -> dict[str, Any]:
-        """The action generator (a ``torch.Generator``), if the agent samples
+        """The action generator (a ``torch.Generator``: any
+        :class:`~parllel.runtime.backends.StatefulGenerator`), if the agent samples
         from one of its own (checkpointed with the run's RNG states)."""
         generator = self.sampler.action_generator
         return {} if generator is None else {"actions": generator}

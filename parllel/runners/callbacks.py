@@ -6,10 +6,12 @@ from typing import Any, Protocol
 
 
 class Stateful(Protocol):
-    """Anything a checkpoint saves: a torch module, optimizer, algorithm, transform."""
+    """Anything a checkpoint saves: a model, optimizer, algorithm, transform."""
 
     def state_dict(self) -> Any:
-        """Everything needed to continue later (picklable by ``torch.save``)."""
+        """Everything needed to continue later: nested dicts of numpy arrays,
+        tensors a backend owns and picklable Python values
+        (:mod:`parllel.runtime.files`)."""
         ...
 
     def load_state_dict(self, state: Any) -> Any:

@@ -4,14 +4,17 @@ command line.
 - :mod:`parllel.runtime.run_directory`: :class:`RunDirectory` (config,
   metadata, logs and checkpoints of one run);
 - :mod:`parllel.runtime.checkpoint`: atomic checkpoint files, the newest
-  readable one, RNG snapshots (checkpoints are ``torch.save`` files, so this
-  package needs the ``torch`` extra);
+  readable one, RNG snapshots;
+- :mod:`parllel.runtime.files`: atomic writes and the checkpoint file format
+  (a pickle; each learning library's tensors stored portably);
+- :mod:`parllel.runtime.backends`: the :class:`Backend` protocol through
+  which the core reaches torch or JAX (neither is imported by this package);
 - :mod:`parllel.runtime.compatibility`: whether a checkpoint fits the run
   that loads it;
 - :mod:`parllel.runtime.finite`: refusing to checkpoint NaN weights;
 - :mod:`parllel.runtime.seeding`: :func:`seed_everything` applies the one
   seed scheme (:class:`Seeds`, defined in the torch-free
-  :mod:`parllel.seeding`) to python, numpy and torch;
+  :mod:`parllel.seeding`) to python, numpy and the learning library;
 - :mod:`parllel.runtime.cli`: a script's command line from its config
   dataclass (``tyro``, in the ``cli`` extra).
 

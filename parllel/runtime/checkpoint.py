@@ -1,13 +1,15 @@
 """Atomic checkpoints, finding the latest one, compatibility checks, RNG state.
 
 A checkpoint is one file ``checkpoint_{step:012d}.pt`` holding any nested
-dict of tensors, numpy arrays and Python values (model and optimizer state
-dicts, transform and replay state, RNG states, counters). Files are written
-with ``torch.save`` into a temporary file in the same directory, flushed and
-fsynced, then moved over the final name with ``os.replace``: a crash at any
-moment leaves either the previous checkpoints or the new one, never a partial
-file. They are read with ``torch.load(weights_only=False)``, which unpickles:
-load only checkpoints you (or someone you trust) wrote.
+dict of numpy arrays, tensors of a learning library and Python values (model
+and optimizer state dicts, transform and replay state, RNG states,
+counters). The file is a pickle in which each tensor a backend owns is
+stored portably (:mod:`parllel.runtime.files`): a state of numpy arrays is
+written and read without torch or JAX. Files are written into a temporary
+file in the same directory, flushed and fsynced, then moved over the final
+name with ``os.replace``: a crash at any moment leaves either the previous
+checkpoints or the new one, never a partial file. Reading unpickles: load
+only checkpoints you (or someone you trust) wrote.
 
 Example::
 
@@ -31,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from parllel._warnings import warn_at_caller
 from parllel.errors import (
@@ -41,16 +42,17 @@ from parllel.errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
 )
+from parllel.runtime.backends import StatefulGenerator, backend_named, loaded_backends
 from parllel.runtime.compatibility import (  # noqa: F401 - re-exported here
     check_config,
     check_state_dict,
     check_state_shapes,
 )
-from parllel.torch.files import atomic_save  # noqa: F401 - re-exported here
+from parllel.runtime.files import atomic_write, read_state, write_state
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pt$")
 FORMAT_KEY = "parllel_checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _TEMP_PREFIX = ".checkpoint_"
 UNREADABLE_SUFFIX = ".unreadable"
 
@@ -120,33 +122,36 @@ def save_checkpoint(
     for stale in directory.glob(f"{_TEMP_PREFIX}*.tmp"):
         stale.unlink(missing_ok=True)
     envelope = {FORMAT_KEY: FORMAT_VERSION, "step": int(step), "state": dict(state)}
-    path = atomic_save(directory / checkpoint_name(step), envelope)
+    path = atomic_write(
+        directory / checkpoint_name(step), lambda file: write_state(file, envelope)
+    )
     if keep_last is not None:
         for old in list_checkpoints(directory)[:-keep_last]:
             old.unlink(missing_ok=True)
     return path
 
 
-def _read_checkpoint_file(path: Path, map_location: Any) -> dict[str, Any]:
+def _read_checkpoint_file(path: Path, device: str | None) -> dict[str, Any]:
     """The ``state`` of one checkpoint file (see :func:`load_checkpoint`)."""
     try:
-        envelope = torch.load(path, map_location=map_location, weights_only=False)
+        with path.open("rb") as file:
+            envelope = read_state(file, device)
     except Exception as error:
         raise CorruptCheckpointError(
             f"could not read checkpoint {path}: {error}"
         ) from error
     if not isinstance(envelope, dict) or FORMAT_KEY not in envelope:
         raise CorruptCheckpointError(f"{path} is not a parllel checkpoint")
-    if envelope[FORMAT_KEY] > FORMAT_VERSION:
+    if envelope[FORMAT_KEY] != FORMAT_VERSION:
         raise CheckpointError(
             f"{path} has checkpoint format {envelope[FORMAT_KEY]}; this parllel "
-            f"reads up to {FORMAT_VERSION}"
+            f"reads format {FORMAT_VERSION}"
         )
     return envelope["state"]
 
 
 def load_checkpoint(
-    path: str | os.PathLike[str], *, map_location: str | torch.device | None = "cpu"
+    path: str | os.PathLike[str], *, device: str | None = "cpu"
 ) -> dict[str, Any]:
     """Load the state saved by :func:`save_checkpoint`.
 
@@ -154,7 +159,8 @@ def load_checkpoint(
         path: a checkpoint file, or a directory (run or checkpoints), in which
             case its newest readable checkpoint is loaded (see
             :func:`load_latest_checkpoint`).
-        map_location: where tensors go (``torch.load``'s argument).
+        device: where tensors go (the backend's device name; None: where
+            they were saved from).
 
     Returns:
         The ``state`` dict as it was saved.
@@ -168,16 +174,16 @@ def load_checkpoint(
     """
     path = Path(path)
     if path.is_dir():
-        return load_latest_checkpoint(path, map_location=map_location)[1]
+        return load_latest_checkpoint(path, device=device)[1]
     if not path.is_file():
         raise CheckpointNotFoundError(f"checkpoint {path} does not exist")
-    return _read_checkpoint_file(path, map_location)
+    return _read_checkpoint_file(path, device)
 
 
 def load_latest_checkpoint(
     directory: str | os.PathLike[str],
     *,
-    map_location: str | torch.device | None = "cpu",
+    device: str | None = "cpu",
     set_aside_unreadable: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
     """Load the newest checkpoint of a directory that can be read.
@@ -189,7 +195,8 @@ def load_latest_checkpoint(
     Args:
         directory: a run directory (its ``checkpoints/``) or a directory of
             checkpoint files.
-        map_location: where tensors go (``torch.load``'s argument).
+        device: where tensors go (the backend's device name; None: where
+            they were saved from).
         set_aside_unreadable: rename each skipped file to
             ``<name>.unreadable``, so later runs neither load nor keep it in
             place of a good checkpoint.
@@ -207,7 +214,7 @@ def load_latest_checkpoint(
     skipped: list[tuple[Path, CorruptCheckpointError]] = []
     for path in reversed(candidates):
         try:
-            state = _read_checkpoint_file(path, map_location)
+            state = _read_checkpoint_file(path, device)
         except CorruptCheckpointError as error:
             skipped.append((path, error))
             continue
@@ -243,13 +250,16 @@ def checkpoint_step(path: str | os.PathLike[str]) -> int:
 
 def capture_rng_state(
     generator: np.random.Generator | None = None,
-    torch_generators: Mapping[str, torch.Generator] | None = None,
+    generators: Mapping[str, StatefulGenerator] | None = None,
 ) -> dict[str, Any]:
-    """Snapshot python ``random``, numpy's global RNG, torch's CPU RNG (and CUDA's).
+    """Snapshot python ``random``, numpy's global RNG and the loaded backends'.
+
+    A backend's global RNG (torch's CPU and CUDA ones) is in the snapshot when
+    its library is imported (:func:`~parllel.runtime.backends.loaded_backends`).
 
     Args:
         generator: also snapshot this numpy generator.
-        torch_generators: also snapshot these torch generators, by name (e.g.
+        generators: also snapshot these generators, by name (e.g.
             ``{"actions": handler.generator}``, the sampler's action draws).
 
     Returns:
@@ -258,16 +268,15 @@ def capture_rng_state(
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
+        "backends": {
+            backend.name: backend.capture_rng() for backend in loaded_backends()
+        },
     }
-    if torch.cuda.is_available():
-        state["torch_cuda"] = torch.cuda.get_rng_state_all()
     if generator is not None:
         state["generator"] = generator.bit_generator.state
-    if torch_generators:
-        state["torch_generators"] = {
-            name: torch_generator.get_state()
-            for name, torch_generator in torch_generators.items()
+    if generators:
+        state["generators"] = {
+            name: named.get_state() for name, named in generators.items()
         }
     return state
 
@@ -275,35 +284,32 @@ def capture_rng_state(
 def restore_rng_state(
     state: Mapping[str, Any],
     generator: np.random.Generator | None = None,
-    torch_generators: Mapping[str, torch.Generator] | None = None,
+    generators: Mapping[str, StatefulGenerator] | None = None,
 ) -> None:
     """Put back the RNG states :func:`capture_rng_state` returned.
 
     Args:
-        state: the snapshot.
+        state: the snapshot (each backend's RNG in it is restored, importing
+            that backend).
         generator: a numpy generator to restore in place; the snapshot must
             contain one, of the same bit generator type.
-        torch_generators: torch generators to restore in place, by the names
-            they were captured under; the snapshot must hold each.
+        generators: generators to restore in place, by the names they were
+            captured under; the snapshot must hold each.
 
     Raises:
         CheckpointMismatchError: if ``generator`` is given but the snapshot has
-            no generator state or one of another bit generator, or a torch
+            no generator state or one of another bit generator, or a
             generator's name is not in the snapshot.
     """
-    saved_torch = dict(state.get("torch_generators", {}))
-    missing = sorted(set(torch_generators or {}) - set(saved_torch))
+    saved_generators = dict(state.get("generators", {}))
+    missing = sorted(set(generators or {}) - set(saved_generators))
     if missing:
         raise CheckpointMismatchError(
-            f"the RNG snapshot holds no state of the torch generators {missing} "
-            f"(it holds {sorted(saved_torch)}): was the checkpoint written by a "
-            "run whose handler had no seed= (TorchHandler(..., seed=seeds.actions))?"
+            f"the RNG snapshot holds no state of the generators {missing} "
+            f"(it holds {sorted(saved_generators)}): was the checkpoint written by "
+            "a run whose handler had no seed= (e.g. TorchHandler(..., "
+            "seed=seeds.actions))?"
         )
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "torch_cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["torch_cuda"])
     if generator is not None:
         saved = state.get("generator")
         if saved is None:
@@ -314,6 +320,11 @@ def restore_rng_state(
                 f"the RNG snapshot is of a {saved.get('bit_generator')} generator, "
                 f"the generator to restore is a {kind}"
             )
-        generator.bit_generator.state = saved
-    for name, torch_generator in (torch_generators or {}).items():
-        torch_generator.set_state(saved_torch[name])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    for name, backend_state in state.get("backends", {}).items():
+        backend_named(name).restore_rng(backend_state)
+    if generator is not None:
+        generator.bit_generator.state = state["generator"]
+    for name, named in (generators or {}).items():
+        named.set_state(saved_generators[name])

@@ -1,4 +1,4 @@
-"""Refusing checkpoints whose tensors hold NaN or infinity.
+"""Refusing checkpoints whose arrays or tensors hold NaN or infinity.
 
 A run that diverged must not overwrite its good checkpoints with NaN
 weights: :meth:`~parllel.runners.Runner.save` calls
@@ -12,34 +12,47 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
+import numpy as np
 
 from parllel.errors import NonFiniteCheckpointError
+from parllel.runtime.backends import loaded_backends
 from parllel.runtime.checkpoint import latest_checkpoint
 from parllel.tree import tree_items
 
 
 def nonfinite_tensors(state: Any, prefix: str = "") -> list[str]:
-    """Dotted paths of the floating-point tensors in ``state`` that hold NaN/inf.
+    """Dotted paths of the floating-point arrays and tensors in ``state`` that
+    hold NaN/inf.
 
-    ``state`` is a nested structure of mappings, lists, tuples and tensors
-    (state dicts of models, optimizers, algorithms), walked as every tree is
-    (:func:`~parllel.tree.tree_items`); other leaves are ignored.
+    ``state`` is a nested structure of mappings, lists, tuples, numpy arrays
+    and tensors (state dicts of models, optimizers, algorithms), walked as
+    every tree is (:func:`~parllel.tree.tree_items`). Numpy arrays are
+    checked here, a library's tensors by its backend
+    (:class:`~parllel.runtime.backends.Backend`, only those whose library is
+    imported); other leaves are ignored.
     """
+    backends = loaded_backends()
+
+    def finite(leaf: Any) -> bool:
+        if isinstance(leaf, np.ndarray | np.generic):
+            return leaf.dtype.kind not in "fc" or bool(np.isfinite(leaf).all())
+        for backend in backends:
+            if backend.owns(leaf):
+                return backend.is_finite(leaf)
+        return True
+
     return [
         path or "<tensor>"
         for path, leaf in tree_items(state, prefix)
-        if isinstance(leaf, torch.Tensor)
-        and (leaf.is_floating_point() or leaf.is_complex())
-        and not bool(torch.isfinite(leaf).all())
+        if not finite(leaf)
     ]
 
 
 def refuse_nonfinite_state(
     objects: Mapping[str, Any], checkpoint_dir: Path, step: int
 ) -> None:
-    """Raise :class:`~parllel.errors.NonFiniteCheckpointError` if any tensor of
-    the checkpoint objects' states is not finite (nothing is written)."""
+    """Raise :class:`~parllel.errors.NonFiniteCheckpointError` if any array or
+    tensor of the checkpoint objects' states is not finite (nothing is written)."""
     bad = nonfinite_tensors(objects)
     if not bad:
         return

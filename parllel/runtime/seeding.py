@@ -1,5 +1,5 @@
 """Seeding a run: :class:`Seeds` (one master seed, every stream derived) and
-:func:`seed_everything` (python, numpy and torch seeded from them).
+:func:`seed_everything` (python, numpy and the learning library seeded from them).
 
 The scheme itself lives in :mod:`parllel.seeding` (torch-free, so cages,
 samplers and replays use the same one); :class:`Seeds` is re-exported here.
@@ -14,6 +14,7 @@ import random
 import numpy as np
 
 from parllel.errors import ConfigError
+from parllel.runtime.backends import backend_named, loaded_backends
 from parllel.seeding import Seeds
 
 __all__ = ["Seeds", "seed_everything"]
@@ -22,7 +23,12 @@ __all__ = ["Seeds", "seed_everything"]
 def seed_everything(
     seeds: Seeds, *, torch_deterministic: bool = False
 ) -> np.random.Generator:
-    """Seed python ``random``, numpy's global RNG and torch's (CPU and CUDA) RNGs.
+    """Seed python ``random``, numpy's global RNG and the learning library's.
+
+    The library is each one the script has imported (its
+    :class:`~parllel.runtime.backends.Backend`): torch's CPU and CUDA RNGs get
+    ``seeds.torch``; JAX has no global RNG (its keys are derived from the
+    seeds explicitly). Call it after the script's imports.
 
     Envs are not touched: give the cages ``seed=seeds.envs`` (or
     ``seeds.master``: the same seeds) and evaluation cages
@@ -32,23 +38,28 @@ def seed_everything(
         seeds: the run's seeds.
         torch_deterministic: also call
             ``torch.use_deterministic_algorithms(True)`` (slower on GPU; some
-            ops then raise instead of running nondeterministically).
+            ops then raise instead of running nondeterministically); imports
+            torch.
 
     Returns:
         A ``np.random.Generator`` seeded from ``seeds.numpy``, for code that
         prefers an explicit generator over the global one.
+
+    Raises:
+        ConfigError: ``torch_deterministic`` without torch installed.
     """
     random.seed(seeds.python)
     np.random.seed(seeds.numpy)
-    try:
-        import torch
-    except ImportError as error:  # torch is optional below parllel.torch
-        if torch_deterministic:
+    backends = loaded_backends()
+    if torch_deterministic and all(backend.name != "torch" for backend in backends):
+        try:
+            backends.append(backend_named("torch"))
+        except ImportError as error:
             raise ConfigError(
                 "torch_deterministic=True but torch is not installed"
             ) from error
-    else:
-        torch.manual_seed(seeds.torch)  # also seeds every CUDA device
-        if torch_deterministic:
-            torch.use_deterministic_algorithms(True)
+    for backend in backends:
+        backend.seed(
+            seeds, deterministic=torch_deterministic and backend.name == "torch"
+        )
     return seeds.numpy_generator()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import zipfile
 from collections.abc import Mapping
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 import torch
 
 from parllel.errors import PolicyExportError, PolicyFileError, PolicyNotFoundError
+from parllel.runtime.checkpoint import CHECKPOINT_PATTERN
 from parllel.torch.architecture import Architecture, architecture_of
 from parllel.torch.export.builders import (
     agent_builder,
@@ -226,12 +228,7 @@ def export_policy(
 def check_header(data: Any, path: Path, expected: str) -> None:
     """Raise :class:`PolicyFileError` unless ``data`` is a ``expected`` file of a known version."""
     if not isinstance(data, Mapping) or data.get("format") != expected:
-        hint = (
-            " (a checkpoint? pass the run directory to load_policy)"
-            if isinstance(data, Mapping) and "parllel_checkpoint" in data
-            else ""
-        )
-        raise PolicyFileError(f"{path} is not a parllel policy file{hint}")
+        raise PolicyFileError(f"{path} is not a parllel policy file")
     version = data.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise PolicyFileError(
@@ -274,6 +271,11 @@ def read_policy_file(path: str | os.PathLike[str]) -> PolicyRecord:
     path = Path(path)
     if not path.is_file():
         raise PolicyNotFoundError(f"policy file {path} does not exist")
+    if CHECKPOINT_PATTERN.match(path.name) and not zipfile.is_zipfile(path):
+        raise PolicyFileError(
+            f"{path} is not a parllel policy file (a checkpoint? pass the run "
+            "directory to load_policy)"
+        )
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
