@@ -6,3 +6,5 @@ Importing :mod:`parllel` itself imports nothing heavy.
 """
 
 __version__ = "0.1.0"
+DISTRIBUTION = "parllel-rl"
+"""the distribution's name (``pip``, ``importlib.metadata``); the import name is ``parllel``"""

@@ -2,7 +2,7 @@
 
     python -m parllel.enjoy runs/cartpole-ppo-20250101-120000
     python -m parllel.enjoy RUN_DIR --episodes 5 --seed 1
-    python -m parllel.enjoy RUN_DIR --video videos/   # needs parllel[video]
+    python -m parllel.enjoy RUN_DIR --video videos/   # needs the video extra
     python -m parllel.enjoy policy.pt --env CartPole-v1
     python -m parllel.enjoy RUN_DIR --env my_envs:make_env --stochastic
 
@@ -37,13 +37,14 @@ import numpy as np
 import torch
 
 from parllel.errors import ConfigError, MissingDependencyError, ParllelError
+from parllel.errors.base import install_hint
 from parllel.torch import Policy, load_policy
 
 __all__ = ["evaluate", "main", "make_env", "resolve_env_factory"]
 
 _VIDEO_HINT = (
-    "pip install 'parllel[video]' (moviepy writes the video; pygame renders "
-    "gymnasium's classic-control envs)"
+    f"{install_hint('video')}: moviepy writes the video, pygame renders "
+    "gymnasium's classic-control envs"
 )
 
 

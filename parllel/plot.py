@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from parllel.errors import ConfigError, MissingDependencyError
+from parllel.errors.base import install_hint
 from parllel.logging.csv_sink import STEP_COLUMN, read_progress
 
 OUTPUT_NAME = "learning_curve.png"
@@ -80,7 +81,7 @@ def _pyplot() -> Any:
     except ImportError as error:
         raise MissingDependencyError(
             "plotting needs the 'matplotlib' package: pip install matplotlib, "
-            "or pip install 'parllel[plot]'"
+            f"or {install_hint('plot')}"
         ) from error
     matplotlib.use("Agg")
     import matplotlib.pyplot as pyplot

@@ -19,6 +19,7 @@ from typing import Any
 from parllel.agents import Handler, NumpyHandler, RandomAgent
 from parllel.cages import EnvSpaces
 from parllel.errors import ConfigError, MissingDependencyError
+from parllel.errors.base import install_hint
 
 __all__ = ["POLICIES", "build_handler", "policy_threads", "require_policy"]
 
@@ -30,8 +31,8 @@ def _torch() -> Any:
         import torch
     except ImportError as error:
         raise MissingDependencyError(
-            "the 'mlp' policy needs the 'torch' package: pip install "
-            "'parllel[torch]' (or use --policy random)"
+            f"the 'mlp' policy needs the 'torch' package: {install_hint('torch')} "
+            "(or use --policy random)"
         ) from error
     return torch
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from parllel.bench.run import BenchReport
 from parllel.errors import MissingDependencyError
+from parllel.errors.base import install_hint
 
 __all__ = ["format_recommendations", "format_table", "require_png", "write_png"]
 
@@ -87,7 +88,7 @@ def _pyplot() -> Any:
     except ImportError as error:
         raise MissingDependencyError(
             "--png needs the 'matplotlib' package: pip install matplotlib, or "
-            "pip install 'parllel[plot]'"
+            f"{install_hint('plot')}"
         ) from error
     matplotlib.use("Agg")
     import matplotlib.pyplot as pyplot

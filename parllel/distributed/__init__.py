@@ -1,6 +1,7 @@
 """Sampling on a Ray cluster: actors that each run a whole local sampler.
 
-Install with ``pip install 'parllel[ray]'``. Importing this package does not
+Install the ``ray`` extra (``pip install -e ".[ray]"`` in the parllel
+checkout). Importing this package does not
 import ray; creating a :class:`RaySampler` does (and raises
 :class:`~parllel.errors.MissingDependencyError` without it).
 """

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from parllel.errors import MissingDependencyError
+from parllel.errors.base import install_hint
 
 
 def import_ray() -> Any:
@@ -26,7 +27,7 @@ def import_ray() -> Any:
         import ray
     except ImportError as error:
         raise MissingDependencyError(
-            "sampling on Ray needs the 'ray' package: pip install 'parllel[ray]'"
+            f"sampling on Ray needs the 'ray' package: {install_hint('ray')}"
         ) from error
     return ray
 

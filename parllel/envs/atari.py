@@ -31,6 +31,7 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import ConfigError, MissingDependencyError
+from parllel.errors.base import install_hint
 from parllel.validation import check_at_least
 
 __all__ = [
@@ -292,6 +293,6 @@ def _require_atari() -> None:
     except ModuleNotFoundError as exc:
         raise MissingDependencyError(
             f"make_atari_env needs ale-py and OpenCV ({exc.name} is missing): "
-            'pip install "parllel[atari]"'
+            f"{install_hint('atari')}"
         ) from exc
     gym.register_envs(ale_py)

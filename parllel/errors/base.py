@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from parllel import DISTRIBUTION
+
 __all__ = [
     "ConfigError",
     "MissingDependencyError",
     "NonFiniteError",
     "ParllelError",
     "ParllelWarning",
+    "install_hint",
 ]
 
 
@@ -26,9 +29,26 @@ class ConfigError(ParllelError, ValueError):
 class MissingDependencyError(ParllelError, ImportError):
     """An optional package a feature needs is not installed.
 
-    The message names the package and the ``pip install`` line that adds it.
+    The message names the package and the ``pip install`` line that adds it
+    (:func:`install_hint` for parllel's extras).
     """
 
 
 class NonFiniteError(ParllelError, FloatingPointError):
     """A value that must be finite is NaN or infinite."""
+
+
+def install_hint(*extras: str) -> str:
+    """The command that installs parllel's ``extras``, for error messages.
+
+    parllel is installed from its checkout (editable), so the hint is the
+    ``pip install -e`` line run there; the distribution name is given too.
+
+    Example:
+        >>> install_hint("torch", "logging")
+        'pip install -e ".[torch,logging]" in the parllel checkout (parllel-rl[torch,logging])'
+    """
+    names = ",".join(extras)
+    return (
+        f'pip install -e ".[{names}]" in the parllel checkout ({DISTRIBUTION}[{names}])'
+    )

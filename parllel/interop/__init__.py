@@ -20,6 +20,7 @@ import importlib
 from typing import Any
 
 from parllel.errors import MissingDependencyError
+from parllel.errors.base import install_hint
 from parllel.interop.vector_env import make_vec
 from parllel.interop.vector_env_cage import VectorEnvCage
 
@@ -33,9 +34,9 @@ __all__ = [
 
 _SB3 = (
     "stable_baselines3",
-    'Stable-Baselines3: install torch, then pip install "parllel[sb3]"',
+    f"Stable-Baselines3: install torch, then {install_hint('sb3')}",
 )
-_ENVPOOL = ("envpool", 'EnvPool 1.2.5 (Python >= 3.11): pip install "parllel[envpool]"')
+_ENVPOOL = ("envpool", f"EnvPool 1.2.5 (Python >= 3.11): {install_hint('envpool')}")
 # name: (its module, the package it imports, what to install); imported on first
 # use (the SB3 adapter subclasses SB3's VecEnv, the EnvPool ones import EnvPool)
 _LAZY = {

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from parllel.errors import MissingDependencyError
+from parllel.errors.base import install_hint
 from parllel.logging.base import Sink, to_scalars
 from parllel.logging.dashboard_state import DashboardState
 from parllel.logging.process_usage import ProcessMonitor, ProcessUsage
@@ -35,7 +36,7 @@ def _rich_console_class() -> Any:
     except ImportError as error:
         raise MissingDependencyError(
             "the live Dashboard needs the 'rich' package: pip install rich, or "
-            "pip install 'parllel[logging]' (or pass live=False for plain lines)"
+            f"{install_hint('logging')} (or pass live=False for plain lines)"
         ) from error
     return Console
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from parllel.errors import MissingDependencyError
+from parllel.errors.base import install_hint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,8 +59,8 @@ def _psutil() -> Any:
     except ImportError as error:
         raise MissingDependencyError(
             "measuring a run's CPU and memory (the dashboard's system line) needs "
-            "the 'psutil' package: pip install psutil, or pip install "
-            "'parllel[logging]' (or build the Dashboard with system=False)"
+            f"the 'psutil' package: pip install psutil, or {install_hint('logging')} "
+            "(or build the Dashboard with system=False)"
         ) from error
     return psutil
 

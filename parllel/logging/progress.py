@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from parllel.errors import MissingDependencyError
+from parllel.errors.base import install_hint
 from parllel.logging.base import Sink, format_value, to_scalar
 
 DEFAULT_POSTFIX = {"return": "train/return_mean", "eval": "eval/return_mean"}
@@ -75,7 +76,7 @@ class ProgressBar(Sink):
         except ImportError as error:
             raise MissingDependencyError(
                 "ProgressBar needs the 'tqdm' package: pip install tqdm, or "
-                "pip install 'parllel[logging]' (or pass disable=True)"
+                f"{install_hint('logging')} (or pass disable=True)"
             ) from error
         self._bar = tqdm(
             total=total,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from parllel.errors import MissingDependencyError
+from parllel.errors.base import install_hint
 from parllel.logging.base import Sink, to_scalars
 
 
@@ -17,7 +18,7 @@ def _summary_writer_class() -> Any:
     except ImportError as error:
         raise MissingDependencyError(
             "TensorBoardSink needs the 'tensorboard' package and torch: pip install "
-            "tensorboard, or pip install 'parllel[torch,logging]'"
+            f"tensorboard, or {install_hint('torch', 'logging')}"
         ) from error
     return SummaryWriter
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from parllel.errors import ConfigError, MissingDependencyError
+from parllel.errors.base import install_hint
 from parllel.logging.base import Sink, to_scalars
 
 STATE_FILE = "wandb.json"
@@ -41,8 +42,8 @@ def _import_wandb() -> Any:
         import wandb
     except ImportError as error:
         raise MissingDependencyError(
-            "WandbSink needs the 'wandb' package: pip install wandb, or pip "
-            "install 'parllel[wandb]'"
+            "WandbSink needs the 'wandb' package: pip install wandb, or "
+            f"{install_hint('wandb')}"
         ) from error
     return wandb
 

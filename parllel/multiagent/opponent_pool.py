@@ -22,6 +22,7 @@ from parllel.errors import (
     MissingDependencyError,
     UnknownSnapshotError,
 )
+from parllel.errors.base import install_hint
 from parllel.validation import check_at_least, check_fraction
 
 STRATEGIES = ("latest", "mostly_latest", "uniform", "rating")
@@ -40,7 +41,7 @@ def _openskill_model() -> Any:
     except ImportError as error:
         raise MissingDependencyError(
             "opponent ratings need the 'openskill' package: pip install openskill, "
-            "or pip install 'parllel[multiagent]'"
+            f"or {install_hint('multiagent')}"
         ) from error
     return PlackettLuce()
 

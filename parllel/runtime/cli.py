@@ -59,6 +59,7 @@ from parllel.errors import (
     ParllelWarning,
     RunDirectoryError,
 )
+from parllel.errors.base import install_hint
 from parllel.runtime.run_directory import RunDirectory
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def _tyro() -> Any:
     except ImportError as error:
         raise MissingDependencyError(
             "the example command line needs the 'tyro' package: pip install tyro, "
-            "or pip install 'parllel[cli]'"
+            f"or {install_hint('cli')}"
         ) from error
     return tyro
 

@@ -39,13 +39,17 @@ from typing import Any
 
 import numpy as np
 
+from parllel import DISTRIBUTION
 from parllel.errors import ConfigError, RunDirectoryError
 from parllel.runtime.checkpoint import latest_checkpoint
 from parllel.seeding import Seeds
 
 CONFIG_FILE = "config.json"
 METADATA_FILE = "metadata.json"
-_VERSIONED_PACKAGES = ("numpy", "torch", "gymnasium", "numba", "parllel")
+# name in metadata.json: distribution whose version is recorded
+_VERSIONED_PACKAGES = {
+    name: name for name in ("numpy", "torch", "gymnasium", "numba")
+} | {"parllel": DISTRIBUTION}
 _MAX_DEPTH = 32
 _MAX_ARRAY_SIZE = 1000
 
@@ -170,7 +174,10 @@ def collect_metadata(seeds: Seeds | Mapping[str, Any] | None = None) -> dict[str
         "platform": platform.platform(),
         "versions": {
             "python": platform.python_version(),
-            **{name: _package_version(name) for name in _VERSIONED_PACKAGES},
+            **{
+                name: _package_version(distribution)
+                for name, distribution in _VERSIONED_PACKAGES.items()
+            },
         },
         "seeds": to_jsonable(seeds) if seeds is not None else None,
         "git": git_commit(),

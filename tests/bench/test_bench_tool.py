@@ -241,14 +241,14 @@ def test_a_negative_margin_is_refused_before_measuring(capsys):
 
 def test_missing_torch_and_matplotlib_are_named_before_measuring(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
-    with pytest.raises(MissingDependencyError, match=r"parllel\[torch\]"):
+    with pytest.raises(MissingDependencyError, match=r'pip install -e "\.\[torch\]"'):
         require_policy("mlp")
     status, out, err = run_main(capsys, CARTPOLE, "--policy", "mlp", *TINY)
-    assert status == 2 and "pip install 'parllel[torch]'" in err
+    assert status == 2 and 'pip install -e ".[torch]"' in err
     assert "envs" not in err.split("error:")[0]  # nothing was measured
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     status, out, err = run_main(capsys, CARTPOLE, "--png", "x.png", *TINY)
-    assert status == 2 and "pip install 'parllel[plot]'" in err
+    assert status == 2 and 'pip install -e ".[plot]"' in err
     assert "envs" not in err.split("error:")[0]
 
 

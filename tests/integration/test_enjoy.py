@@ -138,7 +138,7 @@ def test_video_of_each_episode(cartpole_run, tmp_path):
 def test_video_without_the_extra_names_it(cartpole_run, tmp_path):
     done = enjoy(str(cartpole_run), "--video", str(tmp_path / "v"), cwd=tmp_path)
     assert done.returncode != 0
-    assert "parllel[video]" in done.stderr
+    assert 'pip install -e ".[video]"' in done.stderr
 
 
 @pytest.mark.slow

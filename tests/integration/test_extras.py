@@ -332,12 +332,13 @@ def closure(names: set[str]) -> set[str]:
 
 def extra_packages(extra: str) -> set[str]:
     """The distributions ``extra`` requires, with parllel's own extras it names
-    (``parllel[logging,plot]``) expanded."""
+    (``parllel-rl[logging,plot]``) expanded."""
     specs = pyproject()["project"]["optional-dependencies"][extra]
-    names = requirement_names(specs) - {"parllel"}
+    own = canonical(pyproject()["project"]["name"])
+    names = requirement_names(specs) - {own}
     for spec in specs:
         requirement = requirements.Requirement(spec)
-        if canonical(requirement.name) == "parllel":
+        if canonical(requirement.name) == own:
             for own in requirement.extras:
                 names |= extra_packages(own)
     return names

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from parllel import DISTRIBUTION
 from parllel.errors import PolicyExportError, PolicyFileError, PolicyNotFoundError
 from parllel.runtime.checkpoint import CHECKPOINT_PATTERN
 from parllel.torch.architecture import Architecture, architecture_of
@@ -52,7 +53,10 @@ FORMAT = "parllel-policy"
 FORMAT_VERSION = 1
 POLICY_FILE = "policy.pt"
 """the export's file name in a run directory"""
-_VERSIONED = ("parllel", "torch", "gymnasium", "numpy")
+# name in the export: distribution whose version is recorded
+_VERSIONED = {"parllel": DISTRIBUTION} | {
+    name: name for name in ("torch", "gymnasium", "numpy")
+}
 
 
 @dataclasses.dataclass
@@ -142,7 +146,7 @@ def describe_policy(
             "env_steps": None if env_steps is None else int(env_steps),
         },
         "metadata": dict(metadata or {}),
-        "versions": {name: _version(name) for name in _VERSIONED},
+        "versions": {name: _version(dist) for name, dist in _VERSIONED.items()},
     }
 
 
