@@ -34,13 +34,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from parllel.patterns.training import build_run_logger, run_training
+from parllel.runtime.cli import report_outcome
+from parllel.runtime.run_directory import RunDirectory
+from parllel.runtime.seeding import seed_everything
 from parllel.seeding import Seeds
 
-if TYPE_CHECKING:  # parllel.runtime loads torch: imported where it is used
+if TYPE_CHECKING:  # a backend is imported where the script asks for it
     from _typeshed import DataclassInstance
 
     from parllel.runners import Runner
-    from parllel.runtime.run_directory import RunDirectory
     from parllel.samplers.protocols import EvalSource
     from parllel.torch.export.run_export import PolicyExport
 
@@ -80,13 +82,10 @@ class RunSettings:
         seeds: Seeds,
         resume: str | None,
     ) -> TrainingRun:
-        """Seed python, numpy and torch from ``seeds``
+        """Seed python, numpy and the learning library from ``seeds``
         (:func:`~parllel.runtime.seed_everything`) and open the run directory
         to resume, or create ``<run_root>/<name>-...`` holding ``config`` and
         ``seeds``."""
-        from parllel.runtime.run_directory import RunDirectory
-        from parllel.runtime.seeding import seed_everything
-
         seed_everything(seeds)
         if resume:
             directory = RunDirectory.open(resume)
@@ -157,8 +156,6 @@ class TrainingRun:
         (:func:`~parllel.patterns.run_training`), then print how it ended and
         exit with its status unless 0 (:func:`~parllel.runtime.cli.report_outcome`);
         return the last metrics."""
-        from parllel.runtime.cli import report_outcome
-
         outcome = run_training(
             runner,
             self.directory,

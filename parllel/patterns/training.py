@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
+from parllel.runtime.cli import TrainingOutcome
 
-if TYPE_CHECKING:  # parllel.runtime loads torch: imported where it is used
+if TYPE_CHECKING:  # a backend is imported where the script asks for it
     from parllel.runners import Runner
-    from parllel.runtime.cli import TrainingOutcome
     from parllel.runtime.run_directory import RunDirectory
     from parllel.torch.export.run_export import PolicyExport
 
@@ -120,7 +120,6 @@ def run_training(
     :func:`parllel.runtime.cli.report_outcome`'s: ``report_outcome(run_training(...))``.
     """
     from parllel.plot import plot_learning_curve
-    from parllel.runtime.cli import TrainingOutcome
 
     outcome = TrainingOutcome(run.path, run.checkpoints_dir)
     algorithm = type(runner.algorithm).__name__ if policy is not None else None
