@@ -17,6 +17,7 @@ import torch
 from parllel import fields
 from parllel.errors import ConfigError, ShapeError, TreeStructureError
 from parllel.torch.algos.frame_batch import FrameStacks
+from parllel.torch.transfer import batch_to_device
 from parllel.torch.utils import index_leaf, tree_index
 from parllel.tree import tree_items, tree_map
 
@@ -196,6 +197,35 @@ class PolicyBatch:
         """``(T, B)``."""
         T, B = self.advantage.shape[:2]
         return T, B
+
+    def to_device(self, device: torch.device | str) -> PolicyBatch:
+        """This batch on ``device``: only the fields a loss reads are copied
+        (the sample tree's ``final_observation`` and the rest stay on the
+        host), one non-blocking copy per leaf and one wait."""
+        observation = self.observation
+        moved = batch_to_device(
+            {
+                "observation": (
+                    (observation.frames, observation.first)
+                    if isinstance(observation, FrameStacks)
+                    else observation
+                ),
+                "action": self.action,
+                "advantage": self.advantage,
+                "return_": self.return_,
+                "old_log_prob": self.old_log_prob,
+                "old_value": self.old_value,
+                "valid": self.valid,
+                "initial_state": self.initial_state,
+                "resets": self.resets,
+                "extra_inputs": self.extra_inputs,
+            },
+            device,
+        )
+        if isinstance(observation, FrameStacks):
+            frames, first = moved["observation"]
+            moved["observation"] = replace(observation, frames=frames, first=first)
+        return replace(self, **moved)
 
     def flatten_samples(self) -> PolicyBatch:
         """Merge ``[T, B]`` into one sample dim ``[T * B]`` (feed-forward)."""

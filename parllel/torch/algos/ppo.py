@@ -16,7 +16,6 @@ from parllel.torch.algos.frame_batch import refuse_frames
 from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.schedules import Schedule
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
-from parllel.torch.transfer import batch_to_device
 from parllel.torch.utils import check_device, numpy_to_torch_tree
 from parllel.validation import check_at_least, check_count, check_positive
 
@@ -310,11 +309,11 @@ class PPO:
         correction_metrics: dict[str, float] = {}
         if self.correction is None:
             batch = numpy_to_torch_tree(batch)  # zero-copy views of a sampler's tree
-            if self.device is not None:
-                batch = batch_to_device(batch, self.device)
             data = PolicyBatch.from_sample_tree(
                 batch, self.recurrent, self.extra_input_fields
             )
+            if self.device is not None:  # only what the loss reads
+                data = data.to_device(self.device)
         else:
             refuse_frames(batch, "VTraceCorrection")
             data, correction_metrics = self.correction.correct(

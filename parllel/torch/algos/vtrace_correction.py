@@ -216,12 +216,12 @@ class VTraceCorrection:
         rows = _bootstrap_rows(batch, extra_input_fields)
         batch = numpy_to_torch_tree(batch)  # zero-copy views of a sampler's tree
         rows = None if rows is None else numpy_to_torch_tree(rows)
-        if device is not None:
-            batch = batch_to_device(batch, device)
-            rows = None if rows is None else batch_to_device(rows, device)
         data = PolicyBatch.from_sample_tree(
             batch, recurrent, extra_input_fields, targets=False
         )
+        if device is not None:  # only what is evaluated; the rest stays on the host
+            data = data.to_device(device)
+            rows = None if rows is None else batch_to_device(rows, device)
         reward = _required(batch, fields.REWARD, "rewards")
         terminated = _required(batch, fields.TERMINATED, "episode ends")
         truncated = _required(batch, fields.TRUNCATED, "time limits")
@@ -317,7 +317,8 @@ class VTraceCorrection:
             return evaluation.log_prob, evaluation.value, None
         T = data.shape[0]
         assert data.resets is not None  # recurrent batches always have them
-        resets = torch.cat([data.resets, done_last.to(torch.bool)[None]])  # [T + 1, B]
+        done_last = done_last.to(device=data.resets.device, dtype=torch.bool)
+        resets = torch.cat([data.resets, done_last[None]])  # [T + 1, B]
         action = torch.cat([data.action, data.action[-1:]])  # row T: any action
         evaluation = _evaluate(
             evaluator,
@@ -351,13 +352,15 @@ class VTraceCorrection:
                 "VTraceCorrection(truncation_as_termination=True)",
             )
         final_value = torch.zeros_like(value)
-        index = torch.nonzero(
+        rows = torch.nonzero(
             truncated.to(torch.bool) & ~terminated.to(torch.bool), as_tuple=True
         )
-        if len(index[0]):
+        if len(rows[0]):
+            # only the final observations of truncated episodes go to the device
+            index = tuple(row.to(value.device) for row in rows)
             final_value[index] = _evaluate(
                 evaluator,
-                tree_index(final_observation, index),
+                batch_to_device(tree_index(final_observation, rows), value.device),
                 data.action[index],
                 None,
                 None,
