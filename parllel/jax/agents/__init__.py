@@ -1,0 +1,6 @@
+"""JAX agents: the :class:`JaxAgent` protocol and :class:`ActorCriticAgent`."""
+
+from parllel.jax.agents.actor_critic import ActorCriticAgent
+from parllel.jax.agents.base import JaxAgent, PolicyEvaluation
+
+__all__ = ["ActorCriticAgent", "JaxAgent", "PolicyEvaluation"]
