@@ -12,6 +12,7 @@ from parllel import fields
 from parllel.arrays import Array
 from parllel.arrays.views import describe_view
 from parllel.arrays.writing import closed_error
+from parllel.cages.sources import collect_sources
 from parllel.errors import ArrayClosedError, ConfigError, NotSharedError
 from parllel.tree import tree_items
 
@@ -72,12 +73,18 @@ def check_factory(env_factory: Callable[..., Any]) -> None:
 def check_factory_pickles(env_factory: Callable[..., Any], env_kwargs: dict) -> bytes:
     """Cloudpickle the env factory and kwargs, or raise ConfigError naming them.
 
+    The payload also holds the sources of the main script's code they use
+    (:func:`~parllel.cages.sources.collect_sources`), for the workers'
+    tracebacks.
+
     Only cages that build envs in other processes need this; a
     :class:`~parllel.cages.SerialCage` takes any callable.
     """
     check_factory(env_factory)
     try:
-        return cloudpickle.dumps((env_factory, env_kwargs))
+        return cloudpickle.dumps(
+            (env_factory, env_kwargs, collect_sources(env_factory, env_kwargs))
+        )
     except Exception as exc:
         name = getattr(env_factory, "__qualname__", repr(env_factory))
         raise ConfigError(

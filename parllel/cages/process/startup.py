@@ -112,7 +112,8 @@ class GroupSettings:
         ctx: multiprocessing context of the workers.
         env_factory: builds one env (in the main process's share).
         env_kwargs: the factory's keyword arguments.
-        factory_bytes: both, cloudpickled (for the workers).
+        factory_bytes: both, with the sources of the main script's code,
+            cloudpickled (for the workers).
         reset_mode: as for the cage.
         traj_info_type: as for the cage.
         traj_info_kwargs: as for the cage.

@@ -73,7 +73,8 @@ def worker_main(
     check_parent = parent_check()
     group = None
     try:
-        env_factory, env_kwargs = cloudpickle.loads(config.factory_bytes)
+        env_factory, env_kwargs, sources = cloudpickle.loads(config.factory_bytes)
+        sources.install(env_factory, env_kwargs)  # tracebacks show the user's lines
         group = EnvGroup(env_factory, env_kwargs, **config.group_kwargs)
         example = group.example_step() if config.want_example else None
         conn.send(Ready(group.spaces, example))
