@@ -1,4 +1,5 @@
-"""The sections of benchmarks/device_check.py that run an agent: sync, collect, ppo.
+"""The sections of benchmarks/device_check.py that run an agent: sync, race,
+collect, ppo.
 
 Each ``*_section`` returns ``run(box, out)``, which fills ``out`` as it
 measures and leaves what no longer fits in the box (``box.fits``; see
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _sections import Box, Section, absent, skipped
+from _sections import Box, Section, absent, attempt, skipped
 
 from parllel import fields
 from parllel.cages import ProcessCage
@@ -49,6 +50,14 @@ class BlockingTransfer(Transfer):
         copy_into(out, value, non_blocking=False)
 
 
+class NoWaitTransfer(Transfer):
+    """The CUDA path with its one wait per step removed: the race check's
+    broken variant (the host may read an action before its copy lands)."""
+
+    def wait(self) -> None:
+        """No wait."""
+
+
 def _transfer(kind: str, device: str | None) -> tuple[str, Transfer]:
     """The device and transfer of a handler kind."""
     if kind == "cpu":
@@ -73,15 +82,34 @@ def _cages(factory: Callable, n: int, alternating: bool) -> list[Any]:
     return [ProcessCage(factory, n, seed=0, main_process_envs=0)]
 
 
+def delay_steps(agent: ActorCriticAgent, device: str) -> None:
+    """Make every agent step finish late on the device: a sleep kernel
+    queued after the step's outputs, before the handler's copies back (on
+    CUDA; elsewhere copies are synchronous and nothing is delayed)."""
+    if torch.device(device).type != "cuda":
+        return
+    step = agent.step
+
+    def late_step(*args: Any) -> Any:
+        out = step(*args)
+        torch.cuda._sleep(20_000_000)  # about 10 ms of GPU cycles
+        return out
+
+    agent.step = late_step  # type: ignore[method-assign]
+
+
 @contextmanager
 def _handled(
-    cages: list[Any], n: int, T: int, device: str, transfer: Transfer | None = None
-) -> Iterator[tuple[ActorCriticAgent, TorchHandler, Any]]:
+    cages: list[Any], n: int, T: int, device: str, transfer: Transfer | None = None,
+    delay: bool = False,
+) -> Iterator[tuple[ActorCriticAgent, TorchHandler, Any]]:  # fmt: skip
     """The agent, handler and ``[T, n]`` sample tree of ``cages``; the
-    handler (which unregisters the page-locked tree), the tree and the
+    handler (which releases the page-locked tree), the tree and the
     cages are closed afterwards, in that order."""
     try:
         agent = _agent(cages[0].spaces, device)
+        if delay:
+            delay_steps(agent, device)
         handler = TorchHandler(agent, n, device=device, seed=0, transfer=transfer)
         tree = build_sample_tree(cages, handler, T)
         try:
@@ -125,6 +153,8 @@ def measure_collect(
 def _ratio(top: Any, bottom: Any, key: str = "sps") -> float | None:
     if not isinstance(top, dict) or not isinstance(bottom, dict):
         return None
+    if key not in top or key not in bottom:
+        return None
     return top[key] / bottom[key]
 
 
@@ -157,9 +187,10 @@ def collect_section(
                 if not box.fits(each + 8):
                     absent(rows, name, f"collect {model} {name}: time box")
                     continue
-                rows[name] = measure_collect(
-                    factory, n, T, kind, device, alternating, each
-                )
+                rows[name] = attempt(
+                    f"collect {model} {name}",
+                    measure_collect, factory, n, T, kind, device, alternating, each,
+                )  # fmt: skip
             rows["pinned_vs_blocking"] = _ratio(
                 rows.get("cuda_pinned_ff"), rows.get("cuda_blocking_ff")
             )
@@ -169,7 +200,13 @@ def collect_section(
             )
             ff = rows.get(f"{best}_ff")
             alt = rows.get(f"{best}_alternating")
-            if ff and alt and ff["inference_share"] > 0:
+            if (
+                ff
+                and alt
+                and "error" not in ff
+                and "error" not in alt
+                and ff["inference_share"] > 0
+            ):
                 # inference time per batch that alternating took off the batch
                 saved = ff["batch_ms"] - alt["batch_ms"]
                 rows["inference_hidden"] = saved / (
@@ -239,21 +276,25 @@ def ppo_section(
             elif not box.fits(seconds + 5):
                 absent(out, name, f"ppo {name}: time box")
             else:
-                out[name] = ppo_run(factory, n, T, where, seconds)
+                out[name] = attempt(
+                    f"ppo {name}", ppo_run, factory, n, T, where, seconds
+                )
                 out[name]["device"] = where
 
     return run
 
 
-def _batches(make_env: Callable, transfer: Transfer, device: str) -> tuple[list, Any]:
-    """Two batches (observations, actions, values) from a process cage,
+def _batches(
+    make_env: Callable, transfer: Transfer, device: str, delay: bool = False
+) -> tuple[list, Any]:
+    """Three batches (observations, actions, values) from a process cage,
     and whether the tree's observations were page-locked (None off CUDA)."""
     n, T = 4, 8
     cages = [ProcessCage(make_env, n, seed=0, n_workers=1, main_process_envs=0)]
-    with _handled(cages, n, T, device, transfer) as (_, handler, tree):
+    with _handled(cages, n, T, device, transfer, delay) as (_, handler, tree):
         sampler = FeedForwardSampler(cages, handler, tree)
         copies = []
-        for _ in range(2):
+        for _ in range(3):
             batch, _ = sampler.collect_batch()
             copies.append(
                 [
@@ -264,9 +305,60 @@ def _batches(make_env: Callable, transfer: Transfer, device: str) -> tuple[list,
             )
         pinned = None
         if torch.device(device).type == "cuda":
-            observation = tree[fields.OBSERVATION].to_ndarray()
+            observation = tree[fields.OBSERVATION].to_ndarray()[0]
             pinned = bool(torch.from_numpy(observation).is_pinned())
     return copies, pinned
+
+
+def _equal(first: list, second: list) -> bool:
+    return all(
+        np.array_equal(a, b)
+        for batch_a, batch_b in zip(first, second)
+        for a, b in zip(batch_a, batch_b)
+    )
+
+
+def race_check(
+    make_env: Callable,
+    device: str,
+    make_transfer: Callable[[bool], Transfer] | None = None,
+) -> dict[str, Any]:
+    """Batches with every agent step finishing late on the device
+    (:func:`delay_steps`): with the wait they equal the blocking path's;
+    without it the host reads actions before their copies land.
+
+    ``make_transfer(wait)`` builds the transfer (default: the CUDA path, or
+    :class:`NoWaitTransfer` without the wait); tests pass one over a fake
+    CUDA runtime that delivers copies into locked memory only at a wait.
+    """
+    if make_transfer is None:
+
+        def make_transfer(wait: bool) -> Transfer:
+            kind = Transfer if wait else NoWaitTransfer
+            return kind(device, copy_inputs=True)
+
+    reference, _ = _batches(make_env, BlockingTransfer(device), device)
+    waited, _ = _batches(make_env, make_transfer(True), device, delay=True)
+    unwaited, _ = _batches(make_env, make_transfer(False), device, delay=True)
+    return {
+        "equal_with_wait": _equal(reference, waited),
+        "corrupt_without_wait": not _equal(reference, unwaited),
+    }
+
+
+def race_section(device: str | None, make_env: Callable) -> Section:
+    """The race a missing wait would open, shown on the device (module
+    :func:`race_check`); on a CPU copies are synchronous: nothing to show."""
+
+    def run(box: Box, out: dict) -> None:
+        if device is None:
+            absent(out, "corrupt_without_wait", "race: no CUDA device")
+            out["equal_with_wait"] = None
+            return
+        out.update(race_check(make_env, device))
+        out["shown"] = out["equal_with_wait"] and out["corrupt_without_wait"]
+
+    return run
 
 
 def sync_section(device: str | None, make_env: Callable) -> Section:
@@ -277,11 +369,7 @@ def sync_section(device: str | None, make_env: Callable) -> Section:
         reference, _ = _batches(make_env, BlockingTransfer(where), where)
         staged = Transfer(where, copy_inputs=True)
         candidate, pinned = _batches(make_env, staged, where)
-        out["equal"] = all(
-            np.array_equal(a, b)
-            for batch_a, batch_b in zip(reference, candidate)
-            for a, b in zip(batch_a, batch_b)
-        )
+        out["equal"] = _equal(reference, candidate)
         out["pinned"] = pinned
         out["device"] = where
 

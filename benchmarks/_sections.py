@@ -8,6 +8,7 @@ a null value and a ``skipped: <reason>`` line (:func:`absent`).
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
@@ -39,9 +40,25 @@ class BoxExceeded(Exception):
     """A section ran past its hard limit (its box plus a grace period)."""
 
 
-def run_section(name: str, seconds: float, fn: Section, results: dict) -> None:
+def attempt(label: str, fn: Callable[..., dict], *args: Any) -> dict[str, Any]:
+    """``fn(*args)``, or ``{"error": ...}`` (printed) if it raises: one
+    configuration's failure does not end its section."""
+    try:
+        return fn(*args)
+    except BoxExceeded:
+        raise
+    except Exception as exc:  # reported, and the section moves on
+        error = f"{type(exc).__name__}: {exc}"
+        print(f"[{label}] failed: {error}", file=sys.stderr)
+        return {"error": error}
+
+
+def run_section(
+    name: str, seconds: float, fn: Section, results: dict, grace: float = 20.0
+) -> None:
     """Run ``fn(box, out)``, which fills ``out`` as it measures; an alarm stops
-    it past ``seconds`` + 20 s, an exception ends it; ``out`` is kept either way."""
+    it past ``seconds`` + ``grace``, an exception ends it; ``out`` is kept
+    either way and printed at once as one JSON line ``{"section": name, ...}``."""
     out: dict[str, Any] = {}
     results[name] = out
 
@@ -49,7 +66,7 @@ def run_section(name: str, seconds: float, fn: Section, results: dict) -> None:
         raise BoxExceeded(f"past its {seconds:.0f} s box")
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds + 20)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds + grace, 1.0))
     start = time.monotonic()
     try:
         fn(Box(seconds), out)
@@ -60,6 +77,7 @@ def run_section(name: str, seconds: float, fn: Section, results: dict) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     out["seconds"] = round(time.monotonic() - start, 1)
+    print(json.dumps({"section": name, **out}, sort_keys=True, default=str), flush=True)
 
 
 def skipped(reason: str) -> None:

@@ -1,9 +1,17 @@
-"""Sampling with a GPU and many cores, measured in one command (issue 30).
+"""Sampling with a GPU and many cores, measured in one command.
 
-Sections, each time-boxed (a section past its box keeps what it measured and
-says so; one needing what is absent prints ``skipped: <reason>`` and puts
-null in the JSON):
+First the prerequisites (CUDA visible, free space in /dev/shm for the trees
+the sections build, the imports), then the sections, each time-boxed and
+each printed as one JSON line (``{"section": ...}``) as soon as it ends, so
+a time-out or a crash keeps every finished figure; a configuration that
+fails is reported (``"error"``) and the section moves on; a part needing
+what is absent prints ``skipped: <reason>`` and puts null in the JSON:
 
+- ``sync``: the non-blocking path collects the batches of the blocking one,
+  bit for bit, and the sample tree is page-locked (on CUDA);
+- ``race``: every agent step finishes late on the device (a sleep kernel):
+  with the wait the batches equal the blocking path's, without it the host
+  reads actions before their copies land (CUDA only);
 - ``stepping``: env steps/s of process cages (every env in workers) with 1,
   2, 4, 8 and 15 workers, on CartPole (64 envs), a ~200 us CPU env and Pong
   with the standard stack (``parllel.envs.atari``); next to one core's plain
@@ -11,16 +19,15 @@ null in the JSON):
   and EnvPool with 1-16 threads where importable;
 - ``collect``: ``collect_batch`` steps/s with a CPU handler and a CUDA one
   (blocking copies vs page-locked non-blocking ones), feed-forward vs
-  alternating, for an MLP (CartPole) and the Nature CNN (Pong, or a
-  synthetic 84x84x4 env without ALE);
+  alternating, for an MLP (CartPole) and the Nature CNN (Pong; skipped
+  without ALE);
 - ``ppo``: PPO for a fixed wall time on CartPole and Pong: env steps/s end
-  to end and the phase breakdown;
-- ``sync``: the non-blocking path collects the batches of the blocking one,
-  bit for bit, and the sample tree is page-locked (on CUDA).
+  to end and the phase breakdown.
 
-Prints a short table, then one JSON line last. The whole run takes at most
-about 8 minutes (``--budget``); ``--quick`` runs every section that applies
-on a CPU-only machine in seconds (tests/integration/test_benchmarks_quick.py).
+Then a short table and one JSON line of everything, last. The whole run,
+prerequisites included, stays within ``--budget`` seconds (default 420) by
+its own clock; ``--quick`` runs every section that applies on a CPU-only
+machine in seconds (tests/integration/test_benchmarks_quick.py).
 docs/gpu.md says how to run it on the GPU machine (benchmarks/device_wheels.sh).
 
 Usage: python benchmarks/device_check.py [--quick] [--budget SECONDS]
@@ -29,6 +36,9 @@ Usage: python benchmarks/device_check.py [--quick] [--budget SECONDS]
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -49,8 +59,13 @@ from _common import (  # noqa: E402
     pin_threads,
     print_result,
 )
-from _device_learning import collect_section, ppo_section, sync_section  # noqa: E402
-from _sections import Box, Section, absent, run_section, skipped  # noqa: E402
+from _device_learning import (  # noqa: E402
+    collect_section,
+    ppo_section,
+    race_section,
+    sync_section,
+)
+from _sections import Box, Section, absent, attempt, run_section, skipped  # noqa: E402
 from cage_throughput import cage_slots, plain_envs, step_plain  # noqa: E402
 from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 
@@ -162,6 +177,11 @@ def envpool_sps(name: str, n: int, threads: int, seconds: float) -> float:
         pool.close()
 
 
+def as_sps(measure: Callable[..., float], *args: Any) -> dict[str, float]:
+    """``{"sps": measure(*args)}``, for :func:`attempt`."""
+    return {"sps": measure(*args)}
+
+
 def have_atari() -> bool:
     """Whether Pong can be made here (the atari extra: ale_py and cv2)."""
     return have("ale_py") and have("cv2")
@@ -202,13 +222,35 @@ def stepping_section(quick: bool) -> Section:
                 if not box.fits(each + 5):
                     skipped(f"stepping {name} with {w} workers: time box")
                     continue
-                sps = cage_sps(factory, kwargs, n_here, w, each)
+                measured = attempt(
+                    f"stepping {name} {w} workers",
+                    as_sps,
+                    cage_sps,
+                    factory,
+                    kwargs,
+                    n_here,
+                    w,
+                    each,
+                )
+                if "error" in measured:
+                    row.setdefault("errors", {})[str(w)] = measured["error"]
+                    continue
+                sps = measured["sps"]
                 row["process_sps"][str(w)] = sps
                 row["ideal_sps"][str(w)] = w * row["raw_sps"]
                 row["vs_ideal"][str(w)] = sps / (w * row["raw_sps"])
             row["async_sps"] = None
             if box.fits(each + 10) and not (quick and name != "cartpole"):
-                row["async_sps"] = async_sps(factory, kwargs, n_here, each)
+                measured = attempt(
+                    f"stepping {name} AsyncVectorEnv",
+                    as_sps,
+                    async_sps,
+                    factory,
+                    kwargs,
+                    n_here,
+                    each,
+                )
+                row["async_sps"] = measured.get("sps")
             row["vs_async"] = {
                 w: sps / row["async_sps"] if row["async_sps"] else None
                 for w, sps in row["process_sps"].items()
@@ -218,7 +260,15 @@ def stepping_section(quick: bool) -> Section:
                 skipped(f"EnvPool on {name}: envpool is not installed")
             elif name in ENVPOOL_IDS:
                 row["envpool_sps"] = {
-                    str(t): envpool_sps(name, n_here, t, each)
+                    str(t): attempt(
+                        f"stepping {name} EnvPool {t} threads",
+                        as_sps,
+                        envpool_sps,
+                        name,
+                        n_here,
+                        t,
+                        each,
+                    ).get("sps")
                     for t in threads
                     if box.fits(each + 3)
                 }
@@ -299,38 +349,97 @@ def print_table(results: dict) -> None:
         )
 
 
+SHM_NEEDED = {  # bytes of the largest trees a section builds (observations
+    # and final observations, [T + 1, 64] of 84x84x4 uint8 for Pong), with room
+    "ppo pong": 2 * 129 * 64 * 84 * 84 * 4 + (64 << 20),
+    "collect cnn": 2 * 33 * 64 * 84 * 84 * 4 + (64 << 20),
+}
+IMPORTS = ("numpy", "numba", "gymnasium", "cloudpickle", "torch", "ale_py", "cv2")
+
+
+def prerequisites() -> dict[str, Any]:
+    """What the sections need: CUDA, free space in /dev/shm, the imports."""
+    import torch
+
+    found: dict[str, Any] = {"cuda": torch.cuda.is_available()}
+    if found["cuda"]:
+        found["cuda_devices"] = torch.cuda.device_count()
+        found["device"] = torch.cuda.get_device_name()
+    else:
+        skipped("every CUDA part: torch.cuda.is_available() is False")
+    try:
+        free = shutil.disk_usage("/dev/shm").free
+    except OSError:
+        free = None
+    found["shm_free_mib"] = None if free is None else free >> 20
+    found["shm_enough"] = {
+        name: free is None or free >= need for name, need in SHM_NEEDED.items()
+    }
+    for name, enough in found["shm_enough"].items():
+        if not enough:
+            skipped(f"{name}: /dev/shm has {free >> 20} MiB free")  # type: ignore[operator]
+    versions: dict[str, str | None] = {}
+    for module in IMPORTS:
+        try:
+            versions[module] = getattr(
+                importlib.import_module(module), "__version__", "?"
+            )
+        except Exception as exc:  # ImportError, or a broken install
+            versions[module] = None
+            skipped(f"import {module}: {type(exc).__name__}: {exc}")
+    found["imports"] = versions
+    print(json.dumps({"section": "prerequisites", **found}, sort_keys=True), flush=True)
+    return found
+
+
 def main() -> None:
+    start = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="seconds, on a CPU")
-    parser.add_argument("--budget", type=float, default=450.0, help="seconds in all")
+    parser.add_argument(
+        "--budget", type=float, default=420.0, help="seconds in all, by its own clock"
+    )
     args = parser.parse_args()
+    deadline = start + args.budget
     pin_threads()
     import torch
 
-    device = "cuda" if torch.cuda.is_available() else None
-    if device is None:
-        skipped("every CUDA part: torch.cuda.is_available() is False")
-    scale = args.budget / 450.0
-    boxes = {"sync": 15, "stepping": 190, "collect": 110, "ppo": 135}
+    found = prerequisites()
+    device = "cuda" if found["cuda"] else None
+    boxes = {"sync": 15, "race": 20, "stepping": 170, "collect": 100, "ppo": 115}
     if args.quick:
         boxes = {name: 60 for name in boxes}
+    scale = 1.0 if args.quick else args.budget / 420.0
     results: dict[str, Any] = {
-        "device": torch.cuda.get_device_name() if device else None,
+        "device": found.get("device"),
         "cores": usable_cores(),
         "quick": args.quick,
         "python": sys.version.split()[0],
         "torch": torch.__version__,
+        "prerequisites": found,
     }
     pong = make_pong if have_atari() else None
+    cnn_collect = pong if found["shm_enough"]["collect cnn"] else None
+    cnn_ppo = pong if found["shm_enough"]["ppo pong"] else None
     sections = {
         "sync": sync_section(device, make_cartpole),
+        "race": race_section(device, make_cartpole),
         "stepping": stepping_section(args.quick),
-        "collect": collect_section(device, args.quick, make_cartpole, pong),
-        "ppo": ppo_section(device, args.quick, make_cartpole, pong),
+        "collect": collect_section(device, args.quick, make_cartpole, cnn_collect),
+        "ppo": ppo_section(device, args.quick, make_cartpole, cnn_ppo),
     }
+    reserve = 10.0  # for the table, the summary and closing
     for name, fn in sections.items():
-        run_section(name, boxes[name] * (1 if args.quick else scale), fn, results)
+        left = deadline - time.monotonic() - reserve
+        seconds = min(boxes[name] * scale, left)
+        if seconds < 3:
+            results[name] = None
+            skipped(f"{name}: the run's {args.budget:.0f} s budget is spent")
+            continue
+        grace = min(20.0, max(left - seconds, 1.0))
+        run_section(name, seconds, fn, results, grace=grace)
     results["goals"] = goals(results)
+    results["seconds"] = round(time.monotonic() - start, 1)
     print_table(results)
     print_result(results)
 

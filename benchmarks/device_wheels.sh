@@ -2,9 +2,11 @@
 # Wheels for the GPU machine, which runs Python 3.12 with torch, numpy and numba
 # (and cloudpickle, opencv-python-headless, typing-extensions, packaging,
 # protobuf) but reaches no package registry: what benchmarks/device_check.py
-# needs beyond them, as py3.12 manylinux x86_64 wheels, plus parllel's own
-# wheel, in .whl/ (git-ignored). docs/gpu.md gives the one command that
-# installs them there and runs the check.
+# needs beyond them, as py3.12 manylinux x86_64 wheels, in .whl/
+# (git-ignored). parllel itself is not built into a wheel: the device command
+# puts the repository's root on PYTHONPATH (the working tree travels with
+# every call). Needs only pip (no wheel or setuptools). docs/gpu.md gives the
+# one command that installs the wheels there and runs the check.
 #
 # Usage (from any directory): bash benchmarks/device_wheels.sh
 set -euo pipefail
@@ -27,7 +29,5 @@ download ale-py==0.12.1
 # needs envpool-assets (several packages), dm-env, optree, glfw and matplotlib
 # besides: over the 64 MiB a call carries with the working tree. The GPU
 # machine's EnvPool rows print "skipped: envpool is not installed".
-# parllel itself, built from this working tree
-python3 -m pip wheel --quiet --no-deps --no-build-isolation -w .whl .
 ls -l .whl
 du -ch .whl/*.whl | tail -1
