@@ -9,12 +9,13 @@
 The policy is loaded with :func:`parllel.torch.load_policy` (a run
 directory's ``policy.pt``, or its newest checkpoint). The env is built from
 ``--env`` if given, else from what the export records: its ``env_factory``
-(``"module:function"`` or ``"path/to/file.py:function"``), else its
-``env_id`` (``gymnasium.make``). A factory with an ``env_id`` parameter
+(``"module:function"``, or ``"path/to/file.py:function"`` relative to the
+run directory; one not found here is named, with ``--env`` to pass), else
+its ``env_id`` (``gymnasium.make``). A factory with an ``env_id`` parameter
 is called with the export's ``env_id`` when it records one (one factory for
 many games: ``parllel.envs.atari:make_atari_env`` with ``ALE/Breakout-v5``).
 Each episode's return and length are
-printed, then the mean. ``--video DIR`` records every episode with
+printed (an episode cut by ``--max-steps`` says so), then the mean. ``--video DIR`` records every episode with
 gymnasium's ``RecordVideo`` (the env must render ``rgb_array`` frames: a
 factory then needs a ``render_mode`` argument); it needs moviepy (and pygame
 for gymnasium's classic-control envs), the ``video`` extra.
@@ -27,10 +28,11 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -40,7 +42,7 @@ from parllel.errors import ConfigError, MissingDependencyError, ParllelError
 from parllel.errors.base import install_hint
 from parllel.torch import Policy, load_policy
 
-__all__ = ["evaluate", "main", "make_env", "resolve_env_factory"]
+__all__ = ["Episode", "evaluate", "main", "make_env", "resolve_env_factory"]
 
 _VIDEO_HINT = (
     f"{install_hint('video')}: moviepy writes the video, pygame renders "
@@ -48,9 +50,11 @@ _VIDEO_HINT = (
 )
 
 
-def _load_module(source: str) -> Any:
+def _load_module(source: str, directory: Path | None = None) -> Any:
     if source.endswith(".py"):
         path = Path(source).expanduser()
+        if directory is not None and not path.is_absolute():
+            path = directory / path
         if not path.is_file():
             raise ConfigError(f"env factory file {path} does not exist")
         spec = importlib.util.spec_from_file_location(f"_enjoy_env_{path.stem}", path)
@@ -72,12 +76,17 @@ def _load_module(source: str) -> Any:
         ) from error
 
 
-def resolve_env_factory(env: str) -> Callable[..., gym.Env]:
+def resolve_env_factory(
+    env: str, directory: str | os.PathLike[str] | None = None
+) -> Callable[..., gym.Env]:
     """A function building the env named by ``env``.
 
     ``env`` is ``"module:function"`` or ``"path/to/file.py:function"`` (the
     part after the last colon is a Python name), or else a gymnasium id
     (``"CartPole-v1"``, also ``"module:EnvId-v0"``), built by ``gym.make``.
+    A relative file path is relative to ``directory`` if given (a run
+    directory, for the factory its policy file records), else to the
+    current directory.
 
     Raises:
         ConfigError: the module, file or function does not exist (and, when
@@ -85,7 +94,8 @@ def resolve_env_factory(env: str) -> Callable[..., gym.Env]:
     """
     source, _, name = env.rpartition(":")
     if source and name.isidentifier():
-        factory = getattr(_load_module(source), name, None)
+        base = None if directory is None else Path(directory)
+        factory = getattr(_load_module(source, base), name, None)
         if not callable(factory):
             raise ConfigError(f"{source} has no function {name!r}")
         return factory
@@ -121,12 +131,19 @@ def _accepts_render_mode(factory: Callable[..., Any]) -> bool:
 
 
 def make_env(
-    env: str, *, video_dir: str | None = None, env_id: str | None = None
+    env: str | Callable[..., gym.Env],
+    *,
+    video_dir: str | None = None,
+    env_id: str | None = None,
+    directory: str | os.PathLike[str] | None = None,
 ) -> gym.Env:
     """Build the env (recording every episode into ``video_dir`` if given).
 
     Args:
-        env: a gymnasium id, ``"module:function"`` or ``"file.py:function"``.
+        env: a gymnasium id, ``"module:function"``, ``"file.py:function"``
+            or the function itself.
+        directory: what a relative file path is relative to (see
+            :func:`resolve_env_factory`).
         video_dir: record every episode into this directory.
         env_id: passed as ``env_id=`` to a factory that has an ``env_id``
             parameter (ignored for a gymnasium id and other factories).
@@ -135,7 +152,9 @@ def make_env(
         ConfigError: the env cannot render ``rgb_array`` frames for a video.
         MissingDependencyError: moviepy is missing for a video.
     """
-    factory = resolve_env_factory(env)
+    factory = env if callable(env) else resolve_env_factory(env, directory)
+    if callable(env):
+        env = getattr(env, "__qualname__", repr(env))
     if env_id is not None and _has_parameter(factory, "env_id", var_kw=False):
         factory = functools.partial(factory, env_id=env_id)
     if video_dir is None:
@@ -159,6 +178,15 @@ def make_env(
     )
 
 
+class Episode(NamedTuple):
+    """One evaluated episode: its return and length, and whether ``max_steps``
+    cut it before it ended."""
+
+    return_: float
+    length: int
+    cut: bool = False
+
+
 def evaluate(
     policy: Policy,
     env: gym.Env,
@@ -168,8 +196,9 @@ def evaluate(
     deterministic: bool = True,
     max_steps: int | None = None,
     report: Callable[[str], None] = print,
-) -> list[tuple[float, int]]:
-    """Run ``episodes`` episodes of ``policy`` in ``env``; return ``(return, length)`` each.
+) -> list[Episode]:
+    """Run ``episodes`` episodes of ``policy`` in ``env``; return each
+    :class:`Episode` (an episode cut at ``max_steps`` is reported as cut).
 
     The first reset is seeded with ``seed`` (the later ones continue the
     env's random stream); the policy's recurrent state is reset at every
@@ -190,11 +219,34 @@ def evaluate(
                 total += float(reward)
                 length += 1
                 done = terminated or truncated
-            results.append((total, length))
-            report(f"episode {episode + 1}: return {total:.2f}, length {length}")
+            results.append(Episode(total, length, cut=not done))
+            line = f"episode {episode + 1}: return {total:.2f}, length {length}"
+            if not done:
+                line += f" (cut at max_steps={max_steps}: not ended)"
+            report(line)
     except gym.error.DependencyNotInstalled as error:  # e.g. rendering for a video
         raise MissingDependencyError(f"{error}; {_VIDEO_HINT}") from error
     return results
+
+
+_ENV_HINT = "pass --env (a gymnasium id, module:function or file.py:function)"
+
+
+def _recorded_env(args: argparse.Namespace, policy: Policy, env_name: str) -> gym.Env:
+    """The env of ``--env``, or the one the policy records (a factory's
+    relative path is relative to the run directory)."""
+    env_id = policy.trained_with.get("env_id")
+    if args.env or env_name != policy.trained_with.get("env_factory"):
+        return make_env(env_name, video_dir=args.video, env_id=env_id)
+    path = Path(args.path)
+    try:
+        factory = resolve_env_factory(env_name, path if path.is_dir() else path.parent)
+    except ConfigError as error:
+        raise ConfigError(
+            f"{policy.source} records the env factory {env_name!r}, which is not "
+            f"found here ({error}); {_ENV_HINT}"
+        ) from None
+    return make_env(factory, video_dir=args.video, env_id=env_id)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -226,8 +278,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> list[tuple[float, int]]:
-    """The command line; returns each episode's ``(return, length)``."""
+def main(argv: Sequence[str] | None = None) -> list[Episode]:
+    """The command line; returns each :class:`Episode`."""
     args = _parser().parse_args(argv)
     if args.episodes < 1:
         raise SystemExit(f"--episodes must be >= 1, got {args.episodes}")
@@ -236,11 +288,8 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[float, int]]:
         trained = policy.trained_with
         env_name = args.env or trained.get("env_factory") or trained.get("env_id")
         if not env_name:
-            raise ConfigError(
-                f"{policy.source} records no env: pass --env (a gymnasium id, "
-                "module:function or file.py:function)"
-            )
-        env = make_env(env_name, video_dir=args.video, env_id=trained.get("env_id"))
+            raise ConfigError(f"{policy.source} records no env: {_ENV_HINT}")
+        env = _recorded_env(args, policy, env_name)
         if args.seed is not None:
             torch.manual_seed(args.seed)
         print(f"{policy} from {policy.source}")
@@ -266,11 +315,13 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[float, int]]:
             env.close()
     except ParllelError as error:  # said plainly, without a traceback
         raise SystemExit(f"python -m parllel.enjoy: {error}") from None
-    returns = np.array([r for r, _ in results])
-    lengths = np.array([n for _, n in results])
+    returns = np.array([episode.return_ for episode in results])
+    lengths = np.array([episode.length for episode in results])
+    cut = sum(episode.cut for episode in results)
     print(
         f"mean return {returns.mean():.2f} +- {returns.std():.2f}, mean length "
         f"{lengths.mean():.1f} over {len(results)} episodes"
+        + (f" ({cut} cut at --max-steps {args.max_steps})" if cut else "")
     )
     if args.video:
         print(f"videos in {args.video}")

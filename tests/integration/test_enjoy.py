@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -201,7 +202,7 @@ def test_factory_with_env_id_gets_the_exported_env_id(tmp_path, capsys):
         tmp_path, agent, env_id="CartPole-v1", env_factory=f"{factory}:make_env"
     )
     episodes = enjoy_main([str(path), "--episodes", "2", "--seed", "0"])
-    assert len(episodes) == 2 and all(length <= 6 for _, length in episodes)
+    assert len(episodes) == 2 and all(episode.length <= 6 for episode in episodes)
     assert "over 2 episodes" in capsys.readouterr().out
 
 
@@ -224,3 +225,71 @@ def test_video_without_opengl_says_how_to_render_headless(tmp_path):
     path = export_policy(tmp_path, agent, env_factory=f"{factory}:make_env")
     with pytest.raises(SystemExit, match="MUJOCO_GL=egl"):
         enjoy_main([str(path), "--episodes", "1", "--video", str(tmp_path / "v")])
+
+
+def make_cartpole() -> gym.Env:
+    """An env factory of an importable module (this one)."""
+    return gym.make("CartPole-v1", max_episode_steps=5)
+
+
+def cartpole_agent() -> ActorCriticAgent:
+    env = gym.make("CartPole-v1")
+    return ActorCriticAgent(
+        *build_actor_critic(env.observation_space, env.action_space)
+    )
+
+
+def test_a_copied_run_directory_finds_its_env_factory_or_names_env(tmp_path):
+    """The factory file is recorded relative to the run directory: a copy of
+    the project (script and runs) still finds it; a run directory copied
+    alone says to pass --env."""
+    project = tmp_path / "project"
+    (project / "envs").mkdir(parents=True)
+    (project / "envs" / "my_envs.py").write_text(
+        "import gymnasium as gym\n\n"
+        "def make_env():\n"
+        "    return gym.make('CartPole-v1', max_episode_steps=7)\n"
+    )
+    run = RunDirectory.create(project / "runs", "cartpole")
+    export_policy(
+        run.path, cartpole_agent(), env_factory=f"{project}/envs/my_envs.py:make_env"
+    )
+    recorded = load_policy(run.path).trained_with["env_factory"]
+    assert recorded == "../../envs/my_envs.py:make_env"
+
+    moved = tmp_path / "elsewhere" / "project"
+    shutil.copytree(project, moved)
+    shutil.rmtree(project)
+    moved_run = moved / "runs" / run.path.name
+    episodes = enjoy_main([str(moved_run), "--episodes", "2"])
+    assert [episode.length <= 7 for episode in episodes] == [True, True]
+
+    alone = tmp_path / "alone" / run.path.name
+    shutil.copytree(moved_run, alone)
+    with pytest.raises(SystemExit) as info:
+        enjoy_main([str(alone), "--episodes", "1"])
+    message = str(info.value)
+    assert "records the env factory '../../envs/my_envs.py:make_env'" in message
+    assert "pass --env" in message
+    factory = f"{moved}/envs/my_envs.py:make_env"
+    assert len(enjoy_main([str(alone), "--episodes", "1", "--env", factory])) == 1
+
+
+def test_a_factory_of_an_importable_module_is_recorded_by_name(tmp_path):
+    path = export_policy(tmp_path, cartpole_agent(), env_factory=make_cartpole)
+    assert load_policy(path).trained_with["env_factory"] == (
+        f"{make_cartpole.__module__}:make_cartpole"
+    )
+    assert len(enjoy_main([str(path), "--episodes", "1"])) == 1
+
+
+def test_an_episode_cut_by_max_steps_says_so(tmp_path, capsys):
+    path = export_policy(tmp_path, cartpole_agent(), env_id="CartPole-v1")
+    episodes = enjoy_main([str(path), "--episodes", "2", "--max-steps", "3"])
+    assert [(episode.length, episode.cut) for episode in episodes] == [
+        (3, True),
+        (3, True),
+    ]
+    out = capsys.readouterr().out
+    assert "episode 1: return 3.00, length 3 (cut at max_steps=3: not ended)" in out
+    assert "over 2 episodes (2 cut at --max-steps 3)" in out

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from parllel.torch.export.builders import (
     kwargs_from_data,
     kwargs_to_data,
 )
+from parllel.torch.export.factory import factory_reference
 from parllel.torch.export.normalizer import normalizer_to_data
 from parllel.torch.export.spaces import space_from_data, space_to_data
 from parllel.torch.files import atomic_save
@@ -165,7 +166,7 @@ def export_policy(
     action_space: Any = None,
     algorithm: str | None = None,
     env_id: str | None = None,
-    env_factory: str | None = None,
+    env_factory: str | Callable[..., Any] | None = None,
     env_steps: int | None = None,
     metadata: Mapping[str, Any] | None = None,
 ) -> Path:
@@ -189,8 +190,11 @@ def export_policy(
         action_space: the env's action space (likewise).
         algorithm: what trained it (e.g. ``"PPO"``).
         env_id: the gymnasium id of the env it was trained on.
-        env_factory: ``"module:function"`` or ``"path/to/file.py:function"``
-            building the env, when an id is not enough (wrappers).
+        env_factory: the function building the env, when an id is not enough
+            (wrappers): the function, ``"module:function"`` or
+            ``"path/to/file.py:function"``; a file is recorded relative to
+            the file's directory, so the run directory can be copied
+            (:func:`~parllel.torch.export.factory.factory_reference`).
         env_steps: env steps of training.
         metadata: more plain values to store.
 
@@ -201,13 +205,14 @@ def export_policy(
         PolicyExportError: if the agent cannot be described (see
             :func:`describe_policy`).
     """
+    file = _as_file(path, POLICY_FILE)
     header = describe_policy(
         agent,
         observation_space=observation_space,
         action_space=action_space,
         algorithm=algorithm,
         env_id=env_id,
-        env_factory=env_factory,
+        env_factory=factory_reference(env_factory, file.parent),
         env_steps=env_steps,
         metadata=metadata,
     )
@@ -221,7 +226,6 @@ def export_policy(
         if observation_normalizer is None
         else normalizer_to_data(observation_normalizer)
     )
-    file = _as_file(path, POLICY_FILE)
     file.parent.mkdir(parents=True, exist_ok=True)
     atomic_save(
         file, {**header, "weights": weights, "observation_normalizer": normalizer}

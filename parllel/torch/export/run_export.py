@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,10 @@ class PolicyExport:
             :class:`~parllel.transforms.NormalizeObservations`, if any.
         algorithm: what trains it (default: the runner's algorithm's class name).
         env_id: the gymnasium id of the env.
-        env_factory: ``"module:function"`` or ``"path/to/file.py:function"``
-            building the env, when an id is not enough.
+        env_factory: the function building the env, when an id is not
+            enough: the function itself, ``"module:function"`` or
+            ``"path/to/file.py:function"`` (recorded by importable name or
+            relative to the run directory).
         metadata: more plain values to store.
     """
 
@@ -41,7 +43,7 @@ class PolicyExport:
     observation_normalizer: Any = None
     algorithm: str | None = None
     env_id: str | None = None
-    env_factory: str | None = None
+    env_factory: str | Callable[..., Any] | None = None
     metadata: Mapping[str, Any] | None = None
 
     def _describe(self, algorithm: str | None) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from parllel.torch.export.artifact import (
     describe_policy,
 )
 from parllel.torch.export.builders import agent_builder
+from parllel.torch.export.factory import factory_reference
 from parllel.torch.export.normalizer import normalizer_to_data
 
 __all__ = ["SPEC_FILE", "read_policy_spec", "record_from_spec", "write_policy_spec"]
@@ -58,6 +59,7 @@ def write_policy_spec(
     Returns:
         The spec file.
     """
+    describe["env_factory"] = factory_reference(describe.get("env_factory"), run_dir)
     header = describe_policy(agent, **describe)
     modules = agent_builder(header["architecture"]["builder"]).modules(agent)
     header["format"] = SPEC_FORMAT
