@@ -1,0 +1,588 @@
+"""PPO whose whole update (every epoch and minibatch) is one compiled call."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from parllel import fields
+from parllel.arrays import Array
+from parllel.errors import (
+    ConfigError,
+    NonFiniteLossError,
+    ShapeError,
+    TreeStructureError,
+)
+from parllel.jax.algos.optimizers import (
+    clip_grad_norm,
+    has_learning_rate,
+    learning_rate_of,
+    set_learning_rate,
+)
+from parllel.jax.models.params import load_params, params_to_numpy
+from parllel.tree.utils import tree_to_builtin
+from parllel.validation import check_at_least, check_count, check_positive
+
+__all__ = ["PPO", "minibatch_permutations"]
+
+Schedule = Callable[[float], float]
+
+_STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+class _Data(NamedTuple):
+    """The batch as the compiled update reads it, every leaf ``[N, ...]``."""
+
+    observation: Any
+    action: Any
+    advantage: Any
+    return_: Any
+    old_log_prob: Any
+    old_value: Any
+    valid: Any  # bool [N] or None
+
+
+def minibatch_permutations(key: jax.Array, epochs: int, samples: int) -> jax.Array:
+    """The sample order of each epoch, ``[epochs, samples]`` (int32), from ``key``.
+
+    PPO splits each row into its minibatches in order (``row.reshape(minibatches,
+    -1)``), as the torch PPO chunks its ``randperm``. Pass the result (or any
+    such array) to ``PPO.optimize(batch, permutations=...)`` to fix the order.
+    """
+    keys = jax.random.split(key, epochs)
+    return jax.vmap(lambda k: jax.random.permutation(k, samples))(keys).astype(
+        jnp.int32
+    )
+
+
+def _masked_mean(x: Any, mask: Any) -> Any:
+    if mask is None:
+        return x.mean()
+    total = jnp.where(mask, x, jnp.zeros((), x.dtype))
+    return total.sum() / jnp.maximum(mask.sum(), 1).astype(x.dtype)
+
+
+def _normalized(advantage: Any, mask: Any) -> Any:
+    """``(a - mean) / (std + 1e-8)`` over the valid entries, with the sample
+    std (``ddof=1``, torch's ``.std()``); fewer than two entries stay as they are."""
+    n = (
+        jnp.asarray(advantage.size, advantage.dtype)
+        if mask is None
+        else mask.sum().astype(advantage.dtype)
+    )
+    mean = _masked_mean(advantage, mask)
+    bessel = n / jnp.maximum(n - 1, 1)
+    std = jnp.sqrt(_masked_mean((advantage - mean) ** 2, mask) * bessel)
+    return jnp.where(n > 1, (advantage - mean) / (std + 1e-8), advantage)
+
+
+def _explained_variance(prediction: Any, target: Any, mask: Any) -> Any:
+    """``1 - Var(target - prediction) / Var(target)`` (n-1 variances; NaN if
+    the target is constant or has fewer than two entries)."""
+    if mask is None:
+        mask = jnp.ones(target.shape, bool)
+    n = mask.sum()
+
+    def var(x: Any) -> Any:
+        mean = jnp.where(mask, x, 0).sum() / jnp.maximum(n, 1)
+        return jnp.where(mask, (x - mean) ** 2, 0).sum() / jnp.maximum(n - 1, 1)
+
+    target_var = var(target)
+    ratio = 1.0 - var(target - prediction) / target_var
+    return jnp.where((n >= 2) & (target_var > 0), ratio, jnp.nan)
+
+
+def _check_positive_or_schedule(name: str, value: Any, allow_none: bool) -> None:
+    if value is None:
+        if not allow_none:
+            raise ConfigError(f"{name} must be given")
+        return
+    if callable(value):
+        try:
+            start, end = float(value(0.0)), float(value(1.0))
+        except Exception as exc:
+            raise ConfigError(
+                f"{name} schedule failed when called with progress 0 or 1: {exc!r}"
+            ) from exc
+        if not (start > 0 and end >= 0 and math.isfinite(start) and math.isfinite(end)):
+            raise ConfigError(
+                f"{name} schedule must give a positive value at progress 0 and a "
+                f"non-negative one at progress 1; got {start} and {end}"
+            )
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number or a schedule; got {value!r}")
+    check_positive(name, value)
+
+
+def _numpy(leaf: Any) -> np.ndarray:
+    return leaf.to_ndarray() if isinstance(leaf, Array) else np.asarray(leaf)
+
+
+def _field(batch: Mapping[str, Any], name: str) -> Any:
+    if name not in batch:
+        raise TreeStructureError(
+            f"the batch has no field {name!r} (fields: {list(batch)})"
+        )
+    return batch[name]
+
+
+def _agent_info(batch: Mapping[str, Any], name: str) -> Any:
+    info = batch.get(fields.AGENT_INFO)
+    if info is not None and name in info:
+        return info[name]
+    if name in batch:
+        return batch[name]
+    raise TreeStructureError(
+        f"the batch has no field {fields.AGENT_INFO}.{name} (nor {name}); the "
+        "agent must record it while sampling"
+    )
+
+
+class PPO:
+    """PPO (clipped surrogate, optional value clipping and KL early stop),
+    each :meth:`optimize` one ``jax.jit``-compiled program.
+
+    The semantics of :class:`parllel.torch.algos.PPO` (feed-forward): per
+    minibatch, masked by ``VALID``, ``policy_loss = -mean(min(r A, clip(r,
+    1 - c, 1 + c) A))``, ``value_loss = 0.5 mean((v - R)^2)`` (or the max
+    with the clipped value's error), ``loss = policy_loss + value_loss_coef
+    * value_loss - entropy_coef * entropy``; advantages normalized per
+    minibatch with the n-1 std; gradients clipped to a global norm with
+    torch's factor; ``epochs`` passes of ``minibatches`` shuffled
+    minibatches (one minibatch: the whole batch, unshuffled).
+
+    Every epoch and minibatch runs in one ``jax.lax.scan`` inside one
+    compiled call, with the minibatch order drawn from the algorithm's own
+    PRNG key: no host synchronization until the metrics come back.
+    Schedules (learning rate, clip ranges) are evaluated on the host once
+    per call and enter as arguments (no recompilation). A non-finite loss or
+    gradient norm stops the update at that step (the weights stay those of
+    the last finite step) and raises :class:`~parllel.errors.NonFiniteLossError`.
+
+    Example:
+        >>> ppo = PPO(agent, adam(3e-4), learning_rate=linear_schedule(3e-4, 0.0),
+        ...           total_updates=n_batches, seed=seeds.torch)
+        >>> metrics = ppo.optimize(sample_tree)
+
+    Args:
+        agent: holds ``params`` and ``evaluate(params, observation, action)``
+            (e.g. :class:`~parllel.jax.agents.ActorCriticAgent`); PPO writes
+            the new ``agent.params`` after each update.
+        optimizer: an optax transformation (:func:`~parllel.jax.algos.adam`);
+            with ``learning_rate`` it must keep its learning rate in its
+            state (``optax.inject_hyperparams``).
+        learning_rate: None (keep the optimizer's), a float or a schedule.
+        clip_range: ratio clip (float or schedule).
+        value_clip_range: clip of the value change (float, schedule or None).
+        value_loss_coef: weight of the value loss.
+        entropy_coef: weight of the entropy bonus.
+        max_grad_norm: global gradient-norm clip (None: measured only).
+        epochs: passes over each batch.
+        minibatches: minibatches per pass.
+        target_kl: stop the update when a minibatch's approximate KL
+            (measured before its step) exceeds it; that step is skipped.
+        normalize_advantage: normalize advantages per minibatch.
+        batch_shape: optional ``(T, B)``, checked against ``minibatches`` now.
+        total_updates: number of :meth:`optimize` calls, for schedule progress.
+        seed: seed of the minibatch order (e.g. ``seeds.torch``, the
+            learner's stream).
+
+    Raises:
+        ConfigError: an invalid hyperparameter.
+    """
+
+    def __init__(
+        self,
+        agent: Any,
+        optimizer: optax.GradientTransformation,
+        *,
+        learning_rate: float | Schedule | None = None,
+        clip_range: float | Schedule = 0.2,
+        value_clip_range: float | Schedule | None = None,
+        value_loss_coef: float = 0.5,
+        entropy_coef: float = 0.0,
+        max_grad_norm: float | None = 0.5,
+        epochs: int = 4,
+        minibatches: int = 4,
+        target_kl: float | None = None,
+        normalize_advantage: bool = True,
+        batch_shape: tuple[int, int] | None = None,
+        total_updates: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        if not callable(getattr(agent, "evaluate", None)) or not hasattr(
+            agent, "params"
+        ):
+            raise ConfigError(
+                "agent must have params and evaluate(params, observation, action); "
+                f"got {type(agent).__name__}"
+            )
+        _check_positive_or_schedule("learning_rate", learning_rate, allow_none=True)
+        _check_positive_or_schedule("clip_range", clip_range, allow_none=False)
+        _check_positive_or_schedule("value_clip_range", value_clip_range, True)
+        for name, value in (
+            ("value_loss_coef", value_loss_coef),
+            ("entropy_coef", entropy_coef),
+        ):
+            if not (value >= 0 and math.isfinite(value)):
+                raise ConfigError(f"{name} must be non-negative; got {value}")
+        for name, limit in (("max_grad_norm", max_grad_norm), ("target_kl", target_kl)):
+            if limit is not None:
+                check_positive(name, limit, allow_inf=True)
+        check_count("epochs", epochs)
+        check_count("minibatches", minibatches)
+        if total_updates is not None:
+            check_at_least("total_updates", total_updates)
+        if batch_shape is not None and (batch_shape[0] * batch_shape[1]) % minibatches:
+            raise ConfigError(
+                f"batch_shape {tuple(batch_shape)}: T * B = "
+                f"{batch_shape[0] * batch_shape[1]} is not divisible into "
+                f"{minibatches} minibatches"
+            )
+        self.agent = agent
+        self.optimizer = optimizer
+        self.opt_state = optimizer.init(agent.params)
+        if learning_rate is not None and not has_learning_rate(self.opt_state):
+            raise ConfigError(
+                "PPO(learning_rate=...) sets the optimizer's learning rate, which "
+                "needs it in the optimizer state: build the optimizer with "
+                "parllel.jax.algos.adam(...) or optax.inject_hyperparams, or "
+                "leave learning_rate=None"
+            )
+        self.learning_rate = learning_rate
+        self.clip_range = clip_range
+        self.value_clip_range = value_clip_range
+        self.value_loss_coef = float(value_loss_coef)
+        self.entropy_coef = float(entropy_coef)
+        self.max_grad_norm = (
+            None
+            if max_grad_norm is None or math.isinf(max_grad_norm)
+            else float(max_grad_norm)
+        )
+        self.epochs = int(epochs)
+        self.minibatches = int(minibatches)
+        self.target_kl = target_kl
+        self.normalize_advantage = bool(normalize_advantage)
+        self.total_updates = total_updates
+        self.updates_done = 0
+        self.key = jax.random.key(int(seed))
+        self._update = jax.jit(self._update_fn)
+
+    # -- schedules and checkpoints ---------------------------------------------
+    def _progress(self, progress: float | None) -> float:
+        if progress is not None:
+            return min(max(float(progress), 0.0), 1.0)
+        if self.total_updates is not None:
+            return min(self.updates_done / self.total_updates, 1.0)
+        if any(
+            callable(v)
+            for v in (self.learning_rate, self.clip_range, self.value_clip_range)
+        ):
+            raise ConfigError(
+                "PPO has a schedule but no way to know progress: pass "
+                "optimize(batch, progress=...) or PPO(total_updates=...)"
+            )
+        return 0.0
+
+    @staticmethod
+    def _resolve(value: Any, progress: float) -> float | None:
+        if value is None:
+            return None
+        return float(value(progress) if callable(value) else value)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Checkpoint state (numpy leaves): optimizer state, update count, key."""
+        return {
+            "optimizer": params_to_numpy(self.opt_state),
+            "updates_done": self.updates_done,
+            "key": np.asarray(jax.random.key_data(self.key)),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.opt_state = load_params(self.opt_state, state["optimizer"], "optimizer")
+        self.updates_done = int(state["updates_done"])
+        self.key = jax.random.wrap_key_data(jnp.asarray(state["key"]))
+
+    # -- the update ---------------------------------------------------------------
+    def _data(self, batch: Mapping[str, Any]) -> _Data:
+        """The batch's fields as numpy ``[T * B, ...]`` views (no copy)."""
+        if fields.FRAMES in batch:
+            raise ConfigError(
+                "the JAX PPO reads whole observations; this batch stores one frame "
+                "per step (frame_stack): use parllel.torch's PPO"
+            )
+        advantage = _numpy(_field(batch, fields.ADVANTAGE))
+        if advantage.ndim != 2:
+            raise ShapeError(
+                f"{fields.ADVANTAGE} must be [T, B]; got {advantage.shape}"
+            )
+        T, B = advantage.shape
+        if (T * B) % self.minibatches:
+            raise ConfigError(
+                f"samples T * B = {T * B} does not split into {self.minibatches} "
+                "equal minibatches"
+            )
+
+        def flat(leaf: Any, name: str) -> np.ndarray:
+            array = _numpy(leaf)
+            if array.shape[:2] != (T, B):
+                hint = (
+                    " (pass the observation without its bootstrap row T)"
+                    if name == fields.OBSERVATION
+                    else ""
+                )
+                raise ShapeError(
+                    f"{name} has leading dims {array.shape[:2]}; expected [T, B] = "
+                    f"{(T, B)} like {fields.ADVANTAGE}{hint}"
+                )
+            return array.reshape(T * B, *array.shape[2:])
+
+        valid = batch.get(fields.VALID)
+        return _Data(
+            observation=tree_to_builtin(
+                _field(batch, fields.OBSERVATION),
+                lambda leaf: flat(leaf, fields.OBSERVATION),
+            ),
+            action=flat(_field(batch, fields.ACTION), fields.ACTION),
+            advantage=flat(advantage, fields.ADVANTAGE),
+            return_=flat(_field(batch, fields.RETURN), fields.RETURN),
+            old_log_prob=flat(_agent_info(batch, fields.LOG_PROB), fields.LOG_PROB),
+            old_value=flat(_agent_info(batch, fields.VALUE), fields.VALUE),
+            valid=None if valid is None else flat(valid, fields.VALID).astype(bool),
+        )
+
+    def optimize(
+        self,
+        batch: Mapping[str, Any],
+        progress: float | None = None,
+        *,
+        permutations: Any = None,
+    ) -> dict[str, float]:
+        """Run the PPO update on one batch (one compiled call).
+
+        Args:
+            batch: the sample tree (or a mapping of arrays) with
+                ``OBSERVATION [T, B, ...]`` (no bootstrap row), ``ACTION``,
+                ``ADVANTAGE``, ``RETURN``, ``AGENT_INFO.LOG_PROB`` and
+                ``AGENT_INFO.VALUE``, optional ``VALID``.
+            progress: training progress in ``[0, 1]`` for the schedules.
+            permutations: optional ``[epochs, T * B]`` sample orders (see
+                :func:`minibatch_permutations`) instead of the key's; the
+                key is not advanced then.
+
+        Returns:
+            The torch PPO's metrics: ``policy_loss``, ``value_loss``,
+            ``entropy``, ``approx_kl``, ``clip_fraction`` (means over the
+            evaluated minibatches), ``grad_norm`` (mean over steps taken),
+            ``explained_variance``, ``learning_rate``, ``clip_range``,
+            ``epochs_run``, ``minibatch_updates``, ``early_stopped``.
+
+        Raises:
+            NonFiniteLossError: a loss or gradient norm was NaN or infinite.
+        """
+        progress = self._progress(progress)
+        data = self._data(batch)
+        samples = data.advantage.shape[0]
+        clip_range = self._resolve(self.clip_range, progress)
+        value_clip_range = self._resolve(self.value_clip_range, progress)
+        learning_rate = self._resolve(self.learning_rate, progress)
+        if permutations is not None:
+            permutations = np.asarray(permutations, np.int32)
+            if permutations.shape != (self.epochs, samples):
+                raise ShapeError(
+                    f"permutations must be [epochs, T * B] = "
+                    f"{(self.epochs, samples)}; got {permutations.shape}"
+                )
+        key = self.key
+        if permutations is None and self.minibatches > 1:
+            self.key, key = jax.random.split(self.key)
+        params, opt_state, out = self._update(
+            self.agent.params,
+            self.opt_state,
+            key,
+            data,
+            learning_rate,
+            clip_range,
+            value_clip_range,
+            permutations,
+        )
+        out = jax.device_get(out)  # the one host synchronization
+        self.agent.params, self.opt_state = params, opt_state
+        self.updates_done += 1
+        steps = int(out["steps"])
+        evaluated = max(int(out["evaluated"]), 1)
+        metrics = {
+            name: float(total) / evaluated
+            for name, total in zip(_STAT_NAMES, out["stats"])
+        }
+        metrics.update(
+            grad_norm=float(out["grad_norm"]) / steps if steps else 0.0,
+            explained_variance=float(out["explained_variance"]),
+            learning_rate=float(out["learning_rate"]),
+            clip_range=float(clip_range) if clip_range is not None else math.nan,
+            epochs_run=steps / self.minibatches,
+            minibatch_updates=float(steps),
+            early_stopped=float(bool(out["early_stopped"])),
+        )
+        if bool(out["failed"]):
+            self._raise_non_finite(float(out["bad_loss"]), float(out["bad_grad_norm"]))
+        return metrics
+
+    def _raise_non_finite(self, loss: float, grad_norm: float) -> None:
+        values = {"loss": loss, "grad_norm": grad_norm}
+        bad = tuple(name for name, v in values.items() if not math.isfinite(v))
+        shown = ", ".join(f"{name} = {values[name]}" for name in bad)
+        raise NonFiniteLossError(
+            f"PPO update {self.updates_done - 1}: non-finite {shown}. The update "
+            "stopped before that step, so the weights are those of the last "
+            "finite step. Usual causes: NaN/inf in the batch, a learning rate "
+            "that makes the weights diverge, log(0) or x/0 in a custom model",
+            terms=bad,
+        )
+
+    def _loss(
+        self, params: Any, mb: _Data, clip_range: Any, value_clip_range: Any
+    ) -> tuple[Any, Any]:
+        evaluation = self.agent.evaluate(params, mb.observation, mb.action)
+        mask = mb.valid
+        advantage, return_, old_log_prob, old_value = (
+            mb.advantage,
+            mb.return_,
+            mb.old_log_prob,
+            mb.old_value,
+        )
+        if mask is not None:
+            advantage, return_, old_log_prob, old_value = (
+                jnp.where(mask, x, jnp.zeros((), x.dtype))
+                for x in (advantage, return_, old_log_prob, old_value)
+            )
+        if self.normalize_advantage:
+            advantage = _normalized(advantage, mask)
+        log_ratio = evaluation.log_prob - old_log_prob
+        ratio = jnp.exp(log_ratio)
+        surrogate = jnp.minimum(
+            ratio * advantage,
+            jnp.clip(ratio, 1.0 - clip_range, 1.0 + clip_range) * advantage,
+        )
+        policy_loss = -_masked_mean(surrogate, mask)
+        value_error = (evaluation.value - return_) ** 2
+        if value_clip_range is not None:
+            clipped_value = old_value + jnp.clip(
+                evaluation.value - old_value, -value_clip_range, value_clip_range
+            )
+            value_error = jnp.maximum(value_error, (clipped_value - return_) ** 2)
+        value_loss = 0.5 * _masked_mean(value_error, mask)
+        loss = policy_loss + self.value_loss_coef * value_loss
+        entropy = _masked_mean(evaluation.entropy, mask)
+        if self.entropy_coef:
+            loss = loss - self.entropy_coef * entropy
+        ratio, log_ratio = jax.lax.stop_gradient((ratio, log_ratio))
+        approx_kl = _masked_mean((ratio - 1.0) - log_ratio, mask)
+        clipped = (jnp.abs(ratio - 1.0) > clip_range).astype(ratio.dtype)
+        stats = jax.lax.stop_gradient(
+            jnp.stack(
+                [
+                    policy_loss,
+                    value_loss,
+                    entropy,
+                    approx_kl,
+                    _masked_mean(clipped, mask),
+                ]
+            )
+        )
+        return loss, stats
+
+    def _update_fn(
+        self,
+        params: Any,
+        opt_state: Any,
+        key: jax.Array,
+        data: _Data,
+        learning_rate: Any,
+        clip_range: Any,
+        value_clip_range: Any,
+        permutations: Any,
+    ) -> tuple[Any, Any, dict[str, Any]]:
+        """The whole update: every epoch and minibatch in one ``lax.scan``."""
+        samples = data.advantage.shape[0]
+        size = samples // self.minibatches
+        if learning_rate is not None:
+            opt_state = set_learning_rate(opt_state, learning_rate)
+        if self.minibatches == 1:  # the whole batch: order changes nothing
+            order = jnp.broadcast_to(jnp.arange(samples), (self.epochs, samples))
+        elif permutations is None:
+            order = minibatch_permutations(key, self.epochs, samples)
+        else:
+            order = permutations
+        indices = order.reshape(self.epochs * self.minibatches, size)
+        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
+        early_stop = self.target_kl is not None
+        zero = jnp.zeros((), jnp.float32)
+
+        def step(carry: dict[str, Any], index: Any) -> tuple[dict[str, Any], None]:
+            if self.minibatches == 1:
+                minibatch = data
+            else:
+                minibatch = jax.tree.map(lambda leaf: jnp.take(leaf, index, 0), data)
+            (loss, stats), grads = grad_fn(
+                carry["params"], minibatch, clip_range, value_clip_range
+            )
+            grads, grad_norm = clip_grad_norm(grads, self.max_grad_norm)
+            updates, new_opt_state = self.optimizer.update(
+                grads, carry["opt_state"], carry["params"]
+            )
+            new_params = optax.apply_updates(carry["params"], updates)
+            running = ~carry["stopped"]
+            exceeded = stats[3] > self.target_kl if early_stop else jnp.zeros((), bool)
+            finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+            take = running & ~exceeded & finite
+            failed = running & ~exceeded & ~finite
+
+            def pick(new: Any, old: Any) -> Any:
+                return jax.tree.map(lambda n, o: jnp.where(take, n, o), new, old)
+
+            carry = dict(
+                params=pick(new_params, carry["params"]),
+                opt_state=pick(new_opt_state, carry["opt_state"]),
+                stopped=carry["stopped"] | exceeded | ~finite,
+                early_stopped=carry["early_stopped"] | (running & exceeded),
+                failed=carry["failed"] | failed,
+                bad_loss=jnp.where(failed, loss, carry["bad_loss"]),
+                bad_grad_norm=jnp.where(failed, grad_norm, carry["bad_grad_norm"]),
+                stats=carry["stats"] + jnp.where(running, stats, 0.0),
+                evaluated=carry["evaluated"] + running.astype(jnp.int32),
+                grad_norm=carry["grad_norm"] + jnp.where(take, grad_norm, 0.0),
+                steps=carry["steps"] + take.astype(jnp.int32),
+            )
+            return carry, None
+
+        initial = dict(
+            params=params,
+            opt_state=opt_state,
+            stopped=jnp.zeros((), bool),
+            early_stopped=jnp.zeros((), bool),
+            failed=jnp.zeros((), bool),
+            bad_loss=zero,
+            bad_grad_norm=zero,
+            stats=jnp.zeros(len(_STAT_NAMES), jnp.float32),
+            evaluated=jnp.zeros((), jnp.int32),
+            grad_norm=zero,
+            steps=jnp.zeros((), jnp.int32),
+        )
+        final, _ = jax.lax.scan(step, initial, indices)
+        params, opt_state = final.pop("params"), final.pop("opt_state")
+        final["explained_variance"] = _explained_variance(
+            data.old_value, data.return_, data.valid
+        )
+        final["learning_rate"] = (
+            learning_rate_of(opt_state) if has_learning_rate(opt_state) else jnp.nan
+        )
+        return params, opt_state, final
