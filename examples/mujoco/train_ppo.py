@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -47,6 +46,7 @@ import numpy as np
 import torch
 
 from parllel.cages import build_cages
+from parllel.envs.mujoco import make_mujoco_env
 from parllel.patterns import (
     RunSettings,
     add_advantage_estimation,
@@ -154,11 +154,10 @@ def make_env(
     render_mode: str | None = None,
 ) -> gym.Env:
     """The MuJoCo env with its actions clipped into the action space (as CleanRL)."""
-    with warnings.catch_warnings():  # v4's "out of date" notice, once per env
-        warnings.filterwarnings("ignore", message=".*is out of date.*")
-        env = gym.make(
-            env_id, max_episode_steps=max_episode_steps, render_mode=render_mode
-        )
+    # without MuJoCo's settotalmass and v4's "out of date" notices, once per env
+    env = make_mujoco_env(
+        env_id, max_episode_steps=max_episode_steps, render_mode=render_mode
+    )
     return ClipActionInBounds(env)
 
 

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from parllel.cages import build_cages
+from parllel.envs.mujoco import make_mujoco_env
 from parllel.patterns import (
     RunSettings,
     build_eval_sampler,
@@ -118,10 +118,9 @@ QUICK = dict(
 
 
 def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
-    """The MuJoCo env as ``gym.make`` gives it (v4's "out of date" notice muted)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is out of date.*")
-        return gym.make(env_id, max_episode_steps=max_episode_steps)
+    """The MuJoCo env as ``gym.make`` gives it (without MuJoCo's settotalmass
+    and v4's "out of date" notices)."""
+    return make_mujoco_env(env_id, max_episode_steps=max_episode_steps)
 
 
 def main(config: Config, resume: str | None = None) -> dict:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from parllel.cages import build_cages
+from parllel.envs.mujoco import make_mujoco_env
 from parllel.patterns import (
     add_advantage_estimation,
     add_obs_normalization,
@@ -54,8 +55,9 @@ MUJOCO_V5 = (
 
 
 def make_env(env_id: str) -> gym.Env:
-    """The env as ``gym.make`` returns it (no wrapper of ours)."""
-    return gym.make(env_id)
+    """The env as ``gym.make`` returns it (no wrapper of ours; MuJoCo's
+    settotalmass notice muted)."""
+    return make_mujoco_env(env_id)
 
 
 def _finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:
