@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, cast
 
 import jax
@@ -19,7 +18,30 @@ from parllel.seeding import check_seed
 from parllel.tree import tree_map
 from parllel.tree.utils import tree_to_builtin
 
-__all__ = ["JaxHandler", "jax_input"]
+__all__ = ["ActionKey", "JaxHandler", "jax_input"]
+
+
+class ActionKey:
+    """The PRNG key a handler draws actions with, checkpointable as a generator.
+
+    ``get_state()`` / ``set_state()`` (numpy key data) make it a
+    :class:`~parllel.runtime.backends.StatefulGenerator`: the runners
+    checkpoint it with the run's RNG states, as a torch handler's generator.
+
+    Args:
+        seed: the seed of the first key (e.g. ``seeds.actions``).
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.key = jax.random.key(check_seed("seed", seed))
+
+    def get_state(self) -> np.ndarray:
+        """The key's data (numpy)."""
+        return np.asarray(jax.random.key_data(self.key))
+
+    def set_state(self, state: Any) -> None:
+        """Continue from a state :meth:`get_state` returned."""
+        self.key = jax.random.wrap_key_data(jnp.asarray(np.asarray(state)))
 
 
 def jax_input(tree: Any) -> Any:
@@ -62,7 +84,9 @@ class JaxHandler(AgentHandler):
         agent: the JAX agent (e.g. :class:`~parllel.jax.agents.ActorCriticAgent`).
         n_envs: number of envs stepped.
         seed: seed of the action draws (``seeds.actions``); None draws one
-            from numpy's global RNG (seeded by ``seed_everything``).
+            from numpy's global RNG (seeded by ``seed_everything``). The key
+            is the handler's ``generator`` (:class:`ActionKey`), which the
+            runners checkpoint with the run's RNG states.
 
     Example:
         >>> handler = JaxHandler(agent, n_envs=8, seed=seeds.actions)
@@ -77,14 +101,10 @@ class JaxHandler(AgentHandler):
                 "JaxHandler runs feed-forward agents; recurrent JAX agents are "
                 "not supported (use parllel.torch for recurrent PPO)"
             )
-        seed = (
-            int(np.random.randint(2**31 - 1))
-            if seed is None
-            else check_seed("seed", seed)
-        )
+        seed = int(np.random.randint(2**31 - 1)) if seed is None else seed
         super().__init__(cast(Agent, agent), n_envs, EnvStates(None, None))
         self.jax_agent = agent
-        self._key = jax.random.key(seed)
+        self.generator = ActionKey(seed)
         policy_step = agent.policy_step
 
         def sample(params: Any, observation: Any, key: jax.Array) -> Any:
@@ -131,8 +151,9 @@ class JaxHandler(AgentHandler):
         if self._mode == "eval":
             action, info = self._greedy(params, jax_input(observation))
         else:
-            action, info, self._key = self._sample(
-                params, jax_input(observation), self._key
+            key = self.generator
+            action, info, key.key = self._sample(
+                params, jax_input(observation), key.key
             )
         action, info = jax.device_get((action, info))
         write_outputs(out_action, action)
@@ -165,12 +186,3 @@ class JaxHandler(AgentHandler):
 
     def close(self) -> None:
         """Nothing held."""
-
-    # -- checkpoints -------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """The action key (checkpoint it to resume the same action stream)."""
-        return {"key": np.asarray(jax.random.key_data(self._key))}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
-        self._key = jax.random.wrap_key_data(jnp.asarray(state["key"]))
