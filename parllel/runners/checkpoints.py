@@ -33,9 +33,9 @@ def write_checkpoint(
     newest ``keep_last``; return its path.
 
     Raises:
-        NonFiniteCheckpointError: a tensor of ``state["objects"]`` holds NaN
-            or inf (NaN weights never replace the last good checkpoint);
-            nothing is written.
+        NonFiniteCheckpointError: a floating-point array or tensor of
+            ``state["objects"]`` holds NaN or inf (NaN weights never replace
+            the last good checkpoint); nothing is written.
     """
     refuse_nonfinite_state(state["objects"], directory, step)
     return save_checkpoint(directory, dict(state), step=step, keep_last=keep_last)

@@ -405,8 +405,8 @@ class Runner(Generic[AlgorithmT]):
         """Write a checkpoint now (atomically); return its path.
 
         Raises:
-            NonFiniteCheckpointError: a tensor of a checkpoint object holds
-                NaN or inf; nothing is written.
+            NonFiniteCheckpointError: a floating-point array or tensor of a
+                checkpoint object holds NaN or inf; nothing is written.
         """
         if self.checkpoint_dir is None:
             raise ConfigError("no checkpoint_dir was given to the runner")

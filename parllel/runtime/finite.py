@@ -20,7 +20,7 @@ from parllel.runtime.checkpoint import latest_checkpoint
 from parllel.tree import tree_items
 
 
-def nonfinite_tensors(state: Any, prefix: str = "") -> list[str]:
+def nonfinite_paths(state: Any, prefix: str = "") -> list[str]:
     """Dotted paths of the floating-point arrays and tensors in ``state`` that
     hold NaN/inf.
 
@@ -53,7 +53,7 @@ def refuse_nonfinite_state(
 ) -> None:
     """Raise :class:`~parllel.errors.NonFiniteCheckpointError` if any array or
     tensor of the checkpoint objects' states is not finite (nothing is written)."""
-    bad = nonfinite_tensors(objects)
+    bad = nonfinite_paths(objects)
     if not bad:
         return
     shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")

@@ -13,7 +13,7 @@ import torch
 
 from parllel.errors import NonFiniteCheckpointError
 from parllel.runtime.checkpoint import load_checkpoint, save_checkpoint
-from parllel.runtime.finite import nonfinite_tensors, refuse_nonfinite_state
+from parllel.runtime.finite import nonfinite_paths, refuse_nonfinite_state
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARIES = ("torch", "jax", "flax", "optax")
@@ -120,6 +120,6 @@ def test_nonfinite_arrays_and_tensors_are_named(tmp_path):
         "normalizer": {"var": np.array([np.inf, 1.0]), "count": np.arange(3)},
         "buffer": np.array([0.0, 1.0], np.float32),
     }
-    assert nonfinite_tensors(state) == ["model.weight", "normalizer.var"]
+    assert nonfinite_paths(state) == ["model.weight", "normalizer.var"]
     with pytest.raises(NonFiniteCheckpointError, match="model.weight, normalizer.var"):
         refuse_nonfinite_state(state, tmp_path, 1)
