@@ -9,6 +9,8 @@
 # one command that installs the wheels there and runs the check.
 #
 # Usage (from any directory): bash benchmarks/device_wheels.sh
+# DEVICE_PYTHON=3.11 bash benchmarks/device_wheels.sh: wheels for another
+# Python (e.g. to rehearse the device command in a local venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl
@@ -16,7 +18,7 @@ rm -f .whl/*.whl
 
 download() {
     python3 -m pip download --quiet --no-deps --only-binary=:all: \
-        --python-version 3.12 --implementation cp \
+        --python-version "${DEVICE_PYTHON:-3.12}" --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         --platform manylinux1_x86_64 -d .whl "$@"
