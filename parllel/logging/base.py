@@ -95,6 +95,36 @@ def format_value(value: int | float) -> str:
     return f"{value:.3e}"
 
 
+class WarmupWatch:
+    """Whether each log call of a run falls in a warm-up: its ``time/updates``
+    (the runner's count of updates) did not grow since the previous call, as
+    while an off-policy run fills its replay before ``learning_starts``.
+
+    The rate of such steps (collection only) says nothing about the rate of
+    training, so a remaining-time estimate leaves them out.
+
+    Example:
+        >>> watch = WarmupWatch()
+        >>> watch.check({"time/updates": 0.0}), watch.check({"time/updates": 4.0})
+        (True, False)
+    """
+
+    def __init__(self) -> None:
+        self._updates: float | None = None
+
+    def check(self, metrics: Mapping[str, float]) -> bool | None:
+        """Whether this call is in a warm-up (None: no ``time/updates``)."""
+        updates = metrics.get("time/updates")
+        if updates is None or not math.isfinite(updates):
+            return None
+        previous, self._updates = self._updates, float(updates)
+        return updates == 0 or updates == previous
+
+    def reset(self) -> None:
+        """Forget the count (a resumed run starts counting again)."""
+        self._updates = None
+
+
 class Sink:
     """Small base for parllel's sinks: context-manager support and a closed flag."""
 

@@ -10,6 +10,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 
+from parllel.logging.base import WarmupWatch
 from parllel.logging.dashboard_text import (
     format_bytes,
     format_count,
@@ -47,6 +48,12 @@ class DashboardState:
     for a sparkline. Times come from ``now`` arguments (a clock the caller
     owns), so the state never reads the wall clock itself.
 
+    The remaining time counts on the rate of training, not of a warm-up: a
+    log line whose ``time/updates`` did not grow since the previous one
+    (an off-policy run filling its replay before ``learning_starts``:
+    collection only, much faster) leaves the remaining time unknown, and
+    once updates run it is estimated from the steps since the last such line.
+
     Example:
         >>> state = DashboardState(total_steps=100_000, now=0.0)
         >>> state.update(25_000, {"time/elapsed_s": 10.0}, now=10.0)
@@ -73,6 +80,10 @@ class DashboardState:
         self._start_step, self._start_at = 0, now
         self._log_at: float | None = None
         self._previous: tuple[int, float] | None = None
+        self._warmup = WarmupWatch()
+        self.warming_up = False  # no update since the previous log call
+        # (step, elapsed seconds) of the last log call in a warm-up
+        self._warmup_end: tuple[int, float] | None = None
 
     def snapshot(self) -> DashboardState:
         """An independent copy (for drawing while the original keeps changing)."""
@@ -81,6 +92,15 @@ class DashboardState:
         copy.latest, copy.last_call = dict(self.latest), dict(self.last_call)
         copy.returns = deque(self.returns, maxlen=self.returns.maxlen)
         return copy
+
+    def _note_updates(self, metrics: Mapping[str, float]) -> None:
+        """Whether this log call is in a warm-up (no update since the last one)."""
+        warming_up = self._warmup.check(metrics)
+        if warming_up is None:
+            return
+        self.warming_up = warming_up
+        if warming_up:
+            self._warmup_end = (self.step, self._logged_elapsed())
 
     # -- updates ---------------------------------------------------------------
     def update(self, step: int, metrics: Mapping[str, float], now: float) -> None:
@@ -95,6 +115,7 @@ class DashboardState:
             self.eval_step = self.step
         if RETURN_KEY in metrics and math.isfinite(metrics[RETURN_KEY]):
             self.returns.append((self.step, float(metrics[RETURN_KEY])))
+        self._note_updates(metrics)
 
     def rewind(self, step: int, now: float) -> None:
         """Continue from ``step`` (a resumed checkpoint): forget what came after it.
@@ -115,17 +136,25 @@ class DashboardState:
         self.last_call = {}
         self.latest.pop("time/elapsed_s", None)
         self.latest.pop("time/steps_per_second", None)
+        self._warmup.reset()
+        self.warming_up, self._warmup_end = False, None
 
     # -- rates and times -------------------------------------------------------
+    def _logged_elapsed(self) -> float:
+        """Training seconds at the last log call (0 before one)."""
+        if self._log_at is None:
+            return 0.0
+        logged = self.last_call.get("time/elapsed_s")
+        if logged is None or not math.isfinite(logged):
+            logged = self._log_at - self._start_at
+        return logged
+
     def elapsed(self, now: float) -> float:
         """Training seconds at ``now``: the logged ``time/elapsed_s`` (which counts
         the runs a resumed run continues) plus the time since that log."""
         if self._log_at is None:
             return max(now - self._start_at, 0.0)
-        logged = self.last_call.get("time/elapsed_s")
-        if logged is None or not math.isfinite(logged):
-            logged = self._log_at - self._start_at
-        return max(logged + now - self._log_at, 0.0)
+        return max(self._logged_elapsed() + now - self._log_at, 0.0)
 
     def current_rate(self) -> float | None:
         """Env steps per second over the last log interval (None before two points).
@@ -164,13 +193,26 @@ class DashboardState:
             return None
         return min(max(self.step / self.total_steps, 0.0), 1.0)
 
+    def training_rate(self) -> float | None:
+        """Env steps per second while training: :meth:`average_rate`, or after
+        a warm-up, over the steps since its last log call (None in a warm-up,
+        or before a log call after it)."""
+        if self.warming_up:
+            return None
+        if self._warmup_end is None:
+            return self.average_rate()
+        step, elapsed = self._warmup_end
+        seconds = self._logged_elapsed() - elapsed
+        return (self.step - step) / seconds if seconds > 0 else None
+
     def remaining(self, now: float) -> float | None:
-        """Seconds left at the average rate, counting down from the last log."""
+        """Seconds left at the :meth:`training_rate`, counting down from the
+        last log (None while it is unknown: in a warm-up)."""
         if self.total_steps is None:
             return None
         if self.step >= self.total_steps:
             return 0.0
-        rate = self.average_rate()
+        rate = self.training_rate()
         if not rate or rate <= 0 or self._log_at is None:
             return None
         left = (self.total_steps - self.step) / rate

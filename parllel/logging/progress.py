@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 from parllel.errors import MissingDependencyError
 from parllel.errors.base import install_hint
-from parllel.logging.base import Sink, format_value, to_scalar
+from parllel.logging.base import Sink, WarmupWatch, format_value, to_scalar
 
 DEFAULT_POSTFIX = {"return": "train/return_mean", "eval": "eval/return_mean"}
 
@@ -69,6 +69,7 @@ class ProgressBar(Sink):
         self.disabled = (not _is_tty(stream)) if disable is None else bool(disable)
         self._values: dict[str, str] = {}
         self._bar: Any = None
+        self._warmup = WarmupWatch()
         if self.disabled:
             return
         try:
@@ -101,6 +102,11 @@ class ProgressBar(Sink):
     def rewind(self, step: int) -> None:
         """Show ``step`` as the starting point (when resuming), without counting
         the steps before it in the rate."""
+        self._warmup.reset()
+        self._restart_rate(step)
+
+    def _restart_rate(self, step: int) -> None:
+        """Show ``step``, with the rate counted from it on."""
         if self._bar is None:
             return
         self._bar.reset()
@@ -134,8 +140,17 @@ class ProgressBar(Sink):
             self._bar.set_postfix(self._values, refresh=True)
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Move to ``step`` and show the chosen metrics."""
-        self.update_to(step)
+        """Move to ``step`` and show the chosen metrics.
+
+        A call in a warm-up (:class:`~parllel.logging.base.WarmupWatch`: no
+        update since the previous call) restarts the rate from ``step``, so
+        the remaining time follows the rate of training, not of collecting
+        alone.
+        """
+        if self._warmup.check(metrics):
+            self._restart_rate(step)
+        else:
+            self.update_to(step)
         self.set_metrics(metrics)
 
     def close(self) -> None:

@@ -109,6 +109,21 @@ def test_progress_bar_rewind_starts_at_the_resumed_step():
     bar.close()
 
 
+def test_progress_bar_rate_restarts_after_a_warm_up():
+    """The bar's rate (and so its ETA) leaves out warm-up steps: each log
+    call without a new update restarts it from that step."""
+    pytest.importorskip("tqdm")
+    bar = ProgressBar(total=1000, disable=False, stream=io.StringIO())
+    bar.log(100, {"time/updates": 0.0})
+    bar.log(200, {"time/updates": 0.0})
+    assert bar._bar.initial == 200 and bar.position == 200  # warm-up: restarted
+    bar.log(300, {"time/updates": 100.0})
+    assert bar._bar.initial == 200 and bar.position == 300  # training: counted
+    bar.log(400, {"time/updates": 200.0})
+    assert bar._bar.initial == 200 and bar.position == 400
+    bar.close()
+
+
 def test_plot_keeps_the_resumed_rows_where_steps_fold_back(tmp_path):
     pytest.importorskip("matplotlib")
     csv = tmp_path / "logs" / "progress.csv"

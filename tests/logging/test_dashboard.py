@@ -375,6 +375,28 @@ def test_state_rates_and_eta_directly():
     assert DashboardState(None).remaining(1.0) is None
 
 
+def test_eta_counts_on_the_training_rate_not_the_warm_up():
+    """SAC's warm-up (random actions, no update) runs 10x faster than
+    training: at its end the ETA is unknown, not the warm-up's 1 s; then it
+    follows the steps since the warm-up's last log line."""
+    state = DashboardState(total_steps=10_000, now=0.0)
+    state.update(1_000, {"time/elapsed_s": 1.0, "time/updates": 0.0}, 1.0)
+    state.update(2_000, {"time/elapsed_s": 2.0, "time/updates": 0.0}, 2.0)
+    assert state.warming_up and state.average_rate() == 1_000.0
+    assert state.remaining(2.0) is None  # not 8 s: the training rate is unknown
+    assert "eta" not in state.summary_line(2.0)
+    state.update(3_000, {"time/elapsed_s": 12.0, "time/updates": 1_000.0}, 12.0)
+    assert not state.warming_up
+    assert state.training_rate() == 100.0  # 1,000 steps in the 10 s after warm-up
+    assert state.remaining(12.0) == 70.0  # 7,000 steps left at 100 per second
+    state.update(4_000, {"time/elapsed_s": 22.0, "time/updates": 2_000.0}, 22.0)
+    assert state.remaining(22.0) == 60.0
+    # a run that updates from its first line (PPO) keeps the average rate
+    ppo = DashboardState(total_steps=10_000, now=0.0)
+    ppo.update(2_000, {"time/elapsed_s": 4.0, "time/updates": 1.0}, 4.0)
+    assert ppo.remaining(4.0) == 16.0
+
+
 @pytest.mark.parametrize(
     "seconds, text",
     [(0, "0:00:00"), (59.9, "0:00:59"), (3600, "1:00:00"), (90061, "1d 1:01:01")],
