@@ -64,8 +64,8 @@ class RunSettings:
     """env steps between evaluations"""
     eval_episodes: int = 10
     """deterministic episodes per evaluation"""
-    log_interval_steps: int | None = None
-    """env steps between log lines, the rows of progress.csv (None: at every evaluation)"""
+    log_interval_steps: int | Literal["eval"] | None = "eval"
+    """env steps between log lines, the rows of progress.csv (eval: at every evaluation; None: every iteration, as on Runner)"""
     checkpoint_interval_steps: int = 50_000
     """env steps between checkpoints (one is also written at the end)"""
 
@@ -135,7 +135,7 @@ class TrainingRun:
             "config": dataclasses.asdict(self.config),
             "log_interval_steps": (
                 settings.eval_interval_steps
-                if settings.log_interval_steps is None
+                if settings.log_interval_steps == "eval"
                 else settings.log_interval_steps
             ),
             "checkpoint_interval_steps": settings.checkpoint_interval_steps,

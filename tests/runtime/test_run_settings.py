@@ -53,7 +53,7 @@ def test_run_settings_start_a_run_and_give_the_runner_its_options(tmp_path):
     try:
         assert options["checkpoint_dir"] == run.directory.checkpoints_dir
         assert options["config"] == dataclasses.asdict(config)
-        assert options["log_interval_steps"] == 16  # None: at every evaluation
+        assert options["log_interval_steps"] == 16  # "eval": at every evaluation
         assert options["checkpoint_interval_steps"] == 50_000
         assert "eval_sampler" not in options and "eval_interval_steps" not in options
         options["logger"].log(8, {"train/return_mean": 1.0})
@@ -76,6 +76,24 @@ def test_runner_options_pass_the_eval_sampler_and_their_own_log_interval(tmp_pat
     assert options["eval_sampler"] is eval_sampler
     assert options["eval_interval_steps"] == 10_000
     assert options["log_interval_steps"] == 4
+
+
+@pytest.mark.parametrize(
+    "flag, passed",
+    [(None, 16), ("eval", 16), ("None", None), ("5", 5)],
+    ids=["default", "eval", "None", "steps"],
+)
+def test_log_interval_flag_means_what_it_means_on_the_runner(tmp_path, flag, passed):
+    """``--log-interval-steps None`` is every iteration, as ``Runner``'s None;
+    the scripts' default, ``eval``, is the evaluation interval."""
+    argv = ["--run-root", str(tmp_path), "--console", "plain"]
+    if flag is not None:
+        argv += ["--log-interval-steps", flag]
+    config, _ = parse_config(Config, argv=argv)
+    run = config.run.start("demo", config, Seeds.from_master(0, n_envs=1), None)
+    options = run.runner_options(config.total_steps)
+    options["logger"].close()
+    assert options["log_interval_steps"] == passed
 
 
 def test_quick_presets_reach_the_nested_settings():
