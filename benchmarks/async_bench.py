@@ -104,6 +104,7 @@ def build_ppo(agent: ActorCriticAgent) -> PPO:
         adam(agent.model.parameters(), 1e-3),
         epochs=EPOCHS,
         minibatches=1,
+        normalize_advantage=False,  # normalized over the batch by the transform
     )
 
 

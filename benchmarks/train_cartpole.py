@@ -246,6 +246,9 @@ def run_parllel(
             # parllel's value loss is 0.5 * MSE; SB3's value term is vf_coef (0.5)
             # * MSE, so coefficient 1.0 gives the same loss
             value_loss_coef=1.0,
+            # normalized over the batch above (SB3 normalizes its minibatch, here
+            # the same batch of 256)
+            normalize_advantage=False,
         )
         curve, runner_ref = Curve(), []
         runner = OnPolicyRunner(

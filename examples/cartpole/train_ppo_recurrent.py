@@ -161,6 +161,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         entropy_coef=config.entropy_coef,
         recurrent=True,
         batch_shape=(config.batch_T, config.n_envs),
+        # the results in docs/training.md were measured without (rewards are
+        # normalized instead)
+        normalize_advantage=False,
     )
 
     runner = OnPolicyRunner(

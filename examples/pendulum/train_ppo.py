@@ -149,6 +149,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         minibatches=config.minibatches,
         entropy_coef=config.entropy_coef,
         batch_shape=(config.batch_T, config.n_envs),
+        # advantages normalized over the whole batch by add_advantage_estimation
+        # above (the results in docs/training.md), not again per minibatch
+        normalize_advantage=False,
     )
 
     runner = OnPolicyRunner(

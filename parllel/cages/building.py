@@ -32,7 +32,7 @@ _NOT_OPTIONS = {
     "n_envs",
     "env_kwargs",
     *"""seed env_offset reset_mode
-traj_info_type traj_info_kwargs keep_infos probe""".split(),
+traj_info_type traj_info_kwargs keep_infos clip_actions probe""".split(),
 }
 
 
@@ -45,6 +45,7 @@ class _CageOptions(TypedDict):
     traj_info_type: Callable[..., TrajInfo]
     traj_info_kwargs: dict[str, Any] | None
     keep_infos: bool
+    clip_actions: bool
     probe: bool
 
 
@@ -79,6 +80,7 @@ def build_cages(
     traj_info_type: Callable[..., TrajInfo] = TrajInfo,
     traj_info_kwargs: dict[str, Any] | None = None,
     keep_infos: bool = False,
+    clip_actions: bool = True,
     probe: bool = True,
     **process_kwargs: Any,
 ) -> Cage:
@@ -111,6 +113,7 @@ def build_cages(
         "traj_info_type": traj_info_type,
         "traj_info_kwargs": traj_info_kwargs,
         "keep_infos": keep_infos,
+        "clip_actions": clip_actions,
         "probe": probe,
     }
     if parallel == "serial":

@@ -19,8 +19,8 @@ from parllel.cages.factories import build_env
 from parllel.cages.movable import move_refusal
 from parllel.cages.probe import env_error, probe_env
 from parllel.cages.spaces import (
-    action_reader,
     check_spaces_agree,
+    env_action_reader,
     env_spaces,
 )
 from parllel.cages.traj_info import TrajInfo
@@ -55,6 +55,9 @@ class EnvGroup:
             :meth:`reset` as they are, in :attr:`step_infos` and
             :attr:`reset_infos` (by view index; envs with empty infos left
             out), for adapters that hand infos on unchanged.
+        clip_actions: clip ``Box`` actions to the action space's bounds
+            before the envs see them (the actions read from the tree are
+            copies: the tree keeps the unclipped ones).
     """
 
     def __init__(
@@ -67,6 +70,7 @@ class EnvGroup:
         traj_info_type: Callable[..., TrajInfo],
         traj_info_kwargs: dict[str, Any],
         keep_infos: bool = False,
+        clip_actions: bool = True,
     ) -> None:
         self.env_indices = tuple(env_indices)
         self._env_factory, self._env_kwargs = env_factory, env_kwargs  # the probe's
@@ -96,7 +100,8 @@ class EnvGroup:
         except Exception:
             self.close()
             raise
-        self._read_actions = action_reader(self.spaces.action)
+        self.clip_actions = bool(clip_actions)
+        self._read_actions = env_action_reader(self.spaces.action, self.clip_actions)
         # TrajInfo.step is inlined in step() unless a subclass overrides it
         self._plain_stats = getattr(traj_info_type, "step", None) is TrajInfo.step
         # each env's seed, used at its first reset (moves with the env)

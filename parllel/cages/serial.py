@@ -41,6 +41,9 @@ class SerialCage(Cage):
         traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
         keep_infos: keep the envs' info dicts of every step and reset in
             :attr:`last_infos`.
+        clip_actions: clip ``Box`` actions to the action space's bounds before
+            the envs see them, as SB3 does; the sample tree keeps the
+            unclipped action, for the loss (docs/training.md, "Defaults").
         probe: take :attr:`example` from one step of a probe env (built by
             the factory once more, reset with env 0's seed, stepped once,
             closed; the cage's envs see nothing of it). False: no probe env;
@@ -65,6 +68,7 @@ class SerialCage(Cage):
         traj_info_type: Callable[..., TrajInfo] = TrajInfo,
         traj_info_kwargs: dict[str, Any] | None = None,
         keep_infos: bool = False,
+        clip_actions: bool = True,
         probe: bool = True,
     ) -> None:
         super().__init__(
@@ -88,7 +92,9 @@ class SerialCage(Cage):
             traj_info_type,
             self.traj_info_kwargs,
             self.keep_infos,
+            clip_actions,
         )
+        self.clip_actions = self._group.clip_actions
         try:
             group = self._group
             example = group.example_step() if probe else spaces_example(group.spaces)

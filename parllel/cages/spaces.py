@@ -323,6 +323,23 @@ def _(space: gym.spaces.Discrete) -> Callable[[Any], list]:
     return lambda view: list(view)
 
 
+def env_action_reader(space: gym.Space, clip_actions: bool) -> Callable[[Any], list]:
+    """:func:`action_reader`'s reader, clipping ``Box`` actions to the space's
+    bounds first if ``clip_actions`` (what SB3 does with a Gaussian policy's
+    actions).
+
+    The clipped actions are a copy: the sample tree keeps the policy's own
+    (unclipped) action, whose log-probability the loss evaluates. Other
+    spaces, and ``Box`` spaces inside a ``Dict`` or ``Tuple``, are read as
+    they are.
+    """
+    read = action_reader(space)
+    if not clip_actions or not isinstance(space, gym.spaces.Box):
+        return read
+    low, high = space.low, space.high
+    return lambda view: read(np.clip(view, low, high))
+
+
 ACTION_MASK_KEY = "action_mask"
 """The observation key of a legal-action mask (PettingZoo's convention)."""
 

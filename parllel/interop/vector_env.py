@@ -100,6 +100,7 @@ def build_adapter(
             parallel=choice,
             reset_mode=reset_mode,
             keep_infos=True,
+            clip_actions=False,  # gymnasium's and SB3's vector envs pass actions as given
             probe=False,  # the slots come from the spaces: no env code before reset
             **cage_kwargs,
         )
@@ -119,6 +120,7 @@ def build_adapter(
             parallel="serial",
             reset_mode=reset_mode,
             keep_infos=True,
+            clip_actions=False,
             probe=False,
         )
     try:

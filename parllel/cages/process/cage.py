@@ -90,6 +90,8 @@ class ProcessCage(Cage):
         traj_info_kwargs: keyword arguments for ``traj_info_type``.
         keep_infos: keep the envs' info dicts of every step and reset in
             :attr:`last_infos` (non-empty infos then travel back by pipe).
+        clip_actions: as for :class:`~parllel.cages.SerialCage` (clipped where
+            the envs step: in the workers and the main process's share).
         probe: as for :class:`~parllel.cages.SerialCage`; the probe env is
             built in the process that builds env 0 (the main process if it
             steps envs, else worker 0).
@@ -147,6 +149,7 @@ class ProcessCage(Cage):
         traj_info_type: Callable[..., TrajInfo] = TrajInfo,
         traj_info_kwargs: dict[str, Any] | None = None,
         keep_infos: bool = False,
+        clip_actions: bool = True,
         probe: bool = True,
         on_worker_death: str = "raise",
         rebalance: bool | Balancer = False,
@@ -169,6 +172,7 @@ class ProcessCage(Cage):
             keep_infos,
         )
         self.factory_bytes = check_factory_pickles(env_factory, self.env_kwargs)
+        self.clip_actions = bool(clip_actions)
         self.on_worker_death = check_death_policy(on_worker_death)
         if not 0 <= main_process_envs < self.n_envs:
             raise ConfigError(
@@ -206,6 +210,7 @@ class ProcessCage(Cage):
             traj_info_type=self.traj_info_type,
             traj_info_kwargs=self.traj_info_kwargs,
             keep_infos=self.keep_infos,
+            clip_actions=self.clip_actions,
             spin_seconds=self.worker_spin_seconds,
             cpus=self.worker_cpus,
         )

@@ -118,6 +118,7 @@ class GroupSettings:
         traj_info_type: as for the cage.
         traj_info_kwargs: as for the cage.
         keep_infos: as for the cage.
+        clip_actions: as for the cage.
         spin_seconds: the workers' idle polling budget (negative: automatic).
         cpus: CPUs to pin the workers to, or None.
     """
@@ -130,6 +131,7 @@ class GroupSettings:
     traj_info_type: Callable[..., TrajInfo]
     traj_info_kwargs: dict[str, Any]
     keep_infos: bool
+    clip_actions: bool
     spin_seconds: float
     cpus: tuple[int, ...] | None
 
@@ -144,6 +146,7 @@ class GroupSettings:
             "traj_info_type": self.traj_info_type,
             "traj_info_kwargs": self.traj_info_kwargs,
             "keep_infos": self.keep_infos,
+            "clip_actions": self.clip_actions,
         }
 
 

@@ -137,7 +137,8 @@ class PPO:
         epochs: passes over each batch.
         minibatches: minibatches per pass.
         target_kl: optional KL threshold for early stopping.
-        normalize_advantage: normalize advantages per minibatch (masked).
+        normalize_advantage: normalize advantages per minibatch (masked), on
+            by default as in SB3 and CleanRL.
         recurrent: minibatch over whole env columns and pass states/resets.
         batch_shape: optional ``(T, B)``, checked against ``minibatches`` now
             rather than at the first batch.
@@ -173,7 +174,7 @@ class PPO:
         epochs: int = 4,
         minibatches: int = 4,
         target_kl: float | None = None,
-        normalize_advantage: bool = False,
+        normalize_advantage: bool = True,
         recurrent: bool = False,
         batch_shape: tuple[int, int] | None = None,
         total_updates: int | None = None,
