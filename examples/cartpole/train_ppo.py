@@ -8,6 +8,7 @@
     python examples/cartpole/train_ppo.py --async             # sample while PPO trains
     python examples/cartpole/train_ppo.py --async --max-lag 2 # up to 2 policy versions behind
     python examples/cartpole/train_ppo.py --async --vtrace    # V-trace corrects for the lag
+    python examples/cartpole/train_ppo.py --backend jax       # the JAX PPO (the jax extra)
     python examples/cartpole/train_ppo.py --resume runs/cartpole-ppo-...
     python examples/cartpole/train_ppo.py --help              # every Config field is a flag
 
@@ -26,6 +27,7 @@ import torch
 import tyro
 
 from parllel.cages import Cage, EnvSpaces, build_cages
+from parllel.errors import ConfigError
 from parllel.patterns import (
     RunSettings,
     add_advantage_estimation,
@@ -90,6 +92,8 @@ class Config:
     """--async: the sampler loads new weights before each batch, or each step"""
     vtrace: bool = False
     """correct advantages and value targets for the policy lag with V-trace"""
+    backend: Literal["torch", "jax"] = "torch"
+    """learning library: torch, or JAX (flax networks, one compiled PPO update)"""
     run: RunSettings = RunSettings.field(
         eval_interval_steps=5_000, checkpoint_interval_steps=25_000
     )
@@ -104,12 +108,30 @@ def make_env() -> gym.Env:
     return gym.make("CartPole-v1")
 
 
-def build_agent(config: Config, spaces: Any) -> ActorCriticAgent:
+def build_agent(config: Config, spaces: Any, seeds: Seeds) -> Any:
     """The actor-critic MLP for ``spaces`` (an ``observation`` and ``action`` space)."""
+    if config.backend == "jax":
+        from parllel.jax.agents import build_actor_critic_agent  # the jax extra
+
+        return build_actor_critic_agent(
+            spaces.observation,
+            spaces.action,
+            seed=seeds.torch,  # the learner's stream initializes the weights
+            hidden_sizes=config.hidden_sizes,
+        )
     model, distribution = build_actor_critic(
         spaces.observation, spaces.action, hidden_sizes=config.hidden_sizes
     )
     return ActorCriticAgent(model, distribution)
+
+
+def build_handler(config: Config, agent: Any, n_envs: int, seed: int | None) -> Any:
+    """The handler that runs ``agent`` on the sample tree (torch or JAX)."""
+    if config.backend == "jax":
+        from parllel.jax import JaxHandler
+
+        return JaxHandler(agent, n_envs=n_envs, seed=seed)
+    return TorchHandler(agent, n_envs=n_envs, seed=seed)
 
 
 def build_training_cages(config: Config, seeds: Seeds) -> list[Cage]:
@@ -139,9 +161,9 @@ def build_sampler(
     samples in a background process); without, it is the learner's agent.
     """
     cages = build_training_cages(config, seeds)
-    agent = build_agent(config, cages[0].spaces)
+    agent = build_agent(config, cages[0].spaces, seeds)
     # actions from their own stream: the same batches wherever sampling runs
-    handler = TorchHandler(agent, n_envs=config.n_envs, seed=seeds.actions)
+    handler = build_handler(config, agent, config.n_envs, seeds.actions)
     if weights is not None:
         handler.follow_weights(weights, every=config.refresh)
     # the batch buffer [T, B] and what runs on it after each batch
@@ -177,11 +199,12 @@ class Sampling:
 def synchronous_sampling(config: Config, seeds: Seeds) -> Sampling:
     """The sampler steps the envs in this process's loop, between updates."""
     sampler, agent = build_sampler(config, seeds)
+    model = agent if config.backend == "jax" else agent.model  # a JAX agent's params
     return Sampling(
         sampler,
         agent,
         learner=None,
-        checkpoint_objects={"model": agent.model, "transform": sampler.transform},
+        checkpoint_objects={"model": model, "transform": sampler.transform},
         close=(*sampler.cages, sampler.sample_tree),
     )
 
@@ -190,7 +213,9 @@ def background_sampling(config: Config, seeds: Seeds) -> Sampling:
     """``--async``: the learner's agent publishes its weights; the sampler,
     with the envs, runs in a background process and follows them."""
     env = make_env()
-    agent = build_agent(config, EnvSpaces(env.observation_space, env.action_space))
+    agent = build_agent(
+        config, EnvSpaces(env.observation_space, env.action_space), seeds
+    )
     env.close()
     learner = TorchHandler(agent, n_envs=config.n_envs)
     weights = learner.share_weights()
@@ -208,6 +233,8 @@ def background_sampling(config: Config, seeds: Seeds) -> Sampling:
 
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
+    if config.backend == "jax" and (config.async_sampling or config.vtrace):
+        raise ConfigError("--backend jax samples synchronously: no --async, --vtrace")
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=4)
     run = config.run.start("cartpole-ppo", config, seeds, resume)
     sampling = (background_sampling if config.async_sampling else synchronous_sampling)(
@@ -216,13 +243,37 @@ def main(config: Config, resume: str | None = None) -> dict:
     agent = sampling.agent
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
-        TorchHandler(agent, n_envs=4),
+        build_handler(config, agent, 4, seed=None),
         4,
         config.run.eval_episodes,
         seed=seeds.eval_envs,
     )
 
     # the algorithm
+    if config.backend == "jax":
+        from parllel.jax.algos import PPO as JaxPPO
+        from parllel.jax.algos import adam as jax_adam
+
+        ppo: Any = JaxPPO(  # every epoch and minibatch in one compiled call
+            agent,
+            jax_adam(config.learning_rate),
+            learning_rate=linear_schedule(config.learning_rate, 0.0),
+            clip_range=linear_schedule(config.clip_range, 0.0),
+            epochs=config.epochs,
+            minibatches=config.minibatches,
+            entropy_coef=config.entropy_coef,
+            normalize_advantage=False,  # as the torch PPO below
+            seed=seeds.torch,  # the minibatch order
+        )
+        runner = OnPolicyRunner(
+            sampling.sampler,
+            ppo,
+            config.total_steps,
+            checkpoint_objects={**sampling.checkpoint_objects, "ppo": ppo},
+            config_keys=["n_envs", "batch_T", "hidden_sizes", "backend"],
+            **run.runner_options(config.total_steps, eval_sampler),
+        )
+        return run.train(runner, close=(*sampling.close, eval_cage))
     model, distribution = agent.model, agent.distribution
     optimizer = adam(model.parameters(), config.learning_rate)  # fused: measured faster
     ppo = PPO(

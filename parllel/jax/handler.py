@@ -11,14 +11,13 @@ import numpy as np
 from parllel.agents.base import Agent, AgentExample
 from parllel.agents.numpy_handler import batch_of_one, write_outputs
 from parllel.agents.state import ALL, AgentHandler, EnvStates
-from parllel.arrays import Array
 from parllel.errors import ConfigError
 from parllel.jax.agents.base import JaxAgent
+from parllel.jax.inputs import jax_input
 from parllel.seeding import check_seed
 from parllel.tree import tree_map
-from parllel.tree.utils import tree_to_builtin
 
-__all__ = ["ActionKey", "JaxHandler", "jax_input"]
+__all__ = ["ActionKey", "JaxHandler"]
 
 
 class ActionKey:
@@ -42,16 +41,6 @@ class ActionKey:
     def set_state(self, state: Any) -> None:
         """Continue from a state :meth:`get_state` returned."""
         self.key = jax.random.wrap_key_data(jnp.asarray(np.asarray(state)))
-
-
-def jax_input(tree: Any) -> Any:
-    """A sample-tree slot (ndarray, Array or tree of them) as a jit argument:
-    numpy leaves in plain dicts and tuples (no copy here)."""
-    if tree is None:
-        return None
-    return tree_to_builtin(
-        tree, lambda leaf: leaf.to_ndarray() if isinstance(leaf, Array) else leaf
-    )
 
 
 def _host(tree: Any) -> Any:

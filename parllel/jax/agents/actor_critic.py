@@ -5,16 +5,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+import gymnasium as gym
 import jax
+import numpy as np
 
 from parllel import fields
 from parllel.agents.base import check_mode
 from parllel.errors import ConfigError
 from parllel.jax.agents.base import PolicyEvaluation
-from parllel.jax.models.actor_critic import ActorCriticNetwork, ActorCriticOutput
+from parllel.jax.inputs import jax_input
+from parllel.jax.models.actor_critic import (
+    ActorCriticNetwork,
+    ActorCriticOutput,
+    build_actor_critic,
+)
 from parllel.jax.models.params import init_params, load_params, params_to_numpy
+from parllel.seeding import check_seed
+from parllel.tree import tree_map
 
-__all__ = ["ACTION_MASK", "ActorCriticAgent"]
+__all__ = ["ACTION_MASK", "ActorCriticAgent", "build_actor_critic_agent"]
 
 ACTION_MASK = "action_mask"
 """Key of the legal-action mask in a dict observation (PettingZoo's name)."""
@@ -129,3 +138,36 @@ class ActorCriticAgent:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
         self.params = load_params(self.params, state["params"])
+
+
+def build_actor_critic_agent(
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    *,
+    seed: int,
+    **network_options: Any,
+) -> ActorCriticAgent:
+    """An :class:`ActorCriticAgent` with fresh parameters, in one call.
+
+    Args:
+        observation_space: the env's observation space.
+        action_space: its action space.
+        seed: seed of the initialization key (e.g. ``seeds.torch``, the
+            learner's stream).
+        **network_options: options of
+            :func:`~parllel.jax.models.build_actor_critic` (``hidden_sizes``,
+            ``shared_trunk``, ``orthogonal_init``, ...).
+
+    Example:
+        >>> agent = build_actor_critic_agent(obs_space, action_space, seed=0)
+    """
+    network, distribution = build_actor_critic(
+        observation_space, action_space, **network_options
+    )
+    example = tree_map(lambda leaf: np.asarray(leaf)[None], observation_space.sample())
+    return ActorCriticAgent(
+        network,
+        distribution,
+        example_observation=jax_input(example),
+        key=jax.random.key(check_seed("seed", seed)),
+    )
