@@ -417,6 +417,16 @@ class PPO:
         out = jax.device_get(out)  # the one host synchronization
         self.agent.params, self.opt_state = params, opt_state
         self.updates_done += 1
+        metrics = self._metrics(out, clip_range)
+        if bool(out["failed"]):
+            self._raise_non_finite(float(out["bad_loss"]), float(out["bad_grad_norm"]))
+        return metrics
+
+    def _metrics(
+        self, out: Mapping[str, Any], clip_range: float | None
+    ) -> dict[str, float]:
+        """The metrics of one update from the compiled call's host outputs
+        (also read per run by :class:`~parllel.jax.algos.SeededPPO`)."""
         steps = int(out["steps"])
         evaluated = max(int(out["evaluated"]), 1)
         metrics = {
@@ -432,8 +442,6 @@ class PPO:
             minibatch_updates=float(steps),
             early_stopped=float(bool(out["early_stopped"])),
         )
-        if bool(out["failed"]):
-            self._raise_non_finite(float(out["bad_loss"]), float(out["bad_grad_norm"]))
         return metrics
 
     def _raise_non_finite(self, loss: float, grad_norm: float) -> None:
