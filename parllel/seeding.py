@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -144,12 +144,52 @@ def resolve_env_seeds(
             f"(e.g. seeds.envs), got {seed!r}"
         )
     if len(seed) != len(env_indices):
+        field = seed.field if isinstance(seed, EnvSeeds) else None
         raise ConfigError(
             f"seed holds {len(seed)} per-env seeds but the cage has "
-            f"{len(env_indices)} envs; pass one seed per env (e.g. "
-            "Seeds.from_master(master, n_envs=..., n_eval_envs=...).eval_envs)"
+            f"{len(env_indices)} envs; {_seeds_hint(field, len(env_indices))}"
         )
     return tuple(check_seed(f"seed[{i}]", s) for i, s in enumerate(seed))
+
+
+def _seeds_hint(field: str | None, n: int) -> str:
+    """What to pass instead, for per-env seeds that came from ``Seeds.<field>``."""
+    training = f"Seeds.from_master(master, n_envs={n}).envs"
+    evaluation = f"Seeds.from_master(master, n_eval_envs={n}).eval_envs"
+    if field == "eval_envs":
+        return (
+            f"these are seeds.eval_envs: a training cage takes seeds.envs, an "
+            f"evaluation cage of {n} envs {evaluation}"
+        )
+    if field == "envs":
+        return (
+            f"these are seeds.envs: an evaluation cage takes seeds.eval_envs, a "
+            f"training cage of {n} envs {training}"
+        )
+    return (
+        f"pass one seed per env: a training cage {training}, an evaluation cage "
+        f"{evaluation}"
+    )
+
+
+class EnvSeeds(tuple[int, ...]):
+    """One seed per env of a cage, knowing which :class:`Seeds` field it is
+    (``"envs"`` or ``"eval_envs"``), so a cage of another size names the one
+    to pass.
+
+    Example:
+        >>> seeds = Seeds.from_master(0, n_envs=2, n_eval_envs=1)
+        >>> seeds.eval_envs.field, len(seeds.eval_envs)
+        ('eval_envs', 1)
+    """
+
+    field: str | None
+
+    def __new__(cls, seeds: Iterable[int] = (), field: str | None = None) -> EnvSeeds:
+        """A tuple of ``seeds``, from the :class:`Seeds` field ``field``."""
+        self = super().__new__(cls, seeds)
+        self.field = field
+        return self
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,6 +230,11 @@ class Seeds:
     actions: int
     envs: tuple[int, ...] = ()
     eval_envs: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        # the per-env seeds know their field (for the cages' size errors)
+        for name in ("envs", "eval_envs"):
+            object.__setattr__(self, name, EnvSeeds(getattr(self, name), name))
 
     @classmethod
     def from_master(

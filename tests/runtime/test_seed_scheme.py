@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from functools import partial
 
 import gymnasium as gym
@@ -197,6 +198,31 @@ def test_eval_seeds_missing_from_seeds_is_a_clear_error():
     seeds = Seeds.from_master(0, n_envs=2)  # no n_eval_envs
     with pytest.raises(ConfigError, match="0 per-env seeds but the cage has 2"):
         SerialCage(SeedEchoEnv, 2, seed=seeds.eval_envs)
+
+
+def test_the_seeds_size_error_names_the_field_for_the_case():
+    """Eval seeds given to a training cage point at seeds.envs; training
+    seeds given to an evaluation cage at seeds.eval_envs; other sequences
+    name both."""
+    seeds = Seeds.from_master(0, n_envs=4, n_eval_envs=2)
+    with pytest.raises(ConfigError) as info:
+        SerialCage(SeedEchoEnv, 4, seed=seeds.eval_envs)  # a training cage
+    assert "these are seeds.eval_envs: a training cage takes seeds.envs" in str(
+        info.value
+    )
+    with pytest.raises(ConfigError) as info:
+        SerialCage(SeedEchoEnv, 2, seed=seeds.envs)  # an evaluation cage
+    assert "these are seeds.envs: an evaluation cage takes seeds.eval_envs" in str(
+        info.value
+    )
+    with pytest.raises(ConfigError) as info:
+        SerialCage(SeedEchoEnv, 3, seed=[1, 2])
+    message = str(info.value)
+    assert "n_envs=3).envs" in message and "n_eval_envs=3).eval_envs" in message
+    # the field survives a round trip through the run's metadata and pickle
+    again = Seeds.from_dict(seeds.to_dict())
+    assert again == seeds and again.eval_envs.field == "eval_envs"
+    assert pickle.loads(pickle.dumps(seeds)).envs.field == "envs"
 
 
 def test_old_metadata_without_new_streams_reads_back():
