@@ -1,35 +1,76 @@
-"""Learner speed: optimizer implementations and torch.compile on the PPO and SAC updates.
+"""Learner speed: µs per PPO minibatch and per SAC gradient step, five implementations.
 
-Times one PPO update (CartPole-sized: 64x64 actor-critic MLP, a [128, 8]
-batch, 4 epochs of 4 minibatches) and one SAC gradient step (Pendulum-sized:
-256x256 actor and twin Q, a batch of 256) with:
+**PPO** (CleanRL's MuJoCo settings, HalfCheetah shapes: 17 observations, 6
+actions): separate 64x64 tanh actor and critic, a batch of 8 envs x 256
+steps, 10 epochs of 32 minibatches of 64 samples, clipped surrogate and
+clipped value loss (0.2), advantages normalized per minibatch, gradient norm
+clipped at 0.5, Adam (eps 1e-5). One timed call is one whole update as each
+library runs it; the figure is its time divided by its 320 minibatches.
 
-- ``forloop``: ``torch.optim.Adam(foreach=False)`` (a Python loop over
-  parameters);
-- ``foreach``: ``Adam(foreach=True)`` (multi-tensor kernels);
-- ``fused``: ``Adam(fused=True)`` (one fused kernel per step);
-- ``compiled``: the models wrapped in ``torch.compile`` (with the fastest of
-  the three optimizers above); its one-off compile time is reported apart
-  (``--quick`` traces with the ``eager`` backend, without generating code).
+**SAC** (HalfCheetah shapes): 256x256 ReLU actor and twin critics, batch 256,
+a learned entropy coefficient, polyak target update, Adam. The figure is the
+time of one gradient step (critic, actor, alpha and target). parllel's
+contenders update on a batch already sampled; SB3's and SBX's ``train`` sample
+their replay buffer inside the step, as they run it (``sac_replay_sample_us_sb3``
+says how much of their step that is).
 
-Torch is pinned to one thread; every figure is the median over repeats of the
-seconds per update, contenders interleaved. Last line: one JSON object with
-``{algo}_{variant}_ms`` per update, ``{algo}_best`` and
-``{algo}_best_vs_forloop``, ``{algo}_compile_seconds``.
+Contenders, interleaved round by round, each figure the median over rounds:
+
+- ``torch_eager``: ``parllel.torch`` PPO / SAC;
+- ``torch_compiled``: PPO with ``compile=True`` (``torch.compile`` of each
+  minibatch's loss, backward and clipping, and of the optimizer step); SAC
+  with its actor, critics and optimizer step compiled (SAC has no option:
+  it did not measure 1.2x faster);
+- ``jax``: ``parllel.jax`` PPO (the whole update one compiled program) / SAC
+  (one compiled gradient step per call);
+- ``sb3``: Stable-Baselines3's ``PPO.train`` / ``SAC.train`` on a filled
+  rollout / replay buffer (``sb3_no_validation``: the same with
+  ``torch.distributions``' argument validation off, which SB3 leaves on;
+  parllel's distributions do not use ``torch.distributions``, so there is
+  nothing to switch off on its side);
+- ``sbx``: SBX (``sbx-rl``, SB3 in JAX) the same way. SBX's PPO has no value
+  clipping and steps actor and critic with separate optimizers.
+
+One thread per learner: torch pinned to one thread, XLA to one
+(``XLA_FLAGS``, set here before JAX is imported). A contender whose library
+is missing is skipped with the reason, its keys null.
+
+``sac_update_vs_flop_floor``: the fastest parllel SAC step divided by the
+step's matmul FLOPs at the single-thread 256x256 float32 matmul rate
+measured in the same run. FLOPs (:func:`sac_update_flops`): ``2 * in * out``
+per sample per dense layer forward, twice that for its backward; per step
+the target (actor forward on the next observations, twin target critics
+forward), the twin critics forward and backward, and the actor forward and
+backward through the twin critics (forward and backward): about 663 MFLOP.
+
+Last line: one JSON object with ``ppo_minibatch_us_{contender}`` and
+``sac_step_us_{contender}`` for the five contenders,
+``{algo}_compile_s_{contender}`` (the first call's seconds, compilation
+included; SB3 and SBX: their ``learn`` that fills the buffer and trains
+once), ``sac_update_vs_flop_floor`` and the figures behind it.
 Usage: python benchmarks/learner_speed.py [--quick] [--repeats N]
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
-from collections.abc import Callable
-from typing import Any
+import os
 
-import gymnasium as gym
-import numpy as np
-from _common import pin_threads, print_result
+# XLA reads its flags when JAX is first imported: one thread, as torch
+_XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_XLA_ONE_THREAD}".strip()
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import importlib  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any  # noqa: E402
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+from _common import have, interleaved_medians, pin_threads, print_result  # noqa: E402
 
 pin_threads()
 
@@ -37,149 +78,547 @@ import torch  # noqa: E402
 
 from parllel import fields  # noqa: E402
 from parllel.replays.transitions import ReplayBatch  # noqa: E402
-from parllel.torch.agents import build_sac_agent  # noqa: E402
-from parllel.torch.algos import PPO, SAC, ActorCriticEvaluator  # noqa: E402
-from parllel.torch.algos.sac_setup import EntropyCoefficient  # noqa: E402
-from parllel.torch.models import build_actor_critic  # noqa: E402
 
-OPTIMIZERS = {
-    "forloop": {"foreach": False},
-    "foreach": {"foreach": True},
-    "fused": {"fused": True},
-}
+CONTENDERS = ("torch_eager", "torch_compiled", "jax", "sb3", "sbx")
 
 
-def ppo_batch(T: int, B: int, rng: np.random.Generator) -> dict[str, Any]:
-    """A CartPole-shaped PPO batch (numpy arrays, as a sampler's tree gives)."""
+@dataclass(frozen=True)
+class Shapes:
+    """The work measured: HalfCheetah's spaces, CleanRL's PPO and SAC sizes."""
+
+    observation: int = 17
+    action: int = 6
+    ppo_hidden: int = 64
+    ppo_steps: int = 256  # T
+    ppo_envs: int = 8  # B
+    epochs: int = 10
+    minibatches: int = 32
+    sac_hidden: int = 256
+    sac_batch: int = 256
+    sac_steps: int = 20  # gradient steps per timed round
+
+    @property
+    def ppo_minibatches(self) -> int:
+        """Minibatches per PPO update."""
+        return self.epochs * self.minibatches
+
+    def spaces(self) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+        """Observation and action spaces (actions in [-1, 1], as HalfCheetah)."""
+        return (
+            gym.spaces.Box(-np.inf, np.inf, (self.observation,), np.float32),
+            gym.spaces.Box(-1.0, 1.0, (self.action,), np.float32),
+        )
+
+
+FULL = Shapes()
+QUICK = Shapes(
+    ppo_steps=16, epochs=2, minibatches=2, sac_hidden=32, sac_batch=32, sac_steps=2
+)
+
+
+class Skip(Exception):
+    """A contender that cannot run here (its library is missing), with why."""
+
+
+@dataclass
+class Contender:
+    """One implementation's timed call."""
+
+    run: Callable[[], Any]  # one PPO update, or one SAC gradient step
+    units: int  # PPO minibatches (or SAC steps) per call
+    first_call_s: float  # the first call's seconds (compilation included)
+
+
+def first_call(run: Callable[[], Any], units: int) -> Contender:
+    """``run`` called once (it compiles), as a :class:`Contender`."""
+    start = time.perf_counter()
+    run()
+    return Contender(run, units, time.perf_counter() - start)
+
+
+class ShapesEnv(gym.Env):
+    """An env with HalfCheetah's spaces and no dynamics, to fill SB3's buffers."""
+
+    def __init__(self, shapes: Shapes) -> None:
+        self.observation_space, self.action_space = shapes.spaces()
+        self._rng = np.random.default_rng(0)
+        self._t = 0
+
+    def _observation(self) -> np.ndarray:
+        return self._rng.normal(size=self.observation_space.shape).astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self._t = 0
+        return self._observation(), {}
+
+    def step(self, action: Any) -> Any:
+        self._t += 1
+        reward = float(self._rng.normal())
+        return self._observation(), reward, False, self._t >= 1000, {}
+
+
+@contextlib.contextmanager
+def distribution_validation(on: bool) -> Iterator[None]:
+    """``torch.distributions``' default argument validation set to ``on`` inside."""
+    before = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(on)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(before)
+
+
+def without_validation(run: Callable[[], Any]) -> Callable[[], Any]:
+    """``run`` with ``torch.distributions``' argument validation off."""
+
+    def wrapped() -> Any:
+        with distribution_validation(False):
+            return run()
+
+    return wrapped
+
+
+def compile_backend(quick: bool) -> str:
+    """inductor (generated kernels); ``--quick`` traces only (seconds, not minutes)."""
+    return "eager" if quick else "inductor"
+
+
+# -- PPO ---------------------------------------------------------------------------
+
+
+def ppo_batch(shapes: Shapes) -> dict[str, Any]:
+    """A PPO batch ``[T, B]`` as a sampler's tree gives it (numpy arrays)."""
+    rng = np.random.default_rng(0)
+    T, B = shapes.ppo_steps, shapes.ppo_envs
+
+    def normal(*shape: int) -> np.ndarray:
+        return rng.normal(size=(T, B, *shape)).astype(np.float32)
+
     return {
-        fields.OBSERVATION: rng.normal(size=(T, B, 4)).astype(np.float32),
-        fields.ACTION: rng.integers(0, 2, (T, B)),
-        fields.ADVANTAGE: rng.normal(size=(T, B)).astype(np.float32),
-        fields.RETURN: rng.normal(size=(T, B)).astype(np.float32),
+        fields.OBSERVATION: normal(shapes.observation),
+        fields.ACTION: np.tanh(normal(shapes.action)),
+        fields.ADVANTAGE: normal(),
+        fields.RETURN: normal(),
         fields.AGENT_INFO: {
-            fields.LOG_PROB: np.full((T, B), np.log(0.5), np.float32),
-            fields.VALUE: rng.normal(size=(T, B)).astype(np.float32),
+            fields.LOG_PROB: normal() - shapes.action,  # about a unit Gaussian's
+            fields.VALUE: normal(),
         },
     }
 
 
-def ppo_update(variant: str, quick: bool) -> tuple[Callable[[], None], float]:
-    """One PPO update callable for ``variant``, and its compile seconds."""
+def ppo_torch(shapes: Shapes, quick: bool, compiled: bool) -> Contender:
+    """parllel.torch PPO (``compiled``: ``compile=True``)."""
+    from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
+    from parllel.torch.models import build_actor_critic
+
     torch.manual_seed(0)
-    T, B = (16, 4) if quick else (128, 8)
     model, distribution = build_actor_critic(
-        gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2)
+        *shapes.spaces(),
+        hidden_sizes=(shapes.ppo_hidden,) * 2,
+        shared_trunk=False,
+        init_log_std=0.0,
+        orthogonal_init=True,
     )
-    options = OPTIMIZERS.get(variant, OPTIMIZERS[best_of(variant)])
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-4, **options)
-    if variant.startswith("compiled"):
-        model = torch.compile(model, backend=compile_backend(quick))
     ppo = PPO(
-        ActorCriticEvaluator(model, distribution), optimizer, epochs=4, minibatches=4
+        ActorCriticEvaluator(model, distribution),
+        torch.optim.Adam(model.parameters(), lr=3e-4, eps=1e-5),
+        learning_rate=linear_schedule(3e-4, 0.0),
+        total_updates=1_000_000,
+        clip_range=0.2,
+        value_clip_range=0.2,
+        value_loss_coef=0.5,  # x parllel's 0.5 x MSE: CleanRL's 0.5 x (0.5 x MSE)
+        max_grad_norm=0.5,
+        epochs=shapes.epochs,
+        minibatches=shapes.minibatches,
+        normalize_advantage=True,
+        compile=compile_backend(quick) if compiled else False,
     )
-    batch = ppo_batch(T, B, np.random.default_rng(0))
-    start = time.perf_counter()
-    ppo.optimize(batch)  # warm-up (compiles)
-    return (lambda: ppo.optimize(batch)), time.perf_counter() - start
+    batch = ppo_batch(shapes)
+    return first_call(lambda: ppo.optimize(batch), shapes.ppo_minibatches)
 
 
-def sac_update(variant: str, quick: bool) -> tuple[Callable[[], None], float]:
-    """One SAC gradient step callable for ``variant``, and its compile seconds."""
-    torch.manual_seed(0)
-    size = 32 if quick else 256
-    observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
-    agent = build_sac_agent(
+def ppo_jax(shapes: Shapes, quick: bool) -> Contender:
+    """parllel.jax PPO: the whole update one compiled call."""
+    if not have("parllel.jax.algos.ppo"):
+        raise Skip("parllel.jax PPO does not import here (the jax extra)")
+    import jax
+
+    from parllel.jax.agents import ActorCriticAgent
+    from parllel.jax.algos import PPO, adam
+    from parllel.jax.models import build_actor_critic
+
+    observation_space, action_space = shapes.spaces()
+    network, distribution = build_actor_critic(
         observation_space,
-        gym.spaces.Box(-2, 2, (1,), np.float32),
-        hidden_sizes=(size, size),
+        action_space,
+        hidden_sizes=(shapes.ppo_hidden,) * 2,
+        shared_trunk=False,
+        init_log_std=0.0,
+        orthogonal_init=True,
     )
-    alpha = EntropyCoefficient(1.0)
-    options = OPTIMIZERS.get(variant, OPTIMIZERS[best_of(variant)])
-    groups = [agent.actor.parameters(), agent.critic.parameters(), [alpha.log_alpha]]
-    optimizer = torch.optim.Adam(
-        [{"params": list(group)} for group in groups], lr=3e-4, **options
+    agent = ActorCriticAgent(
+        network,
+        distribution,
+        example_observation=np.zeros((1, shapes.observation), np.float32),
+        key=jax.random.key(0),
     )
-    if variant.startswith("compiled"):
-        agent.actor = torch.compile(agent.actor, backend=compile_backend(quick))
-        agent.critic = torch.compile(agent.critic, backend=compile_backend(quick))
-    sac = SAC(agent, optimizer, alpha)
-    n = 256
-    rng = np.random.default_rng(0)
-    batch = ReplayBatch(
-        observation=torch.as_tensor(rng.normal(size=(n, 3)), dtype=torch.float32),
-        action=torch.as_tensor(rng.uniform(-2, 2, (n, 1)), dtype=torch.float32),
-        reward=torch.as_tensor(rng.normal(size=n), dtype=torch.float32),
-        next_observation=torch.as_tensor(rng.normal(size=(n, 3)), dtype=torch.float32),
-        terminated=torch.zeros(n, dtype=torch.bool),
-        truncated=torch.zeros(n, dtype=torch.bool),
-        discount=torch.full((n,), 0.99),
-        n_steps=torch.ones(n, dtype=torch.int64),
-        indices=torch.arange(n),
-        weights=torch.ones(n),
+    ppo = PPO(
+        agent,
+        adam(3e-4, eps=1e-5),
+        learning_rate=lambda progress: 3e-4 * (1.0 - progress),
+        total_updates=1_000_000,
+        clip_range=0.2,
+        value_clip_range=0.2,
+        value_loss_coef=0.5,
+        max_grad_norm=0.5,
+        epochs=shapes.epochs,
+        minibatches=shapes.minibatches,
+        normalize_advantage=True,
+    )
+    batch = ppo_batch(shapes)
+    return first_call(lambda: ppo.optimize(batch), shapes.ppo_minibatches)
+
+
+def ppo_peer(shapes: Shapes, library: str, validate: bool = True) -> Contender:
+    """SB3's or SBX's ``PPO.train`` on a rollout buffer it filled itself."""
+    if not have(library):
+        raise Skip(f"{library} is not installed (the bench extra)")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    PPO: Any = importlib.import_module(library).PPO
+    if library == "sbx":
+        import flax.linen
+
+        activation: Any = flax.linen.tanh
+        optimizer_kwargs: dict[str, Any] = {}  # SBX's Adam: eps 1e-5 already
+    else:
+        activation = torch.nn.Tanh
+        optimizer_kwargs = {"eps": 1e-5}
+    venv = DummyVecEnv([lambda: ShapesEnv(shapes)] * shapes.ppo_envs)
+    model = PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=shapes.ppo_steps,
+        batch_size=shapes.ppo_steps * shapes.ppo_envs // shapes.minibatches,
+        n_epochs=shapes.epochs,
+        learning_rate=lambda remaining: 3e-4 * remaining,
+        clip_range=0.2,
+        clip_range_vf=0.2,  # SBX ignores it (no value clipping)
+        ent_coef=0.0,
+        vf_coef=0.25,  # CleanRL's 0.5 x (0.5 x MSE); SB3's value loss is the MSE
+        max_grad_norm=0.5,
+        policy_kwargs=dict(
+            net_arch=dict(pi=[shapes.ppo_hidden] * 2, vf=[shapes.ppo_hidden] * 2),
+            activation_fn=activation,
+            log_std_init=0.0,
+            ortho_init=True,
+            optimizer_kwargs=optimizer_kwargs,
+        ),
+        seed=0,
+        device="cpu",
+        verbose=0,
     )
     start = time.perf_counter()
-    sac.update(batch)  # warm-up (compiles)
-    return (lambda: sac.update(batch)), time.perf_counter() - start
+    model.learn(shapes.ppo_steps * shapes.ppo_envs)  # fills the buffer, trains once
+    run = model.train if validate else without_validation(model.train)
+    return Contender(run, shapes.ppo_minibatches, time.perf_counter() - start)
 
 
-def compile_backend(quick: bool) -> str:
-    """inductor (generated kernels); ``--quick`` traces only (seconds, not tens)."""
-    return "eager" if quick else "inductor"
+# -- SAC ---------------------------------------------------------------------------
 
 
-_BEST: dict[str, str] = {}
+def sac_arrays(shapes: Shapes) -> dict[str, np.ndarray]:
+    """One SAC batch's fields (numpy)."""
+    rng = np.random.default_rng(0)
+    n = shapes.sac_batch
+    return {
+        "observation": rng.normal(size=(n, shapes.observation)).astype(np.float32),
+        "action": rng.uniform(-1, 1, (n, shapes.action)).astype(np.float32),
+        "reward": rng.normal(size=n).astype(np.float32),
+        "next_observation": rng.normal(size=(n, shapes.observation)).astype(np.float32),
+    }
 
 
-def best_of(variant: str) -> str:
-    """The optimizer the compiled variant uses (the fastest measured, else fused)."""
-    return _BEST.get(variant, "fused")
+def sac_replay_batch(shapes: Shapes, to_torch: bool) -> ReplayBatch:
+    """A ``ReplayBatch`` of ``sac_batch`` random transitions (torch or numpy)."""
+    n = shapes.sac_batch
+    batch = ReplayBatch(
+        **sac_arrays(shapes),
+        terminated=np.zeros(n, bool),
+        truncated=np.zeros(n, bool),
+        discount=np.full(n, 0.99, np.float32),
+        n_steps=np.ones(n, np.int64),
+        indices=np.arange(n),
+        weights=np.ones(n, np.float32),
+    )
+    if not to_torch:
+        return batch
+    leaves: list[Any] = [torch.as_tensor(leaf) for leaf in batch]
+    return ReplayBatch(*leaves)
+
+
+def sac_torch(shapes: Shapes, quick: bool, compiled: bool) -> Contender:
+    """parllel.torch SAC (``compiled``: actor, critics and Adam's step compiled)."""
+    from parllel.torch.agents import build_sac_agent
+    from parllel.torch.algos import SAC
+    from parllel.torch.algos.sac_setup import EntropyCoefficient
+
+    torch.manual_seed(0)
+    agent = build_sac_agent(*shapes.spaces(), hidden_sizes=(shapes.sac_hidden,) * 2)
+    alpha = EntropyCoefficient(1.0)
+    groups: list[dict[str, Any]] = [
+        {"params": list(agent.actor.parameters()), "lr": 3e-4},
+        {"params": list(agent.critic.parameters())},
+        {"params": [alpha.log_alpha]},
+    ]
+    optimizer = torch.optim.Adam(groups, lr=1e-3)
+    sac = SAC(agent, optimizer, alpha, tau=0.005)
+    if compiled:
+        backend = compile_backend(quick)
+        agent.actor = torch.compile(agent.actor, backend=backend)  # type: ignore[assignment]
+        agent.critic = torch.compile(agent.critic, backend=backend)  # type: ignore[assignment]
+        sac.target_critic = torch.compile(sac.target_critic, backend=backend)
+        optimizer.step = torch.compile(optimizer.step, backend=backend)  # type: ignore[method-assign]
+    batch = sac_replay_batch(shapes, to_torch=True)
+    return first_call(lambda: sac.update(batch), 1)
+
+
+def sac_jax(shapes: Shapes, quick: bool) -> Contender:
+    """parllel.jax SAC: one compiled gradient step per call (K = 1)."""
+    if not have("parllel.jax.algos.sac"):
+        raise Skip("parllel.jax SAC does not import here (the jax extra)")
+    import jax
+
+    from parllel.jax.agents.sac_agent import build_sac_agent
+    from parllel.jax.algos.sac import SAC, EntropyCoefficient, SacBatch
+    from parllel.jax.algos.sac_setup import build_sac_optimizers
+
+    agent = build_sac_agent(
+        *shapes.spaces(), key=jax.random.key(0), hidden_sizes=(shapes.sac_hidden,) * 2
+    )
+    sac = SAC(
+        agent,
+        build_sac_optimizers(1e-3, actor_learning_rate=3e-4),
+        EntropyCoefficient(1.0),
+        key=1,
+        tau=0.005,
+    )
+    batches = SacBatch.stack([sac_replay_batch(shapes, to_torch=False)])
+    return first_call(lambda: sac.update_batches(batches), 1)
+
+
+def sac_peer(shapes: Shapes, library: str, validate: bool = True) -> Contender:
+    """SB3's or SBX's ``SAC.train`` (one gradient step) on a filled replay buffer."""
+    if not have(library):
+        raise Skip(f"{library} is not installed (the bench extra)")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    SAC: Any = importlib.import_module(library).SAC
+    extra = {"qf_learning_rate": 1e-3} if library == "sbx" else {}
+    starts = 2 * shapes.sac_batch
+    model = SAC(
+        "MlpPolicy",
+        DummyVecEnv([lambda: ShapesEnv(shapes)]),
+        learning_rate=3e-4,
+        buffer_size=10 * starts,
+        learning_starts=starts,
+        batch_size=shapes.sac_batch,
+        tau=0.005,
+        gamma=0.99,
+        train_freq=1,
+        gradient_steps=1,
+        ent_coef="auto_1.0",
+        policy_kwargs=dict(net_arch=[shapes.sac_hidden] * 2),
+        seed=0,
+        device="cpu",
+        verbose=0,
+        **extra,
+    )
+    start = time.perf_counter()
+    model.learn(starts + 2)  # random steps fill the replay, then two updates
+
+    def step() -> None:
+        model.train(gradient_steps=1, batch_size=shapes.sac_batch)
+
+    run = step if validate else without_validation(step)
+    return Contender(run, 1, time.perf_counter() - start)
+
+
+def sb3_replay_sample_us(shapes: Shapes, repeats: int) -> float | None:
+    """µs of SB3's ``replay_buffer.sample(batch)`` (part of its SAC step)."""
+    if not have("stable_baselines3"):
+        return None
+    from stable_baselines3.common.buffers import ReplayBuffer
+
+    observation_space, action_space = shapes.spaces()
+    buffer = ReplayBuffer(10_000, observation_space, action_space, device="cpu")
+    rng = np.random.default_rng(0)
+    for _ in range(2 * shapes.sac_batch):
+        buffer.add(
+            rng.normal(size=(1, shapes.observation)),
+            rng.normal(size=(1, shapes.observation)),
+            rng.uniform(-1, 1, (1, shapes.action)),
+            np.zeros(1),
+            np.zeros(1),
+            [{}],
+        )
+    start = time.perf_counter()
+    for _ in range(repeats * 20):
+        buffer.sample(shapes.sac_batch)
+    return (time.perf_counter() - start) / (repeats * 20) * 1e6
+
+
+# -- the FLOP floor ------------------------------------------------------------------
+
+
+def sac_update_flops(shapes: Shapes) -> float:
+    """Matmul FLOPs of one SAC gradient step (see the module docstring)."""
+    hidden = shapes.sac_hidden
+
+    def mlp(inputs: int, outputs: int) -> int:  # multiply-adds per sample
+        sizes = [inputs, hidden, hidden, outputs]
+        return sum(a * b for a, b in zip(sizes, sizes[1:]))
+
+    actor = mlp(shapes.observation, 2 * shapes.action)  # mean and log-std
+    twin_q = 2 * mlp(shapes.observation + shapes.action, 1)
+    forward = actor + twin_q  # target: actor on s', twin target critics
+    forward_backward = 3 * twin_q + 3 * actor + 3 * twin_q  # critics; actor via Q
+    return 2.0 * shapes.sac_batch * (forward + forward_backward)
+
+
+def matmul_flops_per_second(repeats: int, number: int = 50) -> float:
+    """Single-thread float32 FLOP/s of 256x256 by 256x256 matmuls (median)."""
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    out = torch.empty(256, 256)
+    torch.mm(a, b, out=out)
+
+    def rate() -> float:
+        start = time.perf_counter()
+        for _ in range(number):
+            torch.mm(a, b, out=out)
+        return 2 * 256**3 * number / (time.perf_counter() - start)
+
+    return statistics.median(rate() for _ in range(repeats))
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+def build_contenders(
+    algo: str, shapes: Shapes, quick: bool
+) -> tuple[dict[str, Contender], dict[str, str]]:
+    """Every contender of ``algo`` that runs here, and why the others do not."""
+    builders: dict[str, Callable[[], Contender]]
+    if algo == "ppo":
+        builders = {
+            "torch_eager": lambda: ppo_torch(shapes, quick, compiled=False),
+            "torch_compiled": lambda: ppo_torch(shapes, quick, compiled=True),
+            "jax": lambda: ppo_jax(shapes, quick),
+            "sb3": lambda: ppo_peer(shapes, "stable_baselines3"),
+            "sb3_no_validation": lambda: ppo_peer(
+                shapes, "stable_baselines3", validate=False
+            ),
+            "sbx": lambda: ppo_peer(shapes, "sbx"),
+        }
+    else:
+        builders = {
+            "torch_eager": lambda: sac_torch(shapes, quick, compiled=False),
+            "torch_compiled": lambda: sac_torch(shapes, quick, compiled=True),
+            "jax": lambda: sac_jax(shapes, quick),
+            "sb3": lambda: sac_peer(shapes, "stable_baselines3"),
+            "sb3_no_validation": lambda: sac_peer(
+                shapes, "stable_baselines3", validate=False
+            ),
+            "sbx": lambda: sac_peer(shapes, "sbx"),
+        }
+    contenders, skipped = {}, {}
+    for name, build in builders.items():
+        try:
+            contenders[name] = build()
+        except Skip as reason:
+            skipped[name] = str(reason)
+            print(f"{algo} {name}: skipped: {reason}", flush=True)
+    return contenders, skipped
+
+
+def timed(contender: Contender, calls: int) -> Callable[[], float]:
+    """A round of ``calls`` calls: µs per unit (minibatch or gradient step)."""
+
+    def round_us() -> float:
+        start = time.perf_counter()
+        for _ in range(calls):
+            contender.run()
+        return (time.perf_counter() - start) / (calls * contender.units) * 1e6
+
+    return round_us
 
 
 def measure(
-    build: Callable[[str, bool], tuple[Callable[[], None], float]],
-    variants: list[str],
-    repeats: int,
-    number: int,
-    quick: bool,
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Median ms per update of each variant (interleaved repeats); compile seconds."""
-    updates, compile_seconds = {}, {}
-    for variant in variants:
-        updates[variant], compile_seconds[variant] = build(variant, quick)
-    samples: dict[str, list[float]] = {variant: [] for variant in variants}
-    for _ in range(repeats):
-        for variant, update in updates.items():
-            start = time.perf_counter()
-            for _ in range(number):
-                update()
-            samples[variant].append((time.perf_counter() - start) / number * 1e3)
-    return {v: statistics.median(s) for v, s in samples.items()}, compile_seconds
+    algo: str, shapes: Shapes, quick: bool, repeats: int, result: dict[str, Any]
+) -> dict[str, float]:
+    """Time ``algo``'s contenders interleaved; their keys go into ``result``."""
+    contenders, skipped = build_contenders(algo, shapes, quick)
+    calls = 1 if algo == "ppo" else shapes.sac_steps
+    rounds = {name: timed(c, calls) for name, c in contenders.items()}
+    medians = interleaved_medians(rounds, repeats)
+    key = "ppo_minibatch_us" if algo == "ppo" else "sac_step_us"
+    for name in (*CONTENDERS, "sb3_no_validation"):
+        us = medians.get(name)
+        result[f"{key}_{name}"] = None if us is None else round(us, 1)
+        if name in contenders:
+            result[f"{algo}_compile_s_{name}"] = round(contenders[name].first_call_s, 2)
+            print(f"{algo:>4} {name:>18}: {us:10.1f} µs", flush=True)
+    result[f"{algo}_skipped"] = skipped
+    return medians
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny run for tests")
     parser.add_argument("--repeats", type=int, default=None)
     args = parser.parse_args()
-    repeats = args.repeats or (1 if args.quick else 7)
-    result: dict[str, Any] = {"torch": torch.__version__}
-    for algo, build, number in (("ppo", ppo_update, 3), ("sac", sac_update, 30)):
-        number = 1 if args.quick else number
-        eager, _ = measure(build, list(OPTIMIZERS), repeats, number, args.quick)
-        best = min(eager, key=eager.__getitem__)
-        _BEST["compiled"] = best
-        compiled, seconds = measure(build, ["compiled"], repeats, number, args.quick)
-        times = {**eager, f"compiled_{best}": compiled["compiled"]}
-        for variant, ms in times.items():
-            print(f"{algo:>4} {variant:>17}: {ms:8.2f} ms per update", flush=True)
-            result[f"{algo}_{variant}_ms"] = round(ms, 3)
-        winner = min(times, key=times.__getitem__)
-        result[f"{algo}_best"] = winner
-        result[f"{algo}_best_vs_forloop"] = round(eager["forloop"] / times[winner], 3)
-        result[f"{algo}_compile_seconds"] = round(seconds["compiled"], 2)
-        print(
-            f"{algo:>4} best: {winner} ({result[f'{algo}_best_vs_forloop']}x the for-loop Adam)"
-        )
+    quick = args.quick
+    shapes = QUICK if quick else FULL
+    repeats = args.repeats or (1 if quick else 7)
+    result: dict[str, Any] = {"torch": torch.__version__, "quick": quick}
+    if have("jax"):
+        import jax
+
+        result["jax"] = jax.__version__
+    measure("ppo", shapes, quick, repeats, result)
+    sac = measure("sac", shapes, quick, repeats, result)
+    ours = {
+        k: v for k, v in sac.items() if k in ("torch_eager", "torch_compiled", "jax")
+    }
+    rate = matmul_flops_per_second(repeats)
+    flops = sac_update_flops(shapes)
+    floor_us = flops / rate * 1e6
+    best = min(ours, key=ours.__getitem__)
+    result.update(
+        matmul_256_gflops=round(rate / 1e9, 2),
+        sac_update_mflop=round(flops / 1e6, 1),
+        sac_flop_floor_us=round(floor_us, 1),
+        sac_flop_floor_contender=best,
+        sac_update_vs_flop_floor=round(ours[best] / floor_us, 3),
+        sac_replay_sample_us_sb3=(
+            None
+            if (us := sb3_replay_sample_us(shapes, repeats)) is None
+            else round(us, 1)
+        ),
+    )
+    for key in ("ppo", "sac"):
+        unit = "ppo_minibatch_us" if key == "ppo" else "sac_step_us"
+        eager = result[f"{unit}_torch_eager"]
+        for name in ("torch_compiled", "jax", "sb3", "sbx"):
+            theirs = result[f"{unit}_{name}"]
+            if theirs:
+                print(f"{key} torch_eager / {name}: {eager / theirs:.2f}x", flush=True)
+    print(
+        f"sac: {flops / 1e6:.0f} MFLOP at {rate / 1e9:.1f} GFLOP/s = {floor_us:.0f} µs; "
+        f"{best} {ours[best]:.0f} µs = {result['sac_update_vs_flop_floor']}x the floor",
+        flush=True,
+    )
     print_result(result)
 
 

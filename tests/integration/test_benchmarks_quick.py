@@ -65,19 +65,17 @@ EXPECTED_KEYS = {
         "ours_steps_to_m200",
         "sb3_steps_to_m200",
     },
-    # SB3 figures are null without stable-baselines3; the keys are always there
+    # a contender whose library is missing (SB3, SBX, the jax extra) is null;
+    # the keys are always there
     "learner_speed.py": {
-        "ppo_forloop_ms",
-        "ppo_foreach_ms",
-        "ppo_fused_ms",
-        "ppo_best",
-        "ppo_best_vs_forloop",
-        "ppo_compile_seconds",
-        "sac_forloop_ms",
-        "sac_fused_ms",
-        "sac_best",
-        "sac_best_vs_forloop",
-        "sac_compile_seconds",
+        *(
+            f"{unit}_{contender}"
+            for unit in ("ppo_minibatch_us", "sac_step_us")
+            for contender in ("torch_eager", "torch_compiled", "jax", "sb3", "sbx")
+        ),
+        "ppo_compile_s_torch_compiled",
+        "sac_update_vs_flop_floor",
+        "matmul_256_gflops",
     },
     "interop_bench.py": {
         "gym_cartpole64_vs_async",
