@@ -295,6 +295,7 @@ def build_sac_agent(
     )
     action = np.zeros((1, action_dim), np.float32)
     actor_key, critic_key = jax.random.split(key)
-    actor_params = actor.init(actor_key, observation)["params"]
-    critic_params = critic.init(critic_key, observation, action)["params"]
+    # jitted: one compiled program instead of one per eager op
+    actor_params = jax.jit(actor.init)(actor_key, observation)["params"]
+    critic_params = jax.jit(critic.init)(critic_key, observation, action)["params"]
     return SacAgent(actor, critic, distribution, actor_params, critic_params)

@@ -163,11 +163,11 @@ class SAC:
         self.key = jax.random.key(key) if isinstance(key, int) else key
         self.target_critic = agent.critic_params
         self.log_alpha = jnp.asarray(alpha.initial_log_alpha, jnp.float32)
-        self.opt_states = (
-            optimizers.actor.init(agent.actor_params),
-            optimizers.critic.init(agent.critic_params),
-            optimizers.alpha.init(self.log_alpha),
-        )
+        self.opt_states: tuple[Any, Any, Any] = jax.jit(
+            lambda *params: tuple(
+                optimizer.init(p) for optimizer, p in zip(optimizers, params)
+            )
+        )(agent.actor_params, agent.critic_params, self.log_alpha)
         self.updates_done = 0
         self.last_td_error: np.ndarray | None = None
         self._with_keys = jax.jit(self._scan_with_keys)
@@ -362,12 +362,15 @@ class SAC:
 
     # -- the host side ---------------------------------------------------------
     def _state(self) -> _State:
+        actor_opt, critic_opt, alpha_opt = self.opt_states
         return _State(
             self.agent.actor_params,
             self.agent.critic_params,
             self.target_critic,
             self.log_alpha,
-            *self.opt_states,
+            actor_opt,
+            critic_opt,
+            alpha_opt,
             jnp.asarray(self.updates_done, jnp.int32),
         )
 

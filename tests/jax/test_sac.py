@@ -1,0 +1,208 @@
+"""JAX SAC: optimize from a replay, same seed bit for bit, state dicts,
+non-finite updates refused, the agent's actions."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import jax
+import numpy as np
+import pytest
+from jax._src import compilation_cache
+
+from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
+from parllel.jax.agents.sac_agent import SacAgent, build_sac_agent
+from parllel.jax.algos.sac import SAC, EntropyCoefficient
+from parllel.jax.algos.sac_setup import build_sac_optimizers
+from parllel.replays import ReplayBatch
+
+OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+ACT = gym.spaces.Box(
+    np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32)
+)
+BATCH = 16
+
+
+@pytest.fixture(autouse=True, scope="module")
+def shared_compilations(tmp_path_factory):
+    """Programs compiled once per module: each SAC jits its own update, and
+    most tests here build the same one."""
+    options = {
+        "jax_compilation_cache_dir": str(tmp_path_factory.mktemp("xla_cache")),
+        "jax_persistent_cache_min_compile_time_secs": 0.0,
+        "jax_persistent_cache_min_entry_size_bytes": 0,
+    }
+    before = {name: getattr(jax.config, name) for name in options}
+    for name, value in options.items():
+        jax.config.update(name, value)
+    compilation_cache.reset_cache()  # read the settings again
+    yield
+    for name, value in before.items():
+        jax.config.update(name, value)
+    compilation_cache.reset_cache()
+
+
+class FakeReplay:
+    """Batches drawn from a seeded generator (what SAC needs of a replay)."""
+
+    def __init__(self, seed: int = 0, nan_reward_at: int | None = None) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.sampled = 0
+        self.nan_reward_at = nan_reward_at
+
+    def sample(self) -> ReplayBatch:
+        rng, n = self.rng, BATCH
+        reward = rng.normal(size=n).astype(np.float32)
+        if self.sampled == self.nan_reward_at:
+            reward[0] = np.nan
+        self.sampled += 1
+        return ReplayBatch(
+            observation=rng.normal(size=(n, 3)).astype(np.float32),
+            action=rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+            reward=reward,
+            next_observation=rng.normal(size=(n, 3)).astype(np.float32),
+            terminated=rng.random(n) < 0.1,
+            truncated=np.zeros(n, bool),
+            discount=np.full(n, 0.99, np.float32),
+            n_steps=np.ones(n, np.int64),
+            indices=np.arange(n),
+            weights=np.ones(n, np.float32),
+        )
+
+
+class FakePrioritizedReplay(FakeReplay):
+    def __init__(self) -> None:
+        super().__init__()
+        self.priorities: list[np.ndarray] = []
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        self.priorities.append(np.asarray(priorities))
+
+
+def make_sac(seed: int = 0, **kwargs) -> SAC:
+    agent = build_sac_agent(OBS, ACT, key=jax.random.key(seed), hidden_sizes=(8, 8))
+    return SAC(
+        agent, build_sac_optimizers(1e-3), EntropyCoefficient(1.0), key=seed, **kwargs
+    )
+
+
+def leaves(tree) -> list[np.ndarray]:
+    return [np.asarray(x) for x in jax.tree.leaves(tree)]
+
+
+def test_optimize_runs_the_ratio_of_updates_and_reports_torch_metrics():
+    sac = make_sac(replay_ratio=0.5)
+    replay = FakeReplay()
+    metrics = sac.optimize(replay, new_steps=4)
+    assert metrics["updates"] == 2.0 and replay.sampled == 2
+    assert sac.updates_done == 2
+    for name in ("q1_loss", "q2_loss", "q1", "q2", "target_q", "alpha"):
+        assert np.isfinite(metrics[name]), name
+    for name in ("pi_loss", "alpha_loss", "entropy"):
+        assert np.isfinite(metrics[name]), name
+    assert sac.optimize(replay, new_steps=1) == {"updates": 0.0}  # carry 0.5
+    with pytest.raises(ConfigError, match="new_steps"):
+        sac.optimize(replay)
+
+
+def test_same_seed_same_parameters_bit_for_bit():
+    runs = []
+    for _ in range(2):
+        sac = make_sac(seed=3, updates_per_optimize=4, policy_delay=2)
+        replay = FakeReplay(seed=5)
+        for _ in range(3):
+            sac.optimize(replay)
+        runs.append(
+            leaves((sac.agent.actor_params, sac.agent.critic_params, sac.target_critic))
+            + [np.asarray(sac.log_alpha)]
+        )
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+    other = make_sac(seed=4, updates_per_optimize=4, policy_delay=2)
+    other.optimize(FakeReplay(seed=5))
+    assert not np.array_equal(leaves(other.agent.actor_params)[0], runs[0][0])
+
+
+def test_state_dict_resumes_the_same_run():
+    sac = make_sac(updates_per_optimize=2)
+    replay = FakeReplay()
+    sac.optimize(replay)
+    agent_state, sac_state = sac.agent.state_dict(), sac.state_dict()
+    assert all(
+        isinstance(x, np.ndarray) for x in jax.tree.leaves(sac_state["target_critic"])
+    )
+    rng_state = replay.rng.bit_generator.state
+    sac.optimize(replay)
+    expected = leaves(sac.agent.critic_params) + [np.asarray(sac.log_alpha)]
+
+    resumed = make_sac(seed=9, updates_per_optimize=2)
+    resumed.agent.load_state_dict(agent_state)
+    resumed.load_state_dict(sac_state)
+    replay.rng.bit_generator.state = rng_state
+    resumed.optimize(replay)
+    got = leaves(resumed.agent.critic_params) + [np.asarray(resumed.log_alpha)]
+    for a, b in zip(expected, got):
+        np.testing.assert_array_equal(a, b)
+    assert resumed.updates_done == 4
+
+
+def test_state_dict_of_another_size_is_refused():
+    sac = make_sac()
+    bigger = SAC(
+        build_sac_agent(OBS, ACT, key=jax.random.key(0), hidden_sizes=(4, 4)),
+        build_sac_optimizers(1e-3),
+        1.0,
+        key=0,
+    )
+    with pytest.raises(CheckpointMismatchError):
+        bigger.load_state_dict(sac.state_dict())
+
+
+def test_non_finite_update_is_refused_and_not_kept():
+    sac = make_sac(updates_per_optimize=2)
+    before = leaves(sac.agent.critic_params)
+    with pytest.raises(NonFiniteLossError, match="SAC update 1") as error:
+        sac.optimize(FakeReplay(nan_reward_at=1))
+    assert "q1_loss" in error.value.terms
+    for a, b in zip(before, leaves(sac.agent.critic_params)):
+        np.testing.assert_array_equal(a, b)
+    assert sac.updates_done == 0
+
+
+def test_prioritized_replay_gets_td_errors_per_update():
+    sac = make_sac(updates_per_optimize=2)
+    replay = FakePrioritizedReplay()
+    assert sac.optimize(replay)["updates"] == 2.0
+    assert len(replay.priorities) == 2
+    assert all(p.shape == (BATCH,) and (p >= 0).all() for p in replay.priorities)
+
+
+@pytest.mark.slow  # its own program (about 15 s to compile on a loaded 2-core machine)
+def test_fixed_alpha_stays():
+    agent = build_sac_agent(OBS, ACT, key=jax.random.key(0), hidden_sizes=(8, 8))
+    sac = SAC(agent, build_sac_optimizers(1e-3), 0.2, key=0, updates_per_optimize=1)
+    metrics = sac.optimize(FakeReplay())
+    assert sac.alpha == pytest.approx(0.2) and "alpha_loss" not in metrics
+
+
+def test_agent_actions_in_bounds_random_and_deterministic():
+    agent = build_sac_agent(OBS, ACT, key=jax.random.key(0), hidden_sizes=(8, 8))
+    assert isinstance(agent, SacAgent)
+    observation = np.random.default_rng(0).normal(size=(256, 3)).astype(np.float32)
+    key = jax.random.key(1)
+    policy_step = jax.jit(agent.policy_step, static_argnums=3)
+    sampled, info = policy_step(agent.params, observation, key, False)
+    assert info == {} and sampled.shape == (256, 2)
+    assert ACT.contains(np.asarray(sampled[0]))
+    deterministic, _ = policy_step(agent.params, observation, key, True)
+    dist_params = agent.dist_params(agent.actor_params, observation)
+    np.testing.assert_allclose(
+        deterministic, agent.distribution.deterministic(dist_params), rtol=1e-6
+    )
+    agent.random_actions = True
+    uniform, _ = policy_step(agent.params, observation, key, False)
+    uniform = np.asarray(uniform)
+    assert (uniform >= ACT.low).all() and (uniform <= ACT.high).all()
+    # uniform over the bounds: spread, not the actor's narrow start
+    assert uniform[:, 0].min() < -1.5 and uniform[:, 0].max() > 1.5
+    still, _ = policy_step(agent.params, observation, key, True)
+    np.testing.assert_array_equal(still, deterministic)  # eval ignores the warm-up
