@@ -26,20 +26,24 @@ def nonfinite_paths(state: Any, prefix: str = "") -> list[str]:
 
     ``state`` is a nested structure of mappings, lists, tuples, numpy arrays
     and tensors (state dicts of models, optimizers, algorithms), walked as
-    every tree is (:func:`~parllel.tree.tree_items`). Numpy arrays are
-    checked here, a library's tensors by its backend
-    (:class:`~parllel.runtime.backends.Backend`, only those whose library is
-    imported); other leaves are ignored.
+    every tree is (:func:`~parllel.tree.tree_items`). A library's tensors
+    are checked by its backend (:class:`~parllel.runtime.backends.Backend`,
+    those whose library is imported); numpy arrays and other array types
+    (``__array__`` and ``dtype``) here; other leaves are ignored.
     """
     backends = loaded_backends()
 
     def finite(leaf: Any) -> bool:
-        if isinstance(leaf, np.ndarray | np.generic):
-            return leaf.dtype.kind not in "fc" or bool(np.isfinite(leaf).all())
         for backend in backends:
             if backend.owns(leaf):
                 return backend.is_finite(leaf)
-        return True
+        if isinstance(leaf, np.ndarray | np.generic):
+            array = leaf
+        elif hasattr(leaf, "__array__") and hasattr(leaf, "dtype"):
+            array = np.asarray(leaf)  # an array type no backend owns (JAX's)
+        else:
+            return True
+        return array.dtype.kind not in "fc" or bool(np.isfinite(array).all())
 
     return [
         path or "<tensor>"

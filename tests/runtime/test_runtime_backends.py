@@ -123,3 +123,9 @@ def test_nonfinite_arrays_and_tensors_are_named(tmp_path):
     assert nonfinite_paths(state) == ["model.weight", "normalizer.var"]
     with pytest.raises(NonFiniteCheckpointError, match="model.weight, normalizer.var"):
         refuse_nonfinite_state(state, tmp_path, 1)
+
+
+def test_other_array_types_are_checked_without_a_backend():
+    jnp = pytest.importorskip("jax.numpy")
+    state = {"params": {"w": jnp.array([1.0, jnp.nan]), "steps": jnp.arange(3)}}
+    assert nonfinite_paths(state) == ["params.w"]
