@@ -4,6 +4,7 @@
     python examples/mujoco/train_ppo.py --env-id Hopper-v4 --seed 1
     python examples/mujoco/train_ppo.py --quick                 # a tiny smoke run
     python examples/mujoco/train_ppo.py --parallel process      # envs in worker processes
+    python examples/mujoco/train_ppo.py --backend jax           # the JAX PPO (the jax extra)
     python examples/mujoco/train_ppo.py --resume runs/mujoco-ppo-...
     python examples/mujoco/train_ppo.py --help                  # every Config field is a flag
 
@@ -39,13 +40,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import build_cages
+from parllel.cages import Cage, build_cages
 from parllel.envs.mujoco import make_mujoco_env
 from parllel.patterns import (
     RunSettings,
@@ -112,6 +113,8 @@ class Config:
     """hidden layer widths of the policy and value networks"""
     parallel: Literal["process", "serial", "auto"] = "serial"
     """where envs step: worker processes, this process, or measured"""
+    backend: Literal["torch", "jax"] = "torch"
+    """learning library: torch, or JAX (flax networks, one compiled PPO update)"""
     run: RunSettings = RunSettings.field(
         eval_interval_steps=100_000,
         eval_episodes=5,
@@ -161,32 +164,14 @@ def make_env(
     return ClipActionInBounds(env)
 
 
-def main(config: Config, resume: str | None = None) -> dict:
-    torch.set_num_threads(1)
-    n_eval = config.run.eval_episodes
-    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
-    run = config.run.start("mujoco-ppo", config, seeds, resume)
-
-    # environments and a Gaussian actor-critic: separate 64x64 tanh trunks,
-    # orthogonal initialization, a state-independent log-std
-    env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
-    cage = build_cages(
-        env_factory, config.n_envs, parallel=config.parallel, seed=seeds.envs
-    )
-    model, distribution = build_actor_critic(
-        cage.spaces.observation,
-        cage.spaces.action,
-        hidden_sizes=config.hidden_sizes,
-        shared_trunk=False,
-        init_log_std=config.init_log_std,
-        orthogonal_init=True,
-    )
-    agent = ActorCriticAgent(model, distribution)
-    handler = TorchHandler(agent, n_envs=cage.n_envs, seed=seeds.actions)
-
-    # the batch buffer [T, B]; observations normalized (and clipped) as they
-    # arrive; after each batch: reward scaling and clipping, then GAE on the
-    # scaled rewards (advantages are standardized per minibatch by PPO)
+def build_sampling(
+    config: Config, cage: Cage, handler: Any
+) -> tuple[FeedForwardSampler, Any, Any]:
+    """The batch buffer [T, B] and its transforms: observations normalized
+    (and clipped) as they arrive; after each batch reward scaling and
+    clipping, then GAE on the scaled rewards (advantages are standardized
+    per minibatch by PPO). Returns the sampler, the transform and the
+    observation normalizer."""
     sample_tree = build_sample_tree(cage, handler, config.batch_T)
     observation_normalizer = add_obs_normalization(sample_tree, clip=config.obs_clip)
     transform = Compose(
@@ -200,6 +185,97 @@ def main(config: Config, resume: str | None = None) -> dict:
         transform=transform,
         observation_normalizer=observation_normalizer,
     )
+    return sampler, transform, observation_normalizer
+
+
+def train_jax(
+    config: Config,
+    seeds: Seeds,
+    run: Any,
+    cage: Cage,
+    env_factory: Any,
+    network_options: dict,
+) -> dict:
+    """``--backend jax``: the same run with a flax agent, JaxHandler and the
+    JAX PPO, whose whole update (10 epochs x 32 minibatches) is one compiled
+    call. The jax extra is imported only here."""
+    from parllel.jax import JaxHandler
+    from parllel.jax.agents import build_actor_critic_agent
+    from parllel.jax.algos import PPO as JaxPPO
+    from parllel.jax.algos import adam as jax_adam
+
+    agent = build_actor_critic_agent(
+        cage.spaces.observation, cage.spaces.action, seed=seeds.torch, **network_options
+    )
+    handler = JaxHandler(agent, n_envs=cage.n_envs, seed=seeds.actions)
+    sampler, transform, observation_normalizer = build_sampling(config, cage, handler)
+    n_eval = config.run.eval_episodes
+    eval_sampler, eval_cage = build_eval_sampler(
+        env_factory,
+        JaxHandler(agent, n_envs=n_eval),
+        n_eval,
+        n_eval,
+        seed=seeds.eval_envs,
+        observation_normalizer=observation_normalizer,
+    )
+    ppo = JaxPPO(
+        agent,
+        jax_adam(config.learning_rate, eps=config.adam_eps),
+        learning_rate=linear_schedule(config.learning_rate, 0.0),
+        clip_range=config.clip_range,
+        value_clip_range=config.value_clip_range,
+        value_loss_coef=config.value_loss_coef,
+        entropy_coef=config.entropy_coef,
+        max_grad_norm=config.max_grad_norm,
+        epochs=config.epochs,
+        minibatches=config.minibatches,
+        normalize_advantage=True,
+        batch_shape=(config.batch_T, config.n_envs),
+        seed=seeds.torch,  # the minibatch order
+    )
+    runner = OnPolicyRunner(
+        sampler,
+        ppo,
+        config.total_steps,
+        checkpoint_objects={
+            "model": agent,  # its params
+            "ppo": ppo,
+            "transform": transform,
+            "observation_normalizer": observation_normalizer,
+        },
+        config_keys=["env_id", "n_envs", "batch_T", "hidden_sizes", "backend"],
+        **run.runner_options(config.total_steps, eval_sampler),
+    )
+    return run.train(runner, close=(cage, eval_cage, sampler.sample_tree))
+
+
+def main(config: Config, resume: str | None = None) -> dict:
+    torch.set_num_threads(1)
+    n_eval = config.run.eval_episodes
+    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
+    run = config.run.start("mujoco-ppo", config, seeds, resume)
+
+    # environments and a Gaussian actor-critic: separate 64x64 tanh trunks,
+    # orthogonal initialization, a state-independent log-std
+    env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
+    cage = build_cages(
+        env_factory, config.n_envs, parallel=config.parallel, seed=seeds.envs
+    )
+    network_options = dict(
+        hidden_sizes=config.hidden_sizes,
+        shared_trunk=False,
+        init_log_std=config.init_log_std,
+        orthogonal_init=True,
+    )
+    if config.backend == "jax":
+        return train_jax(config, seeds, run, cage, env_factory, network_options)
+    model, distribution = build_actor_critic(
+        cage.spaces.observation, cage.spaces.action, **network_options
+    )
+    agent = ActorCriticAgent(model, distribution)
+    handler = TorchHandler(agent, n_envs=cage.n_envs, seed=seeds.actions)
+
+    sampler, transform, observation_normalizer = build_sampling(config, cage, handler)
     eval_sampler, eval_cage = build_eval_sampler(
         env_factory,
         TorchHandler(agent, n_envs=n_eval),
@@ -243,7 +319,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
     return run.train(
         runner,
-        close=(cage, eval_cage, sample_tree),
+        close=(cage, eval_cage, sampler.sample_tree),
         # python -m parllel.enjoy RUN plays make_env(env_id=...): clipped actions
         policy=PolicyExport(
             agent,
