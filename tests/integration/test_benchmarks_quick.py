@@ -65,6 +65,11 @@ EXPECTED_KEYS = {
         "ours_steps_to_m200",
         "sb3_steps_to_m200",
     },
+    "handler_step.py": {
+        f"{what}_{n_envs}"
+        for what in ("torch_step_us", "jax_step_us", "jax_call_us", "jax_vs_torch")
+        for n_envs in (8, 64)
+    },
     # a contender whose library is missing (SB3, SBX, the jax extra) is null;
     # the keys are always there
     "learner_speed.py": {
@@ -202,6 +207,7 @@ NEEDS = {
     "multiagent_bench.py": ("supersuit",),  # and mpe2 (the examples extra)
     "train_mujoco.py": ("stable_baselines3", "mujoco"),  # and the mujoco extra
     "mujoco_table.py": ("mujoco",),
+    "handler_step.py": ("jax", "flax"),  # the jax extra
     "atari_throughput.py": ("ale_py", "cv2"),  # the atari extra
     "atari_learning.py": ("ale_py", "cv2", "stable_baselines3"),
 }
@@ -227,6 +233,7 @@ SLOW = {
     "phase_timing_cost.py",  # serial and process cages, timing on and off
     "interop_bench.py",  # gymnasium's and SB3's vector envs against the cages
     "learner_speed.py",  # PPO and SAC updates, torch.compile included
+    "handler_step.py",  # JAX and torch handlers, compiles included
 }
 
 
