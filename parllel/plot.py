@@ -8,7 +8,9 @@ Command line::
 writes ``RUN_DIR/learning_curve.png``: one panel per metric against env steps
 (the ``step`` column). A metric ``X_mean`` with a ``X_std`` column gets a
 shaded +-1 std band. Without ``--metrics``, every ``*return_mean`` column is
-plotted. matplotlib is imported only when plotting, with the ``Agg`` backend
+plotted. A group of seed runs (``--seeds K``: a directory of run
+directories) is drawn as each metric's median over the runs with a band
+from their minimum to their maximum. matplotlib is imported only when plotting, with the ``Agg`` backend
 (no display needed).
 """
 
@@ -75,6 +77,92 @@ def continuous_rows(
     return {name: values[keep] for name, values in columns.items()}
 
 
+def seed_run_dirs(path: str | os.PathLike[str]) -> list[Path]:
+    """The run directories of a group of seeds (``--seeds K``): the
+    subdirectories of ``path`` with a ``logs/progress.csv``, sorted."""
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.iterdir() if (p / "logs" / "progress.csv").is_file())
+
+
+def seed_band(
+    runs: Sequence[dict[str, np.ndarray]], name: str, x: str = STEP_COLUMN
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Steps, median, min and max of metric ``name`` over the runs, at the
+    steps every run logged it.
+
+    Example:
+        >>> a = {"step": np.array([1.0, 2.0]), "r": np.array([0.0, 2.0])}
+        >>> b = {"step": np.array([1.0, 2.0]), "r": np.array([1.0, 4.0])}
+        >>> seed_band([a, b], "r")[1]
+        array([0.5, 3. ])
+    """
+    present = [
+        {float(s): float(v) for s, v in zip(run[x], run[name]) if not np.isnan(v)}
+        for run in runs
+    ]
+    steps = np.array(sorted(set.intersection(*(set(p) for p in present))))
+    values = np.array([[p[s] for s in steps] for p in present]).reshape(
+        len(runs), len(steps)
+    )
+    return steps, np.median(values, 0), values.min(0), values.max(0)
+
+
+def plot_seed_runs(
+    group: str | os.PathLike[str],
+    run_dirs: Sequence[Path],
+    metrics: Sequence[str] | None = None,
+    *,
+    x: str = STEP_COLUMN,
+    output: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Plot K runs of one configuration: each metric's median over the runs
+    with a band from their minimum to their maximum (and each run faintly).
+
+    Raises:
+        ConfigError: a metric is not in every run, or none is chosen.
+    """
+    runs = []
+    for run_dir in run_dirs:
+        columns = read_progress(find_progress_csv(run_dir))
+        runs.append(continuous_rows(columns, x) if x in columns else columns)
+    common = set.intersection(*(set(run) for run in runs))
+    metrics = list(metrics) if metrics else default_metrics(sorted(common))
+    unknown = [name for name in [x, *metrics] if name not in common]
+    if not metrics or unknown:
+        raise ConfigError(
+            f"{', '.join(unknown) or 'no return_mean metric'} not in every run of "
+            f"{group}; columns: {sorted(common)}"
+        )
+    output = Path(group) / OUTPUT_NAME if output is None else Path(output)
+    pyplot = _pyplot()
+    figure, axes = pyplot.subplots(
+        len(metrics),
+        1,
+        sharex=True,
+        squeeze=False,
+        figsize=(7, 2.6 * len(metrics) + 0.6),
+    )
+    for axis, name in zip(axes[:, 0], metrics):
+        for run in runs:
+            present = ~np.isnan(run[name])
+            axis.plot(run[x][present], run[name][present], linewidth=0.6, alpha=0.3)
+        steps, middle, low, high = seed_band(runs, name, x)
+        axis.plot(steps, middle, color="black", linewidth=1.8, label="median")
+        axis.fill_between(steps, low, high, alpha=0.25, linewidth=0, label="range")
+        axis.set_ylabel(name)
+        axis.grid(True, alpha=0.3)
+    axes[0, 0].legend(loc="best", fontsize="small")
+    axes[-1, 0].set_xlabel("env steps" if x == STEP_COLUMN else x)
+    figure.suptitle(f"{Path(group).name} ({len(runs)} seeds)")
+    figure.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(output, dpi=100)
+    pyplot.close(figure)
+    return output
+
+
 def _pyplot() -> Any:
     try:
         import matplotlib
@@ -114,6 +202,9 @@ def plot_learning_curve(
         ConfigError: if a metric (or ``x``) is not a column, or none is chosen.
         MissingDependencyError: if matplotlib is not installed.
     """
+    seed_runs = seed_run_dirs(run_dir)
+    if seed_runs:
+        return plot_seed_runs(run_dir, seed_runs, metrics, x=x, output=output)
     csv_path = find_progress_csv(run_dir)
     columns = read_progress(csv_path)
     if x in columns:

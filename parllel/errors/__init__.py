@@ -66,6 +66,7 @@ from parllel.errors.learning import (
     PolicyExportError,
     PolicyFileError,
     PolicyNotFoundError,
+    SeedRunStoppedWarning,
 )
 from parllel.errors.multiagent import (
     AgentSpaceError,
@@ -155,6 +156,7 @@ __all__ = [
     "RunDirectoryError",
     "SamplerActorRestartWarning",
     "SamplerActorTimeoutWarning",
+    "SeedRunStoppedWarning",
     "ScheduleWarning",
     "SerialFallbackWarning",
     "ShapeError",

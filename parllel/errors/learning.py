@@ -3,7 +3,12 @@ host-device transfers."""
 
 from __future__ import annotations
 
-from parllel.errors.base import ConfigError, NonFiniteError, ParllelError
+from parllel.errors.base import (
+    ConfigError,
+    NonFiniteError,
+    ParllelError,
+    ParllelWarning,
+)
 
 __all__ = [
     "HandlerClosedError",
@@ -12,6 +17,7 @@ __all__ = [
     "PolicyExportError",
     "PolicyFileError",
     "PolicyNotFoundError",
+    "SeedRunStoppedWarning",
 ]
 
 
@@ -28,6 +34,11 @@ class NonFiniteLossError(NonFiniteError):
     def __init__(self, message: str, terms: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.terms = terms
+
+
+class SeedRunStoppedWarning(ParllelWarning):
+    """One run of a seed axis stopped (e.g. a non-finite loss); the message
+    names its seed, and the other runs train on."""
 
 
 class PolicyExportError(ConfigError):

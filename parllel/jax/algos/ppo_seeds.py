@@ -97,7 +97,7 @@ class SeededPPO:
         self.seeds = [int(seed) for seed in seeds]
         self.on_nonfinite = on_nonfinite
         self.opt_state = stack_trees([ppo.opt_state for ppo in ppos])
-        self.stopped: dict[int, NonFiniteLossError] = {}
+        self.stopped: dict[int, Exception] = {}
         self._update = jax.jit(
             jax.vmap(first._update_fn, in_axes=(0, 0, 0, 0, 0, 0, 0, None))
         )
@@ -113,6 +113,11 @@ class SeededPPO:
     def n_runs(self) -> int:
         """K, the number of runs."""
         return len(self.ppos)
+
+    def stop(self, run: int, error: Exception) -> None:
+        """Stop run ``run``: its weights and optimizer state never change
+        again (e.g. a run stopped before the checkpoint it resumes from)."""
+        self.stopped[run] = error
 
     def run_state(self, run: int) -> RunPPOState:
         """Run ``run``'s optimizer state, key and count, as a checkpoint object."""

@@ -1,0 +1,401 @@
+"""SeedsRunner: K runs of one configuration trained as one program, each
+written to its own run directory.
+
+One sampler steps every run's envs (``K * B`` columns of one sample tree,
+run ``k`` owning columns ``k * B .. (k + 1) * B``) and one algorithm updates
+every run at once (e.g. :class:`~parllel.jax.algos.SeededPPO`). The runner
+keeps what a single :class:`~parllel.runners.OnPolicyRunner` keeps, once per
+run: its episodes, its algorithm metrics, its log (``progress.csv``,
+TensorBoard) and its checkpoints, in the format of a single run's. See
+``docs/seeds.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from statistics import median
+from time import perf_counter as clock
+from typing import Any, Protocol
+
+from parllel.errors import CheckpointError, ConfigError, SeedRunStoppedWarning
+from parllel.logging import EpisodeStats, Logger
+from parllel.runners.batches import steps_per_batch
+from parllel.runners.callbacks import Stateful
+from parllel.runners.checkpoints import (
+    read_checkpoint,
+    restore_objects,
+    write_checkpoint,
+)
+from parllel.runners.interrupt import InterruptHandler
+from parllel.runners.metrics import MetricWindow, progress_metrics
+from parllel.runtime.backends import StatefulGenerator
+from parllel.runtime.checkpoint import capture_rng_state, restore_rng_state
+from parllel.runtime.run_directory import RunDirectory
+from parllel.samplers.base import BatchSampler
+from parllel.samplers.protocols import TrainingSampler
+from parllel.transforms import (
+    Compose,
+    NormalizeAdvantage,
+    NormalizeObservations,
+    NormalizeRewards,
+)
+
+__all__ = ["SeedRun", "SeededAlgorithm", "SeedsRunner", "refuse_pooled_statistics"]
+
+#: Transforms whose statistics span every env column: K runs would share them.
+POOLED = (NormalizeObservations, NormalizeRewards, NormalizeAdvantage)
+
+
+def refuse_pooled_statistics(sampler: TrainingSampler, n_runs: int) -> None:
+    """Refuse a sampler whose normalizers would pool the statistics of
+    ``n_runs`` > 1 runs (a run must see only its own columns).
+
+    Raises:
+        ConfigError: naming the normalizer.
+    """
+    if n_runs == 1 or not isinstance(sampler, BatchSampler):
+        return
+    transform = sampler.transform
+    transforms = transform.transforms if isinstance(transform, Compose) else [transform]
+    for item in [sampler.observation_normalizer, *transforms]:
+        if isinstance(item, POOLED):
+            raise ConfigError(
+                f"{type(item).__name__} keeps one set of statistics over every env "
+                f"column, so {n_runs} seeds in one program would share them: "
+                "train seeds together without normalizers, or as separate runs "
+                "(docs/seeds.md)"
+            )
+
+
+class SeededAlgorithm(Protocol):
+    """What :class:`SeedsRunner` calls on its algorithm (e.g. SeededPPO)."""
+
+    @property
+    def stopped(self) -> Mapping[int, Exception]:
+        """The runs stopped by an error (e.g. a non-finite loss), by index."""
+        ...
+
+    def optimize(
+        self, batch: Mapping[str, Any], progress: float | None = None
+    ) -> Sequence[Mapping[str, float] | None]:
+        """Update every run; each run's metrics (None: the run is stopped)."""
+        ...
+
+    def stop(self, run: int, error: Exception) -> None:
+        """Stop run ``run`` (its weights never change again)."""
+        ...
+
+
+@dataclasses.dataclass
+class SeedRun:
+    """One run of a seed axis: its directory, logger and checkpoint objects.
+
+    Attributes:
+        seed: the run's master seed.
+        directory: its run directory.
+        logger: where its metrics go (``progress.csv``, TensorBoard; None:
+            nowhere).
+        checkpoint_objects: name -> object with ``state_dict`` /
+            ``load_state_dict``: this run's slice of the model and the
+            algorithm (e.g. :class:`~parllel.jax.seeds.RunView`).
+        action_key: this run's action generator, checkpointed with its RNG
+            states as a single run's ``"actions"`` generator.
+    """
+
+    seed: int
+    directory: RunDirectory
+    logger: Logger | None
+    checkpoint_objects: dict[str, Stateful]
+    action_key: StatefulGenerator | None = None
+
+
+class SeedsRunner:
+    """On-policy training of K runs at once, each with its own outputs.
+
+    Every iteration collects one ``[T, K * B]`` batch and calls
+    ``algorithm.optimize(batch, progress)`` once; each run counts ``T * B``
+    env steps of its own, so ``total_steps`` is per run, as a single run's.
+    Every ``log_interval_steps`` each run's logger gets that run's metrics
+    (its episodes, its algorithm metrics over the window, the program's
+    throughput), and ``console`` (if given) the median over the runs. Every
+    ``checkpoint_interval_steps`` (and at the end) each run writes a
+    checkpoint to its own directory in a single run's format.
+
+    A run the algorithm stops (a non-finite loss with
+    ``on_nonfinite="stop_run"``) is reported with its seed by a
+    :class:`~parllel.errors.SeedRunStoppedWarning`, recorded in its
+    ``metadata.json`` (``stopped``), checkpointed once with its last finite
+    weights and logged no more; the others train on.
+
+    Ctrl-C or SIGTERM stops after the current iteration and checkpoints
+    every run.
+
+    Args:
+        sampler: steps the K runs' envs (one sample tree of ``K * B`` columns).
+        algorithm: a :class:`SeededAlgorithm`.
+        total_steps: env steps per run.
+        runs: the K :class:`SeedRun` s, in column order.
+        log_interval_steps: env steps (per run) between log lines (None:
+            every iteration).
+        checkpoint_interval_steps: env steps between checkpoints (None:
+            only at the end, if the runs have directories).
+        keep_checkpoints: how many checkpoints each run keeps.
+        config: the resolved config (saved in every checkpoint).
+        config_keys: config keys that must match on resume.
+        console: a logger for the median over the runs (e.g. the terminal).
+        episode_window: train episodes averaged in each run's statistics.
+        handle_interrupt: stop gracefully on the first Ctrl-C or SIGTERM.
+
+    Raises:
+        ConfigError: no runs, or a batch whose columns do not split into them.
+    """
+
+    def __init__(
+        self,
+        sampler: TrainingSampler,
+        algorithm: SeededAlgorithm,
+        total_steps: int,
+        runs: Sequence[SeedRun],
+        *,
+        log_interval_steps: int | None = None,
+        checkpoint_interval_steps: int | None = None,
+        keep_checkpoints: int = 3,
+        config: Mapping[str, Any] | None = None,
+        config_keys: Sequence[str] | None = None,
+        console: Logger | None = None,
+        episode_window: int = 100,
+        handle_interrupt: bool = True,
+    ) -> None:
+        if not runs:
+            raise ConfigError("SeedsRunner needs at least one run")
+        if int(total_steps) < 1:
+            raise ConfigError(f"total_steps must be >= 1, got {total_steps}")
+        columns = steps_per_batch(sampler.sample_tree)
+        T = len(sampler.sample_tree["reward"])
+        B_total = columns // T
+        if B_total % len(runs):
+            raise ConfigError(
+                f"the sample tree's {B_total} env columns do not split into "
+                f"{len(runs)} runs"
+            )
+        refuse_pooled_statistics(sampler, len(runs))
+        self.sampler = sampler
+        self.algorithm = algorithm
+        self.total_steps = int(total_steps)
+        self.runs = list(runs)
+        self.envs_per_run = B_total // len(runs)
+        self.steps_per_batch = T * self.envs_per_run  # per run
+        self.log_interval_steps = log_interval_steps
+        self.checkpoint_interval_steps = checkpoint_interval_steps
+        self.keep_checkpoints = int(keep_checkpoints)
+        self.config = dict(config or {})
+        self.config_keys = config_keys
+        self.console = console
+        self.handle_interrupt = bool(handle_interrupt)
+        self.train_stats = [
+            EpisodeStats(window=episode_window, prefix="train/") for _ in runs
+        ]
+        self._windows = [MetricWindow() for _ in runs]
+        self.env_steps = 0
+        self.updates = 0
+        self.interrupted = False
+        self.stop_signals: list[int] = []
+        self._stop = False
+        self._saved_stopped: set[int] = set()
+        self._elapsed_before = 0.0
+        self._start = clock()
+        self._last_log = (self._start, 0)
+
+    # -- the loop ----------------------------------------------------------------
+    @property
+    def progress(self) -> float:
+        """Fraction of ``total_steps`` done, in ``[0, 1]`` (for schedules)."""
+        return min(1.0, self.env_steps / self.total_steps)
+
+    @property
+    def finished(self) -> bool:
+        """Whether ``total_steps`` are done."""
+        return self.env_steps >= self.total_steps
+
+    @property
+    def active_runs(self) -> list[int]:
+        """The runs still training."""
+        return [k for k in range(len(self.runs)) if k not in self.algorithm.stopped]
+
+    def _on_interrupt(self, signum: int) -> str:
+        self.interrupted = True
+        self._stop = True
+        return "stopping after this iteration and writing a checkpoint of every run"
+
+    def run(self) -> list[dict[str, float]]:
+        """Train every run until ``total_steps`` (or a stop); return each
+        run's last metrics (``{}`` for a stopped run)."""
+        last: list[dict[str, float]] = [{} for _ in self.runs]
+        if self.finished:
+            return last
+        interrupts = InterruptHandler(self._on_interrupt, enabled=self.handle_interrupt)
+        self.stop_signals = interrupts.received
+        self._start = clock()
+        self._last_log = (self._start, self.env_steps)
+        next_log = self.env_steps
+        interval = self.checkpoint_interval_steps
+        next_checkpoint = (self.env_steps // interval + 1) * interval if interval else 0
+        with interrupts:
+            while not (self.finished or self._stop) and self.active_runs:
+                batch, traj_infos = self.sampler.collect_batch()
+                self.env_steps += self.steps_per_batch
+                for traj in traj_infos:
+                    self.train_stats[traj.env_index // self.envs_per_run].extend([traj])
+                metrics = self.algorithm.optimize(batch, progress=self.progress)
+                self.updates += 1
+                for run, values in enumerate(metrics):
+                    if values is not None:
+                        self._windows[run].add(values)
+                self._report_stopped()
+                done = self.finished or self._stop or not self.active_runs
+                if (
+                    self.log_interval_steps is None
+                    or self.env_steps >= next_log
+                    or done
+                ):
+                    last = self._log()
+                    every = self.log_interval_steps or 1
+                    next_log = (self.env_steps // every + 1) * every
+                if interval and self.env_steps >= next_checkpoint and not done:
+                    self.save()
+                    next_checkpoint = (self.env_steps // interval + 1) * interval
+        self.save()
+        return last
+
+    def _report_stopped(self) -> None:
+        for run, error in self.algorithm.stopped.items():
+            if run in self._saved_stopped:
+                continue
+            record = self.runs[run]
+            warnings.warn(
+                f"{record.directory.path.name}: {error}; the other runs train on",
+                SeedRunStoppedWarning,
+                stacklevel=3,
+            )
+            record.directory.update_metadata(
+                stopped={"env_steps": self.env_steps, "error": str(error)}
+            )
+            self._save_run(run)
+            self._saved_stopped.add(run)
+
+    def _log(self) -> list[dict[str, float]]:
+        now = clock()
+        since, steps_then = self._last_log
+        self._last_log = (now, self.env_steps)
+        elapsed = self._elapsed_before + now - self._start
+        shared = progress_metrics(
+            self.env_steps,
+            self.updates,
+            elapsed,
+            self.env_steps - steps_then,
+            now - since,
+        )
+        shared["time/seeds"] = float(len(self.active_runs))
+        per_run: list[dict[str, float]] = []
+        for run, record in enumerate(self.runs):
+            if run in self.algorithm.stopped:
+                per_run.append({})
+                continue
+            metrics = {f"algo/{k}": v for k, v in self._windows[run].take().items()}
+            metrics.update(self.train_stats[run].metrics())
+            metrics.update(shared)
+            per_run.append(metrics)
+            if record.logger is not None:
+                record.logger.log(self.env_steps, metrics)
+        if self.console is not None:
+            active = [m for m in per_run if m]
+            keys = set().union(*active) if active else set()
+            self.console.log(
+                self.env_steps,
+                {
+                    key: median(m[key] for m in active if key in m)
+                    for key in sorted(keys)
+                },
+            )
+        return per_run
+
+    # -- checkpoints ---------------------------------------------------------------
+    def _run_state(self, run: int) -> dict[str, Any]:
+        record = self.runs[run]
+        generators = {} if record.action_key is None else {"actions": record.action_key}
+        return {
+            "runner": {
+                "env_steps": self.env_steps,
+                "updates": self.updates,
+                "train_stats": self.train_stats[run].state_dict(),
+                "total_steps": self.total_steps,
+                "elapsed_s": self._elapsed_before + clock() - self._start,
+            },
+            "rng": capture_rng_state(None, generators),
+            "config": self.config,
+            "objects": {
+                name: obj.state_dict()
+                for name, obj in record.checkpoint_objects.items()
+            },
+        }
+
+    def _save_run(self, run: int) -> Path:
+        return write_checkpoint(
+            self.runs[run].directory.checkpoints_dir,
+            self._run_state(run),
+            self.env_steps,
+            self.keep_checkpoints,
+        )
+
+    def save(self) -> list[Path]:
+        """Write a checkpoint of every run still training; return their paths."""
+        return [self._save_run(run) for run in self.active_runs]
+
+    def load(self) -> None:
+        """Resume every run from its newest checkpoint.
+
+        A run stopped before (``stopped`` in its metadata) stays stopped.
+
+        Raises:
+            CheckpointError: a run has no readable checkpoint, or the runs'
+                checkpoints are of different steps.
+        """
+        steps: dict[int, int] = {}
+        for run, record in enumerate(self.runs):
+            path, state = read_checkpoint(record.directory.checkpoints_dir)
+            restore_objects(
+                path,
+                state,
+                record.checkpoint_objects,
+                self.config,
+                self.config_keys,
+            )
+            generators = (
+                {} if record.action_key is None else {"actions": record.action_key}
+            )
+            restore_rng_state(state["rng"], None, generators)
+            saved = state["runner"]
+            self.train_stats[run].load_state_dict(saved["train_stats"])
+            stopped = record.directory.read_metadata().get("stopped")
+            if stopped is not None:
+                self.algorithm.stop(run, CheckpointError(str(stopped["error"])))
+                self._saved_stopped.add(run)
+                continue
+            steps[run] = int(saved["env_steps"])
+            self.updates = int(saved["updates"])
+            self._elapsed_before = float(saved.get("elapsed_s", 0.0))
+        if len(set(steps.values())) > 1:
+            raise CheckpointError(
+                "the runs' newest checkpoints are of different steps "
+                f"({ {self.runs[k].directory.path.name: s for k, s in steps.items()} }): "
+                "resume each from a checkpoint of the same step"
+            )
+        self.env_steps = next(iter(steps.values()), 0)
+        for record in self.runs:
+            rewind = getattr(record.logger, "rewind", None)
+            if callable(rewind):
+                rewind(self.env_steps)
+        self.sampler.reset()

@@ -1,0 +1,135 @@
+"""SeedsRunner: K ordinary run directories (progress.csv, checkpoints, resume)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from parllel.cages import build_cages
+from parllel.errors import ConfigError
+from parllel.jax.agents import build_actor_critic_agent
+from parllel.jax.algos import PPO, SeededPPO, adam
+from parllel.jax.seeds import RunView, SeededHandler, SeedStack
+from parllel.logging.csv_sink import read_progress
+from parllel.patterns import (
+    RunSettings,
+    add_advantage_estimation,
+    build_sample_tree,
+)
+from parllel.patterns.seeds import start_seed_runs
+from parllel.plot import plot_learning_curve
+from parllel.runners.seeds import SeedsRunner
+from parllel.runtime.checkpoint import load_latest_checkpoint
+from parllel.samplers import FeedForwardSampler
+from parllel.transforms import Compose
+
+K, B, T = 2, 2, 16
+
+
+@dataclasses.dataclass
+class Config:
+    seed: int = 5
+    total_steps: int = 3 * T * B
+
+
+def make_env() -> gym.Env:
+    return gym.make("CartPole-v1")
+
+
+def build(run_root: Path, resume: str | None = None, normalize: bool = False) -> Any:
+    config = Config()
+    settings = RunSettings(
+        run_root=str(run_root),
+        console="plain",
+        log_interval_steps=T * B,
+        checkpoint_interval_steps=2 * T * B,
+    )
+    runs = start_seed_runs(
+        settings, "test", config, seeds=K, master=config.seed, n_envs=B, resume=resume
+    )
+    cage = build_cages(make_env, K * B, parallel="serial", seed=runs.env_seeds)
+    stack = SeedStack(
+        [
+            build_actor_critic_agent(
+                cage.spaces.observation,
+                cage.spaces.action,
+                seed=s.torch,
+                hidden_sizes=(8,),
+            )
+            for s in runs.seeds
+        ]
+    )
+    handler = SeededHandler(stack, B, seeds=[s.actions for s in runs.seeds])
+    sample_tree = build_sample_tree([cage], handler, T)
+    transform = Compose(
+        add_advantage_estimation(sample_tree, 0.99, 0.95, normalize=normalize)
+    )
+    sampler = FeedForwardSampler([cage], handler, sample_tree, transform=transform)
+    ppos = [
+        PPO(agent, adam(1e-3), epochs=1, minibatches=2, seed=s.torch)
+        for agent, s in zip(stack.agents, runs.seeds)
+    ]
+    seeded = SeededPPO(
+        ppos, stack, envs_per_run=B, seeds=[s.master for s in runs.seeds]
+    )
+    runner = SeedsRunner(
+        sampler,
+        seeded,
+        config.total_steps,
+        runs.seed_runs(
+            lambda k: {"model": RunView(stack, k), "ppo": seeded.run_state(k)},
+            handler.action_key,
+        ),
+        **runs.runner_options(config.total_steps),
+    )
+    return runs, runner, (cage, sample_tree)
+
+
+def test_runs_write_ordinary_directories_and_resume(tmp_path: Path) -> None:
+    runs, runner, close = build(tmp_path)
+    results = runs.train(runner, close=close)
+    assert len(results) == K and all("algo/policy_loss" in r for r in results)
+    for seeds, directory in zip(runs.seeds, runs.directories):
+        progress = read_progress(directory.progress_csv)
+        assert list(progress["step"]) == [T * B, 2 * T * B, 3 * T * B]
+        assert directory.seeds() is not None
+        assert directory.seeds().master == seeds.master
+        _, state = load_latest_checkpoint(directory.checkpoints_dir)
+        assert state["runner"]["env_steps"] == 3 * T * B
+        assert set(state["objects"]) == {"model", "ppo"}
+        assert "actions" in state["rng"]["generators"]
+    # the runs' weights differ (own seeds), the group has its plot
+    first, second = (
+        load_latest_checkpoint(d.checkpoints_dir)[1]["objects"]["model"]["params"]
+        for d in runs.directories
+    )
+    assert not np.array_equal(
+        np.concatenate([np.ravel(x) for x in _leaves(first)]),
+        np.concatenate([np.ravel(x) for x in _leaves(second)]),
+    )
+    assert (runs.path / "learning_curve.png").is_file()
+    assert plot_learning_curve(runs.path) == runs.path / "learning_curve.png"
+
+    # resume with more steps: each run continues from its checkpoint
+    resumed, runner, close = build(tmp_path, resume=str(runs.path))
+    runner.total_steps = 4 * T * B
+    resumed.train(runner, close=close)
+    for directory in resumed.directories:
+        progress = read_progress(directory.progress_csv)
+        assert list(progress["step"]) == [T * B, 2 * T * B, 3 * T * B, 4 * T * B]
+
+
+def test_refuses_pooled_normalizers(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="NormalizeAdvantage"):
+        build(tmp_path, normalize=True)
+
+
+def _leaves(tree: Any) -> list:
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in _leaves(value)]
+    return [tree]
