@@ -146,10 +146,8 @@ def jax_steps(
     FLOP count of one update."""
     space = gym.spaces.Box(-1, 1, (OBS,), np.float32)
     action_space = gym.spaces.Box(-1, 1, (ACT,), np.float32)
-    agent = build_jax_agent(
-        space, action_space, key=jax.random.key(0), hidden_sizes=(HIDDEN, HIDDEN)
-    )
-    sac = JaxSAC(agent, build_sac_optimizers(3e-4), JaxAlpha(1.0), key=1)
+    agent = build_jax_agent(space, action_space, seed=0, hidden_sizes=(HIDDEN, HIDDEN))
+    sac = JaxSAC(agent, build_sac_optimizers(3e-4), JaxAlpha(1.0), seed=1)
     batches = SacBatch.stack([batch] * count)
     start = time.perf_counter()
     sac.update_batches(batches)

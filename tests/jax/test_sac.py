@@ -79,9 +79,9 @@ class FakePrioritizedReplay(FakeReplay):
 
 
 def make_sac(seed: int = 0, **kwargs) -> SAC:
-    agent = build_sac_agent(OBS, ACT, key=jax.random.key(seed), hidden_sizes=(8, 8))
+    agent = build_sac_agent(OBS, ACT, seed=seed, hidden_sizes=(8, 8))
     return SAC(
-        agent, build_sac_optimizers(1e-3), EntropyCoefficient(1.0), key=seed, **kwargs
+        agent, build_sac_optimizers(1e-3), EntropyCoefficient(1.0), seed=seed, **kwargs
     )
 
 
@@ -148,10 +148,10 @@ def test_state_dict_resumes_the_same_run():
 def test_state_dict_of_another_size_is_refused():
     sac = make_sac()
     bigger = SAC(
-        build_sac_agent(OBS, ACT, key=jax.random.key(0), hidden_sizes=(4, 4)),
+        build_sac_agent(OBS, ACT, seed=0, hidden_sizes=(4, 4)),
         build_sac_optimizers(1e-3),
         1.0,
-        key=0,
+        seed=0,
     )
     with pytest.raises(CheckpointMismatchError):
         bigger.load_state_dict(sac.state_dict())
@@ -178,14 +178,14 @@ def test_prioritized_replay_gets_td_errors_per_update():
 
 @pytest.mark.slow  # its own program (about 15 s to compile on a loaded 2-core machine)
 def test_fixed_alpha_stays():
-    agent = build_sac_agent(OBS, ACT, key=jax.random.key(0), hidden_sizes=(8, 8))
-    sac = SAC(agent, build_sac_optimizers(1e-3), 0.2, key=0, updates_per_optimize=1)
+    agent = build_sac_agent(OBS, ACT, seed=0, hidden_sizes=(8, 8))
+    sac = SAC(agent, build_sac_optimizers(1e-3), 0.2, seed=0, updates_per_optimize=1)
     metrics = sac.optimize(FakeReplay())
     assert sac.alpha == pytest.approx(0.2) and "alpha_loss" not in metrics
 
 
 def test_agent_actions_in_bounds_random_and_deterministic():
-    agent = build_sac_agent(OBS, ACT, key=jax.random.key(0), hidden_sizes=(8, 8))
+    agent = build_sac_agent(OBS, ACT, seed=0, hidden_sizes=(8, 8))
     assert isinstance(agent, SacAgent)
     observation = np.random.default_rng(0).normal(size=(256, 3)).astype(np.float32)
     key = jax.random.key(1)

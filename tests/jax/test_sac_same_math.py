@@ -4,7 +4,6 @@ batches, same reparameterization noise, several updates."""
 from __future__ import annotations
 
 import gymnasium as gym
-import jax
 import numpy as np
 import pytest
 
@@ -77,7 +76,7 @@ def _pair(policy_delay: int, learn_alpha: bool, max_grad_norm: float | None):
         policy_delay=policy_delay,
         max_grad_norm=max_grad_norm,
     )
-    agent = build_sac_agent(OBS, ACT, key=jax.random.key(1), hidden_sizes=HIDDEN)
+    agent = build_sac_agent(OBS, ACT, seed=1, hidden_sizes=HIDDEN)
     agent.actor_params = params_from_torch(_numpy_state(torch_agent.actor))
     agent.critic_params = twin_q_from_torch(_numpy_state(torch_agent.critic))
     optimizers = build_sac_optimizers(
@@ -87,7 +86,7 @@ def _pair(policy_delay: int, learn_alpha: bool, max_grad_norm: float | None):
         agent,
         optimizers,
         EntropyCoefficient(0.5, learn=learn_alpha),
-        key=0,
+        seed=0,
         tau=0.1,
         policy_delay=policy_delay,
         max_grad_norm=max_grad_norm,

@@ -15,6 +15,7 @@ from flax import linen as nn
 from parllel.agents.base import check_mode
 from parllel.errors import ConfigError
 from parllel.jax.distributions import GaussianParams, SquashedGaussian
+from parllel.jax.inputs import jax_input
 from parllel.jax.models.encoders import build_encoder
 from parllel.jax.models.heads import GaussianHead
 from parllel.jax.models.mlp import MLP
@@ -24,6 +25,8 @@ from parllel.jax.models.params import (
     params_to_numpy,
     params_to_torch,
 )
+from parllel.seeding import check_seed
+from parllel.tree import tree_map
 
 __all__ = [
     "SacActor",
@@ -167,7 +170,7 @@ class SacAgent:
     :attr:`critic_params` and writes them back after every call.
 
     Example:
-        >>> agent = build_sac_agent(obs_space, action_space, key=jax.random.key(0))
+        >>> agent = build_sac_agent(obs_space, action_space, seed=seeds.torch)
         >>> handler = JaxHandler(agent, n_envs=1, seed=seeds.actions)
 
     Args:
@@ -259,7 +262,7 @@ def build_sac_agent(
     observation_space: gym.Space,
     action_space: gym.spaces.Box,
     *,
-    key: jax.Array,
+    seed: int,
     hidden_sizes: Sequence[int] = (256, 256),
     activation: Callable[[Any], Any] = nn.relu,
     min_log_std: float = -20.0,
@@ -272,7 +275,8 @@ def build_sac_agent(
     Args:
         observation_space: space passed to ``build_encoder``.
         action_space: 1-D ``Box`` with finite bounds.
-        key: PRNG key of the initialization.
+        seed: seed of the initialization key (e.g. ``seeds.torch``, the
+            learner's stream).
         hidden_sizes: hidden sizes of the actor trunk and each Q MLP.
         activation: activation of every MLP.
         min_log_std: lower clip of the actor's log-std.
@@ -290,11 +294,11 @@ def build_sac_agent(
     distribution = SquashedGaussian(
         action_dim, action_space.low, action_space.high, min_log_std, max_log_std
     )
-    observation = jax.tree.map(
-        lambda x: np.asarray(x)[None], observation_space.sample()
+    observation = jax_input(
+        tree_map(lambda x: np.asarray(x)[None], observation_space.sample())
     )
     action = np.zeros((1, action_dim), np.float32)
-    actor_key, critic_key = jax.random.split(key)
+    actor_key, critic_key = jax.random.split(jax.random.key(check_seed("seed", seed)))
     # jitted: one compiled program instead of one per eager op
     actor_params = jax.jit(actor.init)(actor_key, observation)["params"]
     critic_params = jax.jit(critic.init)(critic_key, observation, action)["params"]

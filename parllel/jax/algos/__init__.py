@@ -1,9 +1,20 @@
 """JAX algorithms: :class:`PPO` (one compiled update), :class:`SeededPPO` (K
-runs in one call), optimizers with torch's semantics (:func:`adam`,
+runs in one call), :class:`SAC` (K updates in one call), optimizers with torch's semantics (:func:`adam`,
 :func:`clip_grad_norm`)."""
 
 from parllel.jax.algos.optimizers import adam, clip_grad_norm
 from parllel.jax.algos.ppo import PPO, minibatch_permutations
 from parllel.jax.algos.ppo_seeds import SeededPPO
+from parllel.jax.algos.sac import SAC
+from parllel.jax.algos.sac_setup import EntropyCoefficient, build_sac_optimizers
 
-__all__ = ["PPO", "SeededPPO", "adam", "clip_grad_norm", "minibatch_permutations"]
+__all__ = [
+    "PPO",
+    "SAC",
+    "EntropyCoefficient",
+    "SeededPPO",
+    "adam",
+    "build_sac_optimizers",
+    "clip_grad_norm",
+    "minibatch_permutations",
+]

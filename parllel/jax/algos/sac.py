@@ -13,6 +13,7 @@ import optax
 
 from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
 from parllel.jax.agents.sac_agent import SacAgent
+from parllel.jax.algos.optimizers import clip_grad_norm
 from parllel.jax.algos.sac_setup import (
     EntropyCoefficient,
     SacOptimizers,
@@ -21,10 +22,12 @@ from parllel.jax.algos.sac_setup import (
 from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.replays.transitions import ReplayBatch
 from parllel.replays.updates import Replay, UpdateCount, takes_priorities
+from parllel.seeding import check_seed
 from parllel.validation import check_count, check_fraction, check_positive
 
 __all__ = ["SAC", "EntropyCoefficient", "SacBatch", "build_sac_optimizers"]
 
+_TAG = 0x5AC  # folded into the seed's key: SAC's noise, not the agent's init
 _ACTOR_METRICS = ("pi_loss", "alpha_loss", "entropy", "actor_grad_norm")
 _CHECKED = ("q1_loss", "q2_loss", "pi_loss", "alpha_loss")
 
@@ -91,9 +94,9 @@ class SAC:
     compiled call), so a seed gives the same run bit for bit.
 
     Example:
-        >>> agent = build_sac_agent(obs_space, action_space, key=init_key)
+        >>> agent = build_sac_agent(obs_space, action_space, seed=seeds.torch)
         >>> sac = SAC(agent, build_sac_optimizers(3e-4), EntropyCoefficient(1.0),
-        ...           key=learner_key, replay_ratio=1.0)
+        ...           seed=seeds.torch, replay_ratio=1.0)
         >>> metrics = sac.optimize(replay, new_steps=T * B)
 
     Args:
@@ -102,7 +105,9 @@ class SAC:
         optimizers: :class:`~parllel.jax.algos.SacOptimizers`
             (:func:`build_sac_optimizers`).
         alpha: an :class:`EntropyCoefficient`, or a float for a fixed alpha.
-        key: PRNG key (or int seed) of the reparameterization noise.
+        seed: seed of the reparameterization noise (e.g. ``seeds.torch``; its
+            key is folded with a tag of SAC's, so an agent initialized from
+            the same seed draws other numbers).
         target_entropy: default ``-action_dim``.
         tau: polyak coefficient of the target update, in ``(0, 1]``.
         updates_per_optimize: fixed gradient updates per :meth:`optimize`.
@@ -122,7 +127,7 @@ class SAC:
         optimizers: SacOptimizers,
         alpha: EntropyCoefficient | float | None = None,
         *,
-        key: jax.Array | int,
+        seed: int,
         target_entropy: float | None = None,
         tau: float = 0.005,
         updates_per_optimize: int | None = None,
@@ -160,7 +165,7 @@ class SAC:
             if target_entropy is None
             else float(target_entropy)
         )
-        self.key = jax.random.key(key) if isinstance(key, int) else key
+        self.key = jax.random.fold_in(jax.random.key(check_seed("seed", seed)), _TAG)
         self.target_critic = agent.critic_params
         self.log_alpha = jnp.asarray(alpha.initial_log_alpha, jnp.float32)
         self.opt_states: tuple[Any, Any, Any] = jax.jit(
@@ -226,13 +231,6 @@ class SAC:
             alpha_loss = jnp.zeros_like(alpha_loss)
         return pi_loss + alpha_loss, (pi_loss, alpha_loss, -jnp.mean(log_prob))
 
-    def _clip(self, grads: Any) -> tuple[Any, Any]:
-        """Torch's ``clip_grad_norm`` (global norm, factor ``max / (norm + 1e-6)``)."""
-        norms = jnp.stack([jnp.linalg.norm(g.ravel()) for g in jax.tree.leaves(grads)])
-        total = jnp.linalg.norm(norms)
-        factor = jnp.minimum(self.max_grad_norm / (total + 1e-6), 1.0)
-        return jax.tree.map(lambda g: g * factor, grads), total
-
     @staticmethod
     def _step(optimizer: Any, grads: Any, opt_state: Any, params: Any) -> Any:
         updates, opt_state = optimizer.update(grads, opt_state, params)
@@ -246,7 +244,9 @@ class SAC:
             state.critic, batch, target
         )
         if self.max_grad_norm is not None:
-            grads, metrics["critic_grad_norm"] = self._clip(grads)
+            grads, metrics["critic_grad_norm"] = clip_grad_norm(
+                grads, self.max_grad_norm
+            )
         critic, critic_opt = self._step(
             self.optimizers.critic, grads, state.critic_opt, state.critic
         )
@@ -273,7 +273,9 @@ class SAC:
         if self.learn_alpha:
             metrics["alpha_loss"] = alpha_loss
         if self.max_grad_norm is not None:
-            actor_grads, metrics["actor_grad_norm"] = self._clip(actor_grads)
+            actor_grads, metrics["actor_grad_norm"] = clip_grad_norm(
+                actor_grads, self.max_grad_norm
+            )
         actor, actor_opt = self._step(
             self.optimizers.actor, actor_grads, actor_opt, actor
         )

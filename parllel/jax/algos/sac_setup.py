@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-import optax
-
+from parllel.jax.algos.optimizers import adam
 from parllel.validation import check_positive
 
 __all__ = ["EntropyCoefficient", "SacOptimizers", "build_sac_optimizers"]
@@ -20,7 +19,7 @@ class EntropyCoefficient(NamedTuple):
     it towards the target entropy when ``learn`` is true.
 
     Example:
-        >>> sac = SAC(agent, build_sac_optimizers(3e-4), EntropyCoefficient(1.0), key=key)
+        >>> sac = SAC(agent, build_sac_optimizers(3e-4), EntropyCoefficient(1.0), seed=0)
 
     Attributes:
         initial: alpha at the start (positive).
@@ -59,7 +58,8 @@ def build_sac_optimizers(
     critic_learning_rate: float | None = None,
     alpha_learning_rate: float | None = None,
 ) -> SacOptimizers:
-    """Adam (torch's defaults: betas 0.9/0.999, eps 1e-8) for actor, critic and alpha.
+    """Adam (:func:`~parllel.jax.algos.adam`, torch's defaults) for actor,
+    critic and alpha.
 
     Example:
         >>> build_sac_optimizers(1e-3)  # CleanRL's: actor 3e-4, critic and alpha 1e-3
@@ -83,6 +83,4 @@ def build_sac_optimizers(
         rate = learning_rate if rate is None else rate
         check_positive(name, rate)
         rates.append(float(rate))
-    return SacOptimizers(
-        *(optax.adam(rate, b1=0.9, b2=0.999, eps=1e-8) for rate in rates)
-    )
+    return SacOptimizers(*(adam(rate) for rate in rates))
