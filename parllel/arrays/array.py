@@ -282,22 +282,24 @@ class Array:
 
     @property
     def closed(self) -> bool:
-        """True once :meth:`close` released this (shared, owned) Array."""
+        """True once :meth:`close` closed this Array (local, or shared and owned)."""
         return not self._storage.flags.writeable
 
     def close(self) -> None:
-        """Release shared memory (owner only; idempotent).
+        """Close this Array (idempotent); a shared one's owner releases its memory.
 
         Afterwards the Array refuses writes and :meth:`rotate` with
-        :class:`~parllel.errors.ArrayClosedError`; reading still works (the
-        memory lives on while views of it exist), and views taken from now
-        on are read-only. Local Arrays and attached copies in other
-        processes are unaffected.
+        :class:`~parllel.errors.ArrayClosedError`, local or shared alike (a
+        closed sample tree fails the same way with a serial cage as with a
+        process cage); reading still works (the memory lives on while views
+        of it exist), and views taken from now on are read-only. Attached
+        copies in other processes are unaffected.
         """
         segment = self._segment
-        if segment is None or not segment.is_owner:
-            return
-        segment.close()
+        if segment is not None:
+            if not segment.is_owner:
+                return
+            segment.close()
         if self._storage.flags.writeable:
             storage = self._storage.view()
             storage.flags.writeable = False

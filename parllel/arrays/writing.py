@@ -98,8 +98,8 @@ def write_error(
 def closed_error(what: str) -> ArrayClosedError:
     """ArrayClosedError for an attempt to ``what`` (e.g. "write at leaf 'reward'")."""
     return ArrayClosedError(
-        f"cannot {what}: the Array was closed (close() released its shared "
-        "memory, whose last contents stay readable); allocate a new buffer"
+        f"cannot {what}: the Array was closed (close() released it; its last "
+        "contents stay readable); allocate a new buffer"
     )
 
 

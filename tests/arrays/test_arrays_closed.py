@@ -60,12 +60,19 @@ def test_array_refuses_writes_after_close_and_keeps_its_contents():
     assert array.closed
 
 
-def test_local_arrays_are_unaffected_by_close():
-    array = Array((T, B), storage="local")
-    array.close()
-    assert not array.closed
+@pytest.mark.parametrize("storage", ["local", "shared"])
+def test_local_and_shared_arrays_refuse_use_after_close_alike(storage):
+    """A closed local Array fails as a closed shared one does (a sample tree
+    of a serial cage and one of a process cage)."""
+    array = Array((T, B), storage=storage)
     array[0] = 1.0
-    assert array[0].tolist() == [1.0] * B
+    array.close()
+    assert array.closed
+    with pytest.raises(ArrayClosedError, match="the Array was closed"):
+        array[0] = 2.0
+    with pytest.raises(ArrayClosedError, match="the Array was closed"):
+        array.rotate()
+    assert array[0].tolist() == [1.0] * B  # reads still work
 
 
 def test_tree_refuses_writes_after_close_naming_the_leaf():
