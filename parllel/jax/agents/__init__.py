@@ -2,13 +2,12 @@
 :class:`SacAgent`."""
 
 from parllel.jax.agents.actor_critic import ActorCriticAgent, build_actor_critic_agent
-from parllel.jax.agents.base import JaxAgent, PolicyEvaluation
+from parllel.jax.agents.base import JaxAgent
 from parllel.jax.agents.sac_agent import SacAgent, build_sac_agent
 
 __all__ = [
     "ActorCriticAgent",
     "JaxAgent",
-    "PolicyEvaluation",
     "SacAgent",
     "build_actor_critic_agent",
     "build_sac_agent",
