@@ -3,6 +3,7 @@
     python examples/pendulum/train_sac.py            # eval return >= -200 in ~5k steps
     python examples/pendulum/train_sac.py --quick    # a tiny smoke run
     python examples/pendulum/train_sac.py --async    # the env steps while SAC updates
+    python examples/pendulum/train_sac.py --backend jax  # the JAX SAC (the jax extra)
     python examples/pendulum/train_sac.py --resume runs/pendulum-sac-...
     python examples/pendulum/train_sac.py --help     # every Config field is a flag
 
@@ -14,7 +15,7 @@ eval return reaches ``target_return``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +23,7 @@ import torch
 import tyro
 
 from parllel.cages import ProcessCage, build_cages
+from parllel.errors import ConfigError
 from parllel.patterns import (
     RunSettings,
     build_eval_sampler,
@@ -72,6 +74,9 @@ class Config:
     the replay one batch later; replay_ratio still sets updates per env step)"""
     max_lag: int = 1
     """--async: policy versions a batch may be behind the learner"""
+    backend: Literal["torch", "jax"] = "torch"
+    """learning library: torch, or JAX (flax networks, each batch's updates one
+    compiled call)"""
     run: RunSettings = RunSettings.field(
         eval_interval_steps=1_000, checkpoint_interval_steps=5_000
     )
@@ -132,10 +137,51 @@ class RandomUntil:
         self.agent.random_actions = self.collected < self.steps
 
 
-def build_agent(config: Config, spaces: Any) -> Any:
+def build_agent(config: Config, spaces: Any, seeds: Seeds) -> Any:
     """The squashed Gaussian actor and twin Q critic for ``spaces``."""
+    if config.backend == "jax":
+        from parllel.jax.agents import build_sac_agent as build_jax_sac_agent
+
+        return build_jax_sac_agent(
+            spaces.observation,
+            spaces.action,
+            seed=seeds.torch,  # the learner's stream initializes the weights
+            hidden_sizes=config.hidden_sizes,
+        )
     return build_sac_agent(
         spaces.observation, spaces.action, hidden_sizes=config.hidden_sizes
+    )
+
+
+def build_handler(config: Config, agent: Any, n_envs: int, seed: int | None) -> Any:
+    """The handler that runs ``agent`` on the sample tree (torch or JAX)."""
+    if config.backend == "jax":
+        from parllel.jax import JaxHandler
+
+        return JaxHandler(agent, n_envs=n_envs, seed=seed)
+    return TorchHandler(agent, n_envs=n_envs, seed=seed)
+
+
+def build_sac(config: Config, agent: Any, seeds: Seeds) -> Any:
+    """SAC: one update per env step; alpha is learned, starting at 1."""
+    if config.backend == "jax":
+        from parllel.jax.algos import SAC as JaxSAC
+        from parllel.jax.algos import EntropyCoefficient as JaxAlpha
+        from parllel.jax.algos import build_sac_optimizers
+
+        return JaxSAC(  # every update of a batch in one compiled call
+            agent,
+            build_sac_optimizers(config.learning_rate),
+            JaxAlpha(1.0),
+            seed=seeds.torch,  # the reparameterization noise
+            tau=config.tau,
+            replay_ratio=config.replay_ratio,
+        )
+    # one fused Adam steps actor, critic and alpha together
+    alpha = EntropyCoefficient(1.0)
+    optimizer = build_sac_optimizer(agent, alpha, learning_rate=config.learning_rate)
+    return SAC(
+        agent, optimizer, alpha, tau=config.tau, replay_ratio=config.replay_ratio
     )
 
 
@@ -149,7 +195,7 @@ def build_background_sampler(
     """
     torch.set_num_threads(1)
     cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
-    agent = build_agent(config, cage.spaces)
+    agent = build_agent(config, cage.spaces, seeds)
     handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
     handler.follow_weights(weights, modules={"actor": agent.actor})
     tree = build_sample_tree(cage, handler, config.batch_T, final_observation=True)
@@ -159,6 +205,8 @@ def build_background_sampler(
 
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
+    if config.backend == "jax" and config.async_sampling:
+        raise ConfigError("--backend jax samples synchronously: no --async")
     seeds = Seeds.from_master(
         config.seed, n_envs=1, n_eval_envs=config.run.eval_episodes
     )
@@ -166,8 +214,8 @@ def main(config: Config, resume: str | None = None) -> dict:
 
     # one env in this process, the agent (squashed Gaussian actor, twin Q)
     cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
-    agent = build_agent(config, cage.spaces)
-    handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
+    agent = build_agent(config, cage.spaces, seeds)
+    handler = build_handler(config, agent, 1, seeds.actions)
 
     # the full-size replay tree: the sampler's [T, B] window slides over it,
     # so every step is written once, straight into the replay (no copy)
@@ -207,26 +255,28 @@ def main(config: Config, resume: str | None = None) -> dict:
         close, publisher = (cage,), None
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
-        TorchHandler(agent, n_envs=config.run.eval_episodes),
+        build_handler(config, agent, config.run.eval_episodes, seed=None),
         config.run.eval_episodes,
         config.run.eval_episodes,
         seed=seeds.eval_envs,
     )
 
-    # the algorithm: one update per env step; alpha is learned, starting at 1;
-    # one fused Adam steps actor, critic and alpha together
-    alpha = EntropyCoefficient(1.0)
-    optimizer = build_sac_optimizer(agent, alpha, learning_rate=config.learning_rate)
-    sac = SAC(agent, optimizer, alpha, tau=config.tau, replay_ratio=config.replay_ratio)
-
+    # the algorithm
+    sac = build_sac(config, agent, seeds)
+    jax = config.backend == "jax"
     runner = OffPolicyRunner(
         sampler,
         replay,
         sac,
         config.total_steps,
-        checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
+        checkpoint_objects=(
+            {"agent": agent, "sac": sac}  # a JAX agent's parameters, numpy leaves
+            if jax
+            else {"actor": agent.actor, "critic": agent.critic, "sac": sac}
+        ),
         checkpoint_replay_contents=config.checkpoint_replay_contents,
-        config_keys=["batch_T", "replay_size", "hidden_sizes", "async_sampling"],
+        config_keys=["batch_T", "replay_size", "hidden_sizes", "async_sampling"]
+        + (["backend"] if jax else []),
         callbacks=callbacks,
         publisher=publisher,
         **run.runner_options(config.total_steps, eval_sampler),
@@ -234,7 +284,8 @@ def main(config: Config, resume: str | None = None) -> dict:
     return run.train(
         runner,
         close=(*close, eval_cage, replay_tree),
-        policy=PolicyExport(agent, env_id="Pendulum-v1"),  # writes policy.pt
+        # writes policy.pt (a JAX run exports none)
+        policy=None if jax else PolicyExport(agent, env_id="Pendulum-v1"),
     )
 
 
