@@ -37,7 +37,8 @@ is missing is skipped with the reason, its keys null.
 
 ``sac_update_vs_flop_floor``: the fastest parllel SAC step divided by the
 step's matmul FLOPs at the single-thread 256x256 float32 matmul rate
-measured in the same run. FLOPs (:func:`sac_update_flops`): ``2 * in * out``
+measured in the same run (a round of matmuls among the SAC rounds, so it
+sees the same load). FLOPs (:func:`sac_update_flops`): ``2 * in * out``
 per sample per dense layer forward, twice that for its backward; per step
 the target (actor forward on the next observations, twin target critics
 forward), the twin critics forward and backward, and the actor forward and
@@ -62,7 +63,6 @@ os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_XLA_ONE_THREAD}"
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import importlib  # noqa: E402
-import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -388,20 +388,19 @@ def sac_jax(shapes: Shapes, quick: bool) -> Contender:
     """parllel.jax SAC: one compiled gradient step per call (K = 1)."""
     if not have("parllel.jax.algos.sac"):
         raise Skip("parllel.jax SAC does not import here (the jax extra)")
-    import jax
 
-    from parllel.jax.agents.sac_agent import build_sac_agent
-    from parllel.jax.algos.sac import SAC, EntropyCoefficient, SacBatch
-    from parllel.jax.algos.sac_setup import build_sac_optimizers
+    from parllel.jax.agents import build_sac_agent
+    from parllel.jax.algos import SAC, EntropyCoefficient, build_sac_optimizers
+    from parllel.jax.algos.sac import SacBatch
 
     agent = build_sac_agent(
-        *shapes.spaces(), key=jax.random.key(0), hidden_sizes=(shapes.sac_hidden,) * 2
+        *shapes.spaces(), seed=0, hidden_sizes=(shapes.sac_hidden,) * 2
     )
     sac = SAC(
         agent,
         build_sac_optimizers(1e-3, actor_learning_rate=3e-4),
         EntropyCoefficient(1.0),
-        key=1,
+        seed=0,
         tau=0.005,
     )
     batches = SacBatch.stack([sac_replay_batch(shapes, to_torch=False)])
@@ -487,19 +486,21 @@ def sac_update_flops(shapes: Shapes) -> float:
     return 2.0 * shapes.sac_batch * (forward + forward_backward)
 
 
-def matmul_flops_per_second(repeats: int, number: int = 50) -> float:
-    """Single-thread float32 FLOP/s of 256x256 by 256x256 matmuls (median)."""
+def flop_floor_round(flops: float, number: int = 50) -> Callable[[], float]:
+    """A round timing ``number`` single-thread 256x256 float32 matmuls: the
+    µs ``flops`` take at their rate (run among the contenders' rounds)."""
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     out = torch.empty(256, 256)
     torch.mm(a, b, out=out)
 
-    def rate() -> float:
+    def floor_us() -> float:
         start = time.perf_counter()
         for _ in range(number):
             torch.mm(a, b, out=out)
-        return 2 * 256**3 * number / (time.perf_counter() - start)
+        rate = 2 * 256**3 * number / (time.perf_counter() - start)
+        return flops / rate * 1e6
 
-    return statistics.median(rate() for _ in range(repeats))
+    return floor_us
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -555,13 +556,19 @@ def timed(contender: Contender, calls: int) -> Callable[[], float]:
 
 
 def measure(
-    algo: str, shapes: Shapes, quick: bool, repeats: int, result: dict[str, Any]
+    algo: str,
+    shapes: Shapes,
+    quick: bool,
+    repeats: int,
+    result: dict[str, Any],
+    extra: dict[str, Callable[[], float]] | None = None,
 ) -> dict[str, float]:
-    """Time ``algo``'s contenders interleaved; their keys go into ``result``."""
+    """Time ``algo``'s contenders interleaved (with the ``extra`` rounds, whose
+    medians come back too); their keys go into ``result``."""
     contenders, skipped = build_contenders(algo, shapes, quick)
     calls = 1 if algo == "ppo" else shapes.sac_steps
     rounds = {name: timed(c, calls) for name, c in contenders.items()}
-    medians = interleaved_medians(rounds, repeats)
+    medians = interleaved_medians({**rounds, **(extra or {})}, repeats)
     key = "ppo_minibatch_us" if algo == "ppo" else "sac_step_us"
     for name in (*CONTENDERS, "sb3_no_validation"):
         us = medians.get(name)
@@ -577,6 +584,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny run for tests")
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument(
+        "--algos", default="ppo,sac", help="which to measure: ppo, sac or both"
+    )
     args = parser.parse_args()
     quick = args.quick
     shapes = QUICK if quick else FULL
@@ -586,14 +596,21 @@ def main() -> None:
         import jax
 
         result["jax"] = jax.__version__
-    measure("ppo", shapes, quick, repeats, result)
-    sac = measure("sac", shapes, quick, repeats, result)
+    algos = args.algos.split(",")
+    if "ppo" in algos:
+        measure("ppo", shapes, quick, repeats, result)
+    if "sac" not in algos:
+        print_result(result)
+        return
+    flops = sac_update_flops(shapes)
+    sac = measure(
+        "sac", shapes, quick, repeats, result, {"floor": flop_floor_round(flops)}
+    )
+    floor_us = sac["floor"]
+    rate = flops / floor_us * 1e6
     ours = {
         k: v for k, v in sac.items() if k in ("torch_eager", "torch_compiled", "jax")
     }
-    rate = matmul_flops_per_second(repeats)
-    flops = sac_update_flops(shapes)
-    floor_us = flops / rate * 1e6
     best = min(ours, key=ours.__getitem__)
     result.update(
         matmul_256_gflops=round(rate / 1e9, 2),
@@ -607,7 +624,7 @@ def main() -> None:
             else round(us, 1)
         ),
     )
-    for key in ("ppo", "sac"):
+    for key in algos:
         unit = "ppo_minibatch_us" if key == "ppo" else "sac_step_us"
         eager = result[f"{unit}_torch_eager"]
         for name in ("torch_compiled", "jax", "sb3", "sbx"):
