@@ -210,7 +210,13 @@ def main(config: Config, resume: str | None = None) -> dict:
         config.total_steps,
         checkpoint_objects={"q_network": agent.q_network, "dqn": dqn},
         checkpoint_replay_contents=config.checkpoint_replay_contents,
-        config_keys=["env_id", "n_envs", "batch_T", "replay_size"],
+        config_keys={
+            "env_id": "the game",
+            "n_envs": "the sample tree's shape",
+            "batch_T": "the sample tree's shape",
+            "replay_size": "the replay's shape",
+            "repeat_action_probability": "ALE's sticky actions",
+        },
         callbacks=[epsilon],
         **run.runner_options(config.total_steps, eval_sampler),
     )

@@ -213,7 +213,16 @@ def main(config: Config, resume: str | None = None) -> dict:
         ppo,
         config.total_steps,
         checkpoint_objects={"model": model, "transform": transform, "ppo": ppo},
-        config_keys=["env_id", "n_envs", "batch_T"],
+        # a resume keeps what an episode is: refused with another --envs
+        # (episodic life or whole games) or --repeat-action-probability
+        config_keys={
+            "env_id": "the game",
+            "n_envs": "the sample tree's shape",
+            "batch_T": "the sample tree's shape",
+            "envs": "the training episodes: a lost life (gymnasium) or a whole "
+            "game (envpool)",
+            "repeat_action_probability": "ALE's sticky actions",
+        },
         **run.runner_options(config.total_steps, eval_sampler),
     )
     return run.train(

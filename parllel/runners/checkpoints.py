@@ -55,7 +55,7 @@ def restore_objects(
     state: Mapping[str, Any],
     objects: Mapping[str, Stateful],
     config: Mapping[str, Any],
-    config_keys: Sequence[str] | None,
+    config_keys: Sequence[str] | Mapping[str, str] | None,
 ) -> None:
     """Load every checkpoint object's state, once every one was checked.
 

@@ -104,8 +104,10 @@ class Runner(Generic[AlgorithmT]):
             ``load_state_dict`` (model, algorithm, transforms, replay, ...).
         config: the run's resolved config (saved in checkpoints).
         config_keys: config keys that must match on resume (``total_steps``
-            never has to). None: no config key is compared; the shapes of
-            every checkpoint object's tensors and arrays always are.
+            never has to); a mapping also says what each one fixes, for the
+            message (``{"envs": "training episodes: ..."}``). None: no config
+            key is compared; the shapes of every checkpoint object's tensors
+            and arrays always are.
         callbacks: :class:`Callback` objects.
         episode_window: train episodes averaged in the logged statistics.
         rng: the numpy Generator of the run (its state is checkpointed).
@@ -138,7 +140,7 @@ class Runner(Generic[AlgorithmT]):
         keep_checkpoints: int = 3,
         checkpoint_objects: Mapping[str, Stateful] | None = None,
         config: Mapping[str, Any] | None = None,
-        config_keys: Sequence[str] | None = None,
+        config_keys: Sequence[str] | Mapping[str, str] | None = None,
         callbacks: Sequence[Callback] = (),
         episode_window: int = 100,
         rng: np.random.Generator | None = None,

@@ -53,7 +53,7 @@ def check_config(
     saved: Mapping[str, Any],
     current: Mapping[str, Any],
     *,
-    keys: Iterable[str] | None = None,
+    keys: Iterable[str] | Mapping[str, str] | None = None,
     ignore: Iterable[str] = (),
 ) -> None:
     """Refuse to resume when the configs differ in keys that matter.
@@ -67,7 +67,9 @@ def check_config(
         saved: the config the checkpoint was made with.
         current: the config of the run that wants to load it.
         keys: dotted names (or prefixes, e.g. ``"model"``) that must match;
-            None means every key.
+            None means every key. A mapping gives each one what it fixes
+            (e.g. ``{"envs": "training episodes: lost lives or whole games"}``),
+            which the message says with a difference.
         ignore: dotted names or prefixes that may differ (e.g.
             ``"total_steps"``, ``"log_interval"``).
 
@@ -76,6 +78,7 @@ def check_config(
     """
     saved_flat, current_flat = _flatten(saved), _flatten(current)
     wanted = list(keys) if keys is not None else None
+    reasons = dict(keys) if isinstance(keys, Mapping) else {}
     ignored = list(ignore)
 
     def matters(name: str) -> bool:
@@ -93,7 +96,13 @@ def check_config(
         if old is missing or new is missing or old != new:
             shown_old = "<absent>" if old is missing else repr(old)
             shown_new = "<absent>" if new is missing else repr(new)
-            problems.append(f"  {name}: checkpoint {shown_old}, current {shown_new}")
+            reason = next(
+                (why for key, why in reasons.items() if _under(name, key)), None
+            )
+            because = f" ({reason})" if reason else ""
+            problems.append(
+                f"  {name}: checkpoint {shown_old}, current {shown_new}{because}"
+            )
     if problems:
         raise CheckpointMismatchError(
             "config differs from the checkpoint's in keys that matter:\n"

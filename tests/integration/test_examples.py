@@ -130,6 +130,31 @@ def test_ppo_example_sampler_layouts(flags, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_atari_resume_refuses_other_training_episodes(tmp_path):
+    """A gymnasium Atari run (an episode ends at a lost life) resumed with
+    --envs envpool (whole games) is refused, naming the change."""
+    pytest.importorskip("ale_py", reason="needs the atari extra")
+    pytest.importorskip("envpool", reason="needs the envpool extra")
+    script = EXAMPLES / "atari" / "train_ppo.py"
+    _run("atari/train_ppo.py", tmp_path, "--console", "plain")
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    done = subprocess.run(
+        [sys.executable, str(script), "--resume", str(run_dir), "--envs", "envpool"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode != 0
+    assert (
+        "envs: checkpoint 'gymnasium', current 'envpool' (the training "
+        "episodes: a lost life (gymnasium) or a whole game (envpool))"
+    ) in done.stderr + done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_atari_dqn_quick_run_and_resume(tmp_path):
     """DQN on Pong with the one-frame replay: a --quick run, then a resume

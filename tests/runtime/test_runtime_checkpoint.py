@@ -220,6 +220,20 @@ def test_config_mismatch_names_keys():
         )
 
 
+def test_config_keys_with_what_they_fix_say_it():
+    saved = {"envs": "gymnasium", "env": {"id": "Pong", "frameskip": 4}}
+    current = {"envs": "envpool", "env": {"id": "Pong", "frameskip": 2}}
+    keys = {"envs": "episodes: a lost life or a whole game", "env": "the env"}
+    with pytest.raises(CheckpointMismatchError) as info:
+        check_config(saved, current, keys=keys)
+    message = str(info.value)
+    assert (
+        "envs: checkpoint 'gymnasium', current 'envpool' "
+        "(episodes: a lost life or a whole game)" in message
+    )
+    assert "env.frameskip: checkpoint 4, current 2 (the env)" in message
+
+
 def test_config_lists_and_empty_dicts_are_compared_whole():
     saved = {"model": {"sizes": [64, 64], "extra": {}}}
     check_config(saved, {"model": {"sizes": [64, 64], "extra": {}}})
