@@ -42,11 +42,11 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert len(commands) == 2, commands
     wanted = steps(commands[1])
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    ci_steps = [
+    ci_steps = [  # a line's command: its comment and failure handling (||) left out
         s
         for line in ci
         if not line.lstrip().startswith("#") and line.strip()
-        for s in steps(line.split("#")[0])
+        for s in steps(line.split("#")[0].split("||")[0])
     ]
     installs = [
         s for s in ci_steps if s.startswith("pip install") and "--upgrade" not in s
@@ -54,6 +54,23 @@ def test_ci_runs_exactly_the_readme_test_command():
     tests = [s for s in ci_steps if s.startswith("python -m pytest")]
     assert installs == [s for s in wanted if s.startswith("pip install")]
     assert tests[0] == wanted[-1]
+
+
+def test_ci_installs_into_a_fresh_virtual_environment():
+    """.ci/run makes a new venv each run and installs into it, as on a new
+    machine, and runs both test commands whatever the first gives."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = [line.split("#")[0].strip() for line in ci.splitlines()]
+    venv = next(i for i, c in enumerate(commands) if c.startswith("python -m venv"))
+    activate = next(i for i, c in enumerate(commands) if c.startswith("source"))
+    first_install = next(i for i, c in enumerate(commands) if "pip install" in c)
+    assert venv < activate < first_install
+    assert "mktemp -d" in ci and "trap" in ci  # new each run, removed at the end
+    pytest_lines = [c for c in commands if c.startswith("python -m pytest")]
+    assert len(pytest_lines) == 2 and all("|| failed=1" in c for c in pytest_lines)
+    assert commands[-1] == 'exit "$failed"'
+    mkdocs = next(c for c in commands if "mkdocs build" in c)
+    assert "--strict" in mkdocs and "--quiet" not in mkdocs  # quiet hides warnings
 
 
 def test_the_main_command_installs_a_subset_of_the_test_command():
