@@ -262,7 +262,6 @@ def main(config: Config, resume: str | None = None) -> dict:
             epochs=config.epochs,
             minibatches=config.minibatches,
             entropy_coef=config.entropy_coef,
-            normalize_advantage=False,  # as the torch PPO below
             seed=seeds.torch,  # the minibatch order
         )
         runner = OnPolicyRunner(
