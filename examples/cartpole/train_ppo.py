@@ -9,6 +9,7 @@
     python examples/cartpole/train_ppo.py --async --max-lag 2 # up to 2 policy versions behind
     python examples/cartpole/train_ppo.py --async --vtrace    # V-trace corrects for the lag
     python examples/cartpole/train_ppo.py --backend jax       # the JAX PPO (the jax extra)
+    python examples/cartpole/train_ppo.py --backend jax --seeds 8  # 8 seeds, one program
     python examples/cartpole/train_ppo.py --resume runs/cartpole-ppo-...
     python examples/cartpole/train_ppo.py --help              # every Config field is a flag
 
@@ -94,6 +95,8 @@ class Config:
     """correct advantages and value targets for the policy lag with V-trace"""
     backend: Literal["torch", "jax"] = "torch"
     """learning library: torch, or JAX (flax networks, one compiled PPO update)"""
+    seeds: int = 1
+    """--backend jax: train seeds seed, seed+1, ... as one program (one run directory each)"""
     run: RunSettings = RunSettings.field(
         eval_interval_steps=5_000, checkpoint_interval_steps=25_000
     )
@@ -231,8 +234,83 @@ def background_sampling(config: Config, seeds: Seeds) -> Sampling:
     )
 
 
-def main(config: Config, resume: str | None = None) -> dict:
+def train_seeds(config: Config, resume: str | None) -> list[dict]:
+    """``--seeds K``: K runs (master seeds ``seed .. seed + K - 1``) in one
+    program: one cage of K x n_envs envs, each seeded from its run's seeds,
+    one vmapped policy step and one vmapped PPO update; each run writes an
+    ordinary run directory inside the group directory (docs/seeds.md)."""
+    from parllel.jax.algos import PPO as JaxPPO
+    from parllel.jax.algos import SeededPPO
+    from parllel.jax.algos import adam as jax_adam
+    from parllel.jax.seeds import RunView, SeededHandler, SeedStack
+    from parllel.patterns.seeds import start_seed_runs
+    from parllel.runners.seeds import SeedsRunner
+
+    runs = start_seed_runs(
+        config.run, "cartpole-ppo", config, seeds=config.seeds,
+        master=config.seed, n_envs=config.n_envs, resume=resume,
+    )  # fmt: skip
+    # every run's envs in one cage: run k owns columns k * n_envs .. (k + 1) * n_envs
+    cage = build_cages(
+        make_env,
+        config.seeds * config.n_envs,
+        parallel=config.parallel,
+        seed=runs.env_seeds,
+    )
+    # each run's agent from its own seeds, parameters stacked [K, ...]
+    stack = SeedStack([build_agent(config, cage.spaces, seeds) for seeds in runs.seeds])
+    handler = SeededHandler(
+        stack, config.n_envs, seeds=[seeds.actions for seeds in runs.seeds]
+    )
+    sample_tree = build_sample_tree(cage, handler, config.batch_T)  # [T, K * B]
+    transform = Compose(  # GAE works column by column: the runs stay apart
+        add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda)
+    )
+    sampler = FeedForwardSampler(cage, handler, sample_tree, transform=transform)
+    ppos = [
+        JaxPPO(
+            agent,
+            jax_adam(config.learning_rate),
+            learning_rate=linear_schedule(config.learning_rate, 0.0),
+            clip_range=linear_schedule(config.clip_range, 0.0),
+            epochs=config.epochs,
+            minibatches=config.minibatches,
+            entropy_coef=config.entropy_coef,
+            normalize_advantage=False,
+            seed=seeds.torch,
+        )
+        for agent, seeds in zip(stack.agents, runs.seeds)
+    ]
+    seeded = SeededPPO(  # every run's update in one compiled call
+        ppos,
+        stack,
+        envs_per_run=config.n_envs,
+        seeds=[seeds.master for seeds in runs.seeds],
+    )
+    runner = SeedsRunner(
+        sampler,
+        seeded,
+        config.total_steps,
+        runs.seed_runs(  # each run's checkpoint holds what a single run's does
+            lambda k: {
+                "model": RunView(stack, k),
+                "transform": transform,
+                "ppo": seeded.run_state(k),
+            },
+            handler.action_key,
+        ),
+        config_keys=["n_envs", "batch_T", "hidden_sizes", "backend", "seeds"],
+        **runs.runner_options(config.total_steps),
+    )
+    return runs.train(runner, close=(cage, sample_tree))
+
+
+def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     torch.set_num_threads(1)
+    if config.seeds > 1:
+        if config.backend != "jax" or config.async_sampling or config.vtrace:
+            raise ConfigError("--seeds K runs with --backend jax, synchronously")
+        return train_seeds(config, resume)
     if config.backend == "jax" and (config.async_sampling or config.vtrace):
         raise ConfigError("--backend jax samples synchronously: no --async, --vtrace")
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=4)

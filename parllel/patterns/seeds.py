@@ -159,7 +159,7 @@ class SeedRuns:
             "config": dataclasses.asdict(self.config),
             "log_interval_steps": (
                 settings.eval_interval_steps
-                if settings.log_interval_steps is None
+                if settings.log_interval_steps == "eval"
                 else settings.log_interval_steps
             ),
             "checkpoint_interval_steps": settings.checkpoint_interval_steps,

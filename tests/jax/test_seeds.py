@@ -104,6 +104,7 @@ def seeded_run(
     return actions, metrics, jax.device_get(stack.params), seeded
 
 
+@pytest.mark.slow
 def test_seeded_runs_equal_single_runs() -> None:
     actions, metrics, params, _ = seeded_run(MASTERS)
     for run, master in enumerate(MASTERS):
@@ -122,6 +123,7 @@ def test_seeded_runs_equal_single_runs() -> None:
             np.testing.assert_allclose(got[run], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_nonfinite_run_stops_alone() -> None:
     _, metrics, params, seeded = seeded_run(MASTERS, "stop_run", poison=1)
     assert metrics[1][1] is None and metrics[2][1] is None
@@ -137,6 +139,7 @@ def test_nonfinite_run_stops_alone() -> None:
         assert np.isfinite(got[1]).all()
 
 
+@pytest.mark.slow
 def test_nonfinite_run_stops_all() -> None:
     with pytest.raises(NonFiniteLossError, match=f"seed {MASTERS[0]}"):
         seeded_run(MASTERS, "stop_all", poison=0)

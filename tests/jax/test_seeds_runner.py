@@ -90,6 +90,7 @@ def build(run_root: Path, resume: str | None = None, normalize: bool = False) ->
     return runs, runner, (cage, sample_tree)
 
 
+@pytest.mark.slow
 def test_runs_write_ordinary_directories_and_resume(tmp_path: Path) -> None:
     runs, runner, close = build(tmp_path)
     results = runs.train(runner, close=close)
@@ -124,6 +125,7 @@ def test_runs_write_ordinary_directories_and_resume(tmp_path: Path) -> None:
         assert list(progress["step"]) == [T * B, 2 * T * B, 3 * T * B, 4 * T * B]
 
 
+@pytest.mark.slow
 def test_refuses_pooled_normalizers(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="NormalizeAdvantage"):
         build(tmp_path, normalize=True)
