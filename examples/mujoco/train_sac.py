@@ -3,6 +3,7 @@
     python examples/mujoco/train_sac.py                         # HalfCheetah-v4, 1M steps
     python examples/mujoco/train_sac.py --env-id Hopper-v4 --seed 1
     python examples/mujoco/train_sac.py --quick                 # a tiny smoke run
+    python examples/mujoco/train_sac.py --backend jax           # the JAX SAC (the jax extra)
     python examples/mujoco/train_sac.py --resume runs/mujoco-sac-...
     python examples/mujoco/train_sac.py --help                  # every Config field is a flag
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -93,6 +95,9 @@ class Config:
     """end episodes (truncate) after this many steps (None: the env's own limit)"""
     checkpoint_replay_contents: bool = False
     """save every stored transition in checkpoints"""
+    backend: Literal["torch", "jax"] = "torch"
+    """learning library: torch, or JAX (flax networks, each batch's updates one
+    compiled call)"""
     run: RunSettings = RunSettings.field(
         eval_interval_steps=50_000,
         eval_episodes=5,
@@ -123,6 +128,63 @@ def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
     return make_mujoco_env(env_id, max_episode_steps=max_episode_steps)
 
 
+def build_agent(config: Config, spaces: Any, seeds: Seeds) -> Any:
+    """The squashed Gaussian actor and twin Q critic for ``spaces``."""
+    options = dict(
+        hidden_sizes=config.hidden_sizes,
+        min_log_std=config.min_log_std,
+        max_log_std=config.max_log_std,
+    )
+    if config.backend == "jax":
+        from parllel.jax.agents import build_sac_agent as build_jax_sac_agent
+
+        # the learner's stream initializes the weights
+        return build_jax_sac_agent(
+            spaces.observation, spaces.action, seed=seeds.torch, **options
+        )
+    return build_sac_agent(spaces.observation, spaces.action, **options)
+
+
+def build_handler(config: Config, agent: Any, n_envs: int, seed: int | None) -> Any:
+    """The handler that runs ``agent`` on the sample tree (torch or JAX)."""
+    if config.backend == "jax":
+        from parllel.jax import JaxHandler
+
+        return JaxHandler(agent, n_envs=n_envs, seed=seed)
+    return TorchHandler(agent, n_envs=n_envs, seed=seed)
+
+
+def build_sac(config: Config, agent: Any, seeds: Seeds) -> Any:
+    """SAC: one update per env step; alpha is learned, starting at 1; Adam
+    with the actor's learning rate and the critics' (alpha's too)."""
+    options = dict(
+        tau=config.tau,
+        replay_ratio=config.replay_ratio,
+        policy_delay=config.policy_delay,
+    )
+    if config.backend == "jax":
+        from parllel.jax.algos import SAC as JaxSAC
+        from parllel.jax.algos import EntropyCoefficient as JaxAlpha
+        from parllel.jax.algos import build_sac_optimizers
+
+        optimizers = build_sac_optimizers(
+            config.q_lr, actor_learning_rate=config.policy_lr
+        )
+        # every update of a batch in one compiled call
+        return JaxSAC(agent, optimizers, JaxAlpha(1.0), seed=seeds.torch, **options)
+    alpha = EntropyCoefficient(1.0)
+    optimizer = torch.optim.Adam(  # one fused Adam, a parameter group each
+        [
+            {"params": agent.actor.parameters(), "lr": config.policy_lr},
+            {"params": agent.critic.parameters(), "lr": config.q_lr},
+            {"params": [alpha.log_alpha], "lr": config.q_lr},
+        ],
+        lr=config.q_lr,
+        fused=True,
+    )
+    return SAC(agent, optimizer, alpha, **options)
+
+
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     n_eval = config.run.eval_episodes
@@ -132,14 +194,8 @@ def main(config: Config, resume: str | None = None) -> dict:
     # one env in this process; the squashed Gaussian actor and twin Q critic
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
     cage = build_cages(env_factory, 1, parallel="serial", seed=seeds.envs)
-    agent = build_sac_agent(
-        cage.spaces.observation,
-        cage.spaces.action,
-        hidden_sizes=config.hidden_sizes,
-        min_log_std=config.min_log_std,
-        max_log_std=config.max_log_std,
-    )
-    handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
+    agent = build_agent(config, cage.spaces, seeds)
+    handler = build_handler(config, agent, 1, seeds.actions)
 
     # the full-size replay tree: the sampler's [T, 1] window slides over it,
     # so every step is written once, straight into the replay
@@ -159,48 +215,37 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
     eval_sampler, eval_cage = build_eval_sampler(
         env_factory,
-        TorchHandler(agent, n_envs=n_eval),
+        build_handler(config, agent, n_eval, seed=None),
         n_eval,
         n_eval,
         seed=seeds.eval_envs,
     )
 
-    # the algorithm: one update per env step; alpha is learned, starting at 1;
-    # one fused Adam, a parameter group (and learning rate) each
-    alpha = EntropyCoefficient(1.0)
-    optimizer = torch.optim.Adam(
-        [
-            {"params": agent.actor.parameters(), "lr": config.policy_lr},
-            {"params": agent.critic.parameters(), "lr": config.q_lr},
-            {"params": [alpha.log_alpha], "lr": config.q_lr},
-        ],
-        lr=config.q_lr,
-        fused=True,
-    )
-    sac = SAC(
-        agent,
-        optimizer,
-        alpha,
-        tau=config.tau,
-        replay_ratio=config.replay_ratio,
-        policy_delay=config.policy_delay,
-    )
+    # the algorithm
+    sac = build_sac(config, agent, seeds)
+    jax = config.backend == "jax"
 
     runner = OffPolicyRunner(
         sampler,
         replay,
         sac,
         config.total_steps,
-        checkpoint_objects={"actor": agent.actor, "critic": agent.critic, "sac": sac},
+        checkpoint_objects=(
+            {"agent": agent, "sac": sac}  # a JAX agent's parameters, numpy leaves
+            if jax
+            else {"actor": agent.actor, "critic": agent.critic, "sac": sac}
+        ),
         checkpoint_replay_contents=config.checkpoint_replay_contents,
-        config_keys=["env_id", "batch_T", "replay_size", "hidden_sizes"],
+        config_keys=["env_id", "batch_T", "replay_size", "hidden_sizes"]
+        + (["backend"] if jax else []),
         callbacks=[warmup],
         **run.runner_options(config.total_steps, eval_sampler),
     )
     return run.train(
         runner,
         close=(cage, eval_cage, replay_tree),
-        policy=PolicyExport(agent, env_id=config.env_id),
+        # writes policy.pt (a JAX run exports none)
+        policy=None if jax else PolicyExport(agent, env_id=config.env_id),
     )
 
 
