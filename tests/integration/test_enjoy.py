@@ -110,7 +110,7 @@ def test_env_factory_from_a_file(tmp_path):
     # a video needs a factory taking render_mode
     done = enjoy(str(path), "--episodes", "1", "--video", "v", cwd=tmp_path)
     assert done.returncode != 0
-    expected = "takes no render_mode" if CAN_RECORD else r"parllel\[video\]"
+    expected = "takes no render_mode" if CAN_RECORD else r'pip install -e "\.\[video\]"'
     assert re.search(expected, done.stderr), done.stderr[-2000:]
 
 

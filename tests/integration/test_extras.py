@@ -470,9 +470,11 @@ def missing_extra_cases() -> list[tuple[str, str]]:
 
 
 def names_extra(message: str, extra: str) -> bool:
+    """Whether ``message`` hints at installing ``extra`` (``pip install -e
+    ".[a,b]"`` or the distribution's ``parllel-rl[a,b]``)."""
     return any(
         extra in found.split(",")
-        for found in re.findall(r"parllel\[([\w,]+)\]", message)
+        for found in re.findall(r"(?:parllel-rl|\.)\[([\w,]+)\]", message)
     )
 
 

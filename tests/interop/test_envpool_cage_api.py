@@ -164,7 +164,9 @@ def test_missing_envpool_names_the_extra(monkeypatch):
     import parllel.interop as interop
 
     for name in ("EnvPoolCage", "make_envpool_cage"):
-        with pytest.raises(MissingDependencyError, match=r"parllel\[envpool\]"):
+        with pytest.raises(
+            MissingDependencyError, match=r'pip install -e "\.\[envpool\]"'
+        ):
             getattr(interop, name)
 
 

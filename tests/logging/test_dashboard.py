@@ -452,7 +452,7 @@ def test_plain_mode_needs_no_rich_and_live_mode_names_the_extra(monkeypatch):
     board.log(5, {"train/return_mean": 1.0})
     board.close()
     assert stream.getvalue().startswith("step 5/10 (50%)")
-    with pytest.raises(MissingDependencyError, match=r"parllel\[logging\]"):
+    with pytest.raises(MissingDependencyError, match=r'pip install -e "\.\[logging\]"'):
         Dashboard(10, live=True)
 
 

@@ -154,7 +154,9 @@ def test_bad_arguments_are_named(tmp_path):
 def test_missing_wandb_names_the_extra(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "wandb", None)  # import wandb fails
-        with pytest.raises(MissingDependencyError, match=r"parllel\[wandb\]"):
+        with pytest.raises(
+            MissingDependencyError, match=r'pip install -e "\.\[wandb\]"'
+        ):
             WandbSink("p", tmp_path)
 
 
