@@ -134,4 +134,6 @@ class RecurrentSampler(BatchSampler):
             zero_previous(group, T, local)
             self.handler.reset(group.lo + local)
             if self.observation_normalizer is not None:
-                normalize_rows(self.observation_normalizer, group.observation[T], local)
+                normalize_rows(
+                    self.observation_normalizer, group.observation[T], local, group.lo
+                )

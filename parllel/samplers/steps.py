@@ -34,8 +34,12 @@ class ObservationNormalizer(Protocol):
 
     frozen: bool
 
-    def normalize(self, observation: Any, update: bool = False) -> Any:
-        """Normalize an observation (sub)tree in place; ``update`` its statistics."""
+    def normalize(
+        self, observation: Any, update: bool = False, env_indices: Any = None
+    ) -> Any:
+        """Normalize an observation (sub)tree in place; ``update`` its
+        statistics. ``env_indices``: the env of each row (None: rows ``0 ..
+        N - 1``), for a normalizer with statistics per group of envs."""
         ...
 
 
@@ -200,14 +204,16 @@ def as_cages(cages: Cage | Sequence[Cage]) -> list[Cage]:
 
 
 def normalize_rows(
-    normalizer: ObservationNormalizer, observation: Any, index: Any
+    normalizer: ObservationNormalizer, observation: Any, index: Any, lo: int = 0
 ) -> None:
-    """Normalize rows ``index`` of an observation view in place, updating statistics."""
+    """Normalize rows ``index`` of an observation view of envs ``lo ..`` in
+    place, updating statistics."""
     if isinstance(index, slice):
-        normalizer.normalize(observation, update=True)
+        envs = None if lo == 0 else lo + np.arange(len(leaves(observation)[0]))
+        normalizer.normalize(observation, update=True, env_indices=envs)
         return
     part = rows(observation, index)
-    normalizer.normalize(part, update=True)
+    normalizer.normalize(part, update=True, env_indices=lo + np.asarray(index))
     for target, value in zip(leaves(observation), leaves(part)):
         target[index] = value
 
@@ -247,10 +253,10 @@ def finish_step(
     if views.frames is not None:
         views.frames.store(t, views.done[t])
     if normalizer is not None:
-        normalize_rows(normalizer, views.observation[t + 1], stepped)
+        normalize_rows(normalizer, views.observation[t + 1], stepped, views.lo)
         if ended is not None and views.final_observation is not None:
             part = rows(views.final_observation[t], ended)
-            normalizer.normalize(part, update=False)
+            normalizer.normalize(part, update=False, env_indices=views.lo + ended)
             for target, value in zip(leaves(views.final_observation[t]), leaves(part)):
                 target[ended] = value
     return ended
@@ -393,4 +399,6 @@ def reset_envs(
     handler.reset()
     if normalizer is not None:
         for group in views:
-            normalize_rows(normalizer, group.observation[group.T], slice(None))
+            normalize_rows(
+                normalizer, group.observation[group.T], slice(None), group.lo
+            )

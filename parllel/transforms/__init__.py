@@ -5,7 +5,8 @@ needs, in place: advantage estimation (GAE, discounted returns, per-agent GAE fo
 multi-agent trees) with
 ``terminated`` and ``truncated`` kept apart, advantage/observation/reward
 normalization, reward clipping, the wait-reset ``valid`` mask and the V-trace
-off-policy correction for samples from a lagged policy. Each
+off-policy correction for samples from a lagged policy, and statistics per
+run for K seeds in one tree (:mod:`~parllel.transforms.per_run`). Each
 Transform is built from an example sample tree (it checks what it reads and
 allocates what it writes) and :class:`Compose` chains them into the pipeline a
 sampler runs after every batch. Imports numpy and numba only, never torch.
@@ -17,6 +18,7 @@ from parllel.transforms.functional import generalized_advantage_estimation, vtra
 from parllel.transforms.multiagent_advantage import MultiAgentGAE, multiagent_gae
 from parllel.transforms.observation import NormalizeObservations
 from parllel.transforms.off_policy import ComputeVTrace
+from parllel.transforms.per_run import PerRunObservations, PerRunTransform
 from parllel.transforms.reward import ClipRewards, NormalizeRewards
 from parllel.transforms.valid import ComputeValidMask
 
@@ -30,6 +32,8 @@ __all__ = [
     "NormalizeAdvantage",
     "NormalizeObservations",
     "NormalizeRewards",
+    "PerRunObservations",
+    "PerRunTransform",
     "Transform",
     "generalized_advantage_estimation",
     "multiagent_gae",

@@ -102,13 +102,17 @@ class NormalizeObservations(Transform):
             stats.normalize(array, out=array, clip=self.clip)
         return sample_tree
 
-    def normalize(self, observation: Any, update: bool = False) -> Any:
+    def normalize(
+        self, observation: Any, update: bool = False, env_indices: Any = None
+    ) -> Any:
         """Normalize an observation (sub)tree of any leading shape in place.
 
         Args:
             observation: the observation leaf or tree, e.g. one time step
                 ``sample_tree.observation[t + 1]`` (numpy views).
             update: also merge it into the statistics (ignored if frozen).
+            env_indices: the env of each row; unused (one set of statistics
+                for every env; see :class:`PerRunObservations`).
         """
         leaves = _leaves(observation)
         for path, stats in self.stats.items():
