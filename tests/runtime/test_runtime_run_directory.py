@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+import parllel
 from parllel.errors import ConfigError, RunDirectoryError
 from parllel.runtime.checkpoint import save_checkpoint
 from parllel.runtime.run_directory import RunDirectory, to_jsonable
@@ -79,6 +80,8 @@ def test_create_layout_and_files(tmp_path):
     )
     assert metadata["versions"]["python"] == ".".join(map(str, sys.version_info[:3]))
     assert {"gymnasium", "parllel"} <= set(metadata["versions"])
+    # parllel's version, read from its distribution (parllel-rl)
+    assert metadata["versions"]["parllel"] == parllel.__version__
     assert metadata["command"][0] == sys.executable and metadata["hostname"]
     assert "git" in metadata and "start_time" in metadata
     datetime.datetime.fromisoformat(metadata["start_time"])
