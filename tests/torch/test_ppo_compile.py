@@ -67,3 +67,15 @@ def test_compiled_updates_match_eager_ones_under_schedules() -> None:
     assert isinstance(group["lr"], torch.Tensor)
     assert float(group["lr"]) == np.float32(expected["learning_rate"])
     assert expected["learning_rate"] == 1e-2 * (1 - 2 / 4)
+
+
+def test_a_compiled_ppo_resumed_from_an_eager_state_keeps_tensor_rates() -> None:
+    _, eager = _ppo(compile=False)
+    eager.optimize(_batch())
+    _, compiled = _ppo(compile="eager")
+    compiled.load_state_dict(eager.state_dict())
+    (group,) = compiled.optimizer.param_groups
+    assert isinstance(group["lr"], torch.Tensor)
+    assert float(group["lr"]) == np.float32(eager.optimizer.param_groups[0]["lr"])
+    compiled.optimize(_batch())
+    assert compiled.updates_done == 2

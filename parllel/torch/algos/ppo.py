@@ -247,14 +247,20 @@ class PPO:
         self.parameters = [p for g in optimizer.param_groups for p in g["params"]]
         self._gradients = self._minibatch_gradients
         self._optimizer_step = optimizer.step
+        self._compiled = bool(compile)
         if compile:
             backend = "inductor" if compile is True else str(compile)
             self._gradients = torch.compile(self._minibatch_gradients, backend=backend)
             self._optimizer_step = torch.compile(  # type: ignore[assignment]
                 optimizer.step, backend=backend
             )
-            for group in optimizer.param_groups:  # a changed float recompiles
-                group["lr"] = torch.tensor(float(group["lr"]))
+            self._tensor_learning_rates()
+
+    def _tensor_learning_rates(self) -> None:
+        """Compiled: each group's learning rate a 0-dim tensor, set in place
+        (a compiled step would recompile for every new float)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = torch.tensor(float(group["lr"]))
 
     def _progress(self, progress: float | None) -> float:
         if progress is not None:
@@ -293,6 +299,8 @@ class PPO:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
         self.optimizer.load_state_dict(state["optimizer"])
+        if self._compiled:  # a state saved uncompiled holds float rates
+            self._tensor_learning_rates()
         self.updates_done = int(state["updates_done"])
 
     def optimize(
