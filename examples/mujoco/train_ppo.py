@@ -5,6 +5,7 @@
     python examples/mujoco/train_ppo.py --quick                 # a tiny smoke run
     python examples/mujoco/train_ppo.py --parallel process      # envs in worker processes
     python examples/mujoco/train_ppo.py --backend jax           # the JAX PPO (the jax extra)
+    python examples/mujoco/train_ppo.py --backend jax --seeds 8 # 8 seeds, one program
     python examples/mujoco/train_ppo.py --resume runs/mujoco-ppo-...
     python examples/mujoco/train_ppo.py --help                  # every Config field is a flag
 
@@ -48,6 +49,7 @@ import torch
 
 from parllel.cages import Cage, build_cages
 from parllel.envs.mujoco import make_mujoco_env
+from parllel.errors import ConfigError
 from parllel.patterns import (
     RunSettings,
     add_advantage_estimation,
@@ -115,6 +117,8 @@ class Config:
     """where envs step: worker processes, this process, or measured"""
     backend: Literal["torch", "jax"] = "torch"
     """learning library: torch, or JAX (flax networks, one compiled PPO update)"""
+    seeds: int = 1
+    """--backend jax: train seeds seed, seed+1, ... as one program (one run directory each)"""
     run: RunSettings = RunSettings.field(
         eval_interval_steps=100_000,
         eval_episodes=5,
@@ -188,6 +192,29 @@ def build_sampling(
     return sampler, transform, observation_normalizer
 
 
+def build_jax_ppo(config: Config, agent: Any, seeds: Seeds) -> Any:
+    """The JAX PPO with CleanRL's settings: 10 epochs x 32 minibatches in one
+    compiled call."""
+    from parllel.jax.algos import PPO as JaxPPO
+    from parllel.jax.algos import adam as jax_adam
+
+    return JaxPPO(
+        agent,
+        jax_adam(config.learning_rate, eps=config.adam_eps),
+        learning_rate=linear_schedule(config.learning_rate, 0.0),
+        clip_range=config.clip_range,
+        value_clip_range=config.value_clip_range,
+        value_loss_coef=config.value_loss_coef,
+        entropy_coef=config.entropy_coef,
+        max_grad_norm=config.max_grad_norm,
+        epochs=config.epochs,
+        minibatches=config.minibatches,
+        normalize_advantage=True,
+        batch_shape=(config.batch_T, config.n_envs),
+        seed=seeds.torch,  # the minibatch order
+    )
+
+
 def train_jax(
     config: Config,
     seeds: Seeds,
@@ -201,8 +228,6 @@ def train_jax(
     call. The jax extra is imported only here."""
     from parllel.jax import JaxHandler
     from parllel.jax.agents import build_actor_critic_agent
-    from parllel.jax.algos import PPO as JaxPPO
-    from parllel.jax.algos import adam as jax_adam
 
     agent = build_actor_critic_agent(
         cage.spaces.observation, cage.spaces.action, seed=seeds.torch, **network_options
@@ -218,21 +243,7 @@ def train_jax(
         seed=seeds.eval_envs,
         observation_normalizer=observation_normalizer,
     )
-    ppo = JaxPPO(
-        agent,
-        jax_adam(config.learning_rate, eps=config.adam_eps),
-        learning_rate=linear_schedule(config.learning_rate, 0.0),
-        clip_range=config.clip_range,
-        value_clip_range=config.value_clip_range,
-        value_loss_coef=config.value_loss_coef,
-        entropy_coef=config.entropy_coef,
-        max_grad_norm=config.max_grad_norm,
-        epochs=config.epochs,
-        minibatches=config.minibatches,
-        normalize_advantage=True,
-        batch_shape=(config.batch_T, config.n_envs),
-        seed=seeds.torch,  # the minibatch order
-    )
+    ppo = build_jax_ppo(config, agent, seeds)
     runner = OnPolicyRunner(
         sampler,
         ppo,
@@ -249,23 +260,115 @@ def train_jax(
     return run.train(runner, close=(cage, eval_cage, sampler.sample_tree))
 
 
-def main(config: Config, resume: str | None = None) -> dict:
-    torch.set_num_threads(1)
-    n_eval = config.run.eval_episodes
-    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
-    run = config.run.start("mujoco-ppo", config, seeds, resume)
+def train_seeds(
+    config: Config, resume: str | None, env_factory: Any, network_options: dict
+) -> list[dict]:
+    """``--seeds K``: K runs (master seeds ``seed .. seed + K - 1``) in one
+    program: one cage of K x n_envs envs, each seeded from its run's seeds,
+    observation and reward statistics per run, one vmapped policy step and
+    one vmapped PPO update; each run writes an ordinary run directory inside
+    the group directory (docs/seeds.md). No evaluation (training returns)."""
+    from parllel.jax.agents import build_actor_critic_agent
+    from parllel.jax.algos import SeededPPO
+    from parllel.jax.seeds import RunView, SeededHandler, SeedStack
+    from parllel.patterns.seeds import start_seed_runs
+    from parllel.runners.seeds import SeedsRunner
+    from parllel.transforms import PerRunObservations, PerRunTransform
 
+    K, B = config.seeds, config.n_envs
+    runs = start_seed_runs(
+        config.run, "mujoco-ppo", config, seeds=K, master=config.seed,
+        n_envs=B, resume=resume,
+    )  # fmt: skip
+    # every run's envs in one cage: run k owns columns k * B .. (k + 1) * B
+    cage = build_cages(
+        env_factory, K * B, parallel=config.parallel, seed=runs.env_seeds
+    )
+    stack = SeedStack(  # each run's agent from its own seeds, params stacked [K, ...]
+        [
+            build_actor_critic_agent(
+                cage.spaces.observation,
+                cage.spaces.action,
+                seed=s.torch,
+                **network_options,
+            )  # fmt: skip
+            for s in runs.seeds
+        ]
+    )
+    handler = SeededHandler(stack, B, seeds=[s.actions for s in runs.seeds])
+    sample_tree = build_sample_tree(cage, handler, config.batch_T)  # [T, K * B]
+    # observation and reward statistics per run: a run never sees another's
+    observation_normalizer = PerRunObservations(
+        [add_obs_normalization(sample_tree, clip=config.obs_clip) for _ in range(K)],
+        B,
+    )
+    rewards = PerRunTransform(
+        sample_tree,
+        lambda tree: Compose(
+            add_reward_normalization(tree, config.gamma, clip=config.reward_clip)
+        ),
+        K,
+        fields=("reward", "terminated", "truncated"),
+        writes=("reward",),
+    )
+    transform = Compose(
+        [
+            rewards,
+            *add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda),
+        ]
+    )
+    sampler = FeedForwardSampler(
+        cage,
+        handler,
+        sample_tree,
+        transform=transform,
+        observation_normalizer=observation_normalizer,
+    )
+    seeded = SeededPPO(  # every run's update in one compiled call
+        [build_jax_ppo(config, a, s) for a, s in zip(stack.agents, runs.seeds)],
+        stack,
+        envs_per_run=B,
+        seeds=[s.master for s in runs.seeds],
+    )
+    runner = SeedsRunner(
+        sampler,
+        seeded,
+        config.total_steps,
+        runs.seed_runs(
+            lambda k: {
+                "model": RunView(stack, k),
+                "ppo": seeded.run_state(k),
+                "reward_normalizer": rewards.runs[k],
+                "observation_normalizer": observation_normalizer.runs[k],
+            },
+            handler.action_key,
+        ),
+        config_keys=["env_id", "n_envs", "batch_T", "hidden_sizes", "backend", "seeds"],
+        **runs.runner_options(config.total_steps),
+    )
+    return runs.train(runner, close=(cage, sample_tree))
+
+
+def main(config: Config, resume: str | None = None) -> dict | list[dict]:
+    torch.set_num_threads(1)
     # environments and a Gaussian actor-critic: separate 64x64 tanh trunks,
     # orthogonal initialization, a state-independent log-std
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
-    cage = build_cages(
-        env_factory, config.n_envs, parallel=config.parallel, seed=seeds.envs
-    )
     network_options = dict(
         hidden_sizes=config.hidden_sizes,
         shared_trunk=False,
         init_log_std=config.init_log_std,
         orthogonal_init=True,
+    )
+    if config.seeds > 1:
+        if config.backend != "jax":
+            raise ConfigError("--seeds K runs with --backend jax")
+        return train_seeds(config, resume, env_factory, network_options)
+    n_eval = config.run.eval_episodes
+    seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
+    run = config.run.start("mujoco-ppo", config, seeds, resume)
+    cage = build_cages(
+        env_factory, config.n_envs, parallel=config.parallel, seed=seeds.envs
     )
     if config.backend == "jax":
         return train_jax(config, seeds, run, cage, env_factory, network_options)
