@@ -38,6 +38,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 # the documented calls of each listed module, cheap enough for a test; ``tmp``
 # is a scratch directory
 CALLS = {
+    "parllel.jax": """
+import gymnasium as gym
+import numpy as np
+from parllel.jax import JaxHandler
+from parllel.jax.agents import build_actor_critic_agent
+from parllel.jax.algos import PPO, adam
+agent = build_actor_critic_agent(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), seed=0)
+PPO(agent, adam(1e-3))
+JaxHandler(agent, n_envs=2, seed=0).example_outputs(np.zeros(3, np.float32))
+""",
     "parllel.torch": """
 from parllel.torch.algos import PPO, ActorCriticEvaluator
 from parllel.torch.models import build_actor_critic
