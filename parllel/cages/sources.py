@@ -9,9 +9,11 @@ a line without showing it, or a pseudo-file such as ``<dynamic-code>``.
 :func:`collect_sources` gathers, in the parent, the source lines of those
 files from the parent's :mod:`linecache`; :meth:`CodeSources.install`
 registers them in the worker's, so ``traceback`` shows the user's lines.
-Code compiled under a pseudo-file name (``<...>``) whose every function is
-found at its line in the main script is renamed to the script's path in the
-worker, so the traceback names the user's file and line.
+The worker's copies of the code get back the file names the parent's code
+has: cloudpickle (3.1 and newer) names every code object it sends
+``<dynamic-code>``. Code compiled under a pseudo-file name (``<...>``) whose
+every function is found at its line in the main script is named with the
+script's path, so the traceback names the user's file and line.
 """
 
 from __future__ import annotations
@@ -38,11 +40,13 @@ class CodeSources:
     Args:
         lines: file name (as the worker's code objects will have it) -> its
             lines, each ending in a newline.
-        renames: pseudo-file name (``<...>``) -> the main script's path.
+        files: a code object's (name, first line) -> the file name its
+            traceback shows (the parent's file name, or the main script's
+            path for code compiled under a pseudo-file name).
     """
 
     lines: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
-    renames: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    files: Mapping[tuple[str, int], str] = dataclasses.field(default_factory=dict)
 
     def install(self, *objects: Any) -> None:
         """Register the lines in this process's :mod:`linecache` and rename
@@ -51,10 +55,10 @@ class CodeSources:
         for name, lines in self.lines.items():
             # mtime None: linecache.checkcache keeps the entry as it is
             linecache.cache[name] = (sum(map(len, lines)), None, list(lines), name)
-        if not self.renames:
+        if not self.files:
             return
         for function in _functions(objects):
-            function.__code__ = _renamed(function.__code__, self.renames)
+            function.__code__ = _renamed(function.__code__, self.files)
 
 
 def collect_sources(*objects: Any) -> CodeSources:
@@ -76,18 +80,18 @@ def collect_sources(*objects: Any) -> CodeSources:
         for code in _codes(function.__code__):
             codes.setdefault((code.co_filename, script), []).append(code)
     lines: dict[str, list[str]] = {}
-    renames: dict[str, str] = {}
+    files: dict[tuple[str, int], str] = {}
     for (filename, script), found in codes.items():
         if script is not None and filename.startswith("<"):
             script_lines = linecache.getlines(script)
             if script_lines and all(_defined_at(script_lines, c) for c in found):
-                renames[filename] = script
                 filename = script
+        files.update({(c.co_name, c.co_firstlineno): filename for c in found})
         if filename == script or not os.path.isfile(filename):
             source = linecache.getlines(filename)
             if source:
                 lines[filename] = source
-    return CodeSources(lines, renames)
+    return CodeSources(lines, files)
 
 
 def _defined_at(lines: list[str], code: types.CodeType) -> bool:
@@ -109,13 +113,16 @@ def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
             yield from _codes(constant)
 
 
-def _renamed(code: types.CodeType, renames: Mapping[str, str]) -> types.CodeType:
-    """``code`` with its and its nested code objects' file names renamed."""
+def _renamed(
+    code: types.CodeType, files: Mapping[tuple[str, int], str]
+) -> types.CodeType:
+    """``code`` with its and its nested code objects' file names set to the
+    names ``files`` records for them."""
     consts = tuple(
-        _renamed(c, renames) if isinstance(c, types.CodeType) else c
+        _renamed(c, files) if isinstance(c, types.CodeType) else c
         for c in code.co_consts
     )
-    filename = renames.get(code.co_filename, code.co_filename)
+    filename = files.get((code.co_name, code.co_firstlineno), code.co_filename)
     return code.replace(co_filename=filename, co_consts=consts)
 
 
