@@ -49,7 +49,9 @@ Last line: one JSON object with ``ppo_minibatch_us_{contender}`` and
 ``{algo}_compile_s_{contender}`` (the first call's seconds, compilation
 included; SB3 and SBX: their ``learn`` that fills the buffer and trains
 once), ``sac_update_vs_flop_floor`` and the figures behind it.
-Usage: python benchmarks/learner_speed.py [--quick] [--repeats N]
+``--quick``: tiny shapes, one round, torch.compile tracing only (its ``eager``
+backend), for the test that runs every benchmark's quick mode.
+Usage: python benchmarks/learner_speed.py [--quick] [--repeats N] [--algos ppo,sac]
 """
 
 from __future__ import annotations
