@@ -46,6 +46,13 @@ EXPECTED_KEYS = {
         "image16_check_fraction",
         "worst_check_fraction",
     },
+    "many_seeds.py": {
+        "ppo_seeds8_vs_seeds1_wall",
+        "ppo_seeds4_vs_seeds1_wall",
+        "ppo_seeds8_vs_8_separate_runs_wall",
+        "ppo_seeds8_return_median",
+        "ppo_separate8_return_median",
+    },
     "sampler_throughput.py": {
         "cartpole_ff_serial_sps",
         "cartpole_ff_process_sps",
@@ -207,6 +214,7 @@ NEEDS = {
     "multiagent_bench.py": ("supersuit",),  # and mpe2 (the examples extra)
     "train_mujoco.py": ("stable_baselines3", "mujoco"),  # and the mujoco extra
     "mujoco_table.py": ("mujoco",),
+    "many_seeds.py": ("jax", "mujoco"),  # the jax and mujoco extras
     "handler_step.py": ("jax", "flax"),  # the jax extra
     "atari_throughput.py": ("ale_py", "cv2"),  # the atari extra
     "atari_learning.py": ("ale_py", "cv2", "stable_baselines3"),
@@ -224,6 +232,7 @@ SLOW = {
     "async_bench.py",
     "sampler_throughput.py",
     "mujoco_table.py",  # two --quick runs of the MuJoCo PPO example
+    "many_seeds.py",  # five JAX runs of the MuJoCo PPO example, in 3 starts
     "atari_throughput.py",  # every Pong contender, process cages and the CNN
     "atari_learning.py",  # PPO on Breakout, parllel and SB3
     "device_check.py",  # process cages of every section, PPO runs

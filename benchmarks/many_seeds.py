@@ -1,0 +1,161 @@
+"""K seeds in one program against one seed and against K separate processes.
+
+PPO on HalfCheetah-v4 with CleanRL's settings (examples/mujoco/train_ppo.py
+--backend jax: 8 envs x 256 steps per batch, 10 epochs x 32 minibatches,
+observation and reward normalization per run), a fixed number of env steps
+per run. Every figure is the wall time of the example script started as a
+user starts it (a fresh process: imports, env creation, compilation
+included):
+
+- ``ppo_seeds{K}_wall_s``: ``--seeds K`` (K = 4, 8), one program;
+- ``ppo_seeds1_wall_s``: one ordinary run (``--seeds 1``);
+- ``ppo_separate8_wall_s``: 8 ordinary runs (``--seed 0`` .. ``--seed 7``)
+  started at once as 8 processes, until the last one ends;
+
+and the ratios ``ppo_seeds8_vs_seeds1_wall``, ``ppo_seeds4_vs_seeds1_wall``
+and ``ppo_seeds8_vs_8_separate_runs_wall``. Each run's final
+``train/return_mean`` is read from its ``progress.csv``: their medians
+(``ppo_seeds8_return_median``, ``ppo_separate8_return_median``) say whether
+the seeds learned what separate runs learn. The single and separate runs
+evaluate once at the end (one episode), the seed runs do not.
+
+SAC has no seed axis yet: ``sac_seeds8_vs_seeds1_wall`` is left out (the
+reason is printed).
+
+    python benchmarks/many_seeds.py            # 20 batches per run
+    python benchmarks/many_seeds.py --quick    # a smoke run (K = 2 for 4 and 8)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import print_result, ratio
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "examples" / "mujoco" / "train_ppo.py"
+
+
+def _command(run_root: Path, quick: bool, steps: int, *flags: str) -> list[str]:
+    return [
+        sys.executable,
+        str(SCRIPT),
+        *(["--quick"] if quick else []),
+        "--backend",
+        "jax",
+        "--total-steps",
+        str(steps),
+        "--console",
+        "plain",
+        "--run-root",
+        str(run_root),
+        "--eval-episodes",
+        "1",
+        *flags,
+    ]
+
+
+def _environment() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+    }
+
+
+def timed(commands: list[list[str]]) -> float:
+    """Wall seconds of ``commands`` started at once, until the last ends."""
+    start = time.perf_counter()
+    processes = [
+        subprocess.Popen(
+            command,
+            env=_environment(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for command in commands
+    ]
+    for process in processes:
+        _, stderr = process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"{' '.join(commands[0])} failed:\n{stderr[-3000:]}")
+    return time.perf_counter() - start
+
+
+def final_returns(run_root: Path) -> list[float]:
+    """The last ``train/return_mean`` of every run directory under ``run_root``."""
+    from parllel.logging.csv_sink import read_progress
+
+    values = []
+    for csv in sorted(run_root.rglob("seed*/logs/progress.csv")) + sorted(
+        p
+        for p in run_root.glob("mujoco-ppo-2*/logs/progress.csv")
+        if "seeds" not in str(p)
+    ):
+        column = read_progress(csv).get("train/return_mean")
+        if column is not None and len(column):
+            values.append(float(column[-1]))
+    return values
+
+
+def median(values: list[float]) -> float | None:
+    import statistics
+
+    return statistics.median(values) if values else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tiny smoke run")
+    parser.add_argument(
+        "--batches", type=int, default=20, help="PPO batches per run (2048 steps each)"
+    )
+    args = parser.parse_args()
+    # --quick: one batch of the example's --quick preset per run, and K = 2
+    # stands in for 4 and 8 (the keys are there; the figures mean nothing)
+    steps = 256 if args.quick else args.batches * 2048
+    stand_in = {1: 1, 4: 2, 8: 2} if args.quick else {1: 1, 4: 4, 8: 8}
+    result: dict[str, object] = {"steps_per_run": steps, "quick": args.quick}
+    with tempfile.TemporaryDirectory() as temporary:
+        root = Path(temporary)
+        walls: dict[int, float] = {}
+        for K in (1, 4, 8):
+            measured = stand_in[K]
+            if measured not in walls:
+                run_root = root / f"seeds{measured}"
+                walls[measured] = timed(
+                    [_command(run_root, args.quick, steps, "--seeds", str(measured))]
+                )
+            walls[K] = walls[measured]
+            result[f"ppo_seeds{K}_wall_s"] = round(walls[K], 2)
+        returns = final_returns(root / f"seeds{stand_in[8]}")
+        result["ppo_seeds8_return_median"] = median(returns)
+        separate_root = root / "separate"
+        separate = timed(
+            [
+                _command(separate_root, args.quick, steps, "--seed", str(seed))
+                for seed in range(stand_in[8])
+            ]
+        )
+        result["ppo_separate8_wall_s"] = round(separate, 2)
+        result["ppo_separate8_return_median"] = median(final_returns(separate_root))
+    result["ppo_seeds8_vs_seeds1_wall"] = ratio(walls[8], walls[1])
+    result["ppo_seeds4_vs_seeds1_wall"] = ratio(walls[4], walls[1])
+    result["ppo_seeds8_vs_8_separate_runs_wall"] = ratio(walls[8], separate)
+    print(
+        "sac_seeds8_vs_seeds1_wall: left out, SAC has no seed axis yet "
+        "(parllel.jax.algos.SeededPPO is PPO's)",
+        file=sys.stderr,
+    )
+    print_result(result)
+
+
+if __name__ == "__main__":
+    main()
