@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from parllel.cages import build_cages
-from parllel.errors import ConfigError
+from parllel.errors import ConfigError, SeedRunStoppedWarning
 from parllel.jax.agents import build_actor_critic_agent
 from parllel.jax.algos import PPO, SeededPPO, adam
 from parllel.jax.seeds import RunView, SeededHandler, SeedStack
@@ -26,7 +26,7 @@ from parllel.plot import plot_learning_curve
 from parllel.runners.seeds import SeedsRunner
 from parllel.runtime.checkpoint import load_latest_checkpoint
 from parllel.samplers import FeedForwardSampler
-from parllel.transforms import Compose
+from parllel.transforms import Compose, Transform
 
 K, B, T = 2, 2, 16
 
@@ -41,7 +41,25 @@ def make_env() -> gym.Env:
     return gym.make("CartPole-v1")
 
 
-def build(run_root: Path, resume: str | None = None, normalize: bool = False) -> Any:
+class PoisonRun1(Transform):
+    """Sets run 1's advantages to NaN in the second batch."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, sample_tree: Any) -> Any:
+        self.calls += 1
+        if self.calls == 2:
+            sample_tree["advantage"][:, B] = np.nan
+        return sample_tree
+
+
+def build(
+    run_root: Path,
+    resume: str | None = None,
+    normalize: bool = False,
+    poison: bool = False,
+) -> Any:
     config = Config()
     settings = RunSettings(
         run_root=str(run_root),
@@ -67,7 +85,10 @@ def build(run_root: Path, resume: str | None = None, normalize: bool = False) ->
     handler = SeededHandler(stack, B, seeds=[s.actions for s in runs.seeds])
     sample_tree = build_sample_tree([cage], handler, T)
     transform = Compose(
-        add_advantage_estimation(sample_tree, 0.99, 0.95, normalize=normalize)
+        [
+            *add_advantage_estimation(sample_tree, 0.99, 0.95, normalize=normalize),
+            *([PoisonRun1()] if poison else []),
+        ]
     )
     sampler = FeedForwardSampler([cage], handler, sample_tree, transform=transform)
     ppos = [
@@ -75,7 +96,11 @@ def build(run_root: Path, resume: str | None = None, normalize: bool = False) ->
         for agent, s in zip(stack.agents, runs.seeds)
     ]
     seeded = SeededPPO(
-        ppos, stack, envs_per_run=B, seeds=[s.master for s in runs.seeds]
+        ppos,
+        stack,
+        envs_per_run=B,
+        seeds=[s.master for s in runs.seeds],
+        on_nonfinite="stop_run" if poison else "stop_all",
     )
     runner = SeedsRunner(
         sampler,
@@ -123,6 +148,21 @@ def test_runs_write_ordinary_directories_and_resume(tmp_path: Path) -> None:
     for directory in resumed.directories:
         progress = read_progress(directory.progress_csv)
         assert list(progress["step"]) == [T * B, 2 * T * B, 3 * T * B, 4 * T * B]
+
+
+@pytest.mark.slow
+def test_a_failing_run_stops_alone(tmp_path: Path) -> None:
+    runs, runner, close = build(tmp_path, poison=True)
+    with pytest.warns(SeedRunStoppedWarning, match="seed 6"):
+        results = runs.train(runner, close=close)
+    assert results[1] == {} and "algo/policy_loss" in results[0]
+    healthy, failed = runs.directories
+    assert list(read_progress(healthy.progress_csv)["step"])[-1] == 3 * T * B
+    assert list(read_progress(failed.progress_csv)["step"]) == [T * B]
+    stopped = failed.read_metadata()["stopped"]
+    assert stopped["env_steps"] == 2 * T * B and "seed 6" in stopped["error"]
+    _, state = load_latest_checkpoint(failed.checkpoints_dir)
+    assert state["runner"]["env_steps"] == 2 * T * B  # its last finite weights
 
 
 @pytest.mark.slow
