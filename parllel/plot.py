@@ -149,7 +149,16 @@ def plot_seed_runs(
             present = ~np.isnan(run[name])
             axis.plot(run[x][present], run[name][present], linewidth=0.6, alpha=0.3)
         steps, middle, low, high = seed_band(runs, name, x)
-        axis.plot(steps, middle, color="black", linewidth=1.8, label="median")
+        few = len(steps) < 20  # a short run: its points shown
+        axis.plot(
+            steps,
+            middle,
+            color="black",
+            linewidth=1.8,
+            marker="o" if few else None,
+            markersize=3,
+            label="median",
+        )
         axis.fill_between(steps, low, high, alpha=0.25, linewidth=0, label="range")
         axis.set_ylabel(name)
         axis.grid(True, alpha=0.3)

@@ -77,3 +77,29 @@ def test_missing_matplotlib_gives_clear_error(tmp_path, monkeypatch):
     with pytest.raises(MissingDependencyError, match="pip install matplotlib"):
         plot_learning_curve(run.path)
     assert main([str(run.path)]) == 2
+
+
+@needs_matplotlib
+def test_plot_of_a_seed_group_draws_median_and_range(tmp_path):
+    from parllel.logging.csv_sink import read_progress
+    from parllel.plot import plot_learning_curve, seed_band, seed_run_dirs
+
+    group = tmp_path / "group"
+    for seed in range(3):
+        run = RunDirectory.create(group, f"seed{seed}")
+        with CsvSink(run.progress_csv) as sink:
+            for update in range(4):
+                sink.log(
+                    (update + 1) * 256, {"train/return_mean": seed * 10.0 + update}
+                )
+    runs = seed_run_dirs(group)
+    assert len(runs) == 3
+    steps, middle, low, high = seed_band(
+        [read_progress(r / "logs" / "progress.csv") for r in runs], "train/return_mean"
+    )
+    assert list(steps) == [256, 512, 768, 1024]
+    assert list(middle) == [10, 11, 12, 13] and list(low) == [0, 1, 2, 3]
+    assert list(high) == [20, 21, 22, 23]
+    path = plot_learning_curve(group)
+    assert path == group / "learning_curve.png"
+    assert path.read_bytes()[:8] == PNG_MAGIC
