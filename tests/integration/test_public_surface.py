@@ -16,7 +16,9 @@ import pytest
 
 import parllel
 
-PUBLIC_NAME_BUDGET = 172  # 265 before issue 28; RunSettings came with the examples; the JAX backend 21
+PUBLIC_NAME_BUDGET = (
+    172  # 265 before issue 28; RunSettings came with the examples; the JAX backend 21
+)
 
 # names a package imports on first use, with the package they need
 LAZY = {
