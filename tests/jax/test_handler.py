@@ -6,6 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 import jax
 import numpy as np
+import pytest
 
 from parllel import fields
 from parllel.cages import SerialCage
@@ -15,6 +16,8 @@ from parllel.jax.models import build_actor_critic
 from parllel.patterns import add_advantage_estimation, build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.transforms import Compose
+
+pytestmark = pytest.mark.usefixtures("shared_compilations")
 
 
 def _agent(action_space: gym.Space) -> ActorCriticAgent:

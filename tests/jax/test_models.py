@@ -27,6 +27,8 @@ torch_models = pytest.importorskip("parllel.torch.models")
 torch_distributions = pytest.importorskip("parllel.torch.distributions")
 torch_dist_base = pytest.importorskip("parllel.torch.distributions.base")
 
+pytestmark = pytest.mark.usefixtures("shared_compilations")
+
 BOX4 = gym.spaces.Box(-1.0, 1.0, (4,))
 CASES = [
     (BOX4, gym.spaces.Discrete(2), {}),

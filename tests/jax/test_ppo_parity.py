@@ -20,6 +20,8 @@ torch = pytest.importorskip("torch")
 torch_models = pytest.importorskip("parllel.torch.models")
 torch_algos = pytest.importorskip("parllel.torch.algos")
 
+pytestmark = pytest.mark.usefixtures("shared_compilations")
+
 T, B = 8, 4
 OBS = gym.spaces.Box(-1.0, 1.0, (3,))
 
