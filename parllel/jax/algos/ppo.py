@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from parllel import fields
-from parllel.arrays import Array
 from parllel.errors import (
     ConfigError,
     NonFiniteLossError,
     ShapeError,
-    TreeStructureError,
 )
 from parllel.jax.algos.optimizers import (
     clip_grad_norm,
@@ -25,8 +22,17 @@ from parllel.jax.algos.optimizers import (
     learning_rate_of,
     set_learning_rate,
 )
+from parllel.jax.algos.ppo_batch import (
+    PolicyData,
+    minibatch_permutations,
+    read_policy_batch,
+)
+from parllel.jax.algos.ppo_math import (
+    explained_variance,
+    masked_mean,
+    normalized_advantage,
+)
 from parllel.jax.models.params import load_params, params_to_numpy
-from parllel.tree.utils import tree_to_builtin
 from parllel.validation import check_at_least, check_count, check_positive
 
 __all__ = ["PPO", "minibatch_permutations"]
@@ -34,68 +40,6 @@ __all__ = ["PPO", "minibatch_permutations"]
 Schedule = Callable[[float], float]
 
 _STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-
-
-class _Data(NamedTuple):
-    """The batch as the compiled update reads it, every leaf ``[N, ...]``."""
-
-    observation: Any
-    action: Any
-    advantage: Any
-    return_: Any
-    old_log_prob: Any
-    old_value: Any
-    valid: Any  # bool [N] or None
-
-
-def minibatch_permutations(key: jax.Array, epochs: int, samples: int) -> jax.Array:
-    """The sample order of each epoch, ``[epochs, samples]`` (int32), from ``key``.
-
-    PPO splits each row into its minibatches in order (``row.reshape(minibatches,
-    -1)``), as the torch PPO chunks its ``randperm``. Pass the result (or any
-    such array) to ``PPO.optimize(batch, permutations=...)`` to fix the order.
-    """
-    keys = jax.random.split(key, epochs)
-    return jax.vmap(lambda k: jax.random.permutation(k, samples))(keys).astype(
-        jnp.int32
-    )
-
-
-def _masked_mean(x: Any, mask: Any) -> Any:
-    if mask is None:
-        return x.mean()
-    total = jnp.where(mask, x, jnp.zeros((), x.dtype))
-    return total.sum() / jnp.maximum(mask.sum(), 1).astype(x.dtype)
-
-
-def _normalized(advantage: Any, mask: Any) -> Any:
-    """``(a - mean) / (std + 1e-8)`` over the valid entries, with the sample
-    std (``ddof=1``, torch's ``.std()``); fewer than two entries stay as they are."""
-    n = (
-        jnp.asarray(advantage.size, advantage.dtype)
-        if mask is None
-        else mask.sum().astype(advantage.dtype)
-    )
-    mean = _masked_mean(advantage, mask)
-    bessel = n / jnp.maximum(n - 1, 1)
-    std = jnp.sqrt(_masked_mean((advantage - mean) ** 2, mask) * bessel)
-    return jnp.where(n > 1, (advantage - mean) / (std + 1e-8), advantage)
-
-
-def _explained_variance(prediction: Any, target: Any, mask: Any) -> Any:
-    """``1 - Var(target - prediction) / Var(target)`` (n-1 variances; NaN if
-    the target is constant or has fewer than two entries)."""
-    if mask is None:
-        mask = jnp.ones(target.shape, bool)
-    n = mask.sum()
-
-    def var(x: Any) -> Any:
-        mean = jnp.where(mask, x, 0).sum() / jnp.maximum(n, 1)
-        return jnp.where(mask, (x - mean) ** 2, 0).sum() / jnp.maximum(n - 1, 1)
-
-    target_var = var(target)
-    ratio = 1.0 - var(target - prediction) / target_var
-    return jnp.where((n >= 2) & (target_var > 0), ratio, jnp.nan)
 
 
 def _check_positive_or_schedule(name: str, value: Any, allow_none: bool) -> None:
@@ -119,30 +63,6 @@ def _check_positive_or_schedule(name: str, value: Any, allow_none: bool) -> None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name} must be a number or a schedule; got {value!r}")
     check_positive(name, value)
-
-
-def _numpy(leaf: Any) -> np.ndarray:
-    return leaf.to_ndarray() if isinstance(leaf, Array) else np.asarray(leaf)
-
-
-def _field(batch: Mapping[str, Any], name: str) -> Any:
-    if name not in batch:
-        raise TreeStructureError(
-            f"the batch has no field {name!r} (fields: {list(batch)})"
-        )
-    return batch[name]
-
-
-def _agent_info(batch: Mapping[str, Any], name: str) -> Any:
-    info = batch.get(fields.AGENT_INFO)
-    if info is not None and name in info:
-        return info[name]
-    if name in batch:
-        return batch[name]
-    raise TreeStructureError(
-        f"the batch has no field {fields.AGENT_INFO}.{name} (nor {name}); the "
-        "agent must record it while sampling"
-    )
 
 
 class PPO:
@@ -312,52 +232,9 @@ class PPO:
         self.key = jax.random.wrap_key_data(jnp.asarray(state["key"]))
 
     # -- the update ---------------------------------------------------------------
-    def _data(self, batch: Mapping[str, Any]) -> _Data:
+    def _data(self, batch: Mapping[str, Any]) -> PolicyData:
         """The batch's fields as numpy ``[T * B, ...]`` views (no copy)."""
-        if fields.FRAMES in batch:
-            raise ConfigError(
-                "the JAX PPO reads whole observations; this batch stores one frame "
-                "per step (frame_stack): use parllel.torch's PPO"
-            )
-        advantage = _numpy(_field(batch, fields.ADVANTAGE))
-        if advantage.ndim != 2:
-            raise ShapeError(
-                f"{fields.ADVANTAGE} must be [T, B]; got {advantage.shape}"
-            )
-        T, B = advantage.shape
-        if (T * B) % self.minibatches:
-            raise ConfigError(
-                f"samples T * B = {T * B} does not split into {self.minibatches} "
-                "equal minibatches"
-            )
-
-        def flat(leaf: Any, name: str) -> np.ndarray:
-            array = _numpy(leaf)
-            if array.shape[:2] != (T, B):
-                hint = (
-                    " (pass the observation without its bootstrap row T)"
-                    if name == fields.OBSERVATION
-                    else ""
-                )
-                raise ShapeError(
-                    f"{name} has leading dims {array.shape[:2]}; expected [T, B] = "
-                    f"{(T, B)} like {fields.ADVANTAGE}{hint}"
-                )
-            return array.reshape(T * B, *array.shape[2:])
-
-        valid = batch.get(fields.VALID)
-        return _Data(
-            observation=tree_to_builtin(
-                _field(batch, fields.OBSERVATION),
-                lambda leaf: flat(leaf, fields.OBSERVATION),
-            ),
-            action=flat(_field(batch, fields.ACTION), fields.ACTION),
-            advantage=flat(advantage, fields.ADVANTAGE),
-            return_=flat(_field(batch, fields.RETURN), fields.RETURN),
-            old_log_prob=flat(_agent_info(batch, fields.LOG_PROB), fields.LOG_PROB),
-            old_value=flat(_agent_info(batch, fields.VALUE), fields.VALUE),
-            valid=None if valid is None else flat(valid, fields.VALID).astype(bool),
-        )
+        return read_policy_batch(batch, self.minibatches)
 
     def optimize(
         self,
@@ -457,7 +334,7 @@ class PPO:
         )
 
     def _loss(
-        self, params: Any, mb: _Data, clip_range: Any, value_clip_range: Any
+        self, params: Any, mb: PolicyData, clip_range: Any, value_clip_range: Any
     ) -> tuple[Any, Any]:
         evaluation = self.agent.evaluate(params, mb.observation, mb.action)
         mask = mb.valid
@@ -473,27 +350,27 @@ class PPO:
                 for x in (advantage, return_, old_log_prob, old_value)
             )
         if self.normalize_advantage:
-            advantage = _normalized(advantage, mask)
+            advantage = normalized_advantage(advantage, mask)
         log_ratio = evaluation.log_prob - old_log_prob
         ratio = jnp.exp(log_ratio)
         surrogate = jnp.minimum(
             ratio * advantage,
             jnp.clip(ratio, 1.0 - clip_range, 1.0 + clip_range) * advantage,
         )
-        policy_loss = -_masked_mean(surrogate, mask)
+        policy_loss = -masked_mean(surrogate, mask)
         value_error = (evaluation.value - return_) ** 2
         if value_clip_range is not None:
             clipped_value = old_value + jnp.clip(
                 evaluation.value - old_value, -value_clip_range, value_clip_range
             )
             value_error = jnp.maximum(value_error, (clipped_value - return_) ** 2)
-        value_loss = 0.5 * _masked_mean(value_error, mask)
+        value_loss = 0.5 * masked_mean(value_error, mask)
         loss = policy_loss + self.value_loss_coef * value_loss
-        entropy = _masked_mean(evaluation.entropy, mask)
+        entropy = masked_mean(evaluation.entropy, mask)
         if self.entropy_coef:
             loss = loss - self.entropy_coef * entropy
         ratio, log_ratio = jax.lax.stop_gradient((ratio, log_ratio))
-        approx_kl = _masked_mean((ratio - 1.0) - log_ratio, mask)
+        approx_kl = masked_mean((ratio - 1.0) - log_ratio, mask)
         clipped = (jnp.abs(ratio - 1.0) > clip_range).astype(ratio.dtype)
         stats = jax.lax.stop_gradient(
             jnp.stack(
@@ -502,7 +379,7 @@ class PPO:
                     value_loss,
                     entropy,
                     approx_kl,
-                    _masked_mean(clipped, mask),
+                    masked_mean(clipped, mask),
                 ]
             )
         )
@@ -513,7 +390,7 @@ class PPO:
         params: Any,
         opt_state: Any,
         key: jax.Array,
-        data: _Data,
+        data: PolicyData,
         learning_rate: Any,
         clip_range: Any,
         value_clip_range: Any,
@@ -587,7 +464,7 @@ class PPO:
         )
         final, _ = jax.lax.scan(step, initial, indices)
         params, opt_state = final.pop("params"), final.pop("opt_state")
-        final["explained_variance"] = _explained_variance(
+        final["explained_variance"] = explained_variance(
             data.old_value, data.return_, data.valid
         )
         final["learning_rate"] = (
