@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -33,11 +33,11 @@ from parllel.jax.algos.ppo_math import (
     normalized_advantage,
 )
 from parllel.jax.models.params import load_params, params_to_numpy
+from parllel.schedules import Schedule
 from parllel.validation import check_at_least, check_count, check_positive
 
 __all__ = ["PPO", "minibatch_permutations"]
 
-Schedule = Callable[[float], float]
 
 _STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 

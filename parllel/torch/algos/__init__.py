@@ -5,6 +5,7 @@ Every algorithm receives its optimizer (``PPO(evaluator, optimizer)``,
 :func:`build_sac_optimizer` build the usual ones.
 """
 
+from parllel.schedules import linear_schedule
 from parllel.torch.algos.dqn import DQN, epsilon_schedule
 from parllel.torch.algos.evaluator import ActorCriticEvaluator, PolicyEvaluator
 from parllel.torch.algos.multiagent import FlattenAgents, PerPolicy, flatten_agents
@@ -12,7 +13,6 @@ from parllel.torch.algos.optimizers import adam
 from parllel.torch.algos.ppo import PPO
 from parllel.torch.algos.sac import SAC
 from parllel.torch.algos.sac_setup import EntropyCoefficient, build_sac_optimizer
-from parllel.torch.algos.schedules import linear_schedule
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
 
 __all__ = [

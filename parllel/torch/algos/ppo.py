@@ -9,12 +9,12 @@ from typing import Any, overload
 import torch
 
 from parllel.errors import ConfigError
+from parllel.schedules import Schedule
 from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
 from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.frame_batch import refuse_frames
 from parllel.torch.algos.gradients import clip_grad_norm
-from parllel.torch.algos.schedules import Schedule
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
 from parllel.torch.utils import check_device, numpy_to_torch_tree
 from parllel.validation import check_at_least, check_count, check_positive
@@ -110,7 +110,7 @@ class PPO:
     start of each :meth:`optimize` (see :class:`VTraceCorrection`).
 
     Schedules are callables of training progress in ``[0, 1]`` (see
-    :mod:`parllel.torch.algos.schedules`). Progress is passed to
+    :mod:`parllel.schedules`). Progress is passed to
     :meth:`optimize`, or derived from ``total_updates`` and the number of
     calls so far.
 

@@ -1,4 +1,8 @@
-"""Hyperparameter schedules: plain callables of training progress in ``[0, 1]``."""
+"""Hyperparameter schedules: plain callables of training progress in ``[0, 1]``.
+
+Both backends' algorithms take them (``parllel.torch.algos.PPO``,
+``parllel.jax.algos.PPO``); they import nothing.
+"""
 
 from __future__ import annotations
 
