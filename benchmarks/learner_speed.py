@@ -22,7 +22,9 @@ Contenders, interleaved round by round, each figure the median over rounds:
   with its actor, critics and optimizer step compiled (SAC has no option:
   it did not measure 1.2x faster);
 - ``jax``: ``parllel.jax`` PPO (the whole update one compiled program) / SAC
-  (one compiled gradient step per call);
+  (one compiled gradient step per call); SAC also as ``jax_scan8``: eight
+  steps in one call (``lax.scan`` over eight stacked batches, what
+  ``SAC.optimize`` runs for eight updates), per step;
 - ``sb3``: Stable-Baselines3's ``PPO.train`` / ``SAC.train`` on a filled
   rollout / replay buffer (``sb3_no_validation``: the same with
   ``torch.distributions``' argument validation off, which SB3 leaves on;
@@ -386,8 +388,9 @@ def sac_torch(shapes: Shapes, quick: bool, compiled: bool) -> Contender:
     return first_call(lambda: sac.update(batch), 1)
 
 
-def sac_jax(shapes: Shapes, quick: bool) -> Contender:
-    """parllel.jax SAC: one compiled gradient step per call (K = 1)."""
+def sac_jax(shapes: Shapes, quick: bool, steps: int = 1) -> Contender:
+    """parllel.jax SAC: ``steps`` compiled gradient steps per call (one
+    ``lax.scan``)."""
     if not have("parllel.jax.algos.sac"):
         raise Skip("parllel.jax SAC does not import here (the jax extra)")
 
@@ -405,8 +408,8 @@ def sac_jax(shapes: Shapes, quick: bool) -> Contender:
         seed=0,
         tau=0.005,
     )
-    batches = SacBatch.stack([sac_replay_batch(shapes, to_torch=False)])
-    return first_call(lambda: sac.update_batches(batches), 1)
+    batches = SacBatch.stack([sac_replay_batch(shapes, to_torch=False)] * steps)
+    return first_call(lambda: sac.update_batches(batches), steps)
 
 
 def sac_peer(shapes: Shapes, library: str, validate: bool = True) -> Contender:
@@ -529,6 +532,7 @@ def build_contenders(
             "torch_eager": lambda: sac_torch(shapes, quick, compiled=False),
             "torch_compiled": lambda: sac_torch(shapes, quick, compiled=True),
             "jax": lambda: sac_jax(shapes, quick),
+            "jax_scan8": lambda: sac_jax(shapes, quick, steps=8),
             "sb3": lambda: sac_peer(shapes, "stable_baselines3"),
             "sb3_no_validation": lambda: sac_peer(
                 shapes, "stable_baselines3", validate=False
@@ -572,7 +576,9 @@ def measure(
     rounds = {name: timed(c, calls) for name, c in contenders.items()}
     medians = interleaved_medians({**rounds, **(extra or {})}, repeats)
     key = "ppo_minibatch_us" if algo == "ppo" else "sac_step_us"
-    for name in (*CONTENDERS, "sb3_no_validation"):
+    for name in (*CONTENDERS, "sb3_no_validation", "jax_scan8"):
+        if name == "jax_scan8" and algo == "ppo":
+            continue
         us = medians.get(name)
         result[f"{key}_{name}"] = None if us is None else round(us, 1)
         if name in contenders:
@@ -611,7 +617,9 @@ def main() -> None:
     floor_us = sac["floor"]
     rate = flops / floor_us * 1e6
     ours = {
-        k: v for k, v in sac.items() if k in ("torch_eager", "torch_compiled", "jax")
+        k: v
+        for k, v in sac.items()
+        if k in ("torch_eager", "torch_compiled", "jax", "jax_scan8")
     }
     best = min(ours, key=ours.__getitem__)
     result.update(
