@@ -246,9 +246,10 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     from parllel.patterns.seeds import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
 
+    n_eval = config.run.eval_episodes  # eval envs per run, one episode each
     runs = start_seed_runs(
         config.run, "cartpole-ppo", config, seeds=config.seeds,
-        master=config.seed, n_envs=config.n_envs, resume=resume,
+        master=config.seed, n_envs=config.n_envs, n_eval_envs=n_eval, resume=resume,
     )  # fmt: skip
     # every run's envs in one cage: run k owns columns k * n_envs .. (k + 1) * n_envs
     cage = build_cages(
@@ -267,6 +268,14 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
         add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda)
     )
     sampler = FeedForwardSampler(cage, handler, sample_tree, transform=transform)
+    # every run's deterministic episodes in one eval cage, run k's envs together
+    eval_sampler, eval_cage = build_eval_sampler(
+        make_env,
+        SeededHandler(stack, n_eval, seeds=[seeds.actions for seeds in runs.seeds]),
+        config.seeds * n_eval,
+        config.seeds * n_eval,
+        seed=runs.eval_env_seeds,
+    )
     ppos = [
         JaxPPO(
             agent,
@@ -300,9 +309,9 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
             handler.action_key,
         ),
         config_keys=["n_envs", "batch_T", "hidden_sizes", "backend", "seeds"],
-        **runs.runner_options(config.total_steps),
+        **runs.runner_options(config.total_steps, eval_sampler, n_eval),
     )
-    return runs.train(runner, close=(cage, sample_tree))
+    return runs.train(runner, close=(cage, eval_cage, sample_tree))
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:

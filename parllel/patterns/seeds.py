@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from parllel.runners.callbacks import Stateful
     from parllel.runners.seeds import SeedRun, SeedsRunner
     from parllel.runtime.backends import StatefulGenerator
+    from parllel.samplers.protocols import EvalSource
 
 __all__ = ["SeedRuns", "start_seed_runs"]
 
@@ -123,6 +124,11 @@ class SeedRuns:
         """Every run's env seeds, run after run (the cage's ``seed=``)."""
         return [seed for seeds in self.seeds for seed in seeds.envs]
 
+    @property
+    def eval_env_seeds(self) -> list[int]:
+        """Every run's eval env seeds, run after run (the eval cage's ``seed=``)."""
+        return [seed for seeds in self.seeds for seed in seeds.eval_envs]
+
     def seed_runs(
         self,
         objects: Callable[[int], Mapping[str, Stateful]],
@@ -144,12 +150,26 @@ class SeedRuns:
             for run, (seeds, directory) in enumerate(zip(self.seeds, self.directories))
         ]
 
-    def runner_options(self, total_steps: int) -> dict[str, Any]:
+    def runner_options(
+        self,
+        total_steps: int,
+        eval_sampler: EvalSource | None = None,
+        eval_envs_per_run: int = 1,
+    ) -> dict[str, Any]:
         """A :class:`~parllel.runners.seeds.SeedsRunner`'s keyword arguments
         that are not its algorithm's: the console (median over the runs, also
-        the group's ``progress.csv``), config, log and checkpoint intervals."""
+        the group's ``progress.csv``), config, log and checkpoint intervals;
+        with ``eval_sampler`` (``eval_envs_per_run`` envs of each run), that
+        and the evaluation interval."""
         settings = self.settings
-        return {
+        options: dict[str, Any] = {}
+        if eval_sampler is not None:
+            options = {
+                "eval_sampler": eval_sampler,
+                "eval_interval_steps": settings.eval_interval_steps,
+                "eval_envs_per_run": eval_envs_per_run,
+            }
+        return options | {
             "console": build_run_logger(
                 self.group,
                 total_steps,

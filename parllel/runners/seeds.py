@@ -35,7 +35,7 @@ from parllel.runtime.backends import StatefulGenerator
 from parllel.runtime.checkpoint import capture_rng_state, restore_rng_state
 from parllel.runtime.run_directory import RunDirectory
 from parllel.samplers.base import BatchSampler
-from parllel.samplers.protocols import TrainingSampler
+from parllel.samplers.protocols import EvalSource, TrainingSampler
 from parllel.transforms import (
     Compose,
     NormalizeAdvantage,
@@ -146,6 +146,13 @@ class SeedsRunner:
         config: the resolved config (saved in every checkpoint).
         config_keys: config keys that must match on resume.
         console: a logger for the median over the runs (e.g. the terminal).
+        eval_sampler: evaluates every run at once (e.g. an
+            :class:`~parllel.samplers.EvalSampler` with a
+            :class:`~parllel.jax.seeds.SeededHandler` of ``eval_envs_per_run``
+            envs per run); each run's episodes give its ``eval/...`` metrics.
+        eval_interval_steps: env steps between evaluations (also one at the end).
+        eval_envs_per_run: the eval envs of each run (their columns, in run
+            order, as the training envs').
         episode_window: train episodes averaged in each run's statistics.
         handle_interrupt: stop gracefully on the first Ctrl-C or SIGTERM.
 
@@ -166,6 +173,9 @@ class SeedsRunner:
         config: Mapping[str, Any] | None = None,
         config_keys: Sequence[str] | None = None,
         console: Logger | None = None,
+        eval_sampler: EvalSource | None = None,
+        eval_interval_steps: int | None = None,
+        eval_envs_per_run: int = 1,
         episode_window: int = 100,
         handle_interrupt: bool = True,
     ) -> None:
@@ -194,6 +204,10 @@ class SeedsRunner:
         self.config = dict(config or {})
         self.config_keys = config_keys
         self.console = console
+        self.eval_sampler = eval_sampler
+        self.eval_interval_steps = eval_interval_steps
+        self.eval_envs_per_run = int(eval_envs_per_run)
+        self._eval: list[dict[str, float]] = [{} for _ in runs]
         self.handle_interrupt = bool(handle_interrupt)
         self.train_stats = [
             EpisodeStats(window=episode_window, prefix="train/") for _ in runs
@@ -240,9 +254,17 @@ class SeedsRunner:
         self.stop_signals = interrupts.received
         self._start = clock()
         self._last_log = (self._start, self.env_steps)
-        next_log = self.env_steps
+        # the next event of each schedule is the next multiple of its interval,
+        # so a resumed group keeps the cadence of the one it continues
+        next_log, next_eval, next_checkpoint = (
+            (self.env_steps // interval + 1) * interval if interval else 0
+            for interval in (
+                self.log_interval_steps,
+                self.eval_interval_steps,
+                self.checkpoint_interval_steps,
+            )
+        )
         interval = self.checkpoint_interval_steps
-        next_checkpoint = (self.env_steps // interval + 1) * interval if interval else 0
         with interrupts:
             while not (self.finished or self._stop) and self.active_runs:
                 batch, traj_infos = self.sampler.collect_batch()
@@ -256,8 +278,20 @@ class SeedsRunner:
                         self._windows[run].add(values)
                 self._report_stopped()
                 done = self.finished or self._stop or not self.active_runs
+                evaluate = self.eval_sampler is not None and (
+                    (done and not self.interrupted)  # Ctrl-C: save quickly
+                    or (
+                        self.eval_interval_steps is not None
+                        and self.env_steps >= next_eval
+                    )
+                )
+                if evaluate:
+                    self.evaluate()
+                    every = self.eval_interval_steps or 1
+                    next_eval = (self.env_steps // every + 1) * every
                 if (
-                    self.log_interval_steps is None
+                    evaluate
+                    or self.log_interval_steps is None
                     or self.env_steps >= next_log
                     or done
                 ):
@@ -306,10 +340,12 @@ class SeedsRunner:
                 continue
             metrics = {f"algo/{k}": v for k, v in self._windows[run].take().items()}
             metrics.update(self.train_stats[run].metrics())
+            metrics.update(self._eval[run])
             metrics.update(shared)
             per_run.append(metrics)
             if record.logger is not None:
                 record.logger.log(self.env_steps, metrics)
+        self._eval = [{} for _ in self.runs]  # logged once
         if self.console is not None:
             active = [m for m in per_run if m]
             keys = set().union(*active) if active else set()
@@ -321,6 +357,17 @@ class SeedsRunner:
                 },
             )
         return per_run
+
+    def evaluate(self) -> list[dict[str, float]]:
+        """Evaluate every run now (its episodes: env ``// eval_envs_per_run``);
+        return each run's ``eval/...`` metrics (also logged with the next line)."""
+        if self.eval_sampler is None:
+            raise ConfigError("no eval_sampler was given to the runner")
+        stats = [EpisodeStats(window=10**9, prefix="eval/") for _ in self.runs]
+        for traj in self.eval_sampler.collect():
+            stats[traj.env_index // self.eval_envs_per_run].extend([traj])
+        self._eval = [s.metrics() for s in stats]
+        return self._eval
 
     # -- checkpoints ---------------------------------------------------------------
     def _run_state(self, run: int) -> dict[str, Any]:
