@@ -267,7 +267,7 @@ def train_seeds(
     program: one cage of K x n_envs envs, each seeded from its run's seeds,
     observation and reward statistics per run, one vmapped policy step and
     one vmapped PPO update; each run writes an ordinary run directory inside
-    the group directory (docs/seeds.md). No evaluation (training returns)."""
+    the group directory (docs/seeds.md)."""
     from parllel.jax.agents import build_actor_critic_agent
     from parllel.jax.algos import SeededPPO
     from parllel.jax.seeds import RunView, SeededHandler, SeedStack
@@ -275,10 +275,10 @@ def train_seeds(
     from parllel.runners.seeds import SeedsRunner
     from parllel.transforms import PerRunObservations, PerRunTransform
 
-    K, B = config.seeds, config.n_envs
+    K, B, n_eval = config.seeds, config.n_envs, config.run.eval_episodes
     runs = start_seed_runs(
         config.run, "mujoco-ppo", config, seeds=K, master=config.seed,
-        n_envs=B, resume=resume,
+        n_envs=B, n_eval_envs=n_eval, resume=resume,
     )  # fmt: skip
     # every run's envs in one cage: run k owns columns k * B .. (k + 1) * B
     cage = build_cages(
@@ -324,6 +324,15 @@ def train_seeds(
         transform=transform,
         observation_normalizer=observation_normalizer,
     )
+    # every run's deterministic episodes (one per eval env) with its statistics
+    eval_sampler, eval_cage = build_eval_sampler(
+        env_factory,
+        SeededHandler(stack, n_eval, seeds=[s.actions for s in runs.seeds]),
+        K * n_eval,
+        K * n_eval,
+        seed=runs.eval_env_seeds,
+        observation_normalizer=PerRunObservations(observation_normalizer.runs, n_eval),
+    )
     seeded = SeededPPO(  # every run's update in one compiled call
         [build_jax_ppo(config, a, s) for a, s in zip(stack.agents, runs.seeds)],
         stack,
@@ -344,9 +353,9 @@ def train_seeds(
             handler.action_key,
         ),
         config_keys=["env_id", "n_envs", "batch_T", "hidden_sizes", "backend", "seeds"],
-        **runs.runner_options(config.total_steps),
+        **runs.runner_options(config.total_steps, eval_sampler, n_eval),
     )
-    return runs.train(runner, close=(cage, sample_tree))
+    return runs.train(runner, close=(cage, eval_cage, sample_tree))
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:
