@@ -175,6 +175,12 @@ class SAC:
         )(agent.actor_params, agent.critic_params, self.log_alpha)
         self.updates_done = 0
         self.last_td_error: np.ndarray | None = None
+        self._metric_names = (
+            "q1_loss", "q2_loss", "q1", "q2", "target_q", "alpha", "actor_stepped",
+            "pi_loss", "entropy",
+            *(("alpha_loss",) if self.learn_alpha else ()),
+            *(() if max_grad_norm is None else ("critic_grad_norm", "actor_grad_norm")),
+        )  # fmt: skip
         self._with_keys = jax.jit(self._scan_with_keys)
         self._with_noise = jax.jit(self._scan_with_noise)
 
@@ -287,9 +293,10 @@ class SAC:
 
     def _update(
         self, state: _State, batch: SacBatch, noise: Any
-    ) -> tuple[_State, dict[str, Any]]:
+    ) -> tuple[_State, tuple[Any, Any]]:
         """One update; ``noise [1 + policy_delay, batch, A]``: the target's, then
-        each actor step's."""
+        each actor step's. Returns the new state and ``(the scalar metrics as a
+        vector in the order of _metric_names, |TD error| [batch])``."""
         metrics: dict[str, Any] = {}
         parts = (state.actor, state.log_alpha, state.actor_opt, state.alpha_opt)
         if self.policy_delay == 1:
@@ -330,6 +337,11 @@ class SAC:
         )
         metrics.update(actor_metrics)
         metrics.update(alpha=jnp.exp(log_alpha), actor_stepped=stepped)
+        td_error = metrics.pop("td_error")
+        # the scalars as one vector: one transfer to the host per call
+        vector = jnp.stack(
+            [jnp.asarray(metrics[n], jnp.float32) for n in self._metric_names]
+        )
         new_state = _State(
             actor,
             critic,
@@ -340,7 +352,7 @@ class SAC:
             alpha_opt,
             state.updates_done + 1,
         )
-        return new_state, metrics
+        return new_state, (vector, td_error)
 
     def _noise_shape(self, batch: SacBatch) -> tuple[int, ...]:
         batch_size = batch.reward.shape[-1]
@@ -373,7 +385,7 @@ class SAC:
             actor_opt,
             critic_opt,
             alpha_opt,
-            jnp.asarray(self.updates_done, jnp.int32),
+            np.int32(self.updates_done),
         )
 
     def update_batches(self, batches: SacBatch, noise: Any = None) -> dict[str, Any]:
@@ -401,7 +413,10 @@ class SAC:
         else:
             new_state, metrics = self._with_noise(state, batches, noise)
             key = self.key
-        metrics = jax.device_get(metrics)
+        vectors, td_errors = jax.device_get(metrics)
+        metrics = {name: vectors[:, i] for i, name in enumerate(self._metric_names)}
+        metrics["actor_stepped"] = metrics["actor_stepped"] != 0
+        metrics["td_error"] = td_errors
         self._check_finite(metrics)
         self.key = key
         self.agent.actor_params, self.agent.critic_params = new_state[:2]
