@@ -120,7 +120,8 @@ class SeedsRunner:
     env steps of its own, so ``total_steps`` is per run, as a single run's.
     Every ``log_interval_steps`` each run's logger gets that run's metrics
     (its episodes, its algorithm metrics over the window, the program's
-    throughput), and ``console`` (if given) the median over the runs. Every
+    throughput), and ``console`` (if given) the median over the runs, with
+    the range of every ``*return_mean`` (``seeds/<key>_min``, ``_max``). Every
     ``checkpoint_interval_steps`` (and at the end) each run writes a
     checkpoint to its own directory in a single run's format.
 
@@ -349,13 +350,14 @@ class SeedsRunner:
         if self.console is not None:
             active = [m for m in per_run if m]
             keys = set().union(*active) if active else set()
-            self.console.log(
-                self.env_steps,
-                {
-                    key: median(m[key] for m in active if key in m)
-                    for key in sorted(keys)
-                },
-            )
+            summary = {
+                key: median(m[key] for m in active if key in m) for key in sorted(keys)
+            }
+            for key in sorted(k for k in keys if k.endswith("return_mean")):
+                values = [m[key] for m in active if key in m]
+                summary[f"seeds/{key}_min"] = min(values)
+                summary[f"seeds/{key}_max"] = max(values)
+            self.console.log(self.env_steps, summary)
         return per_run
 
     def evaluate(self) -> list[dict[str, float]]:
