@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
@@ -190,7 +191,8 @@ class SeedRuns:
     ) -> list[dict[str, float]]:
         """Resume if asked, train, close every logger and ``close``, plot the
         runs (median and range); print how it ended (as a single run's
-        script) and return each run's last metrics."""
+        script, with the median over the runs) and return each run's last
+        metrics."""
         from parllel.plot import plot_learning_curve
 
         outcome = TrainingOutcome(self.group.path, self.directories[0].checkpoints_dir)
@@ -216,7 +218,15 @@ class SeedRuns:
             outcome.stop_signal = int(runner.stop_signals[-1])
         outcome.env_steps, outcome.total_steps = runner.env_steps, runner.total_steps
         outcome.interrupted = runner.interrupted
-        outcome.summary = dict(results[0]) if results else {}
+        finished = [metrics for metrics in results if metrics]
+        outcome.summary = (
+            {  # what the script prints: the median over the runs
+                key: median(metrics[key] for metrics in finished if key in metrics)
+                for key in finished[0]
+            }
+            if finished
+            else {}
+        )
         if outcome.resume_error is None and not outcome.stopped_at_once:
             try:
                 plot_learning_curve(self.group.path)
