@@ -39,23 +39,35 @@ def test_example_quick(tmp_path, script, extra):
     check_exported_policy(run_dirs[0], 1_024, "DQN")
 
 
-@pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     "name, flags",
     [
         # the synchronous runner's resume is tested in the default run by
         # tests/runners/test_off_policy_runner.py; the example's by this one
-        pytest.param("pendulum/train_sac.py", [], marks=pytest.mark.slow),
-        ("pendulum/train_sac.py", ["--async"]),
         pytest.param(
-            "mujoco/train_sac.py", ["--console", "plain"], marks=pytest.mark.slow
+            "pendulum/train_sac.py",
+            [],
+            marks=[pytest.mark.slow, pytest.mark.timeout(120)],
         ),
-        # the JAX SAC (no policy.pt): Pendulum in the default run
-        ("pendulum/train_sac.py", ["--backend", "jax"]),
+        pytest.param(
+            "pendulum/train_sac.py", ["--async"], marks=pytest.mark.timeout(120)
+        ),
+        pytest.param(
+            "mujoco/train_sac.py",
+            ["--console", "plain"],
+            marks=[pytest.mark.slow, pytest.mark.timeout(120)],
+        ),
+        # the JAX SAC (no policy.pt; importing JAX and compiling take their
+        # time): Pendulum in the default run
+        pytest.param(
+            "pendulum/train_sac.py",
+            ["--backend", "jax"],
+            marks=pytest.mark.timeout(240),
+        ),
         pytest.param(
             "mujoco/train_sac.py",
             ["--console", "plain", "--backend", "jax"],
-            marks=pytest.mark.slow,
+            marks=[pytest.mark.slow, pytest.mark.timeout(240)],
         ),
     ],
 )
@@ -65,17 +77,18 @@ def test_sac_example_resumes(tmp_path, name, flags):
     jax = "jax" in flags
     if jax:
         pytest.importorskip("jax", reason="needs the jax extra")
+    limit = 220 if jax else 110  # seconds per run
     script = str(EXAMPLES / name)
     first = subprocess.run(
         [sys.executable, script, "--quick", *flags], cwd=tmp_path, capture_output=True,
-        text=True, timeout=110, env=ENV,
+        text=True, timeout=limit, env=ENV,
     )  # fmt: skip
     assert first.returncode == 0, first.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     again = subprocess.run(
         [sys.executable, script, "--quick", "--total-steps", "600", "--resume",
          str(run_dir)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=110, env=ENV,
+        cwd=tmp_path, capture_output=True, text=True, timeout=limit, env=ENV,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert "after 600 steps" in again.stdout.splitlines()[-1]
