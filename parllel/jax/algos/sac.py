@@ -4,23 +4,21 @@ compiled ``lax.scan`` (critic, actor, alpha and target update per step)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
 from parllel.jax.agents.sac_agent import SacAgent
-from parllel.jax.algos.optimizers import clip_grad_norm
 from parllel.jax.algos.sac_setup import (
     EntropyCoefficient,
     SacOptimizers,
     build_sac_optimizers,
 )
+from parllel.jax.algos.sac_update import SacBatch, SacState, SacUpdate
 from parllel.jax.models.params import load_params, params_to_numpy
-from parllel.replays.transitions import ReplayBatch
 from parllel.replays.updates import Replay, UpdateCount, takes_priorities
 from parllel.seeding import check_seed
 from parllel.validation import check_count, check_fraction, check_positive
@@ -30,50 +28,6 @@ __all__ = ["SAC", "EntropyCoefficient", "SacBatch", "build_sac_optimizers"]
 _TAG = 0x5AC  # folded into the seed's key: SAC's noise, not the agent's init
 _ACTOR_METRICS = ("pi_loss", "alpha_loss", "entropy", "actor_grad_norm")
 _CHECKED = ("q1_loss", "q2_loss", "pi_loss", "alpha_loss")
-
-
-class SacBatch(NamedTuple):
-    """The fields of a :class:`~parllel.replays.ReplayBatch` an update reads,
-    ``[batch, ...]`` (or ``[K, batch, ...]`` for K updates)."""
-
-    observation: Any
-    action: Any
-    reward: Any
-    next_observation: Any
-    terminated: Any
-    discount: Any
-    weights: Any
-
-    @classmethod
-    def from_replay(cls, batch: ReplayBatch) -> SacBatch:
-        """The fields of a numpy ``ReplayBatch`` (float32 actions and rewards)."""
-        return cls(
-            batch.observation,
-            np.asarray(batch.action, np.float32),
-            np.asarray(batch.reward, np.float32),
-            batch.next_observation,
-            np.asarray(batch.terminated, bool),
-            np.asarray(batch.discount, np.float32),
-            np.asarray(batch.weights, np.float32),
-        )
-
-    @classmethod
-    def stack(cls, batches: list[ReplayBatch]) -> SacBatch:
-        """``K`` replay batches as one ``[K, batch, ...]`` batch."""
-        return jax.tree.map(
-            lambda *leaves: np.stack(leaves), *[cls.from_replay(b) for b in batches]
-        )
-
-
-class _State(NamedTuple):
-    actor: Any
-    critic: Any
-    target_critic: Any
-    log_alpha: Any
-    actor_opt: Any
-    critic_opt: Any
-    alpha_opt: Any
-    updates_done: Any
 
 
 class SAC:
@@ -175,209 +129,27 @@ class SAC:
         )(agent.actor_params, agent.critic_params, self.log_alpha)
         self.updates_done = 0
         self.last_td_error: np.ndarray | None = None
-        self._metric_names = (
-            "q1_loss", "q2_loss", "q1", "q2", "target_q", "alpha", "actor_stepped",
-            "pi_loss", "entropy",
-            *(("alpha_loss",) if self.learn_alpha else ()),
-            *(() if max_grad_norm is None else ("critic_grad_norm", "actor_grad_norm")),
-        )  # fmt: skip
-        self._with_keys = jax.jit(self._scan_with_keys)
-        self._with_noise = jax.jit(self._scan_with_noise)
+        self.program = SacUpdate(
+            agent,
+            optimizers,
+            tau=self.tau,
+            target_entropy=self.target_entropy,
+            learn_alpha=self.learn_alpha,
+            max_grad_norm=self.max_grad_norm,
+            policy_delay=self.policy_delay,
+        )
+        self._with_keys = jax.jit(self.program.scan_with_keys)
+        self._with_noise = jax.jit(self.program.scan_with_noise)
 
     @property
     def alpha(self) -> float:
         """The current entropy coefficient."""
         return float(jnp.exp(self.log_alpha))
 
-    # -- the compiled update ---------------------------------------------------
-    def _squashed(self, actor_params: Any, observation: Any, noise: Any) -> Any:
-        """Reparameterized actions and log-probs with the standard-normal ``noise``."""
-        distribution = self.agent.distribution
-        dist_params = self.agent.dist_params(actor_params, observation)
-        mean, log_std = distribution.gaussian.mean_and_log_std(dist_params)
-        u = mean + jnp.exp(log_std) * noise
-        log_prob = distribution._log_prob_pre_squash(u, dist_params)
-        return distribution.squash(u), log_prob
-
-    def _min_q(self, critic_params: Any, observation: Any, action: Any) -> Any:
-        q = self.agent.q_values(critic_params, observation, action)  # [2, batch]
-        return jnp.minimum(q[0], q[1])
-
-    def _target_q(self, state: _State, batch: SacBatch, noise: Any) -> Any:
-        next_action, next_log_prob = self._squashed(
-            state.actor, batch.next_observation, noise
-        )
-        q_next = self._min_q(state.target_critic, batch.next_observation, next_action)
-        soft_value = q_next - jnp.exp(state.log_alpha) * next_log_prob
-        not_terminated = 1.0 - batch.terminated.astype(soft_value.dtype)
-        target = batch.reward + batch.discount * not_terminated * soft_value
-        return jax.lax.stop_gradient(target)
-
-    def _critic_loss(self, critic_params: Any, batch: SacBatch, target: Any) -> Any:
-        q = self.agent.q_values(critic_params, batch.observation, batch.action)
-        td = q - target  # [2, batch]
-        losses = 0.5 * jnp.mean(batch.weights * jnp.square(td), axis=-1)
-        return losses.sum(), (losses, q, td)
-
-    def _actor_loss(
-        self,
-        actor_params: Any,
-        log_alpha: Any,
-        critic_params: Any,
-        obs: Any,
-        noise: Any,
-    ) -> Any:
-        action, log_prob = self._squashed(actor_params, obs, noise)
-        q_new = self._min_q(jax.lax.stop_gradient(critic_params), obs, action)
-        alpha = jnp.exp(jax.lax.stop_gradient(log_alpha))
-        pi_loss = jnp.mean(alpha * log_prob - q_new)
-        log_prob = jax.lax.stop_gradient(log_prob)
-        alpha_loss = -jnp.mean(log_alpha * (log_prob + self.target_entropy))
-        if not self.learn_alpha:
-            alpha_loss = jnp.zeros_like(alpha_loss)
-        return pi_loss + alpha_loss, (pi_loss, alpha_loss, -jnp.mean(log_prob))
-
-    @staticmethod
-    def _step(optimizer: Any, grads: Any, opt_state: Any, params: Any) -> Any:
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
-
-    def _critic_step(
-        self, state: _State, batch: SacBatch, noise: Any, metrics: dict[str, Any]
-    ) -> tuple[Any, Any, Any]:
-        target = self._target_q(state, batch, noise)
-        grads, (losses, q, td) = jax.grad(self._critic_loss, has_aux=True)(
-            state.critic, batch, target
-        )
-        if self.max_grad_norm is not None:
-            grads, metrics["critic_grad_norm"] = clip_grad_norm(
-                grads, self.max_grad_norm
-            )
-        critic, critic_opt = self._step(
-            self.optimizers.critic, grads, state.critic_opt, state.critic
-        )
-        q_mean = q.mean(axis=-1)
-        metrics.update(
-            q1_loss=losses[0],
-            q2_loss=losses[1],
-            q1=q_mean[0],
-            q2=q_mean[1],
-            target_q=target.mean(),
-            td_error=0.5 * (jnp.abs(td[0]) + jnp.abs(td[1])),
-        )
-        return critic, critic_opt, metrics
-
-    def _actor_step(
-        self, parts: tuple[Any, Any, Any, Any], critic: Any, obs: Any, noise: Any
-    ) -> tuple[tuple[Any, Any, Any, Any], dict[str, Any]]:
-        actor, log_alpha, actor_opt, alpha_opt = parts
-        grad_fn = jax.grad(self._actor_loss, argnums=(0, 1), has_aux=True)
-        (actor_grads, alpha_grad), (pi_loss, alpha_loss, entropy) = grad_fn(
-            actor, log_alpha, critic, obs, noise
-        )
-        metrics = dict(pi_loss=pi_loss, entropy=entropy)
-        if self.learn_alpha:
-            metrics["alpha_loss"] = alpha_loss
-        if self.max_grad_norm is not None:
-            actor_grads, metrics["actor_grad_norm"] = clip_grad_norm(
-                actor_grads, self.max_grad_norm
-            )
-        actor, actor_opt = self._step(
-            self.optimizers.actor, actor_grads, actor_opt, actor
-        )
-        if self.learn_alpha:
-            log_alpha, alpha_opt = self._step(
-                self.optimizers.alpha, alpha_grad, alpha_opt, log_alpha
-            )
-        return (actor, log_alpha, actor_opt, alpha_opt), metrics
-
-    def _update(
-        self, state: _State, batch: SacBatch, noise: Any
-    ) -> tuple[_State, tuple[Any, Any]]:
-        """One update; ``noise [1 + policy_delay, batch, A]``: the target's, then
-        each actor step's. Returns the new state and ``(the scalar metrics as a
-        vector in the order of _metric_names, |TD error| [batch])``."""
-        metrics: dict[str, Any] = {}
-        parts = (state.actor, state.log_alpha, state.actor_opt, state.alpha_opt)
-        if self.policy_delay == 1:
-            # every loss on the parameters before this step, as one backward pass
-            parts, actor_metrics = self._actor_step(
-                parts, state.critic, batch.observation, noise[1]
-            )
-            critic, critic_opt, metrics = self._critic_step(
-                state, batch, noise[0], metrics
-            )
-            stepped = jnp.asarray(True)
-        else:
-            critic, critic_opt, metrics = self._critic_step(
-                state, batch, noise[0], metrics
-            )
-            stepped = state.updates_done % self.policy_delay == 0
-
-            def actor_steps(parts: Any) -> Any:
-                def one(carry: Any, step_noise: Any) -> Any:
-                    return self._actor_step(
-                        carry, critic, batch.observation, step_noise
-                    )
-
-                parts, history = jax.lax.scan(one, parts, noise[1:])
-                return parts, jax.tree.map(lambda x: x[-1], history)
-
-            def skip(parts: Any) -> Any:
-                shapes = jax.eval_shape(actor_steps, parts)[1]
-                return parts, jax.tree.map(
-                    lambda s: jnp.zeros(s.shape, s.dtype), shapes
-                )
-
-            parts, actor_metrics = jax.lax.cond(stepped, actor_steps, skip, parts)
-        actor, log_alpha, actor_opt, alpha_opt = parts
-        tau = self.tau
-        target_critic = jax.tree.map(
-            lambda t, c: t + tau * (c - t), state.target_critic, critic
-        )
-        metrics.update(actor_metrics)
-        metrics.update(alpha=jnp.exp(log_alpha), actor_stepped=stepped)
-        td_error = metrics.pop("td_error")
-        # the scalars as one vector: one transfer to the host per call
-        vector = jnp.stack(
-            [jnp.asarray(metrics[n], jnp.float32) for n in self._metric_names]
-        )
-        new_state = _State(
-            actor,
-            critic,
-            target_critic,
-            log_alpha,
-            actor_opt,
-            critic_opt,
-            alpha_opt,
-            state.updates_done + 1,
-        )
-        return new_state, (vector, td_error)
-
-    def _noise_shape(self, batch: SacBatch) -> tuple[int, ...]:
-        batch_size = batch.reward.shape[-1]
-        return (1 + self.policy_delay, batch_size, self.agent.action_dim)
-
-    def _scan_with_noise(self, state: _State, batches: SacBatch, noise: Any) -> Any:
-        return jax.lax.scan(lambda s, x: self._update(s, *x), state, (batches, noise))
-
-    def _scan_with_keys(self, state: _State, batches: SacBatch, key: Any) -> Any:
-        count = batches.reward.shape[0]
-        key, *keys = jax.random.split(key, count + 1)
-        shape = self._noise_shape(batches)
-
-        def body(state: _State, inputs: Any) -> Any:
-            batch, step_key = inputs
-            noise = jax.random.normal(step_key, shape, jnp.float32)
-            return self._update(state, batch, noise)
-
-        state, metrics = jax.lax.scan(body, state, (batches, jnp.stack(keys)))
-        return state, metrics, key
-
     # -- the host side ---------------------------------------------------------
-    def _state(self) -> _State:
+    def _state(self) -> SacState:
         actor_opt, critic_opt, alpha_opt = self.opt_states
-        return _State(
+        return SacState(
             self.agent.actor_params,
             self.agent.critic_params,
             self.target_critic,
@@ -414,7 +186,9 @@ class SAC:
             new_state, metrics = self._with_noise(state, batches, noise)
             key = self.key
         vectors, td_errors = jax.device_get(metrics)
-        metrics = {name: vectors[:, i] for i, name in enumerate(self._metric_names)}
+        metrics = {
+            name: vectors[:, i] for i, name in enumerate(self.program.metric_names)
+        }
         metrics["actor_stepped"] = metrics["actor_stepped"] != 0
         metrics["td_error"] = td_errors
         self._check_finite(metrics)
