@@ -105,7 +105,12 @@ class StopAtReturn(Callback):
         self.target = target
 
     def on_eval_end(self, runner, eval_metrics) -> None:
-        if self.target is not None and eval_metrics["eval/return_mean"] >= self.target:
+        mean = eval_metrics["eval/return_mean"]
+        if self.target is not None and mean >= self.target:
+            print(
+                f"eval return {mean:.1f} reached --target-return {self.target:g}: "
+                "training stops here (--target-return None trains to --total-steps)"
+            )
             runner.request_stop()
 
 

@@ -285,7 +285,6 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
             epochs=config.epochs,
             minibatches=config.minibatches,
             entropy_coef=config.entropy_coef,
-            normalize_advantage=False,
             seed=seeds.torch,
         )
         for agent, seeds in zip(stack.agents, runs.seeds)
@@ -318,7 +317,10 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     torch.set_num_threads(1)
     if config.seeds > 1:
         if config.backend != "jax" or config.async_sampling or config.vtrace:
-            raise ConfigError("--seeds K runs with --backend jax, synchronously")
+            raise ConfigError(
+                "--seeds K runs with --backend jax, synchronously: add --backend jax "
+                "(and leave out --async and --vtrace)"
+            )
         return train_seeds(config, resume)
     if config.backend == "jax" and (config.async_sampling or config.vtrace):
         raise ConfigError("--backend jax samples synchronously: no --async, --vtrace")

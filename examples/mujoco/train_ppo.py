@@ -371,7 +371,7 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     )
     if config.seeds > 1:
         if config.backend != "jax":
-            raise ConfigError("--seeds K runs with --backend jax")
+            raise ConfigError("--seeds K runs with --backend jax: add --backend jax")
         return train_seeds(config, resume, env_factory, network_options)
     n_eval = config.run.eval_episodes
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
