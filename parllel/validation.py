@@ -16,7 +16,13 @@ from typing import Any
 
 from parllel.errors import ConfigError
 
-__all__ = ["check_at_least", "check_count", "check_fraction", "check_positive"]
+__all__ = [
+    "check_at_least",
+    "check_count",
+    "check_fraction",
+    "check_positive",
+    "check_positive_or_schedule",
+]
 
 
 def check_positive(name: str, x: Any, *, allow_inf: bool = False) -> float:
@@ -59,3 +65,29 @@ def check_count(name: str, x: Any, minimum: int = 1) -> int:
     if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
         raise ConfigError(f"{name} must be an integer >= {minimum}; got {x!r}")
     return x
+
+
+def check_positive_or_schedule(name: str, value: Any, allow_none: bool = False) -> None:
+    """Check that ``value`` is a positive number or a schedule (a callable of
+    progress) positive at progress 0 and non-negative at 1; ``None`` only
+    where ``allow_none``."""
+    if value is None:
+        if not allow_none:
+            raise ConfigError(f"{name} must be given")
+        return
+    if callable(value):
+        try:
+            start, end = float(value(0.0)), float(value(1.0))
+        except Exception as exc:
+            raise ConfigError(
+                f"{name} schedule failed when called with progress 0 or 1: {exc!r}"
+            ) from exc
+        if not (start > 0 and end >= 0 and math.isfinite(start) and math.isfinite(end)):
+            raise ConfigError(
+                f"{name} schedule must give a positive value at progress 0 and a "
+                f"non-negative one at progress 1; got {start} and {end}"
+            )
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number or a schedule; got {value!r}")
+    check_positive(name, value)

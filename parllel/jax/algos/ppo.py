@@ -34,35 +34,17 @@ from parllel.jax.algos.ppo_math import (
 )
 from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.schedules import Schedule
-from parllel.validation import check_at_least, check_count, check_positive
+from parllel.validation import (
+    check_at_least,
+    check_count,
+    check_positive,
+    check_positive_or_schedule,
+)
 
 __all__ = ["PPO", "minibatch_permutations"]
 
 
 _STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-
-
-def _check_positive_or_schedule(name: str, value: Any, allow_none: bool) -> None:
-    if value is None:
-        if not allow_none:
-            raise ConfigError(f"{name} must be given")
-        return
-    if callable(value):
-        try:
-            start, end = float(value(0.0)), float(value(1.0))
-        except Exception as exc:
-            raise ConfigError(
-                f"{name} schedule failed when called with progress 0 or 1: {exc!r}"
-            ) from exc
-        if not (start > 0 and end >= 0 and math.isfinite(start) and math.isfinite(end)):
-            raise ConfigError(
-                f"{name} schedule must give a positive value at progress 0 and a "
-                f"non-negative one at progress 1; got {start} and {end}"
-            )
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number or a schedule; got {value!r}")
-    check_positive(name, value)
 
 
 class PPO:
@@ -144,9 +126,9 @@ class PPO:
                 "agent must have params and evaluate(params, observation, action); "
                 f"got {type(agent).__name__}"
             )
-        _check_positive_or_schedule("learning_rate", learning_rate, allow_none=True)
-        _check_positive_or_schedule("clip_range", clip_range, allow_none=False)
-        _check_positive_or_schedule("value_clip_range", value_clip_range, True)
+        check_positive_or_schedule("learning_rate", learning_rate, allow_none=True)
+        check_positive_or_schedule("clip_range", clip_range, allow_none=False)
+        check_positive_or_schedule("value_clip_range", value_clip_range, True)
         for name, value in (
             ("value_loss_coef", value_loss_coef),
             ("entropy_coef", entropy_coef),

@@ -17,7 +17,12 @@ from parllel.torch.algos.frame_batch import refuse_frames
 from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
 from parllel.torch.utils import check_device, numpy_to_torch_tree
-from parllel.validation import check_at_least, check_count, check_positive
+from parllel.validation import (
+    check_at_least,
+    check_count,
+    check_positive,
+    check_positive_or_schedule,
+)
 
 __all__ = ["PPO"]
 
@@ -58,29 +63,6 @@ def _explained_variance(
     if target_var <= 0:
         return math.nan
     return float(1.0 - (target - prediction).var() / target_var)
-
-
-def _check_positive_or_schedule(name: str, value: Any, allow_none: bool) -> None:
-    if value is None:
-        if not allow_none:
-            raise ConfigError(f"{name} must be given")
-        return
-    if callable(value):
-        try:
-            start, end = float(value(0.0)), float(value(1.0))
-        except Exception as exc:
-            raise ConfigError(
-                f"{name} schedule failed when called with progress 0 or 1: {exc!r}"
-            ) from exc
-        if not (start > 0 and end >= 0 and math.isfinite(start) and math.isfinite(end)):
-            raise ConfigError(
-                f"{name} schedule must give a positive value at progress 0 and a "
-                f"non-negative one at progress 1; got {start} and {end}"
-            )
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number or a schedule; got {value!r}")
-    check_positive(name, value)
 
 
 class PPO:
@@ -192,9 +174,9 @@ class PPO:
             raise ConfigError(
                 f"optimizer must be a torch.optim.Optimizer; got {type(optimizer).__name__}"
             )
-        _check_positive_or_schedule("learning_rate", learning_rate, allow_none=True)
-        _check_positive_or_schedule("clip_range", clip_range, allow_none=False)
-        _check_positive_or_schedule("value_clip_range", value_clip_range, True)
+        check_positive_or_schedule("learning_rate", learning_rate, allow_none=True)
+        check_positive_or_schedule("clip_range", clip_range, allow_none=False)
+        check_positive_or_schedule("value_clip_range", value_clip_range, True)
         for name, value in (
             ("value_loss_coef", value_loss_coef),
             ("entropy_coef", entropy_coef),
