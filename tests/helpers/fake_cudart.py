@@ -14,6 +14,11 @@ real GPU would show:
 - a non-blocking copy into page-locked host memory is deferred until an event
   of this fake (or ``device_synchronize``) waits for it, so a missing wait
   leaves stale data; a copy into unlocked memory is synchronous;
+- a copy to the device (an input, :func:`~parllel.torch.transfer._to_device`)
+  is never deferred: on a GPU the kernels that read it run after it in stream
+  order. On the CPU the fake device's memory is host memory, which may share
+  a page with a locked buffer (whole pages are registered), so deferring by
+  address alone would let the agent read an input before it lands;
 - unregistering memory that a deferred copy still writes is recorded in
   ``violations`` (a real device would write into unlocked pages).
 
@@ -98,17 +103,33 @@ class FakeCudart:
         self._finish()
 
     # -- the device ---------------------------------------------------------------
-    def copy(self, out: torch.Tensor, value: torch.Tensor, non_blocking: bool) -> None:
-        """``out.copy_(value)`` as the device would run it (module docstring)."""
+    def copy(
+        self,
+        out: torch.Tensor,
+        value: torch.Tensor,
+        non_blocking: bool,
+        to_device: bool = False,
+    ) -> None:
+        """``out.copy_(value)`` as the device would run it (module docstring);
+        ``to_device``: ``out`` is device memory (stream-ordered, never deferred)."""
         self.log.append("copy")
         if self.last_error:
             code = self.get_last_error()
             raise FakeCudaError(f"CUDA error {code} (pending from an earlier call)")
-        if non_blocking and self.is_locked(out):
+        if non_blocking and not to_device and self.is_locked(out):
             snapshot = value.clone()  # what the device holds when the copy is issued
             self.pending.append((out, lambda: out.copy_(snapshot)))
         else:
             out.copy_(value)
+
+    def to_device(self, leaf: Any, device: torch.device) -> Any:
+        """``transfer._to_device`` on the fake device: a fresh device tensor
+        and one non-blocking copy into it, stream-ordered (module docstring)."""
+        if not isinstance(leaf, torch.Tensor):
+            return leaf
+        out = torch.empty_like(leaf, device=device)
+        self.copy(out, leaf, non_blocking=True, to_device=True)
+        return out
 
     def is_locked(self, tensor: torch.Tensor) -> bool:
         """Whether ``tensor``'s memory lies in a registered range."""
@@ -140,6 +161,7 @@ class FakeCudart:
         """Route parllel's copies through this fake and make its registry
         the process's (until the test ends)."""
         monkeypatch.setattr(transfer, "_copy_leaf", self.copy)
+        monkeypatch.setattr(transfer, "_to_device", self.to_device)
         monkeypatch.setattr(page_locks, "_process_locks", (_pid(), self.locks))
         return self
 

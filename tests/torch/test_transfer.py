@@ -191,6 +191,27 @@ def test_close_waits_for_copies_in_flight_before_unlocking(cuda):
     assert cuda.log.index("sync") < len(cuda.log)
 
 
+def test_a_copy_to_the_device_lands_before_it_is_read_even_in_a_locked_page(
+    cuda: FakeCudart, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the CPU the fake device's memory is host memory, and a fresh input
+    tensor can share a page with a locked sample-tree buffer (whole pages are
+    registered): an input copy deferred until the wait was read by the agent
+    before it landed (a batch mismatch that came and went with the heap's
+    layout). On a GPU the kernels that read it run after it in stream order,
+    so the fake never defers a copy to the device."""
+    buffer = np.zeros(2 * PAGE // 4, np.float32)
+    moved = cuda.transfer()
+    moved.pin(buffer)
+    landing = torch.from_numpy(buffer[PAGE // 4 : PAGE // 4 + 4])  # a locked page
+    assert cuda.is_locked(landing)
+    monkeypatch.setattr(torch, "empty_like", lambda leaf, device=None: landing)
+    on_device = moved.to_device({"observation": torch.arange(4.0)})
+    assert on_device["observation"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    moved.close()
+    assert cuda.violations == [] and cuda.registered == {}
+
+
 def test_a_closed_handler_refuses_to_step_and_locks_nothing(cuda):
     box = gym.spaces.Box(-1, 1, (4,), np.float32)
     agent = ActorCriticAgent(*build_actor_critic(box, gym.spaces.Discrete(2)))
