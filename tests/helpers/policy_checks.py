@@ -31,7 +31,9 @@ def check_exported_policy(run_dir: Path, env_steps: int, algorithm: str) -> None
     # gives observations the policy reads
     trained = policy.trained_with
     env = make_env(
-        trained.get("env_factory") or trained["env_id"], env_id=trained.get("env_id")
+        trained.get("env_factory") or trained["env_id"],
+        env_id=trained.get("env_id"),
+        directory=run_dir,  # a recorded file path is relative to the run directory
     )
     try:
         observation, _ = env.reset(seed=0)
