@@ -7,7 +7,6 @@ import gymnasium as gym
 import jax
 import numpy as np
 import pytest
-from jax._src import compilation_cache
 
 from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
 from parllel.jax.agents.sac_agent import SacAgent, build_sac_agent
@@ -22,23 +21,9 @@ ACT = gym.spaces.Box(
 BATCH = 16
 
 
-@pytest.fixture(autouse=True, scope="module")
-def shared_compilations(tmp_path_factory):
-    """Programs compiled once per module: each SAC jits its own update, and
-    most tests here build the same one."""
-    options = {
-        "jax_compilation_cache_dir": str(tmp_path_factory.mktemp("xla_cache")),
-        "jax_persistent_cache_min_compile_time_secs": 0.0,
-        "jax_persistent_cache_min_entry_size_bytes": 0,
-    }
-    before = {name: getattr(jax.config, name) for name in options}
-    for name, value in options.items():
-        jax.config.update(name, value)
-    compilation_cache.reset_cache()  # read the settings again
-    yield
-    for name, value in before.items():
-        jax.config.update(name, value)
-    compilation_cache.reset_cache()
+# programs compiled once per module (tests/jax/conftest.py): each SAC jits
+# its own update, and most tests here build the same one
+pytestmark = pytest.mark.usefixtures("shared_compilations")
 
 
 class FakeReplay:
