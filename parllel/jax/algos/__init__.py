@@ -2,6 +2,7 @@
 runs in one call), :class:`SAC` (K updates in one call), optimizers with torch's semantics (:func:`adam`,
 :func:`clip_grad_norm`)."""
 
+from parllel.jax.algos.dqn import DQN
 from parllel.jax.algos.optimizers import adam, clip_grad_norm
 from parllel.jax.algos.ppo import PPO, minibatch_permutations
 from parllel.jax.algos.ppo_seeds import SeededPPO
@@ -9,6 +10,7 @@ from parllel.jax.algos.sac import SAC
 from parllel.jax.algos.sac_setup import EntropyCoefficient, build_sac_optimizers
 
 __all__ = [
+    "DQN",
     "PPO",
     "SAC",
     "EntropyCoefficient",
