@@ -7,6 +7,7 @@
     python examples/mujoco/train_ppo.py --backend jax           # the JAX PPO (the jax extra)
     python examples/mujoco/train_ppo.py --backend jax --seeds 8 # 8 seeds, one program
     python examples/mujoco/train_ppo.py --resume runs/mujoco-ppo-...
+    python examples/mujoco/train_ppo.py --preset cleanrl        # CleanRL-exact mode
     python examples/mujoco/train_ppo.py --help                  # every Config field is a flag
 
 Defaults are CleanRL's ``ppo_continuous_action.py``: 2048 samples per batch
@@ -28,6 +29,15 @@ The exported policy acts as in training with ``load_policy(run,
 clip_actions=True)``; ``python -m parllel.enjoy RUN`` plays this file's
 ``make_env`` (actions clipped).
 
+``--preset cleanrl`` is CleanRL's exact setup (its defaults; explicit flags
+still override them): 1 env x 2048 steps, truncation treated as termination
+(``--truncation-as-termination``), gymnasium 0.28's per-env normalizer
+rules (``--normalization gymnasium``: statistics per env, final observations
+counted, a prior count of 1e-4, the reward normalizer's running return
+restarted only at terminations) and the learning rate of each update taken
+before its batch (``--anneal-from-batch-start``). docs/training.md lists
+what each switch removes.
+
 The default env is HalfCheetah-v4, the version of CleanRL's published table
 (v4 runs with the installed mujoco; with a mujoco that no longer loads v4,
 pass ``--env-id HalfCheetah-v5``). Any gymnasium MuJoCo env id works.
@@ -38,8 +48,10 @@ the figure CleanRL reports. Writes a run directory under ``runs/``.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,11 +78,13 @@ from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
 from parllel.torch.models import build_actor_critic
-from parllel.transforms import Compose
+from parllel.transforms import Compose, PerRunObservations, PerRunTransform
 
 
 @dataclasses.dataclass
 class Config:
+    preset: Literal["default", "cleanrl"] = "default"
+    """the defaults: parllel's, or CleanRL's exact setup (CleanRLConfig)"""
     env_id: str = "HalfCheetah-v4"
     """gymnasium MuJoCo env id (v4 as CleanRL's table; v5 works too)"""
     seed: int = 0
@@ -107,6 +121,19 @@ class Config:
     """normalized observations are clipped to +-obs_clip"""
     reward_clip: float = 10.0
     """normalized rewards are clipped to +-reward_clip"""
+    truncation_as_termination: bool = False
+    """GAE treats time-limit truncations as terminations (CleanRL) instead of
+    bootstrapping them from the final observation's value"""
+    normalization: Literal["shared", "gymnasium"] = "shared"
+    """shared: one observation and one reward statistic over all envs, final
+    observations not counted, running returns reset at every episode end;
+    gymnasium: per env as gymnasium 0.28's NormalizeObservation/NormalizeReward
+    wrappers (CleanRL): final observations counted, prior count 1e-4, running
+    return restarted only at terminations"""
+    anneal_from_batch_start: bool = False
+    """the learning rate of each update is the schedule's value before its
+    batch (CleanRL: first update at the full rate, last at rate / iterations);
+    otherwise after it (the last update at 0)"""
     max_episode_steps: int | None = None
     """end episodes (truncate) after this many steps (None: the env's own limit)"""
     init_log_std: float = 0.0
@@ -141,6 +168,28 @@ QUICK = dict(
 """the --quick preset: a tiny smoke run"""
 
 
+@dataclasses.dataclass
+class CleanRLConfig(Config):
+    """``--preset cleanrl``: CleanRL's ``ppo_continuous_action.py`` exactly."""
+
+    preset: Literal["default", "cleanrl"] = "cleanrl"
+    """the defaults: parllel's, or CleanRL's exact setup"""
+    n_envs: int = 1
+    """environments stepped side by side (CleanRL: 1)"""
+    batch_T: int = 2048
+    """env steps per env per batch (CleanRL: 2048)"""
+    truncation_as_termination: bool = True
+    """GAE treats time-limit truncations as terminations (CleanRL)"""
+    normalization: Literal["shared", "gymnasium"] = "gymnasium"
+    """gymnasium 0.28's per-env normalizer rules (CleanRL)"""
+    anneal_from_batch_start: bool = True
+    """each update's learning rate from before its batch (CleanRL)"""
+
+
+GYMNASIUM_PRIOR_COUNT = 1e-4
+"""the count gymnasium's RunningMeanStd starts at (mean 0, variance 1)"""
+
+
 class ClipActionInBounds(gym.ActionWrapper):
     """Clips actions into the action space, which keeps its bounds.
 
@@ -168,19 +217,71 @@ def make_env(
     return ClipActionInBounds(env)
 
 
+def build_normalizers(config: Config, sample_tree: Any) -> tuple[Any, list, list]:
+    """The observation normalizer the sampler uses, the observation
+    normalizers to checkpoint (one, or one per env), and the reward
+    transforms. ``--normalization gymnasium`` keeps every env's statistics
+    apart, as a gymnasium wrapper inside each env does."""
+    if config.normalization == "shared":
+        observations = add_obs_normalization(sample_tree, clip=config.obs_clip)
+        rewards = add_reward_normalization(
+            sample_tree, config.gamma, clip=config.reward_clip
+        )
+        return observations, [observations], rewards
+    per_env = [
+        add_obs_normalization(
+            sample_tree,
+            clip=config.obs_clip,
+            count_final_observations=True,
+            prior_count=GYMNASIUM_PRIOR_COUNT,
+        )
+        for _ in range(config.n_envs)
+    ]
+
+    def env_rewards(tree: Any) -> Compose:
+        return Compose(
+            add_reward_normalization(
+                tree,
+                config.gamma,
+                clip=config.reward_clip,
+                reset="termination",
+                prior_count=GYMNASIUM_PRIOR_COUNT,
+            )
+        )
+
+    if config.n_envs == 1:
+        return per_env[0], per_env, [env_rewards(sample_tree)]
+    per_env_rewards = PerRunTransform(
+        sample_tree,
+        env_rewards,
+        config.n_envs,
+        fields=("reward", "terminated", "truncated"),
+        writes=("reward",),
+    )
+    return PerRunObservations(per_env, 1), per_env, [per_env_rewards]
+
+
 def build_sampling(
     config: Config, cage: Cage, handler: Any
-) -> tuple[FeedForwardSampler, Any, Any]:
+) -> tuple[FeedForwardSampler, Any, list]:
     """The batch buffer [T, B] and its transforms: observations normalized
     (and clipped) as they arrive; after each batch reward scaling and
     clipping, then GAE on the scaled rewards (advantages are standardized
     per minibatch by PPO). Returns the sampler, the transform and the
-    observation normalizer."""
+    observation normalizers to checkpoint (the first one also serves
+    evaluation and the exported policy)."""
     sample_tree = build_sample_tree(cage, handler, config.batch_T)
-    observation_normalizer = add_obs_normalization(sample_tree, clip=config.obs_clip)
+    observation_normalizer, normalizers, rewards = build_normalizers(
+        config, sample_tree
+    )
     transform = Compose(
-        add_reward_normalization(sample_tree, config.gamma, clip=config.reward_clip)
-        + add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda)
+        rewards
+        + add_advantage_estimation(
+            sample_tree,
+            config.gamma,
+            config.gae_lambda,
+            truncation_as_termination=config.truncation_as_termination,
+        )
     )
     sampler = FeedForwardSampler(
         cage,
@@ -189,7 +290,27 @@ def build_sampling(
         transform=transform,
         observation_normalizer=observation_normalizer,
     )
-    return sampler, transform, observation_normalizer
+    return sampler, transform, normalizers
+
+
+def normalizer_objects(normalizers: list) -> dict[str, Any]:
+    """Checkpoint entries of the observation normalizers (one per env with
+    ``--normalization gymnasium`` and several envs)."""
+    if len(normalizers) == 1:
+        return {"observation_normalizer": normalizers[0]}
+    return {f"observation_normalizer_{i}": n for i, n in enumerate(normalizers)}
+
+
+def learning_rate_schedule(config: Config) -> Any:
+    """Linear decay to 0 over the run; with ``anneal_from_batch_start`` each
+    update gets the value before its batch (CleanRL's ``1 - (i - 1) / n`` at
+    iteration ``i`` of ``n``; the runner's progress is counted after the
+    batch)."""
+    if not config.anneal_from_batch_start:
+        return linear_schedule(config.learning_rate, 0.0)
+    iterations = max(config.total_steps // (config.n_envs * config.batch_T), 1)
+    step = config.learning_rate / iterations
+    return linear_schedule(config.learning_rate + step, step)
 
 
 def build_jax_ppo(config: Config, agent: Any, seeds: Seeds) -> Any:
@@ -201,7 +322,7 @@ def build_jax_ppo(config: Config, agent: Any, seeds: Seeds) -> Any:
     return JaxPPO(
         agent,
         jax_adam(config.learning_rate, eps=config.adam_eps),
-        learning_rate=linear_schedule(config.learning_rate, 0.0),
+        learning_rate=learning_rate_schedule(config),
         clip_range=config.clip_range,
         value_clip_range=config.value_clip_range,
         value_loss_coef=config.value_loss_coef,
@@ -233,7 +354,7 @@ def train_jax(
         cage.spaces.observation, cage.spaces.action, seed=seeds.torch, **network_options
     )
     handler = JaxHandler(agent, n_envs=cage.n_envs, seed=seeds.actions)
-    sampler, transform, observation_normalizer = build_sampling(config, cage, handler)
+    sampler, transform, normalizers = build_sampling(config, cage, handler)
     n_eval = config.run.eval_episodes
     eval_sampler, eval_cage = build_eval_sampler(
         env_factory,
@@ -241,7 +362,7 @@ def train_jax(
         n_eval,
         n_eval,
         seed=seeds.eval_envs,
-        observation_normalizer=observation_normalizer,
+        observation_normalizer=normalizers[0],
     )
     ppo = build_jax_ppo(config, agent, seeds)
     runner = OnPolicyRunner(
@@ -252,12 +373,25 @@ def train_jax(
             "model": agent,  # its params
             "ppo": ppo,
             "transform": transform,
-            "observation_normalizer": observation_normalizer,
+            **normalizer_objects(normalizers),
         },
         config_keys=["env_id", "n_envs", "batch_T", "hidden_sizes", "backend"],
         **run.runner_options(config.total_steps, eval_sampler),
     )
-    return run.train(runner, close=(cage, eval_cage, sampler.sample_tree))
+    from parllel.jax.export import PolicyExport as JaxPolicyExport
+
+    return run.train(
+        runner,
+        close=(cage, eval_cage, sampler.sample_tree),
+        policy=JaxPolicyExport(  # writes policy.npz (plays in numpy), as below
+            agent,
+            normalizers[0],
+            env_id=config.env_id,
+            env_factory=f"{Path(__file__).resolve()}:make_env",
+            observation_space=cage.spaces.observation,
+            action_space=cage.spaces.action,
+        ),
+    )
 
 
 def train_seeds(
@@ -372,6 +506,11 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     if config.seeds > 1:
         if config.backend != "jax":
             raise ConfigError("--seeds K runs with --backend jax: add --backend jax")
+        if config.normalization != "shared":
+            raise ConfigError(
+                "--seeds K keeps statistics per run, not per env: run "
+                "--normalization gymnasium (--preset cleanrl) one seed at a time"
+            )
         return train_seeds(config, resume, env_factory, network_options)
     n_eval = config.run.eval_episodes
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
@@ -387,14 +526,14 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     agent = ActorCriticAgent(model, distribution)
     handler = TorchHandler(agent, n_envs=cage.n_envs, seed=seeds.actions)
 
-    sampler, transform, observation_normalizer = build_sampling(config, cage, handler)
+    sampler, transform, normalizers = build_sampling(config, cage, handler)
     eval_sampler, eval_cage = build_eval_sampler(
         env_factory,
         TorchHandler(agent, n_envs=n_eval),
         n_eval,
         n_eval,
         seed=seeds.eval_envs,
-        observation_normalizer=observation_normalizer,  # frozen while evaluating
+        observation_normalizer=normalizers[0],  # frozen while evaluating
     )
 
     # the algorithm
@@ -404,7 +543,7 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     ppo = PPO(
         ActorCriticEvaluator(model, distribution),
         optimizer,
-        learning_rate=linear_schedule(config.learning_rate, 0.0),
+        learning_rate=learning_rate_schedule(config),
         clip_range=config.clip_range,
         value_clip_range=config.value_clip_range,
         value_loss_coef=config.value_loss_coef,
@@ -424,7 +563,7 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
             "model": model,
             "ppo": ppo,
             "transform": transform,  # reward statistics
-            "observation_normalizer": observation_normalizer,
+            **normalizer_objects(normalizers),
         },
         config_keys=["env_id", "n_envs", "batch_T", "hidden_sizes"],
         **run.runner_options(config.total_steps, eval_sampler),
@@ -435,12 +574,27 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
         # python -m parllel.enjoy RUN plays make_env(env_id=...): clipped actions
         policy=PolicyExport(
             agent,
-            observation_normalizer,
+            normalizers[0],
             env_id=config.env_id,
             env_factory=f"{Path(__file__).resolve()}:make_env",
         ),
     )
 
 
+def parse(argv: list[str] | None = None) -> tuple[Config, str | None]:
+    """The config from the command line: ``--preset cleanrl`` makes CLEANRL's
+    values the defaults the other flags override."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    early = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    early.add_argument("--preset", choices=("default", "cleanrl"), default="default")
+    preset = early.parse_known_args(argv)[0].preset
+    config_type = CleanRLConfig if preset == "cleanrl" else Config
+    config, resume = parse_config(
+        config_type, quick=QUICK, description=__doc__, argv=argv
+    )
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(Config)}
+    return Config(**values), resume
+
+
 if __name__ == "__main__":
-    main(*parse_config(Config, quick=QUICK, description=__doc__))
+    main(*parse())

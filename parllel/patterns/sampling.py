@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from numpy.typing import DTypeLike
 
@@ -110,12 +110,24 @@ def add_advantage_estimation(
     *,
     normalize: bool = False,
     only_valid: bool = False,
+    truncation_as_termination: bool = False,
 ) -> list:
-    """GAE transforms (bootstrapping truncations), optionally normalizing advantages.
+    """GAE transforms, optionally normalizing advantages.
 
+    Truncated episodes are bootstrapped from the value of their final
+    observation; ``truncation_as_termination=True`` treats a truncation as a
+    termination instead (no bootstrap: CleanRL's ``next_done = terminated |
+    truncated``; the sample tree then needs no final observations).
     Returns the transforms to put in the pipeline, in order.
     """
-    transforms: list = [EstimateAdvantage(sample_tree, gamma, gae_lambda)]
+    transforms: list = [
+        EstimateAdvantage(
+            sample_tree,
+            gamma,
+            gae_lambda,
+            truncation_as_termination=truncation_as_termination,
+        )
+    ]
     if normalize:
         transforms.append(NormalizeAdvantage(sample_tree, only_valid=only_valid))
     return transforms
@@ -133,13 +145,23 @@ def add_obs_normalization(
 
 
 def add_reward_normalization(
-    sample_tree: ArrayDict, gamma: float, *, clip: float | None = None
+    sample_tree: ArrayDict,
+    gamma: float,
+    *,
+    clip: float | None = None,
+    reset: Literal["episode_end", "termination"] = "episode_end",
+    prior_count: float = 0.0,
 ) -> list:
     """Reward normalization by the running std of the discounted return, then clipping.
 
-    Put these before advantage estimation in the pipeline.
+    ``reset``: when each env's running return restarts (``"termination"``:
+    gymnasium 0.28's ``NormalizeReward``, CleanRL's; see
+    :class:`~parllel.transforms.NormalizeRewards`). Put these before
+    advantage estimation in the pipeline.
     """
-    transforms: list = [NormalizeRewards(sample_tree, gamma)]
+    transforms: list = [
+        NormalizeRewards(sample_tree, gamma, reset=reset, prior_count=prior_count)
+    ]
     if clip is not None:
         transforms.append(ClipRewards(sample_tree, clip))
     return transforms

@@ -29,10 +29,18 @@ class ObservationNormalizer(Protocol):
 
     :class:`~parllel.transforms.NormalizeObservations` is one: samplers
     normalize each freshly written observation with it, and evaluation
-    freezes its statistics.
+    freezes its statistics. ``count_final_observations``: whether the final
+    observations of ended episodes count in its statistics too (merged before
+    the next episode's first observation, as a per-env gymnasium wrapper sees
+    them); otherwise they are normalized without being counted.
     """
 
     frozen: bool
+
+    @property
+    def count_final_observations(self) -> bool:
+        """Whether final observations count in the statistics."""
+        ...
 
     def normalize(
         self, observation: Any, update: bool = False, env_indices: Any = None
@@ -247,19 +255,39 @@ def finish_step(
 
     ``stepped``: rows whose ``observation[t + 1]`` was written (all in
     auto-reset mode). Final observations of ended episodes are normalized
-    with the same (frozen-for-them) statistics, not counted again.
+    with the statistics of the fresh observations, not counted, unless the
+    normalizer's ``count_final_observations``: then they are counted first
+    (a gymnasium wrapper sees the final observation before the reset one).
     """
     ended = carry_previous(views, t)
     if views.frames is not None:
         views.frames.store(t, views.done[t])
-    if normalizer is not None:
-        normalize_rows(normalizer, views.observation[t + 1], stepped, views.lo)
-        if ended is not None and views.final_observation is not None:
-            part = rows(views.final_observation[t], ended)
-            normalizer.normalize(part, update=False, env_indices=views.lo + ended)
-            for target, value in zip(leaves(views.final_observation[t]), leaves(part)):
-                target[ended] = value
+    if normalizer is None:
+        return ended
+    finals = ended is not None and views.final_observation is not None
+    count_finals = finals and normalizer.count_final_observations
+    if count_finals:
+        normalize_final_rows(normalizer, views, t, ended, update=True)
+    normalize_rows(normalizer, views.observation[t + 1], stepped, views.lo)
+    if finals and not count_finals:
+        normalize_final_rows(normalizer, views, t, ended, update=False)
     return ended
+
+
+def normalize_final_rows(
+    normalizer: ObservationNormalizer,
+    views: GroupViews,
+    t: int,
+    ended: Any,
+    update: bool,
+) -> None:
+    """Normalize the final observations at step ``t`` of the ``ended`` envs in
+    place (``update``: also count them)."""
+    assert views.final_observation is not None
+    part = rows(views.final_observation[t], ended)
+    normalizer.normalize(part, update=update, env_indices=views.lo + ended)
+    for target, value in zip(leaves(views.final_observation[t]), leaves(part)):
+        target[ended] = value
 
 
 def act(handler: Handler, views: GroupViews, t: int) -> None:

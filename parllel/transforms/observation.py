@@ -34,6 +34,12 @@ class NormalizeObservations(Transform):
     e.g. for evaluation; with ``only_valid`` only valid steps count), then
     writes ``clip((obs - mean) / sqrt(var + epsilon), -clip, clip)``.
 
+    ``count_final_observations=True`` also counts the final observation of
+    each ended episode (the samplers merge it before the next episode's first
+    observation), as gymnasium's per-env ``NormalizeObservation`` wrapper
+    counts every observation its env returns; ``prior_count`` as for
+    :class:`RunningMeanStd` (gymnasium's ``1e-4``).
+
     Observations normalized in place must not be normalized again: if the
     sampler carries ``observation[T]`` over to the next batch, call
     :meth:`normalize` on each freshly written observation instead (with
@@ -53,8 +59,11 @@ class NormalizeObservations(Transform):
         epsilon: float = 1e-8,
         only_valid: bool = False,
         observation_field: str = OBSERVATION,
+        count_final_observations: bool = False,
+        prior_count: float = 0.0,
     ) -> None:
         self.observation_field = observation_field
+        self.count_final_observations = bool(count_final_observations)
         self.clip = check_positive("clip", clip, allow_inf=True)
         self.epsilon = check_positive("epsilon", epsilon)
         self.only_valid = bool(only_valid)
@@ -85,7 +94,9 @@ class NormalizeObservations(Transform):
                     f"field '{name}' has dtype {array.dtype}; only float32/float64 "
                     "leaves can be normalized in place"
                 )
-            self.stats[path] = RunningMeanStd(array.shape[2:], epsilon=self.epsilon)
+            self.stats[path] = RunningMeanStd(
+                array.shape[2:], epsilon=self.epsilon, prior_count=prior_count
+            )
         if self.only_valid:
             get_field(
                 sample_tree, VALID, "only_valid=True; build ComputeValidMask first"

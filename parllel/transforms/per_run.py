@@ -51,8 +51,18 @@ class PerRunObservations:
 
     def __init__(self, runs: Sequence[NormalizeObservations], envs_per_run: int):
         _check_runs(runs, envs_per_run)
+        if len({run.count_final_observations for run in runs}) > 1:
+            raise ConfigError(
+                "the runs' normalizers disagree on count_final_observations: "
+                "build them all with the same value"
+            )
         self.runs = list(runs)
         self.envs_per_run = int(envs_per_run)
+
+    @property
+    def count_final_observations(self) -> bool:
+        """Whether the runs count final observations (all or none may)."""
+        return self.runs[0].count_final_observations
 
     @property
     def frozen(self) -> bool:

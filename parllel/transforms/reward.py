@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from parllel.transforms._checks import (
 )
 from parllel.transforms.base import Transform, as_ndarray, field_name, get_field
 from parllel.transforms.kernels.normalization import normalize_reward_kernel
-from parllel.validation import check_fraction, check_positive
+from parllel.validation import check_at_least, check_fraction, check_positive
 
 
 class NormalizeRewards(Transform):
@@ -28,7 +28,13 @@ class NormalizeRewards(Transform):
     ``R = gamma * R + r`` (reset to 0 when its episode ends); the returns of
     every step update running moments (unless :attr:`frozen`), and each reward
     becomes ``clip(r / sqrt(var(R) + epsilon), -clip, clip)``. Rewards are not
-    centered. Multi-component rewards ``[T, B, N]`` get statistics per
+    centered. ``reset="termination"`` restarts the running return only at
+    terminations, as gymnasium 0.28's ``NormalizeReward`` wrapper (CleanRL's
+    PPO): ``R = gamma * (1 - terminated) * R + r`` at every step, so a
+    truncated episode's return runs on into the next episode.
+    ``prior_count``: the return statistics start with that weight of variance
+    1 (gymnasium's ``1e-4``; 0 counts only data). Multi-component rewards
+    ``[T, B, N]`` get statistics per
     component. Run it before :class:`EstimateAdvantage`. The per-env running
     returns are part of the state dict, so resuming continues exactly.
 
@@ -46,7 +52,14 @@ class NormalizeRewards(Transform):
         only_valid: bool = False,
         reward_field: str | tuple[str, ...] = REWARD,
         done_fields: tuple[Any, Any] = (TERMINATED, TRUNCATED),
+        reset: Literal["episode_end", "termination"] = "episode_end",
+        prior_count: float = 0.0,
     ) -> None:
+        if reset not in ("episode_end", "termination"):
+            raise ConfigError(
+                f"reset must be 'episode_end' or 'termination', got {reset!r}"
+            )
+        self.reset = reset
         self.reward_field = reward_field
         self.reward_name = field_name(reward_field)
         self.done_fields = tuple(done_fields)
@@ -73,9 +86,10 @@ class NormalizeRewards(Transform):
         self.feature_shape = feature_shape
         n_comp = int(np.prod(feature_shape)) if feature_shape else 1
         self._returns = np.zeros(batch_shape[1] * n_comp, dtype=np.float64)
-        self._count = np.zeros(n_comp, dtype=np.float64)
+        prior = float(check_at_least("prior_count", prior_count, 0))
+        self._count = np.full(n_comp, prior, dtype=np.float64)
         self._mean = np.zeros(n_comp, dtype=np.float64)
-        self._m2 = np.zeros(n_comp, dtype=np.float64)
+        self._m2 = np.full(n_comp, prior, dtype=np.float64)  # variance 1
         self._scratch = np.zeros((3, n_comp), dtype=np.float64)
         self._no_mask = np.ones((1, 1), dtype=np.bool_)
         self._arguments(sample_tree)  # validates shapes and dtypes up front
@@ -112,7 +126,8 @@ class NormalizeRewards(Transform):
         reward, term, trunc, mask, use_mask, k = self._arguments(sample_tree)
         normalize_reward_kernel(
             reward, term, trunc, mask, use_mask, k, self.gamma, self.epsilon,
-            self.clip, not self.frozen, self._returns, self._count, self._mean,
+            self.clip, not self.frozen, self.reset == "termination",
+            self._returns, self._count, self._mean,
             self._m2, self._scratch[0], self._scratch[1], self._scratch[2],
         )  # fmt: skip
         return sample_tree

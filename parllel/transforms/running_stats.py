@@ -14,7 +14,7 @@ from parllel.transforms.kernels.normalization import (
     normalize_kernel,
     update_moments_kernel,
 )
-from parllel.validation import check_positive
+from parllel.validation import check_at_least, check_positive
 
 
 class RunningMeanStd:
@@ -24,7 +24,9 @@ class RunningMeanStd:
     parallel-moments formula, so the statistics equal numpy's ``mean`` and
     ``var`` (``ddof=0``) over all rows seen, however they were split into
     batches. Statistics are float64 whatever the data's dtype. Before any data
-    the mean is 0 and the variance 1.
+    the mean is 0 and the variance 1. ``prior_count`` starts the statistics
+    with that weight of mean 0 and variance 1 (gymnasium's ``RunningMeanStd``
+    starts at ``1e-4``; 0, the default, counts only data).
 
     Example:
         >>> stats = RunningMeanStd(feature_shape=(3,))
@@ -32,13 +34,19 @@ class RunningMeanStd:
         >>> stats.normalize(x, out=x, clip=10.0)     # in place
     """
 
-    def __init__(self, feature_shape: tuple[int, ...] = (), epsilon: float = 1e-8):
+    def __init__(
+        self,
+        feature_shape: tuple[int, ...] = (),
+        epsilon: float = 1e-8,
+        prior_count: float = 0.0,
+    ):
         self.feature_shape = tuple(int(d) for d in feature_shape)
         self.epsilon = check_positive("epsilon", epsilon)
+        prior = float(check_at_least("prior_count", prior_count, 0))
         size = int(np.prod(self.feature_shape)) if self.feature_shape else 1
-        self._count = np.zeros(1, dtype=np.float64)
+        self._count = np.full(1, prior, dtype=np.float64)
         self._mean = np.zeros(size, dtype=np.float64)
-        self._m2 = np.zeros(size, dtype=np.float64)
+        self._m2 = np.full(size, prior, dtype=np.float64)  # variance 1
         self._scratch_mean = np.zeros(size, dtype=np.float64)
         self._scratch_m2 = np.zeros(size, dtype=np.float64)
         self._no_mask = np.ones(1, dtype=np.bool_)

@@ -181,6 +181,7 @@ def normalize_reward_kernel(
     epsilon: float,
     clip: float,
     update: bool,
+    termination_only: bool,
     returns: np.ndarray,
     count: np.ndarray,
     mean: np.ndarray,
@@ -196,7 +197,10 @@ def normalize_reward_kernel(
     columns at that step update the running moments (per component
     ``m % N``) unless ``update`` is False; then
     ``r <- clip(r / sqrt(var + epsilon), -clip, clip)``; then ``R = 0`` where
-    the episode ended. Masked-out steps are skipped entirely.
+    the episode ended. With ``termination_only`` the running return restarts
+    only at terminations, at the terminating step itself, as gymnasium 0.28's
+    ``NormalizeReward`` (CleanRL's): ``R = gamma * (1 - terminated) * R + r``,
+    never zeroed afterwards. Masked-out steps are skipped entirely.
 
     Args:
         reward: ``[T, M]`` rewards (updated).
@@ -209,6 +213,7 @@ def normalize_reward_kernel(
         epsilon: added to the variance.
         clip: bound of the normalized reward.
         update: whether to update the running moments.
+        termination_only: gymnasium 0.28's restart rule (above).
         returns: ``[M]`` float64 running returns (updated).
         count: ``[N]`` running count per component (updated).
         mean: ``[N]`` running mean of the return (updated).
@@ -224,7 +229,10 @@ def normalize_reward_kernel(
         for m in range(n_columns):
             if use_mask and not mask[t, m // k]:
                 continue
-            returns[m] = gamma * returns[m] + reward[t, m]
+            if termination_only and terminated[t, m // k]:
+                returns[m] = reward[t, m]
+            else:
+                returns[m] = gamma * returns[m] + reward[t, m]
         if update:
             scratch_count[:] = 0.0
             scratch_mean[:] = 0.0
@@ -262,5 +270,5 @@ def normalize_reward_kernel(
             var = m2[c] / count[c] if count[c] > 0.0 else 1.0
             y = reward[t, m] / np.sqrt(var + epsilon)
             reward[t, m] = min(max(y, -clip), clip)
-            if terminated[t, f] or truncated[t, f]:
+            if not termination_only and (terminated[t, f] or truncated[t, f]):
                 returns[m] = 0.0

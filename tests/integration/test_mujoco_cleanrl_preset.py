@@ -1,0 +1,52 @@
+"""``examples/mujoco/train_ppo.py --preset cleanrl``: CleanRL's setup as the
+defaults, explicit flags over them, and CleanRL's learning-rate annealing."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tyro")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "mujoco" / "train_ppo.py"
+
+
+@pytest.fixture
+def example(monkeypatch):
+    spec = importlib.util.spec_from_file_location("example_mujoco_ppo_preset", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # annotations resolve here
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_preset_cleanrl_sets_cleanrl_and_flags_override_it(example):
+    config, resume = example.parse(["--preset", "cleanrl"])
+    assert resume is None and type(config) is example.Config
+    assert (config.preset, config.n_envs, config.batch_T) == ("cleanrl", 1, 2048)
+    assert config.truncation_as_termination and config.anneal_from_batch_start
+    assert config.normalization == "gymnasium"
+    config, _ = example.parse(["--preset", "cleanrl", "--n-envs", "4"])
+    assert (config.n_envs, config.batch_T) == (4, 2048)
+    default, _ = example.parse([])
+    assert (default.preset, default.n_envs, default.batch_T) == ("default", 8, 256)
+    assert not default.truncation_as_termination
+    assert default.normalization == "shared"
+
+
+@pytest.mark.parametrize("from_batch_start", [True, False])
+def test_learning_rate_per_iteration_as_cleanrl(example, from_batch_start):
+    config = example.Config(
+        total_steps=4 * 2048, n_envs=1, batch_T=2048,
+        anneal_from_batch_start=from_batch_start,
+    )  # fmt: skip
+    schedule = example.learning_rate_schedule(config)
+    # the runner's progress at update i (1-based) of 4 is i / 4 (after the batch)
+    rates = [schedule(i / 4) for i in range(1, 5)]
+    # CleanRL: lr * (1 - (i - 1) / n); the default reaches 0 at the last update
+    lost = 0 if from_batch_start else 1
+    expected = [3e-4 * (1 - (i - 1 + lost) / 4) for i in range(1, 5)]
+    assert rates == pytest.approx(expected)
