@@ -4,6 +4,7 @@
     python examples/pendulum/train_sac.py --quick    # a tiny smoke run
     python examples/pendulum/train_sac.py --async    # the env steps while SAC updates
     python examples/pendulum/train_sac.py --backend jax  # the JAX SAC (the jax extra)
+    python examples/pendulum/train_sac.py --backend jax --seeds 8  # 8 seeds, one program
     python examples/pendulum/train_sac.py --resume runs/pendulum-sac-...
     python examples/pendulum/train_sac.py --help     # every Config field is a flag
 
@@ -15,7 +16,7 @@ eval return reaches ``target_return``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import gymnasium as gym
 import numpy as np
@@ -77,6 +78,9 @@ class Config:
     backend: Literal["torch", "jax"] = "torch"
     """learning library: torch, or JAX (flax networks, each batch's updates one
     compiled call)"""
+    seeds: int = 1
+    """--backend jax: train seeds seed, seed+1, ... as one program (one run
+    directory each; every run trains to --total-steps, no --target-return stop)"""
     run: RunSettings = RunSettings.field(
         eval_interval_steps=1_000, checkpoint_interval_steps=5_000
     )
@@ -104,7 +108,7 @@ class StopAtReturn(Callback):
     def __init__(self, target: float | None) -> None:
         self.target = target
 
-    def on_eval_end(self, runner, eval_metrics) -> None:
+    def on_eval_end(self, runner: Any, eval_metrics: dict[str, float]) -> None:
         mean = eval_metrics["eval/return_mean"]
         if self.target is not None and mean >= self.target:
             print(
@@ -208,8 +212,95 @@ def build_background_sampler(
     return FeedForwardSampler(cage, handler, tree, transform=warmup)
 
 
-def main(config: Config, resume: str | None = None) -> dict:
+def train_seeds(config: Config, resume: str | None) -> list[dict]:
+    """``--seeds K``: K runs (master seeds ``seed .. seed + K - 1``) in one
+    program: one cage of K envs, each seeded from its run's seeds, one vmapped
+    policy step and one vmapped SAC update; each run samples its own env's
+    transitions with its own replay RNG and writes an ordinary run directory
+    inside the group directory (docs/seeds.md)."""
+    from parllel.jax.algos import SAC as JaxSAC
+    from parllel.jax.algos import EntropyCoefficient as JaxAlpha
+    from parllel.jax.algos import SeededSAC, build_sac_optimizers
+    from parllel.jax.seeds import SeededHandler, SeedStack
+    from parllel.patterns.seeds import start_seed_runs
+    from parllel.replays.per_run import PerRunReplay
+    from parllel.runners.seeds import SeedsRunner
+
+    K, n_eval = config.seeds, config.run.eval_episodes  # eval envs per run
+    runs = start_seed_runs(
+        config.run, "pendulum-sac", config, seeds=K, master=config.seed,
+        n_envs=1, n_eval_envs=n_eval, resume=resume,
+    )  # fmt: skip
+    # every run's env in one cage: run k owns column k
+    cage = build_cages(make_env, K, parallel="serial", seed=runs.env_seeds)
+    stack = SeedStack([build_agent(config, cage.spaces, seeds) for seeds in runs.seeds])
+    handler = SeededHandler(stack, 1, seeds=[seeds.actions for seeds in runs.seeds])
+    replay_tree = build_replay_tree(cage, handler, config.batch_T, config.replay_size)
+    replay = PerRunReplay(  # run k samples its own column with its own rng
+        replay_tree,
+        config.batch_size,
+        [np.random.default_rng(seeds.replay) for seeds in runs.seeds],
+        learning_starts=config.learning_starts,
+        discount=config.gamma,
+    )
+    sampler = FeedForwardSampler(cage, handler, replay_tree)
+    eval_sampler, eval_cage = build_eval_sampler(
+        make_env,
+        SeededHandler(stack, n_eval, seeds=[seeds.actions for seeds in runs.seeds]),
+        K * n_eval,
+        K * n_eval,
+        seed=runs.eval_env_seeds,
+    )
+    sacs = [
+        JaxSAC(
+            cast(Any, agent),
+            build_sac_optimizers(config.learning_rate),
+            JaxAlpha(1.0),
+            seed=seeds.torch,
+            tau=config.tau,
+            replay_ratio=config.replay_ratio,
+        )
+        for agent, seeds in zip(stack.agents, runs.seeds)
+    ]
+    seeded = SeededSAC(sacs, stack, seeds=[seeds.master for seeds in runs.seeds])
+    runner = SeedsRunner(
+        sampler,
+        seeded,
+        config.total_steps,
+        runs.seed_runs(  # each run's checkpoint holds what a single run's does
+            lambda k: {
+                "agent": seeded.run_agent(k),
+                "sac": seeded.run_state(k),
+                "replay": replay.run_checkpoint(k),
+            },
+            handler.action_key,
+        ),
+        replay=replay,
+        callbacks=[  # warm-up: uniform random actions until learning starts
+            AttributeSchedule(
+                seeded, "random_actions", lambda step: step < config.learning_starts
+            )
+        ],
+        config_keys=["batch_T", "replay_size", "hidden_sizes", "backend", "seeds"],
+        **runs.runner_options(config.total_steps, eval_sampler, n_eval),
+    )
+    return runs.train(runner, close=(cage, eval_cage, replay_tree))
+
+
+def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     torch.set_num_threads(1)
+    if config.seeds > 1:
+        if config.backend != "jax" or config.async_sampling:
+            raise ConfigError(
+                "--seeds K runs with --backend jax, synchronously: add --backend jax "
+                "(and leave out --async)"
+            )
+        if config.checkpoint_replay_contents:
+            raise ConfigError(
+                "--seeds K checkpoints no replay contents (a resumed group refills "
+                "its replay): leave out --checkpoint-replay-contents"
+            )
+        return train_seeds(config, resume)
     if config.backend == "jax" and config.async_sampling:
         raise ConfigError("--backend jax samples synchronously: no --async")
     seeds = Seeds.from_master(

@@ -3,9 +3,12 @@ written to its own run directory.
 
 One sampler steps every run's envs (``K * B`` columns of one sample tree,
 run ``k`` owning columns ``k * B .. (k + 1) * B``) and one algorithm updates
-every run at once (e.g. :class:`~parllel.jax.algos.SeededPPO`). The runner
-keeps what a single :class:`~parllel.runners.OnPolicyRunner` keeps, once per
-run: its episodes, its algorithm metrics, its log (``progress.csv``,
+every run at once: on-policy from the batch (e.g.
+:class:`~parllel.jax.algos.SeededPPO`), or off-policy from a
+:class:`~parllel.replays.per_run.PerRunReplay` the batch is recorded into
+(e.g. :class:`~parllel.jax.algos.SeededSAC`). The runner keeps what a single
+:class:`~parllel.runners.OnPolicyRunner` or
+:class:`~parllel.runners.OffPolicyRunner` keeps, once per run: its episodes, its algorithm metrics, its log (``progress.csv``,
 TensorBoard) and its checkpoints, in the format of a single run's. See
 ``docs/seeds.md``.
 """
@@ -18,12 +21,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import median
 from time import perf_counter as clock
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from parllel.errors import CheckpointError, ConfigError, SeedRunStoppedWarning
 from parllel.logging import EpisodeStats, Logger
+from parllel.replays.per_run import PerRunReplay
 from parllel.runners.batches import steps_per_batch
-from parllel.runners.callbacks import Stateful
+from parllel.runners.callbacks import Callback, Stateful
 from parllel.runners.checkpoints import (
     read_checkpoint,
     restore_objects,
@@ -43,7 +47,13 @@ from parllel.transforms import (
     NormalizeRewards,
 )
 
-__all__ = ["SeedRun", "SeededAlgorithm", "SeedsRunner", "refuse_pooled_statistics"]
+__all__ = [
+    "SeedRun",
+    "SeededAlgorithm",
+    "SeededOffPolicyAlgorithm",
+    "SeedsRunner",
+    "refuse_pooled_statistics",
+]
 
 #: Transforms whose statistics span every env column: K runs would share them.
 POOLED = (NormalizeObservations, NormalizeRewards, NormalizeAdvantage)
@@ -89,6 +99,26 @@ class SeededAlgorithm(Protocol):
         ...
 
 
+class SeededOffPolicyAlgorithm(Protocol):
+    """What :class:`SeedsRunner` calls on an off-policy algorithm (e.g. SeededSAC)."""
+
+    @property
+    def stopped(self) -> Mapping[int, Exception]:
+        """The runs stopped by an error (e.g. a non-finite loss), by index."""
+        ...
+
+    def optimize(
+        self, replay: PerRunReplay, new_steps: int | None = None
+    ) -> Sequence[Mapping[str, float] | None]:
+        """Update every run from its columns of ``replay``; each run's
+        metrics (None: the run is stopped)."""
+        ...
+
+    def stop(self, run: int, error: Exception) -> None:
+        """Stop run ``run`` (its weights never change again)."""
+        ...
+
+
 @dataclasses.dataclass
 class SeedRun:
     """One run of a seed axis: its directory, logger and checkpoint objects.
@@ -113,10 +143,13 @@ class SeedRun:
 
 
 class SeedsRunner:
-    """On-policy training of K runs at once, each with its own outputs.
+    """Training of K runs at once, each with its own outputs.
 
     Every iteration collects one ``[T, K * B]`` batch and calls
-    ``algorithm.optimize(batch, progress)`` once; each run counts ``T * B``
+    ``algorithm.optimize(batch, progress)`` once (on-policy); with a
+    ``replay`` it records the batch there instead and, once
+    ``replay.ready``, calls ``algorithm.optimize(replay, new_steps=T * B)``
+    (off-policy: each run samples its own columns). Each run counts ``T * B``
     env steps of its own, so ``total_steps`` is per run, as a single run's.
     Every ``log_interval_steps`` each run's logger gets that run's metrics
     (its episodes, its algorithm metrics over the window, the program's
@@ -136,7 +169,8 @@ class SeedsRunner:
 
     Args:
         sampler: steps the K runs' envs (one sample tree of ``K * B`` columns).
-        algorithm: a :class:`SeededAlgorithm`.
+        algorithm: a :class:`SeededAlgorithm`, or with ``replay`` a
+            :class:`SeededOffPolicyAlgorithm`.
         total_steps: env steps per run.
         runs: the K :class:`SeedRun` s, in column order.
         log_interval_steps: env steps (per run) between log lines (None:
@@ -156,6 +190,13 @@ class SeedsRunner:
             order, as the training envs').
         episode_window: train episodes averaged in each run's statistics.
         handle_interrupt: stop gracefully on the first Ctrl-C or SIGTERM.
+        replay: the runs' :class:`~parllel.replays.per_run.PerRunReplay`
+            (off-policy; None: on-policy).
+        callbacks: :class:`~parllel.runners.Callback` s; the runner calls
+            ``on_train_start``, ``on_update_end`` (what they add to the
+            metrics goes to every run's log) and ``on_train_end`` (e.g. an
+            :class:`~parllel.runners.off_policy.AttributeSchedule` of the
+            warm-up).
 
     Raises:
         ConfigError: no runs, or a batch whose columns do not split into them.
@@ -164,7 +205,7 @@ class SeedsRunner:
     def __init__(
         self,
         sampler: TrainingSampler,
-        algorithm: SeededAlgorithm,
+        algorithm: SeededAlgorithm | SeededOffPolicyAlgorithm,
         total_steps: int,
         runs: Sequence[SeedRun],
         *,
@@ -179,6 +220,8 @@ class SeedsRunner:
         eval_envs_per_run: int = 1,
         episode_window: int = 100,
         handle_interrupt: bool = True,
+        replay: PerRunReplay | None = None,
+        callbacks: Sequence[Callback] = (),
     ) -> None:
         if not runs:
             raise ConfigError("SeedsRunner needs at least one run")
@@ -193,7 +236,13 @@ class SeedsRunner:
                 f"{len(runs)} runs"
             )
         refuse_pooled_statistics(sampler, len(runs))
+        if replay is not None and replay.n_runs != len(runs):
+            raise ConfigError(
+                f"the replay has {replay.n_runs} runs' rngs; the runner {len(runs)} runs"
+            )
         self.sampler = sampler
+        self.replay = replay
+        self.callbacks = list(callbacks)
         self.algorithm = algorithm
         self.total_steps = int(total_steps)
         self.runs = list(runs)
@@ -266,17 +315,21 @@ class SeedsRunner:
             )
         )
         interval = self.checkpoint_interval_steps
+        for callback in self.callbacks:
+            callback.on_train_start(self)
         with interrupts:
             while not (self.finished or self._stop) and self.active_runs:
                 batch, traj_infos = self.sampler.collect_batch()
                 self.env_steps += self.steps_per_batch
                 for traj in traj_infos:
                     self.train_stats[traj.env_index // self.envs_per_run].extend([traj])
-                metrics = self.algorithm.optimize(batch, progress=self.progress)
-                self.updates += 1
+                metrics = self._optimize(batch)
+                shared: dict[str, float] = {}
+                for callback in self.callbacks:
+                    callback.on_update_end(self, shared)
                 for run, values in enumerate(metrics):
                     if values is not None:
-                        self._windows[run].add(values)
+                        self._windows[run].add({**values, **shared})
                 self._report_stopped()
                 done = self.finished or self._stop or not self.active_runs
                 evaluate = self.eval_sampler is not None and (
@@ -302,8 +355,29 @@ class SeedsRunner:
                 if interval and self.env_steps >= next_checkpoint and not done:
                     self.save()
                     next_checkpoint = (self.env_steps // interval + 1) * interval
+        for callback in self.callbacks:
+            callback.on_train_end(self)
         self.save()
         return last
+
+    def _optimize(self, batch: Any) -> Sequence[Mapping[str, float] | None]:
+        """One iteration's update of every run (on- or off-policy)."""
+        if self.replay is None:
+            on_policy = cast(SeededAlgorithm, self.algorithm)
+            self.updates += 1
+            return on_policy.optimize(batch, progress=self.progress)
+        self.replay.record_batch(batch)
+        if not self.replay.ready:  # no catching up on the steps before learning
+            return [
+                None if k in self.algorithm.stopped else {}
+                for k in range(len(self.runs))
+            ]
+        off_policy = cast(SeededOffPolicyAlgorithm, self.algorithm)
+        metrics = off_policy.optimize(self.replay, new_steps=self.steps_per_batch)
+        self.updates += int(
+            max((m.get("updates", 1) for m in metrics if m is not None), default=0)
+        )
+        return metrics
 
     def _report_stopped(self) -> None:
         for run, error in self.algorithm.stopped.items():

@@ -1,5 +1,6 @@
 """JAX algorithms: :class:`PPO` (one compiled update), :class:`SeededPPO` (K
-runs in one call), :class:`SAC` (K updates in one call), optimizers with torch's semantics (:func:`adam`,
+runs in one call), :class:`SAC` (K updates in one call), :class:`SeededSAC` (K runs' SAC in one
+call), optimizers with torch's semantics (:func:`adam`,
 :func:`clip_grad_norm`)."""
 
 from parllel.jax.algos.dqn import DQN
@@ -7,6 +8,7 @@ from parllel.jax.algos.optimizers import adam, clip_grad_norm
 from parllel.jax.algos.ppo import PPO, minibatch_permutations
 from parllel.jax.algos.ppo_seeds import SeededPPO
 from parllel.jax.algos.sac import SAC
+from parllel.jax.algos.sac_seeds import SeededSAC
 from parllel.jax.algos.sac_setup import EntropyCoefficient, build_sac_optimizers
 
 __all__ = [
@@ -15,6 +17,7 @@ __all__ = [
     "SAC",
     "EntropyCoefficient",
     "SeededPPO",
+    "SeededSAC",
     "adam",
     "build_sac_optimizers",
     "clip_grad_norm",

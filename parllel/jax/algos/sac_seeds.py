@@ -1,0 +1,252 @@
+"""SeededSAC: K runs' SAC updates as one vmapped, compiled call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.jax.agents.sac_agent import SacPolicyParams
+from parllel.jax.algos.ppo_seeds import OnNonFinite
+from parllel.jax.algos.sac import SAC, _mean_metrics
+from parllel.jax.algos.sac_update import SacBatch
+from parllel.jax.seeds import SeedStack, put_run, stack_trees, take_run
+from parllel.replays.per_run import PerRunReplay
+
+__all__ = ["SeededSAC"]
+
+_STATIC = ("tau", "max_grad_norm", "learn_alpha", "target_entropy", "policy_delay")
+
+
+class SeededSAC:
+    """K runs of :class:`~parllel.jax.algos.SAC`, updated in one call.
+
+    Each run keeps what a single run has: its actor (in the
+    :class:`~parllel.jax.seeds.SeedStack`, which the handler acts with),
+    critic, target critic, ``log_alpha``, optimizer states, PRNG key and
+    update count, stacked on a leading axis. One
+    ``jax.jit(jax.vmap(...))`` of the SAC's own compiled scan
+    (:meth:`SacUpdate.scan_with_keys
+    <parllel.jax.algos.sac_update.SacUpdate.scan_with_keys>`) runs every
+    run's updates of a call; run ``k`` trains on batches sampled from its own
+    env columns with its own RNG (:class:`~parllel.replays.per_run.PerRunReplay`).
+
+    A non-finite loss or gradient norm in run ``k`` keeps nothing of that
+    call for run ``k`` (as a single SAC) and never touches another run. With
+    ``on_nonfinite="stop_all"`` it raises
+    :class:`~parllel.errors.NonFiniteLossError` naming the run and its seed;
+    with ``"stop_run"`` the run is frozen and the others train on.
+
+    Example:
+        >>> sacs = [SAC(agent, build_sac_optimizers(1e-3), EntropyCoefficient(1.0),
+        ...             seed=s.torch, replay_ratio=1.0) for agent, s in zip(stack.agents, run_seeds)]
+        >>> seeded = SeededSAC(sacs, stack, seeds=[s.master for s in run_seeds])
+        >>> per_run_metrics = seeded.optimize(replay, new_steps=T * B)
+
+    Args:
+        sacs: one SAC per run, each built on ``stack.agents[k]`` with the
+            same hyperparameters and its own seed.
+        stack: the runs' stacked acting parameters (``SacPolicyParams``).
+        seeds: each run's master seed, named in errors.
+        on_nonfinite: ``"stop_run"`` or ``"stop_all"``.
+
+    Raises:
+        ConfigError: not one SAC per run, or SACs with other hyperparameters.
+    """
+
+    def __init__(
+        self,
+        sacs: Sequence[SAC],
+        stack: SeedStack,
+        *,
+        seeds: Sequence[int],
+        on_nonfinite: OnNonFinite = "stop_all",
+    ) -> None:
+        if len(sacs) != stack.n_runs or len(seeds) != stack.n_runs:
+            raise ConfigError(
+                f"SeededSAC needs one SAC and one seed per run: {stack.n_runs} "
+                f"runs, {len(sacs)} SACs, {len(seeds)} seeds"
+            )
+        if on_nonfinite not in ("stop_run", "stop_all"):
+            raise ConfigError(
+                f"on_nonfinite must be 'stop_run' or 'stop_all'; got {on_nonfinite!r}"
+            )
+        first = sacs[0]
+        for run, sac in enumerate(sacs[1:], start=1):
+            for name in _STATIC:
+                if getattr(sac, name) != getattr(first, name):
+                    raise ConfigError(
+                        f"run {run}'s SAC has {name} = {getattr(sac, name)!r}, run "
+                        f"0's {getattr(first, name)!r}: the runs share one "
+                        "configuration"
+                    )
+            if sac.agent is not stack.agents[run]:
+                raise ConfigError(f"run {run}'s SAC must train stack.agents[{run}]")
+        self.sacs = list(sacs)
+        self.stack = stack
+        self.seeds = [int(seed) for seed in seeds]
+        self.on_nonfinite = on_nonfinite
+        self.stopped: dict[int, Exception] = {}
+        self.state = stack_trees([sac._state() for sac in sacs])
+        self.keys = jnp.stack([sac.key for sac in sacs])
+        self._scan = jax.jit(jax.vmap(first.program.scan_with_keys))
+        self._set_policy()
+
+    @property
+    def n_runs(self) -> int:
+        """K, the number of runs."""
+        return len(self.sacs)
+
+    @property
+    def random_actions(self) -> bool:
+        """Whether every run acts uniformly at random (the warm-up; e.g. set
+        by ``AttributeSchedule(seeded, "random_actions", ...)``)."""
+        return bool(np.asarray(self.stack.params.random_actions).all())
+
+    @random_actions.setter
+    def random_actions(self, value: bool) -> None:
+        for sac in self.sacs:
+            sac.agent.random_actions = bool(value)
+        self._set_policy()
+
+    def _set_policy(self) -> None:
+        """The stack's acting parameters: every run's actor and warm-up flag."""
+        flags = np.array([sac.agent.random_actions for sac in self.sacs], np.bool_)
+        self.stack.params = SacPolicyParams(self.state.actor, flags)
+
+    def stop(self, run: int, error: Exception) -> None:
+        """Stop run ``run``: its state never changes again."""
+        self.stopped[run] = error
+
+    def optimize(
+        self, replay: PerRunReplay, new_steps: int | None = None
+    ) -> list[dict[str, float] | None]:
+        """Run this call's updates of every run in one compiled call.
+
+        Args:
+            replay: the runs' :class:`~parllel.replays.per_run.PerRunReplay`.
+            new_steps: env steps per run since the last call (with a
+                ``replay_ratio``).
+
+        Returns:
+            Each run's mean metrics (as :meth:`SAC.optimize
+            <parllel.jax.algos.SAC.optimize>`); None for a stopped run.
+
+        Raises:
+            NonFiniteLossError: with ``on_nonfinite="stop_all"``, a run's
+                loss or gradient norm was NaN or infinite (its seed is named).
+        """
+        counts = {sac.update_count(new_steps) for sac in self.sacs}
+        (count,) = counts  # one configuration: one count
+        if count == 0:
+            return [
+                None if run in self.stopped else {"updates": 0.0}
+                for run in range(self.n_runs)
+            ]
+        batches = stack_trees(
+            [
+                SacBatch.stack([replay.sample(run) for _ in range(count)])
+                for run in range(self.n_runs)
+            ]
+        )
+        new_state, (vectors, td_errors), keys = self._scan(
+            self.state, batches, self.keys
+        )
+        vectors, td_errors = jax.device_get((vectors, td_errors))
+        names = self.sacs[0].program.metric_names
+        metrics: list[dict[str, float] | None] = []
+        active = np.array([run not in self.stopped for run in range(self.n_runs)])
+        failed: list[int] = []
+        for run, sac in enumerate(self.sacs):
+            if not active[run]:
+                metrics.append(None)
+                continue
+            values = {name: vectors[run, :, i] for i, name in enumerate(names)}
+            values["actor_stepped"] = values["actor_stepped"] != 0
+            values["td_error"] = td_errors[run]
+            try:
+                sac._check_finite(values)
+            except NonFiniteLossError as error:
+                self.stopped[run] = NonFiniteLossError(
+                    f"run {run} (seed {self.seeds[run]}): {error}", error.terms
+                )
+                active[run] = False
+                failed.append(run)
+                metrics.append(None)
+                continue
+            sac.updates_done += count
+            metrics.append(_mean_metrics(values))
+        for stopped in map(int, np.flatnonzero(~active)):  # nothing of this call
+            new_state = put_run(new_state, stopped, take_run(self.state, stopped))
+            keys = keys.at[stopped].set(self.keys[stopped])
+        self.state, self.keys = new_state, keys
+        self._set_policy()
+        if failed and self.on_nonfinite == "stop_all":
+            raise self.stopped[failed[0]]
+        return metrics
+
+    def run_agent(self, run: int) -> RunSacAgent:
+        """Run ``run``'s actor and critic, as a checkpoint object."""
+        return RunSacAgent(self, run)
+
+    def run_state(self, run: int) -> RunSacState:
+        """Run ``run``'s SAC state (optimizers, target, alpha, key, counts),
+        as a checkpoint object."""
+        return RunSacState(self, run)
+
+    def _sync_out(self, run: int) -> SAC:
+        """Run ``run``'s SAC and agent holding its slice of the stacked state."""
+        sac = self.sacs[run]
+        state = take_run(self.state, run)
+        sac.agent.actor_params, sac.agent.critic_params = state.actor, state.critic
+        sac.target_critic, sac.log_alpha = state.target_critic, state.log_alpha
+        sac.opt_states = (state.actor_opt, state.critic_opt, state.alpha_opt)
+        sac.key = self.keys[run]
+        return sac
+
+    def _sync_in(self, run: int) -> None:
+        """Put run ``run``'s SAC and agent back into the stacked state."""
+        sac = self.sacs[run]
+        self.state = put_run(self.state, run, sac._state())
+        self.keys = self.keys.at[run].set(sac.key)
+        self._set_policy()
+
+
+class RunSacAgent:
+    """One run's agent as a checkpoint object (a single run's
+    :class:`~parllel.jax.agents.SacAgent` ``state_dict``: actor, critic)."""
+
+    def __init__(self, seeded: SeededSAC, run: int) -> None:
+        self.seeded = seeded
+        self.run = run
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"actor", "critic"}`` of this run (numpy leaves)."""
+        return self.seeded._sync_out(self.run).agent.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.seeded._sync_out(self.run).agent.load_state_dict(state)
+        self.seeded._sync_in(self.run)
+
+
+class RunSacState:
+    """One run's SAC state as a checkpoint object, in a single
+    :class:`~parllel.jax.algos.SAC`'s ``state_dict`` format."""
+
+    def __init__(self, seeded: SeededSAC, run: int) -> None:
+        self.seeded = seeded
+        self.run = run
+
+    def state_dict(self) -> dict[str, Any]:
+        """Optimizer states, target critic, ``log_alpha``, key and counters."""
+        return self.seeded._sync_out(self.run).state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.seeded._sync_out(self.run).load_state_dict(state)
+        self.seeded._sync_in(self.run)
