@@ -74,7 +74,7 @@ def vec_step_seconds(env_id: str, n_envs: int, steps: int, vec: str) -> float:
         venv.close()
 
 
-def _learn(model: Any, total_steps: int, venv: Any) -> Timed:
+def learn_timed(model: Any, total_steps: int, venv: Any) -> Timed:
     """``model.learn(total_steps)``, timed (its sampling and updates apart);
     ``venv`` is closed afterwards."""
     timed = Timed()
@@ -126,7 +126,7 @@ def run_ppo(hp: dict, seed: int, vec: str, fused_adam: bool) -> Timed:
         device="cpu",
         verbose=0,
     )
-    return _learn(model, hp["total_steps"], venv)
+    return learn_timed(model, hp["total_steps"], venv)
 
 
 def run_sac(hp: dict, seed: int, fused_adam: bool) -> Timed:
@@ -163,4 +163,4 @@ def run_sac(hp: dict, seed: int, fused_adam: bool) -> Timed:
         device="cpu",
         verbose=0,
     )
-    return _learn(model, hp["total_steps"], venv)
+    return learn_timed(model, hp["total_steps"], venv)

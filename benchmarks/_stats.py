@@ -32,15 +32,9 @@ def median_ratio_interval(
     target) are resampled with replacement, independently, ``resamples``
     times. Returns ``(ratio, low, high)``; NaN where a ratio is undefined.
     """
-    a = np.asarray(ours, dtype=np.float64)
-    b = np.asarray(theirs, dtype=np.float64)
-    if a.size == 0 or b.size == 0:
-        raise ValueError("median_ratio_interval needs at least one value per side")
-    rng = np.random.default_rng(seed)
+    a, b, medians_a, medians_b = _bootstrap_medians(ours, theirs, resamples, seed)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = float(np.median(a) / np.median(b))
-        medians_a = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
-        medians_b = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
         ratios = medians_a / medians_b
     tail = (1.0 - level) / 2.0 * 100.0
     finite = ratios[~np.isnan(ratios)]
@@ -58,3 +52,61 @@ def verdict(low: float, high: float) -> str:
     if low > 1.0:
         return "higher (interval above 1)"
     return "no difference shown (interval contains 1)"
+
+
+def _bootstrap_medians(
+    ours: Sequence[float], theirs: Sequence[float], resamples: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Both sides as arrays and ``resamples`` medians of each side's values
+    resampled with replacement, independently."""
+    a = np.asarray(ours, dtype=np.float64)
+    b = np.asarray(theirs, dtype=np.float64)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("a bootstrap of medians needs at least one value per side")
+    rng = np.random.default_rng(seed)
+    with np.errstate(invalid="ignore"):
+        medians_a = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
+        medians_b = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    return a, b, medians_a, medians_b
+
+
+def median_interval(
+    values: Sequence[float],
+    *,
+    level: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """``median(values)`` and its percentile bootstrap interval."""
+    _, _, medians, _ = _bootstrap_medians(values, values, resamples, seed)
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(medians, [tail, 100.0 - tail], method="inverted_cdf")
+    return float(np.median(values)), float(low), float(high)
+
+
+def median_difference_interval(
+    ours: Sequence[float],
+    theirs: Sequence[float],
+    *,
+    level: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """``median(ours) - median(theirs)`` and its percentile bootstrap interval
+    (each side resampled independently): for figures that may be negative,
+    such as returns, where a ratio means nothing."""
+    a, b, medians_a, medians_b = _bootstrap_medians(ours, theirs, resamples, seed)
+    tail = (1.0 - level) / 2.0 * 100.0
+    differences = medians_a - medians_b
+    low, high = np.percentile(differences, [tail, 100.0 - tail], method="inverted_cdf")
+    return float(np.median(a) - np.median(b)), float(low), float(high)
+
+
+def difference_verdict(low: float, high: float) -> str:
+    """What an interval of ``ours - theirs`` (higher is better, e.g. returns)
+    allows one to say."""
+    if low > 0.0:
+        return "higher (interval above 0)"
+    if high < 0.0:
+        return "lower (interval below 0)"
+    return "no difference shown (interval contains 0)"

@@ -1,88 +1,67 @@
-"""Wall clock of PPO and SAC on HalfCheetah: parllel vs Stable-Baselines3, same work.
+"""Wall clock of PPO and SAC on HalfCheetah: parllel (torch, JAX) vs SB3 and SBX.
 
-**PPO** with CleanRL's MuJoCo settings on both sides: 8 envs x 256 steps
-(2048 samples per update), 10 epochs of 32 minibatches, Adam (eps 1e-5)
-with learning rate 3e-4 decaying linearly to 0, gamma 0.99, GAE lambda 0.95,
-clip range 0.2 for the ratio and the value, value term 0.25 x MSE, gradient
-norm 0.5, advantages standardized per minibatch, observation and reward
-normalization clipped at 10 (SB3: ``VecNormalize``), separate 64x64 tanh
-networks with orthogonal initialization, log-std 0. Contenders: ``ours``
-(parllel, sampling and learning take turns, ``--parallel`` cages), ``sb3``
-(``DummyVecEnv`` or ``SubprocVecEnv``: ``--sb3-vec auto`` times both on
-random actions first and takes the faster) and ``ours_async`` (parllel with
-a ``BackgroundSampler``, max_lag 1: the next batch is collected while PPO
-trains on this one). ``--repeats`` runs each over ``--steps`` env steps
-(100k), interleaved (ours, sb3, ours_async, ours, ...) so they see the same
-load; repeat ``i`` uses seed ``i``. Per run: wall time per env step of the
-training call (``runner.run()`` / ``model.learn()``) and its phases, sampling
-and update (parllel: the runner's phase timings; SB3: ``collect_rollouts``
-and ``train``).
+**PPO**, CleanRL's MuJoCo settings on every side (8 envs x 256 steps, 10
+epochs x 32 minibatches, Adam eps 1e-5, lr 3e-4 to 0 linearly, clip 0.2 for
+ratio and value, value term 0.25 x MSE, grad norm 0.5, observation and reward
+normalization clipped at 10, separate 64x64 tanh networks, orthogonal init,
+log-std 0). Contenders, interleaved per repeat so they see the same load:
+``ours`` (parllel torch), ``sb3`` (``--sb3-vec auto`` picks the faster
+vector env), ``ours_async`` (torch, ``BackgroundSampler`` max_lag 1),
+``ours_jax`` (parllel sampling, ``parllel.jax`` PPO: the whole update one
+compiled call) and ``sbx`` (SBX's PPO on SB3's vector env and
+``VecNormalize``; where SBX cannot take a setting the run prints it).
+**SAC** (one env, one update per step, batch 256, 256x256 ReLU, actor lr
+3e-4, critics and alpha 1e-3, alpha from 1, 5,000 random steps): ``ours``,
+``sb3``, ``ours_jax``, ``sbx``. Per run: wall per env step of the training
+call and its phases (sampling, update). Ratios: median over runs with a 95%
+bootstrap interval. ``ppo_1m_minutes``: ours_jax's wall per step x 1M.
 
-**SAC** on both sides with CleanRL's settings (one env, one update per step,
-batch 256, replay 1M, gamma 0.99, tau 0.005, learning rate 3e-4 for the actor
-and 1e-3 for critics and temperature, alpha learned from 1, 5,000 random
-steps first, 256x256 ReLU networks, log-std clipped to [-20, 2] as SB3's)
-for ``--sac-steps`` (50k) on ``--sac-seeds`` seeds (2) each: wall time per
-step and the final return (mean of the last ``--last-episodes`` training
-episodes, raw rewards).
-
-Both sides use torch's default Adam (``--fused-adam``: fused on both; the
-parllel examples use fused), torch on one thread. Ratios are parllel over
-SB3 (median over runs, 95% bootstrap interval over the runs). Last line: one
-JSON object with ``ppo_wall_ratio`` and ``sac_wall_ratio`` among others.
+Learners take ``--learner-threads`` (1) threads on every side: torch's, and
+XLA's (``XLA_FLAGS``, set before JAX is imported). ``--sac-two-threads``
+repeats SAC in a child process with 2 learner threads (keys ``*_2threads``).
+``--return-seeds K`` compares PPO's final returns (mean of the last 100
+training episodes) over K seeds per side at ``--return-steps``: parllel's JAX
+seeds in one program (``examples/mujoco/train_ppo.py --backend jax --seeds
+K``), SB3's and SBX's as separate runs; medians, intervals, the difference's
+verdict. ``--ppo-1m`` times one 1M-step run of that example's JAX path.
+Last line: one JSON object (``ppo_wall_ratio``, ``ppo_jax_wall_ratio``,
+``ppo_jax_vs_sbx``, ``sac_wall_ratio``, ``sac_jax_wall_ratio``,
+``sac_jax_vs_sbx``, ``ppo_1m_minutes`` among others).
 Usage: python benchmarks/train_mujoco.py [--quick] [--steps N] [--repeats N]
-       [--sac-steps N] [--sac-seeds N] [--sb3-vec auto|dummy|subproc]
+       [--sac-steps N] [--sac-seeds N] [--return-seeds K] [--ppo-1m]
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import json
 import os
 import statistics
+import subprocess
 import sys
-import time
-import warnings
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
+from _mujoco_ours import run_ours_ppo, run_ours_sac  # noqa: E402
+from _mujoco_returns import (  # noqa: E402
+    jax_seed_returns,
+    ppo_1m_minutes,
+    separate_returns,
+)
 from _mujoco_sb3 import Timed, run_ppo, run_sac, vec_step_seconds  # noqa: E402
-from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
-from _training import training_sampler  # noqa: E402
-
-from parllel.cages import (
-    EnvSpaces,  # noqa: E402
-    build_cages,
+from _stats import (  # noqa: E402
+    difference_verdict,
+    finite_or_none,
+    median_difference_interval,
+    median_interval,
+    median_ratio_interval,
+    verdict,
 )
-from parllel.patterns import (
-    add_advantage_estimation,
-    add_obs_normalization,
-    add_reward_normalization,
-    build_replay_tree,
-    build_sample_tree,
-)
-from parllel.replays import UniformReplay  # noqa: E402
-from parllel.runners import Callback, OffPolicyRunner, OnPolicyRunner  # noqa: E402
-from parllel.runners.off_policy import AttributeSchedule  # noqa: E402
-from parllel.runtime import Seeds, seed_everything  # noqa: E402
-from parllel.samplers import FeedForwardSampler  # noqa: E402
-from parllel.torch import TorchHandler  # noqa: E402
-from parllel.torch.agents import ActorCriticAgent, build_sac_agent  # noqa: E402
-from parllel.torch.algos import (  # noqa: E402
-    PPO,
-    SAC,
-    ActorCriticEvaluator,
-    EntropyCoefficient,
-    linear_schedule,
-)
-from parllel.torch.models import build_actor_critic  # noqa: E402
-from parllel.transforms import Compose  # noqa: E402
 
 PPO_HP: dict[str, Any] = dict(
     env_id="HalfCheetah-v4",
@@ -112,155 +91,21 @@ SAC_HP: dict[str, Any] = dict(
 )
 
 
-def make_env(env_id: str, episode_steps: int | None, clip_actions: bool) -> gym.Env:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is out of date.*")
-        env = gym.make(env_id, max_episode_steps=episode_steps)
-    return gym.wrappers.ClipAction(env) if clip_actions else env
+# -- threads -------------------------------------------------------------------
 
 
-class _Record(Callback):
-    """Adds the runner's sample/update seconds and the episodes' returns to ``timed``."""
-
-    def __init__(self, timed: Timed) -> None:
-        self.timed = timed
-
-    def on_collect_end(self, runner: Any, batch: Any, traj_infos: list) -> None:
-        self.timed.returns.extend(float(t.return_) for t in traj_infos)
-
-    def on_update_end(self, runner: Any, metrics: dict[str, float]) -> None:
-        seconds = runner.phase_times.take()["seconds"]  # no logger reads them
-        for phase in ("sample", "update"):
-            self.timed.add(phase, seconds.get(phase, 0.0))
-
-
-def _timed_run(runner: Any, timed: Timed) -> Timed:
-    start = time.perf_counter()
-    runner.run()
-    timed.seconds = time.perf_counter() - start
-    timed.steps = int(runner.env_steps)
-    return timed
-
-
-# -- parllel PPO ---------------------------------------------------------------
-
-
-def build_ppo_model(spaces: Any) -> tuple[Any, Any]:
-    return build_actor_critic(
-        spaces.observation,
-        spaces.action,
-        hidden_sizes=(64, 64),
-        shared_trunk=False,
-        init_log_std=0.0,
-        orthogonal_init=True,
+def set_learner_threads(threads: int) -> None:
+    """The learner's threads on every side: torch's, and XLA's (its flags are
+    read when JAX is first imported, so this runs before any import of it)."""
+    if "jax" in sys.modules:
+        raise RuntimeError("set_learner_threads must run before JAX is imported")
+    eigen = "true" if threads > 1 else "false"
+    flags = (
+        f"--xla_cpu_multi_thread_eigen={eigen} intra_op_parallelism_threads={threads}"
     )
-
-
-def build_ppo_sampler(
-    hp: dict, seed: int, parallel: str, agent: Any = None, weights: Any = None
-) -> FeedForwardSampler:
-    """The training sampler: ``agent``'s, or (in a background process) one
-    whose new agent follows the learner's ``weights``."""
-    torch.set_num_threads(1)
-    factory = functools.partial(make_env, hp["env_id"], hp["episode_steps"], True)
-    cage = build_cages(factory, hp["n_envs"], parallel=parallel, seed=seed)
-    if agent is None:
-        agent = ActorCriticAgent(*build_ppo_model(cage.spaces))
-    handler = TorchHandler(agent, n_envs=cage.n_envs)
-    if weights is not None:
-        handler.follow_weights(weights)
-    tree = build_sample_tree(cage, handler, hp["n_steps"])
-    normalizer = add_obs_normalization(tree, clip=hp["clip"])
-    transform = Compose(
-        add_reward_normalization(tree, hp["gamma"], clip=hp["clip"])
-        + add_advantage_estimation(tree, hp["gamma"], hp["gae_lambda"])
-    )
-    return FeedForwardSampler(
-        cage, handler, tree, transform=transform, observation_normalizer=normalizer
-    )
-
-
-def run_ours_ppo(
-    hp: dict, seed: int, parallel: str, fused_adam: bool, max_lag: int | None
-) -> Timed:
-    """One PPO run; with ``max_lag`` the sampler runs in a background process."""
-    seed_everything(Seeds.from_master(seed, n_envs=hp["n_envs"]))
-    probe = make_env(hp["env_id"], None, True)
-    model, distribution = build_ppo_model(
-        EnvSpaces(probe.observation_space, probe.action_space)
-    )
-    probe.close()
-    agent = ActorCriticAgent(model, distribution)
-    args = (hp, seed, parallel)
-    with training_sampler(build_ppo_sampler, args, agent, hp["n_envs"], max_lag) as (
-        sampler,
-        publisher,
-    ):
-        optimizer = torch.optim.Adam(
-            model.parameters(), lr=hp["learning_rate"], eps=1e-5, fused=fused_adam
-        )
-        ppo = PPO(
-            ActorCriticEvaluator(model, distribution),
-            optimizer,
-            learning_rate=linear_schedule(hp["learning_rate"], 0.0),
-            clip_range=hp["clip_range"],
-            value_clip_range=hp["clip_range"],
-            value_loss_coef=0.5,  # x parllel's 0.5 x MSE
-            max_grad_norm=0.5,
-            epochs=hp["epochs"],
-            minibatches=hp["minibatches"],
-            normalize_advantage=True,
-        )
-        timed = Timed()
-        runner = OnPolicyRunner(
-            sampler, ppo, hp["total_steps"], callbacks=[_Record(timed)],
-            publisher=publisher,
-        )  # fmt: skip
-        return _timed_run(runner, timed)
-
-
-# -- parllel SAC ---------------------------------------------------------------
-
-
-def run_ours_sac(hp: dict, seed: int, fused_adam: bool) -> Timed:
-    """One SAC run as ``examples/mujoco/train_sac.py`` (log-std bounds as SB3's)."""
-    seeds = Seeds.from_master(seed, n_envs=1)
-    seed_everything(seeds)
-    factory = functools.partial(make_env, hp["env_id"], hp["episode_steps"], False)
-    cage = build_cages(factory, 1, parallel="serial", seed=seeds.envs)
-    agent = build_sac_agent(cage.spaces.observation, cage.spaces.action)
-    handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
-    tree = build_replay_tree(
-        cage, handler, 1, hp["replay_size"], observation_dtype=np.float32
-    )
-    replay = UniformReplay(
-        tree, hp["batch_size"], np.random.default_rng(seeds.replay),
-        learning_starts=hp["learning_starts"], discount=hp["gamma"],
-    )  # fmt: skip
-    alpha = EntropyCoefficient(1.0)
-    optimizer = torch.optim.Adam(
-        [
-            {"params": agent.actor.parameters(), "lr": hp["policy_lr"]},
-            {"params": agent.critic.parameters()},
-            {"params": [alpha.log_alpha]},
-        ],
-        lr=hp["q_lr"],
-        fused=fused_adam,
-    )
-    sac = SAC(agent, optimizer, alpha, tau=hp["tau"], replay_ratio=1.0)
-    timed = Timed()
-    warmup = AttributeSchedule(
-        agent, "random_actions", lambda step: step < hp["learning_starts"]
-    )
-    runner = OffPolicyRunner(
-        FeedForwardSampler(cage, handler, tree), replay, sac, hp["total_steps"],
-        callbacks=[warmup, _Record(timed)],
-    )  # fmt: skip
-    try:
-        return _timed_run(runner, timed)
-    finally:
-        cage.close()
-        tree.close()
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    torch.set_num_threads(threads)
 
 
 # -- summary ---------------------------------------------------------------------
@@ -294,6 +139,110 @@ def compare(result: dict[str, Any], ours: str, theirs: str, key: str) -> None:
           f"{verdict(low, high)}", flush=True)  # fmt: skip
 
 
+def interleaved(
+    contenders: dict[str, Any], seeds: int, last: int
+) -> dict[str, list[Timed]]:
+    """Every contender once per seed, in turn (all see the same load)."""
+    runs: dict[str, list[Timed]] = {name: [] for name in contenders}
+    for seed in range(seeds):
+        for name, run in contenders.items():
+            t = run(seed)
+            runs[name].append(t)
+            ret = np.mean(t.returns[-last:]) if t.returns else None
+            print(f"{name} seed {seed}: {1e6 * t.seconds / t.steps:.1f} us/step "
+                  f"({t.steps} steps, {t.seconds:.1f} s; sample "
+                  f"{t.phases.get('sample', 0):.1f} s, update "
+                  f"{t.phases.get('update', 0):.1f} s), return {ret}",
+                  flush=True)  # fmt: skip
+    return runs
+
+
+def ppo_1m_estimate(result: dict[str, Any]) -> None:
+    """``ppo_1m_minutes``: ours_jax's wall per step x 1M, its bootstrap interval."""
+    minutes = [us * 1e6 / 60e6 for us in result["_ours_jax_ppo_us"]]
+    value, low, high = median_interval(minutes)
+    result["ppo_1m_minutes"] = round(value, 2)
+    result["ppo_1m_minutes_ci"] = [round(low, 2), round(high, 2)]
+    print(f"ppo_1m_minutes (ours_jax, from the timed runs): {value:.2f} "
+          f"[{low:.2f}, {high:.2f}]", flush=True)  # fmt: skip
+
+
+# -- returns over many seeds ---------------------------------------------------
+
+
+def compare_returns(
+    args: argparse.Namespace, ppo_hp: dict, vec: str, result: dict[str, Any]
+) -> None:
+    """PPO's final returns over ``--return-seeds`` seeds per side: parllel's
+    JAX seeds in one program, SB3's and SBX's as separate runs."""
+    from _mujoco_sbx import run_sbx_ppo
+
+    K, hp = args.return_seeds, dict(ppo_hp, total_steps=args.return_steps)
+    extra = ("--quick",) if args.quick else ()
+    print(f"returns: {K} seeds x {hp['total_steps']} steps per side", flush=True)
+    returns, walls = {}, {}
+    returns["ours_jax"], walls["ours_jax"] = jax_seed_returns(
+        K, hp["total_steps"], extra + ("--parallel", args.parallel)
+    )
+    print(f"  ours_jax ({K} seeds, one program): {returns['ours_jax']}", flush=True)
+    print("  sb3:", flush=True)
+    returns["sb3"], walls["sb3"] = separate_returns(
+        lambda s: run_ppo(hp, s, vec, args.fused_adam), K
+    )
+    print("  sbx:", flush=True)
+    returns["sbx"], walls["sbx"] = separate_returns(
+        lambda s: run_sbx_ppo(hp, s, vec), K
+    )
+    result.update(return_seeds=K, return_steps=hp["total_steps"])
+    for side, values in returns.items():
+        median, low, high = median_interval(values)
+        result[f"ppo_return_median_{side}"] = finite_or_none(median, 1)
+        result[f"ppo_return_median_{side}_ci"] = [
+            finite_or_none(low, 1), finite_or_none(high, 1)
+        ]  # fmt: skip
+        result[f"ppo_return_runs_{side}"] = [finite_or_none(v, 1) for v in values]
+        result[f"ppo_return_wall_s_{side}"] = round(walls[side], 1)
+        print(f"ppo_return_median_{side}: {median:.1f} [{low:.1f}, {high:.1f}]")
+    for peer in ("sb3", "sbx"):
+        diff, low, high = median_difference_interval(returns["ours_jax"], returns[peer])
+        key = f"ppo_return_ours_jax_minus_{peer}"
+        result[key] = finite_or_none(diff, 1)
+        result[f"{key}_ci"] = [finite_or_none(low, 1), finite_or_none(high, 1)]
+        result[f"{key}_verdict"] = difference_verdict(low, high)
+        print(f"{key}: {diff:.1f} [{low:.1f}, {high:.1f}]: "
+              f"{difference_verdict(low, high)}", flush=True)  # fmt: skip
+
+
+# -- SAC with two learner threads ------------------------------------------------
+
+
+def sac_two_threads(argv: list[str], result: dict[str, Any]) -> None:
+    """This script's SAC part again in a child process whose learners (every
+    side) take 2 threads; its figures join ``result`` with ``_2threads``."""
+    command = [
+        sys.executable,
+        __file__,
+        *argv,
+        "--learner-threads",
+        "2",
+        "--only",
+        "sac",
+    ]
+    environment = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    done = subprocess.run(
+        command, env=environment, stdout=subprocess.PIPE, text=True, check=True
+    )
+    child = json.loads(done.stdout.strip().splitlines()[-1])
+    for key, value in child.items():
+        if key.startswith(("sac_", "ours_sac", "sb3_sac", "ours_jax_sac", "sbx_sac")):
+            if not key.endswith("hyperparameters"):
+                result[f"{key}_2threads"] = value
+    for name in ("ours_sac", "sb3_sac", "ours_jax_sac", "sbx_sac"):
+        one, two = result[f"{name}_us_per_step"], child[f"{name}_us_per_step"]
+        result[f"{name}_2threads_vs_1thread"] = round(two / one, 3)
+        print(f"{name}: 2 learner threads / 1: {two / one:.3f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny run (seconds)")
@@ -310,8 +259,39 @@ def main() -> None:
     parser.add_argument(
         "--fused-adam", action="store_true", help="fused Adam, both sides"
     )
+    parser.add_argument(
+        "--return-seeds", type=int, default=0,
+        help="PPO returns over this many seeds per side (0: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--return-steps", type=int, default=100_000, help="env steps per return run"
+    )
+    parser.add_argument(
+        "--ppo-1m", action="store_true",
+        help="time one 1M-step run of examples/mujoco/train_ppo.py --backend jax",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sac-two-threads", action="store_true",
+        help="SAC again with 2 learner threads on every side (a child process)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--learner-threads", type=int, default=1, help="torch and XLA threads"
+    )
+    parser.add_argument(
+        "--only", choices=["timing", "sac", "returns", "ppo-1m"],
+        help="one part: PPO and SAC timing, SAC timing, returns, the 1M-step run",
+    )  # fmt: skip
     args = parser.parse_args()
     pin_threads()
+    set_learner_threads(args.learner_threads)
+    from _mujoco_jax import run_jax_ppo, run_jax_sac  # JAX after XLA_FLAGS
+    from _mujoco_sbx import (
+        SBX_PPO_DIFFERENCES,
+        SBX_SAC_DIFFERENCES,
+        run_sbx_ppo,
+        run_sbx_sac,
+    )
+
     load_start = list(os.getloadavg())
     ppo_hp, sac_hp = dict(PPO_HP, total_steps=args.steps), dict(SAC_HP)
     sac_hp["total_steps"] = args.sac_steps
@@ -322,13 +302,18 @@ def main() -> None:
         sac_hp.update(total_steps=300, learning_starts=100, batch_size=64,
                       replay_size=10_000, episode_steps=64)  # fmt: skip
         args.repeats, args.sac_seeds, vec_steps = 1, 1, 5
+        args.return_seeds, args.return_steps = 2, 512  # the example's --quick preset
     result: dict[str, Any] = {
         "ppo_hyperparameters": ppo_hp, "sac_hyperparameters": sac_hp,
         "parallel": args.parallel, "fused_adam": args.fused_adam,
         "repeats": args.repeats, "sac_seeds": args.sac_seeds, "max_lag": args.max_lag,
+        "learner_threads": args.learner_threads,
+        "sbx_differences": [SBX_PPO_DIFFERENCES, SBX_SAC_DIFFERENCES],
     }  # fmt: skip
+    print(f"{SBX_PPO_DIFFERENCES}\n{SBX_SAC_DIFFERENCES}", flush=True)
     vec = args.sb3_vec
-    if vec == "auto":
+    timing = args.only in (None, "timing", "sac")
+    if vec == "auto" and args.only in (None, "timing", "returns"):
         step_ms = {
             v: 1e3 * vec_step_seconds(ppo_hp["env_id"], ppo_hp["n_envs"], vec_steps, v)
             for v in ("dummy", "subproc")
@@ -338,42 +323,54 @@ def main() -> None:
     result["sb3_vec"] = vec
     print(f"SB3 vector env: {vec}", flush=True)
 
-    contenders = {
-        "ours_ppo": lambda s: run_ours_ppo(
-            ppo_hp, s, args.parallel, args.fused_adam, None
-        ),
-        "sb3_ppo": lambda s: run_ppo(ppo_hp, s, vec, args.fused_adam),
-        "ours_async_ppo": lambda s: run_ours_ppo(
-            ppo_hp, s, args.parallel, args.fused_adam, args.max_lag
-        ),
-    }
-    runs: dict[str, list[Timed]] = {name: [] for name in contenders}
-    for seed in range(args.repeats):
-        for name, run in contenders.items():
-            runs[name].append(run(seed))
-            t = runs[name][-1]
-            print(f"{name} seed {seed}: {1e6 * t.seconds / t.steps:.1f} us/step "
-                  f"({t.steps} steps, {t.seconds:.1f} s)", flush=True)  # fmt: skip
+    runs: dict[str, list[Timed]] = {}
+    if args.only in (None, "timing"):
+        contenders = {
+            "ours_ppo": lambda s: run_ours_ppo(
+                ppo_hp, s, args.parallel, args.fused_adam, None
+            ),
+            "sb3_ppo": lambda s: run_ppo(ppo_hp, s, vec, args.fused_adam),
+            "ours_async_ppo": lambda s: run_ours_ppo(
+                ppo_hp, s, args.parallel, args.fused_adam, args.max_lag
+            ),
+            "ours_jax_ppo": lambda s: run_jax_ppo(ppo_hp, s, args.parallel),
+            "sbx_ppo": lambda s: run_sbx_ppo(ppo_hp, s, vec),
+        }
+        runs.update(interleaved(contenders, args.repeats, args.last_episodes))
     sac_contenders = {
         "ours_sac": lambda s: run_ours_sac(sac_hp, s, args.fused_adam),
         "sb3_sac": lambda s: run_sac(sac_hp, s, args.fused_adam),
+        "ours_jax_sac": lambda s: run_jax_sac(sac_hp, s),
+        "sbx_sac": lambda s: run_sbx_sac(sac_hp, s),
     }
-    runs.update({name: [] for name in sac_contenders})
-    for seed in range(args.sac_seeds):
-        for name, run in sac_contenders.items():
-            runs[name].append(run(seed))
-            t = runs[name][-1]
-            print(f"{name} seed {seed}: {1e6 * t.seconds / t.steps:.1f} us/step, "
-                  f"return {np.mean(t.returns[-args.last_episodes:]) if t.returns else None}",
-                  flush=True)  # fmt: skip
+    if timing:
+        runs.update(interleaved(sac_contenders, args.sac_seeds, args.last_episodes))
     for name, timed in runs.items():
         result.update(summarize(name, timed, args.last_episodes))
-    compare(result, "ours_ppo", "sb3_ppo", "ppo_wall_ratio")
-    compare(result, "ours_async_ppo", "sb3_ppo", "ppo_async_wall_ratio")
-    compare(result, "ours_async_ppo", "ours_ppo", "ppo_async_vs_sync")
-    compare(result, "ours_sac", "sb3_sac", "sac_wall_ratio")
+    if "ours_ppo" in runs:
+        compare(result, "ours_ppo", "sb3_ppo", "ppo_wall_ratio")
+        compare(result, "ours_async_ppo", "sb3_ppo", "ppo_async_wall_ratio")
+        compare(result, "ours_async_ppo", "ours_ppo", "ppo_async_vs_sync")
+        compare(result, "ours_jax_ppo", "sb3_ppo", "ppo_jax_wall_ratio")
+        compare(result, "ours_jax_ppo", "sbx_ppo", "ppo_jax_vs_sbx")
+        ppo_1m_estimate(result)
+    if timing:
+        compare(result, "ours_sac", "sb3_sac", "sac_wall_ratio")
+        compare(result, "ours_jax_sac", "sb3_sac", "sac_jax_wall_ratio")
+        compare(result, "ours_jax_sac", "sbx_sac", "sac_jax_vs_sbx")
     for key in [k for k in result if k.startswith("_")]:
         del result[key]
+    if args.sac_two_threads and args.only in (None, "timing"):
+        sac_two_threads(sys.argv[1:], result)
+    if args.return_seeds and args.only in (None, "returns"):
+        compare_returns(args, ppo_hp, vec, result)
+    if args.ppo_1m and args.only in (None, "ppo-1m"):
+        steps = 512 if args.quick else 999_424
+        minutes = ppo_1m_minutes(steps, ("--quick",) if args.quick else ())
+        result["ppo_1m_minutes_measured"] = round(minutes, 2)
+        result["ppo_1m_measured_steps"] = steps
+        print(f"ppo_1m_minutes_measured ({steps} steps, the example's JAX path, "
+              f"start to exit): {minutes:.2f}", flush=True)  # fmt: skip
     result["load_average_start_end"] = [load_start, list(os.getloadavg())]
     print_result(result)
 

@@ -168,6 +168,17 @@ EXPECTED_KEYS = {
         "ours_sac_final_return_mean",
         "sb3_sac_final_return_mean",
         "sb3_vec",
+        "ppo_jax_wall_ratio",
+        "ppo_jax_wall_ratio_ci",
+        "ppo_jax_vs_sbx",
+        "sac_jax_wall_ratio",
+        "sac_jax_vs_sbx",
+        "ppo_1m_minutes",
+        "ppo_1m_minutes_ci",
+        "ppo_return_median_ours_jax",
+        "ppo_return_median_sb3",
+        "ppo_return_median_sbx",
+        "ppo_return_ours_jax_minus_sb3_ci",
     },
     "mujoco_table.py": {"table", "all_reached", "quick"},
     "atari_learning.py": {
@@ -212,7 +223,7 @@ NEEDS = {
     "train_cartpole.py": ("stable_baselines3",),
     "ray_bench.py": ("ray",),
     "multiagent_bench.py": ("supersuit",),  # and mpe2 (the examples extra)
-    "train_mujoco.py": ("stable_baselines3", "mujoco"),  # and the mujoco extra
+    "train_mujoco.py": ("stable_baselines3", "mujoco", "jax", "sbx"),  # 3 extras
     "mujoco_table.py": ("mujoco",),
     "many_seeds.py": ("jax", "mujoco"),  # the jax and mujoco extras
     "handler_step.py": ("jax", "flax"),  # the jax extra
