@@ -37,20 +37,33 @@ One thread per learner: torch pinned to one thread, XLA to one
 (``XLA_FLAGS``, set here before JAX is imported). A contender whose library
 is missing is skipped with the reason, its keys null.
 
-``sac_update_vs_flop_floor``: the fastest parllel SAC step divided by the
-step's matmul FLOPs at the single-thread 256x256 float32 matmul rate
-measured in the same run (a round of matmuls among the SAC rounds, so it
-sees the same load). FLOPs (:func:`sac_update_flops`): ``2 * in * out``
-per sample per dense layer forward, twice that for its backward; per step
-the target (actor forward on the next observations, twin target critics
-forward), the twin critics forward and backward, and the actor forward and
-backward through the twin critics (forward and backward): about 663 MFLOP.
+``sac_update_vs_flop_floor``: the fastest parllel JAX SAC step divided by
+the same step's matmuls alone (:func:`sac_step_matmuls`), each ``[m, k] @
+[k, n]`` row-major (no transposed operand: the layout XLA multiplies fastest),
+as one compiled XLA program with the contenders' flags, timed in a round among
+the SAC rounds (the same load): the update against its own matmuls in its own
+library (XLA's CPU dot, mostly YNNPACK kernels in jax 0.10). Reverse-mode
+differentiation runs, per dense layer ``fan_in -> fan_out`` and sample, a
+forward ``x @ W`` (``2 * fan_in * fan_out`` FLOPs), a weight gradient
+``x.T @ dy`` and an input gradient ``dy @ W.T`` (each as many), the last only
+where the input needs a gradient (not for the observation). One step
+(``policy_delay`` 1): the target (actor on s', twin target critics forward);
+the critic loss (twin critics forward, weight gradients, input gradients but
+the first layer's); the actor loss (actor forward, twin critics forward and
+input gradients, their weights held, then the actor's weight and input
+gradients): 582 MFLOP at batch 256 (XLA's cost analysis of the compiled step
+counts 591 MFLOP with Adam's and the activations' elementwise work).
+``sac_update_vs_torch_rate``: the same step against its FLOPs at torch's
+single-thread 256x256 ``torch.mm`` rate (``matmul_256_gflops``, MKL/oneDNN),
+the machine's rate for square products in another library.
 
 Last line: one JSON object with ``ppo_minibatch_us_{contender}`` and
 ``sac_step_us_{contender}`` for the five contenders,
 ``{algo}_compile_s_{contender}`` (the first call's seconds, compilation
 included; SB3 and SBX: their ``learn`` that fills the buffer and trains
-once), ``sac_update_vs_flop_floor`` and the figures behind it.
+once), ``sac_update_vs_flop_floor``, ``sac_update_vs_torch_rate`` and the
+figures behind them (``sac_update_mflop``, ``sac_flop_floor_us``,
+``matmul_gflops_xla``, ``matmul_256_gflops``).
 ``--quick``: tiny shapes, one round, torch.compile tracing only (its ``eager``
 backend), for the test that runs every benchmark's quick mode.
 Usage: python benchmarks/learner_speed.py [--quick] [--repeats N] [--algos ppo,sac]
@@ -475,37 +488,123 @@ def sb3_replay_sample_us(shapes: Shapes, repeats: int) -> float | None:
 
 # -- the FLOP floor ------------------------------------------------------------------
 
+FORWARD, INPUT_GRAD, WEIGHT_GRAD = "forward", "input_grad", "weight_grad"
+
+
+@dataclass(frozen=True)
+class Matmul:
+    """One matmul of a SAC step, for ``batch`` samples through a dense layer
+    ``fan_in -> fan_out`` of ``networks`` stacked networks (2: the twin critics):
+    the layer's ``forward`` ``x @ W``, its ``input_grad`` ``dy @ W.T`` or its
+    ``weight_grad`` ``x.T @ dy``."""
+
+    kind: str
+    networks: int
+    fan_in: int
+    fan_out: int
+
+    def flops(self, batch: int) -> int:
+        """``2 * batch * fan_in * fan_out`` per network."""
+        return 2 * batch * self.networks * self.fan_in * self.fan_out
+
+    def mkn(self, batch: int) -> tuple[int, int, int]:
+        """``(m, k, n)`` of the product ``[m, k] @ [k, n]`` (per network)."""
+        return {
+            FORWARD: (batch, self.fan_in, self.fan_out),
+            INPUT_GRAD: (batch, self.fan_out, self.fan_in),
+            WEIGHT_GRAD: (self.fan_in, batch, self.fan_out),
+        }[self.kind]
+
+
+def sac_step_matmuls(shapes: Shapes) -> list[Matmul]:
+    """The matmuls of one SAC gradient step (``policy_delay`` 1), as reverse-mode
+    differentiation runs them (see the module docstring)."""
+    hidden, observation, action = shapes.sac_hidden, shapes.observation, shapes.action
+    # actor: trunk, then the mean and log-std heads; each critic: (s, a) -> Q
+    actor = [
+        (observation, hidden),
+        (hidden, hidden),
+        (hidden, action),
+        (hidden, action),
+    ]
+    critic = [(observation + action, hidden), (hidden, hidden), (hidden, 1)]
+
+    def passes(kind: str, layers: list[tuple[int, int]], networks: int) -> list[Matmul]:
+        return [Matmul(kind, networks, fan_in, fan_out) for fan_in, fan_out in layers]
+
+    return [
+        # the target: the actor on s', the twin target critics at (s', a')
+        *passes(FORWARD, actor, 1),
+        *passes(FORWARD, critic, 2),
+        # the critic loss: forward; backward to every weight, to the inputs of all
+        # layers but the first (the data needs no gradient)
+        *passes(FORWARD, critic, 2),
+        *passes(WEIGHT_GRAD, critic, 2),
+        *passes(INPUT_GRAD, critic[1:], 2),
+        # the actor loss: the actor and the critics (their weights held) forward,
+        # backward through the critics' inputs (the first layer's whole input, as
+        # XLA computes it, of which the action's columns are kept), then the
+        # actor's weights and inputs (not the observation's)
+        *passes(FORWARD, actor, 1),
+        *passes(FORWARD, critic, 2),
+        *passes(INPUT_GRAD, critic, 2),
+        *passes(WEIGHT_GRAD, actor, 1),
+        *passes(INPUT_GRAD, actor[1:], 1),
+    ]
+
 
 def sac_update_flops(shapes: Shapes) -> float:
-    """Matmul FLOPs of one SAC gradient step (see the module docstring)."""
-    hidden = shapes.sac_hidden
-
-    def mlp(inputs: int, outputs: int) -> int:  # multiply-adds per sample
-        sizes = [inputs, hidden, hidden, outputs]
-        return sum(a * b for a, b in zip(sizes, sizes[1:]))
-
-    actor = mlp(shapes.observation, 2 * shapes.action)  # mean and log-std
-    twin_q = 2 * mlp(shapes.observation + shapes.action, 1)
-    forward = actor + twin_q  # target: actor on s', twin target critics
-    forward_backward = 3 * twin_q + 3 * actor + 3 * twin_q  # critics; actor via Q
-    return 2.0 * shapes.sac_batch * (forward + forward_backward)
+    """Matmul FLOPs of one SAC gradient step: the sum over :func:`sac_step_matmuls`."""
+    return float(sum(m.flops(shapes.sac_batch) for m in sac_step_matmuls(shapes)))
 
 
-def flop_floor_round(flops: float, number: int = 50) -> Callable[[], float]:
-    """A round timing ``number`` single-thread 256x256 float32 matmuls: the
-    µs ``flops`` take at their rate (run among the contenders' rounds)."""
-    a, b = torch.randn(256, 256), torch.randn(256, 256)
-    out = torch.empty(256, 256)
-    torch.mm(a, b, out=out)
+def xla_floor_round(shapes: Shapes, number: int = 5) -> Callable[[], float]:
+    """A round timing the SAC step's matmuls alone (:func:`sac_step_matmuls`,
+    each ``[m, k] @ [k, n]`` row-major: no transposed operand) as one compiled
+    XLA program under the contender's flags: µs per step."""
+    import jax
+
+    rng = np.random.default_rng(0)
+    operands = []
+    for matmul in sac_step_matmuls(shapes):
+        m, k, n = matmul.mkn(shapes.sac_batch)
+        lead = (matmul.networks,) if matmul.networks > 1 else ()
+        operands.append(
+            tuple(
+                jax.device_put(rng.normal(size=(*lead, *s)).astype(np.float32))
+                for s in ((m, k), (k, n))
+            )
+        )
+
+    @jax.jit
+    def matmuls(operands: Any) -> Any:
+        return [a @ b for a, b in operands]
+
+    jax.block_until_ready(matmuls(operands))
 
     def floor_us() -> float:
         start = time.perf_counter()
         for _ in range(number):
-            torch.mm(a, b, out=out)
-        rate = 2 * 256**3 * number / (time.perf_counter() - start)
-        return flops / rate * 1e6
+            jax.block_until_ready(matmuls(operands))
+        return (time.perf_counter() - start) / number * 1e6
 
     return floor_us
+
+
+def torch_matmul_round(number: int = 50) -> Callable[[], float]:
+    """A round timing ``number`` single-thread 256x256 float32 ``torch.mm``: GFLOP/s
+    (the reference rate of torch's BLAS, beside XLA's)."""
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    out = torch.empty(256, 256)
+    torch.mm(a, b, out=out)
+
+    def gflops() -> float:
+        start = time.perf_counter()
+        for _ in range(number):
+            torch.mm(a, b, out=out)
+        return 2 * 256**3 * number / (time.perf_counter() - start) / 1e9
+
+    return gflops
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -611,23 +710,27 @@ def main() -> None:
         print_result(result)
         return
     flops = sac_update_flops(shapes)
-    sac = measure(
-        "sac", shapes, quick, repeats, result, {"floor": flop_floor_round(flops)}
-    )
-    floor_us = sac["floor"]
-    rate = flops / floor_us * 1e6
-    ours = {
-        k: v
-        for k, v in sac.items()
-        if k in ("torch_eager", "torch_compiled", "jax", "jax_scan8")
-    }
-    best = min(ours, key=ours.__getitem__)
+    extra = {"torch_matmul_gflops": torch_matmul_round()}
+    if have("parllel.jax.algos.sac"):
+        extra["floor"] = xla_floor_round(shapes)
+    sac = measure("sac", shapes, quick, repeats, result, extra)
+    floor_us = sac.get("floor")
+    ours = {k: v for k, v in sac.items() if k in ("jax", "jax_scan8")}
+    best = min(ours, key=ours.__getitem__) if ours and floor_us else None
     result.update(
-        matmul_256_gflops=round(rate / 1e9, 2),
+        matmul_256_gflops=round(sac["torch_matmul_gflops"], 2),
         sac_update_mflop=round(flops / 1e6, 1),
-        sac_flop_floor_us=round(floor_us, 1),
+        matmul_gflops_xla=None if not floor_us else round(flops / floor_us / 1e3, 2),
+        sac_flop_floor_us=None if not floor_us else round(floor_us, 1),
         sac_flop_floor_contender=best,
-        sac_update_vs_flop_floor=round(ours[best] / floor_us, 3),
+        sac_update_vs_flop_floor=(
+            None if best is None or not floor_us else round(ours[best] / floor_us, 3)
+        ),
+        sac_update_vs_torch_rate=(
+            None
+            if best is None
+            else round(ours[best] * sac["torch_matmul_gflops"] * 1e3 / flops, 3)
+        ),
         sac_replay_sample_us_sb3=(
             None
             if (us := sb3_replay_sample_us(shapes, repeats)) is None
@@ -641,11 +744,14 @@ def main() -> None:
             theirs = result[f"{unit}_{name}"]
             if theirs:
                 print(f"{key} torch_eager / {name}: {eager / theirs:.2f}x", flush=True)
-    print(
-        f"sac: {flops / 1e6:.0f} MFLOP at {rate / 1e9:.1f} GFLOP/s = {floor_us:.0f} µs; "
-        f"{best} {ours[best]:.0f} µs = {result['sac_update_vs_flop_floor']}x the floor",
-        flush=True,
-    )
+    if best is not None:
+        print(
+            f"sac: {flops / 1e6:.0f} MFLOP, its matmuls alone in XLA {floor_us:.0f} µs "
+            f"({result['matmul_gflops_xla']} GFLOP/s; torch's 256x256 "
+            f"{result['matmul_256_gflops']}); {best} {ours[best]:.0f} µs = "
+            f"{result['sac_update_vs_flop_floor']}x the floor",
+            flush=True,
+        )
     print_result(result)
 
 
