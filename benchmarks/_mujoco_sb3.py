@@ -17,15 +17,18 @@ import numpy as np
 
 @dataclass
 class Timed:
-    """One training run: wall seconds, env steps, phase seconds, episode returns."""
+    """One training run: wall seconds, env steps, phase seconds (in all, and
+    of each phase's first call: a JIT backend compiles there), episode returns."""
 
     seconds: float = 0.0
     steps: int = 0
     phases: dict[str, float] = field(default_factory=dict)
+    firsts: dict[str, float] = field(default_factory=dict)
     returns: list[float] = field(default_factory=list)
 
     def add(self, phase: str, seconds: float) -> None:
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds
+        self.firsts.setdefault(phase, seconds)
 
 
 def _time_method(obj: Any, name: str, timed: Timed, phase: str) -> None:
