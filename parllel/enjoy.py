@@ -6,8 +6,12 @@
     python -m parllel.enjoy policy.pt --env CartPole-v1
     python -m parllel.enjoy RUN_DIR --env my_envs:make_env --stochastic
 
-The policy is loaded with :func:`parllel.torch.load_policy` (a run
-directory's ``policy.pt``, or its newest checkpoint). The env is built from
+The policy is loaded with :func:`load_any_policy`: a torch run's with
+:func:`parllel.torch.load_policy` (its ``policy.pt``, or its newest
+checkpoint), a JAX run's with
+:func:`~parllel.export.numpy_policy.load_numpy_policy` (its ``policy.npz``
+or newest checkpoint, played in numpy: neither JAX nor torch is imported).
+The env is built from
 ``--env`` if given, else from what the export records: its ``env_factory``
 (``"module:function"``, or ``"path/to/file.py:function"`` relative to the
 run directory; one not found here is named, with ``--env`` to pass), else
@@ -32,17 +36,69 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from parllel.errors import ConfigError, MissingDependencyError, ParllelError
 from parllel.errors.base import install_hint
-from parllel.torch import Policy, load_policy
+from parllel.export.numpy_policy import load_numpy_policy, plays_in_numpy
 
-__all__ = ["Episode", "evaluate", "main", "make_env", "resolve_env_factory"]
+__all__ = [
+    "Episode",
+    "PlayingPolicy",
+    "evaluate",
+    "load_any_policy",
+    "main",
+    "make_env",
+    "resolve_env_factory",
+]
+
+
+class PlayingPolicy(Protocol):
+    """What :func:`evaluate` plays: :class:`parllel.torch.Policy` or
+    :class:`~parllel.export.numpy_policy.NumpyPolicy`."""
+
+    trained_with: dict[str, Any]
+    source: Path | None
+
+    def act(self, observation: Any, deterministic: bool = True) -> Any:
+        """The action for one observation."""
+        ...
+
+    def reset(self, env_indices: Any = None) -> None:
+        """Forget the recurrent state."""
+        ...
+
+
+def load_any_policy(
+    path: str | os.PathLike[str],
+    *,
+    clip_actions: bool = False,
+    seed: int | None = None,
+) -> PlayingPolicy:
+    """A run's (or a policy file's) policy, whichever backend trained it.
+
+    A JAX run's ``policy.npz`` (or checkpoints) plays in numpy
+    (:func:`~parllel.export.numpy_policy.load_numpy_policy`, no JAX or torch
+    imported); anything else is a torch policy
+    (:func:`parllel.torch.load_policy`, which imports torch). ``seed`` seeds
+    the stochastic actions (torch's global generator for a torch policy).
+
+    Raises:
+        PolicyNotFoundError, PolicyFileError, ConfigError: as the loaders.
+    """
+    if plays_in_numpy(path):
+        return load_numpy_policy(path, clip_actions=clip_actions, seed=seed)
+    import torch  # only a torch policy needs it
+
+    from parllel.torch import load_policy
+
+    if seed is not None:
+        torch.manual_seed(seed)
+    return load_policy(path, clip_actions=clip_actions)
+
 
 _VIDEO_HINT = (
     f"{install_hint('video')}: moviepy writes the video, pygame renders "
@@ -188,7 +244,7 @@ class Episode(NamedTuple):
 
 
 def evaluate(
-    policy: Policy,
+    policy: PlayingPolicy,
     env: gym.Env,
     episodes: int,
     *,
@@ -232,7 +288,9 @@ def evaluate(
 _ENV_HINT = "pass --env (a gymnasium id, module:function or file.py:function)"
 
 
-def _recorded_env(args: argparse.Namespace, policy: Policy, env_name: str) -> gym.Env:
+def _recorded_env(
+    args: argparse.Namespace, policy: PlayingPolicy, env_name: str
+) -> gym.Env:
     """The env of ``--env``, or the one the policy records (a factory's
     relative path is relative to the run directory)."""
     env_id = policy.trained_with.get("env_id")
@@ -284,14 +342,14 @@ def main(argv: Sequence[str] | None = None) -> list[Episode]:
     if args.episodes < 1:
         raise SystemExit(f"--episodes must be >= 1, got {args.episodes}")
     try:
-        policy = load_policy(args.path, clip_actions=args.clip_actions)
+        policy = load_any_policy(
+            args.path, clip_actions=args.clip_actions, seed=args.seed
+        )
         trained = policy.trained_with
         env_name = args.env or trained.get("env_factory") or trained.get("env_id")
         if not env_name:
             raise ConfigError(f"{policy.source} records no env: {_ENV_HINT}")
         env = _recorded_env(args, policy, env_name)
-        if args.seed is not None:
-            torch.manual_seed(args.seed)
         print(f"{policy} from {policy.source}")
         try:
             results = evaluate(

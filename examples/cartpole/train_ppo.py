@@ -361,7 +361,19 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
             config_keys=["n_envs", "batch_T", "hidden_sizes", "backend"],
             **run.runner_options(config.total_steps, eval_sampler),
         )
-        return run.train(runner, close=(*sampling.close, eval_cage))
+        from parllel.jax.export import PolicyExport as JaxPolicyExport
+
+        spaces = sampling.sampler.cages[0].spaces
+        return run.train(
+            runner,
+            close=(*sampling.close, eval_cage),
+            policy=JaxPolicyExport(  # writes policy.npz (plays in numpy)
+                agent,
+                env_id="CartPole-v1",
+                observation_space=spaces.observation,
+                action_space=spaces.action,
+            ),
+        )
     model, distribution = agent.model, agent.distribution
     optimizer = adam(model.parameters(), config.learning_rate)  # fused: measured faster
     ppo = PPO(

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import torch
 
 from parllel.cages.spaces import value_at
 from parllel.errors import PolicyExportError, PolicyFileError
@@ -37,7 +36,7 @@ def _stats_of(normalizer: Any) -> Mapping[str, RunningMeanStd]:
 
 
 def normalizer_to_data(normalizer: Any, *, with_state: bool = True) -> dict[str, Any]:
-    """A normalizer's settings (and statistics, as tensors) as plain data.
+    """A normalizer's settings (and statistics, as numpy arrays) as plain data.
 
     Args:
         normalizer: a :class:`~parllel.transforms.NormalizeObservations`.
@@ -49,10 +48,7 @@ def normalizer_to_data(normalizer: Any, *, with_state: bool = True) -> dict[str,
         leaf: dict[str, Any] = {"feature_shape": list(stats.feature_shape)}
         if with_state:
             leaf.update(
-                {
-                    key: torch.from_numpy(np.array(value))
-                    for key, value in stats.state_dict().items()
-                }
+                {key: np.array(value) for key, value in stats.state_dict().items()}
             )
         leaves[path] = leaf
     return {
@@ -69,7 +65,7 @@ class FrozenObservationNormalizer:
         clip: the bound of normalized values.
         epsilon: added to the variance.
         leaves: ``{leaf path: {"feature_shape", "count", "mean", "m2"}}``
-            (tensors or arrays), as :func:`normalizer_to_data` writes them.
+            (arrays or tensors), as :func:`normalizer_to_data` writes them.
     """
 
     def __init__(

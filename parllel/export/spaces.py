@@ -1,7 +1,8 @@
 """Gymnasium spaces as plain data (dicts, lists, numbers, strings) and back.
 
-A policy file stores its spaces this way, so it loads with
-``torch.load(weights_only=True)`` and its spec is readable JSON. ``Box``,
+A policy file stores its spaces this way (``torch.load(weights_only=True)``
+reads a torch export, a JAX export's header is JSON) and its spec is
+readable JSON. ``Box``,
 ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, ``Dict`` and ``Tuple`` are
 built in; register a custom space with :func:`space_to_data` (a
 ``functools.singledispatch`` function) and :func:`register_space_reader`.
@@ -47,7 +48,7 @@ def space_to_data(space: Any) -> dict[str, Any]:
     """
     raise PolicyExportError(
         f"cannot store space {space!r} in a policy file: register its conversion "
-        "with parllel.torch.export.spaces.space_to_data.register and "
+        "with parllel.export.spaces.space_to_data.register and "
         "register_space_reader"
     )
 

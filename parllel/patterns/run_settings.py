@@ -42,9 +42,9 @@ from parllel.seeding import Seeds
 if TYPE_CHECKING:  # a backend is imported where the script asks for it
     from _typeshed import DataclassInstance
 
+    from parllel.export.run_export import PolicyExporter
     from parllel.runners import Runner
     from parllel.samplers.protocols import EvalSource
-    from parllel.torch.export.run_export import PolicyExport
 
 __all__ = ["RunSettings", "TrainingRun"]
 
@@ -150,7 +150,7 @@ class TrainingRun:
         runner: Runner[Any],
         *,
         close: tuple = (),
-        policy: PolicyExport | None = None,
+        policy: PolicyExporter | None = None,
     ) -> dict[str, float]:
         """Resume if asked, train, export ``policy``, close ``close``, plot
         (:func:`~parllel.patterns.run_training`), then print how it ended and

@@ -12,9 +12,9 @@ from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
 from parllel.runtime.cli import TrainingOutcome
 
 if TYPE_CHECKING:  # a backend is imported where the script asks for it
+    from parllel.export.run_export import PolicyExporter
     from parllel.runners import Runner
     from parllel.runtime.run_directory import RunDirectory
-    from parllel.torch.export.run_export import PolicyExport
 
 #: The console outputs :func:`build_run_logger` offers.
 CONSOLES = ("auto", "dashboard", "plain", "table")
@@ -102,7 +102,7 @@ def run_training(
     *,
     resume: bool = False,
     close: tuple = (),
-    policy: PolicyExport | None = None,
+    policy: PolicyExporter | None = None,
 ) -> TrainingOutcome:
     """Resume if asked, run, export, always close ``close`` (and the runner's
     logger), plot; return how it ended.
@@ -112,7 +112,7 @@ def run_training(
     either: the outcome says why. A second Ctrl-C stops at once (``KeyboardInterrupt``
     is caught; the outcome says so). ``close`` holds anything with
     ``close()`` (cages, sample trees). With ``policy`` (a
-    :class:`~parllel.torch.export.PolicyExport`) the run writes
+    :class:`~parllel.torch.PolicyExport` or :class:`~parllel.jax.export.PolicyExport`) the run writes
     ``policy_spec.json`` before training and exports the policy after it.
     The learning curve needs the ``plot`` extra.
 

@@ -19,14 +19,15 @@ from parllel.errors import (
     PolicyFileError,
     PolicyNotFoundError,
 )
+from parllel.export.checkpoints import newest_checkpoint_step
+from parllel.export.spaces import space_from_data, space_to_data
+from parllel.export.spec import SPEC_FILE
 from parllel.runtime import RunDirectory, latest_checkpoint, save_checkpoint
 from parllel.torch import PolicyExport, export_policy, load_policy
 from parllel.torch.agents import ActorCriticAgent, build_dqn_agent
 from parllel.torch.architecture import Architecture
 from parllel.torch.export.artifact import POLICY_FILE
-from parllel.torch.export.checkpoints import newest_checkpoint_step
-from parllel.torch.export.spaces import space_from_data, space_to_data
-from parllel.torch.export.spec import SPEC_FILE, write_policy_spec
+from parllel.torch.export.spec import write_policy_spec
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import NormalizeObservations
 

@@ -4,7 +4,7 @@ One ``torch.save`` file of plain data (dicts, lists, numbers, strings and
 tensors; no pickled class), so :func:`read_policy_file` loads it with
 ``torch.load(weights_only=True)``::
 
-    {"format": "parllel-policy", "format_version": 1,
+    {"format": "parllel-policy", "format_version": 1, "backend": "torch",
      "architecture": {"builder": "actor_critic", "kwargs": {...}},
      "observation_space": {...}, "action_space": {...},
      "weights": {"model": state_dict},
@@ -12,7 +12,8 @@ tensors; no pickled class), so :func:`read_policy_file` loads it with
      "trained_with": {"algorithm", "env_id", "env_factory", "env_steps"},
      "metadata": {...}, "versions": {...}}
 
-A run directory also gets ``policy_spec.json`` (:mod:`parllel.torch.export.spec`),
+The header is the backend-free one of :mod:`parllel.export.header`. A run
+directory also gets ``policy_spec.json`` (:mod:`parllel.torch.export.spec`),
 so a run interrupted before its export still loads from its checkpoints.
 """
 
@@ -20,26 +21,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import zipfile
 from collections.abc import Callable, Mapping
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from parllel import DISTRIBUTION
-from parllel.errors import PolicyExportError, PolicyFileError, PolicyNotFoundError
-from parllel.runtime.checkpoint import CHECKPOINT_PATTERN
+from parllel.errors import PolicyExportError, PolicyFileError
+from parllel.export.factory import factory_reference
+from parllel.export.header import FORMAT, check_header, check_policy_path, policy_header
+from parllel.export.normalizer import normalizer_to_data
+from parllel.export.spaces import space_from_data
 from parllel.torch.architecture import Architecture, architecture_of
 from parllel.torch.export.builders import (
     agent_builder,
     kwargs_from_data,
     kwargs_to_data,
 )
-from parllel.torch.export.factory import factory_reference
-from parllel.torch.export.normalizer import normalizer_to_data
-from parllel.torch.export.spaces import space_from_data, space_to_data
 from parllel.torch.files import atomic_save
 
 __all__ = [
@@ -50,14 +48,8 @@ __all__ = [
     "read_policy_file",
 ]
 
-FORMAT = "parllel-policy"
-FORMAT_VERSION = 1
 POLICY_FILE = "policy.pt"
 """the export's file name in a run directory"""
-# name in the export: distribution whose version is recorded
-_VERSIONED = {"parllel": DISTRIBUTION} | {
-    name: name for name in ("torch", "gymnasium", "numpy")
-}
 
 
 @dataclasses.dataclass
@@ -79,13 +71,6 @@ class PolicyRecord:
     trained_with: dict[str, Any]
     metadata: dict[str, Any]
     source: Path
-
-
-def _version(name: str) -> str | None:
-    try:
-        return importlib_metadata.version(name)
-    except importlib_metadata.PackageNotFoundError:
-        return None
 
 
 def describe_policy(
@@ -119,36 +104,23 @@ def describe_policy(
     kwargs = dict(architecture.kwargs)
     if builder.current_kwargs is not None:
         kwargs.update(builder.current_kwargs(agent))
-    spaces = {}
-    for name, given, recorded in (
-        ("observation_space", observation_space, architecture.observation_space),
-        ("action_space", action_space, architecture.action_space),
-    ):
-        space = given if given is not None else recorded
-        try:
-            spaces[name] = space_to_data(space)
-        except PolicyExportError as error:
-            raise PolicyExportError(
-                f"{name}: {error} (the agent was built from {recorded!r}; pass "
-                f"{name}= the env's space)"
-            ) from None
-    return {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "architecture": {
+    return policy_header(
+        backend="torch",
+        architecture={
             "builder": architecture.builder,
             "kwargs": kwargs_to_data(kwargs),
         },
-        **spaces,
-        "trained_with": {
-            "algorithm": algorithm,
-            "env_id": env_id,
-            "env_factory": env_factory,
-            "env_steps": None if env_steps is None else int(env_steps),
+        spaces={
+            "observation_space": (observation_space, architecture.observation_space),
+            "action_space": (action_space, architecture.action_space),
         },
-        "metadata": dict(metadata or {}),
-        "versions": {name: _version(dist) for name, dist in _VERSIONED.items()},
-    }
+        libraries=["torch"],
+        algorithm=algorithm,
+        env_id=env_id,
+        env_factory=env_factory,
+        env_steps=env_steps,
+        metadata=metadata,
+    )
 
 
 def _as_file(path: str | os.PathLike[str], name: str) -> Path:
@@ -194,7 +166,7 @@ def export_policy(
             (wrappers): the function, ``"module:function"`` or
             ``"path/to/file.py:function"``; a file is recorded relative to
             the file's directory, so the run directory can be copied
-            (:func:`~parllel.torch.export.factory.factory_reference`).
+            (:func:`~parllel.export.factory.factory_reference`).
         env_steps: env steps of training.
         metadata: more plain values to store.
 
@@ -221,11 +193,12 @@ def export_policy(
         name: {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
         for name, module in modules.items()
     }
-    normalizer = (
-        None
-        if observation_normalizer is None
-        else normalizer_to_data(observation_normalizer)
-    )
+    normalizer = None
+    if observation_normalizer is not None:
+        normalizer = normalizer_to_data(observation_normalizer)
+        for leaf in normalizer["leaves"].values():  # torch.load(weights_only) reads
+            for key in ("count", "mean", "m2"):  # tensors, not numpy arrays
+                leaf[key] = torch.from_numpy(leaf[key])
     file.parent.mkdir(parents=True, exist_ok=True)
     atomic_save(
         file, {**header, "weights": weights, "observation_normalizer": normalizer}
@@ -233,21 +206,14 @@ def export_policy(
     return file
 
 
-def check_header(data: Any, path: Path, expected: str) -> None:
-    """Raise :class:`PolicyFileError` unless ``data`` is a ``expected`` file of a known version."""
-    if not isinstance(data, Mapping) or data.get("format") != expected:
-        raise PolicyFileError(f"{path} is not a parllel policy file")
-    version = data.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise PolicyFileError(
-            f"{path} has policy format {version!r}; this parllel reads up to "
-            f"{FORMAT_VERSION}"
-        )
-
-
 def build_record(
     data: Mapping[str, Any], weights: dict[str, Any], normalizer: Any, path: Path
 ) -> PolicyRecord:
+    """A :class:`PolicyRecord` from a header, weights and normalizer data.
+
+    Raises:
+        PolicyFileError: the header lacks an entry.
+    """
     try:
         architecture = Architecture(
             str(data["architecture"]["builder"]),
@@ -277,13 +243,7 @@ def read_policy_file(path: str | os.PathLike[str]) -> PolicyRecord:
             of a format this version reads.
     """
     path = Path(path)
-    if not path.is_file():
-        raise PolicyNotFoundError(f"policy file {path} does not exist")
-    if CHECKPOINT_PATTERN.match(path.name) and not zipfile.is_zipfile(path):
-        raise PolicyFileError(
-            f"{path} is not a parllel policy file (a checkpoint? pass the run "
-            "directory to load_policy)"
-        )
+    check_policy_path(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:

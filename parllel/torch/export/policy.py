@@ -27,44 +27,25 @@ import numpy as np
 import torch
 
 from parllel.agents.state import ALL, EnvStates, as_index
-from parllel.cages.spaces import space_leaves, value_at, zero_example
 from parllel.errors import (
-    ConfigError,
     PolicyFileError,
     PolicyNotFoundError,
     ShapeError,
 )
+from parllel.export.normalizer import FrozenObservationNormalizer
+from parllel.export.observations import ObservationAdapter
+from parllel.export.spec import checkpoint_source
 from parllel.torch.export.artifact import (
     POLICY_FILE,
     PolicyRecord,
     read_policy_file,
 )
 from parllel.torch.export.builders import agent_builder
-from parllel.torch.export.checkpoints import (
-    newest_checkpoint_objects,
-    newest_checkpoint_step,
-)
-from parllel.torch.export.normalizer import FrozenObservationNormalizer
-from parllel.torch.export.spec import SPEC_FILE, read_policy_spec, record_from_spec
+from parllel.torch.export.spec import record_from_spec
 from parllel.torch.utils import check_device
 from parllel.tree import tree_map
 
 __all__ = ["Policy", "load_policy"]
-
-
-def _check_clip_bounds(action_space: gym.Space) -> None:
-    """Refuse ``clip_actions`` for a ``Box`` without a finite bound."""
-    if not isinstance(action_space, gym.spaces.Box):
-        return
-    bounds = np.concatenate([action_space.low.ravel(), action_space.high.ravel()])
-    if not np.isfinite(bounds).any():
-        raise ConfigError(
-            f"clip_actions=True, but the policy's action space {action_space} has "
-            "no finite bound, so there is nothing to clip into (gymnasium's "
-            "ClipAction wrapper makes the space unbounded this way): clip the "
-            "actions into the env's bounds yourself (np.clip), or train with an "
-            "env whose action space keeps its bounds"
-        )
 
 
 class Policy:
@@ -111,11 +92,10 @@ class Policy:
         self.trained_with = dict(trained_with or {})
         self.source = source
         self.clip_actions = bool(clip_actions)
-        if self.clip_actions:
-            _check_clip_bounds(action_space)
+        self._adapter = ObservationAdapter(
+            observation_space, action_space, observation_normalizer, clip_actions
+        )
         self.device = check_device(device)
-        self._leaves = space_leaves(observation_space)
-        self._example = zero_example(observation_space)
         self._states: EnvStates | None = None
         self._n_envs: int | None = None
         self._mode = ""
@@ -125,40 +105,6 @@ class Policy:
         """True if the agent keeps state between steps."""
         with torch.no_grad():
             return self.agent.initial_state(1) is not None
-
-    def _batch_size(self, observation: Any) -> int | None:
-        """None for one observation, else the number of observations."""
-        path, space = self._leaves[0]
-        try:
-            leaf = np.asarray(value_at(observation, path))
-        except (KeyError, IndexError, TypeError):
-            raise ShapeError(
-                f"observation has no leaf {path!r} of the observation space "
-                f"{self.observation_space}"
-            ) from None
-        ndim = len(space.shape or ())
-        if leaf.ndim == ndim:
-            return None
-        if leaf.ndim == ndim + 1:
-            return int(leaf.shape[0])
-        raise ShapeError(
-            f"observation{f' leaf {path!r}' if path else ''} has shape "
-            f"{leaf.shape}; the observation space {self.observation_space} "
-            f"needs {tuple(space.shape or ())} (one observation) or "
-            f"[N, *{tuple(space.shape or ())}] (N observations)"
-        )
-
-    def _inputs(self, observation: Any, batched: bool) -> Any:
-        """Copies with the space's dtypes and a leading dim, normalized, as tensors."""
-
-        def leaf(value: Any, example: Any) -> np.ndarray:
-            array = np.array(value, dtype=np.asarray(example).dtype)
-            return array if batched else array[np.newaxis]
-
-        arrays = tree_map(leaf, observation, self._example)
-        if self.observation_normalizer is not None:
-            self.observation_normalizer.normalize(arrays)
-        return tree_map(lambda a: torch.from_numpy(a).to(self.device), arrays)
 
     def _state(self, n_envs: int) -> EnvStates:
         if self._states is None:
@@ -188,28 +134,23 @@ class Policy:
             An action valid for ``env.step`` (an ``int`` for ``Discrete``), or
             an array of N actions.
         """
-        batch = self._batch_size(observation)
+        batch = self._adapter.batch_size(observation)
         mode = "eval" if deterministic else "sample"
         if mode != self._mode:
             self.agent.set_mode(mode)
             self._mode = mode
         states = self._state(batch or 1)
         with torch.no_grad():
+            inputs = self._adapter.inputs(observation, batch is not None)
             step = self.agent.step(
-                self._inputs(observation, batch is not None),
+                tree_map(lambda a: torch.from_numpy(a).to(self.device), inputs),
                 None,
                 None,
                 states.gather(ALL),
             )
             states.scatter(ALL, step.state)
         action = tree_map(lambda t: t.detach().cpu().numpy(), step.action)
-        if self.clip_actions and isinstance(self.action_space, gym.spaces.Box):
-            action = np.clip(action, self.action_space.low, self.action_space.high)
-        if batch is not None:
-            return action
-        if isinstance(self.action_space, gym.spaces.Discrete):
-            return int(action[0])
-        return tree_map(lambda a: a[0], action)
+        return self._adapter.actions(action, batch is not None)
 
     __call__ = act
 
@@ -277,30 +218,14 @@ def _build(record: PolicyRecord, **policy_kwargs: Any) -> Policy:
 def _record_of_run(run_dir: Path) -> PolicyRecord:
     """The newer of the run's export and its newest checkpoint (the export on a tie)."""
     export = run_dir / POLICY_FILE
-    spec_file = run_dir / SPEC_FILE
-    checkpoint_step = newest_checkpoint_step(run_dir)
-    if export.is_file():
-        record = read_policy_file(export)
-        exported_at = record.trained_with.get("env_steps")
-        newer_checkpoint = (
-            checkpoint_step is not None
-            and exported_at is not None
-            and checkpoint_step > int(exported_at)
-            and spec_file.is_file()
-        )
-        if not newer_checkpoint:
-            return record
-    elif checkpoint_step is None or not spec_file.is_file():
-        what = "no checkpoint" if checkpoint_step is None else f"no {SPEC_FILE}"
-        raise PolicyNotFoundError(
-            f"{run_dir} has no {POLICY_FILE} and {what} to load a policy from "
-            "(export_policy writes the first; the checkpoints need the second, "
-            "which run_training(..., policy=PolicyExport(...)) writes)"
-        )
-    spec = read_policy_spec(spec_file)
-    path, step, objects = newest_checkpoint_objects(run_dir)
-    record = record_from_spec(spec, objects, path)
-    record.trained_with["env_steps"] = step
+    record = read_policy_file(export) if export.is_file() else None
+    exported_at = None if record is None else record.trained_with.get("env_steps")
+    source = checkpoint_source(run_dir, POLICY_FILE, exported_at)
+    if source is None and record is not None:
+        return record
+    assert source is not None  # checkpoint_source raises if there is nothing
+    record = record_from_spec(source.spec, source.objects, source.checkpoint)
+    record.trained_with["env_steps"] = source.step
     return record
 
 
