@@ -18,8 +18,8 @@ compiles there). Ratios: median over runs with a 95% bootstrap interval.
 ``ppo_1m_minutes``: ours_jax's first update plus its later wall per step x 1M.
 
 Learners take ``--learner-threads`` (1) threads on every side: torch's, and
-XLA's (``XLA_FLAGS``, set before JAX is imported). ``--sac-two-threads``
-repeats SAC in a child process with 2 learner threads (keys ``*_2threads``).
+XLA's (``XLA_FLAGS``, set before JAX is imported); ``--only sac
+--learner-threads 2`` times SAC with the learner on both cores, every side.
 ``--return-seeds K`` compares PPO's final returns (mean of the last 100
 training episodes) over K seeds per side at ``--return-steps``: parllel's JAX
 seeds in one program (``examples/mujoco/train_ppo.py --backend jax --seeds
@@ -35,10 +35,8 @@ Usage: python benchmarks/train_mujoco.py [--quick] [--steps N] [--repeats N]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -226,36 +224,6 @@ def compare_returns(
               f"{difference_verdict(low, high)}", flush=True)  # fmt: skip
 
 
-# -- SAC with two learner threads ------------------------------------------------
-
-
-def sac_two_threads(argv: list[str], result: dict[str, Any]) -> None:
-    """This script's SAC part again in a child process whose learners (every
-    side) take 2 threads; its figures join ``result`` with ``_2threads``."""
-    command = [
-        sys.executable,
-        __file__,
-        *argv,
-        "--learner-threads",
-        "2",
-        "--only",
-        "sac",
-    ]
-    environment = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    done = subprocess.run(
-        command, env=environment, stdout=subprocess.PIPE, text=True, check=True
-    )
-    child = json.loads(done.stdout.strip().splitlines()[-1])
-    for key, value in child.items():
-        if key.startswith(("sac_", "ours_sac", "sb3_sac", "ours_jax_sac", "sbx_sac")):
-            if not key.endswith("hyperparameters"):
-                result[f"{key}_2threads"] = value
-    for name in ("ours_sac", "sb3_sac", "ours_jax_sac", "sbx_sac"):
-        one, two = result[f"{name}_us_per_step"], child[f"{name}_us_per_step"]
-        result[f"{name}_2threads_vs_1thread"] = round(two / one, 3)
-        print(f"{name}: 2 learner threads / 1: {two / one:.3f}", flush=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny run (seconds)")
@@ -282,10 +250,6 @@ def main() -> None:
     parser.add_argument(
         "--ppo-1m", action="store_true",
         help="time one 1M-step run of examples/mujoco/train_ppo.py --backend jax",
-    )  # fmt: skip
-    parser.add_argument(
-        "--sac-two-threads", action="store_true",
-        help="SAC again with 2 learner threads on every side (a child process)",
     )  # fmt: skip
     parser.add_argument(
         "--learner-threads", type=int, default=1, help="torch and XLA threads"
@@ -373,8 +337,6 @@ def main() -> None:
         compare(result, "ours_jax_sac", "sbx_sac", "sac_jax_vs_sbx")
     for key in [k for k in result if k.startswith("_")]:
         del result[key]
-    if args.sac_two_threads and args.only in (None, "timing"):
-        sac_two_threads(sys.argv[1:], result)
     if args.return_seeds and args.only in (None, "returns"):
         compare_returns(args, ppo_hp, vec, result)
     if args.ppo_1m and args.only in (None, "ppo-1m"):

@@ -4,6 +4,7 @@
     python examples/mujoco/train_sac.py --env-id Hopper-v4 --seed 1
     python examples/mujoco/train_sac.py --quick                 # a tiny smoke run
     python examples/mujoco/train_sac.py --backend jax           # the JAX SAC (the jax extra)
+    python examples/mujoco/train_sac.py --backend jax --seeds 8 # 8 seeds, one program
     python examples/mujoco/train_sac.py --resume runs/mujoco-sac-...
     python examples/mujoco/train_sac.py --help                  # every Config field is a flag
 
@@ -41,6 +42,7 @@ import torch
 
 from parllel.cages import build_cages
 from parllel.envs.mujoco import make_mujoco_env
+from parllel.errors import ConfigError
 from parllel.patterns import (
     RunSettings,
     build_eval_sampler,
@@ -98,6 +100,8 @@ class Config:
     backend: Literal["torch", "jax"] = "torch"
     """learning library: torch, or JAX (flax networks, each batch's updates one
     compiled call)"""
+    seeds: int = 1
+    """--backend jax: train seeds seed, seed+1, ... as one program (one run directory each)"""
     run: RunSettings = RunSettings.field(
         eval_interval_steps=50_000,
         eval_episodes=5,
@@ -194,8 +198,92 @@ def build_sac(config: Config, agent: Any, seeds: Seeds) -> Any:
     return SAC(agent, optimizer, alpha, **options)
 
 
-def main(config: Config, resume: str | None = None) -> dict:
+def train_seeds(config: Config, resume: str | None) -> list[dict]:
+    """``--seeds K``: K runs (master seeds ``seed .. seed + K - 1``) in one
+    program: one cage of K envs, each seeded from its run's seeds, one vmapped
+    policy step and one vmapped SAC update; each run samples its own env's
+    transitions with its own replay RNG and writes an ordinary run directory
+    inside the group directory (docs/seeds.md)."""
+    from parllel.jax.algos import SeededSAC
+    from parllel.jax.seeds import SeededHandler, SeedStack
+    from parllel.patterns.seeds import start_seed_runs
+    from parllel.replays.per_run import PerRunReplay
+    from parllel.runners.seeds import SeedsRunner
+
+    K, n_eval = config.seeds, config.run.eval_episodes  # eval envs per run
+    runs = start_seed_runs(
+        config.run, "mujoco-sac", config, seeds=K, master=config.seed,
+        n_envs=1, n_eval_envs=n_eval, resume=resume,
+    )  # fmt: skip
+    # every run's env in one cage: run k owns column k
+    env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
+    cage = build_cages(env_factory, K, parallel="serial", seed=runs.env_seeds)
+    stack = SeedStack([build_agent(config, cage.spaces, seeds) for seeds in runs.seeds])
+    handler = SeededHandler(stack, 1, seeds=[seeds.actions for seeds in runs.seeds])
+    replay_tree = build_replay_tree(
+        cage, handler, config.batch_T, config.replay_size, observation_dtype=np.float32
+    )
+    replay = PerRunReplay(  # run k samples its own column with its own rng
+        replay_tree,
+        config.batch_size,
+        [np.random.default_rng(seeds.replay) for seeds in runs.seeds],
+        learning_starts=config.learning_starts,
+        discount=config.gamma,
+    )
+    sampler = FeedForwardSampler(cage, handler, replay_tree)
+    eval_sampler, eval_cage = build_eval_sampler(
+        env_factory,
+        SeededHandler(stack, n_eval, seeds=[seeds.actions for seeds in runs.seeds]),
+        K * n_eval,
+        K * n_eval,
+        seed=runs.eval_env_seeds,
+    )
+    sacs = [
+        build_sac(config, agent, seeds)
+        for agent, seeds in zip(stack.agents, runs.seeds)
+    ]
+    seeded = SeededSAC(sacs, stack, seeds=[seeds.master for seeds in runs.seeds])
+    runner = SeedsRunner(
+        sampler,
+        seeded,
+        config.total_steps,
+        runs.seed_runs(  # each run's checkpoint holds what a single run's does
+            lambda k: {
+                "agent": seeded.run_agent(k),
+                "sac": seeded.run_state(k),
+                "replay": replay.run_checkpoint(k),
+            },
+            handler.action_key,
+        ),
+        replay=replay,
+        callbacks=[  # warm-up: uniform random actions until learning starts
+            AttributeSchedule(
+                seeded, "random_actions", lambda step: step < config.learning_starts
+            )
+        ],
+        config_keys=[
+            "env_id",
+            "batch_T",
+            "replay_size",
+            "hidden_sizes",
+            "backend",
+            "seeds",
+        ],
+        **runs.runner_options(config.total_steps, eval_sampler, n_eval),
+    )
+    return runs.train(runner, close=(cage, eval_cage, replay_tree))
+
+
+def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     torch.set_num_threads(1)
+    if config.seeds > 1:
+        if config.backend != "jax" or config.checkpoint_replay_contents:
+            raise ConfigError(
+                "--seeds K runs with --backend jax and checkpoints no replay "
+                "contents: add --backend jax (and leave out "
+                "--checkpoint-replay-contents)"
+            )
+        return train_seeds(config, resume)
     n_eval = config.run.eval_episodes
     seeds = Seeds.from_master(config.seed, n_envs=1, n_eval_envs=n_eval)
     run = config.run.start("mujoco-sac", config, seeds, resume)

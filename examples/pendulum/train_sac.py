@@ -16,7 +16,7 @@ eval return reaches ``target_return``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -227,9 +227,7 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     policy step and one vmapped SAC update; each run samples its own env's
     transitions with its own replay RNG and writes an ordinary run directory
     inside the group directory (docs/seeds.md)."""
-    from parllel.jax.algos import SAC as JaxSAC
-    from parllel.jax.algos import EntropyCoefficient as JaxAlpha
-    from parllel.jax.algos import SeededSAC, build_sac_optimizers
+    from parllel.jax.algos import SeededSAC
     from parllel.jax.seeds import SeededHandler, SeedStack
     from parllel.patterns.seeds import start_seed_runs
     from parllel.replays.per_run import PerRunReplay
@@ -261,14 +259,7 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
         seed=runs.eval_env_seeds,
     )
     sacs = [
-        JaxSAC(
-            cast(Any, agent),
-            build_sac_optimizers(config.learning_rate),
-            JaxAlpha(1.0),
-            seed=seeds.torch,
-            tau=config.tau,
-            replay_ratio=config.replay_ratio,
-        )
+        build_sac(config, agent, seeds)
         for agent, seeds in zip(stack.agents, runs.seeds)
     ]
     seeded = SeededSAC(sacs, stack, seeds=[seeds.master for seeds in runs.seeds])
