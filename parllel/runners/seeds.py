@@ -289,6 +289,10 @@ class SeedsRunner:
         """The runs still training."""
         return [k for k in range(len(self.runs)) if k not in self.algorithm.stopped]
 
+    def request_stop(self) -> None:
+        """End training after the current iteration (every run checkpointed)."""
+        self._stop = True
+
     def _on_interrupt(self, signum: int) -> str:
         self.interrupted = True
         self._stop = True
