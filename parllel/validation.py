@@ -22,6 +22,7 @@ __all__ = [
     "check_fraction",
     "check_positive",
     "check_positive_or_schedule",
+    "check_target_update",
 ]
 
 
@@ -91,3 +92,20 @@ def check_positive_or_schedule(name: str, value: Any, allow_none: bool = False) 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name} must be a number or a schedule; got {value!r}")
     check_positive(name, value)
+
+
+def check_target_update(interval: int | None, tau: float | None) -> int | None:
+    """A target network's update rule: a hard copy every ``interval`` updates
+    (default 1000) or polyak averaging with ``tau`` in ``(0, 1]``, not both.
+
+    Returns:
+        The interval (None with ``tau``).
+    """
+    if tau is not None:
+        if interval is not None:
+            raise ConfigError("give target_update_interval or tau, not both")
+        check_fraction("tau", tau, allow_zero=False)
+        return None
+    interval = 1000 if interval is None else interval
+    check_at_least("target_update_interval (or give tau)", interval)
+    return interval

@@ -3,6 +3,7 @@
     python examples/atari/train_dqn.py                          # Pong, 10M steps
     python examples/atari/train_dqn.py --env-id ALE/Breakout-v5 # another ALE v5 game
     python examples/atari/train_dqn.py --quick                  # a tiny smoke run
+    python examples/atari/train_dqn.py --backend jax            # the JAX DQN (the jax extra)
     python examples/atari/train_dqn.py --resume runs/atari-dqn-...
     python examples/atari/train_dqn.py --help                   # every Config field is a flag
 
@@ -32,7 +33,7 @@ the current batch, writes a checkpoint and prints the command that resumes.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -103,6 +104,8 @@ class Config:
     """save every stored frame in checkpoints (7.3 GB at 1M steps)"""
     parallel: Literal["process", "serial", "auto"] = "process"
     """where envs step: worker processes, this process, or measured"""
+    backend: Literal["torch", "jax"] = "torch"
+    """learning library: torch, or JAX (flax Nature CNN, K updates per compiled call)"""
     run: RunSettings = RunSettings.field(
         eval_interval_steps=250_000,
         eval_episodes=4,
@@ -127,6 +130,46 @@ QUICK = dict(
 """the --quick preset: a tiny smoke run (eval games cut after 200 frames)"""
 
 
+def build_agent(config: Config, spaces: Any, seeds: Seeds) -> Any:
+    """The Nature-CNN Q-network for ``spaces`` (torch or JAX)."""
+    if config.backend == "jax":
+        from parllel.jax.agents import build_dqn_agent as build_jax_dqn_agent
+
+        # the learner's stream initializes the weights
+        return build_jax_dqn_agent(spaces.observation, spaces.action, seed=seeds.torch)
+    return build_dqn_agent(spaces.observation, spaces.action)
+
+
+def build_handler(config: Config, agent: Any, n_envs: int, seed: int | None) -> Any:
+    """The handler that runs ``agent`` on the sample tree (torch or JAX)."""
+    if config.backend == "jax":
+        from parllel.jax import JaxHandler
+
+        return JaxHandler(agent, n_envs=n_envs, seed=seed)
+    return TorchHandler(agent, n_envs=n_envs, seed=seed)
+
+
+def build_dqn(config: Config, agent: Any) -> Any:
+    """DQN with one update per ``train_frequency`` env steps and hard target
+    copies every ``target_update_steps`` env steps (counted in updates)."""
+    options = dict(
+        double_dqn=config.double_dqn,
+        target_update_interval=max(
+            1, config.target_update_steps // config.train_frequency
+        ),
+        max_grad_norm=None,
+        replay_ratio=1 / config.train_frequency,
+    )
+    if config.backend == "jax":
+        from parllel.jax.algos import DQN as JaxDQN
+        from parllel.jax.algos import adam as jax_adam
+
+        # every update of a batch in one compiled call
+        return JaxDQN(agent, jax_adam(config.learning_rate), **options)
+    optimizer = torch.optim.Adam(agent.q_network.parameters(), lr=config.learning_rate)
+    return DQN(agent, optimizer, **options)
+
+
 def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(
@@ -149,8 +192,8 @@ def main(config: Config, resume: str | None = None) -> dict:
         seed=seeds.envs,
         traj_info_type=GameTrajInfo,
     )
-    agent = build_dqn_agent(cage.spaces.observation, cage.spaces.action)
-    handler = TorchHandler(agent, n_envs=config.n_envs, seed=seeds.actions)
+    agent = build_agent(config, cage.spaces, seeds)
+    handler = build_handler(config, agent, config.n_envs, seeds.actions)
 
     # the sampler's [T, B] batch of 4-frame stacks; each batch is copied into
     # the replay, which keeps only the newest frame of every step
@@ -172,7 +215,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     )
     eval_sampler, eval_cage = build_eval_sampler(
         make_atari_env,
-        TorchHandler(agent, n_envs=N_EVAL_ENVS),
+        build_handler(config, agent, N_EVAL_ENVS, seed=None),
         N_EVAL_ENVS,
         config.run.eval_episodes,
         dict(
@@ -184,18 +227,9 @@ def main(config: Config, resume: str | None = None) -> dict:
         seed=seeds.eval_envs,
     )
 
-    # the algorithm: one update per train_frequency env steps, hard target
-    # copies every target_update_steps env steps (counted in updates)
-    dqn = DQN(
-        agent,
-        torch.optim.Adam(agent.q_network.parameters(), lr=config.learning_rate),
-        double_dqn=config.double_dqn,
-        target_update_interval=max(
-            1, config.target_update_steps // config.train_frequency
-        ),
-        max_grad_norm=None,
-        replay_ratio=1 / config.train_frequency,
-    )
+    # the algorithm
+    dqn = build_dqn(config, agent)
+    jax = config.backend == "jax"
     decay_steps = max(1, int(config.exploration_fraction * config.total_steps))
     epsilon = AttributeSchedule(
         agent,
@@ -208,7 +242,11 @@ def main(config: Config, resume: str | None = None) -> dict:
         replay,
         dqn,
         config.total_steps,
-        checkpoint_objects={"q_network": agent.q_network, "dqn": dqn},
+        checkpoint_objects=(
+            {"agent": agent, "dqn": dqn}  # a JAX agent's parameters, numpy leaves
+            if jax
+            else {"q_network": agent.q_network, "dqn": dqn}
+        ),
         checkpoint_replay_contents=config.checkpoint_replay_contents,
         config_keys={
             "env_id": "the game",
@@ -216,19 +254,20 @@ def main(config: Config, resume: str | None = None) -> dict:
             "batch_T": "the sample tree's shape",
             "replay_size": "the replay's shape",
             "repeat_action_probability": "ALE's sticky actions",
+            **({"backend": "the learning library"} if jax else {}),
         },
         callbacks=[epsilon],
         **run.runner_options(config.total_steps, eval_sampler),
     )
-    return run.train(
-        runner,
-        close=(cage, sample_tree, eval_cage),
-        policy=PolicyExport(  # writes policy.pt, which enjoy plays
+    # writes policy.pt, which enjoy plays (a JAX run exports none)
+    policy = None
+    if not jax:
+        policy = PolicyExport(
             agent,
             env_id=config.env_id,
             env_factory="parllel.envs.atari:make_atari_env",
-        ),
-    )
+        )
+    return run.train(runner, close=(cage, sample_tree, eval_cage), policy=policy)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
     python examples/cartpole/train_dqn.py --n-step 3      # n-step returns
     python examples/cartpole/train_dqn.py --prioritized   # prioritized replay
     python examples/cartpole/train_dqn.py --quick         # a tiny smoke run
+    python examples/cartpole/train_dqn.py --backend jax   # the JAX DQN (the jax extra)
     python examples/cartpole/train_dqn.py --resume runs/cartpole-dqn-...
     python examples/cartpole/train_dqn.py --help          # every Config field is a flag
 
@@ -15,6 +16,7 @@ eval return reaches ``target_return``.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -77,6 +79,8 @@ class Config:
     """stop once the mean eval return reaches this (None: never)"""
     checkpoint_replay_contents: bool = False
     """save every stored transition in checkpoints"""
+    backend: Literal["torch", "jax"] = "torch"
+    """learning library: torch, or JAX (flax Q-network, K updates per compiled call)"""
     run: RunSettings = RunSettings.field(
         eval_interval_steps=2_048, checkpoint_interval_steps=20_000
     )
@@ -96,6 +100,47 @@ QUICK = dict(
 
 def make_env() -> gym.Env:
     return gym.make("CartPole-v1")
+
+
+def build_agent(config: Config, spaces: Any, seeds: Seeds) -> Any:
+    """The Q-network MLP for ``spaces`` (an ``observation`` and ``action`` space)."""
+    if config.backend == "jax":
+        from parllel.jax.agents import build_dqn_agent as build_jax_dqn_agent
+
+        return build_jax_dqn_agent(
+            spaces.observation,
+            spaces.action,
+            seed=seeds.torch,  # the learner's stream initializes the weights
+            hidden_sizes=config.hidden_sizes,
+        )
+    return build_dqn_agent(
+        spaces.observation, spaces.action, hidden_sizes=config.hidden_sizes
+    )
+
+
+def build_handler(config: Config, agent: Any, n_envs: int, seed: int | None) -> Any:
+    """The handler that runs ``agent`` on the sample tree (torch or JAX)."""
+    if config.backend == "jax":
+        from parllel.jax import JaxHandler
+
+        return JaxHandler(agent, n_envs=n_envs, seed=seed)
+    return TorchHandler(agent, n_envs=n_envs, seed=seed)
+
+
+def build_dqn(config: Config, agent: Any) -> Any:
+    """Double DQN with hard target updates and Adam (torch's or its JAX twin)."""
+    options = dict(
+        target_update_interval=config.target_update_interval,
+        replay_ratio=config.replay_ratio,
+    )
+    if config.backend == "jax":
+        from parllel.jax.algos import DQN as JaxDQN
+        from parllel.jax.algos import adam as jax_adam
+
+        # every update of a batch in one compiled call
+        return JaxDQN(agent, jax_adam(config.learning_rate), **options)
+    optimizer = adam(agent.q_network.parameters(), learning_rate=config.learning_rate)
+    return DQN(agent, optimizer, **options)
 
 
 class StopAtReturn(Callback):
@@ -123,10 +168,8 @@ def main(config: Config, resume: str | None = None) -> dict:
 
     # environments (stepped in this process: CartPole is cheaper than a pipe)
     cage = build_cages(make_env, config.n_envs, parallel="serial", seed=seeds.envs)
-    agent = build_dqn_agent(
-        cage.spaces.observation, cage.spaces.action, hidden_sizes=config.hidden_sizes
-    )
-    handler = TorchHandler(agent, n_envs=cage.n_envs, seed=seeds.actions)
+    agent = build_agent(config, cage.spaces, seeds)
+    handler = build_handler(config, agent, cage.n_envs, seeds.actions)
 
     # the [T, B] batch and the full-size replay each batch is copied into
     # the full-size replay tree: the sampler's [T, B] window slides over it,
@@ -171,35 +214,37 @@ def main(config: Config, resume: str | None = None) -> dict:
     sampler = FeedForwardSampler(cage, handler, replay_tree)
     eval_sampler, eval_cage = build_eval_sampler(
         make_env,
-        TorchHandler(agent, n_envs=config.run.eval_episodes),
+        build_handler(config, agent, config.run.eval_episodes, seed=None),
         config.run.eval_episodes,
         config.run.eval_episodes,
         seed=seeds.eval_envs,
     )
 
     # the algorithm: double DQN, hard target updates
-    dqn = DQN(
-        agent,
-        adam(agent.q_network.parameters(), learning_rate=config.learning_rate),
-        target_update_interval=config.target_update_interval,
-        replay_ratio=config.replay_ratio,
-    )
+    dqn = build_dqn(config, agent)
+    jax = config.backend == "jax"
 
     runner = OffPolicyRunner(
         sampler,
         replay,
         dqn,
         config.total_steps,
-        checkpoint_objects={"q_network": agent.q_network, "dqn": dqn},
+        checkpoint_objects=(
+            {"agent": agent, "dqn": dqn}  # a JAX agent's parameters, numpy leaves
+            if jax
+            else {"q_network": agent.q_network, "dqn": dqn}
+        ),
         checkpoint_replay_contents=config.checkpoint_replay_contents,
-        config_keys=["n_envs", "batch_T", "replay_size", "hidden_sizes"],
+        config_keys=["n_envs", "batch_T", "replay_size", "hidden_sizes"]
+        + (["backend"] if jax else []),
         callbacks=callbacks,
         **run.runner_options(config.total_steps, eval_sampler),
     )
     return run.train(
         runner,
         close=(cage, eval_cage, replay_tree),
-        policy=PolicyExport(agent, env_id="CartPole-v1"),  # writes policy.pt
+        # writes policy.pt (a JAX run exports none)
+        policy=None if jax else PolicyExport(agent, env_id="CartPole-v1"),
     )
 
 

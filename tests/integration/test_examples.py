@@ -156,19 +156,26 @@ def test_atari_resume_refuses_other_training_episodes(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_atari_dqn_quick_run_and_resume(tmp_path):
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+def test_atari_dqn_quick_run_and_resume(tmp_path, backend):
     """DQN on Pong with the one-frame replay: a --quick run, then a resume
-    (the replay's frames come back from the checkpoint) to 768 steps."""
+    (the replay's frames come back from the checkpoint) to 768 steps; the
+    JAX run (the Nature CNN in flax) exports no policy.pt."""
     pytest.importorskip("ale_py", reason="needs the atari extra")
+    if backend == "jax":
+        pytest.importorskip("jax", reason="needs the jax extra")
     script = "atari/train_dqn.py"
-    _run(script, tmp_path, "--console", "plain")
+    _run(script, tmp_path, "--console", "plain", "--backend", backend)
     (run_dir,) = (tmp_path / "runs").iterdir()
     for name in ("config.json", "metadata.json", "logs/progress.csv"):
         assert (run_dir / name).is_file(), name
     checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint_*.pt"))
     assert [c.name for c in checkpoints] == [f"checkpoint_{QUICK_STEPS:012d}.pt"]
     assert _steps(run_dir / "logs" / "progress.csv")[-1] == QUICK_STEPS
-    check_exported_policy(run_dir, QUICK_STEPS, "DQN")
+    if backend == "torch":
+        check_exported_policy(run_dir, QUICK_STEPS, "DQN")
+    else:
+        assert not (run_dir / "policy.pt").exists()
     done = _run(
         script, tmp_path, "--resume", str(run_dir), "--total-steps", "768",
         "--console", "plain",

@@ -11,7 +11,7 @@ import pytest
 from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax.agents.dqn_agent import build_dqn_agent
 from parllel.jax.algos.dqn import DQN
-from parllel.jax.algos.dqn_update import DqnBatch, huber
+from parllel.jax.algos.dqn_update import huber
 from parllel.jax.algos.optimizers import adam
 from parllel.jax.models.params import params_to_numpy
 from parllel.replays import ReplayBatch
@@ -130,7 +130,7 @@ def test_prioritized_replay_gets_each_updates_td_errors():
     assert [list(i) for i, _ in replay.priorities] == [list(b.indices) for b in batches]
     # the same updates in one call give the same errors
     again = _dqn(updates_per_optimize=3)
-    errors = again.update_batches(DqnBatch.stack(batches))["td_error"]
+    errors = again.update_batches(batches)["td_error"]
     np.testing.assert_allclose(
         np.stack([p for _, p in replay.priorities]), errors, rtol=1e-6, atol=1e-6
     )
@@ -142,7 +142,7 @@ def test_non_finite_loss_keeps_the_weights():
     batches = _batches(2)
     batches[1].reward[3] = np.nan
     with pytest.raises(NonFiniteLossError, match="DQN update 1: non-finite loss"):
-        dqn.update_batches(DqnBatch.stack(batches))
+        dqn.update_batches(batches)
     for x, y in zip(before, _leaves(dqn.agent.q_params)):
         np.testing.assert_array_equal(x, y)
     assert dqn.updates_done == 0

@@ -9,7 +9,6 @@ import pytest
 
 from parllel.jax.agents.dqn_agent import build_dqn_agent
 from parllel.jax.algos.dqn import DQN
-from parllel.jax.algos.dqn_update import DqnBatch
 from parllel.jax.algos.optimizers import adam
 from parllel.jax.models import params_from_torch, params_to_torch
 from parllel.replays import ReplayBatch
@@ -101,7 +100,7 @@ def test_jax_updates_give_torch_parameters(options):
         torch_metrics.append(metrics)
         torch_priorities.append(priorities.numpy())
     # the six JAX updates in two compiled calls of three
-    metrics = [dqn.update_batches(DqnBatch.stack(batches[i : i + 3])) for i in (0, 3)]
+    metrics = [dqn.update_batches(batches[i : i + 3]) for i in (0, 3)]
     _assert_close(dqn.agent.q_params, torch_dqn.q_network, "q_network")
     _assert_close(dqn.target_params, torch_dqn.target_network, "target")
     assert dqn.updates_done == torch_dqn.updates_done == 6
@@ -136,7 +135,7 @@ def test_nature_cnn_q_network_converts_both_ways_and_matches_updates():
         np.testing.assert_array_equal(back[name], value)
     for batch in batches:
         torch_dqn.update(ReplayBatch(*(torch.as_tensor(np.asarray(x)) for x in batch)))
-    dqn.update_batches(DqnBatch.stack(batches))
+    dqn.update_batches(batches)
     _assert_close(dqn.agent.q_params, torch_dqn.q_network, "q_network", 1e-3, 1e-4)
 
 

@@ -3,7 +3,7 @@ compiled ``lax.scan`` (targets, loss, optimizer step, target update per step).""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -12,12 +12,14 @@ import optax
 
 from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax.agents.dqn_agent import DqnAgent
-from parllel.jax.algos.dqn_update import METRIC_NAMES, DqnBatch, DqnState, DqnUpdate
+from parllel.jax.algos.dqn_update import METRIC_NAMES, DqnState, DqnUpdate
+from parllel.jax.algos.replay_updates import ReplayArrays, run_update_calls
 from parllel.jax.models.params import load_params, params_to_numpy
-from parllel.replays.updates import Replay, UpdateCount, takes_priorities
-from parllel.validation import check_at_least, check_fraction, check_positive
+from parllel.replays import ReplayBatch
+from parllel.replays.updates import Replay, UpdateCount
+from parllel.validation import check_positive, check_target_update
 
-__all__ = ["DQN", "DqnBatch"]
+__all__ = ["DQN"]
 
 _CHECKED = ("loss", "grad_norm")
 
@@ -84,16 +86,7 @@ class DQN:
                 "optimizer must be an optax GradientTransformation (e.g. "
                 f"parllel.jax.algos.adam(1e-3)); got {type(optimizer).__name__}"
             )
-        if tau is not None:
-            if target_update_interval is not None:
-                raise ConfigError("give target_update_interval or tau, not both")
-            check_fraction("tau", tau, allow_zero=False)
-        elif target_update_interval is None:
-            target_update_interval = 1000
-        if target_update_interval is not None:
-            check_at_least(
-                "target_update_interval (or give tau)", target_update_interval
-            )
+        target_update_interval = check_target_update(target_update_interval, tau)
         check_positive("huber_delta", huber_delta, allow_inf=True)
         if max_grad_norm is not None:
             check_positive("max_grad_norm", max_grad_norm, allow_inf=True)
@@ -108,7 +101,6 @@ class DQN:
         self.target_params = agent.q_params
         self.opt_state = jax.jit(optimizer.init)(agent.q_params)
         self.updates_done = 0
-        self.last_td_error: np.ndarray | None = None
         self.program = DqnUpdate(
             agent,
             optimizer,
@@ -120,8 +112,8 @@ class DQN:
         )
         self._scan = jax.jit(self.program.scan)
 
-    def update_batches(self, batches: DqnBatch) -> dict[str, np.ndarray]:
-        """Run ``K`` updates on stacked ``[K, batch, ...]`` batches in one call.
+    def update_batches(self, batches: Sequence[ReplayBatch]) -> dict[str, np.ndarray]:
+        """Run one update per replay batch, ``K`` in one compiled call.
 
         Returns:
             The per-update metrics as numpy arrays ``[K]`` (``loss``, ``q``,
@@ -139,7 +131,8 @@ class DQN:
             self.opt_state,
             np.int32(self.updates_done),
         )
-        new_state, outputs = self._scan(state, batches)
+        stacked = ReplayArrays.stack(batches, np.int32)
+        new_state, outputs = self._scan(state, stacked)
         vectors, td_errors = jax.device_get(outputs)
         metrics = {name: vectors[:, i] for i, name in enumerate(METRIC_NAMES)}
         self._check_finite(metrics)
@@ -148,7 +141,6 @@ class DQN:
         self.target_params = new_state.target_q
         self.opt_state = new_state.opt_state
         self.updates_done += int(vectors.shape[0])
-        self.last_td_error = td_errors[-1]
         return metrics
 
     def _check_finite(self, metrics: Mapping[str, np.ndarray]) -> None:
@@ -181,17 +173,7 @@ class DQN:
         count = self.update_count(new_steps)
         if count == 0:
             return {"updates": 0.0}
-        if takes_priorities(replay):
-            history = []
-            for _ in range(count):
-                batch = replay.sample()
-                history.append(self.update_batches(DqnBatch.stack([batch])))
-                assert self.last_td_error is not None
-                replay.update_priorities(batch.indices, self.last_td_error)
-            metrics = {k: np.concatenate([h[k] for h in history]) for k in history[0]}
-        else:
-            batches = DqnBatch.stack([replay.sample() for _ in range(count)])
-            metrics = self.update_batches(batches)
+        metrics = run_update_calls(replay, count, self.update_batches)
         means = {
             name: float(np.mean(metrics[name], dtype=np.float64))
             for name in METRIC_NAMES

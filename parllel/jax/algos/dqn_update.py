@@ -9,50 +9,16 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from parllel.jax.agents.dqn_agent import DqnAgent
 from parllel.jax.algos.optimizers import clip_grad_norm
-from parllel.replays.transitions import ReplayBatch
+from parllel.jax.algos.replay_updates import ReplayArrays
 
-__all__ = ["DqnBatch", "DqnState", "DqnUpdate", "huber"]
+__all__ = ["DqnState", "DqnUpdate", "huber"]
 
 METRIC_NAMES = ("loss", "q", "target", "td_abs", "grad_norm")
 """The scalar metrics of an update, in the order of its metric vector."""
-
-
-class DqnBatch(NamedTuple):
-    """The fields of a :class:`~parllel.replays.ReplayBatch` a DQN update
-    reads, ``[batch, ...]`` (or ``[K, batch, ...]`` for K updates)."""
-
-    observation: Any
-    action: Any
-    reward: Any
-    next_observation: Any
-    terminated: Any
-    discount: Any
-    weights: Any
-
-    @classmethod
-    def from_replay(cls, batch: ReplayBatch) -> DqnBatch:
-        """The fields of a numpy ``ReplayBatch`` (int32 actions, float32 rewards)."""
-        return cls(
-            batch.observation,
-            np.asarray(batch.action, np.int32),
-            np.asarray(batch.reward, np.float32),
-            batch.next_observation,
-            np.asarray(batch.terminated, bool),
-            np.asarray(batch.discount, np.float32),
-            np.asarray(batch.weights, np.float32),
-        )
-
-    @classmethod
-    def stack(cls, batches: list[ReplayBatch]) -> DqnBatch:
-        """``K`` replay batches as one ``[K, batch, ...]`` batch."""
-        return jax.tree.map(
-            lambda *leaves: np.stack(leaves), *[cls.from_replay(b) for b in batches]
-        )
 
 
 class DqnState(NamedTuple):
@@ -114,7 +80,7 @@ class DqnUpdate:
         self.huber_delta = huber_delta
         self.max_grad_norm = max_grad_norm
 
-    def _targets(self, state: DqnState, batch: DqnBatch) -> Any:
+    def _targets(self, state: DqnState, batch: ReplayArrays) -> Any:
         """``y = r + discount * (1 - terminated) * Q_targ(s', a*)``, ``[batch]``."""
         next_target_q = self.agent.q_values(state.target_q, batch.next_observation)
         if self.double_dqn:
@@ -127,7 +93,7 @@ class DqnUpdate:
         target = batch.reward + batch.discount * not_terminated * next_q
         return jax.lax.stop_gradient(target)
 
-    def _loss(self, q_params: Any, batch: DqnBatch, target: Any) -> Any:
+    def _loss(self, q_params: Any, batch: ReplayArrays, target: Any) -> Any:
         q_all = self.agent.q_values(q_params, batch.observation)
         action = batch.action.reshape(q_all.shape[:-1])[..., None]
         q = jnp.take_along_axis(q_all, action, axis=-1)[..., 0]
@@ -142,7 +108,7 @@ class DqnUpdate:
         return jax.tree.map(lambda t, p: jnp.where(copy, p, t), target_q, q)
 
     def update(
-        self, state: DqnState, batch: DqnBatch
+        self, state: DqnState, batch: ReplayArrays
     ) -> tuple[DqnState, tuple[Any, Any]]:
         """One update: the new state and ``(metric vector, |TD error| [batch])``."""
         target = self._targets(state, batch)
@@ -160,6 +126,6 @@ class DqnUpdate:
         new_state = DqnState(q_params, target_q, opt_state, updates_done)
         return new_state, (vector, td_abs)
 
-    def scan(self, state: DqnState, batches: DqnBatch) -> Any:
+    def scan(self, state: DqnState, batches: ReplayArrays) -> Any:
         """One :meth:`update` per ``[K, batch, ...]`` batch, as a ``lax.scan``."""
         return jax.lax.scan(self.update, state, batches)

@@ -20,7 +20,12 @@ from parllel.torch.algos.off_policy import (
     run_updates,
 )
 from parllel.torch.utils import check_device
-from parllel.validation import check_at_least, check_fraction, check_positive
+from parllel.validation import (
+    check_at_least,
+    check_fraction,
+    check_positive,
+    check_target_update,
+)
 
 __all__ = ["DQN", "epsilon_schedule"]
 
@@ -113,16 +118,7 @@ class DQN:
         network = getattr(agent, "q_network", None)
         if not isinstance(network, torch.nn.Module):
             raise ConfigError("agent.q_network must be a torch.nn.Module")
-        if tau is not None:
-            if target_update_interval is not None:
-                raise ConfigError("give target_update_interval or tau, not both")
-            check_fraction("tau", tau, allow_zero=False)
-        elif target_update_interval is None:
-            target_update_interval = 1000
-        if target_update_interval is not None:
-            check_at_least(
-                "target_update_interval (or give tau)", target_update_interval
-            )
+        target_update_interval = check_target_update(target_update_interval, tau)
         check_positive("huber_delta", huber_delta, allow_inf=True)
         if max_grad_norm is not None:
             check_positive("max_grad_norm", max_grad_norm, allow_inf=True)
