@@ -66,11 +66,12 @@ EXPECTED_KEYS = {
     },
     # SB3 figures are null without the bench extra; the keys are always there
     "train_pendulum.py": {
-        "ours_time_to_m200_s",
-        "sb3_time_to_m200_s",
-        "time_to_m200_ratio",
+        "ours_all_seeds_time_to_m200_s",
+        "sb3_all_seeds_time_to_m200_s",
+        "all_seeds_time_to_m200_ratio",
         "ours_steps_to_m200",
         "sb3_steps_to_m200",
+        "steps_to_m200_ratio",
     },
     "handler_step.py": {
         f"{what}_{n_envs}"
@@ -220,12 +221,13 @@ EXPECTED_KEYS = {
 }
 # benchmarks that cannot run at all without a peer library (the bench extra)
 NEEDS = {
-    "train_cartpole.py": ("stable_baselines3",),
+    "train_cartpole.py": ("stable_baselines3", "jax"),
     "ray_bench.py": ("ray",),
     "multiagent_bench.py": ("supersuit",),  # and mpe2 (the examples extra)
     "train_mujoco.py": ("stable_baselines3", "mujoco", "jax", "sbx"),  # 3 extras
     "mujoco_table.py": ("mujoco",),
     "many_seeds.py": ("jax", "mujoco"),  # the jax and mujoco extras
+    "train_pendulum.py": ("jax",),  # parllel's seeds on the JAX seed axis
     "handler_step.py": ("jax", "flax"),  # the jax extra
     "atari_throughput.py": ("ale_py", "cv2"),  # the atari extra
     "atari_learning.py": ("ale_py", "cv2", "stable_baselines3"),
