@@ -52,6 +52,8 @@ EXPECTED_KEYS = {
         "ppo_seeds8_vs_8_separate_runs_wall",
         "ppo_seeds8_return_median",
         "ppo_separate8_return_median",
+        "sac_seeds8_vs_seeds1_wall",
+        "sac_seeds8_return_median",
     },
     "sampler_throughput.py": {
         "cartpole_ff_serial_sps",
@@ -152,6 +154,7 @@ EXPECTED_KEYS = {
         "steps_to_475_ratio_ci",
         "wall_per_step_ratio",
         "wall_per_step_ratio_ci",
+        "all_seeds_wall_ratio",
         "seeds",
         "ours_steps_to_475_median",
         "sb3_steps_to_475_median",
@@ -245,7 +248,7 @@ SLOW = {
     "async_bench.py",
     "sampler_throughput.py",
     "mujoco_table.py",  # two --quick runs of the MuJoCo PPO example
-    "many_seeds.py",  # five JAX runs of the MuJoCo PPO example, in 3 starts
+    "many_seeds.py",  # five JAX runs of the MuJoCo PPO example, two of the SAC one
     "atari_throughput.py",  # every Pong contender, process cages and the CNN
     "atari_learning.py",  # PPO on Breakout, parllel and SB3
     "device_check.py",  # process cages of every section, PPO runs
