@@ -1,7 +1,7 @@
 """The PPO examples run with ``--backend jax``: a --quick run, then a resume.
 
-As tests/integration/test_examples.py, without the policy export (a JAX run
-writes no policy.pt).
+As tests/integration/test_examples.py; the policy export is a JAX run's
+policy.npz (tests/jax/test_jax_policy_export.py checks its actions).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def test_jax_example_quick_run_and_resume(script, tmp_path):
     assert [c.name for c in checkpoints] == [f"checkpoint_{QUICK_STEPS:012d}.pt"]
     steps = _steps(run_dir / "logs" / "progress.csv")
     assert steps[-1] == QUICK_STEPS
+    check_numpy_export(run_dir, QUICK_STEPS)
     done = _run(
         script,
         tmp_path,
@@ -37,6 +38,20 @@ def test_jax_example_quick_run_and_resume(script, tmp_path):
     assert "eval return" in done.stdout
     resumed = _steps(run_dir / "logs" / "progress.csv")
     assert resumed[: len(steps)] == steps and resumed[-1] == RESUMED_STEPS
+    check_numpy_export(run_dir, RESUMED_STEPS)
+
+
+def check_numpy_export(run_dir, env_steps):
+    """The run's policy.npz loads (in numpy) at ``env_steps`` and acts."""
+    from parllel.export import load_numpy_policy
+
+    policy = load_numpy_policy(run_dir)
+    assert policy.source == run_dir / "policy.npz"
+    assert policy.trained_with["env_steps"] == env_steps
+    assert policy.trained_with["algorithm"] == "PPO"
+    space = policy.observation_space
+    space.seed(0)
+    assert policy.action_space.contains(policy.act(space.sample()))
 
 
 @pytest.mark.slow
