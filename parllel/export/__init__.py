@@ -17,6 +17,6 @@ A torch run's ``policy.pt`` is :mod:`parllel.torch.export`'s;
 ``python -m parllel.enjoy`` plays either.
 """
 
-from parllel.export.numpy_policy import NumpyPolicy, load_numpy_policy, plays_in_numpy
+from parllel.export.numpy_policy import load_numpy_policy
 
-__all__ = ["NumpyPolicy", "load_numpy_policy", "plays_in_numpy"]
+__all__ = ["load_numpy_policy"]
