@@ -41,8 +41,12 @@ is missing is skipped with the reason, its keys null.
 the same step's matmuls alone (:func:`sac_step_matmuls`), each ``[m, k] @
 [k, n]`` row-major (no transposed operand: the layout XLA multiplies fastest),
 as one compiled XLA program with the contenders' flags, timed in a round among
-the SAC rounds (the same load): the update against its own matmuls in its own
-library (XLA's CPU dot, mostly YNNPACK kernels in jax 0.10). Reverse-mode
+the SAC rounds: the update against its own matmuls in its own library (XLA's
+CPU dot, mostly YNNPACK kernels in jax 0.10). Both in process time
+(``sac_step_cpu_us``; both are one thread): on a machine shared with other
+jobs a round's wall time counts the time the process waited for a core, and
+rounds of different lengths (the floor's 0.05 s, the SAC rounds' seconds)
+catch different loads; process time counts only its own running. Reverse-mode
 differentiation runs, per dense layer ``fan_in -> fan_out`` and sample, a
 forward ``x @ W`` (``2 * fan_in * fan_out`` FLOPs), a weight gradient
 ``x.T @ dy`` and an input gradient ``dy @ W.T`` (each as many), the last only
@@ -80,6 +84,7 @@ os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_XLA_ONE_THREAD}"
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import importlib  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -583,26 +588,26 @@ def xla_floor_round(shapes: Shapes, number: int = 5) -> Callable[[], float]:
     jax.block_until_ready(matmuls(operands))
 
     def floor_us() -> float:
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(number):
             jax.block_until_ready(matmuls(operands))
-        return (time.perf_counter() - start) / number * 1e6
+        return (time.process_time() - start) / number * 1e6
 
     return floor_us
 
 
 def torch_matmul_round(number: int = 50) -> Callable[[], float]:
-    """A round timing ``number`` single-thread 256x256 float32 ``torch.mm``: GFLOP/s
-    (the reference rate of torch's BLAS, beside XLA's)."""
+    """A round timing ``number`` single-thread 256x256 float32 ``torch.mm``:
+    GFLOP/s of process time (the reference rate of torch's BLAS, beside XLA's)."""
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     out = torch.empty(256, 256)
     torch.mm(a, b, out=out)
 
     def gflops() -> float:
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(number):
             torch.mm(a, b, out=out)
-        return 2 * 256**3 * number / (time.perf_counter() - start) / 1e9
+        return 2 * 256**3 * number / (time.process_time() - start) / 1e9
 
     return gflops
 
@@ -648,14 +653,17 @@ def build_contenders(
     return contenders, skipped
 
 
-def timed(contender: Contender, calls: int) -> Callable[[], float]:
-    """A round of ``calls`` calls: µs per unit (minibatch or gradient step)."""
+def timed(contender: Contender, calls: int, cpu_us: list[float]) -> Callable[[], float]:
+    """A round of ``calls`` calls: wall µs per unit (minibatch or gradient
+    step); the round's process-time µs per unit is appended to ``cpu_us``."""
 
     def round_us() -> float:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for _ in range(calls):
             contender.run()
-        return (time.perf_counter() - start) / (calls * contender.units) * 1e6
+        units = calls * contender.units
+        cpu_us.append((time.process_time() - cpu) / units * 1e6)
+        return (time.perf_counter() - start) / units * 1e6
 
     return round_us
 
@@ -669,11 +677,14 @@ def measure(
     extra: dict[str, Callable[[], float]] | None = None,
 ) -> dict[str, float]:
     """Time ``algo``'s contenders interleaved (with the ``extra`` rounds, whose
-    medians come back too); their keys go into ``result``."""
+    medians come back too, and each contender's median process time as
+    ``cpu:{name}``); their keys go into ``result``."""
     contenders, skipped = build_contenders(algo, shapes, quick)
     calls = 1 if algo == "ppo" else shapes.sac_steps
-    rounds = {name: timed(c, calls) for name, c in contenders.items()}
+    cpu: dict[str, list[float]] = {name: [] for name in contenders}
+    rounds = {name: timed(c, calls, cpu[name]) for name, c in contenders.items()}
     medians = interleaved_medians({**rounds, **(extra or {})}, repeats)
+    medians.update({f"cpu:{name}": statistics.median(v) for name, v in cpu.items()})
     key = "ppo_minibatch_us" if algo == "ppo" else "sac_step_us"
     for name in (*CONTENDERS, "sb3_no_validation", "jax_scan8"):
         if name == "jax_scan8" and algo == "ppo":
@@ -715,7 +726,9 @@ def main() -> None:
         extra["floor"] = xla_floor_round(shapes)
     sac = measure("sac", shapes, quick, repeats, result, extra)
     floor_us = sac.get("floor")
-    ours = {k: v for k, v in sac.items() if k in ("jax", "jax_scan8")}
+    ours: dict[str, float] = {
+        k: sac[f"cpu:{k}"] for k in ("jax", "jax_scan8") if k in sac
+    }
     best = min(ours, key=ours.__getitem__) if ours and floor_us else None
     result.update(
         matmul_256_gflops=round(sac["torch_matmul_gflops"], 2),
@@ -723,6 +736,7 @@ def main() -> None:
         matmul_gflops_xla=None if not floor_us else round(flops / floor_us / 1e3, 2),
         sac_flop_floor_us=None if not floor_us else round(floor_us, 1),
         sac_flop_floor_contender=best,
+        sac_step_cpu_us=None if best is None else round(ours[best], 1),
         sac_update_vs_flop_floor=(
             None if best is None or not floor_us else round(ours[best] / floor_us, 3)
         ),
@@ -749,6 +763,7 @@ def main() -> None:
             f"sac: {flops / 1e6:.0f} MFLOP, its matmuls alone in XLA {floor_us:.0f} µs "
             f"({result['matmul_gflops_xla']} GFLOP/s; torch's 256x256 "
             f"{result['matmul_256_gflops']}); {best} {ours[best]:.0f} µs = "
+            f"{result['sac_update_vs_torch_rate']}x at torch's rate, "
             f"{result['sac_update_vs_flop_floor']}x the floor",
             flush=True,
         )
