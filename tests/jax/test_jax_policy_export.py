@@ -13,8 +13,11 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parllel.errors import PolicyExportError, PolicyFileError, PolicyNotFoundError
+from parllel.export.network import ACTIVATIONS, apply_module
 from parllel.export.numpy_policy import load_numpy_policy, plays_in_numpy
 from parllel.export.spec import SPEC_FILE
 from parllel.runtime.checkpoint import save_checkpoint
@@ -107,6 +110,68 @@ def test_exported_policy_acts_as_the_agent(tmp_path, kind, env_id):
     # a stochastic policy samples: not always its mode
     sampled = np.stack([policy.act(raw, deterministic=False) for _ in range(4)])
     assert not all(np.array_equal(s, actions) for s in sampled)
+
+
+def test_images_dicts_and_action_masks_act_as_the_agent(tmp_path):
+    """The CNN (torch's flatten order), a dict encoder and the legal-action
+    mask give the agent's actions."""
+    from parllel.jax.agents import build_actor_critic_agent
+    from parllel.jax.export import export_policy
+
+    observation_space = gym.spaces.Dict(
+        {
+            "pixels": gym.spaces.Box(0, 255, (2, 36, 36), np.uint8),
+            "action_mask": gym.spaces.MultiBinary(4),
+        }
+    )
+    action_space = gym.spaces.Discrete(4)
+    agent = build_actor_critic_agent(
+        observation_space,
+        action_space,
+        seed=3,
+        cnn=dict(channels=(4, 8), kernel_sizes=(8, 4), strides=(4, 2), output_size=16),
+    )
+    export_policy(
+        tmp_path,
+        agent,
+        observation_space=observation_space,
+        action_space=action_space,
+    )
+    policy = load_numpy_policy(tmp_path)
+    rng = np.random.default_rng(4)
+    batch = {
+        "pixels": rng.integers(0, 256, (32, 2, 36, 36), dtype=np.uint8),
+        "action_mask": rng.integers(0, 2, (32, 4), dtype=np.int8),
+    }
+    actions = policy.act(batch)
+    np.testing.assert_array_equal(actions, _agent_actions(agent, batch))
+    legal = batch["action_mask"][np.arange(32), actions] == 1
+    assert legal[batch["action_mask"].any(axis=1)].all()
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    activation=st.sampled_from(sorted(ACTIVATIONS)),
+    hidden=st.lists(st.integers(1, 9), max_size=3),
+    output=st.one_of(st.none(), st.integers(1, 5)),
+    features=st.integers(1, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_the_numpy_mlp_is_flax_mlp(activation, hidden, output, features, seed):
+    """apply_module of a described MLP equals the flax MLP on the same weights."""
+    import jax
+    from flax import linen as nn
+
+    from parllel.jax.export import describe_module
+    from parllel.jax.models.mlp import MLP
+
+    mlp = MLP(tuple(hidden), output, activation=getattr(nn, activation))
+    x = np.random.default_rng(seed).normal(size=(7, features)).astype(np.float32)
+    params = mlp.init(jax.random.key(seed), x).get("params", {})
+    params = jax.tree.map(lambda p: np.asarray(p) * 3, params)  # past the kinks
+    expected = np.asarray(mlp.apply({"params": params}, x))
+    got = apply_module(describe_module(mlp), params, x)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_the_export_plays_without_jax(tmp_path):
