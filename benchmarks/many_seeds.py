@@ -19,10 +19,22 @@ and ``ppo_seeds8_vs_8_separate_runs_wall``. Each run's final
 the seeds learned what separate runs learn. The single and separate runs
 evaluate once at the end (one episode), the seed runs do not.
 
-SAC has no seed axis yet: ``sac_seeds8_vs_seeds1_wall`` is left out (the
-reason is printed).
+SAC on Pendulum-v1 (examples/pendulum/train_sac.py --backend jax: one env
+per run, one update per env step after 256 random steps, 256x256 networks,
+no early stop): ``sac_seeds{K}_wall_s`` for ``--seeds K`` (K = 1, 8) and
+the ratio ``sac_seeds8_vs_seeds1_wall``, a fixed number of env steps per run
+(``--sac-steps``); ``sac_seeds8_return_median`` is the median over the 8 runs
+of their final training return.
 
-    python benchmarks/many_seeds.py            # 20 batches per run
+A torch seed axis (issue #37: "torch via torch.func as well if the
+measurements say it pays"): one PPO minibatch update of 8 stacked 64x64
+actor-critics (HalfCheetah's sizes, 64 samples per run) as 8 sequential
+eager torch updates, as one ``torch.func`` ``vmap`` update and as one
+``jax.jit(jax.vmap(...))`` update (``_torch_func_seeds.py``):
+``torch_func_seeds8_vs_8_sequential`` and ``torch_func_seeds8_vs_jax_seeds8``
+(ratios of ms per update of all 8 runs).
+
+    python benchmarks/many_seeds.py            # 20 PPO batches, 2,000 SAC steps per run
     python benchmarks/many_seeds.py --quick    # a smoke run (K = 2 for 4 and 8)
 """
 
@@ -36,16 +48,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import print_result, ratio
+from _common import pin_threads, print_result, ratio
+from _torch_func_seeds import measure as measure_torch_func
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "mujoco" / "train_ppo.py"
+SAC_SCRIPT = ROOT / "examples" / "pendulum" / "train_sac.py"
 
 
-def _command(run_root: Path, quick: bool, steps: int, *flags: str) -> list[str]:
+def _command(
+    run_root: Path, quick: bool, steps: int, *flags: str, script: Path = SCRIPT
+) -> list[str]:
     return [
         sys.executable,
-        str(SCRIPT),
+        str(script),
         *(["--quick"] if quick else []),
         "--backend",
         "jax",
@@ -95,9 +111,7 @@ def final_returns(run_root: Path) -> list[float]:
 
     values = []
     for csv in sorted(run_root.rglob("seed*/logs/progress.csv")) + sorted(
-        p
-        for p in run_root.glob("mujoco-ppo-2*/logs/progress.csv")
-        if "seeds" not in str(p)
+        p for p in run_root.glob("*-2*/logs/progress.csv") if "seeds" not in str(p)
     ):
         column = read_progress(csv).get("train/return_mean")
         if column is not None and len(column):
@@ -117,12 +131,60 @@ def main() -> None:
     parser.add_argument(
         "--batches", type=int, default=20, help="PPO batches per run (2048 steps each)"
     )
+    parser.add_argument(
+        "--sac-steps", type=int, default=2_000, help="SAC env steps per run"
+    )
+    parser.add_argument(
+        "--skip-ppo", action="store_true", help="measure SAC only (no PPO keys)"
+    )
     args = parser.parse_args()
     # --quick: one batch of the example's --quick preset per run, and K = 2
     # stands in for 4 and 8 (the keys are there; the figures mean nothing)
     steps = 256 if args.quick else args.batches * 2048
     stand_in = {1: 1, 4: 2, 8: 2} if args.quick else {1: 1, 4: 4, 8: 8}
     result: dict[str, object] = {"steps_per_run": steps, "quick": args.quick}
+    pin_threads()  # torch on one thread (the update timings in this process)
+    result.update(measure_torch_func(8, repeats=5 if args.quick else 100))
+    result.update(measure_sac(args.quick, args.sac_steps, stand_in[8]))
+    if not args.skip_ppo:
+        result.update(measure_ppo(args.quick, steps, stand_in))
+    print_result(result)
+
+
+def measure_sac(quick: bool, steps: int, K: int) -> dict[str, object]:
+    """SAC Pendulum: ``--seeds K`` (K = 8, or its stand-in) against one run."""
+    steps = 400 if quick else steps
+    # a small replay (every run keeps all its steps) and one evaluation at the end
+    flags = ["--target-return", "None", "--replay-size", str(steps + 1)]
+    flags += ["--eval-interval-steps", str(steps)]
+    result: dict[str, object] = {"sac_steps_per_run": steps}
+    walls = {}
+    with tempfile.TemporaryDirectory() as temporary:
+        root = Path(temporary)
+        for k in (1, K):
+            walls[k] = timed(
+                [
+                    _command(
+                        root / f"sac{k}",
+                        quick,
+                        steps,
+                        *flags,
+                        "--seeds",
+                        str(k),
+                        script=SAC_SCRIPT,
+                    )
+                ]
+            )
+        result["sac_seeds1_wall_s"] = round(walls[1], 2)
+        result["sac_seeds8_wall_s"] = round(walls[K], 2)
+        result["sac_seeds8_return_median"] = median(final_returns(root / f"sac{K}"))
+    result["sac_seeds8_vs_seeds1_wall"] = ratio(walls[K], walls[1])
+    return result
+
+
+def measure_ppo(quick: bool, steps: int, stand_in: dict[int, int]) -> dict[str, object]:
+    """PPO HalfCheetah: ``--seeds`` 1, 4, 8 and 8 separate processes."""
+    result: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as temporary:
         root = Path(temporary)
         walls: dict[int, float] = {}
@@ -131,7 +193,7 @@ def main() -> None:
             if measured not in walls:
                 run_root = root / f"seeds{measured}"
                 walls[measured] = timed(
-                    [_command(run_root, args.quick, steps, "--seeds", str(measured))]
+                    [_command(run_root, quick, steps, "--seeds", str(measured))]
                 )
             walls[K] = walls[measured]
             result[f"ppo_seeds{K}_wall_s"] = round(walls[K], 2)
@@ -140,7 +202,7 @@ def main() -> None:
         separate_root = root / "separate"
         separate = timed(
             [
-                _command(separate_root, args.quick, steps, "--seed", str(seed))
+                _command(separate_root, quick, steps, "--seed", str(seed))
                 for seed in range(stand_in[8])
             ]
         )
@@ -149,12 +211,7 @@ def main() -> None:
     result["ppo_seeds8_vs_seeds1_wall"] = ratio(walls[8], walls[1])
     result["ppo_seeds4_vs_seeds1_wall"] = ratio(walls[4], walls[1])
     result["ppo_seeds8_vs_8_separate_runs_wall"] = ratio(walls[8], separate)
-    print(
-        "sac_seeds8_vs_seeds1_wall: left out, SAC has no seed axis yet "
-        "(parllel.jax.algos.SeededPPO is PPO's)",
-        file=sys.stderr,
-    )
-    print_result(result)
+    return result
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from parllel.replays.checkpoint import load_storage_state, storage_state
 from parllel.replays.checks import check_replay_config, rng_state, set_rng_state
 from parllel.replays.storage import ReplayStorage
 from parllel.replays.transitions import ReplayBatch, gather_transitions
-from parllel.tree import ArrayDict
+from parllel.tree import ArrayDict, tree_map
 
 __all__ = ["PerRunReplay"]
 
@@ -110,6 +110,40 @@ class PerRunReplay:
         Raises:
             ReplayError: fewer than ``learning_starts`` or a batch stored.
         """
+        return gather_transitions(
+            self.storage, self._positions(run), self.n_step, self.discount
+        )
+
+    def sample_runs(self, count: int) -> ReplayBatch:
+        """``count`` batches of every run, ``[K, count, batch_size, ...]``.
+
+        Run ``k``'s batches are those ``count`` calls of :meth:`sample`
+        would draw (its rng draws them in order); the transitions of all runs
+        are read in one gather.
+
+        Raises:
+            ReplayError: fewer than ``learning_starts`` or a batch stored.
+        """
+        positions = np.stack(
+            [
+                np.stack([self._positions(run) for _ in range(count)])
+                for run in range(self.n_runs)
+            ]
+        )
+        flat = gather_transitions(
+            self.storage, positions.reshape(-1), self.n_step, self.discount
+        )
+        shape = positions.shape
+        return ReplayBatch(
+            *(
+                tree_map(lambda leaf: leaf.reshape(*shape, *leaf.shape[1:]), field)
+                for field in flat
+            )
+        )
+
+    def _positions(self, run: int) -> np.ndarray:
+        """Positions of ``batch_size`` transitions of run ``run``, drawn with
+        its rng as a :class:`~parllel.replays.UniformReplay` of its columns."""
         stored = len(self)
         if stored < max(self.learning_starts, self.batch_size):
             raise ReplayError(
@@ -120,8 +154,7 @@ class PerRunReplay:
         ages = self.rngs[run].integers(0, stored, size=self.batch_size)
         offsets, envs = np.divmod(ages.astype(np.int64), B)
         rows = (storage.oldest_row + offsets) % storage.full_size
-        positions = rows * storage.num_envs + run * B + envs
-        return gather_transitions(storage, positions, self.n_step, self.discount)
+        return rows * storage.num_envs + run * B + envs
 
     def run_checkpoint(self, run: int) -> RunReplayState:
         """Run ``run``'s checkpoint object: the shared counters and its rng."""

@@ -118,6 +118,7 @@ def seeded_run(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)
 def test_seeded_sac_runs_equal_single_runs() -> None:
     actions, metrics, params, _ = seeded_run(MASTERS)
     assert len(metrics) >= 3
@@ -142,6 +143,7 @@ def test_seeded_sac_runs_equal_single_runs() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)
 def test_nonfinite_sac_run_stops_alone() -> None:
     _, metrics, params, seeded = seeded_run(MASTERS, "stop_run", poison=1)
     assert set(seeded.stopped) == {1}
@@ -157,6 +159,7 @@ def test_nonfinite_sac_run_stops_alone() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)
 def test_nonfinite_sac_run_stops_all() -> None:
     with pytest.raises(NonFiniteLossError, match=f"seed {MASTERS[0]}"):
         seeded_run(MASTERS, "stop_all", poison=0)

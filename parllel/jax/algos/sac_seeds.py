@@ -147,12 +147,7 @@ class SeededSAC:
                 None if run in self.stopped else {"updates": 0.0}
                 for run in range(self.n_runs)
             ]
-        batches = stack_trees(
-            [
-                SacBatch.stack([replay.sample(run) for _ in range(count)])
-                for run in range(self.n_runs)
-            ]
-        )
+        batches = SacBatch.from_replay(replay.sample_runs(count))  # [K, count, ...]
         new_state, (vectors, td_errors), keys = self._scan(
             self.state, batches, self.keys
         )
