@@ -149,6 +149,15 @@ def build_handler(config: Config, agent: Any, n_envs: int, seed: int | None) -> 
     return TorchHandler(agent, n_envs=n_envs, seed=seed)
 
 
+def policy_export(config: Config) -> Any:
+    """What exports the run's policy: policy.pt (torch) or policy.npz (JAX)."""
+    if config.backend == "jax":
+        from parllel.jax.export import PolicyExport as JaxPolicyExport
+
+        return JaxPolicyExport
+    return PolicyExport
+
+
 def build_dqn(config: Config, agent: Any) -> Any:
     """DQN with one update per ``train_frequency`` env steps and hard target
     copies every ``target_update_steps`` env steps (counted in updates)."""
@@ -259,15 +268,19 @@ def main(config: Config, resume: str | None = None) -> dict:
         callbacks=[epsilon],
         **run.runner_options(config.total_steps, eval_sampler),
     )
-    # writes policy.pt, which enjoy plays (a JAX run exports none)
-    policy = None
-    if not jax:
-        policy = PolicyExport(
+    return run.train(
+        runner,
+        close=(cage, sample_tree, eval_cage),
+        # writes policy.pt (torch) or policy.npz (JAX, plays in numpy), which
+        # enjoy plays
+        policy=policy_export(config)(
             agent,
             env_id=config.env_id,
             env_factory="parllel.envs.atari:make_atari_env",
-        )
-    return run.train(runner, close=(cage, sample_tree, eval_cage), policy=policy)
+            observation_space=cage.spaces.observation,
+            action_space=cage.spaces.action,
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -127,6 +127,15 @@ def build_handler(config: Config, agent: Any, n_envs: int, seed: int | None) -> 
     return TorchHandler(agent, n_envs=n_envs, seed=seed)
 
 
+def policy_export(config: Config) -> Any:
+    """What exports the run's policy: policy.pt (torch) or policy.npz (JAX)."""
+    if config.backend == "jax":
+        from parllel.jax.export import PolicyExport as JaxPolicyExport
+
+        return JaxPolicyExport
+    return PolicyExport
+
+
 def build_dqn(config: Config, agent: Any) -> Any:
     """Double DQN with hard target updates and Adam (torch's or its JAX twin)."""
     options = dict(
@@ -243,8 +252,13 @@ def main(config: Config, resume: str | None = None) -> dict:
     return run.train(
         runner,
         close=(cage, eval_cage, replay_tree),
-        # writes policy.pt (a JAX run exports none)
-        policy=None if jax else PolicyExport(agent, env_id="CartPole-v1"),
+        # writes policy.pt (torch) or policy.npz (JAX, plays in numpy)
+        policy=policy_export(config)(
+            agent,
+            env_id="CartPole-v1",
+            observation_space=cage.spaces.observation,
+            action_space=cage.spaces.action,
+        ),
     )
 
 

@@ -160,7 +160,7 @@ def test_atari_resume_refuses_other_training_episodes(tmp_path):
 def test_atari_dqn_quick_run_and_resume(tmp_path, backend):
     """DQN on Pong with the one-frame replay: a --quick run, then a resume
     (the replay's frames come back from the checkpoint) to 768 steps; the
-    JAX run (the Nature CNN in flax) exports no policy.pt."""
+    JAX run (the Nature CNN in flax) exports policy.npz."""
     pytest.importorskip("ale_py", reason="needs the atari extra")
     if backend == "jax":
         pytest.importorskip("jax", reason="needs the jax extra")
@@ -175,7 +175,7 @@ def test_atari_dqn_quick_run_and_resume(tmp_path, backend):
     if backend == "torch":
         check_exported_policy(run_dir, QUICK_STEPS, "DQN")
     else:
-        assert not (run_dir / "policy.pt").exists()
+        assert (run_dir / "policy.npz").is_file()
     done = _run(
         script, tmp_path, "--resume", str(run_dir), "--total-steps", "768",
         "--console", "plain",

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.helpers.policy_checks import check_exported_policy
@@ -103,7 +104,8 @@ def test_sac_example_resumes(tmp_path, name, flags):
 @pytest.mark.timeout(240)
 def test_jax_dqn_example_quick_and_resume(tmp_path):
     """CartPole DQN with --backend jax: a --quick run, then a resume to 1,536
-    steps (agent, DQN state and replay from the checkpoint; no policy.pt)."""
+    steps (agent, DQN state and replay from the checkpoint); the exported
+    policy.npz acts greedily in numpy."""
     pytest.importorskip("jax", reason="needs the jax extra")
     script = str(EXAMPLES / "cartpole/train_dqn.py")
     first = subprocess.run(
@@ -124,7 +126,13 @@ def test_jax_dqn_example_quick_and_resume(tmp_path):
     with open(run_dir / "logs" / "progress.csv", newline="") as file:
         rows = list(csv.DictReader(file))
     assert rows[-1]["train/return_mean"] and float(rows[-1]["algo/updates"]) > 0
-    assert not (run_dir / "policy.pt").exists()
+    from parllel.export import load_numpy_policy
+
+    policy = load_numpy_policy(run_dir)
+    assert policy.source == run_dir / "policy.npz"
+    assert policy.trained_with["env_steps"] == 1536
+    actions = policy.act(np.zeros((3, 4), np.float32))
+    assert actions.shape == (3,) and set(actions.tolist()) <= {0, 1}
 
 
 @pytest.mark.slow

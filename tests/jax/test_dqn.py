@@ -169,3 +169,14 @@ def test_bad_input_is_named():
         DQN(object(), adam(1e-3))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="Discrete"):
         build_dqn_agent(OBS, gym.spaces.Box(-1, 1, (2,)), seed=0)
+
+
+def test_a_loop_of_calls_gives_the_scans_updates():
+    batches = _batches(3)
+    scanned, looped = _dqn(scan=True), _dqn(scan=False)
+    metrics = [dqn.update_batches(batches) for dqn in (scanned, looped)]
+    for name in ("loss", "grad_norm", "td_error"):
+        np.testing.assert_allclose(metrics[0][name], metrics[1][name], rtol=1e-5)
+    for x, y in zip(_leaves(scanned.agent.q_params), _leaves(looped.agent.q_params)):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+    assert looped.updates_done == 3

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 
@@ -14,6 +15,7 @@ from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax.agents.dqn_agent import DqnAgent
 from parllel.jax.algos.dqn_update import METRIC_NAMES, DqnState, DqnUpdate
 from parllel.jax.algos.replay_updates import ReplayArrays, run_update_calls
+from parllel.jax.models.encoders import is_image_encoder
 from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.replays import ReplayBatch
 from parllel.replays.updates import Replay, UpdateCount
@@ -37,7 +39,11 @@ class DQN:
     ``K`` batches on the host, stacks them ``[K, batch, ...]`` and runs the
     ``K`` updates as one jitted ``lax.scan`` (one host synchronization per
     call, for the metrics); a prioritized replay gets its new priorities
-    after every update instead (``K`` calls of one update). The update draws
+    after every update instead (``K`` calls of one update). With
+    ``scan=False`` the ``K`` updates are ``K`` calls of one jitted update
+    (still one synchronization): XLA's CPU runs convolutions inside a
+    compiled loop about 8x slower than outside one, so a CNN Q-network on
+    the CPU does not scan by default (docs/jax.md#dqn). The update draws
     no random numbers: the seed streams enter through the agent's
     initialization and the handler's action key.
 
@@ -59,6 +65,8 @@ class DQN:
         max_grad_norm: optional gradient-norm clip.
         updates_per_optimize: fixed gradient updates per :meth:`optimize`.
         replay_ratio: or gradient updates per environment step.
+        scan: run a call's updates as one ``lax.scan`` (None: unless the
+            Q-network has a CNN encoder and JAX runs on the CPU).
 
     Raises:
         ConfigError: invalid hyperparameters, another agent or optimizer.
@@ -76,6 +84,7 @@ class DQN:
         max_grad_norm: float | None = 10.0,
         updates_per_optimize: int | None = None,
         replay_ratio: float | None = None,
+        scan: bool | None = None,
     ) -> None:
         if not isinstance(agent, DqnAgent):
             raise ConfigError(
@@ -110,7 +119,12 @@ class DQN:
             huber_delta=self.huber_delta,
             max_grad_norm=self.max_grad_norm,
         )
+        if scan is None:
+            cpu = jax.default_backend() == "cpu"
+            scan = not (cpu and is_image_encoder(agent.q_network.encoder))
+        self.scan = bool(scan)
         self._scan = jax.jit(self.program.scan)
+        self._update = jax.jit(self.program.update)
 
     def update_batches(self, batches: Sequence[ReplayBatch]) -> dict[str, np.ndarray]:
         """Run one update per replay batch, ``K`` in one compiled call.
@@ -132,7 +146,10 @@ class DQN:
             np.int32(self.updates_done),
         )
         stacked = ReplayArrays.stack(batches, np.int32)
-        new_state, outputs = self._scan(state, stacked)
+        if self.scan:
+            new_state, outputs = self._scan(state, stacked)
+        else:
+            new_state, outputs = self._loop(state, stacked)
         vectors, td_errors = jax.device_get(outputs)
         metrics = {name: vectors[:, i] for i, name in enumerate(METRIC_NAMES)}
         self._check_finite(metrics)
@@ -142,6 +159,17 @@ class DQN:
         self.opt_state = new_state.opt_state
         self.updates_done += int(vectors.shape[0])
         return metrics
+
+    def _loop(self, state: DqnState, stacked: ReplayArrays) -> Any:
+        """The ``K`` updates as ``K`` calls of the jitted update (dispatched
+        without waiting); the outputs stacked as the scan stacks them."""
+        outputs = []
+        for k in range(len(stacked.reward)):
+            state, output = self._update(
+                state, jax.tree.map(lambda x, k=k: x[k], stacked)
+            )
+            outputs.append(output)
+        return state, jax.tree.map(lambda *x: jnp.stack(x), *outputs)
 
     def _check_finite(self, metrics: Mapping[str, np.ndarray]) -> None:
         bad = [n for n in _CHECKED if not np.isfinite(metrics[n]).all()]
