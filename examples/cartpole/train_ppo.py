@@ -242,6 +242,7 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     from parllel.jax.algos import PPO as JaxPPO
     from parllel.jax.algos import SeededPPO
     from parllel.jax.algos import adam as jax_adam
+    from parllel.jax.export import PolicyExport as JaxPolicyExport
     from parllel.jax.seeds import RunView, SeededHandler, SeedStack
     from parllel.patterns.seeds import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
@@ -310,7 +311,16 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
         config_keys=["n_envs", "batch_T", "hidden_sizes", "backend", "seeds"],
         **runs.runner_options(config.total_steps, eval_sampler, n_eval),
     )
-    return runs.train(runner, close=(cage, eval_cage, sample_tree))
+    return runs.train(
+        runner,
+        close=(cage, eval_cage, sample_tree),
+        policy=lambda objects: JaxPolicyExport(  # each run's policy.npz
+            objects["model"],
+            env_id="CartPole-v1",
+            observation_space=cage.spaces.observation,
+            action_space=cage.spaces.action,
+        ),
+    )
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:

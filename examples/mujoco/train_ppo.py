@@ -404,6 +404,7 @@ def train_seeds(
     the group directory (docs/seeds.md)."""
     from parllel.jax.agents import build_actor_critic_agent
     from parllel.jax.algos import SeededPPO
+    from parllel.jax.export import PolicyExport as JaxPolicyExport
     from parllel.jax.seeds import RunView, SeededHandler, SeedStack
     from parllel.patterns.seeds import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
@@ -489,7 +490,18 @@ def train_seeds(
         config_keys=["env_id", "n_envs", "batch_T", "hidden_sizes", "backend", "seeds"],
         **runs.runner_options(config.total_steps, eval_sampler, n_eval),
     )
-    return runs.train(runner, close=(cage, eval_cage, sample_tree))
+    return runs.train(
+        runner,
+        close=(cage, eval_cage, sample_tree),
+        policy=lambda objects: JaxPolicyExport(  # each run's policy.npz
+            objects["model"],
+            objects["observation_normalizer"],  # the run's statistics
+            env_id=config.env_id,
+            env_factory=f"{Path(__file__).resolve()}:make_env",
+            observation_space=cage.spaces.observation,
+            action_space=cage.spaces.action,
+        ),
+    )
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:

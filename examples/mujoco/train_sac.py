@@ -271,7 +271,16 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
         ],
         **runs.runner_options(config.total_steps, eval_sampler, n_eval),
     )
-    return runs.train(runner, close=(cage, eval_cage, replay_tree))
+    return runs.train(
+        runner,
+        close=(cage, eval_cage, replay_tree),
+        policy=lambda objects: policy_export(config)(  # each run's policy.npz
+            objects["agent"],
+            env_id=config.env_id,
+            observation_space=cage.spaces.observation,
+            action_space=cage.spaces.action,
+        ),
+    )
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:

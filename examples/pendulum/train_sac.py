@@ -284,7 +284,16 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
         config_keys=["batch_T", "replay_size", "hidden_sizes", "backend", "seeds"],
         **runs.runner_options(config.total_steps, eval_sampler, n_eval),
     )
-    return runs.train(runner, close=(cage, eval_cage, replay_tree))
+    return runs.train(
+        runner,
+        close=(cage, eval_cage, replay_tree),
+        policy=lambda objects: policy_export(config)(  # each run's policy.npz
+            objects["agent"],
+            env_id="Pendulum-v1",
+            observation_space=cage.spaces.observation,
+            action_space=cage.spaces.action,
+        ),
+    )
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:

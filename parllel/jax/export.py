@@ -14,7 +14,9 @@ arrays and the observation normalizer's statistics.
     policy = load_numpy_policy(run.path)
 
 Exportable agents: :class:`~parllel.jax.agents.ActorCriticAgent` (PPO),
-:class:`~parllel.jax.agents.SacAgent` and the JAX DQN agent.
+:class:`~parllel.jax.agents.SacAgent` and the JAX DQN agent, and one run of a
+seed group (:class:`~parllel.jax.seeds.RunView`, ``SeededSAC.run_agent(k)``):
+its run's parameters with the group's networks.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ from parllel.export.numpy_policy import WEIGHTS
 from parllel.export.run_export import PolicyExporter
 from parllel.export.spec import write_spec_file
 from parllel.jax.agents import ActorCriticAgent, DqnAgent, SacAgent
+from parllel.jax.algos.sac_seeds import RunSacAgent
 from parllel.jax.distributions import Categorical, Gaussian, SquashedGaussian
+from parllel.jax.seeds import RunView
 
 __all__ = [
     "PolicyExport",
@@ -138,7 +142,19 @@ class _Acting(NamedTuple):
     action_mask_key: str | None
 
 
+def _networks(agent: Any) -> Any:
+    """The agent whose networks act for ``agent``: itself, or for one run of a
+    seed group (whose ``state_dict()`` holds that run's parameters) the
+    group's agent of that architecture."""
+    if isinstance(agent, RunView):
+        return agent.stack.agent
+    if isinstance(agent, RunSacAgent):
+        return agent.seeded.sacs[agent.run].agent
+    return agent
+
+
 def _acting(agent: Any) -> _Acting:
+    agent = _networks(agent)
     if isinstance(agent, ActorCriticAgent):
         distribution = describe_distribution(agent.distribution)
         return _Acting(
@@ -152,7 +168,8 @@ def _acting(agent: Any) -> _Acting:
         return _Acting("dqn", "q_network", agent.q_network, epsilon, None)
     raise PolicyExportError(
         f"cannot export a {type(agent).__name__}: parllel.jax.export exports "
-        "ActorCriticAgent, SacAgent and DqnAgent"
+        "ActorCriticAgent, SacAgent and DqnAgent (and a seed run's RunView or "
+        "SeededSAC.run_agent(k))"
     )
 
 
@@ -210,7 +227,9 @@ def export_policy(
 
     Args:
         path: the file to write, or a directory (its ``policy.npz``).
-        agent: an ``ActorCriticAgent``, ``SacAgent`` or ``DqnAgent``.
+        agent: an ``ActorCriticAgent``, ``SacAgent`` or ``DqnAgent``, or one
+            run of a seed group (``RunView(stack, k)``,
+            ``SeededSAC.run_agent(k)``: that run's parameters).
         observation_space: the env's observation space (required: JAX agents
             do not record theirs).
         action_space: the env's action space (required).

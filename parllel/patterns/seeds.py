@@ -7,7 +7,8 @@ to a :class:`~parllel.runners.seeds.SeedsRunner`.
     ...  # K * 8 envs, seeded with runs.env_seeds; SeedStack, SeededHandler, SeededPPO
     runner = SeedsRunner(sampler, seeded_ppo, config.total_steps,
                          runs.seed_runs(objects_of_run), **runs.runner_options(...))
-    return runs.train(runner, close=(cage, sample_tree))
+    return runs.train(runner, close=(cage, sample_tree),
+                      policy=lambda objects: PolicyExport(objects["model"], ...))
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from parllel.seeding import Seeds, check_seed
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+    from parllel.export.run_export import PolicyExporter
     from parllel.patterns.run_settings import RunSettings
     from parllel.runners.callbacks import Stateful
     from parllel.runners.seeds import SeedRun, SeedsRunner
@@ -187,17 +189,41 @@ class SeedRuns:
         }
 
     def train(
-        self, runner: SeedsRunner, *, close: tuple = ()
+        self,
+        runner: SeedsRunner,
+        *,
+        close: tuple = (),
+        policy: Callable[[Mapping[str, Stateful]], PolicyExporter] | None = None,
     ) -> list[dict[str, float]]:
         """Resume if asked, train, close every logger and ``close``, plot the
         runs (median and range); print how it ended (as a single run's
         script, with the median over the runs) and return each run's last
-        metrics."""
+        metrics.
+
+        With ``policy`` (a run's checkpoint objects -> the JAX
+        ``PolicyExport`` of that run, e.g. of ``objects["model"]``, a
+        :class:`~parllel.jax.seeds.RunView`) every run directory gets what a
+        single run's gets from :func:`~parllel.patterns.run_training`:
+        ``policy_spec.json`` before training, ``policy.npz`` after it (not
+        for a run stopped by a failure: its checkpoint holds its last
+        weights)."""
         from parllel.plot import plot_learning_curve
 
         outcome = TrainingOutcome(self.group.path, self.directories[0].checkpoints_dir)
         results: list[dict[str, float]] = []
+        exported: list[Path] = []
+        # as a single run's: "PPO" for SeededPPO
+        algorithm = type(runner.algorithm).__name__.removeprefix("Seeded")
+        exports = (
+            []
+            if policy is None
+            else [(run, policy(run.checkpoint_objects)) for run in runner.runs]
+        )
         try:
+            for run, export in exports:
+                export.write_spec(
+                    run.directory.path, run.checkpoint_objects, algorithm=algorithm
+                )
             if self.resume:
                 try:
                     runner.load()
@@ -207,6 +233,15 @@ class SeedRuns:
                 outcome.already_finished = runner.finished
                 if not outcome.already_finished:
                     results = runner.run()
+                    for k, (run, export) in enumerate(exports):
+                        if k not in runner.algorithm.stopped:
+                            exported.append(
+                                export.export(
+                                    run.directory.path,
+                                    env_steps=runner.env_steps,
+                                    algorithm=algorithm,
+                                )
+                            )
         except KeyboardInterrupt:
             outcome.stopped_at_once = True
         finally:
@@ -232,6 +267,8 @@ class SeedRuns:
                 plot_learning_curve(self.group.path)
             except (ConfigError, FileNotFoundError) as error:
                 outcome.plot_note = str(error)
+        for file in exported:  # what a single run's script prints, per run
+            print(f"policy exported: {file}")
         report_outcome(outcome)
         return results
 

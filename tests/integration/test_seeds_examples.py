@@ -1,5 +1,6 @@
 """``--seeds 2`` on the JAX PPO and SAC examples: a --quick run of two seeds in one
-program writes two ordinary run directories, then resumes."""
+program writes two ordinary run directories (each with its exported policy),
+then resumes."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def test_seeds_example_quick_run_and_resume(script: str, tmp_path: Path) -> None
         checkpoints = sorted((run / "checkpoints").glob("checkpoint_*.pt"))
         assert checkpoints[-1].name == f"checkpoint_{QUICK_STEPS:012d}.pt"
         assert _steps(run / "logs" / "progress.csv")[-1] == QUICK_STEPS
+        assert (run / "policy.npz").is_file() and (run / "policy_spec.json").is_file()
     assert (group / "learning_curve.png").is_file()
     _run(
         script,
@@ -68,6 +70,7 @@ def test_sac_seeds_example_quick_run_and_resume(script: str, tmp_path: Path) -> 
         checkpoints = sorted((run / "checkpoints").glob("checkpoint_*.pt"))
         assert checkpoints[-1].name == f"checkpoint_{400:012d}.pt"
         assert _steps(run / "logs" / "progress.csv")[-1] == 400
+        assert (run / "policy.npz").is_file() and (run / "policy_spec.json").is_file()
     _run_slowly(
         script, tmp_path, *flags, "--resume", str(group), "--total-steps", "600"
     )
