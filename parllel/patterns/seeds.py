@@ -229,6 +229,8 @@ class SeedRuns:
                     runner.load()
                 except (CheckpointError, RunDirectoryError) as error:
                     outcome.resume_error = str(error)
+                else:
+                    self._record_resume(runner)
             if outcome.resume_error is None:
                 outcome.already_finished = runner.finished
                 if not outcome.already_finished:
@@ -271,6 +273,15 @@ class SeedRuns:
             print(f"policy exported: {file}")
         report_outcome(outcome)
         return results
+
+    def _record_resume(self, runner: SeedsRunner) -> None:
+        """Record the resume as a single run's is recorded
+        (:meth:`RunDirectory.record_resume`, with the config and what changed
+        in it): in the group's metadata and in every run's."""
+        config = runner.config or None
+        self.group.record_resume(runner.env_steps, config=config)
+        for run, checkpoint in zip(runner.runs, runner.resumed_from):
+            run.directory.record_resume(runner.env_steps, checkpoint, config=config)
 
     @property
     def path(self) -> Path:

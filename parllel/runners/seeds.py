@@ -35,6 +35,7 @@ from parllel.runners.checkpoints import (
 )
 from parllel.runners.interrupt import InterruptHandler
 from parllel.runners.metrics import MetricWindow, progress_metrics
+from parllel.runners.notices import warn_total_steps_changed
 from parllel.runtime.backends import StatefulGenerator
 from parllel.runtime.checkpoint import capture_rng_state, restore_rng_state
 from parllel.runtime.run_directory import RunDirectory
@@ -269,6 +270,8 @@ class SeedsRunner:
         self.stop_signals: list[int] = []
         self._stop = False
         self._saved_stopped: set[int] = set()
+        #: the checkpoint each run resumed from (:meth:`load`), else None
+        self.resumed_from: list[Path | None] = [None for _ in runs]
         self._elapsed_before = 0.0
         self._start = clock()
         self._last_log = (self._start, 0)
@@ -486,13 +489,19 @@ class SeedsRunner:
 
         A run stopped before (``stopped`` in its metadata) stays stopped.
 
+        A checkpoint of a run with another ``total_steps`` loads with a
+        :class:`~parllel.errors.TotalStepsChangedWarning`, as a single run's
+        (:meth:`parllel.runners.Runner.load`).
+
         Raises:
             CheckpointError: a run has no readable checkpoint, or the runs'
                 checkpoints are of different steps.
         """
         steps: dict[int, int] = {}
+        saved_totals: set[int] = set()
         for run, record in enumerate(self.runs):
             path, state = read_checkpoint(record.directory.checkpoints_dir)
+            self.resumed_from[run] = path
             restore_objects(
                 path,
                 state,
@@ -512,6 +521,8 @@ class SeedsRunner:
                 self._saved_stopped.add(run)
                 continue
             steps[run] = int(saved["env_steps"])
+            if saved.get("total_steps") is not None:
+                saved_totals.add(int(saved["total_steps"]))
             self.updates = int(saved["updates"])
             self._elapsed_before = float(saved.get("elapsed_s", 0.0))
         if len(set(steps.values())) > 1:
@@ -521,6 +532,9 @@ class SeedsRunner:
                 "resume each from a checkpoint of the same step"
             )
         self.env_steps = next(iter(steps.values()), 0)
+        if not self.finished:
+            for saved_total in sorted(saved_totals):
+                warn_total_steps_changed(self.env_steps, saved_total, self.total_steps)
         for record in self.runs:
             rewind = getattr(record.logger, "rewind", None)
             if callable(rewind):

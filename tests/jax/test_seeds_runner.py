@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from parllel.cages import build_cages
-from parllel.errors import ConfigError, SeedRunStoppedWarning
+from parllel.errors import ConfigError, SeedRunStoppedWarning, TotalStepsChangedWarning
 from parllel.jax.agents import build_actor_critic_agent
 from parllel.jax.algos import PPO, SeededPPO, adam
 from parllel.jax.seeds import RunView, SeededHandler, SeedStack
@@ -59,8 +59,9 @@ def build(
     resume: str | None = None,
     normalize: bool = False,
     poison: bool = False,
+    total_steps: int = 3 * T * B,
 ) -> Any:
-    config = Config()
+    config = Config(total_steps=total_steps)
     settings = RunSettings(
         run_root=str(run_root),
         console="plain",
@@ -142,12 +143,23 @@ def test_runs_write_ordinary_directories_and_resume(tmp_path: Path) -> None:
     assert plot_learning_curve(runs.path) == runs.path / "learning_curve.png"
 
     # resume with more steps: each run continues from its checkpoint
-    resumed, runner, close = build(tmp_path, resume=str(runs.path))
-    runner.total_steps = 4 * T * B
-    resumed.train(runner, close=close)
+    # (warned and recorded as a single run's resume: group and every run)
+    resumed, runner, close = build(
+        tmp_path, resume=str(runs.path), total_steps=4 * T * B
+    )
+    with pytest.warns(TotalStepsChangedWarning, match="total_steps=128"):
+        resumed.train(runner, close=close)
     for directory in resumed.directories:
         progress = read_progress(directory.progress_csv)
         assert list(progress["step"]) == [T * B, 2 * T * B, 3 * T * B, 4 * T * B]
+    for directory in [resumed.group, *resumed.directories]:
+        assert directory.read_config()["total_steps"] == 4 * T * B
+        (record,) = directory.read_metadata()["resumes"]
+        assert record["step"] == 3 * T * B
+        assert record["config_changes"] == {"total_steps": [3 * T * B, 4 * T * B]}
+    for directory in resumed.directories:
+        (record,) = directory.read_metadata()["resumes"]
+        assert record["checkpoint"].startswith(str(directory.checkpoints_dir))
 
 
 @pytest.mark.slow
