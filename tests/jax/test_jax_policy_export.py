@@ -244,6 +244,10 @@ def test_the_policy_loads_from_the_newest_checkpoint(tmp_path):
     from_checkpoint = load_numpy_policy(tmp_path)
     assert from_checkpoint.source.parent.name == "checkpoints"
     assert from_checkpoint.trained_with["env_steps"] == 64
+    from parllel.torch import load_policy
+
+    with pytest.raises(PolicyFileError, match="'jax' run.*load_numpy_policy"):
+        load_policy(tmp_path)  # names the loader of a JAX run
     export.export(tmp_path, env_steps=64, algorithm="PPO")
     exported = load_numpy_policy(tmp_path)  # the export wins a tie
     assert exported.source == tmp_path / "policy.npz"

@@ -206,14 +206,27 @@ def export_policy(
     return file
 
 
+def check_torch_backend(data: Mapping[str, Any], path: Path) -> None:
+    """Raise :class:`PolicyFileError` naming the loader to use when the header
+    ``data`` (of ``path``) is of another backend's policy (a JAX run's)."""
+    backend = data.get("backend", "torch")
+    if backend != "torch":
+        raise PolicyFileError(
+            f"{path} is of a {backend!r} run, which parllel.torch.load_policy "
+            "cannot load: load it with parllel.export.load_numpy_policy(RUN_DIR) "
+            "(numpy only) or play it with `python -m parllel.enjoy RUN_DIR`"
+        )
+
+
 def build_record(
     data: Mapping[str, Any], weights: dict[str, Any], normalizer: Any, path: Path
 ) -> PolicyRecord:
     """A :class:`PolicyRecord` from a header, weights and normalizer data.
 
     Raises:
-        PolicyFileError: the header lacks an entry.
+        PolicyFileError: the header lacks an entry or is another backend's.
     """
+    check_torch_backend(data, path)
     try:
         architecture = Architecture(
             str(data["architecture"]["builder"]),

@@ -19,7 +19,12 @@ from parllel.export.spec import (
     spec_weights,
     write_spec_file,
 )
-from parllel.torch.export.artifact import PolicyRecord, build_record, describe_policy
+from parllel.torch.export.artifact import (
+    PolicyRecord,
+    build_record,
+    check_torch_backend,
+    describe_policy,
+)
 from parllel.torch.export.builders import agent_builder
 
 __all__ = ["record_from_spec", "write_policy_spec"]
@@ -60,8 +65,10 @@ def record_from_spec(
     """A :class:`PolicyRecord` from a spec and a checkpoint's ``objects``.
 
     Raises:
-        PolicyFileError: if the checkpoint lacks an object the spec names.
+        PolicyFileError: if the checkpoint lacks an object the spec names, or
+            the spec is of another backend's run (a JAX run's).
     """
+    check_torch_backend(spec, checkpoint)
     return build_record(
         spec,
         spec_weights(spec, objects, checkpoint),
