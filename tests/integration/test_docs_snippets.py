@@ -352,7 +352,6 @@ DOCTEST_MODULES = [
     "parllel.agents.scripted",
     "parllel.agents.state",
     "parllel.arrays.array",
-    "parllel.arrays.fast_writer",
     "parllel.arrays.shared_memory",
     "parllel.cages.layout",
     "parllel.cages.serial",
