@@ -20,7 +20,7 @@ from statistics import median
 from time import perf_counter as clock
 from typing import Any, Protocol
 
-from parllel.errors import CheckpointError, ConfigError, SeedRunStoppedWarning
+from parllel.errors import CheckpointError, ConfigError, ParllelWarning
 from parllel.logging import EpisodeStats, Logger
 from parllel.runners.batches import steps_per_batch
 from parllel.runners.callbacks import Stateful
@@ -127,7 +127,7 @@ class SeedsRunner:
 
     A run the algorithm stops (a non-finite loss with
     ``on_nonfinite="stop_run"``) is reported with its seed by a
-    :class:`~parllel.errors.SeedRunStoppedWarning`, recorded in its
+    :class:`~parllel.errors.ParllelWarning`, recorded in its
     ``metadata.json`` (``stopped``), checkpointed once with its last finite
     weights and logged no more; the others train on.
 
@@ -312,7 +312,7 @@ class SeedsRunner:
             record = self.runs[run]
             warnings.warn(
                 f"{record.directory.path.name}: {error}; the other runs train on",
-                SeedRunStoppedWarning,
+                ParllelWarning,
                 stacklevel=3,
             )
             record.directory.update_metadata(

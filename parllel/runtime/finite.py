@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from parllel.errors import NonFiniteCheckpointError
+from parllel.errors import NonFiniteError
 from parllel.runtime.backends import loaded_backends
 from parllel.runtime.checkpoint import latest_checkpoint
 from parllel.tree import tree_items
@@ -55,7 +55,7 @@ def nonfinite_paths(state: Any, prefix: str = "") -> list[str]:
 def refuse_nonfinite_state(
     objects: Mapping[str, Any], checkpoint_dir: Path, step: int
 ) -> None:
-    """Raise :class:`~parllel.errors.NonFiniteCheckpointError` if any array or
+    """Raise :class:`~parllel.errors.NonFiniteError` if any array or
     tensor of the checkpoint objects' states is not finite (nothing is written)."""
     bad = nonfinite_paths(objects)
     if not bad:
@@ -67,7 +67,7 @@ def refuse_nonfinite_state(
         if latest is not None
         else "there is no earlier checkpoint"
     )
-    raise NonFiniteCheckpointError(
+    raise NonFiniteError(
         f"not writing the checkpoint of step {step}: {shown} hold NaN or "
         f"infinite values (training diverged); {kept}"
     )

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from parllel import DISTRIBUTION
-from parllel.errors import PolicyExportError, PolicyFileError, PolicyNotFoundError
+from parllel.errors import PolicyExportError, PolicyFileError
 from parllel.runtime.checkpoint import CHECKPOINT_PATTERN
 from parllel.torch.architecture import Architecture, architecture_of
 from parllel.torch.export.builders import (
@@ -272,13 +272,13 @@ def read_policy_file(path: str | os.PathLike[str]) -> PolicyRecord:
     """Read and check a file written by :func:`export_policy`.
 
     Raises:
-        PolicyNotFoundError: if there is no such file.
+        PolicyFileError: if there is no such file.
         PolicyFileError: if it cannot be read or is not a parllel policy file
             of a format this version reads.
     """
     path = Path(path)
     if not path.is_file():
-        raise PolicyNotFoundError(f"policy file {path} does not exist")
+        raise PolicyFileError(f"policy file {path} does not exist")
     if CHECKPOINT_PATTERN.match(path.name) and not zipfile.is_zipfile(path):
         raise PolicyFileError(
             f"{path} is not a parllel policy file (a checkpoint? pass the run "

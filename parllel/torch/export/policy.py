@@ -31,7 +31,6 @@ from parllel.cages.spaces import space_leaves, value_at, zero_example
 from parllel.errors import (
     ConfigError,
     PolicyFileError,
-    PolicyNotFoundError,
     ShapeError,
 )
 from parllel.torch.export.artifact import (
@@ -292,7 +291,7 @@ def _record_of_run(run_dir: Path) -> PolicyRecord:
             return record
     elif checkpoint_step is None or not spec_file.is_file():
         what = "no checkpoint" if checkpoint_step is None else f"no {SPEC_FILE}"
-        raise PolicyNotFoundError(
+        raise PolicyFileError(
             f"{run_dir} has no {POLICY_FILE} and {what} to load a policy from "
             "(export_policy writes the first; the checkpoints need the second, "
             "which run_training(..., policy=PolicyExport(...)) writes)"
@@ -326,7 +325,7 @@ def load_policy(
         device: where the agent runs.
 
     Raises:
-        PolicyNotFoundError: nothing to load at ``path``.
+        PolicyFileError: nothing to load at ``path``.
         PolicyFileError: the file is damaged, not a policy, of a newer format,
             or its weights do not fit the architecture it describes.
         ConfigError: ``clip_actions`` for a ``Box`` action space without a
@@ -338,7 +337,5 @@ def load_policy(
     elif path.exists():
         record = read_policy_file(path)
     else:
-        raise PolicyNotFoundError(
-            f"{path} does not exist (a policy file or run directory)"
-        )
+        raise PolicyFileError(f"{path} does not exist (a policy file or run directory)")
     return _build(record, clip_actions=clip_actions, device=device)

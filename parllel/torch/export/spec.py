@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from parllel.errors import PolicyFileError, PolicyNotFoundError
+from parllel.errors import PolicyFileError
 from parllel.torch.export.artifact import (
     PolicyRecord,
     build_record,
@@ -88,7 +88,7 @@ def read_policy_spec(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise PolicyNotFoundError(f"{path} does not exist") from None
+        raise PolicyFileError(f"{path} does not exist") from None
     except (OSError, ValueError) as error:
         raise PolicyFileError(f"cannot read {path}: {error}") from error
     check_header(data, path, SPEC_FORMAT)
