@@ -27,7 +27,7 @@ from parllel.errors import (
     InvalidActionError,
     SpaceMismatchError,
 )
-from parllel.tree import tree_get
+from parllel.tree.nodes import tree_get
 
 
 class EnvSpaces(NamedTuple):

@@ -13,12 +13,12 @@ __all__ = [
 
 
 class TreeRingError(ParllelError, RuntimeError):
-    """A :class:`~parllel.samplers.TreeRing` was used out of turn (e.g. two
+    """A :class:`~parllel.samplers.tree_ring.TreeRing` was used out of turn (e.g. two
     ``begin_write`` without ``end_write``)."""
 
 
 class TreeRingClosedError(TreeRingError):
-    """A :class:`~parllel.samplers.TreeRing` was closed while (or before) waiting on it."""
+    """A :class:`~parllel.samplers.tree_ring.TreeRing` was closed while (or before) waiting on it."""
 
 
 class BackgroundSamplerError(ParllelError, RuntimeError):

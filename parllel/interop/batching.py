@@ -38,7 +38,7 @@ _BATCH_RULES = WriteRules(what="actions", error=InvalidActionError)
 
 def allocate_for_space(space: spaces.Space, n_envs: int, storage: Storage) -> Any:
     """An ``[n_envs]`` slot tree with the dtypes and shapes of ``space``'s values
-    (custom spaces as registered with :func:`~parllel.cages.zero_example`)."""
+    (custom spaces as registered with :func:`~parllel.cages.spaces.zero_example`)."""
     return buffer_from_example(zero_example(space), (n_envs,), storage)
 
 

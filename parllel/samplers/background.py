@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from multiprocessing import util
 from typing import Any, cast
 
-from parllel.arrays import remove_dead_owner_segments
+from parllel.arrays.shared_memory import remove_dead_owner_segments
 from parllel.cages.main_guard import check_main_guard
 from parllel.cages.plumbing import start_context
 from parllel.errors import (

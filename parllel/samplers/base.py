@@ -183,7 +183,7 @@ class BatchSampler:
         batch continues where the last one ended, exactly as after a
         rotation; nothing else is copied. A background
         sampler switches this way between the trees of a
-        :class:`~parllel.samplers.TreeRing`. Views are built once per tree.
+        :class:`~parllel.samplers.tree_ring.TreeRing`. Views are built once per tree.
 
         Raises:
             ConfigError: the trees' fields or shapes differ, or the sampler

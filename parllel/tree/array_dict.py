@@ -338,7 +338,7 @@ def _as_ndarray(leaf: Any) -> np.ndarray:
 
 
 def _child(tree: Any, key: str, path: str) -> Any:
-    """``tree``'s child ``key`` (see :func:`~parllel.tree.tree_get`), named on error."""
+    """``tree``'s child ``key`` (see :func:`~parllel.tree.nodes.tree_get`), named on error."""
     try:
         return tree_get(tree, key)
     except KeyError:

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage, space_leaves, zero_example
+from parllel.cages import ProcessCage, SerialCage
+from parllel.cages.spaces import space_leaves, zero_example
 from parllel.errors import InvalidActionError, SpaceMismatchError
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from tests.helpers.cage_helpers import allocate, run, slots

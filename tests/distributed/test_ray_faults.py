@@ -170,7 +170,7 @@ def test_an_actor_that_never_builds_its_sampler_is_an_error(local_ray):
 def test_a_killed_actor_with_process_cages_leaves_no_shared_memory(local_ray):
     """The killed actor's tree (shared memory: process cages) is unlinked
     once the restarted actor answers; closing unlinks the others'."""
-    from parllel.arrays import list_segments
+    from parllel.arrays.shared_memory import list_segments
     from tests.helpers.ray_helpers import build_dict_sampler
 
     with RaySampler(

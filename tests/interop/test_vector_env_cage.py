@@ -18,7 +18,8 @@ import pytest
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from parllel import fields
-from parllel.agents import NumpyHandler, ScriptedAgent, sample_actions
+from parllel.agents import NumpyHandler, ScriptedAgent
+from parllel.agents.scripted import sample_actions
 from parllel.arrays import Array
 from parllel.cages import SerialCage, TrajInfo
 from parllel.cages.cage import CageState

@@ -49,10 +49,9 @@ def test_numpy_checkpoint_round_trips_without_torch(tmp_path):
         import sys
         import numpy as np
         from parllel.errors import NonFiniteError
-        from parllel.runtime import (
-            Seeds, capture_rng_state, load_checkpoint, restore_rng_state,
-            save_checkpoint, seed_everything,
-        )
+        from parllel.runtime import Seeds, load_checkpoint, save_checkpoint, seed_everything
+        from parllel.runtime.checkpoint import capture_rng_state
+        from parllel.runtime.checkpoint import restore_rng_state
         from parllel.runtime.finite import refuse_nonfinite_state
 
         generator = seed_everything(Seeds.from_master(0, n_envs=1))

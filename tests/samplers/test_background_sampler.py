@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.arrays import list_segments
+from parllel.arrays.shared_memory import list_segments
 from parllel.errors import (
     BackgroundSamplerError,
     ConfigError,

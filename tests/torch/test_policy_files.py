@@ -18,7 +18,8 @@ from parllel.errors import (
     PolicyExportError,
     PolicyFileError,
 )
-from parllel.runtime import RunDirectory, latest_checkpoint, save_checkpoint
+from parllel.runtime import RunDirectory, save_checkpoint
+from parllel.runtime.checkpoint import latest_checkpoint
 from parllel.torch import PolicyExport, export_policy, load_policy
 from parllel.torch.agents import ActorCriticAgent, build_dqn_agent
 from parllel.torch.architecture import Architecture
