@@ -87,7 +87,7 @@ def load_any_policy(
     the stochastic actions (torch's global generator for a torch policy).
 
     Raises:
-        PolicyNotFoundError, PolicyFileError, ConfigError: as the loaders.
+        PolicyFileError, ConfigError: as the loaders.
     """
     if plays_in_numpy(path):
         return load_numpy_policy(path, clip_actions=clip_actions, seed=seed)

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from parllel.arrays import list_segments
+from parllel.arrays.shared_memory import list_segments
 
 
 def pytest_configure(config: pytest.Config) -> None:

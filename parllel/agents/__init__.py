@@ -8,17 +8,15 @@
 - :class:`RandomAgent`, :class:`ScriptedAgent`: numpy agents.
 """
 
-from parllel.agents.base import Agent, AgentExample, AgentStep, Handler
+from parllel.agents.base import Agent, AgentStep, Handler
 from parllel.agents.numpy_handler import NumpyHandler
-from parllel.agents.scripted import RandomAgent, ScriptedAgent, sample_actions
+from parllel.agents.scripted import RandomAgent, ScriptedAgent
 
 __all__ = [
     "Agent",
-    "AgentExample",
     "AgentStep",
     "Handler",
     "NumpyHandler",
     "RandomAgent",
     "ScriptedAgent",
-    "sample_actions",
 ]

@@ -5,10 +5,7 @@ See :class:`Array` for indexing, padding and rotation semantics and
 """
 
 from parllel.arrays.array import Array
-from parllel.arrays.shared_memory import list_segments, remove_dead_owner_segments
 
 __all__ = [
     "Array",
-    "list_segments",
-    "remove_dead_owner_segments",
 ]

@@ -7,14 +7,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from parllel.arrays.fast_writer import GEOMETRY_EPOCH, WriteTarget
 from parllel.arrays.indexing import LeadingIndexer
 from parllel.arrays.shared_memory import SharedSegment
 from parllel.arrays.views import register_segment
 from parllel.arrays.writing import (
     check_value_dtype,
     closed_error,
-    plain_types,
     write_error,
 )
 from parllel.errors import ArrayClosedError, ConfigError
@@ -95,7 +93,6 @@ class Array:
                 f"padding ({padding}) cannot exceed the batch length ({length})"
             )
         self.dtype = np.dtype(dtype)
-        self._plain_types = plain_types(self.dtype)
         self.batch_shape = batch_shape
         self.feature_shape = feature_shape
         self.storage = storage
@@ -115,7 +112,6 @@ class Array:
 
     # -- geometry ----------------------------------------------------------
     def _update_indexers(self) -> None:
-        GEOMETRY_EPOCH[0] += 1
         base = self.padding + self._offset
         self._base = base
         self._length = self.batch_shape[0]
@@ -168,8 +164,7 @@ class Array:
         """``array[index] = value``, with errors naming the leaf ``path``.
 
         For containers writing one index into many Arrays (a tree's
-        ``tree[index] = value``). ``value`` is checked as by the compiled
-        writer (see :meth:`write_target`): dtype-kind safety, then a
+        ``tree[index] = value``). ``value`` is checked for dtype-kind safety, then a
         :class:`~parllel.errors.ShapeError` or
         :class:`~parllel.errors.ArrayClosedError` naming ``path``.
 
@@ -201,19 +196,6 @@ class Array:
             self._storage[storage_index] = value
         except ValueError as exc:
             raise write_error(value, self._storage, storage_index, path, exc) from None
-
-    def write_target(self) -> WriteTarget:
-        """Where ``array[t, b] = value`` lands for ``0 <= t < T``, for compiled writers.
-
-        The storage ndarray (padding and full size included), the storage row
-        of batch row 0 and the dtype facts the checks need; see
-        :func:`~parllel.arrays.fast_writer.compile_fast_writer`. Valid until
-        :data:`~parllel.arrays.fast_writer.GEOMETRY_EPOCH` changes (this or any
-        Array rotated, was unpickled or closed).
-        """
-        return WriteTarget(
-            self._storage, self._base, self._length, self.dtype, self._plain_types
-        )
 
     def _write(self, storage_index: Any, value: Any, path: str) -> None:
         """Write ``value`` at an already-translated storage index."""
@@ -304,7 +286,6 @@ class Array:
             storage = self._storage.view()
             storage.flags.writeable = False
             self._storage = storage
-            GEOMETRY_EPOCH[0] += 1  # trees rebuild writers bound to the old storage
 
     def __enter__(self) -> Array:
         return self
@@ -374,7 +355,6 @@ def _view_segment(
 
 def _restore(array: Array, state: dict[str, Any], storage: np.ndarray) -> Array:
     array.dtype = np.dtype(state["dtype"])
-    array._plain_types = plain_types(array.dtype)
     array.batch_shape = tuple(state["batch_shape"])
     array.feature_shape = tuple(state["feature_shape"])
     array.storage = state["storage"]

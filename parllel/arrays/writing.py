@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -101,27 +100,3 @@ def closed_error(what: str) -> ArrayClosedError:
         f"cannot {what}: the Array was closed (close() released it; its last "
         "contents stay readable); allocate a new buffer"
     )
-
-
-@functools.cache
-def plain_types(dtype: np.dtype) -> frozenset[type]:
-    """Scalar types (Python and numpy) whose values always write safely into ``dtype``.
-
-    A numpy scalar's type determines its dtype, so one set lookup checks it.
-    """
-    kind = dtype.kind
-    if kind in "fc":
-        types = {float, int, bool}
-    elif kind in "iu":
-        types = {int, bool}
-    elif kind == "b":
-        types = {bool}
-    else:
-        types = set()
-    for scalar_type in set(np.sctypeDict.values()):
-        try:
-            if np.can_cast(np.dtype(scalar_type), dtype, "same_kind"):
-                types.add(scalar_type)
-        except TypeError:
-            pass
-    return frozenset(types)

@@ -22,11 +22,9 @@ Example:
     >>> print(format_table(report))
 """
 
-from parllel.bench.report import format_table
 from parllel.bench.run import BenchReport, run_bench
 
 __all__ = [
     "BenchReport",
-    "format_table",
     "run_bench",
 ]

@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium as gym
 
 from parllel.cages.movable import move_refusal
-from parllel.errors import EnvFactoryError
+from parllel.errors import ConfigError
 
 __all__ = ["EnvFactory", "check_factory", "load_factory", "move_refusal_of"]
 
@@ -66,7 +66,7 @@ def load_factory(reference: str) -> EnvFactory:
     :func:`check_factory`).
 
     Raises:
-        EnvFactoryError: the reference is malformed (neither ``MODULE:FACTORY``
+        ConfigError: the reference is malformed (neither ``MODULE:FACTORY``
             nor a registered env id), the module does not import, the
             attribute is missing or is not callable.
     """
@@ -74,14 +74,14 @@ def load_factory(reference: str) -> EnvFactory:
     if not colon and reference in gym.registry:
         return _gymnasium_id_factory(reference)
     if not colon or not module_name or not name:
-        raise EnvFactoryError(
+        raise ConfigError(
             f"{reference!r} is not MODULE:FACTORY ({EXAMPLES}) nor a registered "
             "gymnasium env id (such as CartPole-v1)"
         )
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:  # any error the user's module raises on import
-        raise EnvFactoryError(
+        raise ConfigError(
             f"cannot import module {module_name!r} (from {reference!r}): "
             f"{type(exc).__name__}: {exc}"
         ) from exc
@@ -89,11 +89,11 @@ def load_factory(reference: str) -> EnvFactory:
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise EnvFactoryError(
+            raise ConfigError(
                 f"module {module_name!r} has no attribute {name!r} (from {reference!r})"
             ) from None
     if not callable(target):
-        raise EnvFactoryError(
+        raise ConfigError(
             f"{reference!r} is a {type(target).__name__}, not a callable that "
             f"returns an env ({EXAMPLES})"
         )
@@ -104,7 +104,7 @@ def check_factory(env_factory: EnvFactory) -> None:
     """Build one env with the factory, check it looks like a gymnasium env, close it.
 
     Raises:
-        EnvFactoryError: the factory raised (the message ends with the
+        ConfigError: the factory raised (the message ends with the
             exception and where it was raised) or returned an object without
             ``reset``, ``step``, ``observation_space`` and ``action_space``.
     """
@@ -112,7 +112,7 @@ def check_factory(env_factory: EnvFactory) -> None:
         env = env_factory.factory()
     except Exception as exc:  # the user's code: report whatever it raises
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        raise EnvFactoryError(
+        raise ConfigError(
             f"the env factory {env_factory.reference!r} raised "
             f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
         ) from exc
@@ -123,7 +123,7 @@ def check_factory(env_factory: EnvFactory) -> None:
             if not hasattr(env, attribute)
         ]
         if missing:
-            raise EnvFactoryError(
+            raise ConfigError(
                 f"the env factory {env_factory.reference!r} returned a "
                 f"{type(env).__name__}, not a gymnasium env (it has no "
                 f"{', '.join(missing)})"

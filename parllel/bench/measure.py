@@ -28,7 +28,7 @@ from typing import Any
 from parllel.bench.layouts import Layout
 from parllel.bench.policies import build_handler, policy_threads
 from parllel.cages import Cage
-from parllel.errors import ConfigError, RebalanceRefusedWarning
+from parllel.errors import ConfigError, ParllelWarning
 from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.tree import ArrayDict
@@ -161,7 +161,7 @@ def measure_layout(
     try:
         with warnings.catch_warnings():
             # a refusal is reported in the measurement (and the table), not warned
-            warnings.simplefilter("ignore", RebalanceRefusedWarning)
+            warnings.simplefilter("ignore", ParllelWarning)
             cages = layout.build(env_factory)
             handler = build_handler(policy, cages[0].spaces, layout.n_envs)
             sample_tree = build_sample_tree(cages, handler, batch_T)

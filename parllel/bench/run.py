@@ -126,7 +126,7 @@ def run_bench(
             stderr; None: silent).
 
     Raises:
-        EnvFactoryError: the factory does not import, is not callable, raises
+        ConfigError: the factory does not import, is not callable, raises
             or returns no env (checked before measuring).
         ConfigError: invalid arguments.
         MissingDependencyError: ``"mlp"`` without torch.

@@ -16,13 +16,7 @@ from parllel.cages.factories import PerEnvFactories
 from parllel.cages.layout import suggest_layout_for
 from parllel.cages.process.cage import ProcessCage
 from parllel.cages.serial import SerialCage
-from parllel.cages.spaces import (
-    EnvSpaces,
-    action_reader,
-    leaf_mismatch,
-    space_leaves,
-    zero_example,
-)
+from parllel.cages.spaces import EnvSpaces
 from parllel.cages.traj_info import TrajInfo
 
 __all__ = [
@@ -36,8 +30,4 @@ __all__ = [
     "build_cages",
     "suggest_layout_for",
     "numeric_info_example",
-    "action_reader",
-    "leaf_mismatch",
-    "space_leaves",
-    "zero_example",
 ]

@@ -16,7 +16,7 @@ from parllel.cages.traj_info import TrajInfo
 from parllel.errors import (
     ConfigError,
     MainGuardError,
-    SerialFallbackWarning,
+    ParllelWarning,
     UnknownOptionError,
 )
 
@@ -91,7 +91,7 @@ def build_cages(
     whether processes can win on this machine (and with which layout); when
     workers cannot start (called from unguarded top-level code of the main
     script) it steps the envs serially, with a
-    :class:`~parllel.errors.SerialFallbackWarning`;
+    :class:`~parllel.errors.ParllelWarning`;
     ``"process"`` always uses a
     :class:`~parllel.cages.ProcessCage` (layout from ``process_kwargs``, or
     suggested, falling back to one worker per core); ``"serial"`` a
@@ -141,6 +141,6 @@ def build_cages(
         "cannot start from top-level code of the main script outside an "
         '`if __name__ == "__main__":` block (put the code under it to let '
         "processes step the envs)",
-        SerialFallbackWarning,
+        ParllelWarning,
     )
     return SerialCage(env_factory, n_envs, env_kwargs, **common)

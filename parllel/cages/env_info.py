@@ -7,7 +7,7 @@ multi-agent ``fields.AGENT_*``, have theirs: :data:`DECLARED_INFO_DTYPES`), so a
 one step and a float in another keeps both. Every write is checked: a value
 that the slot cannot hold exactly (a string, ``None``, a wrong shape, an int
 beyond float64's exact range, a fraction in a declared integer slot...)
-raises :class:`~parllel.errors.EnvInfoError` naming the key; floats written
+raises :class:`~parllel.errors.EnvError` naming the key; floats written
 into a declared narrower float slot are rounded to its precision. A key
 missing from a step's info writes 0.
 """
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from parllel import fields
-from parllel.errors import EnvInfoError
+from parllel.errors import EnvError
 
 
 @dataclass
@@ -134,7 +134,7 @@ def info_slots(out_info: Mapping[str, Any]) -> list[tuple]:
     slots = []
     for key, view in out_info.items():
         if isinstance(view, Mapping):
-            raise EnvInfoError(
+            raise EnvError(
                 f"env_info slot {key!r} is a tree; info slots are one array per key"
             )
         exact = _EXACT.get(view.dtype)
@@ -171,7 +171,7 @@ class InfoSlotTables:
 
 
 def write_info_value(view: Any, j: int, value: Any, key: str, env: int) -> None:
-    """Write ``value`` into ``view[j]`` if it survives exactly, else raise EnvInfoError.
+    """Write ``value`` into ``view[j]`` if it survives exactly, else raise EnvError.
 
     The slow path of :meth:`EnvGroup.step` (values not of an exact type).
     """
@@ -208,11 +208,11 @@ def write_info_value(view: Any, j: int, value: Any, key: str, env: int) -> None:
     view[j] = stored
 
 
-def _info_error(key: str, env: int, value: Any, view: Any, why: str) -> EnvInfoError:
+def _info_error(key: str, env: int, value: Any, view: Any, why: str) -> EnvError:
     text = repr(value)
     if len(text) > 60:
         text = text[:57] + "..."
-    return EnvInfoError(
+    return EnvError(
         f"env {env}: info key {key!r} = {text} ({type(value).__name__}) {why}, so "
         f"it does not fit its slot of dtype {view.dtype} and shape {view.shape[1:]}. "
         "Preallocated info keys (numbers and numeric arrays in the probe step) must "

@@ -27,7 +27,7 @@ from parllel.cages.spaces import (
     legal_sample,
     zero_example,
 )
-from parllel.errors import EnvError, EnvFactoryError
+from parllel.errors import ConfigError, EnvError
 from parllel.seeding import action_space_seed
 
 __all__ = ["env_error", "probe_env", "probe_step", "spaces_example", "step_example"]
@@ -112,7 +112,7 @@ def probe_env(
     this process, which the probe must not be.
 
     Raises:
-        EnvFactoryError: the factory returned one of ``envs`` again.
+        ConfigError: the factory returned one of ``envs`` again.
         EnvError: the probe's construction, step or close raised.
         SpaceMismatchError: the probe's spaces differ from ``spaces``.
     """
@@ -121,7 +121,7 @@ def probe_env(
     except Exception as exc:
         raise env_error(env_index, "its probe's construction", exc) from exc
     if any(env is built for built in envs):
-        raise EnvFactoryError(
+        raise ConfigError(
             f"the env factory {env_factory!r} returned env {env_index}'s env object "
             "again: a cage calls it once per env and once more for a probe env (the "
             "example step), and each call must build a new env (e.g. "

@@ -25,10 +25,9 @@ import numpy as np
 from parllel.errors import (
     ConfigError,
     InvalidActionError,
-    ObservationMismatchError,
     SpaceMismatchError,
 )
-from parllel.tree import tree_get
+from parllel.tree.nodes import tree_get
 
 
 class EnvSpaces(NamedTuple):
@@ -199,7 +198,7 @@ def leaf_mismatch(space: gym.Space, value: Any) -> tuple[str, str] | None:
 
 
 def check_observation(spaces: EnvSpaces, observation: Any, env_index: int) -> None:
-    """Raise :class:`ObservationMismatchError` if a probe observation breaks its space.
+    """Raise :class:`SpaceMismatchError` if a probe observation breaks its space.
 
     Buffers are allocated from the probe observation and models from the
     space, so a mismatch would otherwise surface much later (e.g. as a
@@ -210,7 +209,7 @@ def check_observation(spaces: EnvSpaces, observation: Any, env_index: int) -> No
         try:
             value = value_at(observation, path)
         except (KeyError, IndexError, TypeError):
-            raise ObservationMismatchError(
+            raise SpaceMismatchError(
                 f"{where}: its observation has no leaf {path!r} (missing), but its "
                 f"observation space {spaces.observation} declares one"
             ) from None
@@ -219,7 +218,7 @@ def check_observation(spaces: EnvSpaces, observation: Any, env_index: int) -> No
             actual, declared = mismatch
             # a space that is not a container is one leaf at the empty path
             what = f"observation leaf {path!r}" if path else "observation"
-            raise ObservationMismatchError(
+            raise SpaceMismatchError(
                 f"{where}: {what} has {actual}, but its "
                 f"observation space declares {declared}. Make them agree: cast the "
                 "observation in a wrapper (e.g. gymnasium.wrappers.TransformObservation"

@@ -22,8 +22,7 @@ from parllel.distributed.faults import (
 from parllel.distributed.lifetime import free_dead_segments
 from parllel.errors import (
     DistributedSamplerError,
-    SamplerActorRestartWarning,
-    SamplerActorTimeoutWarning,
+    ParllelWarning,
 )
 
 __all__ = ["ActorPool"]
@@ -106,7 +105,7 @@ class ActorPool:
                 f"{self.label(index)} has not {what} after {waited:.4g} s "
                 f"(timeout_seconds={self.timeout_seconds}, timeout "
                 f"{self.timeouts}); waiting on",
-                SamplerActorTimeoutWarning,
+                ParllelWarning,
                 stacklevel=stacklevel,
             )
 
@@ -141,7 +140,7 @@ class ActorPool:
 
     def fail(self, index: int, error: BaseException) -> NoReturn:
         """Close the sampler and raise for actor ``index``'s ``error``:
-        :class:`~parllel.errors.DistributedSamplerDiedError` if Ray will not
+        :class:`~parllel.errors.DistributedSamplerError` if Ray will not
         restart it, else the error its code raised."""
         label = self.label(index)
         self._close()
@@ -155,7 +154,7 @@ class ActorPool:
         little later each time, while Ray has not seen it die yet.
 
         Raises:
-            DistributedSamplerDiedError: Ray does not restart it.
+            DistributedSamplerError: Ray does not restart it.
             DistributedSamplerError: it raised, or has not answered within
                 ``start_timeout`` s.
         """
@@ -193,6 +192,6 @@ class ActorPool:
             f"{self.label(index)} died and was restarted (restart {self.restarts}, "
             f"max_restarts={self.max_restarts} per actor); its envs start from "
             f"reset ({self.dropped_batches} actor batches dropped so far)",
-            SamplerActorRestartWarning,
+            ParllelWarning,
             stacklevel=4,
         )

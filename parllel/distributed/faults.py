@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from parllel.errors import DistributedSamplerDiedError, DistributedSamplerError
+from parllel.errors import DistributedSamplerError
 
 
 def actor_label(index: int, node_id: str | None = None) -> str:
@@ -54,9 +54,9 @@ def raised_error(
 
 def died_error(
     error: BaseException, label: str, index: int, max_restarts: int
-) -> DistributedSamplerDiedError:
-    """A :class:`DistributedSamplerDiedError` for an actor Ray will not restart."""
-    return DistributedSamplerDiedError(
+) -> DistributedSamplerError:
+    """A :class:`DistributedSamplerError` for an actor Ray will not restart."""
+    return DistributedSamplerError(
         f"{label} died and is not restarted (max_restarts={max_restarts} per "
         f"actor): {plain_text(str(error))}",
         index,

@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from parllel.arrays import remove_dead_owner_segments
+from parllel.arrays.shared_memory import remove_dead_owner_segments
 from parllel.errors import ConfigError
 
 

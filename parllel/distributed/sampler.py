@@ -89,7 +89,7 @@ class RaySampler(AsyncSampler):
             None: wait for ever (e.g. for an autoscaling cluster's nodes).
         timeout_seconds: a batch (or its sampler) an actor has not returned
             (built) after this long is
-            reported (:class:`~parllel.errors.SamplerActorTimeoutWarning`,
+            reported (:class:`~parllel.errors.ParllelWarning`,
             once per period) and counted in :attr:`timeouts`; the learner
             keeps waiting. None: never reported.
         max_in_flight: requests waiting at each actor at most (default
@@ -362,7 +362,7 @@ class RaySampler(AsyncSampler):
 
         Raises:
             DistributedSamplerError: an actor's sampler raised (its traceback
-                attached); :class:`~parllel.errors.DistributedSamplerDiedError`
+                attached); :class:`~parllel.errors.DistributedSamplerError`
                 when an actor died more than ``max_restarts`` times.
             PolicyLagError: the lag exceeds ``max_lag``, or the batch waits
                 for a version the learner has not published.

@@ -32,7 +32,8 @@ class TreeStructureError(ParllelError, KeyError):
 
 
 class ArrayClosedError(ParllelError, RuntimeError):
-    """An array whose shared memory was released was used again."""
+    """An array whose shared memory was released was used again (or a
+    handler's transfer whose page-locked memory ``close()`` unlocked)."""
 
 
 class NotSharedError(ParllelError, ValueError):

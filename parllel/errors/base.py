@@ -19,7 +19,7 @@ class ParllelError(Exception):
 
 
 class ParllelWarning(UserWarning):
-    """Base class of the warnings parllel issues."""
+    """The warning parllel issues (filter by its message to silence one)."""
 
 
 class ConfigError(ParllelError, ValueError):
@@ -35,7 +35,8 @@ class MissingDependencyError(ParllelError, ImportError):
 
 
 class NonFiniteError(ParllelError, FloatingPointError):
-    """A value that must be finite is NaN or infinite."""
+    """A value that must be finite is NaN or infinite: an env's observation or
+    reward (the sampler's check), or a tensor of a checkpoint being saved."""
 
 
 def install_hint(*extras: str) -> str:

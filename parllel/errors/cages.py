@@ -1,11 +1,10 @@
-"""Errors and warnings of cages (:mod:`parllel.cages`) and the envs they step."""
+"""Errors of cages (:mod:`parllel.cages`) and the envs they step."""
 
 from __future__ import annotations
 
-from parllel.errors.base import ConfigError, ParllelError, ParllelWarning
+from parllel.errors.base import ConfigError, ParllelError
 
 __all__ = [
-    "ActionTypeError",
     "CageError",
     "CageStateError",
     "ClosedCageError",
@@ -13,12 +12,8 @@ __all__ = [
     "EnvAttributeError",
     "EnvError",
     "EnvIndexError",
-    "EnvInfoError",
     "InvalidActionError",
     "MainGuardError",
-    "ObservationMismatchError",
-    "RebalanceRefusedWarning",
-    "SerialFallbackWarning",
     "SpaceMismatchError",
     "StepTimeoutError",
     "UnknownOptionError",
@@ -39,7 +34,12 @@ class CageStateError(CageError):
 
 
 class EnvError(CageError):
-    """An environment raised; carries the env index and the original traceback.
+    """An environment raised, or returned what its slots cannot hold (an info
+    value that does not fit its slot, a frame stack that is not the previous
+    one shifted); carries the env index and the original traceback.
+
+    The env's own exception is the ``__cause__`` (also from a worker process,
+    when it pickles).
 
     Attributes:
         env_index: global index of the env that raised.
@@ -52,14 +52,6 @@ class EnvError(CageError):
         super().__init__(message)
         self.env_index = env_index
         self.worker_traceback = worker_traceback
-
-
-class EnvInfoError(EnvError):
-    """An env-info value does not fit the slot preallocated for its key.
-
-    The message names the key, the env, the value and the slot's dtype and
-    shape (docs/cages.md describes the info policy).
-    """
 
 
 class EnvAttributeError(EnvError, AttributeError):
@@ -129,23 +121,14 @@ class StepTimeoutError(CageError, TimeoutError):
 
 
 class SpaceMismatchError(CageError, ValueError):
-    """Environments in one cage disagree about their spaces."""
+    """Environments in one cage disagree about their spaces, or an env's probe
+    observation does not match its declared observation space (the message
+    names the env, the leaf, both dtypes and shapes, and the fix)."""
 
 
-class ObservationMismatchError(SpaceMismatchError):
-    """An env's observation does not match its declared observation space.
-
-    Checked on the probe step at cage construction; the message names the
-    env, the leaf, the actual and declared dtype and shape, and the fix.
-    """
-
-
-class InvalidActionError(CageError, ValueError):
-    """An action does not fit the action space (shape or dtype)."""
-
-
-class ActionTypeError(InvalidActionError, TypeError):
-    """Actions of the wrong kind: a scalar or an object where a batch was expected.
+class InvalidActionError(CageError, ValueError, TypeError):
+    """An action does not fit the action space (shape or dtype), or is of the
+    wrong kind (a scalar or an object where a batch was expected).
 
     Also a ``TypeError``, as gymnasium's vector envs raise for such actions.
     """
@@ -158,12 +141,6 @@ class DynamicSpaceError(ConfigError, TypeError):
     """
 
 
-class UnknownOptionError(ConfigError, TypeError):
-    """A keyword argument that no cage takes (a misspelt option); the message
-    names the closest one and lists them all. Also a ``TypeError``, as Python's
-    own unexpected-keyword error."""
-
-
 class MainGuardError(ConfigError):
     """Worker processes would start from unguarded top-level code of the main script.
 
@@ -173,11 +150,7 @@ class MainGuardError(ConfigError):
     """
 
 
-class SerialFallbackWarning(ParllelWarning):
-    """``parallel="auto"`` stepped the envs in this process although processes could pay."""
-
-
-class RebalanceRefusedWarning(ParllelWarning):
-    """A ProcessCage switched load balancing off: its envs cannot move between
-    processes (e.g. MuJoCo's ``EzPickle`` envs would lose their state); the
-    current split of envs is kept."""
+class UnknownOptionError(ConfigError, TypeError):
+    """A keyword argument that no cage takes (a misspelt option); the message
+    names the closest one and lists them all. Also a ``TypeError``, as Python's
+    own unexpected-keyword error."""

@@ -1,20 +1,18 @@
-"""Errors and warnings of sampling on Ray (:mod:`parllel.distributed`)."""
+"""Errors of sampling on Ray (:mod:`parllel.distributed`)."""
 
 from __future__ import annotations
 
-from parllel.errors.base import ParllelError, ParllelWarning
+from parllel.errors.base import ParllelError
 
 __all__ = [
-    "DistributedSamplerDiedError",
     "DistributedSamplerError",
-    "SamplerActorRestartWarning",
-    "SamplerActorTimeoutWarning",
 ]
 
 
 class DistributedSamplerError(ParllelError, RuntimeError):
     """A sampler actor of a :class:`~parllel.distributed.RaySampler` raised (its
-    sampler, its builder, or loading the published weights).
+    sampler, its builder, or loading the published weights), or died more often
+    than its ``max_restarts`` allow.
 
     Attributes:
         actor_index: the actor's index (0 to ``n_actors - 1``).
@@ -27,19 +25,3 @@ class DistributedSamplerError(ParllelError, RuntimeError):
         super().__init__(message)
         self.actor_index = actor_index
         self.worker_traceback = worker_traceback
-
-
-class DistributedSamplerDiedError(DistributedSamplerError):
-    """A sampler actor of a :class:`~parllel.distributed.RaySampler` died more
-    often than its ``max_restarts`` allow."""
-
-
-class SamplerActorTimeoutWarning(ParllelWarning):
-    """A sampler actor of a :class:`~parllel.distributed.RaySampler` has not
-    returned its batch within ``timeout_seconds`` (the learner keeps waiting)."""
-
-
-class SamplerActorRestartWarning(ParllelWarning):
-    """A sampler actor of a :class:`~parllel.distributed.RaySampler` died and
-    Ray restarted it; its unfinished batch was dropped and collected again by
-    the new actor, whose envs start from reset."""

@@ -1,5 +1,4 @@
-"""Errors of the torch layer (:mod:`parllel.torch`): losses, policy export and
-host-device transfers."""
+"""Errors of the torch layer (:mod:`parllel.torch`): losses and policy export."""
 
 from __future__ import annotations
 
@@ -7,17 +6,12 @@ from parllel.errors.base import (
     ConfigError,
     NonFiniteError,
     ParllelError,
-    ParllelWarning,
 )
 
 __all__ = [
-    "HandlerClosedError",
     "NonFiniteLossError",
-    "PageLockError",
     "PolicyExportError",
     "PolicyFileError",
-    "PolicyNotFoundError",
-    "SeedRunStoppedWarning",
 ]
 
 
@@ -36,31 +30,12 @@ class NonFiniteLossError(NonFiniteError):
         self.terms = terms
 
 
-class SeedRunStoppedWarning(ParllelWarning):
-    """One run of a seed axis stopped (e.g. a non-finite loss); the message
-    names its seed, and the other runs train on."""
-
-
 class PolicyExportError(ConfigError):
     """A policy cannot be exported: how to rebuild it is unknown (no recorded
     architecture, a custom activation or space), or its parts do not fit."""
 
 
 class PolicyFileError(ParllelError, ValueError):
-    """A policy file (or the spec of a run's checkpoints) cannot be read: it is
-    damaged, not a parllel policy, of a newer format, or needs a builder that
-    is not registered."""
-
-
-class PolicyNotFoundError(PolicyFileError, FileNotFoundError):
-    """No policy file at a path, or a run directory with neither an exported
-    policy nor a checkpoint it can be loaded from."""
-
-
-class HandlerClosedError(ParllelError, RuntimeError):
-    """A handler (or its transfer) was used after ``close()``, which unlocked
-    its page-locked memory: build a new handler."""
-
-
-class PageLockError(ParllelError, RuntimeError):
-    """The CUDA runtime refused to unregister page-locked memory."""
+    """A policy file (or the spec of a run's checkpoints) is missing or cannot
+    be read: it is damaged, not a parllel policy, of a newer format, or needs a
+    builder that is not registered."""

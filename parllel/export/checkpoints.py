@@ -32,7 +32,7 @@ def newest_checkpoint_objects(run_dir: str | Path) -> tuple[Path, int, dict[str,
     """The checkpoint objects of the newest readable checkpoint of a run.
 
     A newer checkpoint that cannot be read is skipped with a
-    :class:`~parllel.errors.CheckpointFallbackWarning`.
+    :class:`~parllel.errors.ParllelWarning`.
 
     Returns:
         The checkpoint's path, its step and ``state["objects"]``.

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from parllel import DISTRIBUTION
-from parllel.errors import PolicyExportError, PolicyFileError, PolicyNotFoundError
+from parllel.errors import PolicyExportError, PolicyFileError
 from parllel.export.spaces import space_to_data
 from parllel.runtime.checkpoint import CHECKPOINT_PATTERN
 
@@ -125,11 +125,11 @@ def check_policy_path(path: Path) -> None:
     """Raise unless ``path`` is a file that may be a policy file.
 
     Raises:
-        PolicyNotFoundError: there is no such file.
+        PolicyFileError: there is no such file.
         PolicyFileError: it is a checkpoint (the run directory loads one).
     """
     if not path.is_file():
-        raise PolicyNotFoundError(f"policy file {path} does not exist")
+        raise PolicyFileError(f"policy file {path} does not exist")
     if CHECKPOINT_PATTERN.match(path.name) and not zipfile.is_zipfile(path):
         raise PolicyFileError(
             f"{path} is not a parllel policy file (a checkpoint? pass the run "

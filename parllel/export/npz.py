@@ -138,7 +138,7 @@ def read_npz_policy(path: str | os.PathLike[str]) -> NumpyPolicyRecord:
     """Read and check a file written by :func:`write_npz_policy`.
 
     Raises:
-        PolicyNotFoundError: there is no such file.
+        PolicyFileError: there is no such file.
         PolicyFileError: it cannot be read, is not a parllel policy file of a
             format this version reads, or holds no weights.
     """

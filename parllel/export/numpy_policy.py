@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from parllel.cages.spaces import zero_example
-from parllel.errors import PolicyFileError, PolicyNotFoundError, ShapeError
+from parllel.errors import PolicyFileError, ShapeError
 from parllel.export.actions import choose_actions
 from parllel.export.network import apply_module
 from parllel.export.normalizer import FrozenObservationNormalizer
@@ -205,7 +205,7 @@ def load_numpy_policy(
         seed: seed of the stochastic actions' generator.
 
     Raises:
-        PolicyNotFoundError: nothing to load at ``path``.
+        PolicyFileError: nothing to load at ``path``.
         PolicyFileError: the file is damaged, not a policy, of a newer
             format, or names a module this version cannot evaluate.
         ConfigError: ``clip_actions`` for a ``Box`` without a finite bound.
@@ -216,7 +216,7 @@ def load_numpy_policy(
     elif path.exists():
         record = read_npz_policy(path)
     else:
-        raise PolicyNotFoundError(
+        raise PolicyFileError(
             f"{path} does not exist (a policy file or run directory)"
         )
     if WEIGHTS not in record.weights:

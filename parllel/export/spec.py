@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from parllel.errors import PolicyFileError, PolicyNotFoundError
+from parllel.errors import PolicyFileError
 from parllel.export.checkpoints import newest_checkpoint_objects, newest_checkpoint_step
 from parllel.export.header import SPEC_FORMAT, check_header
 from parllel.export.normalizer import normalizer_to_data
@@ -86,14 +86,14 @@ def read_policy_spec(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and check a ``policy_spec.json`` written by :func:`write_spec_file`.
 
     Raises:
-        PolicyNotFoundError: there is no such file.
+        PolicyFileError: there is no such file.
         PolicyFileError: it cannot be read or is not a spec of a known format.
     """
     path = Path(path)
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise PolicyNotFoundError(f"{path} does not exist") from None
+        raise PolicyFileError(f"{path} does not exist") from None
     except (OSError, ValueError) as error:
         raise PolicyFileError(f"cannot read {path}: {error}") from error
     check_header(data, path, SPEC_FORMAT)
@@ -172,7 +172,7 @@ def checkpoint_source(
     says how to read it; the export wins a tie.
 
     Raises:
-        PolicyNotFoundError: there is no export, and no checkpoint or no spec.
+        PolicyFileError: there is no export, and no checkpoint or no spec.
         PolicyFileError: the spec or the checkpoint cannot be read.
     """
     step = newest_checkpoint_step(run_dir)
@@ -184,7 +184,7 @@ def checkpoint_source(
             return None
     elif step is None or not spec:
         what = "no checkpoint" if step is None else f"no {SPEC_FILE}"
-        raise PolicyNotFoundError(
+        raise PolicyFileError(
             f"{run_dir} has no {export_file} and {what} to load a policy from "
             "(export_policy writes the first; the checkpoints need the second, "
             "which run_training(..., policy=PolicyExport(...)) writes)"

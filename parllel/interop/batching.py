@@ -18,7 +18,7 @@ from gymnasium import spaces
 
 from parllel.arrays.array import Storage
 from parllel.cages.spaces import zero_example
-from parllel.errors import ActionTypeError, InvalidActionError
+from parllel.errors import InvalidActionError
 from parllel.tree import buffer_from_example, tree_items
 from parllel.tree.utils import tree_to_builtin
 from parllel.tree.writing import LeafWriter, WriteRules, describe, write_nested
@@ -33,12 +33,12 @@ __all__ = [
 ]
 
 #: A batch's structure must be the space's; a wrong one is also a TypeError.
-_BATCH_RULES = WriteRules(what="actions", error=ActionTypeError)
+_BATCH_RULES = WriteRules(what="actions", error=InvalidActionError)
 
 
 def allocate_for_space(space: spaces.Space, n_envs: int, storage: Storage) -> Any:
     """An ``[n_envs]`` slot tree with the dtypes and shapes of ``space``'s values
-    (custom spaces as registered with :func:`~parllel.cages.zero_example`)."""
+    (custom spaces as registered with :func:`~parllel.cages.spaces.zero_example`)."""
     return buffer_from_example(zero_example(space), (n_envs,), storage)
 
 
@@ -66,7 +66,7 @@ def write_batch(tree: Any, value: Any) -> None:
     """Write a gymnasium batch (e.g. of actions) into ``tree``'s leaves.
 
     Raises:
-        ActionTypeError: the structure does not fit, or a scalar came where
+        InvalidActionError: the structure does not fit, or a scalar came where
             a batch was expected (also a ``TypeError``, as in gymnasium).
         InvalidActionError: the number of envs (leading dimension), the
             per-env shape, or the dtype (not castable with numpy's
@@ -82,21 +82,21 @@ def write_per_env(tree: Any, actions: Any) -> None:
     space for every env (a Dict space's dicts, a Tuple space's tuples).
 
     Raises:
-        ActionTypeError: ``actions`` is no sequence, or an element does not
+        InvalidActionError: ``actions`` is no sequence, or an element does not
             have the space's structure.
         InvalidActionError: the number of actions, or an element's shape or
             dtype, does not fit.
     """
     n_envs = len(_view(next(tree_items(tree))[1]))
     if isinstance(actions, (dict, str)) or not hasattr(actions, "__len__"):
-        raise ActionTypeError(
+        raise InvalidActionError(
             f"actions must be a sequence of one action per env ({n_envs}), got "
             f"{describe(actions)}"
         )
     if len(actions) != n_envs:
         raise InvalidActionError(f"got {len(actions)} actions for {n_envs} envs")
     for i, action in enumerate(actions):
-        rules = WriteRules(what=f"action[{i}]", error=ActionTypeError)
+        rules = WriteRules(what=f"action[{i}]", error=InvalidActionError)
         write_nested(tree, action, _row_writer(i), rules)
 
 
@@ -111,7 +111,7 @@ def _write_leaf_batch(tree_leaf: Any, value: Any, path: str) -> None:
     leaf = _view(tree_leaf)
     array = np.asarray(value)
     if array.ndim == 0:
-        raise ActionTypeError(
+        raise InvalidActionError(
             f"actions{where} are the scalar {value!r}; expected a batch of shape "
             f"{leaf.shape} (one action for each of {leaf.shape[0]} envs)"
         )

@@ -13,7 +13,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from parllel.cages import Cage
 from parllel.errors import ConfigError
 from parllel.interop.env_calls import call_method, is_wrapped_with, wrapper_attr
-from parllel.interop.errors import env_errors_as_builtins
+from parllel.interop.errors import reraise_env_exceptions
 from parllel.interop.stepper import CageStepper
 from parllel.interop.vector_env import build_adapter
 
@@ -132,7 +132,7 @@ class CageSB3VecEnv(VecEnv):
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
         """Each env's attribute (searched through its wrappers), as it is."""
         self._stepper.check_open("get_attr")
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             return self.cage.apply(
                 wrapper_attr, attr_name, env_indices=self._indices(indices)
             )
@@ -140,7 +140,7 @@ class CageSB3VecEnv(VecEnv):
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
         """Set an attribute on each (outermost) env, like DummyVecEnv."""
         self._stepper.check_open("set_attr")
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             self.cage.apply(
                 setattr, attr_name, value, env_indices=self._indices(indices)
             )
@@ -154,7 +154,7 @@ class CageSB3VecEnv(VecEnv):
     ) -> list[Any]:
         """Call a method of each env (searched through its wrappers)."""
         self._stepper.check_open("env_method")
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             return self.cage.apply(
                 call_method,
                 method_name,

@@ -48,7 +48,7 @@ from parllel.interop.carry import (
     give_actions,
     has_fixed_shape,
 )
-from parllel.interop.errors import env_errors_as_builtins
+from parllel.interop.errors import reraise_env_exceptions
 from parllel.tree import buffer_from_example
 from parllel.tree.utils import tree_close
 
@@ -143,7 +143,7 @@ class CageStepper:
         """Reset envs (all or ``env_indices``) with seeds and options; the kept infos."""
         self.check_open("reset")
         self.check_idle("reset")
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             self.cage.reset(
                 self.slots[fields.OBSERVATION],
                 env_indices,
@@ -171,7 +171,7 @@ class CageStepper:
             write_per_env(slots[fields.ACTION], actions)
         else:
             write_batch(slots[fields.ACTION], actions)
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             self.cage.step_async(slots[fields.ACTION], slots)
         self.pending = True
 
@@ -188,7 +188,7 @@ class CageStepper:
                 ) from exc
         if len(rows) != self.n_envs:
             raise InvalidActionError(f"got {len(rows)} actions for {self.n_envs} envs")
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             self.cage.apply(give_actions, rows)
 
     def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -197,7 +197,7 @@ class CageStepper:
         if not self.pending:
             raise NoPendingStepError("step_wait() called without step_async()")
         self.pending = False
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             self.cage.await_step()
         self._take_carried()
         slots = self.slots

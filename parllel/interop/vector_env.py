@@ -13,7 +13,7 @@ from gymnasium.vector.utils import batch_space
 from parllel.cages import Cage, PerEnvFactories, build_cages
 from parllel.errors import CageStateError, ConfigError, DynamicSpaceError
 from parllel.interop.carry import CarryFactory
-from parllel.interop.errors import env_errors_as_builtins
+from parllel.interop.errors import reraise_env_exceptions
 from parllel.interop.stepper import CageStepper
 
 __all__ = [
@@ -93,7 +93,7 @@ def build_adapter(
     """
     choice = parallel_choice(parallel)
     factory = env_factory_of(env_fn, n_envs, carry_final=reset_mode == "auto")
-    with env_errors_as_builtins():
+    with reraise_env_exceptions():
         cage = build_cages(
             factory,
             n_envs,
@@ -113,7 +113,7 @@ def build_adapter(
     except BaseException:
         cage.close()
         raise
-    with env_errors_as_builtins():
+    with reraise_env_exceptions():
         cage = build_cages(
             factory,
             n_envs,
@@ -360,25 +360,25 @@ class CageVectorEnv(gym.vector.VectorEnv):
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Each env's attribute ``name`` (a method is called without arguments)."""
         self._stepper.check_open("get_attr")
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             return tuple(self.cage.get_attr(name))
 
     def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
         """Set attribute ``name`` of each env (one value for all, or one per env)."""
         self._stepper.check_open("set_attr")
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             self.cage.set_attr(name, values)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of each env; return the results."""
         self._stepper.check_open("call")
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             return tuple(self.cage.call(name, *args, **kwargs))
 
     def render(self) -> tuple[Any, ...] | None:
         """Each env's ``render()``."""
         self._stepper.check_open("render")
-        with env_errors_as_builtins():
+        with reraise_env_exceptions():
             return tuple(self.cage.render())
 
     # -- lifetime --------------------------------------------------------------

@@ -11,7 +11,7 @@ observation under ``final_obs``).
 :func:`info_row` gives back one env's info dict; :func:`write_info_slots`
 writes the preallocated env-info keys of every env at once, under the policy
 of :mod:`parllel.cages.env_info` (a value a slot cannot hold exactly raises
-:class:`~parllel.errors.EnvInfoError` naming the env and the key).
+:class:`~parllel.errors.EnvError` naming the env and the key).
 """
 
 from __future__ import annotations

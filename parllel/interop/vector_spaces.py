@@ -28,7 +28,8 @@ from gymnasium.vector.utils import iterate
 
 from parllel.cages.spaces import action_reader
 from parllel.errors import ConfigError, UnsupportedVectorEnvError
-from parllel.tree import tree_get, tree_map
+from parllel.tree import tree_map
+from parllel.tree.nodes import tree_get
 
 _HOW_TO_BUILD = (
     "Build the vector env with autoreset mode SAME_STEP (or DISABLED), e.g. "
@@ -126,12 +127,12 @@ def vector_actions(space: gym.Space) -> Callable[[Any], Any]:
 
     ``space`` is the single-env action space; ``action_slots`` hold every
     env's action on a leading dimension (a view, or a tree of views keyed like
-    :func:`parllel.cages.space_leaves`). A space with a fixed shape and dtype
+    :func:`parllel.cages.spaces.space_leaves`). A space with a fixed shape and dtype
     gives a copied ``[n_envs, ...]`` array (what gymnasium's ``batch_space``
     makes of ``Box``, ``Discrete``, ``MultiDiscrete`` and ``MultiBinary``);
     ``Dict`` and ``Tuple`` give a dict / tuple of their children's batches.
     Other spaces give a tuple of single actions (gymnasium's generic
-    batching), read with :func:`parllel.cages.action_reader`. Register a
+    batching), read with :func:`parllel.cages.spaces.action_reader`. Register a
     function for a custom space that a vector env batches otherwise.
     """
     if space.shape is not None and space.dtype is not None:
@@ -168,7 +169,7 @@ def stacks(space: gym.Space) -> bool:
     ``Tuple`` of those as dicts / tuples of stacked arrays; other spaces
     become a tuple with one element per env. Register ``True`` for a custom
     space whose batches are stacked arrays keyed like its
-    :func:`parllel.cages.space_leaves`.
+    :func:`parllel.cages.spaces.space_leaves`.
     """
     return False
 

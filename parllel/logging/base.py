@@ -14,7 +14,7 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from parllel.errors import MetricError
+from parllel.errors import ConfigError
 
 
 @runtime_checkable
@@ -54,20 +54,20 @@ def to_scalar(key: str, value: Any) -> int | float:
         An ``int`` for integral inputs, otherwise a ``float``.
 
     Raises:
-        MetricError: if ``key`` is not a string or ``value`` is not a number.
+        ConfigError: if ``key`` is not a string or ``value`` is not a number.
     """
     if not isinstance(key, str):
-        raise MetricError(f"metric names must be strings, got {key!r}")
+        raise ConfigError(f"metric names must be strings, got {key!r}")
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, (str, bytes)) or value is None:
-        raise MetricError(f"metric {key!r} is not a number: {value!r}")
+        raise ConfigError(f"metric {key!r} is not a number: {value!r}")
     try:
         return float(value)
     except (TypeError, ValueError) as error:
-        raise MetricError(f"metric {key!r} is not a number: {value!r}") from error
+        raise ConfigError(f"metric {key!r} is not a number: {value!r}") from error
 
 
 def to_scalars(metrics: Mapping[str, Any]) -> dict[str, int | float]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from parllel.errors import MetricError
+from parllel.errors import ConfigError
 from parllel.logging.base import Sink, to_scalars
 
 STEP_COLUMN = "step"
@@ -123,7 +123,7 @@ class CsvSink(Sink):
             raise ValueError(f"CsvSink({self.path}) used after close()")
         values = to_scalars(metrics)
         if STEP_COLUMN in values:
-            raise MetricError(f"{STEP_COLUMN!r} is reserved for the step column")
+            raise ConfigError(f"{STEP_COLUMN!r} is reserved for the step column")
         new_keys = [key for key in values if key not in self.columns]
         if new_keys:
             self._file.close()

@@ -46,8 +46,8 @@ class AECEnvAdapter(StackedAgentsEnv):
         env: a PettingZoo ``AECEnv`` (e.g. ``tictactoe_v3.env()``).
 
     Raises:
-        WrongAdapterError: ``env`` is a ``ParallelEnv`` (use ParallelEnvAdapter).
-        AgentSpaceError: the agents do not share one observation and one
+        ConfigError: ``env`` is a ``ParallelEnv`` (use ParallelEnvAdapter).
+        ConfigError: the agents do not share one observation and one
             action space.
 
     Example:

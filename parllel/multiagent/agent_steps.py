@@ -21,9 +21,7 @@ from parllel.cages.spaces import zero_example
 from parllel.errors import (
     ConfigError,
     MismatchedAgentsError,
-    NonActingAgentError,
     ShapeError,
-    WrongAdapterError,
 )
 from parllel.multiagent.spaces import shared_space, stack_space
 
@@ -63,13 +61,13 @@ def pettingzoo_api(env: Any) -> str | None:
 
 
 def check_pettingzoo_api(env: Any, expected: str) -> None:
-    """Raise WrongAdapterError if ``env`` has the other PettingZoo API than ``expected``."""
+    """Raise ConfigError if ``env`` has the other PettingZoo API than ``expected``."""
     api = pettingzoo_api(env)
     if api is None or api == expected:
         return
     metadata = getattr(env, "metadata", None)
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    raise WrongAdapterError(
+    raise ConfigError(
         f"{name or type(env).__name__} is a PettingZoo {API_NAMES[api]}; use "
         f"{ADAPTERS[api]} for it; {ADAPTERS[expected]} are for "
         f"{API_NAMES[expected]}s"
@@ -84,7 +82,7 @@ class AgentTable:
             ``observation_space(agent)`` / ``action_space(agent)``.
 
     Raises:
-        AgentSpaceError: the agents do not share one space, or it cannot be
+        ConfigError: the agents do not share one space, or it cannot be
             stacked.
     """
 
@@ -138,7 +136,7 @@ class AgentTable:
         Raises:
             MismatchedAgentsError: a dict action names an agent outside
                 ``possible_agents``.
-            NonActingAgentError: a dict action names an agent that does not act
+            MismatchedAgentsError: a dict action names an agent that does not act
                 now, or lacks one that does.
             ShapeError: a stacked action has not ``A`` rows.
         """
@@ -146,13 +144,13 @@ class AgentTable:
             self.check_known(action, "an action")
             extra = [agent for agent in action if agent not in acting]
             if extra:
-                raise NonActingAgentError(
+                raise MismatchedAgentsError(
                     f"actions were given for agent(s) {extra}, which do not act at "
                     f"this step (acting: {list(acting)})"
                 )
             missing = [agent for agent in acting if agent not in action]
             if missing:
-                raise NonActingAgentError(
+                raise MismatchedAgentsError(
                     f"no action was given for acting agent(s) {missing}"
                 )
             return dict(action)

@@ -18,8 +18,8 @@ import numpy as np
 
 from parllel.errors import (
     ConfigError,
-    EmptyPoolError,
     MissingDependencyError,
+    ParllelError,
     UnknownSnapshotError,
 )
 from parllel.errors.base import install_hint
@@ -269,7 +269,7 @@ class OpponentPool:
         are needed when a fixed opponent has per-seat shares.
 
         Raises:
-            EmptyPoolError: the pool holds no snapshot.
+            ParllelError: the pool holds no snapshot.
             ConfigError: per-seat shares without ``seats``, or a seat beyond
                 them.
         """
@@ -426,7 +426,7 @@ class OpponentPool:
 
     def _check_not_empty(self) -> None:
         if not self._learner_ids():
-            raise EmptyPoolError(
+            raise ParllelError(
                 "the opponent pool is empty: add a snapshot of the learner first"
             )
 

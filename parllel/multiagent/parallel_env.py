@@ -50,8 +50,8 @@ class ParallelEnvAdapter(StackedAgentsEnv):
         env: a PettingZoo ``ParallelEnv`` (or an object with its API).
 
     Raises:
-        WrongAdapterError: ``env`` is an ``AECEnv`` (use AECEnvAdapter).
-        AgentSpaceError: the agents do not share one observation and one
+        ConfigError: ``env`` is an ``AECEnv`` (use AECEnvAdapter).
+        ConfigError: the agents do not share one observation and one
             action space.
 
     Example:

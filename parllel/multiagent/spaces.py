@@ -23,7 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from parllel.errors import AgentSpaceError
+from parllel.errors import ConfigError
 from parllel.tree import tree_map
 from parllel.tree.writing import WriteRules, write_nested
 
@@ -31,7 +31,7 @@ from parllel.tree.writing import WriteRules, write_nested
 def shared_space(
     agents: Sequence[str], space_of: Callable[[str], gym.Space], kind: str
 ) -> gym.Space:
-    """The one space every agent has, or :class:`AgentSpaceError` naming the odd ones.
+    """The one space every agent has, or :class:`ConfigError` naming the odd ones.
 
     Args:
         agents: the env's ``possible_agents``.
@@ -43,13 +43,13 @@ def shared_space(
         Discrete(3)
     """
     if not agents:
-        raise AgentSpaceError("the env has no agents (possible_agents is empty)")
+        raise ConfigError("the env has no agents (possible_agents is empty)")
     first = space_of(agents[0])
     differing = [(agent, space_of(agent)) for agent in agents[1:]]
     differing = [(agent, space) for agent, space in differing if space != first]
     if differing:
         others = "; ".join(f"{agent!r} has {space}" for agent, space in differing)
-        raise AgentSpaceError(
+        raise ConfigError(
             f"the agents do not share one {kind} space: {agents[0]!r} has {first}, "
             f"but {others}. parllel stacks the agents of an env into one "
             f"[A, ...] {kind}, so every agent needs the same {kind} space; pad "
@@ -63,7 +63,7 @@ def stack_space(space: gym.Space, n_agents: int, path: str = "") -> gym.Space:
     """``space`` stacked over ``n_agents`` agents (agent dimension first).
 
     Raises:
-        AgentSpaceError: the space (or a leaf of a Dict) is of a kind that
+        ConfigError: the space (or a leaf of a Dict) is of a kind that
             cannot be stacked; names the leaf.
 
     Example:
@@ -95,7 +95,7 @@ def stack_space(space: gym.Space, n_agents: int, path: str = "") -> gym.Space:
             }
         )
     where = f" (at {path!r})" if path else ""
-    raise AgentSpaceError(
+    raise ConfigError(
         f"cannot stack the agents' space {space}{where} over agents: supported "
         "are Box, Discrete, MultiDiscrete, MultiBinary and Dicts of them"
     )
@@ -108,7 +108,7 @@ def unstack_space(space: gym.Space) -> gym.Space:
     spaces: e.g. ``unstack_space(cage.spaces.observation)``.
 
     Raises:
-        AgentSpaceError: the space has no agent dimension to remove.
+        ConfigError: the space has no agent dimension to remove.
 
     Example:
         >>> unstack_space(gym.spaces.MultiDiscrete([5, 5, 5]))
@@ -129,7 +129,7 @@ def unstack_space(space: gym.Space) -> gym.Space:
         return gym.spaces.Dict(
             {key: unstack_space(sub) for key, sub in space.spaces.items()}
         )
-    raise AgentSpaceError(
+    raise ConfigError(
         f"{space} has no agent dimension to unstack (expected a space stacked "
         "over agents by a multi-agent adapter)"
     )
@@ -144,7 +144,7 @@ def write_row(stacked: Any, index: int, value: Any, agent: str) -> None:
     """Write one agent's observation into row ``index`` of a stacked value.
 
     Raises:
-        AgentSpaceError: the observation does not fit the agents' space (a
+        ConfigError: the observation does not fit the agents' space (a
             missing or extra Dict key, a wrong shape or dtype); names the agent
             and the leaf.
     """
@@ -154,12 +154,12 @@ def write_row(stacked: Any, index: int, value: Any, agent: str) -> None:
             leaf[index] = item
         except (ValueError, TypeError) as exc:
             where = f" at {path!r}" if path else ""
-            raise AgentSpaceError(
+            raise ConfigError(
                 f"agent {agent!r}'s observation{where} does not fit its space "
                 f"(shape {leaf.shape[1:]}, dtype {leaf.dtype}): {exc}"
             ) from None
 
-    rules = WriteRules(what=f"agent {agent!r}'s observation", error=AgentSpaceError)
+    rules = WriteRules(what=f"agent {agent!r}'s observation", error=ConfigError)
     write_nested(stacked, value, write, rules)
 
 

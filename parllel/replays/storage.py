@@ -22,7 +22,7 @@ final observations of ended episodes in a fixed-capacity
 :class:`~parllel.replays.final_observations.FinalObservations` table. When the
 table is full, the oldest entry still in use is overwritten and the replay
 drops the steps up to and including its row early (it then holds fewer steps;
-a :class:`~parllel.errors.ReplayCapacityWarning` says so once).
+a :class:`~parllel.errors.ParllelWarning` says so once).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 from parllel import fields
 from parllel._warnings import warn_at_caller
 from parllel.arrays import Array
-from parllel.errors import ConfigError, ReplayCapacityWarning, ReplayError
+from parllel.errors import ConfigError, ParllelWarning, ReplayError
 from parllel.replays.copying import copy_pairs, window
 from parllel.replays.final_observations import (
     FinalObservations,
@@ -339,7 +339,7 @@ class ReplayStorage:
                     f"is full: dropping the oldest {self.size - keep} steps per env "
                     "early (more episode ends than it was sized for; pass a larger "
                     "final_observation_capacity to keep them)",
-                    ReplayCapacityWarning,
+                    ParllelWarning,
                 )
                 self._warned_overflow = True
             self.size = keep

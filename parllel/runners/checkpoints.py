@@ -33,7 +33,7 @@ def write_checkpoint(
     newest ``keep_last``; return its path.
 
     Raises:
-        NonFiniteCheckpointError: a floating-point array or tensor of
+        NonFiniteError: a floating-point array or tensor of
             ``state["objects"]`` holds NaN or inf (NaN weights never replace
             the last good checkpoint); nothing is written.
     """

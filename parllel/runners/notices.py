@@ -12,15 +12,11 @@ import os
 from typing import Protocol, runtime_checkable
 
 from parllel._warnings import warn_at_caller
-from parllel.errors import (
-    InterruptIgnoredWarning,
-    ScheduleWarning,
-    TotalStepsChangedWarning,
-)
+from parllel.errors import ParllelWarning
 
 
 def warn_partial_batch(env_steps: int, total_steps: int, steps_per_batch: int) -> None:
-    """Warn (:class:`ScheduleWarning`) if training will stop past ``total_steps``.
+    """Warn (:class:`ParllelWarning`) if training will stop past ``total_steps``.
 
     Training runs in whole batches, so it stops at the first multiple of
     ``steps_per_batch`` (counted from ``env_steps``) at or past ``total_steps``.
@@ -32,14 +28,14 @@ def warn_partial_batch(env_steps: int, total_steps: int, steps_per_batch: int) -
             f"total_steps={total_steps} is not a whole number of batches "
             f"of {steps_per_batch} env steps: training runs {batches} "
             f"batches and stops at {final} env steps",
-            ScheduleWarning,
+            ParllelWarning,
         )
 
 
 def warn_learning_never_starts(
     stored: int, needed: int, env_steps: int, total_steps: int, steps_per_batch: int
 ) -> None:
-    """Warn (:class:`ScheduleWarning`) if the replay cannot fill up to its
+    """Warn (:class:`ParllelWarning`) if the replay cannot fill up to its
     first update before ``total_steps``: the run would make no update.
 
     Args:
@@ -60,12 +56,12 @@ def warn_learning_never_starts(
         "gradient update, its weights and evaluations stay as they are; lower "
         "learning_starts (the examples' --learning-starts) or train to at least "
         f"total_steps={env_steps + needed - stored}",
-        ScheduleWarning,
+        ParllelWarning,
     )
 
 
 def warn_sigint_ignored(handles_sigterm: bool, checkpoints: bool) -> None:
-    """Warn (:class:`InterruptIgnoredWarning`) that Ctrl-C cannot stop this run.
+    """Warn (:class:`ParllelWarning`) that Ctrl-C cannot stop this run.
 
     Args:
         handles_sigterm: the runner stops safely on SIGTERM.
@@ -80,14 +76,14 @@ def warn_sigint_ignored(handles_sigterm: bool, checkpoints: bool) -> None:
         "in the background (`cmd &`), so Ctrl-C and `kill -INT` cannot stop "
         f"this run: {how}, or start it where SIGINT is not ignored (in the "
         "foreground, or with job control: `set -m` before `cmd &`)",
-        InterruptIgnoredWarning,
+        ParllelWarning,
     )
 
 
 def warn_total_steps_changed(
     env_steps: int, saved_total_steps: int, total_steps: int
 ) -> None:
-    """Warn (:class:`TotalStepsChangedWarning`) if a resume changes ``total_steps``.
+    """Warn (:class:`ParllelWarning`) if a resume changes ``total_steps``.
 
     Schedules that follow ``env_steps / total_steps`` (linear learning-rate
     and clip-range decays) then jump at the resume step.
@@ -103,7 +99,7 @@ def warn_total_steps_changed(
         f"and clip-range decays) jump from {before:.1%} to {after:.1%} done at "
         f"this step, then reach their final values at step {total_steps} "
         f"instead of {saved_total_steps}",
-        TotalStepsChangedWarning,
+        ParllelWarning,
     )
 
 

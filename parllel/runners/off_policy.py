@@ -195,7 +195,7 @@ class OffPolicyRunner(Runner[OffPolicyAlgorithm]):
 
     def run(self) -> dict[str, float]:
         """Train as :meth:`Runner.run` does; first warn
-        (:class:`~parllel.errors.ScheduleWarning`) if the replay cannot reach
+        (:class:`~parllel.errors.ParllelWarning`) if the replay cannot reach
         ``learning_starts`` before ``total_steps``: no update would run."""
         if not self.finished and not self.replay.ready:
             warn_learning_never_starts(

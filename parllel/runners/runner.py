@@ -72,7 +72,7 @@ class Runner(Generic[AlgorithmT]):
     ``runner.stop_signals`` lists the signals); a second one raises
     ``KeyboardInterrupt`` at once. Where SIGINT is ignored (a background job
     ``cmd &`` of a shell script), :meth:`run` warns with
-    :class:`~parllel.errors.InterruptIgnoredWarning`.
+    :class:`~parllel.errors.ParllelWarning`.
 
     Every log line says where the time went since the previous one
     (:mod:`parllel.runners.metrics`).
@@ -407,7 +407,7 @@ class Runner(Generic[AlgorithmT]):
         """Write a checkpoint now (atomically); return its path.
 
         Raises:
-            NonFiniteCheckpointError: a floating-point array or tensor of a
+            NonFiniteError: a floating-point array or tensor of a
                 checkpoint object holds NaN or inf; nothing is written.
         """
         if self.checkpoint_dir is None:
@@ -427,11 +427,11 @@ class Runner(Generic[AlgorithmT]):
         continue where they stopped; the sampler resets its envs on the next
         batch, and the logger (if it has ``rewind``) forgets what was logged
         after the checkpoint's step. An unreadable newest checkpoint is set
-        aside with a :class:`~parllel.errors.CheckpointFallbackWarning` and the
+        aside with a :class:`~parllel.errors.ParllelWarning` and the
         newest readable one is loaded (its path is ``runner.resumed_from``).
 
         A checkpoint of a run with another ``total_steps`` loads with a
-        :class:`~parllel.errors.TotalStepsChangedWarning`: schedules of
+        :class:`~parllel.errors.ParllelWarning`: schedules of
         training progress (``env_steps / total_steps``) jump at this step.
 
         Raises:

@@ -23,7 +23,7 @@ from statistics import median
 from time import perf_counter as clock
 from typing import Any, Protocol, cast
 
-from parllel.errors import CheckpointError, ConfigError, SeedRunStoppedWarning
+from parllel.errors import CheckpointError, ConfigError, ParllelWarning
 from parllel.logging import EpisodeStats, Logger
 from parllel.replays.per_run import PerRunReplay
 from parllel.runners.batches import steps_per_batch
@@ -161,7 +161,7 @@ class SeedsRunner:
 
     A run the algorithm stops (a non-finite loss with
     ``on_nonfinite="stop_run"``) is reported with its seed by a
-    :class:`~parllel.errors.SeedRunStoppedWarning`, recorded in its
+    :class:`~parllel.errors.ParllelWarning`, recorded in its
     ``metadata.json`` (``stopped``), checkpointed once with its last finite
     weights and logged no more; the others train on.
 
@@ -393,7 +393,7 @@ class SeedsRunner:
             record = self.runs[run]
             warnings.warn(
                 f"{record.directory.path.name}: {error}; the other runs train on",
-                SeedRunStoppedWarning,
+                ParllelWarning,
                 stacklevel=3,
             )
             record.directory.update_metadata(
@@ -490,7 +490,7 @@ class SeedsRunner:
         A run stopped before (``stopped`` in its metadata) stays stopped.
 
         A checkpoint of a run with another ``total_steps`` loads with a
-        :class:`~parllel.errors.TotalStepsChangedWarning`, as a single run's
+        :class:`~parllel.errors.ParllelWarning`, as a single run's
         (:meth:`parllel.runners.Runner.load`).
 
         Raises:

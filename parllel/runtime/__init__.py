@@ -28,25 +28,14 @@ Example::
     save_checkpoint(run.checkpoints_dir, {"model": model.state_dict()}, step=0)
 """
 
-from parllel.runtime.checkpoint import (
-    capture_rng_state,
-    latest_checkpoint,
-    load_checkpoint,
-    load_latest_checkpoint,
-    restore_rng_state,
-    save_checkpoint,
-)
+from parllel.runtime.checkpoint import load_checkpoint, save_checkpoint
 from parllel.runtime.run_directory import RunDirectory
 from parllel.runtime.seeding import Seeds, seed_everything
 
 __all__ = [
     "RunDirectory",
     "Seeds",
-    "capture_rng_state",
-    "latest_checkpoint",
     "load_checkpoint",
-    "load_latest_checkpoint",
-    "restore_rng_state",
     "save_checkpoint",
     "seed_everything",
 ]

@@ -37,10 +37,8 @@ import numpy as np
 from parllel._warnings import warn_at_caller
 from parllel.errors import (
     CheckpointError,
-    CheckpointFallbackWarning,
     CheckpointMismatchError,
-    CheckpointNotFoundError,
-    CorruptCheckpointError,
+    ParllelWarning,
 )
 from parllel.runtime.backends import StatefulGenerator, backend_named, loaded_backends
 from parllel.runtime.compatibility import (  # noqa: F401 - re-exported here
@@ -137,11 +135,9 @@ def _read_checkpoint_file(path: Path, device: str | None) -> dict[str, Any]:
         with path.open("rb") as file:
             envelope = read_state(file, device)
     except Exception as error:
-        raise CorruptCheckpointError(
-            f"could not read checkpoint {path}: {error}"
-        ) from error
+        raise CheckpointError(f"could not read checkpoint {path}: {error}") from error
     if not isinstance(envelope, dict) or FORMAT_KEY not in envelope:
-        raise CorruptCheckpointError(f"{path} is not a parllel checkpoint")
+        raise CheckpointError(f"{path} is not a parllel checkpoint")
     if envelope[FORMAT_KEY] != FORMAT_VERSION:
         raise CheckpointError(
             f"{path} has checkpoint format {envelope[FORMAT_KEY]}; this parllel "
@@ -166,9 +162,9 @@ def load_checkpoint(
         The ``state`` dict as it was saved.
 
     Raises:
-        CheckpointNotFoundError: if there is no such file or no checkpoint in
+        CheckpointError: if there is no such file or no checkpoint in
             the directory.
-        CorruptCheckpointError: if the file (or every file of the directory)
+        CheckpointError: if the file (or every file of the directory)
             cannot be read or is not a parllel checkpoint.
         CheckpointError: if the file was written by a newer checkpoint format.
     """
@@ -176,7 +172,7 @@ def load_checkpoint(
     if path.is_dir():
         return load_latest_checkpoint(path, device=device)[1]
     if not path.is_file():
-        raise CheckpointNotFoundError(f"checkpoint {path} does not exist")
+        raise CheckpointError(f"checkpoint {path} does not exist")
     return _read_checkpoint_file(path, device)
 
 
@@ -189,7 +185,7 @@ def load_latest_checkpoint(
     """Load the newest checkpoint of a directory that can be read.
 
     A newer checkpoint that cannot be read (truncated by a full disk, damaged
-    in a copy) is skipped with a :class:`~parllel.errors.CheckpointFallbackWarning`
+    in a copy) is skipped with a :class:`~parllel.errors.ParllelWarning`
     naming it, the error and the checkpoint loaded instead.
 
     Args:
@@ -205,17 +201,17 @@ def load_latest_checkpoint(
         The path of the loaded checkpoint and its ``state``.
 
     Raises:
-        CheckpointNotFoundError: if the directory holds no checkpoint.
-        CorruptCheckpointError: if none of its checkpoints can be read.
+        CheckpointError: if the directory holds no checkpoint.
+        CheckpointError: if none of its checkpoints can be read.
     """
     candidates = list_checkpoints(directory)
     if not candidates:
-        raise CheckpointNotFoundError(f"no checkpoint_*.pt in {directory}")
-    skipped: list[tuple[Path, CorruptCheckpointError]] = []
+        raise CheckpointError(f"no checkpoint_*.pt in {directory}")
+    skipped: list[tuple[Path, CheckpointError]] = []
     for path in reversed(candidates):
         try:
             state = _read_checkpoint_file(path, device)
-        except CorruptCheckpointError as error:
+        except CheckpointError as error:
             skipped.append((path, error))
             continue
         for bad, unreadable in skipped:
@@ -228,10 +224,10 @@ def load_latest_checkpoint(
                 f"checkpoint {bad} is unreadable ({type(cause).__name__}: {cause}"
                 f"{aside}); loading {path.name} (step {checkpoint_step(path)}) "
                 "instead",
-                CheckpointFallbackWarning,
+                ParllelWarning,
             )
         return path, state
-    raise CorruptCheckpointError(
+    raise CheckpointError(
         f"no readable checkpoint in {directory}:\n"
         + "\n".join(f"  {error}" for _, error in skipped)
     )

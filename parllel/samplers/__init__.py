@@ -27,7 +27,6 @@ from parllel.samplers.build import sample_tree_from_examples
 from parllel.samplers.evaluation import EvalSampler
 from parllel.samplers.feedforward import FeedForwardSampler
 from parllel.samplers.recurrent import RecurrentSampler
-from parllel.samplers.tree_ring import TreeRing
 
 __all__ = [
     "AlternatingSampler",
@@ -35,6 +34,5 @@ __all__ = [
     "EvalSampler",
     "FeedForwardSampler",
     "RecurrentSampler",
-    "TreeRing",
     "sample_tree_from_examples",
 ]

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from multiprocessing import util
 from typing import Any, cast
 
-from parllel.arrays import remove_dead_owner_segments
+from parllel.arrays.shared_memory import remove_dead_owner_segments
 from parllel.cages.main_guard import check_main_guard
 from parllel.cages.plumbing import start_context
 from parllel.errors import (
@@ -94,11 +94,11 @@ class BackgroundSampler(AsyncSampler):
             (killed, crashed, exited without reporting an error) is replaced
             by a new one, built by ``build_sampler(*args)`` over the same
             trees, before :meth:`collect_batch` raises
-            :class:`~parllel.errors.BackgroundSamplerDiedError`. The batches
+            :class:`~parllel.errors.BackgroundSamplerError`. The batches
             it had handed over stay; the one it was collecting is dropped;
             the new process's envs start from reset, its transforms from
             the state of the newest batch handed over. Each restart warns
-            (:class:`~parllel.errors.BackgroundSamplerRestartWarning`). An
+            (:class:`~parllel.errors.ParllelWarning`). An
             error the sampler raises is never restarted: it raises
             :class:`~parllel.errors.BackgroundSamplerError`. Default 0.
 
@@ -289,7 +289,7 @@ class BackgroundSampler(AsyncSampler):
 
     def _restart(self, exitcode: int | None) -> None:
         """The process is gone: start another over the same trees, or raise
-        BackgroundSamplerDiedError once ``max_restarts`` are used up."""
+        BackgroundSamplerError once ``max_restarts`` are used up."""
         ring = self.ring
         while True:
             self._read_messages()  # raises if it reported an error before dying

@@ -18,9 +18,7 @@ from typing import Any
 from parllel import fields
 from parllel.cages.plumbing import start_context
 from parllel.errors import (
-    BackgroundSamplerDiedError,
     BackgroundSamplerError,
-    BackgroundSamplerRestartWarning,
     ConfigError,
     ParllelWarning,
     PolicyLagError,
@@ -196,21 +194,21 @@ class ProcessReports:
 
 def died_error(
     exitcode: int | None, restarts: int | None, max_restarts: int
-) -> BackgroundSamplerDiedError:
+) -> BackgroundSamplerError:
     """The error for a process that exited: before building its sampler
     (``restarts`` None), or with ``max_restarts`` used up."""
     if restarts is None:
-        return BackgroundSamplerDiedError(
+        return BackgroundSamplerError(
             f"the background sampler process exited (exit code {exitcode}) "
             "before building its sampler",
-            exitcode,
+            exitcode=exitcode,
         )
     after = f" after {restarts} restart{'s' * (restarts > 1)}" if restarts else ""
     hint = "" if max_restarts else "; max_restarts=N replaces it N times"
-    return BackgroundSamplerDiedError(
+    return BackgroundSamplerError(
         f"the background sampler process exited (exit code {exitcode})"
         f"{after} (max_restarts={max_restarts}){hint}",
-        exitcode,
+        exitcode=exitcode,
     )
 
 
@@ -224,7 +222,7 @@ def warn_restart(
         f"restart {restarts} of {max_restarts}"
         + (", its unfinished batch dropped" if dropped else "")
         + "; the new process's envs start from reset",
-        BackgroundSamplerRestartWarning,
+        ParllelWarning,
         stacklevel=5,
     )
 

@@ -2,7 +2,7 @@
 
 :class:`~parllel.samplers.BackgroundSampler` starts :func:`run_background_sampler`
 in its own process. The protocol with the learner, over a pipe (the trees
-themselves are handed over by the :class:`~parllel.samplers.TreeRing`):
+themselves are handed over by the :class:`~parllel.samplers.tree_ring.TreeRing`):
 
 - to the learner: ``("layout", tree layout, sampler state, follows weights)``
   once built;

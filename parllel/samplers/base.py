@@ -61,7 +61,7 @@ class BatchSampler:
         seed: seed of the decorrelation's random actions (e.g.
             ``seeds.decorrelation``).
         check_finite: check every finished batch for NaN/inf rewards and
-            observations (:class:`~parllel.errors.NonFiniteSampleError` names
+            observations (:class:`~parllel.errors.NonFiniteError` names
             the env and step): ``"auto"`` checks float observations of at
             most 1024 values per step, True every float observation, False
             nothing (docs/samplers.md).
@@ -183,7 +183,7 @@ class BatchSampler:
         batch continues where the last one ended, exactly as after a
         rotation; nothing else is copied. A background
         sampler switches this way between the trees of a
-        :class:`~parllel.samplers.TreeRing`. Views are built once per tree.
+        :class:`~parllel.samplers.tree_ring.TreeRing`. Views are built once per tree.
 
         Raises:
             ConfigError: the trees' fields or shapes differ, or the sampler
@@ -273,7 +273,7 @@ class BatchSampler:
             final_values: value the final observations in one call here.
 
         Raises:
-            NonFiniteSampleError: a NaN/inf observation or reward.
+            NonFiniteError: a NaN/inf observation or reward.
         """
         tree, handler = self.sample_tree, self.handler
         if self.finite_check is not None:

@@ -28,7 +28,7 @@ import numpy as np
 from parllel import fields
 from parllel.arrays import Array
 from parllel.cages import Cage
-from parllel.errors import ConfigError, NonFiniteSampleError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.transforms.functional import first_nonfinite
 from parllel.tree import ArrayDict, tree_items
 
@@ -68,7 +68,7 @@ def _float_leaves(
 
 
 class FiniteCheck:
-    """Raises :class:`~parllel.errors.NonFiniteSampleError` for a NaN/inf
+    """Raises :class:`~parllel.errors.NonFiniteError` for a NaN/inf
     observation or reward in a finished batch.
 
     Args:
@@ -127,20 +127,14 @@ class FiniteCheck:
         where = f"{path}[{t}, {b}{''.join(f', {i}' for i in feature)}]"
         if not observation:
             what = f"reward {value} in step {t} of the batch"
-            step = t
         elif t == 0:
             what = (
                 f"observation value {value} at the start of the batch (a reset "
                 "or decorrelation step)"
             )
-            step = -1
         else:
             what = f"observation value {value} in step {t - 1} of the batch"
-            step = t - 1
-        raise NonFiniteSampleError(
+        raise NonFiniteError(
             f"env {env_index} returned a non-finite {what} ({where}); fix the env "
-            "(or pass check_finite=False to the sampler to let it through)",
-            field=path,
-            env_index=env_index,
-            step=step,
+            "(or pass check_finite=False to the sampler to let it through)"
         )

@@ -30,7 +30,7 @@ clamped to row ``k - 1 + t - depth`` (:func:`~parllel.arrays.frame_stacks.stack_
 the rule the replays use), which PPO's minibatches gather for the samples
 they take (:mod:`parllel.torch.algos.frame_batch`). After every step the
 sampler checks that the env's new stacks are exactly what the frames give
-(a :class:`~parllel.errors.FrameStackError` names the env and step where
+(a :class:`~parllel.errors.EnvError` names the env and step where
 not), so a rebuilt stack equals the env's bit for bit.
 """
 
@@ -45,7 +45,7 @@ from parllel import fields
 from parllel.arrays import Array
 from parllel.arrays.array import Storage
 from parllel.arrays.frame_stacks import check_frame_stack, frame_words, stack_rows
-from parllel.errors import ConfigError, FrameStackError
+from parllel.errors import ConfigError, EnvError
 from parllel.tree import ArrayDict
 
 __all__ = ["FrameViews", "allocate_frame_fields", "begin_frames", "check_frame_sampler"]
@@ -168,7 +168,7 @@ class FrameViews:
         its depth (``done[t]``: an episode starts there), and check its stack.
 
         Raises:
-            FrameStackError: an env's new stack is not its previous one
+            EnvError: an env's new stack is not its previous one
                 shifted by one frame (or, after a reset, its frame repeated).
         """
         k, row = self.k, self.k + t  # row of observation[t + 1]
@@ -201,7 +201,7 @@ class FrameViews:
             if reset
             else "its observation is not the previous one shifted by one frame"
         )
-        raise FrameStackError(
+        raise EnvError(
             f"frame_stack={self.k}: env column {self.lo + b}, step {t} of the batch: "
             f"{what}, so it cannot be stored as one frame per step. The env must "
             f"stack its last {self.k} frames on the first axis, padding an "

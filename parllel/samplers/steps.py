@@ -15,8 +15,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from parllel import fields
-from parllel.agents import Handler, sample_actions
+from parllel.agents import Handler
 from parllel.agents.numpy_handler import write_outputs
+from parllel.agents.scripted import sample_actions
 from parllel.arrays import Array
 from parllel.cages import Cage
 from parllel.errors import ConfigError

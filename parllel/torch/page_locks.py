@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from parllel.arrays import Array
-from parllel.errors import ConfigError, PageLockError
+from parllel.errors import ConfigError, ParllelError
 from parllel.tree import tree_items
 
 PAGE = mmap.PAGESIZE
@@ -298,7 +298,7 @@ class PageLocks:
         synchronize, the ranges left without holders.
 
         Raises:
-            PageLockError: the runtime refused to unregister a range.
+            ParllelError: the runtime refused to unregister a range.
         """
         with self._lock:
             free = []
@@ -318,7 +318,7 @@ class PageLocks:
                     self.cudart.get_last_error()  # not left pending
                     failures.append(f"{start:#x}: {error_meaning(code)}")
         if failures:
-            raise PageLockError(
+            raise ParllelError(
                 "unregistering page-locked memory failed at " + "; ".join(failures)
             )
 

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from parllel.agents.numpy_handler import OUTPUT_RULES
-from parllel.errors import HandlerClosedError
+from parllel.errors import ArrayClosedError
 from parllel.torch.page_locks import PageLock, PageLocks, process_page_locks
 from parllel.tree import tree_map
 from parllel.tree.writing import write_nested
@@ -120,7 +120,7 @@ class Transfer:
 
     After :meth:`close` (or garbage collection) its holds on page-locked
     memory are released; using it after :meth:`close` raises
-    :class:`~parllel.errors.HandlerClosedError`.
+    :class:`~parllel.errors.ArrayClosedError`.
     """
 
     def __init__(
@@ -150,9 +150,9 @@ class Transfer:
         return sum(end - start for start, end in self.locks.ranges if start in held)
 
     def check_open(self) -> None:
-        """Raise :class:`~parllel.errors.HandlerClosedError` after :meth:`close`."""
+        """Raise :class:`~parllel.errors.ArrayClosedError` after :meth:`close`."""
         if self.closed:
-            raise HandlerClosedError(
+            raise ArrayClosedError(
                 "this handler was closed (close() unlocked its page-locked "
                 "memory): build a new handler to step an agent again"
             )

@@ -14,8 +14,8 @@ sampler runs after every batch. Imports numpy and numba only, never torch.
 
 from parllel.transforms.advantage import EstimateAdvantage, NormalizeAdvantage
 from parllel.transforms.base import Compose, Transform
-from parllel.transforms.functional import generalized_advantage_estimation, vtrace
-from parllel.transforms.multiagent_advantage import MultiAgentGAE, multiagent_gae
+from parllel.transforms.functional import vtrace
+from parllel.transforms.multiagent_advantage import MultiAgentGAE
 from parllel.transforms.observation import NormalizeObservations
 from parllel.transforms.off_policy import ComputeVTrace
 from parllel.transforms.per_run import PerRunObservations, PerRunTransform
@@ -35,7 +35,5 @@ __all__ = [
     "PerRunObservations",
     "PerRunTransform",
     "Transform",
-    "generalized_advantage_estimation",
-    "multiagent_gae",
     "vtrace",
 ]

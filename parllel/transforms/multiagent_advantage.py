@@ -92,7 +92,7 @@ def multiagent_gae(
     (its kept last observation). An env-level ``done`` without either agent
     flag counts as a termination. Advantage and return are 0 where the agent
     did not act. With ``A = 1`` and every step acted this is
-    :func:`~parllel.transforms.generalized_advantage_estimation`.
+    :func:`~parllel.transforms.functional.generalized_advantage_estimation`.
 
     In a turn-based game an agent that is not to move at ``observation[T]``
     (``bootstrap_acting`` False) waits there, and its value of a waiting

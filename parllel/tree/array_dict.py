@@ -8,24 +8,11 @@ from typing import Any, Literal, cast, overload
 import numpy as np
 
 from parllel.arrays import Array
-from parllel.arrays.fast_writer import GEOMETRY_EPOCH, compile_fast_writer
 from parllel.arrays.writing import closed_error
 from parllel.errors import TreeStructureError
 from parllel.tree.display import mappings_equal, tree_repr
 from parllel.tree.nodes import tree_get
-from parllel.tree.writing import join_path, mismatch_error, write_leaf, write_tree
-
-# A tree's cached FastWriter as an exact tuple: (epoch, write, n_fields, min_length)
-_FastTuple = tuple[int, Callable[[Any, int, Any], None], int, int]
-
-
-def _not_compiled(value: Any, t: int, b: Any) -> None:
-    """The writer of :data:`_NOT_COMPILED` (never called: ``min_length`` is 0)."""
-    raise AssertionError("ArrayDict fast writer used before it was compiled")
-
-
-# The fast writer of a tree whose fields changed: its epoch never matches
-_NOT_COMPILED: _FastTuple = (-1, _not_compiled, 0, 0)
+from parllel.tree.writing import join_path, write_tree
 
 
 class ArrayDict(Mapping[str, Any]):
@@ -66,17 +53,15 @@ class ArrayDict(Mapping[str, Any]):
         (4, 2)
     """
 
-    __slots__ = ("_items", "_sequence", "_fast")
+    __slots__ = ("_items", "_sequence")
     _items: dict[str, Any]
     _sequence: bool
-    _fast: _FastTuple
 
     def __init__(
         self, items: Mapping[str, Any] | None = None, *, sequence: bool = False
     ) -> None:
         object.__setattr__(self, "_items", {})
         object.__setattr__(self, "_sequence", sequence)
-        object.__setattr__(self, "_fast", _NOT_COMPILED)
         for key, value in (items or {}).items():
             self._set_field(key, value)
 
@@ -89,7 +74,6 @@ class ArrayDict(Mapping[str, Any]):
         if isinstance(value, Mapping) and not isinstance(value, ArrayDict):
             value = ArrayDict(value)
         self._items[key] = value
-        object.__setattr__(self, "_fast", _NOT_COMPILED)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -111,7 +95,6 @@ class ArrayDict(Mapping[str, Any]):
     def __setstate__(self, state: tuple) -> None:
         object.__setattr__(self, "_items", state[0])
         object.__setattr__(self, "_sequence", state[1])
-        object.__setattr__(self, "_fast", _NOT_COMPILED)
 
     def __dir__(self) -> list[str]:
         return list(super().__dir__()) + list(self._items)
@@ -161,23 +144,7 @@ class ArrayDict(Mapping[str, Any]):
             items[key] = leaf[index]
         return result
 
-    def __setitem__(
-        self, index: Any, value: Any, _epoch: list = GEOMETRY_EPOCH
-    ) -> None:
-        if type(value) is dict and type(index) is tuple and len(index) == 2:
-            # Fast path for the sampler's ``tree[t, b] = {...}``: one cached
-            # tuple and a compiled writer (every Python step here costs about
-            # as much as one leaf write, so the checks are kept minimal).
-            t, b = index
-            epoch, writer, n_fields, min_length = self._fast
-            if epoch != _epoch[0]:
-                epoch, writer, n_fields, min_length = self._compile_fast_writer()
-            if type(t) is int and 0 <= t < min_length and len(value) == n_fields:
-                try:
-                    writer(value, t, b)
-                except KeyError:
-                    raise mismatch_error(self, value, "") from None
-                return
+    def __setitem__(self, index: Any, value: Any) -> None:
         if type(index) is str:
             self._set_field(index, value)
             return
@@ -197,31 +164,6 @@ class ArrayDict(Mapping[str, Any]):
                 translate ``index`` once (see :meth:`parllel.arrays.Array.write`).
         """
         write_tree(self, index, value, path, {} if cache is None else cache)
-
-    def _compile_fast_writer(self) -> _FastTuple:
-        """Compile (and cache) the writer of ``tree[t, b] = {...}`` for the fields.
-
-        Array fields are written through their
-        :meth:`~parllel.arrays.Array.write_target`, other fields the general
-        way. Recompiled when a field is set or any Array's window moved
-        (:data:`~parllel.arrays.fast_writer.GEOMETRY_EPOCH`).
-        """
-        writer = compile_fast_writer(
-            [
-                (key, leaf.write_target() if type(leaf) is Array else leaf)
-                for key, leaf in self._items.items()
-            ],
-            write_leaf,
-        )
-        # an exact tuple unpacks faster on the hot path
-        fast: _FastTuple = (
-            writer.epoch,
-            writer.write,
-            writer.n_fields,
-            writer.min_length,
-        )
-        object.__setattr__(self, "_fast", fast)
-        return fast
 
     # -- walking -------------------------------------------------------------
     @overload
@@ -396,7 +338,7 @@ def _as_ndarray(leaf: Any) -> np.ndarray:
 
 
 def _child(tree: Any, key: str, path: str) -> Any:
-    """``tree``'s child ``key`` (see :func:`~parllel.tree.tree_get`), named on error."""
+    """``tree``'s child ``key`` (see :func:`~parllel.tree.nodes.tree_get`), named on error."""
     try:
         return tree_get(tree, key)
     except KeyError:

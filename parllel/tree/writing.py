@@ -2,8 +2,7 @@
 
 Every write of nested values into slots walks the tree and the value
 together with :func:`write_nested`: ArrayDict's ``tree[index] = value``
-(:func:`write_tree`; the sampler's ``tree[t, b] = {...}`` mostly takes the
-compiled path, see :mod:`parllel.arrays.fast_writer`), the handlers' agent
+(:func:`write_tree`), the handlers' agent
 outputs, the multi-agent adapters' stacked observations and the interop
 adapters' actions. Callers differ only in how one leaf is written and in
 their :class:`WriteRules`; errors name the leaf path.

@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.agents import NumpyHandler, RandomAgent, ScriptedAgent, sample_actions
+from parllel.agents import NumpyHandler, RandomAgent, ScriptedAgent
 from parllel.agents.numpy_handler import write_outputs
+from parllel.agents.scripted import sample_actions
 from parllel.cages import ProcessCage, SerialCage
 from parllel.errors import TreeStructureError
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
-from parllel.tree import buffer_from_example, tree_get
+from parllel.tree import buffer_from_example
+from parllel.tree.nodes import tree_get
 from tests.helpers.space_envs import SpaceEnv
 
 OBSERVATION = gym.spaces.Tuple(

@@ -77,11 +77,11 @@ def test_local_and_shared_arrays_refuse_use_after_close_alike(storage):
 
 def test_tree_refuses_writes_after_close_naming_the_leaf():
     tree = _tree()
-    tree[0, 1] = _step(1.0)  # builds the fast writer before the close
+    tree[0, 1] = _step(1.0)
     before = _contents(tree)
     tree.close()
     with pytest.raises(ArrayClosedError, match="'observation'"):
-        tree[0, 1] = _step(2.0)  # the fast path's cached writer
+        tree[0, 1] = _step(2.0)
     with pytest.raises(ArrayClosedError, match="'observation'"):
         tree[2] = _step(3.0)  # the general path
     with pytest.raises(ArrayClosedError, match="'lives'"):

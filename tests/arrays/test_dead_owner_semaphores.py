@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from parllel.arrays import list_segments, remove_dead_owner_segments
+from parllel.arrays.shared_memory import list_segments, remove_dead_owner_segments
 from tests.helpers.processes import end_processes
 
 pytestmark = pytest.mark.skipif(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from parllel.arrays import list_segments
+from parllel.arrays.shared_memory import list_segments
 from parllel.bench import run_bench
 from parllel.bench.__main__ import main
 from parllel.bench.layouts import candidate_layouts

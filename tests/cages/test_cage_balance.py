@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel.cages import LoadBalancer, ProcessCage, SerialCage
-from parllel.errors import ConfigError, RebalanceRefusedWarning
+from parllel.errors import ConfigError, ParllelWarning
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.envs import CountingEnv
 
@@ -183,7 +183,7 @@ def test_envs_that_pickle_by_reconstruction_switch_balancing_off():
             warnings.simplefilter("always")
             result = run_batch(cage, 8)
         (warning,) = [w for w in caught if "EzPickle" in str(w.message)]
-        assert warning.category is RebalanceRefusedWarning
+        assert warning.category is ParllelWarning
         # at the test's code that stepped the cage, not at parllel's
         assert warning.filename.startswith(str(ROOT / "tests")), warning.filename
         assert cage._balancer is None and cage.main_process_envs == 2

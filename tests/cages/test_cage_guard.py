@@ -120,7 +120,7 @@ def test_auto_falls_back_to_serial_with_a_warning_in_an_unguarded_script(tmp_pat
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "SerialCage built 2"
-    assert "SerialFallbackWarning" in result.stderr
+    assert "ParllelWarning" in result.stderr
     assert "train.py:" in result.stderr  # the warning points at the script's line
 
 

@@ -14,7 +14,7 @@ from parllel.cages import ProcessCage, SerialCage, TrajInfo
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import numeric_info_example
 from parllel.cages.process import channel
-from parllel.errors import EnvError, EnvInfoError
+from parllel.errors import EnvError
 from parllel.tree import ArrayDict, buffer_from_example
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.space_envs import SpaceEnv
@@ -97,7 +97,7 @@ def test_info_value_that_does_not_fit_names_the_key(later, match):
             run_closing(cage)
         assert "env " in str(info.value) and "slot of dtype float64" in str(info.value)
         if isinstance(cage, SerialCage):
-            assert isinstance(info.value, EnvInfoError)
+            assert isinstance(info.value, EnvError)
             assert info.value.env_index in (0, 1)
 
 

@@ -143,3 +143,38 @@ def test_a_local_tree_is_fine_for_a_serial_cage():
         handler, tree = _sampler_parts(cage)
         tree[fields.ENV_INFO]["extra"] = Array((4, 2), (), np.float32)
         FeedForwardSampler(cage, handler, tree).collect_batch()
+
+
+# -- an env's own exception from a worker process ----------------------------------
+class _EnvFailure(Exception):
+    """An env's own exception class (picklable by reference)."""
+
+
+class _Unpicklable(Exception):
+    """An exception holding a lock: it cannot be pickled back."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.lock = threading.Lock()
+
+
+class _RaisingEnv(CountingEnv):
+    def __init__(self, error: type[Exception]) -> None:
+        super().__init__()
+        self.error = error
+
+    def step(self, action):
+        raise self.error("stepped into a wall")
+
+
+@pytest.mark.parametrize("error", [_EnvFailure, _Unpicklable])
+def test_a_worker_error_carries_the_envs_own_exception_when_it_pickles(error):
+    # the probe step at construction runs in the worker
+    with pytest.raises(EnvError, match="stepped into a wall") as info:
+        ProcessCage(partial(_RaisingEnv, error), 2, seed=0, start_method="fork")
+    cause = info.value.__cause__
+    if error is _EnvFailure:
+        assert type(cause) is _EnvFailure and str(cause) == "stepped into a wall"
+    else:  # the message says why it is not attached
+        assert cause is None
+        assert "_Unpicklable cannot be sent to the main process" in str(info.value)

@@ -12,7 +12,7 @@ import pytest
 
 from parllel import fields
 from parllel.cages import ProcessCage, SerialCage, build_cages
-from parllel.errors import EnvError, EnvFactoryError
+from parllel.errors import ConfigError, EnvError
 from parllel.seeding import env_seed
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.call_log_env import BuiltLog
@@ -66,7 +66,7 @@ def test_the_probe_action_is_the_same_in_every_layout():
 def test_a_factory_returning_the_same_env_is_refused_without_closing_it():
     factory = BuiltLog(max_count=5)
     env = factory()
-    with pytest.raises(EnvFactoryError, match="each call must build a new env"):
+    with pytest.raises(ConfigError, match="each call must build a new env"):
         SerialCage(lambda: env, 1)
     assert env.calls == ["init", "close"]  # closed with the failed cage, not probed
 

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage, space_leaves, zero_example
-from parllel.errors import InvalidActionError, ObservationMismatchError
+from parllel.cages import ProcessCage, SerialCage
+from parllel.cages.spaces import space_leaves, zero_example
+from parllel.errors import InvalidActionError, SpaceMismatchError
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.space_envs import Interval, SpaceEnv, WrongObservationEnv
@@ -153,7 +154,7 @@ def test_probe_observation_must_match_declared_space(
     process, space, observation, leaf, actual, declared
 ):
     factory = partial(WrongObservationEnv, space, observation)
-    with pytest.raises(ObservationMismatchError) as info:
+    with pytest.raises(SpaceMismatchError) as info:
         if process:
             fork_cage(factory, 2, n_workers=1).close()
         else:

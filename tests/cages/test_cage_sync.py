@@ -42,7 +42,7 @@ def test_suggest_layout_for_one_env_is_serial_without_a_probe_process():
 
 
 def test_measure_step_overhead_seconds_leaves_no_process_or_segment():
-    from parllel.arrays import list_segments
+    from parllel.arrays.shared_memory import list_segments
     from parllel.cages.costs import measure_step_overhead_seconds
 
     seconds = measure_step_overhead_seconds(steps=20)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from parllel.arrays import list_segments, remove_dead_owner_segments
+from parllel.arrays.shared_memory import list_segments, remove_dead_owner_segments
 
 
 def default_sigint() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from parllel.agents import sample_actions
-from parllel.cages import action_reader, space_leaves, zero_example
-from parllel.tree import tree_get
+from parllel.agents.scripted import sample_actions
+from parllel.cages.spaces import action_reader, space_leaves, zero_example
+from parllel.tree.nodes import tree_get
 
 
 class SpaceEnv(gym.Env):

@@ -223,7 +223,7 @@ README_STEPS_PER_BATCH = 8 * 32  # the README script's n_envs x batch_T
 
 
 def test_readme_script_default_runs_whole_batches_and_closes_its_logger():
-    """Its default ``total_steps`` warns about nothing (no ScheduleWarning), it
+    """Its default ``total_steps`` warns about nothing (no ParllelWarning), it
     seeds torch with the library's helpers, and it closes its logger (the final
     table is printed at close)."""
     (script,) = [b for b in parse_blocks(ROOT / "README.md") if b.script_call]
@@ -352,7 +352,6 @@ DOCTEST_MODULES = [
     "parllel.agents.scripted",
     "parllel.agents.state",
     "parllel.arrays.array",
-    "parllel.arrays.fast_writer",
     "parllel.arrays.shared_memory",
     "parllel.cages.layout",
     "parllel.cages.serial",

@@ -25,9 +25,6 @@ INTERNAL_SIGNALS = {
     "EnvsNotMovable",
 }
 
-# EnvError combined with the builtin type an env raised, made on first use
-COMBINED_MODULE = "parllel.interop.errors"
-
 OPTIONAL_IMPORTS = ("envpool", "stable_baselines3", "ray", "wandb", "ale_py", "cv2")
 
 
@@ -54,7 +51,6 @@ def _exception_classes() -> dict[str, type[BaseException]]:
                 inspect.isclass(obj)
                 and issubclass(obj, BaseException)
                 and obj.__module__.startswith("parllel")
-                and obj.__module__ != COMBINED_MODULE
             ):
                 found[f"{obj.__module__}.{obj.__qualname__}"] = obj
     return found

@@ -69,7 +69,7 @@ def test_every_example_config_field_is_a_documented_flag(script, capsys, monkeyp
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_default_and_quick_runs_are_whole_batches(script, monkeypatch):
-    """So neither a default run nor ``--quick`` gets a ScheduleWarning."""
+    """So neither a default run nor ``--quick`` gets a ParllelWarning."""
     module = _load(script, monkeypatch)
     for config in (module.Config(), apply_preset(module.Config(), module.QUICK)):
         steps_per_batch = getattr(config, "n_envs", 1) * config.batch_T

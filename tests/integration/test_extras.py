@@ -69,9 +69,8 @@ board.log(5, {"train/return_mean": 1.0})
 board.close()
 """,
     "parllel.runtime": """
-from parllel.runtime import (
-    RunDirectory, Seeds, capture_rng_state, load_checkpoint, save_checkpoint, seed_everything,
-)
+from parllel.runtime import RunDirectory, Seeds, load_checkpoint, save_checkpoint, seed_everything
+from parllel.runtime.checkpoint import capture_rng_state
 seeds = Seeds.from_master(0, n_envs=2)
 seed_everything(seeds)
 run = RunDirectory.create(tmp / "runs", name="extras", config={"lr": 1e-3}, seeds=seeds)
@@ -227,7 +226,8 @@ assert cage.spaces.observation.shape == (2, 2)
 cage.close()
 """,
     "parllel.bench": """
-from parllel.bench import format_table, run_bench
+from parllel.bench import run_bench
+from parllel.bench.report import format_table
 from parllel.bench.report import write_png
 report = run_bench(
     "gymnasium.envs.classic_control.cartpole:CartPoleEnv", [2], seconds=0.01,

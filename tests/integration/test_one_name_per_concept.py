@@ -17,7 +17,8 @@ from parllel.cages import SerialCage
 from parllel.errors import ConfigError
 from parllel.patterns import add_advantage_estimation, build_sample_tree
 from parllel.samplers import sample_tree_from_examples
-from parllel.transforms import EstimateAdvantage, generalized_advantage_estimation
+from parllel.transforms import EstimateAdvantage
+from parllel.transforms.functional import generalized_advantage_estimation
 from tests.transforms.test_transforms_objects import make_tree
 
 

@@ -18,7 +18,8 @@ import pytest
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from parllel import fields
-from parllel.agents import NumpyHandler, ScriptedAgent, sample_actions
+from parllel.agents import NumpyHandler, ScriptedAgent
+from parllel.agents.scripted import sample_actions
 from parllel.arrays import Array
 from parllel.cages import SerialCage, TrajInfo
 from parllel.cages.cage import CageState
@@ -29,7 +30,6 @@ from parllel.errors import (
     ConfigError,
     EnvAttributeError,
     EnvError,
-    EnvInfoError,
     InvalidActionError,
     UnsupportedVectorEnvError,
 )
@@ -495,7 +495,7 @@ def test_info_value_that_does_not_fit_its_slot_raises_env_info_error(bad):
         cage.reset(tree.observation[0])
         for t in range(2):
             cage.step(tree.action[t], slots(tree, t))
-        with pytest.raises(EnvInfoError, match="env 10: info key 'x'") as caught:
+        with pytest.raises(EnvError, match="env 10: info key 'x'") as caught:
             cage.step(tree.action[2], slots(tree, 2))
         assert caught.value.env_index == 10
     finally:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel.cages.env_info import info_slots, write_info_value
-from parllel.errors import EnvInfoError
+from parllel.errors import EnvError
 from parllel.interop.vector_infos import StepInfos, info_row, write_info_slots
 
 N = 5
@@ -53,7 +53,7 @@ def reference(batch: dict, dtype: np.dtype):
 def outcome(write):
     try:
         return "ok", write()
-    except EnvInfoError as exc:
+    except EnvError as exc:
         return "error", exc.env_index
 
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parllel.errors import PolicyExportError, PolicyFileError, PolicyNotFoundError
+from parllel.errors import PolicyExportError, PolicyFileError
 from parllel.export.network import ACTIVATIONS, apply_module
 from parllel.export.numpy_policy import load_numpy_policy, plays_in_numpy
 from parllel.export.spec import SPEC_FILE
@@ -236,7 +236,7 @@ def test_the_policy_loads_from_the_newest_checkpoint(tmp_path):
     )
     export.write_spec(tmp_path, objects, algorithm="PPO")
     assert json.loads((tmp_path / SPEC_FILE).read_text())["backend"] == "jax"
-    with pytest.raises(PolicyNotFoundError, match="no checkpoint"):
+    with pytest.raises(PolicyFileError, match="no checkpoint"):
         load_numpy_policy(tmp_path)
     state = {"objects": {k: v.state_dict() for k, v in objects.items()}}
     save_checkpoint(tmp_path / "checkpoints", state, step=64)
@@ -260,7 +260,7 @@ def test_the_policy_loads_from_the_newest_checkpoint(tmp_path):
 def test_bad_files_get_clear_errors(tmp_path):
     from parllel.jax.export import export_policy
 
-    with pytest.raises(PolicyNotFoundError, match="does not exist"):
+    with pytest.raises(PolicyFileError, match="does not exist"):
         load_numpy_policy(tmp_path / "nothing.npz")
     garbage = tmp_path / "garbage.npz"
     garbage.write_bytes(b"not a policy")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from parllel.cages import build_cages
-from parllel.errors import ConfigError, SeedRunStoppedWarning, TotalStepsChangedWarning
+from parllel.errors import ConfigError, ParllelWarning
 from parllel.jax.agents import build_actor_critic_agent
 from parllel.jax.algos import PPO, SeededPPO, adam
 from parllel.jax.seeds import RunView, SeededHandler, SeedStack
@@ -147,7 +147,7 @@ def test_runs_write_ordinary_directories_and_resume(tmp_path: Path) -> None:
     resumed, runner, close = build(
         tmp_path, resume=str(runs.path), total_steps=4 * T * B
     )
-    with pytest.warns(TotalStepsChangedWarning, match="total_steps=128"):
+    with pytest.warns(ParllelWarning, match="total_steps=128"):
         resumed.train(runner, close=close)
     for directory in resumed.directories:
         progress = read_progress(directory.progress_csv)
@@ -165,7 +165,7 @@ def test_runs_write_ordinary_directories_and_resume(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_failing_run_stops_alone(tmp_path: Path) -> None:
     runs, runner, close = build(tmp_path, poison=True)
-    with pytest.warns(SeedRunStoppedWarning, match="seed 6"):
+    with pytest.warns(ParllelWarning, match="seed 6"):
         results = runs.train(runner, close=close)
     assert results[1] == {} and "algo/policy_loss" in results[0]
     healthy, failed = runs.directories

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from parllel.errors import MetricError
+from parllel.errors import ConfigError
 from parllel.logging import CsvSink, Logger, MultiLogger, StdoutTable, read_progress
 from parllel.logging.base import format_value, to_scalar
 from parllel.logging.stdout import format_table
@@ -84,9 +84,9 @@ def test_csv_leaves_no_temp_files(tmp_path):
 
 def test_csv_rejects_bad_metrics_and_closed_use(tmp_path):
     sink = CsvSink(tmp_path / "p.csv")
-    with pytest.raises(MetricError, match="'loss' is not a number"):
+    with pytest.raises(ConfigError, match="'loss' is not a number"):
         sink.log(1, {"loss": "high"})
-    with pytest.raises(MetricError, match="reserved"):
+    with pytest.raises(ConfigError, match="reserved"):
         sink.log(1, {"step": 3})
     sink.close()
     sink.close()
@@ -99,11 +99,11 @@ def test_to_scalar_accepts_numbers_and_tensors():
     assert to_scalar("a", True) == 1 and isinstance(to_scalar("a", np.int64(3)), int)
     assert to_scalar("a", torch.tensor(2.5)) == 2.5
     assert to_scalar("a", np.array(1.5)) == 1.5
-    with pytest.raises(MetricError):
+    with pytest.raises(ConfigError):
         to_scalar("a", None)
-    with pytest.raises(MetricError):
+    with pytest.raises(ConfigError):
         to_scalar("a", [1.0, 2.0])
-    with pytest.raises(MetricError):
+    with pytest.raises(ConfigError):
         to_scalar(3, 1.0)
 
 

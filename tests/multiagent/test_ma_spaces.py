@@ -9,12 +9,9 @@ import pytest
 from parllel import fields
 from parllel.cages import numeric_info_example
 from parllel.errors import (
-    AgentSpaceError,
     ConfigError,
     MismatchedAgentsError,
-    NonActingAgentError,
     ShapeError,
-    WrongAdapterError,
 )
 from parllel.multiagent import (
     AECEnvAdapter,
@@ -55,10 +52,10 @@ def test_stack_box_discrete_multidiscrete_dict():
 
 
 def test_stack_rejects_other_spaces_naming_the_leaf():
-    with pytest.raises(AgentSpaceError, match="Text"):
+    with pytest.raises(ConfigError, match="Text"):
         stack_space(gym.spaces.Text(5), 2)
     inner = gym.spaces.Dict({"pos": gym.spaces.Tuple([gym.spaces.Discrete(2)])})
-    with pytest.raises(AgentSpaceError, match="'pos'"):
+    with pytest.raises(ConfigError, match="'pos'"):
         stack_space(inner, 2)
 
 
@@ -66,13 +63,13 @@ def test_shared_space_names_the_agents_that_differ():
     spaces = {"a": gym.spaces.Discrete(3), "b": gym.spaces.Discrete(3)}
     spaces["c"] = gym.spaces.Discrete(4)
     assert shared_space(["a", "b"], spaces.__getitem__, "action") == spaces["a"]
-    with pytest.raises(AgentSpaceError) as error:
+    with pytest.raises(ConfigError) as error:
         shared_space(["a", "b", "c"], spaces.__getitem__, "action")
     message = str(error.value)
     assert "'a' has Discrete(3)" in message and "'c' has Discrete(4)" in message
     assert "'b'" not in message  # b agrees with a
     assert isinstance(error.value, ConfigError)
-    with pytest.raises(AgentSpaceError, match="no agents"):
+    with pytest.raises(ConfigError, match="no agents"):
         shared_space([], spaces.__getitem__, "action")
 
 
@@ -81,7 +78,7 @@ def test_real_env_with_differing_spaces_is_refused():
     from mpe2 import simple_adversary_v3
 
     assert mpe is not None
-    with pytest.raises(AgentSpaceError, match="adversary_0"):
+    with pytest.raises(ConfigError, match="adversary_0"):
         ParallelEnvAdapter(simple_adversary_v3.parallel_env())
 
 
@@ -109,10 +106,10 @@ def test_dict_action_for_a_non_acting_agent_is_named():
     gone = env.possible_agents[first_out]
     assert gone not in env.env.agents
     actions = {agent: 0 for agent in env.possible_agents}
-    with pytest.raises(NonActingAgentError, match=f"'{gone}'"):
+    with pytest.raises(MismatchedAgentsError, match=f"'{gone}'"):
         env.step(actions)
     missing = {agent: 0 for agent in env.env.agents[1:]}
-    with pytest.raises(NonActingAgentError, match=f"'{env.env.agents[0]}'"):
+    with pytest.raises(MismatchedAgentsError, match=f"'{env.env.agents[0]}'"):
         env.step(missing)
     with pytest.raises(MismatchedAgentsError, match="purple") as error:
         env.step({"purple": 0})
@@ -124,24 +121,23 @@ def test_dict_action_for_a_non_acting_agent_is_named():
 
 
 def test_an_env_of_the_other_api_names_the_right_adapter():
-    with pytest.raises(WrongAdapterError, match="AECEnv; use AECEnvAdapter"):
+    with pytest.raises(ConfigError, match="AECEnv; use AECEnvAdapter"):
         ParallelEnvAdapter(TurnAECEnv())
-    with pytest.raises(WrongAdapterError, match="ParallelEnv; use ParallelEnvAdapter"):
+    with pytest.raises(ConfigError, match="ParallelEnv; use ParallelEnvAdapter"):
         AECEnvAdapter(DropoutParallelEnv())
-    with pytest.raises(WrongAdapterError, match="make_aec_env_factory"):
+    with pytest.raises(ConfigError, match="make_aec_env_factory"):
         make_parallel_env_factory(TurnAECEnv)()
-    with pytest.raises(WrongAdapterError, match="make_parallel_env_factory"):
+    with pytest.raises(ConfigError, match="make_parallel_env_factory"):
         make_aec_env_factory(DropoutParallelEnv)()
-    assert isinstance(WrongAdapterError("x"), ConfigError)
 
 
 def test_real_envs_of_the_other_api_are_refused_by_name():
     pytest.importorskip("pettingzoo")
     from pettingzoo.classic import rps_v2, tictactoe_v3
 
-    with pytest.raises(WrongAdapterError, match="tictactoe_v3 is a PettingZoo AECEnv"):
+    with pytest.raises(ConfigError, match="tictactoe_v3 is a PettingZoo AECEnv"):
         ParallelEnvAdapter(tictactoe_v3.env())
-    with pytest.raises(WrongAdapterError, match="rps_v2 is a PettingZoo ParallelEnv"):
+    with pytest.raises(ConfigError, match="rps_v2 is a PettingZoo ParallelEnv"):
         AECEnvAdapter(rps_v2.parallel_env())
 
 
@@ -158,7 +154,7 @@ class _DuckAEC:
 
 
 def test_duck_typed_aec_env_is_recognized_without_pettingzoo_classes():
-    with pytest.raises(WrongAdapterError, match="_DuckAEC is a PettingZoo AECEnv"):
+    with pytest.raises(ConfigError, match="_DuckAEC is a PettingZoo AECEnv"):
         ParallelEnvAdapter(_DuckAEC())
 
 
@@ -166,7 +162,7 @@ def test_aec_dict_action_must_be_the_movers():
     env = AECEnvAdapter(TurnAECEnv())
     env.reset(seed=0)
     assert env.env.agent_selection == "red"
-    with pytest.raises(NonActingAgentError, match="'green'"):
+    with pytest.raises(MismatchedAgentsError, match="'green'"):
         env.step({"red": 0, "green": 1})
     _, _, _, _, info = env.step({"red": 1})
     np.testing.assert_array_equal(info[fields.AGENT_MASK], [True, False, False])
@@ -215,7 +211,7 @@ def test_unstack_space_inverts_stack_space(space):
 
 
 def test_unstack_space_needs_an_agent_dimension():
-    with pytest.raises(AgentSpaceError, match="no agent dimension"):
+    with pytest.raises(ConfigError, match="no agent dimension"):
         unstack_space(gym.spaces.Discrete(4))
 
 
@@ -223,9 +219,9 @@ def test_write_row_names_the_agent_and_the_leaf():
     stacked = {"pos": np.zeros((2, 3), np.float32), "mask": np.zeros((2, 4), np.int8)}
     write_row(stacked, 1, {"pos": np.ones(3), "mask": np.ones(4, np.int8)}, "a_1")
     assert stacked["pos"][1].tolist() == [1, 1, 1] and stacked["pos"][0].sum() == 0
-    with pytest.raises(AgentSpaceError, match=r"'a_1'.*missing leaves \['mask'\]"):
+    with pytest.raises(ConfigError, match=r"'a_1'.*missing leaves \['mask'\]"):
         write_row(stacked, 0, {"pos": np.ones(3)}, "a_1")
-    with pytest.raises(AgentSpaceError, match=r"'a_1'.*unknown leaves \['x'\]"):
+    with pytest.raises(ConfigError, match=r"'a_1'.*unknown leaves \['x'\]"):
         write_row(stacked, 0, {"pos": np.ones(3), "mask": np.ones(4), "x": 0}, "a_1")
-    with pytest.raises(AgentSpaceError, match=r"'b'.s observation at 'pos' does not"):
+    with pytest.raises(ConfigError, match=r"'b'.s observation at 'pos' does not"):
         write_row(stacked, 0, {"pos": np.ones(5), "mask": np.ones(4)}, "b")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.agents import AgentExample
+from parllel.agents.base import AgentExample
 from parllel.cages import SerialCage
 from parllel.errors import EnvError
 from parllel.logging import EpisodeStats

@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from parllel.errors import ConfigError, EmptyPoolError, UnknownSnapshotError
+from parllel.errors import ConfigError, ParllelError, UnknownSnapshotError
 from parllel.multiagent.opponent_pool import OpponentPool
 
 N = 4000
@@ -152,7 +152,7 @@ def test_bad_configuration_and_input():
         OpponentPool(0)
     with pytest.raises(ConfigError, match="p_latest"):
         OpponentPool(4, p_latest=1.5)
-    with pytest.raises(EmptyPoolError, match="empty"):
+    with pytest.raises(ParllelError, match="empty"):
         OpponentPool(4).sample(1)
     pool = filled("uniform", n=2)
     with pytest.raises(ConfigError, match="outcome"):
@@ -251,5 +251,5 @@ def test_fixed_shares_must_leave_room_for_snapshots():
     pool.add_fixed("random", share=0.6)
     with pytest.raises(ConfigError, match="below 1"):
         pool.add_fixed("bot", share=0.4)
-    with pytest.raises(EmptyPoolError):  # only fixed opponents: no learner yet
+    with pytest.raises(ParllelError):  # only fixed opponents: no learner yet
         pool.sample(1)

@@ -13,7 +13,7 @@ import pytest
 from parllel import fields
 from parllel.agents import AgentStep, NumpyHandler, ScriptedAgent
 from parllel.cages import TrajInfo
-from parllel.errors import ConfigError, EmptyPoolError
+from parllel.errors import ConfigError, ParllelError
 from parllel.multiagent.opponent_pool import OpponentPool
 from parllel.multiagent.selfplay import MIRROR, SelfPlay, game_outcome
 from tests.helpers.selfplay_envs import A, SelfPlayDriver
@@ -239,7 +239,7 @@ def test_state_dict_round_trip_continues_identically():
 
 
 def test_empty_pool_and_bad_configuration():
-    with pytest.raises(EmptyPoolError):
+    with pytest.raises(ParllelError):
         make_selfplay(snapshots=())[0].reset()
     selfplay, _, _ = make_selfplay(snapshots=(), snapshot_learner=lambda: 1)
     selfplay.reset()

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.arrays import Array
-from parllel.errors import ConfigError, ReplayCapacityWarning
+from parllel.errors import ConfigError, ParllelWarning
 from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.replays.final_observations import final_capacity
 from parllel.replays.transitions import gather_transitions
@@ -245,14 +245,14 @@ def test_sparse_replay_matches_a_dense_reference(
         for _ in range(batches):
             run.step()
             run.check()
-    dropped = [w for w in caught if issubclass(w.category, ReplayCapacityWarning)]
+    dropped = [w for w in caught if issubclass(w.category, ParllelWarning)]
     assert len(dropped) == (1 if run.reference.dropped else 0)
 
 
 def test_a_full_table_drops_the_oldest_steps_and_warns_once():
     # every step ends an episode; the table holds one batch's worth (T * B = 4)
     run = Run(2, 2, 10, [[(1, "trunc")], [(1, "term")]], capacity=4, n_step=3)
-    with pytest.warns(ReplayCapacityWarning, match="final_observation_capacity"):
+    with pytest.warns(ParllelWarning, match="final_observation_capacity"):
         run.step()
         run.step()
     assert run.replay.storage.size == 2 and run.replay.storage.steps_dropped_early == 2
@@ -328,7 +328,7 @@ def test_checkpoint_into_a_smaller_table_drops_the_oldest_steps():
         run.step()
     state = run.replay.state_dict(include_contents=True)
     small = Run(4, 2, 16, ENDS_FIXED, capacity=8, prioritized=True)
-    with pytest.warns(ReplayCapacityWarning):
+    with pytest.warns(ParllelWarning):
         small.replay.load_state_dict(state)
     # the reference's view of the same history with a table of 8 entries
     reference = run.reference

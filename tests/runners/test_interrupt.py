@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from parllel.arrays import list_segments
+from parllel.arrays.shared_memory import list_segments
 from tests.helpers.processes import default_sigint, end_processes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,7 +219,7 @@ def test_second_ctrl_c_exits_at_once_without_leftovers(tmp_path):
         "--parallel", "process",
     )  # fmt: skip
     try:
-        script.wait_for("ScheduleWarning")  # run() has started
+        script.wait_for("ParllelWarning")  # run() has started
         workers = _descendants(script.process.pid)
         # a second of CPU later it is inside the first (endless) update, so
         # the first Ctrl-C cannot end the run before the iteration does
@@ -264,7 +264,7 @@ def test_background_job_warns_that_ctrl_c_is_ignored_and_stops_on_sigterm(tmp_pa
         script.kill()
     output = script.output
     assert code == 128 + signal.SIGTERM, output
-    assert output.count("InterruptIgnoredWarning") == 1
+    assert output.count("ParllelWarning") == 1
     assert f"kill {script.process.pid}" in output
     # the warning points at the example's own line, not into parllel
     (warning_line,) = [line for line in output.splitlines() if "SIGINT is ign" in line]

@@ -11,7 +11,7 @@ import torch
 
 from parllel import fields
 from parllel.cages import build_cages
-from parllel.errors import ConfigError, ScheduleWarning
+from parllel.errors import ConfigError, ParllelWarning
 from parllel.logging import CsvSink, read_progress
 from parllel.patterns import build_replay_tree, build_sample_tree
 from parllel.replays import UniformReplay
@@ -153,7 +153,7 @@ def test_a_run_too_short_to_reach_learning_starts_is_warned(tmp_path):
     """learning_starts=8, 4 env steps a batch: total_steps=4 never updates."""
     short = Setup(tmp_path / "short", total_steps=4, contents=False)
     try:
-        with pytest.warns(ScheduleWarning, match="this run makes no gradient update"):
+        with pytest.warns(ParllelWarning, match="this run makes no gradient update"):
             short.runner.run()
         assert short.runner.updates == 0
     finally:

@@ -17,10 +17,9 @@ from torch import nn
 from parllel import fields
 from parllel.cages import TrajInfo
 from parllel.errors import (
-    CheckpointFallbackWarning,
+    CheckpointError,
     CheckpointMismatchError,
-    CorruptCheckpointError,
-    ScheduleWarning,
+    ParllelWarning,
 )
 from parllel.logging import CsvSink, MultiLogger, read_progress
 from parllel.runners import Callback, OnPolicyRunner
@@ -146,9 +145,7 @@ def test_unreadable_newest_checkpoint_falls_back_to_the_newest_readable(
         ]
     )
     resumed, _, _ = build(tmp_path)
-    with pytest.warns(
-        CheckpointFallbackWarning, match="checkpoint_000000000128"
-    ) as seen:
+    with pytest.warns(ParllelWarning, match="checkpoint_000000000128") as seen:
         resumed.load(tmp_path)
     assert "loading checkpoint_000000000064.pt" in str(seen[0].message)
     assert resumed.env_steps == 64
@@ -165,7 +162,7 @@ def test_load_checkpoint_of_a_directory_falls_back_too(tmp_path):
     first, _, _ = build(tmp_path, callbacks=[StopAt(64)])
     first.run()
     (tmp_path / "checkpoint_000000000999.pt").write_bytes(b"not a zip")
-    with pytest.warns(CheckpointFallbackWarning):
+    with pytest.warns(ParllelWarning):
         assert load_checkpoint(tmp_path)["runner"]["env_steps"] == 64
     assert (
         tmp_path / "checkpoint_000000000999.pt"
@@ -176,7 +173,7 @@ def test_no_readable_checkpoint_names_every_file(tmp_path):
     for step in (32, 64):
         (tmp_path / f"checkpoint_{step:012d}.pt").write_bytes(b"broken")
     runner, _, _ = build(tmp_path)
-    with pytest.raises(CorruptCheckpointError, match="no readable checkpoint") as error:
+    with pytest.raises(CheckpointError, match="no readable checkpoint") as error:
         runner.load(tmp_path)
     assert "000000000032" in str(error.value) and "000000000064" in str(error.value)
 
@@ -219,7 +216,7 @@ def test_run_training_says_a_resumed_run_is_finished(tmp_path, capsys):
 
 def test_total_steps_not_a_multiple_of_the_batch_says_what_runs(tmp_path):
     runner, _, _ = build(None, total=100, checkpoint_interval_steps=None)
-    with pytest.warns(ScheduleWarning, match="runs 4 batches and stops at 128"):
+    with pytest.warns(ParllelWarning, match="runs 4 batches and stops at 128"):
         runner.run()
     assert runner.env_steps == 128
     exact, _, _ = build(None, total=96, checkpoint_interval_steps=None)

@@ -122,7 +122,7 @@ def count(sampler_state) -> float:
     return float(sum(np.asarray(s["count"]).sum() for s in stats))
 
 
-@pytest.mark.filterwarnings("ignore::parllel.errors.TotalStepsChangedWarning")
+@pytest.mark.filterwarnings("ignore::parllel.errors.ParllelWarning")
 def test_checkpoint_and_resume_restore_weights_and_sampler_state(tmp_path):
     learner = make_linear_handler(2)
     weights = learner.share_weights()

@@ -17,9 +17,7 @@ from torch import nn
 from parllel.cages import ProcessCage
 from parllel.errors import (
     CheckpointMismatchError,
-    InterruptIgnoredWarning,
-    ScheduleWarning,
-    TotalStepsChangedWarning,
+    ParllelWarning,
 )
 from parllel.patterns import run_training
 from parllel.runners import Callback
@@ -38,7 +36,7 @@ pytestmark = pytest.mark.timeout(60)
 
 def test_schedule_warning_points_at_the_line_calling_run(tmp_path):
     runner, _, _ = build(None, total=100, checkpoint_interval_steps=None)
-    with pytest.warns(ScheduleWarning) as record:
+    with pytest.warns(ParllelWarning) as record:
         runner.run()
     assert [w.filename for w in record] == [__file__]
 
@@ -46,7 +44,7 @@ def test_schedule_warning_points_at_the_line_calling_run(tmp_path):
 def test_schedule_warning_points_at_the_line_calling_run_training(tmp_path):
     run = RunDirectory.create(tmp_path, "fake", config={})
     runner, _, _ = build(run.checkpoints_dir, total=100)
-    with pytest.warns(ScheduleWarning) as record:
+    with pytest.warns(ParllelWarning) as record:
         run_training(runner, run)
     assert [w.filename for w in record] == [__file__]
 
@@ -58,7 +56,7 @@ def test_resume_with_another_total_steps_warns_how_schedules_jump(tmp_path):
     first, _, _ = build(tmp_path, total=320, callbacks=[StopAt(64)])
     first.run()
     longer, _, _ = build(tmp_path, total=640)
-    with pytest.warns(TotalStepsChangedWarning) as record:
+    with pytest.warns(ParllelWarning) as record:
         longer.load(tmp_path)
     (warning,) = record
     message = str(warning.message)
@@ -87,7 +85,7 @@ def test_run_training_resume_with_another_total_steps_warns_at_its_caller(tmp_pa
     first, _, _ = build(run.checkpoints_dir, total=320, callbacks=[StopAt(64)])
     first.run()
     longer, _, _ = build(run.checkpoints_dir, total=384)
-    with pytest.warns(TotalStepsChangedWarning) as record:
+    with pytest.warns(ParllelWarning) as record:
         run_training(longer, run, resume=True)
     assert [w.filename for w in record] == [__file__]
     assert longer.env_steps == 384
@@ -134,7 +132,7 @@ def sigint_ignored():
 
 def test_an_ignored_sigint_warns_once_and_names_sigterm(tmp_path, sigint_ignored):
     runner, _, _ = build(tmp_path, total=128)
-    with pytest.warns(InterruptIgnoredWarning) as record:
+    with pytest.warns(ParllelWarning) as record:
         runner.run()
     (warning,) = record
     message = str(warning.message)
@@ -168,7 +166,7 @@ def test_sigterm_stops_after_the_iteration_with_a_checkpoint(tmp_path, capfd):
 
 def test_sigterm_stops_a_run_whose_sigint_is_ignored(tmp_path, sigint_ignored):
     runner, _, _ = build(tmp_path, total=9_984, callbacks=[RaiseSignal(96, 15)])
-    with pytest.warns(InterruptIgnoredWarning):
+    with pytest.warns(ParllelWarning):
         runner.run()
     assert runner.interrupted and runner.env_steps == 96
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from parllel.errors import NonFiniteCheckpointError
+from parllel.errors import NonFiniteError
 from parllel.runtime.checkpoint import load_checkpoint, save_checkpoint
 from parllel.runtime.finite import nonfinite_paths, refuse_nonfinite_state
 
@@ -48,11 +48,10 @@ def test_numpy_checkpoint_round_trips_without_torch(tmp_path):
         f"""
         import sys
         import numpy as np
-        from parllel.errors import NonFiniteCheckpointError
-        from parllel.runtime import (
-            Seeds, capture_rng_state, load_checkpoint, restore_rng_state,
-            save_checkpoint, seed_everything,
-        )
+        from parllel.errors import NonFiniteError
+        from parllel.runtime import Seeds, load_checkpoint, save_checkpoint, seed_everything
+        from parllel.runtime.checkpoint import capture_rng_state
+        from parllel.runtime.checkpoint import restore_rng_state
         from parllel.runtime.finite import refuse_nonfinite_state
 
         generator = seed_everything(Seeds.from_master(0, n_envs=1))
@@ -71,7 +70,7 @@ def test_numpy_checkpoint_round_trips_without_torch(tmp_path):
         state["objects"]["params"]["w"][1, 2] = np.nan
         try:
             refuse_nonfinite_state(state["objects"], {str(tmp_path)!r}, 2)
-        except NonFiniteCheckpointError as error:
+        except NonFiniteError as error:
             print(error)
         print(sorted(set({LIBRARIES!r}) & set(sys.modules)))
         """
@@ -121,7 +120,7 @@ def test_nonfinite_arrays_and_tensors_are_named(tmp_path):
         "buffer": np.array([0.0, 1.0], np.float32),
     }
     assert nonfinite_paths(state) == ["model.weight", "normalizer.var"]
-    with pytest.raises(NonFiniteCheckpointError, match="model.weight, normalizer.var"):
+    with pytest.raises(NonFiniteError, match="model.weight, normalizer.var"):
         refuse_nonfinite_state(state, tmp_path, 1)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from parllel.arrays import list_segments
+from parllel.arrays.shared_memory import list_segments
 from tests.helpers.processes import default_sigint, end_processes, group_members
 
 ROOT = Path(__file__).resolve().parents[2]

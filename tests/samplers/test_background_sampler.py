@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.arrays import list_segments
+from parllel.arrays.shared_memory import list_segments
 from parllel.errors import (
-    BackgroundSamplerDiedError,
     BackgroundSamplerError,
     ConfigError,
     PolicyLagError,
@@ -164,7 +163,7 @@ def test_killed_background_process_raises_and_its_workers_exit():
         workers = [pids.get(timeout=30), pids.get(timeout=30)]
         assert workers[-1] == background.pid
         os.kill(background.pid, signal.SIGKILL)
-        with pytest.raises(BackgroundSamplerDiedError, match="exit code -9"):
+        with pytest.raises(BackgroundSamplerError, match="exit code -9"):
             for _ in range(1000):  # the trees already filled come first
                 background.collect_batch()
         wait_gone(workers)

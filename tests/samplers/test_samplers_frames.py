@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from parllel import fields
 from parllel.agents import NumpyHandler
 from parllel.cages import SerialCage
-from parllel.errors import ConfigError, FrameStackError, ShapeError
+from parllel.errors import ConfigError, EnvError, ShapeError
 from parllel.patterns import build_sample_tree
 from parllel.replays import UniformReplay
 from parllel.replays.frames import build_frame_replay_tree
@@ -223,7 +223,7 @@ def test_stacks_that_do_not_roll_are_refused():
     factory = partial(make_stacked, 3, (2,), padding_type="zero")
     plain, frame = build_pair(factory, 1, 4, 3)
     try:
-        with pytest.raises(FrameStackError, match="reset frame repeated"):
+        with pytest.raises(EnvError, match="reset frame repeated"):
             for _ in range(3):
                 frame[0].collect_batch()
         with pytest.raises(ConfigError, match="frame_stack"):

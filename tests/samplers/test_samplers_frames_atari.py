@@ -15,7 +15,7 @@ from functools import partial
 import pytest
 
 from parllel.envs.atari import make_atari_env
-from parllel.errors import FrameStackError
+from parllel.errors import EnvError
 from tests.helpers.frame_sampling import build_pair, close_side
 from tests.samplers.test_samplers_frames import run_pair
 
@@ -70,7 +70,7 @@ def test_envpool_frame_tree_equals_whole_stacks():
 def test_envpool_episodic_life_is_refused():
     _, frame = envpool_pair(episodic_life=True)
     try:
-        with pytest.raises(FrameStackError, match="episodic_life=False"):
+        with pytest.raises(EnvError, match="episodic_life=False"):
             for _ in range(12):
                 frame[0].collect_batch()
     finally:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.agents import AgentExample
+from parllel.agents.base import AgentExample
 from parllel.errors import ConfigError
 from parllel.samplers import sample_tree_from_examples
 from parllel.samplers.steps import GroupViews

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parllel.arrays import Array, list_segments
+from parllel.arrays import Array
+from parllel.arrays.shared_memory import list_segments
 from parllel.errors import ConfigError, TreeRingClosedError, TreeRingError
-from parllel.samplers import TreeRing
-from parllel.samplers.tree_ring import Handover, allocate_like, tree_layout
+from parllel.samplers.tree_ring import Handover, TreeRing, allocate_like, tree_layout
 from parllel.tree import ArrayDict
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from parllel.arrays import Array
 from parllel.errors import TreeRingError
-from parllel.samplers import TreeRing
+from parllel.samplers.tree_ring import TreeRing
 from parllel.tree import ArrayDict
 
 

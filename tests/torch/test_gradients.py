@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel.errors import NonFiniteLossError
-from parllel.torch.algos.finite import check_finite_update
+from parllel.runtime.finite import check_finite_update
 from parllel.torch.algos.gradients import clip_grad_norm
 
 shapes = st.lists(

@@ -21,13 +21,8 @@ from parllel.errors import (
 )
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.algos import (
-    PPO,
-    ActorCriticEvaluator,
-    FlattenAgents,
-    PerPolicy,
-    flatten_agents,
-)
+from parllel.torch.algos import PPO, ActorCriticEvaluator, FlattenAgents, PerPolicy
+from parllel.torch.algos.multiagent import flatten_agents
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import MultiAgentGAE
 from parllel.tree import ArrayDict

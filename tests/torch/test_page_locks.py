@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parllel.errors import ConfigError, PageLockError
+from parllel.errors import ConfigError, ParllelError
 from parllel.torch.page_locks import PAGE, PageLocks, _uncovered, page_span
 from tests.helpers.fake_cudart import (
     ALREADY_REGISTERED,
@@ -176,7 +176,7 @@ def test_an_unregister_the_runtime_refuses_is_reported():
     cuda = FakeCudart()
     hold = cuda.locks.lock(pages(1))
     cuda.registered.clear()  # unregistered behind the registry's back
-    with pytest.raises(PageLockError, match="cudaErrorHostMemoryNotRegistered"):
+    with pytest.raises(ParllelError, match="cudaErrorHostMemoryNotRegistered"):
         hold.release()
     assert cuda.last_error == 0
     assert cuda.locks.ranges == []

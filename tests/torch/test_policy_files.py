@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 from torch import nn
 
 from parllel.errors import (
-    CheckpointFallbackWarning,
+    ParllelWarning,
     PolicyExportError,
     PolicyFileError,
-    PolicyNotFoundError,
 )
 from parllel.export.checkpoints import newest_checkpoint_step
 from parllel.export.spaces import space_from_data, space_to_data
 from parllel.export.spec import SPEC_FILE
-from parllel.runtime import RunDirectory, latest_checkpoint, save_checkpoint
+from parllel.runtime import RunDirectory, save_checkpoint
+from parllel.runtime.checkpoint import latest_checkpoint
 from parllel.torch import PolicyExport, export_policy, load_policy
 from parllel.torch.agents import ActorCriticAgent, build_dqn_agent
 from parllel.torch.architecture import Architecture
@@ -121,7 +121,7 @@ def test_box_bounds_round_trip_exactly(low, width, dtype):
 
 
 def test_missing_and_corrupt_files_are_named(tmp_path):
-    with pytest.raises(PolicyNotFoundError, match="does not exist"):
+    with pytest.raises(PolicyFileError, match="does not exist"):
         load_policy(tmp_path / "nothing.pt")
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"this is no torch file")
@@ -215,7 +215,7 @@ def checkpoint(run, agent, normalizer, step):
 def test_run_directory_export_or_newer_checkpoint(tmp_path):
     agent, normalizer = agent_and_normalizer()
     run = RunDirectory.create(tmp_path / "runs", "policy")
-    with pytest.raises(PolicyNotFoundError, match="no policy.pt and no checkpoint"):
+    with pytest.raises(PolicyFileError, match="no policy.pt and no checkpoint"):
         load_policy(run.path)
 
     objects = {"model": agent.model, "observation_normalizer": normalizer}
@@ -266,7 +266,7 @@ def test_unreadable_newest_checkpoint_falls_back(tmp_path):
     checkpoint(run, agent, normalizer, step=100)
     broken = run.checkpoints_dir / "checkpoint_000000000200.pt"
     broken.write_bytes(b"cut short")
-    with pytest.warns(CheckpointFallbackWarning, match="checkpoint_000000000200"):
+    with pytest.warns(ParllelWarning, match="checkpoint_000000000200"):
         policy = load_policy(run.path)
     assert policy.source.name == "checkpoint_000000000100.pt"
 

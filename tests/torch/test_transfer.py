@@ -21,7 +21,7 @@ import torch
 
 from parllel import fields
 from parllel.cages import SerialCage
-from parllel.errors import HandlerClosedError
+from parllel.errors import ArrayClosedError
 from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.torch import TorchHandler, transfer
@@ -227,9 +227,9 @@ def test_a_closed_handler_refuses_to_step_and_locks_nothing(cuda):
     assert cuda.registered
     handler.close()
     assert cuda.registered == {}
-    with pytest.raises(HandlerClosedError, match="build a new handler"):
+    with pytest.raises(ArrayClosedError, match="build a new handler"):
         handler.step(observation, None, None, out_action=action, out_agent_info=info)
-    with pytest.raises(HandlerClosedError):
+    with pytest.raises(ArrayClosedError):
         handler.transfer.pin(observation)
     assert cuda.registered == {}
     handler.close()  # idempotent

@@ -10,13 +10,9 @@ from hypothesis import strategies as st
 from parllel import fields
 from parllel.arrays import Array
 from parllel.errors import ConfigError, DtypeError, ShapeError
-from parllel.transforms import (
-    Compose,
-    EstimateAdvantage,
-    MultiAgentGAE,
-    generalized_advantage_estimation,
-    multiagent_gae,
-)
+from parllel.transforms import Compose, EstimateAdvantage, MultiAgentGAE
+from parllel.transforms.functional import generalized_advantage_estimation
+from parllel.transforms.multiagent_advantage import multiagent_gae
 from parllel.tree import ArrayDict
 from tests.transforms.test_transforms_kernels import ref_normalized
 

@@ -17,9 +17,8 @@ from parllel.transforms import (
     NormalizeAdvantage,
     NormalizeObservations,
     NormalizeRewards,
-    generalized_advantage_estimation,
 )
-from parllel.transforms.functional import valid_mask
+from parllel.transforms.functional import generalized_advantage_estimation, valid_mask
 from parllel.transforms.running_stats import RunningMeanStd
 from parllel.tree import ArrayDict
 

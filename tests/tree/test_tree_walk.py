@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel.arrays import Array
-from parllel.arrays.fast_writer import compile_fast_writer
 from parllel.errors import ArrayClosedError, ShapeError, TreeStructureError
 from parllel.tree import ArrayDict, buffer_from_example, tree_items, tree_map
 
@@ -213,23 +212,6 @@ def test_batch_shape_cases():
     assert tree[0].batch_shape is None  # numpy views carry no batch shape
     tree["d"] = Array((4, 3))
     assert tree.batch_shape is None
-
-
-def test_compiled_writer_writes_rows_and_names_leaves():
-    reward = Array((4, 2), padding=1)
-    other = np.zeros((4, 2))
-    written = []
-    fast = compile_fast_writer(
-        [("reward", reward.write_target()), ("other", other)],
-        lambda leaf, index, item, key: written.append((key, index, item)),
-    )
-    assert fast.n_fields == 2 and fast.min_length == 0  # a non-Array field
-    fast.write({"reward": 2.0, "other": 5}, 3, 1)
-    assert reward[3, 1] == 2.0 and written == [("other", (3, 1), 5)]
-    only_arrays = compile_fast_writer([("reward", reward.write_target())], None)
-    assert only_arrays.min_length == 4
-    with pytest.raises(KeyError):
-        only_arrays.write({}, 0, 0)
 
 
 def test_array_write_names_the_leaf_and_shares_translations():

@@ -7,7 +7,7 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-from parllel.errors import AgentSpaceError, TreeStructureError
+from parllel.errors import ConfigError, TreeStructureError
 from parllel.tree import buffer_from_example, tree_items, tree_map
 from parllel.tree.nodes import mapping_children
 from parllel.tree.utils import tree_to_builtin
@@ -61,8 +61,8 @@ def test_mismatches_name_missing_and_extra_leaves():
 
 
 def test_the_rules_name_the_value_and_choose_the_error():
-    rules = WriteRules(what="agent 'x''s observation", error=AgentSpaceError)
-    with pytest.raises(AgentSpaceError, match="agent 'x''s observation at 't' must"):
+    rules = WriteRules(what="agent 'x''s observation", error=ConfigError)
+    with pytest.raises(ConfigError, match="agent 'x''s observation at 't' must"):
         write_nested(slots(), {"a": 0, "t": None}, fill, rules)
 
 

@@ -105,7 +105,7 @@ class ProcessCage(Cage):
             they must pickle completely (CartPole-like Python envs do;
             ``EzPickle`` envs such as MuJoCo's are detected at the first move,
             balancing is switched off with a
-            :class:`~parllel.errors.RebalanceRefusedWarning` and
+            :class:`~parllel.errors.ParllelWarning` and
             :attr:`rebalance_refusal` says why). Results stay bit-identical.
         worker_cpus: CPUs the worker processes may run on (Linux
             ``sched_setaffinity``; default: no pinning). E.g. the two cages of

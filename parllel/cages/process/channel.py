@@ -288,18 +288,22 @@ class WorkerError:
     env_index: int | None
     traceback: str
     pid: int
+    missing_attribute: bool = False  # the env lacks an attribute asked for
+    cause: BaseException | None = None  # the env's own exception, if it pickles
 
     def exception(self) -> EnvError:
-        """The EnvError (EnvAttributeError for a missing attribute) to raise."""
+        """The EnvError (EnvAttributeError for a missing attribute) to raise,
+        with the env's own exception as its ``__cause__``."""
         where = f" (env {self.env_index})" if self.env_index is not None else ""
         # an env lacking an attribute stays catchable as AttributeError
-        missing = self.message.startswith(EnvAttributeError.__name__ + ":")
-        return (EnvAttributeError if missing else EnvError)(
+        error = (EnvAttributeError if self.missing_attribute else EnvError)(
             f"error in worker process{where}: {self.message}\n"
             f"--- worker traceback ---\n{self.traceback}",
             env_index=self.env_index,
             worker_traceback=self.traceback,
         )
+        error.__cause__ = self.cause
+        return error
 
 
 @dataclass(frozen=True)

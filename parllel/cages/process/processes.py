@@ -48,7 +48,7 @@ from parllel.errors import (
     CageError,
     ConfigError,
     EnvError,
-    RebalanceRefusedWarning,
+    ParllelWarning,
 )
 
 # A stepping process and its cage-local env range: (worker, or None for the
@@ -244,7 +244,7 @@ def balance(
     """Ask ``balancer`` after a step and carry out its move, if any.
 
     Returns why the envs cannot move (after a
-    :class:`~parllel.errors.RebalanceRefusedWarning`, with the current split
+    :class:`~parllel.errors.ParllelWarning`, with the current split
     kept) when they turned out not to be movable: balancing should be
     switched off. None otherwise.
     """
@@ -255,7 +255,7 @@ def balance(
         move_envs(processes, *move)
     except EnvsNotMovable as exc:
         warn_at_caller(
-            f"ProcessCage load balancing switched off: {exc}", RebalanceRefusedWarning
+            f"ProcessCage load balancing switched off: {exc}", ParllelWarning
         )
         return str(exc)
     return None

@@ -51,6 +51,7 @@ from parllel.cages.process.channel import (
     wait_for,
 )
 from parllel.cages.process.slots import WorkerSlots
+from parllel.errors import EnvAttributeError, EnvError
 
 
 def worker_main(
@@ -189,10 +190,38 @@ def _handle(
 
 
 def error_reply(exc: BaseException) -> WorkerError:
-    """The reply reporting ``exc`` (call inside its ``except`` block)."""
+    """The reply reporting ``exc`` (call inside its ``except`` block).
+
+    It carries the env's own exception (``exc``'s cause, for an
+    :class:`~parllel.errors.EnvError`) when that survives pickling; the
+    message says so when it does not.
+    """
     env_index = getattr(exc, "env_index", None)
     tb = getattr(exc, "worker_traceback", "") or traceback.format_exc()
-    return WorkerError(f"{type(exc).__name__}: {exc}", env_index, tb, os.getpid())
+    original = exc.__cause__ if isinstance(exc, EnvError) else exc
+    cause, note = _portable(original)
+    return WorkerError(
+        f"{type(exc).__name__}: {exc}{note}",
+        env_index,
+        tb,
+        os.getpid(),
+        missing_attribute=isinstance(exc, EnvAttributeError),
+        cause=cause,
+    )
+
+
+def _portable(exc: BaseException | None) -> tuple[BaseException | None, str]:
+    """``exc`` if it survives a pickle round trip, else None and a note saying why."""
+    if exc is None:
+        return None, ""
+    try:
+        ForkingPickler.loads(ForkingPickler.dumps(exc))
+    except Exception as error:
+        return None, (
+            f" (the original {type(exc).__name__} cannot be sent to the main "
+            f"process: {type(error).__name__}: {error})"
+        )
+    return exc, ""
 
 
 def _pickled_replies(replies: list[Reply]) -> memoryview:

@@ -13,7 +13,6 @@ import optax
 
 from parllel.errors import (
     ConfigError,
-    NonFiniteLossError,
     ShapeError,
 )
 from parllel.jax.algos.optimizers import (
@@ -33,6 +32,7 @@ from parllel.jax.algos.ppo_math import (
     normalized_advantage,
 )
 from parllel.jax.models.params import load_params, params_to_numpy
+from parllel.runtime.finite import check_finite_update
 from parllel.schedules import Schedule
 from parllel.validation import (
     check_at_least,
@@ -278,7 +278,12 @@ class PPO:
         self.updates_done += 1
         metrics = self._metrics(out, clip_range)
         if bool(out["failed"]):
-            self._raise_non_finite(float(out["bad_loss"]), float(out["bad_grad_norm"]))
+            check_finite_update(
+                "PPO",
+                self.updates_done - 1,
+                loss=float(out["bad_loss"]),
+                grad_norm=float(out["bad_grad_norm"]),
+            )
         return metrics
 
     def _metrics(
@@ -302,18 +307,6 @@ class PPO:
             early_stopped=float(bool(out["early_stopped"])),
         )
         return metrics
-
-    def _raise_non_finite(self, loss: float, grad_norm: float) -> None:
-        values = {"loss": loss, "grad_norm": grad_norm}
-        bad = tuple(name for name, v in values.items() if not math.isfinite(v))
-        shown = ", ".join(f"{name} = {values[name]}" for name in bad)
-        raise NonFiniteLossError(
-            f"PPO update {self.updates_done - 1}: non-finite {shown}. The update "
-            "stopped before that step, so the weights are those of the last "
-            "finite step. Usual causes: NaN/inf in the batch, a learning rate "
-            "that makes the weights diverge, log(0) or x/0 in a custom model",
-            terms=bad,
-        )
 
     def _loss(
         self, params: Any, mb: PolicyData, clip_range: Any, value_clip_range: Any

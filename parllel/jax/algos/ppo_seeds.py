@@ -13,6 +13,7 @@ from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax.algos.ppo import PPO
 from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.jax.seeds import SeedStack, put_run, stack_trees, take_run
+from parllel.runtime.finite import check_finite_update
 
 __all__ = ["OnNonFinite", "SeededPPO"]
 
@@ -212,8 +213,11 @@ class SeededPPO:
             if bool(run_out["failed"]):
                 failed.append(run)
                 try:
-                    ppo._raise_non_finite(
-                        float(run_out["bad_loss"]), float(run_out["bad_grad_norm"])
+                    check_finite_update(
+                        "PPO",
+                        ppo.updates_done - 1,
+                        loss=float(run_out["bad_loss"]),
+                        grad_norm=float(run_out["bad_grad_norm"]),
                     )
                 except NonFiniteLossError as error:
                     self.stopped[run] = NonFiniteLossError(

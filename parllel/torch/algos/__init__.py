@@ -8,7 +8,7 @@ Every algorithm receives its optimizer (``PPO(evaluator, optimizer)``,
 from parllel.schedules import linear_schedule
 from parllel.torch.algos.dqn import DQN, epsilon_schedule
 from parllel.torch.algos.evaluator import ActorCriticEvaluator, PolicyEvaluator
-from parllel.torch.algos.multiagent import FlattenAgents, PerPolicy, flatten_agents
+from parllel.torch.algos.multiagent import FlattenAgents, PerPolicy
 from parllel.torch.algos.optimizers import adam
 from parllel.torch.algos.ppo import PPO
 from parllel.torch.algos.sac import SAC
@@ -28,6 +28,5 @@ __all__ = [
     "adam",
     "build_sac_optimizer",
     "epsilon_schedule",
-    "flatten_agents",
     "linear_schedule",
 ]

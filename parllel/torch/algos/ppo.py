@@ -9,10 +9,10 @@ from typing import Any, overload
 import torch
 
 from parllel.errors import ConfigError
+from parllel.runtime.finite import check_finite_update
 from parllel.schedules import Schedule
 from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
-from parllel.torch.algos.finite import check_finite_update
 from parllel.torch.algos.frame_batch import refuse_frames
 from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.vtrace_correction import VTraceCorrection

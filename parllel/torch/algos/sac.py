@@ -10,7 +10,7 @@ import torch
 
 from parllel.errors import ConfigError
 from parllel.replays.updates import Replay, UpdateCount
-from parllel.torch.algos.finite import check_finite_update
+from parllel.runtime.finite import check_finite_update
 from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.off_policy import (
     TargetAverager,

@@ -251,7 +251,7 @@ def read_policy_file(path: str | os.PathLike[str]) -> PolicyRecord:
     """Read and check a file written by :func:`export_policy`.
 
     Raises:
-        PolicyNotFoundError: if there is no such file.
+        PolicyFileError: if there is no such file.
         PolicyFileError: if it cannot be read or is not a parllel policy file
             of a format this version reads.
     """

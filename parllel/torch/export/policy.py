@@ -29,7 +29,6 @@ import torch
 from parllel.agents.state import ALL, EnvStates, as_index
 from parllel.errors import (
     PolicyFileError,
-    PolicyNotFoundError,
     ShapeError,
 )
 from parllel.export.normalizer import FrozenObservationNormalizer
@@ -251,7 +250,7 @@ def load_policy(
         device: where the agent runs.
 
     Raises:
-        PolicyNotFoundError: nothing to load at ``path``.
+        PolicyFileError: nothing to load at ``path``.
         PolicyFileError: the file is damaged, not a policy, of a newer format,
             or its weights do not fit the architecture it describes.
         ConfigError: ``clip_actions`` for a ``Box`` action space without a
@@ -263,7 +262,7 @@ def load_policy(
     elif path.exists():
         record = read_policy_file(path)
     else:
-        raise PolicyNotFoundError(
+        raise PolicyFileError(
             f"{path} does not exist (a policy file or run directory)"
         )
     return _build(record, clip_actions=clip_actions, device=device)
