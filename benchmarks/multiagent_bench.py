@@ -61,7 +61,13 @@ from _common import (  # noqa: E402
 )
 from cage_throughput import run_cage  # noqa: E402
 
-from parllel.cages import ProcessCage, SerialCage, suggest_layout_for  # noqa: E402
+from parllel.cages import (  # noqa: E402
+    CageOptions,
+    ProcessCage,
+    ProcessLayout,
+    SerialCage,
+    suggest_layout_for,
+)
 from parllel.multiagent import make_parallel_env_factory  # noqa: E402
 
 TARGETS = {"ma_process_vs_supersuit": 1.5, "ma_serial_vs_bare": 0.8}
@@ -157,15 +163,21 @@ def contenders(
 ) -> dict[str, Callable[[], float]]:
     factory = make_parallel_env_factory(make_env)
     # the layout build_cages(parallel="process") would choose here, measured once
-    layout = suggest_layout_for(factory, n_envs) or {"n_workers": 2}
+    layout = suggest_layout_for(factory, n_envs) or {
+        "layout": ProcessLayout(n_workers=2)
+    }
     print(f"process cage layout: {layout}", flush=True)
     return {
         "process": lambda: run_cage(
-            lambda: ProcessCage(factory, n_envs, seed=0, **layout), actions, info=True
+            lambda: ProcessCage(factory, n_envs, options=CageOptions(seed=0), **layout),
+            actions,
+            info=True,
         ),
         "supersuit": lambda: run_supersuit(make_env, actions),
         "serial": lambda: run_cage(
-            lambda: SerialCage(factory, n_envs, seed=0), actions, info=True
+            lambda: SerialCage(factory, n_envs, options=CageOptions(seed=0)),
+            actions,
+            info=True,
         ),
         "bare": lambda: run_bare(make_env, actions),
         "ceiling": lambda: run_ceiling(make_env, actions),

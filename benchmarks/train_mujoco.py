@@ -57,6 +57,7 @@ from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 from _training import training_sampler  # noqa: E402
 
 from parllel.cages import (
+    CageOptions,
     EnvSpaces,  # noqa: E402
     build_cages,
 )
@@ -163,7 +164,9 @@ def build_ppo_sampler(
     whose new agent follows the learner's ``weights``."""
     torch.set_num_threads(1)
     factory = functools.partial(make_env, hp["env_id"], hp["episode_steps"], True)
-    cage = build_cages(factory, hp["n_envs"], parallel=parallel, seed=seed)
+    cage = build_cages(
+        factory, hp["n_envs"], parallel=parallel, options=CageOptions(seed=seed)
+    )
     if agent is None:
         agent = ActorCriticAgent(*build_ppo_model(cage.spaces))
     handler = TorchHandler(agent, n_envs=cage.n_envs)
@@ -227,7 +230,9 @@ def run_ours_sac(hp: dict, seed: int, fused_adam: bool) -> Timed:
     seeds = Seeds.from_master(seed, n_envs=1)
     seed_everything(seeds)
     factory = functools.partial(make_env, hp["env_id"], hp["episode_steps"], False)
-    cage = build_cages(factory, 1, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        factory, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = build_sac_agent(cage.spaces.observation, cage.spaces.action)
     handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
     tree = build_replay_tree(

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.patterns import build_eval_sampler, build_replay_tree, build_sample_tree
 from parllel.replays import UniformReplay  # noqa: E402
 from parllel.runners import Callback, OffPolicyRunner  # noqa: E402
@@ -119,7 +119,9 @@ class Threshold(Callback):
 def run_ours(seed: int, h: dict[str, Any]) -> dict[str, Any]:
     seeds = Seeds.from_master(seed, n_envs=1)
     seed_everything(seeds)
-    cage = build_cages(make_env, 1, parallel="serial", seed=seeds.master)
+    cage = build_cages(
+        make_env, 1, parallel="serial", options=CageOptions(seed=seeds.master)
+    )
     agent = build_sac_agent(
         cage.spaces.observation, cage.spaces.action, hidden_sizes=h["hidden"]
     )

@@ -37,7 +37,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.envs.atari import GameTrajInfo, make_atari_env
 from parllel.patterns import (
     RunSettings,
@@ -146,8 +146,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         config.n_envs,
         env_kwargs,
         parallel=config.parallel,
-        seed=seeds.envs,
-        traj_info_type=GameTrajInfo,
+        options=CageOptions(seed=seeds.envs, traj_info_type=GameTrajInfo),
     )
     agent = build_dqn_agent(cage.spaces.observation, cage.spaces.action)
     handler = TorchHandler(agent, n_envs=config.n_envs, seed=seeds.actions)

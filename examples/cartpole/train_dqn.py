@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import ProcessCage, build_cages
+from parllel.cages import CageOptions, ProcessCage, build_cages
 from parllel.patterns import (
     RunSettings,
     build_eval_sampler,
@@ -122,7 +122,9 @@ def main(config: Config, resume: str | None = None) -> dict:
     run = config.run.start("cartpole-dqn", config, seeds, resume)
 
     # environments (stepped in this process: CartPole is cheaper than a pipe)
-    cage = build_cages(make_env, config.n_envs, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        make_env, config.n_envs, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = build_dqn_agent(
         cage.spaces.observation, cage.spaces.action, hidden_sizes=config.hidden_sizes
     )

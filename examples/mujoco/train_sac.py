@@ -39,7 +39,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.envs.mujoco import make_mujoco_env
 from parllel.patterns import (
     RunSettings,
@@ -193,7 +193,9 @@ def main(config: Config, resume: str | None = None) -> dict:
 
     # one env in this process; the squashed Gaussian actor and twin Q critic
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
-    cage = build_cages(env_factory, 1, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        env_factory, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = build_agent(config, cage.spaces, seeds)
     handler = build_handler(config, agent, 1, seeds.actions)
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import tyro
 
-from parllel.cages import ProcessCage, build_cages
+from parllel.cages import CageOptions, ProcessCage, build_cages
 from parllel.errors import ConfigError
 from parllel.patterns import (
     RunSettings,
@@ -199,7 +199,9 @@ def build_background_sampler(
     replay (``replay.record_batch``).
     """
     torch.set_num_threads(1)
-    cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        make_env, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = build_agent(config, cage.spaces, seeds)
     handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
     handler.follow_weights(weights, modules={"actor": agent.actor})
@@ -218,7 +220,9 @@ def main(config: Config, resume: str | None = None) -> dict:
     run = config.run.start("pendulum-sac", config, seeds, resume)
 
     # one env in this process, the agent (squashed Gaussian actor, twin Q)
-    cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        make_env, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = build_agent(config, cage.spaces, seeds)
     handler = build_handler(config, agent, 1, seeds.actions)
 

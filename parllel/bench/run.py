@@ -23,7 +23,7 @@ from parllel.bench.recommend import (
     predict_layout,
     recommend,
 )
-from parllel.cages.layout import usable_cores
+from parllel.cages.plumbing import usable_cores
 from parllel.errors import ConfigError
 from parllel.validation import check_at_least, check_positive
 

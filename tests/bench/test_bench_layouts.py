@@ -12,7 +12,7 @@ from parllel.bench.layouts import (
     suggested_layout,
 )
 from parllel.cages import ProcessCage, SerialCage, build_cages
-from parllel.cages.layout import suggest_layout
+from parllel.cages.layout.choice import suggest_layout
 from parllel.errors import ConfigError
 from parllel.patterns import build_alternating_cages
 from tests.helpers.bench_envs import make_noop_env

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.cages.spaces import env_action_reader
 from tests.helpers.cage_helpers import allocate, slots
 
@@ -35,11 +35,18 @@ def make_pendulum() -> gym.Env:
 ACTIONS = np.array([[[5.0], [-3.0]], [[1.5], [-2.5]], [[0.0], [2.0]]], np.float32)
 
 
-def received_and_stored(parallel: str, **options) -> tuple[np.ndarray, np.ndarray]:
+def received_and_stored(
+    parallel: str, clip_actions: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """Step two Pendulums with :data:`ACTIONS`; the actions the envs received
     and the tree's actions afterwards."""
     T = len(ACTIONS)
-    with build_cages(make_pendulum, 2, parallel=parallel, seed=0, **options) as cage:
+    with build_cages(
+        make_pendulum,
+        2,
+        parallel=parallel,
+        options=CageOptions(seed=0, clip_actions=clip_actions),
+    ) as cage:
         tree = allocate(cage, T, storage="shared" if parallel == "process" else "local")
         try:
             tree.action[:] = ACTIONS

@@ -354,7 +354,7 @@ DOCTEST_MODULES = [
     "parllel.arrays.array",
     "parllel.arrays.fast_writer",
     "parllel.arrays.shared_memory",
-    "parllel.cages.layout",
+    "parllel.cages.layout.choice",
     "parllel.cages.serial",
     "parllel.replays.ratio",
     "parllel.replays.sum_tree",

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from parllel.cages import ProcessLayout
 from parllel.errors import (
     CageStateError,
     ClosedCageError,
@@ -58,7 +59,11 @@ def _run_both(env_fn, mode, parallel, actions, n_envs=4, seed=7, masks=None):
 
 def _layout(parallel: bool) -> dict:
     """make_vec arguments: serial, or two workers (no layout measurement)."""
-    return {"parallel": True, "n_workers": 2} if parallel else {"parallel": False}
+    return (
+        {"parallel": True, "layout": ProcessLayout(n_workers=2)}
+        if parallel
+        else {"parallel": False}
+    )
 
 
 def _random_actions(space, steps, seed=0):

@@ -12,6 +12,7 @@ VecFrameStack = sb3_vec_env.VecFrameStack
 VecMonitor = sb3_vec_env.VecMonitor
 VecNormalize = sb3_vec_env.VecNormalize
 
+from parllel.cages import ProcessLayout  # noqa: E402
 from parllel.errors import (  # noqa: E402
     CageStateError,
     ClosedCageError,
@@ -36,7 +37,11 @@ PARALLEL = [False, True]
 
 def _layout(parallel: bool) -> dict:
     """Arguments for serial, or two workers (no layout measurement)."""
-    return {"parallel": True, "n_workers": 2} if parallel else {"parallel": False}
+    return (
+        {"parallel": True, "layout": ProcessLayout(n_workers=2)}
+        if parallel
+        else {"parallel": False}
+    )
 
 
 def _stacked(space, n_envs):

@@ -13,7 +13,7 @@ import numpy as np
 
 from parllel import fields
 from parllel.agents import NumpyHandler, ScriptedAgent
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import ProcessCage, ProcessLayout, SerialCage
 from parllel.multiagent import (
     MultiAgentTrajInfo,
     make_aec_env_factory,
@@ -133,7 +133,13 @@ def make_cage(kind, factory, n_envs, seed):
     kwargs = dict(seed=seed, traj_info_type=MultiAgentTrajInfo)
     if kind == "serial":
         return SerialCage(factory, n_envs, **kwargs)
-    return ProcessCage(factory, n_envs, n_workers=2, start_method="fork", **kwargs)
+    return ProcessCage(
+        factory,
+        n_envs,
+        layout=ProcessLayout(n_workers=2),
+        start_method="fork",
+        **kwargs,
+    )
 
 
 def run_sampler(kind, factory, n_envs, batch_T, n_batches, seed=7, policy=None):

@@ -17,7 +17,7 @@ import pytest
 
 from parllel import fields
 from parllel.agents import AgentStep, NumpyHandler
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import ProcessCage, ProcessLayout, SerialCage
 from parllel.samplers import (
     AlternatingSampler,
     FeedForwardSampler,
@@ -89,7 +89,11 @@ def make_cage(kind, env_kwargs, n_envs=B, offset=0, reset_mode="auto", seed=5):
     kwargs = dict(seed=seed, env_offset=offset, reset_mode=reset_mode)
     if kind == "serial":
         return SerialCage(factory, n_envs, **kwargs)
-    layout = {"main_process_envs": 1, "n_workers": 1} if n_envs > 2 else {}
+    layout = (
+        {"layout": ProcessLayout(main_process_envs=1, n_workers=1)}
+        if n_envs > 2
+        else {}
+    )
     return ProcessCage(factory, n_envs, start_method="fork", **kwargs, **layout)
 
 

@@ -14,7 +14,7 @@ results come back in the order of the asked indices. The wrapper rules for
 reaching an attribute are :mod:`parllel.cages.env_access`'s.
 
 Load balancing: a :class:`~parllel.cages.Balancer`
-(:mod:`parllel.cages.balance`) proposes moves from the stepping processes'
+(:mod:`parllel.cages.layout.balance`) proposes moves from the stepping processes'
 step times; :func:`balance` asks it and :func:`move_envs` carries a move out:
 the giver pickles its first (or last) envs with their episode state
 (:class:`~parllel.cages.process.channel.GiveEnvs`), the neighbour takes them
@@ -31,8 +31,8 @@ import cloudpickle
 
 from parllel._warnings import warn_at_caller
 from parllel.arrays import Array
-from parllel.cages.balance import Balancer, Move
 from parllel.cages.env_group import EnvGroup
+from parllel.cages.layout.balance import Balancer, Move
 from parllel.cages.process.channel import (
     ApplyToEnvs,
     CallEnvs,
