@@ -104,7 +104,7 @@ class EnvPoolCage(BatchedEnvCage):
 
     Example:
         >>> pool = envpool.make_gymnasium("Pong-v5", num_envs=8, num_threads=2)
-        >>> cage = EnvPoolCage(pool)  # or make_envpool_cage("Pong-v5", 8, seed=0)
+        >>> cage = EnvPoolCage(pool)  # or make_envpool_cage("Pong-v5", 8)
         >>> cage.spaces.action, cage.example[fields.OBSERVATION].shape
         (Discrete(6, dtype=int32), (4, 84, 84))
     """

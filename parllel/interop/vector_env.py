@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Any, TypeVar
 
 import gymnasium as gym
@@ -83,6 +84,7 @@ def build_adapter(
     n_envs: int,
     parallel: bool | str,
     reset_mode: str,
+    /,
     **cage_kwargs: Any,
 ) -> Adapter:
     """Build the cage for an adapter and ``adapter(cage)``; close the cage if that raises.
@@ -93,10 +95,12 @@ def build_adapter(
     (refused by process cages: :class:`~parllel.errors.DynamicSpaceError`)
     are stepped in this process.
     """
-    if "options" in cage_kwargs:
+    taken = {"options", *(field.name for field in fields(CageOptions))}
+    if taken & set(cage_kwargs):
         raise ConfigError(
-            "the vector-env adapters choose the cage's options themselves (reset "
-            "mode, kept infos, no action clipping, no probe env); their seed= "
+            f"got {sorted(taken & set(cage_kwargs))}, but the vector-env adapters "
+            "choose the cage's options themselves (the reset mode from "
+            "autoreset_mode, kept infos, no action clipping, no probe env); seed= "
             "seeds the envs"
         )
     choice = parallel_choice(parallel)

@@ -10,6 +10,7 @@ import pytest
 
 from parllel.cages import CageOptions, build_cages
 from parllel.cages.spaces import env_action_reader
+from parllel.interop import VectorEnvCage
 from tests.helpers.cage_helpers import allocate, slots
 
 
@@ -79,3 +80,26 @@ def test_only_box_spaces_are_clipped():
     read = box(np.array([3.0, -0.5], np.float32))
     assert [float(a) for a in read] == [1.0, -0.5]
     assert all(a.shape == () for a in read)  # 0-d arrays, as the space samples
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_the_vector_env_cage_clips_as_its_options_say(clip):
+    """VectorEnvCage takes the same CageOptions: Box actions reach the vector
+    env clipped (the default) or as given; the tree keeps them unclipped."""
+    venv = gym.vector.SyncVectorEnv(
+        [make_pendulum] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    options = CageOptions(seed=0, clip_actions=clip)
+    with VectorEnvCage(venv, options=options) as cage:
+        tree = allocate(cage, len(ACTIONS), storage="local")
+        try:
+            tree.action[:] = ACTIONS
+            cage.reset(tree.observation[0])
+            for t in range(len(ACTIONS)):
+                cage.step(tree.action[t], slots(tree, t))
+            received = np.array(tree.env_info.received)
+            np.testing.assert_array_equal(np.array(tree.action), ACTIONS)
+        finally:
+            tree.close()
+    expected = np.clip(ACTIONS, -2.0, 2.0) if clip else ACTIONS
+    np.testing.assert_array_equal(received, expected)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -94,6 +96,23 @@ def test_cartpole_equals_dummy_vec_env(parallel):
 @pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
 def test_dict_observations_equal_dummy_vec_env(parallel):
     assert _run_both(make_rich_env, parallel, 40, n_envs=3) >= 10
+
+
+@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+def test_dict_observations_are_ordered_dicts_like_dummy_vec_env(parallel):
+    reference = DummyVecEnv([make_rich_env] * 2)
+    ours = make_sb3_vec_env(make_rich_env, 2, **_layout(parallel))
+    actions = np.zeros((2, 2), np.float32)
+    try:
+        for expected, actual in [
+            (reference.reset(), ours.reset()),
+            (reference.step(actions)[0], ours.step(actions)[0]),
+        ]:
+            assert type(actual) is type(expected) is OrderedDict
+            assert list(actual) == list(expected)
+    finally:
+        reference.close()
+        ours.close()
 
 
 @pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])

@@ -285,10 +285,10 @@ class InfoEnv(CountingEnv):
 @pytest.mark.parametrize("traj_info_type", [TrajInfo, StepRecordingTrajInfo])
 def test_raw_steps_infos_and_traj_infos_equal_serial_cage(mode, traj_info_type):
     factory = partial(InfoEnv, min_length=2, max_length=6, terminal=False)
-    kwargs = {"seed": SEED, "traj_info_type": traj_info_type}
-    with SerialCage(factory, 3, **kwargs) as cage:
+    options = CageOptions(seed=SEED, traj_info_type=traj_info_type)
+    with SerialCage(factory, 3, options=options) as cage:
         expected = run(cage, 20)
-    with VectorEnvCage(vector(factory, 3, mode), **kwargs) as cage:
+    with VectorEnvCage(vector(factory, 3, mode), options=options) as cage:
         got = run(cage, 20)
     assert_same_arrays(got[0], expected[0])
     assert_same_trajs(got[1], expected[1])

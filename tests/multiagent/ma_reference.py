@@ -13,7 +13,7 @@ import numpy as np
 
 from parllel import fields
 from parllel.agents import NumpyHandler, ScriptedAgent
-from parllel.cages import ProcessCage, ProcessLayout, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.multiagent import (
     MultiAgentTrajInfo,
     make_aec_env_factory,
@@ -130,15 +130,15 @@ def parallel_reference(env, seed, n_steps, dict_obs):
 
 
 def make_cage(kind, factory, n_envs, seed):
-    kwargs = dict(seed=seed, traj_info_type=MultiAgentTrajInfo)
+    options = CageOptions(seed=seed, traj_info_type=MultiAgentTrajInfo)
     if kind == "serial":
-        return SerialCage(factory, n_envs, **kwargs)
+        return SerialCage(factory, n_envs, options=options)
     return ProcessCage(
         factory,
         n_envs,
         layout=ProcessLayout(n_workers=2),
+        options=options,
         start_method="fork",
-        **kwargs,
     )
 
 

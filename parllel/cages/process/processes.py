@@ -25,7 +25,7 @@ every range stays contiguous and results stay bit-identical.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
@@ -43,7 +43,6 @@ from parllel.cages.process.channel import (
     TakeEnvs,
     WaitingEnvs,
 )
-from parllel.cages.process.worker_handle import WorkerHandle
 from parllel.errors import (
     CageError,
     ConfigError,
@@ -51,9 +50,12 @@ from parllel.errors import (
     RebalanceRefusedWarning,
 )
 
+if TYPE_CHECKING:  # typing only: the handles sit below the cage, not below this
+    from parllel.cages.process.worker_handle import WorkerHandle
+
 # A stepping process and its cage-local env range: (worker, or None for the
 # main process, lo, hi)
-Stepping = tuple[WorkerHandle | None, int, int]
+Stepping = tuple["WorkerHandle | None", int, int]
 
 
 class SteppingProcesses:
