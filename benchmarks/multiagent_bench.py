@@ -13,7 +13,7 @@ by the env. Comparisons (target ratio in parentheses):
 
 - ``ma_process_vs_supersuit``: a parllel ``ProcessCage`` over
   ``ParallelEnvAdapter`` envs, laid out as ``build_cages(parallel="process")``
-  lays it out on this machine (:func:`~parllel.cages.suggest_layout_for`; on
+  lays it out on this machine (:func:`~parllel.cages.building.suggest_layout_for`; on
   2 cores: half the envs in the main process, half in one worker), driven
   with preallocated slots as samplers do (the ``[A]`` agent info slots
   included), vs SuperSuit's
@@ -66,8 +66,8 @@ from parllel.cages import (  # noqa: E402
     ProcessCage,
     ProcessLayout,
     SerialCage,
-    suggest_layout_for,
 )
+from parllel.cages.building import suggest_layout_for  # noqa: E402
 from parllel.multiagent import make_parallel_env_factory  # noqa: E402
 
 TARGETS = {"ma_process_vs_supersuit": 1.5, "ma_serial_vs_bare": 0.8}

@@ -34,8 +34,8 @@ from parllel.cages import (
     EnvSpaces,
     ProcessLayout,
     build_cages,
-    suggest_layout_for,
 )
+from parllel.cages.building import suggest_layout_for
 from parllel.errors import ConfigError
 from parllel.patterns import (
     RunSettings,

@@ -12,7 +12,7 @@
 No torch is imported here.
 """
 
-from parllel.cages.building import build_cages, suggest_layout_for
+from parllel.cages.building import build_cages
 from parllel.cages.cage import Cage
 from parllel.cages.env_info import numeric_info_example
 from parllel.cages.factories import PerEnvFactories
@@ -24,7 +24,6 @@ from parllel.cages.serial import SerialCage
 from parllel.cages.spaces import (
     EnvSpaces,
     action_reader,
-    leaf_mismatch,
     space_leaves,
     zero_example,
 )
@@ -41,10 +40,8 @@ __all__ = [
     "SerialCage",
     "TrajInfo",
     "build_cages",
-    "suggest_layout_for",
     "numeric_info_example",
     "action_reader",
-    "leaf_mismatch",
     "space_leaves",
     "zero_example",
 ]

@@ -57,12 +57,14 @@ def check_process_options(process_kwargs: dict[str, Any]) -> None:
     for name in process_kwargs:
         if name in known:
             continue
-        close = difflib.get_close_matches(name, [*known, *homes], n=1)
-        guess = f" (did you mean {close[0]!r}?)" if close else ""
-        home = homes.get(close[0] if close else name)
-        where = (
-            f"; it goes in {home}({close[0] if close else name}=...)" if home else ""
-        )
+        if name in homes:  # a shared option or the split, given loose
+            guess, target = "", name
+        else:
+            close = difflib.get_close_matches(name, [*known, *homes], n=1)
+            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            target = close[0] if close else name
+        home = homes.get(target)
+        where = f"; it goes in {home}({target}=...)" if home else ""
         raise UnknownOptionError(
             f"unknown cage option {name!r}{guess}{where}; the process cage's own "
             f"options are: {', '.join(known)}"
@@ -82,7 +84,7 @@ def build_cages(
     """One cage for ``n_envs`` envs: in worker processes, or serial.
 
     ``parallel="auto"`` times a few steps of one env and a synchronization
-    with a helper process, and asks :func:`~parllel.cages.suggest_layout_for`
+    with a helper process, and asks :func:`~parllel.cages.building.suggest_layout_for`
     whether processes can win on this machine (and with which layout);
     ``"process"`` always uses a :class:`~parllel.cages.ProcessCage`;
     ``"serial"`` a :class:`~parllel.cages.SerialCage`. Same seed, same

@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from parllel.cages import ProcessLayout, suggest_layout_for
+from parllel.cages import ProcessLayout
+from parllel.cages.building import suggest_layout_for
 from parllel.cages.layout.choice import suggest_layout
 from parllel.cages.process.overhead import measure_sync_seconds
 from tests.helpers.envs import CountingEnv

@@ -9,7 +9,7 @@
   that picks serial stepping or a layout from an env step's time (measured
   here) and a worker step's overhead (measured by
   :mod:`parllel.cages.process.overhead`, with a real process cage);
-  :func:`~parllel.cages.suggest_layout_for` measures both and asks it.
+  :func:`~parllel.cages.building.suggest_layout_for` measures both and asks it.
 
 Users import the names from :mod:`parllel.cages`.
 """

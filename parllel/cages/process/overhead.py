@@ -7,7 +7,7 @@
   of the same env: the difference is what handing a step to a worker costs
   (dispatch, the slots, waking the worker and waiting for its answer).
 
-:func:`~parllel.cages.suggest_layout_for` weighs it against the env steps a
+:func:`~parllel.cages.building.suggest_layout_for` weighs it against the env steps a
 worker takes off the main process.
 """
 
