@@ -163,13 +163,13 @@ def contenders(
 ) -> dict[str, Callable[[], float]]:
     factory = make_parallel_env_factory(make_env)
     # the layout build_cages(parallel="process") would choose here, measured once
-    layout = suggest_layout_for(factory, n_envs) or {
-        "layout": ProcessLayout(n_workers=2)
-    }
+    layout = suggest_layout_for(factory, n_envs) or ProcessLayout(n_workers=2)
     print(f"process cage layout: {layout}", flush=True)
     return {
         "process": lambda: run_cage(
-            lambda: ProcessCage(factory, n_envs, options=CageOptions(seed=0), **layout),
+            lambda: ProcessCage(
+                factory, n_envs, layout=layout, options=CageOptions(seed=0)
+            ),
             actions,
             info=True,
         ),
