@@ -18,7 +18,7 @@ import torch
 from _sections import Box, Section, absent, attempt, skipped
 
 from parllel import fields
-from parllel.cages import ProcessCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout
 from parllel.patterns import (
     add_advantage_estimation,
     build_alternating_cages,
@@ -78,8 +78,15 @@ def _agent(spaces: Any, device: str) -> ActorCriticAgent:
 
 def _cages(factory: Callable, n: int, alternating: bool) -> list[Any]:
     if alternating:
-        return list(build_alternating_cages(factory, n, seed=0))
-    return [ProcessCage(factory, n, seed=0, main_process_envs=0)]
+        return list(build_alternating_cages(factory, n, options=CageOptions(seed=0)))
+    return [
+        ProcessCage(
+            factory,
+            n,
+            options=CageOptions(seed=0),
+            layout=ProcessLayout(main_process_envs=0),
+        )
+    ]
 
 
 def delay_steps(agent: ActorCriticAgent, device: str) -> None:
@@ -228,7 +235,14 @@ def ppo_run(
 ) -> dict[str, Any]:
     """PPO (4 epochs of 4 minibatches per batch) for ``seconds``: env steps/s
     end to end and ms per batch of every phase."""
-    cages = [ProcessCage(factory, n, seed=0, main_process_envs=0)]
+    cages = [
+        ProcessCage(
+            factory,
+            n,
+            options=CageOptions(seed=0),
+            layout=ProcessLayout(main_process_envs=0),
+        )
+    ]
     with _handled(cages, n, T, device) as (agent, handler, tree):
         transform = Compose(add_advantage_estimation(tree, 0.99, 0.95))
         sampler = FeedForwardSampler(cages, handler, tree, transform=transform)
@@ -290,7 +304,14 @@ def _batches(
     """Three batches (observations, actions, values) from a process cage,
     and whether the tree's observations were page-locked (None off CUDA)."""
     n, T = 4, 8
-    cages = [ProcessCage(make_env, n, seed=0, n_workers=1, main_process_envs=0)]
+    cages = [
+        ProcessCage(
+            make_env,
+            n,
+            options=CageOptions(seed=0),
+            layout=ProcessLayout(n_workers=1, main_process_envs=0),
+        )
+    ]
     with _handled(cages, n, T, device, transfer, delay) as (_, handler, tree):
         sampler = FeedForwardSampler(cages, handler, tree)
         copies = []

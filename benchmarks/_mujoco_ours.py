@@ -18,7 +18,7 @@ import torch
 from _mujoco_sb3 import Timed
 from _training import training_sampler
 
-from parllel.cages import Cage, EnvSpaces, build_cages
+from parllel.cages import Cage, CageOptions, EnvSpaces, build_cages
 from parllel.patterns import (
     add_advantage_estimation,
     add_obs_normalization,
@@ -95,7 +95,9 @@ def timed_run(runner: Any, timed: Timed) -> Timed:
 def ppo_cage(hp: dict, seed: int, parallel: str) -> Cage:
     """PPO's ``hp["n_envs"]`` envs, actions clipped."""
     factory = functools.partial(make_env, hp["env_id"], hp["episode_steps"], True)
-    return build_cages(factory, hp["n_envs"], parallel=parallel, seed=seed)
+    return build_cages(
+        factory, hp["n_envs"], parallel=parallel, options=CageOptions(seed=seed)
+    )
 
 
 def ppo_sampler(cage: Cage, handler: Any, hp: dict) -> FeedForwardSampler:
@@ -175,7 +177,9 @@ def sac_replay(
     """SAC's one env, its full-size replay tree and the uniform replay;
     ``handler_for(cage)`` builds the handler."""
     factory = functools.partial(make_env, hp["env_id"], hp["episode_steps"], False)
-    cage = build_cages(factory, 1, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        factory, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     handler = handler_for(cage)
     tree = build_replay_tree(
         cage, handler, 1, hp["replay_size"], observation_dtype=np.float32

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median_time, pin_threads, print_result  # noqa: E402
 from synthetic_envs import _busy, busy_iterations  # noqa: E402
 
-from parllel.cages import SerialCage  # noqa: E402
+from parllel.cages import CageOptions, SerialCage  # noqa: E402
 from parllel.patterns import add_advantage_estimation, build_sample_tree  # noqa: E402
 from parllel.runners import Callback, OnPolicyRunner  # noqa: E402
 from parllel.samplers import BackgroundSampler, FeedForwardSampler  # noqa: E402
@@ -89,7 +89,12 @@ def build_sampler(
     """Serial cage of costly CartPoles, ``agent`` (a new one following
     ``weights`` if None), GAE."""
     torch.set_num_threads(1)
-    cage = SerialCage(CostlyCartPole, N_ENVS, {"iterations": iterations}, seed=seed)
+    cage = SerialCage(
+        CostlyCartPole,
+        N_ENVS,
+        {"iterations": iterations},
+        options=CageOptions(seed=seed),
+    )
     handler = TorchHandler(agent or build_agent(seed), N_ENVS)
     if weights is not None:
         handler.follow_weights(weights)

@@ -67,7 +67,7 @@ from cage_throughput import (  # noqa: E402
 from interop_bench import measure, run_vector_env  # noqa: E402
 
 from parllel import fields  # noqa: E402
-from parllel.cages import ProcessCage, SerialCage  # noqa: E402
+from parllel.cages import CageOptions, ProcessCage, SerialCage  # noqa: E402
 from parllel.tree import buffer_from_example  # noqa: E402
 
 ENVPOOL_SETTINGS = dict(ENVPOOL_PONG, num_threads=2)
@@ -97,7 +97,9 @@ def envpool_cage(n: int) -> Any:
     """parllel's EnvPoolCage over the same EnvPool settings."""
     from parllel.interop import make_envpool_cage
 
-    return make_envpool_cage(ENVPOOL_PONG_ID, n, seed=0, **ENVPOOL_SETTINGS)
+    return make_envpool_cage(
+        ENVPOOL_PONG_ID, n, options=CageOptions(seed=0), **ENVPOOL_SETTINGS
+    )
 
 
 def run_frame_cage(
@@ -132,7 +134,7 @@ def cage_factories(n: int) -> dict[str, Callable[[], Any]]:
     """parllel's gymnasium-env layouts: name -> cage factory (a layout that
     comes out the same as an earlier one for ``n`` envs is left out)."""
     factories: dict[str, Callable[[], Any]] = {
-        "serial": lambda: SerialCage(make_pong, n, seed=0)
+        "serial": lambda: SerialCage(make_pong, n, options=CageOptions(seed=0))
     }
     seen: list[dict] = []
     for name, layout in process_layouts(n).items():
@@ -140,7 +142,7 @@ def cage_factories(n: int) -> dict[str, Callable[[], Any]]:
             continue  # layouts above decide
         seen.append(layout)
         factories[f"process[{name}]"] = partial(
-            ProcessCage, make_pong, n, seed=0, **layout
+            ProcessCage, make_pong, n, options=CageOptions(seed=0), **layout
         )
     return factories
 

@@ -44,7 +44,13 @@ from _common import (  # noqa: E402
 from synthetic_envs import Atari84Env, CpuBoundEnv, busy_iterations  # noqa: E402
 
 from parllel import fields  # noqa: E402
-from parllel.cages import ProcessCage, SerialCage, numeric_info_example  # noqa: E402
+from parllel.cages import (  # noqa: E402
+    CageOptions,
+    ProcessCage,
+    ProcessLayout,
+    SerialCage,
+    numeric_info_example,
+)
 from parllel.tree import buffer_from_example  # noqa: E402
 
 
@@ -230,15 +236,19 @@ def run_gym_vector(kind: str, spec: dict, actions: np.ndarray) -> float:
 def process_layouts(n: int) -> dict[str, dict]:
     """Worker layouts tried for the ProcessCage (best one is reported)."""
     return {
-        "2workers": {"envs_per_worker": n // 2},
-        "main+1worker": {"main_process_envs": n // 2, "n_workers": 1},
+        "2workers": {"layout": ProcessLayout(envs_per_worker=n // 2)},
+        "main+1worker": {
+            "layout": ProcessLayout(main_process_envs=n // 2, n_workers=1)
+        },
         # the worker pays the synchronization, so the main may take a bit more
-        "main9/16+1worker": {"main_process_envs": (9 * n) // 16, "n_workers": 1},
+        "main9/16+1worker": {
+            "layout": ProcessLayout(main_process_envs=(9 * n) // 16, n_workers=1)
+        },
         # envs move towards whichever process (core) is faster at the moment
         "main+1worker+rebalance": {
-            "main_process_envs": n // 2,
-            "n_workers": 1,
-            "rebalance": True,
+            "layout": ProcessLayout(
+                main_process_envs=n // 2, n_workers=1, rebalance=True
+            )
         },
     }
 
@@ -248,14 +258,20 @@ def make_contenders(spec: dict, actions: np.ndarray) -> dict:
 
     def serial() -> float:
         return run_cage(
-            lambda: SerialCage(spec["factory"], spec["n"], spec["kwargs"], seed=0),
+            lambda: SerialCage(
+                spec["factory"], spec["n"], spec["kwargs"], options=CageOptions(seed=0)
+            ),
             actions,
         )
 
     def process(layout: dict) -> float:
         return run_cage(
             lambda: ProcessCage(
-                spec["factory"], spec["n"], spec["kwargs"], seed=0, **layout
+                spec["factory"],
+                spec["n"],
+                spec["kwargs"],
+                options=CageOptions(seed=0),
+                **layout,
             ),
             actions,
         )

@@ -69,7 +69,7 @@ from _sections import Box, Section, absent, attempt, run_section, skipped  # noq
 from cage_throughput import cage_slots, plain_envs, step_plain  # noqa: E402
 from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 
-from parllel.cages import ProcessCage  # noqa: E402
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout  # noqa: E402
 from parllel.cages.plumbing import usable_cores  # noqa: E402
 
 ENVPOOL_IDS = {"cartpole": "CartPole-v1", "pong": ENVPOOL_PONG_ID}
@@ -121,7 +121,11 @@ def cage_sps(
     rows = 16
     with (
         ProcessCage(
-            factory, n, kwargs, n_workers=workers, main_process_envs=0, seed=0
+            factory,
+            n,
+            kwargs,
+            layout=ProcessLayout(n_workers=workers, main_process_envs=0),
+            options=CageOptions(seed=0),
         ) as cage,
         cage_slots(cage, rows) as (action, slots),
     ):

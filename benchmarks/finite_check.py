@@ -44,7 +44,7 @@ from _common import make_cartpole, median_time, pin_threads, print_result  # noq
 from synthetic_envs import FloatImageEnv, NoopEnv  # noqa: E402
 
 from parllel.agents import NumpyHandler, RandomAgent  # noqa: E402
-from parllel.cages import SerialCage  # noqa: E402
+from parllel.cages import CageOptions, SerialCage  # noqa: E402
 from parllel.patterns import build_sample_tree  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.samplers.finite import make_finite_check  # noqa: E402
@@ -75,7 +75,7 @@ def measure(
     gae: bool,
 ) -> dict[str, float]:
     """Paired on/off batches and the check's own time for one contender."""
-    with SerialCage(factory, n_envs, seed=0) as cage:
+    with SerialCage(factory, n_envs, options=CageOptions(seed=0)) as cage:
         handler = make_handler(cage)
         with build_sample_tree(cage, handler, T) as tree:
             transform = EstimateAdvantage(tree, 0.99, 0.95) if gae else None

@@ -58,7 +58,7 @@ from _common import (  # noqa: E402
 from cage_throughput import run_cage, run_ceiling, run_raw  # noqa: E402
 from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 
-from parllel.cages import ProcessCage  # noqa: E402
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout  # noqa: E402
 from parllel.interop import make_vec  # noqa: E402
 
 TARGETS = {
@@ -79,7 +79,9 @@ def process_layout(n_envs: int) -> dict[str, int]:
     worker at least).
     """
     cores = max(2, min(len(os.sched_getaffinity(0)), n_envs))
-    return {"main_process_envs": n_envs // cores, "n_workers": cores - 1}
+    return {
+        "layout": ProcessLayout(main_process_envs=n_envs // cores, n_workers=cores - 1)
+    }
 
 
 def settings(quick: bool) -> dict[str, dict]:
@@ -134,7 +136,8 @@ def gym_contenders(spec: dict, actions: np.ndarray) -> dict[str, Callable[[], fl
             lambda: make_vec(factory, n, parallel=True, seed=0, copy=False, **layout)
         ),
         "cage": lambda: run_cage(
-            lambda: ProcessCage(factory, n, seed=0, **layout), actions
+            lambda: ProcessCage(factory, n, options=CageOptions(seed=0), **layout),
+            actions,
         ),
         "sync": vector(lambda: gym.vector.SyncVectorEnv([factory] * n)),
         "async": vector(

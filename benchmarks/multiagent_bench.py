@@ -13,7 +13,7 @@ by the env. Comparisons (target ratio in parentheses):
 
 - ``ma_process_vs_supersuit``: a parllel ``ProcessCage`` over
   ``ParallelEnvAdapter`` envs, laid out as ``build_cages(parallel="process")``
-  lays it out on this machine (:func:`~parllel.cages.suggest_layout_for`; on
+  lays it out on this machine (:func:`~parllel.cages.building.suggest_layout_for`; on
   2 cores: half the envs in the main process, half in one worker), driven
   with preallocated slots as samplers do (the ``[A]`` agent info slots
   included), vs SuperSuit's
@@ -61,7 +61,13 @@ from _common import (  # noqa: E402
 )
 from cage_throughput import run_cage  # noqa: E402
 
-from parllel.cages import ProcessCage, SerialCage, suggest_layout_for  # noqa: E402
+from parllel.cages import (  # noqa: E402
+    CageOptions,
+    ProcessCage,
+    ProcessLayout,
+    SerialCage,
+)
+from parllel.cages.building import suggest_layout_for  # noqa: E402
 from parllel.multiagent import make_parallel_env_factory  # noqa: E402
 
 TARGETS = {"ma_process_vs_supersuit": 1.5, "ma_serial_vs_bare": 0.8}
@@ -157,15 +163,21 @@ def contenders(
 ) -> dict[str, Callable[[], float]]:
     factory = make_parallel_env_factory(make_env)
     # the layout build_cages(parallel="process") would choose here, measured once
-    layout = suggest_layout_for(factory, n_envs) or {"n_workers": 2}
+    layout = suggest_layout_for(factory, n_envs) or ProcessLayout(n_workers=2)
     print(f"process cage layout: {layout}", flush=True)
     return {
         "process": lambda: run_cage(
-            lambda: ProcessCage(factory, n_envs, seed=0, **layout), actions, info=True
+            lambda: ProcessCage(
+                factory, n_envs, layout=layout, options=CageOptions(seed=0)
+            ),
+            actions,
+            info=True,
         ),
         "supersuit": lambda: run_supersuit(make_env, actions),
         "serial": lambda: run_cage(
-            lambda: SerialCage(factory, n_envs, seed=0), actions, info=True
+            lambda: SerialCage(factory, n_envs, options=CageOptions(seed=0)),
+            actions,
+            info=True,
         ),
         "bare": lambda: run_bare(make_env, actions),
         "ceiling": lambda: run_ceiling(make_env, actions),

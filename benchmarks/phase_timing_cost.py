@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 
 from parllel.agents import NumpyHandler, RandomAgent  # noqa: E402
-from parllel.cages import ProcessCage, SerialCage  # noqa: E402
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage  # noqa: E402
 from parllel.patterns import build_sample_tree  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.samplers.steps import (  # noqa: E402
@@ -165,9 +165,17 @@ def main() -> None:
         "repeats": repeats,
     }
     settings = {
-        "cartpole8_serial": lambda: (SerialCage(make_env, 8, seed=0), 8),
+        "cartpole8_serial": lambda: (
+            SerialCage(make_env, 8, options=CageOptions(seed=0)),
+            8,
+        ),
         "cartpole64_process": lambda: (
-            ProcessCage(make_env, 64, seed=0, n_workers=1, main_process_envs=32),
+            ProcessCage(
+                make_env,
+                64,
+                options=CageOptions(seed=0),
+                layout=ProcessLayout(n_workers=1, main_process_envs=32),
+            ),
             64,
         ),
     }

@@ -44,7 +44,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 
-from parllel.cages import ProcessCage, SerialCage  # noqa: E402
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage  # noqa: E402
 from parllel.distributed import RaySampler  # noqa: E402
 from parllel.distributed.actor import load_weights, weights_of  # noqa: E402
 from parllel.patterns import build_alternating_cages, build_sample_tree  # noqa: E402
@@ -75,16 +75,24 @@ def local_sampler(layout: str) -> Any:
     """The 8 envs in one of parllel's local layouts, with the MLP acting."""
     handler = TorchHandler(build_agent(), N_ENVS)
     if layout == "alternating":
-        cages = build_alternating_cages(make_env, N_ENVS, seed=0)
+        cages = build_alternating_cages(make_env, N_ENVS, options=CageOptions(seed=0))
         tree = build_sample_tree(cages, handler, BATCH_T)
         return AlternatingSampler(cages, handler, tree)
     if layout == "serial":
-        cage: Any = SerialCage(make_env, N_ENVS, seed=0)
+        cage: Any = SerialCage(make_env, N_ENVS, options=CageOptions(seed=0))
     elif layout == "process_2workers":
-        cage = ProcessCage(make_env, N_ENVS, n_workers=2, seed=0)
+        cage = ProcessCage(
+            make_env,
+            N_ENVS,
+            layout=ProcessLayout(n_workers=2),
+            options=CageOptions(seed=0),
+        )
     else:  # the main process steps some envs, one worker the others
         cage = ProcessCage(
-            make_env, N_ENVS, n_workers=1, main_process_envs=N_ENVS // 2, seed=0
+            make_env,
+            N_ENVS,
+            layout=ProcessLayout(n_workers=1, main_process_envs=N_ENVS // 2),
+            options=CageOptions(seed=0),
         )
     tree = build_sample_tree(cage, handler, BATCH_T)
     return FeedForwardSampler(cage, handler, tree)
@@ -99,7 +107,9 @@ def close_local(sampler: Any) -> None:
 def build_actor_sampler(actor_index: int, envs: int) -> FeedForwardSampler:
     """Runs in a Ray actor: ``envs`` CartPoles (serial), the MLP acting."""
     torch.set_num_threads(1)
-    cage = SerialCage(make_env, envs, seed=0, env_offset=actor_index * envs)
+    cage = SerialCage(
+        make_env, envs, options=CageOptions(seed=0, env_offset=actor_index * envs)
+    )
     handler = TorchHandler(build_agent(), envs)
     return FeedForwardSampler(cage, handler, build_sample_tree(cage, handler, BATCH_T))
 
@@ -254,7 +264,7 @@ def main() -> None:
 
 def local_sampler_tree_sizes() -> Any:
     """The learner tree of one batch (its sizes)."""
-    cage = SerialCage(make_env, N_ENVS, seed=0)
+    cage = SerialCage(make_env, N_ENVS, options=CageOptions(seed=0))
     try:
         return build_sample_tree(cage, TorchHandler(build_agent(), N_ENVS), BATCH_T)
     finally:

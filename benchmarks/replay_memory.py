@@ -63,7 +63,7 @@ from synthetic_envs import Atari84Env  # noqa: E402
 
 from parllel import fields  # noqa: E402
 from parllel.agents import NumpyHandler, RandomAgent  # noqa: E402
-from parllel.cages import SerialCage  # noqa: E402
+from parllel.cages import CageOptions, SerialCage  # noqa: E402
 from parllel.patterns import build_replay_tree, build_sample_tree  # noqa: E402
 from parllel.replays import UniformReplay  # noqa: E402
 from parllel.replays.frames import build_frame_replay_tree  # noqa: E402
@@ -108,7 +108,7 @@ def measure(steps: int, n_envs: int, batch_T: int, fill_batches: int) -> dict:
     """Build an Atari-shaped replay of about ``steps`` stored steps and count its bytes."""
     # short episodes, so the few filled batches put entries in the table
     factory = partial(Atari84Env, episode_length=7, iterations=1)
-    cage = SerialCage(factory, n_envs, seed=0)
+    cage = SerialCage(factory, n_envs, options=CageOptions(seed=0))
     try:
         handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=0), n_envs)
         full_size = -(-(steps // n_envs + 1) // batch_T) * batch_T
@@ -148,7 +148,7 @@ def measure(steps: int, n_envs: int, batch_T: int, fill_batches: int) -> dict:
 
 def measure_atari(steps: int, n_envs: int, batch_T: int, fill_batches: int) -> dict:
     """The one-frame-per-step replay of about ``steps`` steps: bytes per step."""
-    cage = SerialCage(stacked_frame_env, n_envs, seed=0)
+    cage = SerialCage(stacked_frame_env, n_envs, options=CageOptions(seed=0))
     handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=0), n_envs)
     sample_tree = build_sample_tree(cage, handler, batch_T, final_observation=True)
     try:
@@ -208,7 +208,7 @@ def sample_tree_obs_bytes() -> dict:
     from parllel.torch.models import build_actor_critic
 
     torch.manual_seed(0)
-    cage = SerialCage(stacked_frame_env, PPO_B, seed=0)
+    cage = SerialCage(stacked_frame_env, PPO_B, options=CageOptions(seed=0))
     names = (
         fields.OBSERVATION,
         fields.FINAL_OBSERVATION,
@@ -265,7 +265,7 @@ def time_minibatch_stacks(repeats: int) -> dict:
 
 def time_samples(steps: int, n_envs: int, batch_T: int, repeats: int) -> dict:
     """ms per ``sample()`` of 32 from a frame replay and a whole-stack one."""
-    cage = SerialCage(stacked_frame_env, n_envs, seed=0)
+    cage = SerialCage(stacked_frame_env, n_envs, options=CageOptions(seed=0))
     handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=0), n_envs)
     sample_tree = build_sample_tree(cage, handler, batch_T, final_observation=True)
     full_size = -(-(steps // n_envs + 1) // batch_T) * batch_T

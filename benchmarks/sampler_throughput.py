@@ -50,7 +50,7 @@ from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 
 from parllel import fields  # noqa: E402
 from parllel.agents import AgentStep  # noqa: E402
-from parllel.cages import ProcessCage, SerialCage  # noqa: E402
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage  # noqa: E402
 from parllel.patterns import build_alternating_cages  # noqa: E402
 from parllel.samplers import (  # noqa: E402
     AlternatingSampler,
@@ -100,7 +100,7 @@ def run_alternating(factory, kwargs, make_agent, T, B, batches, layout) -> float
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     try:
         return run_sampler(
-            lambda: build_alternating_cages(factory, B, kwargs, seed=0, **layout),
+            lambda: build_alternating_cages(factory, B, kwargs, options=CageOptions(seed=0), **layout),
             make_agent, AlternatingSampler, T, B, batches,
         )  # fmt: skip
     finally:
@@ -110,16 +110,18 @@ def run_alternating(factory, kwargs, make_agent, T, B, batches, layout) -> float
 
 # Layouts tried per contender; the best median is reported (with its name).
 FF_LAYOUTS = {
-    "main+1worker": lambda B: {"main_process_envs": B // 2, "n_workers": 1},
+    "main+1worker": lambda B: {
+        "layout": ProcessLayout(main_process_envs=B // 2, n_workers=1)
+    },
     # the main process also runs inference, so give the worker more envs
-    "main3/8+1worker": lambda B: {"main_process_envs": (3 * B) // 8, "n_workers": 1},
-    "2workers": lambda B: {"envs_per_worker": B // 2},
+    "main3/8+1worker": lambda B: {
+        "layout": ProcessLayout(main_process_envs=(3 * B) // 8, n_workers=1)
+    },
+    "2workers": lambda B: {"layout": ProcessLayout(envs_per_worker=B // 2)},
     # envs move to whichever process finishes its share sooner (inference
     # and stepping share the main process's core)
     "main+1worker+rebalance": lambda B: {
-        "main_process_envs": B // 2,
-        "n_workers": 1,
-        "rebalance": True,
+        "layout": ProcessLayout(main_process_envs=B // 2, n_workers=1, rebalance=True)
     },
 }
 ALTERNATING_LAYOUTS = {
@@ -147,13 +149,13 @@ def contenders(
         alternating_layouts = dict(list(ALTERNATING_LAYOUTS.items())[:1])
     if serial:
         runs["ff_serial"] = lambda: run_sampler(
-            lambda: [SerialCage(factory, B, kwargs, seed=0)],
+            lambda: [SerialCage(factory, B, kwargs, options=CageOptions(seed=0))],
             make_agent, FeedForwardSampler, T, B, batches,
         )  # fmt: skip
     for name, layout in ff_layouts.items():
         runs[f"ff_process[{name}]"] = partial(
             run_sampler,
-            lambda layout=layout: [ProcessCage(factory, B, kwargs, seed=0, **layout(B))],
+            lambda layout=layout: [ProcessCage(factory, B, kwargs, options=CageOptions(seed=0), **layout(B))],
             make_agent, FeedForwardSampler, T, B, batches,
         )  # fmt: skip
     for name, layout in alternating_layouts.items():

@@ -79,6 +79,7 @@ from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 from _training import training_sampler  # noqa: E402
 
 from parllel.cages import (
+    CageOptions,
     EnvSpaces,  # noqa: E402
     build_cages,
 )
@@ -207,7 +208,9 @@ def build_sampler(
     """The training sampler: ``agent``'s, or (in a background process) one
     whose new agent follows the learner's ``weights``."""
     torch.set_num_threads(1)
-    cage = build_cages(make_env, hp["n_envs"], parallel=parallel, seed=seed)
+    cage = build_cages(
+        make_env, hp["n_envs"], parallel=parallel, options=CageOptions(seed=seed)
+    )
     if agent is None:
         agent = ActorCriticAgent(*build_model(cage.spaces))
     handler = TorchHandler(agent, n_envs=cage.n_envs)
@@ -371,7 +374,10 @@ def run_parllel_seeds(
             n_eval_envs=n_eval,
         )
         cage = build_cages(
-            make_env, n_seeds * B, parallel=parallel, seed=runs.env_seeds
+            make_env,
+            n_seeds * B,
+            parallel=parallel,
+            options=CageOptions(seed=runs.env_seeds),
         )
         stack = SeedStack(
             [

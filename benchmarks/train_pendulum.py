@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.patterns import build_eval_sampler, build_replay_tree
 from parllel.runners import Callback  # noqa: E402
 from parllel.runners.off_policy import AttributeSchedule  # noqa: E402
@@ -199,7 +199,12 @@ def run_ours(n_seeds: int, h: dict[str, Any]) -> tuple[list[dict[str, Any]], flo
             n_envs=1,
             n_eval_envs=n_eval,
         )
-        cage = build_cages(make_env, n_seeds, parallel="serial", seed=runs.env_seeds)
+        cage = build_cages(
+            make_env,
+            n_seeds,
+            parallel="serial",
+            options=CageOptions(seed=runs.env_seeds),
+        )
         stack = SeedStack(
             [
                 build_sac_agent(

@@ -24,8 +24,8 @@ process die and be restarted, its fresh envs (key ``(8, restart)``). Children ar
 ``i``'s seed depends only on the master seed and ``i``: adding envs does not
 change the seeds of the existing ones. :class:`Seeds` holds them all as plain
 ints (what a run records in ``metadata.json``), and the cages compute the very
-same env seeds from a master seed: ``SerialCage(make_env, 8, seed=master)``
-and ``SerialCage(make_env, 8, seed=Seeds.from_master(master, 8).envs)`` are
+same env seeds from a master seed: ``CageOptions(seed=master)``
+and ``CageOptions(seed=Seeds.from_master(master, 8).envs)`` are
 the same cage.
 """
 
@@ -199,8 +199,8 @@ class Seeds:
     Example:
         >>> seeds = Seeds.from_master(1234, n_envs=8, n_eval_envs=2)
         >>> rng = seed_everything(seeds)  # python, numpy, torch seeded
-        >>> cage = build_cages(make_env, 8, seed=seeds.envs)  # or seed=seeds.master
-        >>> eval_cage = SerialCage(make_env, 2, seed=seeds.eval_envs)
+        >>> cage = build_cages(make_env, 8, options=CageOptions(seed=seeds.envs))
+        >>> eval_cage = SerialCage(make_env, 2, options=CageOptions(seed=seeds.eval_envs))
 
     Attributes:
         master: the master seed everything else derives from.

@@ -38,7 +38,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.envs.atari import GameTrajInfo, make_atari_env
 from parllel.patterns import (
     RunSettings,
@@ -198,8 +198,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         config.n_envs,
         env_kwargs,
         parallel=config.parallel,
-        seed=seeds.envs,
-        traj_info_type=GameTrajInfo,
+        options=CageOptions(seed=seeds.envs, traj_info_type=GameTrajInfo),
     )
     agent = build_agent(config, cage.spaces, seeds)
     handler = build_handler(config, agent, config.n_envs, seeds.actions)

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import torch
 
-from parllel.cages import Cage, build_cages
+from parllel.cages import Cage, CageOptions, build_cages
 from parllel.envs.atari import GameTrajInfo, make_atari_env
 from parllel.interop import make_envpool_cage
 from parllel.patterns import (
@@ -129,7 +129,7 @@ def build_training_cage(config: Config, seeds: Sequence[int]) -> Cage:
         return make_envpool_cage(
             config.env_id.removeprefix("ALE/"),
             config.n_envs,
-            seed=seeds,
+            options=CageOptions(seed=seeds),
             num_threads=config.envpool_threads,
             episodic_life=False,
             reward_clip=False,
@@ -144,8 +144,7 @@ def build_training_cage(config: Config, seeds: Sequence[int]) -> Cage:
             repeat_action_probability=config.repeat_action_probability,
         ),
         parallel=config.parallel,
-        seed=seeds,
-        traj_info_type=GameTrajInfo,
+        options=CageOptions(seed=seeds, traj_info_type=GameTrajInfo),
     )
 
 

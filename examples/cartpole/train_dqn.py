@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import ProcessCage, build_cages
+from parllel.cages import CageOptions, ProcessCage, build_cages
 from parllel.patterns import (
     RunSettings,
     build_eval_sampler,
@@ -176,7 +176,9 @@ def main(config: Config, resume: str | None = None) -> dict:
     run = config.run.start("cartpole-dqn", config, seeds, resume)
 
     # environments (stepped in this process: CartPole is cheaper than a pipe)
-    cage = build_cages(make_env, config.n_envs, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        make_env, config.n_envs, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = build_agent(config, cage.spaces, seeds)
     handler = build_handler(config, agent, cage.n_envs, seeds.actions)
 

@@ -21,13 +21,21 @@ the current batch, writes a checkpoint and prints the command that resumes.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import torch
 import tyro
 
-from parllel.cages import Cage, EnvSpaces, build_cages
+from parllel.cages import (
+    Cage,
+    CageOptions,
+    EnvSpaces,
+    ProcessLayout,
+    build_cages,
+)
+from parllel.cages.building import suggest_layout_for
 from parllel.errors import ConfigError
 from parllel.patterns import (
     RunSettings,
@@ -142,15 +150,20 @@ def build_training_cages(config: Config, seeds: Seeds) -> list[Cage]:
     ``--rebalance`` its envs move towards the faster process), or two halves
     of one worker each for ``--sampler alternating``."""
     if config.sampler == "alternating":
-        return build_alternating_cages(make_env, config.n_envs, seed=seeds.envs)
-    process = {"rebalance": True} if config.rebalance else {}
+        return build_alternating_cages(
+            make_env, config.n_envs, options=CageOptions(seed=seeds.envs)
+        )
+    layout = None
+    if config.rebalance:  # the measured split, its envs free to move
+        suggested = suggest_layout_for(make_env, config.n_envs)
+        layout = replace(suggested or ProcessLayout(), rebalance=True)
     return [
         build_cages(
             make_env,
             config.n_envs,
             parallel=config.parallel,
-            seed=seeds.envs,
-            **process,
+            options=CageOptions(seed=seeds.envs),
+            layout=layout,
         )
     ]
 
@@ -257,7 +270,7 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
         make_env,
         config.seeds * config.n_envs,
         parallel=config.parallel,
-        seed=runs.env_seeds,
+        options=CageOptions(seed=runs.env_seeds),
     )
     # each run's agent from its own seeds, parameters stacked [K, ...]
     stack = SeedStack([build_agent(config, cage.spaces, seeds) for seeds in runs.seeds])

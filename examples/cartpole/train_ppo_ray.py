@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from parllel.cages import EnvSpaces, build_cages
+from parllel.cages import CageOptions, EnvSpaces, build_cages
 from parllel.distributed import RaySampler
 from parllel.patterns import (
     RunSettings,
@@ -110,7 +110,10 @@ def build_actor_sampler(
     n = config.envs_per_actor
     first = actor_index * n
     cage = build_cages(
-        make_env, n, parallel="serial", seed=list(seeds.envs[first : first + n])
+        make_env,
+        n,
+        parallel="serial",
+        options=CageOptions(seed=list(seeds.envs[first : first + n])),
     )
     handler = TorchHandler(
         build_agent(config, cage.spaces),

@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.patterns import (
     RunSettings,
     add_advantage_estimation,
@@ -111,7 +111,10 @@ def main(config: Config, resume: str | None = None) -> dict:
 
     # environments and a recurrent agent (per-env LSTM state lives in the handler)
     cage = build_cages(
-        make_env, config.n_envs, parallel=config.parallel, seed=seeds.envs
+        make_env,
+        config.n_envs,
+        parallel=config.parallel,
+        options=CageOptions(seed=seeds.envs),
     )
     model, distribution = build_actor_critic(
         cage.spaces.observation,

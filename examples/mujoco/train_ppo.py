@@ -59,7 +59,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import Cage, build_cages
+from parllel.cages import Cage, CageOptions, build_cages
 from parllel.envs.mujoco import make_mujoco_env
 from parllel.errors import ConfigError
 from parllel.patterns import (
@@ -417,7 +417,10 @@ def train_seeds(
     )  # fmt: skip
     # every run's envs in one cage: run k owns columns k * B .. (k + 1) * B
     cage = build_cages(
-        env_factory, K * B, parallel=config.parallel, seed=runs.env_seeds
+        env_factory,
+        K * B,
+        parallel=config.parallel,
+        options=CageOptions(seed=runs.env_seeds),
     )
     stack = SeedStack(  # each run's agent from its own seeds, params stacked [K, ...]
         [
@@ -528,7 +531,10 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
     run = config.run.start("mujoco-ppo", config, seeds, resume)
     cage = build_cages(
-        env_factory, config.n_envs, parallel=config.parallel, seed=seeds.envs
+        env_factory,
+        config.n_envs,
+        parallel=config.parallel,
+        options=CageOptions(seed=seeds.envs),
     )
     if config.backend == "jax":
         return train_jax(config, seeds, run, cage, env_factory, network_options)

@@ -40,7 +40,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.envs.mujoco import make_mujoco_env
 from parllel.errors import ConfigError
 from parllel.patterns import (
@@ -217,7 +217,9 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     )  # fmt: skip
     # every run's env in one cage: run k owns column k
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
-    cage = build_cages(env_factory, K, parallel="serial", seed=runs.env_seeds)
+    cage = build_cages(
+        env_factory, K, parallel="serial", options=CageOptions(seed=runs.env_seeds)
+    )
     stack = SeedStack([build_agent(config, cage.spaces, seeds) for seeds in runs.seeds])
     handler = SeededHandler(stack, 1, seeds=[seeds.actions for seeds in runs.seeds])
     replay_tree = build_replay_tree(
@@ -299,7 +301,9 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
 
     # one env in this process; the squashed Gaussian actor and twin Q critic
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
-    cage = build_cages(env_factory, 1, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        env_factory, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = build_agent(config, cage.spaces, seeds)
     handler = build_handler(config, agent, 1, seeds.actions)
 

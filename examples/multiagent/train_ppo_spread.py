@@ -36,7 +36,7 @@ import torch
 from mpe2 import simple_spread_v3
 
 from parllel import fields
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.multiagent import (
     MultiAgentTrajInfo,
     make_parallel_env_factory,
@@ -168,8 +168,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         factory,
         config.n_envs,
         parallel=config.parallel,
-        seed=seeds.envs,
-        traj_info_type=MultiAgentTrajInfo,
+        options=CageOptions(seed=seeds.envs, traj_info_type=MultiAgentTrajInfo),
     )
     # one model for every agent (parameter sharing), from one agent's spaces
     model, distribution = build_actor_critic(

@@ -22,7 +22,7 @@ from typing import Literal
 import gymnasium as gym
 import torch
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.patterns import (
     RunSettings,
     add_advantage_estimation,
@@ -100,7 +100,10 @@ def main(config: Config, resume: str | None = None) -> dict:
 
     # environments and a Gaussian actor-critic (state-independent log-std)
     cage = build_cages(
-        make_env, config.n_envs, parallel=config.parallel, seed=seeds.envs
+        make_env,
+        config.n_envs,
+        parallel=config.parallel,
+        options=CageOptions(seed=seeds.envs),
     )
     model, distribution = build_actor_critic(
         cage.spaces.observation,

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import tyro
 
-from parllel.cages import ProcessCage, build_cages
+from parllel.cages import CageOptions, ProcessCage, build_cages
 from parllel.errors import ConfigError
 from parllel.patterns import (
     RunSettings,
@@ -212,7 +212,9 @@ def build_background_sampler(
     replay (``replay.record_batch``).
     """
     torch.set_num_threads(1)
-    cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        make_env, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = build_agent(config, cage.spaces, seeds)
     handler = TorchHandler(agent, n_envs=1, seed=seeds.actions)
     handler.follow_weights(weights, modules={"actor": agent.actor})
@@ -239,7 +241,9 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
         n_envs=1, n_eval_envs=n_eval, resume=resume,
     )  # fmt: skip
     # every run's env in one cage: run k owns column k
-    cage = build_cages(make_env, K, parallel="serial", seed=runs.env_seeds)
+    cage = build_cages(
+        make_env, K, parallel="serial", options=CageOptions(seed=runs.env_seeds)
+    )
     stack = SeedStack([build_agent(config, cage.spaces, seeds) for seeds in runs.seeds])
     handler = SeededHandler(stack, 1, seeds=[seeds.actions for seeds in runs.seeds])
     replay_tree = build_replay_tree(cage, handler, config.batch_T, config.replay_size)
@@ -318,7 +322,9 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     run = config.run.start("pendulum-sac", config, seeds, resume)
 
     # one env in this process, the agent (squashed Gaussian actor, twin Q)
-    cage = build_cages(make_env, 1, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        make_env, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = build_agent(config, cage.spaces, seeds)
     handler = build_handler(config, agent, 1, seeds.actions)
 

@@ -47,7 +47,7 @@ from pettingzoo.classic import tictactoe_v3
 from pettingzoo.utils.wrappers import BaseWrapper
 
 from parllel.agents import NumpyHandler
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.logging.csv_sink import read_progress
 from parllel.multiagent import (
     MultiAgentTrajInfo,
@@ -337,8 +337,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         ),
         config.n_envs,
         parallel=config.parallel,
-        seed=seeds.envs,
-        traj_info_type=MultiAgentTrajInfo,
+        options=CageOptions(seed=seeds.envs, traj_info_type=MultiAgentTrajInfo),
     )
     n_agents = cages.spaces.action.shape[0]
     agent = ActorCriticAgent(

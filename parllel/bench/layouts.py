@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from parllel.cages import Cage, build_cages
-from parllel.cages.layout import suggest_layout, usable_cores
-from parllel.cages.plumbing import default_worker_count
+from parllel.cages import Cage, ProcessLayout, build_cages
+from parllel.cages.layout.choice import suggest_layout
+from parllel.cages.layout.policy import default_worker_count
+from parllel.cages.plumbing import usable_cores
 from parllel.errors import ConfigError
 from parllel.patterns import build_alternating_cages
 from parllel.patterns.cages import alternating_workers
@@ -114,29 +115,43 @@ class Layout:
         each = _plural(int(kwargs.get("n_workers", 1)), "worker")
         return f"alternating: {half} + {self.n_envs - half}, {each} each"
 
+    def _call_kwargs(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The building call's own keyword arguments, and those of its
+        :class:`~parllel.cages.ProcessLayout` (empty: no layout given)."""
+        layout_keys = {field.name for field in fields(ProcessLayout)}
+        own = {k: v for k, v in self.options if k not in layout_keys}
+        return own, {k: v for k, v in self.options if k in layout_keys}
+
     def build(self, env_factory: Callable[..., Any]) -> list[Cage]:
         """Build the layout's cages (one, or the two halves of ``alternating``).
 
         The caller closes them.
         """
+        own, layout = self._call_kwargs()
+        if layout:
+            own["layout"] = ProcessLayout(**layout)
         if self.alternating:
-            return list(
-                build_alternating_cages(env_factory, self.n_envs, **self.kwargs)
-            )
-        return [build_cages(env_factory, self.n_envs, **self.kwargs)]
+            return list(build_alternating_cages(env_factory, self.n_envs, **own))
+        return [build_cages(env_factory, self.n_envs, **own)]
 
     def builder_call(self, factory_name: str) -> str:
         """The Python call that builds the cages, with ``factory_name`` as the factory."""
+        own, layout = self._call_kwargs()
         arguments = [factory_name, f"n_envs={self.n_envs}"]
-        arguments += [f"{key}={_value(value)}" for key, value in self.options]
+        arguments += [f"{key}={_value(value)}" for key, value in own.items()]
+        if layout:
+            split = ", ".join(f"{key}={_value(value)}" for key, value in layout.items())
+            arguments.append(f"layout=ProcessLayout({split})")
         function = "build_alternating_cages" if self.alternating else "build_cages"
         return f"{function}({', '.join(arguments)})"
 
     def script_lines(self, factory_import: str, factory_name: str) -> list[str]:
         """The lines of a training script that build this layout and its sampler."""
+        layout = ["ProcessLayout"] if self._call_kwargs()[1] else []
         if self.alternating:
             return [
                 *factory_import.splitlines(),
+                *[f"from parllel.cages import {name}" for name in layout],
                 "from parllel.patterns import build_alternating_cages",
                 "from parllel.samplers import AlternatingSampler",
                 f"cages = {self.builder_call(factory_name)}",
@@ -144,7 +159,7 @@ class Layout:
             ]
         return [
             *factory_import.splitlines(),
-            "from parllel.cages import build_cages",
+            f"from parllel.cages import {', '.join([*layout, 'build_cages'])}",
             "from parllel.samplers import FeedForwardSampler",
             f"cage = {self.builder_call(factory_name)}",
             "sampler = FeedForwardSampler(cage, handler, sample_tree)",
@@ -161,7 +176,7 @@ class Layout:
         }
 
 
-def _main_share(n_envs: int, cores: int) -> dict[str, int]:
+def _main_share(n_envs: int, cores: int) -> ProcessLayout:
     """suggest_layout's split of ``n_envs`` between the main process and workers.
 
     With one core it cannot suggest processes; the split is then half in the
@@ -212,8 +227,8 @@ def candidate_layouts(
         split = _main_share(n_envs, cores)
         main: tuple[tuple[str, Any], ...] = (
             ("parallel", "process"),
-            ("main_process_envs", split["main_process_envs"]),
-            ("n_workers", split["n_workers"]),
+            ("main_process_envs", split.main_process_envs),
+            ("n_workers", split.n_workers),
         )
         layouts.insert(1, Layout("process-main", n_envs, main))
         layouts.append(
@@ -225,19 +240,19 @@ def candidate_layouts(
     return layouts
 
 
-def suggested_layout(n_envs: int, suggestion: dict[str, int] | None) -> Layout:
+def suggested_layout(n_envs: int, suggestion: ProcessLayout | None) -> Layout:
     """The layout a :func:`~parllel.cages.suggest_layout` result stands for.
 
-    None is ``serial``; process keyword arguments are ``process-main`` with
-    that split (the same layout :func:`candidate_layouts` builds on this
+    None is ``serial``; a :class:`~parllel.cages.ProcessLayout` is
+    ``process-main`` with that split (the same layout :func:`candidate_layouts` builds on this
     machine).
     """
     if suggestion is None:
         return Layout("serial", n_envs, (("parallel", "serial"),))
     options = (
         ("parallel", "process"),
-        ("main_process_envs", suggestion["main_process_envs"]),
-        ("n_workers", suggestion["n_workers"]),
+        ("main_process_envs", suggestion.main_process_envs),
+        ("n_workers", suggestion.n_workers),
     )
     return Layout("process-main", n_envs, options)
 

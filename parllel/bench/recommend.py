@@ -1,6 +1,6 @@
 """The recommended layout from measurements, next to suggest_layout_for's prediction.
 
-:func:`~parllel.cages.suggest_layout_for` (what ``build_cages(...,
+:func:`~parllel.cages.building.suggest_layout_for` (what ``build_cages(...,
 parallel="auto")`` runs) predicts from two costs timed on their own: one env
 step and one synchronization with a worker. The tool measures whole batches
 of each layout. Both answer the same question, serial or processes (and
@@ -22,7 +22,7 @@ from typing import Any
 
 from parllel.bench.layouts import Layout, suggested_layout
 from parllel.bench.measure import Measurement
-from parllel.cages import suggest_layout_for
+from parllel.cages.building import suggest_layout_for
 from parllel.errors import ConfigError
 from parllel.validation import check_at_least
 

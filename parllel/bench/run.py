@@ -23,7 +23,7 @@ from parllel.bench.recommend import (
     predict_layout,
     recommend,
 )
-from parllel.cages.layout import usable_cores
+from parllel.cages.plumbing import usable_cores
 from parllel.errors import ConfigError
 from parllel.validation import check_at_least, check_positive
 
@@ -103,7 +103,7 @@ def run_bench(
 ) -> BenchReport:
     """Time ``collect_batch()`` of every layout for each env count and policy.
 
-    For each env count, first asks :func:`~parllel.cages.suggest_layout_for`
+    For each env count, first asks :func:`~parllel.cages.building.suggest_layout_for`
     for its prediction, then measures each layout
     (:func:`~parllel.bench.measure.measure_layout`) with each policy, and
     recommends one (:func:`~parllel.bench.recommend.recommend`). Nothing

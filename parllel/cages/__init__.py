@@ -3,17 +3,22 @@
 - :class:`SerialCage` steps envs in the calling process.
 - :class:`ProcessCage` steps them in worker processes (several envs each),
   which write straight into shared-memory buffers.
+- :class:`CageOptions`: the options every cage takes (seed, reset mode, ...).
+- :class:`ProcessLayout`: which process steps which envs of a process cage
+  (:mod:`parllel.cages.layout` holds the layout policy: the split, the cost
+  model that suggests one, and rebalancing).
 - :class:`TrajInfo` collects per-episode statistics.
 
 No torch is imported here.
 """
 
-from parllel.cages.balance import LoadBalancer
 from parllel.cages.building import build_cages
 from parllel.cages.cage import Cage
 from parllel.cages.env_info import numeric_info_example
 from parllel.cages.factories import PerEnvFactories
-from parllel.cages.layout import suggest_layout_for
+from parllel.cages.layout.balance import LoadBalancer
+from parllel.cages.layout.policy import ProcessLayout
+from parllel.cages.options import CageOptions
 from parllel.cages.process.cage import ProcessCage
 from parllel.cages.serial import SerialCage
 from parllel.cages.spaces import EnvSpaces
@@ -21,13 +26,14 @@ from parllel.cages.traj_info import TrajInfo
 
 __all__ = [
     "Cage",
+    "CageOptions",
     "EnvSpaces",
     "LoadBalancer",
     "PerEnvFactories",
     "ProcessCage",
+    "ProcessLayout",
     "SerialCage",
     "TrajInfo",
     "build_cages",
-    "suggest_layout_for",
     "numeric_info_example",
 ]

@@ -9,10 +9,10 @@ from typing import Any, NamedTuple
 
 from parllel import fields
 from parllel.cages.cage_checks import check_slot_tree
-from parllel.cages.env_group import RESET_MODES
 from parllel.cages.env_indices import normalize_env_indices
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.factories import PerEnvFactories
+from parllel.cages.options import CageOptions
 from parllel.cages.spaces import ActionChecker, EnvSpaces, check_observation
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageError, CageStateError, ClosedCageError, ConfigError
@@ -89,33 +89,31 @@ class Cage(ABC):
         env_factory: Callable[..., Any] | None,
         n_envs: int,
         env_kwargs: dict[str, Any] | None,
-        seed: int | Sequence[int] | None,
-        env_offset: int,
-        reset_mode: str,
-        traj_info_type: Callable[..., TrajInfo],
-        traj_info_kwargs: dict[str, Any] | None,
-        keep_infos: bool = False,
+        options: CageOptions,
     ) -> None:
         if int(n_envs) < 1:
             raise ConfigError(f"n_envs must be >= 1, got {n_envs}")
-        if reset_mode not in RESET_MODES:
+        if not isinstance(options, CageOptions):
             raise ConfigError(
-                f"reset_mode must be one of {RESET_MODES}, got {reset_mode!r}"
+                f"options must be a CageOptions, got {options!r}: pass "
+                "options=CageOptions(seed=..., reset_mode=...)"
             )
+        self.options = options
         self.n_envs = int(n_envs)
         self.env_kwargs = dict(env_kwargs or {})
         # subclasses that build envs check their factory (check_factory)
         self.env_factory = env_factory
-        self.seed = seed
-        self.env_offset = int(env_offset)
+        self.seed = options.seed
+        self.env_offset = int(options.env_offset)
         if isinstance(env_factory, PerEnvFactories):
             env_factory.check_covers(self.env_indices)
         # one seed per env of this cage, or None (parllel.seeding)
-        self.env_seeds = resolve_env_seeds(seed, self.env_indices)
-        self.reset_mode = reset_mode
-        self.traj_info_type = traj_info_type
-        self.traj_info_kwargs = dict(traj_info_kwargs or {})
-        self.keep_infos = bool(keep_infos)
+        self.env_seeds = resolve_env_seeds(options.seed, self.env_indices)
+        self.reset_mode = options.reset_mode
+        self.traj_info_type = options.traj_info_type
+        self.traj_info_kwargs = dict(options.traj_info_kwargs)
+        self.keep_infos = bool(options.keep_infos)
+        self.clip_actions = bool(options.clip_actions)
         self._last_infos = KeptInfos()
         self.state = CageState.IDLE
         self.local_step_seconds = 0.0

@@ -17,6 +17,7 @@ from parllel.cages.env_access import apply_to_env, call_env, set_env_attr
 from parllel.cages.env_info import InfoSlotTables, write_info_value
 from parllel.cages.factories import build_env
 from parllel.cages.movable import move_refusal
+from parllel.cages.options import CageOptions
 from parllel.cages.probe import env_error, probe_env
 from parllel.cages.spaces import (
     check_spaces_agree,
@@ -27,9 +28,7 @@ from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageStateError, EnvError
 from parllel.seeding import action_space_seed, env_seed
 
-__all__ = ["RESET_MODES", "EnvGroup", "env_seed"]
-
-RESET_MODES = ("auto", "wait", "next_step")
+__all__ = ["EnvGroup", "env_seed"]
 
 
 class EnvGroup:
@@ -42,22 +41,16 @@ class EnvGroup:
         env_seeds: one seed per env (aligned with ``env_indices``), given to
             its first ``reset(seed=...)``; its action space is seeded from it
             too (:mod:`parllel.seeding`). None: unseeded.
-        reset_mode: ``"auto"`` resets an env in the step that ended its
-            episode (the next observation slot gets the reset observation);
-            ``"wait"`` leaves it finished until :meth:`reset` is called;
-            ``"next_step"`` resets it in its next step instead of stepping it
-            (the action is ignored, reward 0, flags False, the observation
-            slot gets the reset observation), like gymnasium's ``NEXT_STEP``
-            autoreset mode.
-        traj_info_type: TrajInfo class (or factory) used per episode.
-        traj_info_kwargs: extra keyword arguments for it (e.g. ``discount``).
-        keep_infos: keep the info dicts of the last :meth:`step` or
-            :meth:`reset` as they are, in :attr:`step_infos` and
-            :attr:`reset_infos` (by view index; envs with empty infos left
-            out), for adapters that hand infos on unchanged.
-        clip_actions: clip ``Box`` actions to the action space's bounds
-            before the envs see them (the actions read from the tree are
-            copies: the tree keeps the unclipped ones).
+        options: the cage's options (its seed and offset are not read: the
+            envs' seeds and indices are given); ``reset_mode="auto"`` resets
+            an env in the step that ended its episode (the next observation
+            slot gets the reset observation); ``"wait"`` leaves it finished
+            until :meth:`reset` is called; ``"next_step"`` resets it in its
+            next step instead of stepping it (the action is ignored, reward 0,
+            flags False, the observation slot gets the reset observation),
+            like gymnasium's ``NEXT_STEP`` autoreset mode. ``keep_infos``
+            keeps the info dicts of the last :meth:`step` or :meth:`reset` in
+            :attr:`step_infos` and :attr:`reset_infos` (by view index).
     """
 
     def __init__(
@@ -66,22 +59,18 @@ class EnvGroup:
         env_kwargs: dict[str, Any],
         env_indices: Sequence[int],
         env_seeds: Sequence[int] | None,
-        reset_mode: str,
-        traj_info_type: Callable[..., TrajInfo],
-        traj_info_kwargs: dict[str, Any],
-        keep_infos: bool = False,
-        clip_actions: bool = True,
+        options: CageOptions,
     ) -> None:
         self.env_indices = tuple(env_indices)
         self._env_factory, self._env_kwargs = env_factory, env_kwargs  # the probe's
-        self.keep_infos = keep_infos
+        self.keep_infos = bool(options.keep_infos)
         #: info dicts of the last step / of the resets in the last step or
         #: reset, by view index (``offset + i``); filled if ``keep_infos``
         self.step_infos: dict[int, dict] = {}
         self.reset_infos: dict[int, dict] = {}
-        self.reset_mode = reset_mode
-        self.traj_info_type = traj_info_type
-        self.traj_info_kwargs = traj_info_kwargs
+        self.reset_mode = options.reset_mode
+        self.traj_info_type = traj_info_type = options.traj_info_type
+        self.traj_info_kwargs = dict(options.traj_info_kwargs)
         if env_seeds is not None and len(env_seeds) != len(self.env_indices):
             raise ValueError(
                 f"{len(env_seeds)} env seeds for {len(self.env_indices)} envs"
@@ -100,7 +89,7 @@ class EnvGroup:
         except Exception:
             self.close()
             raise
-        self.clip_actions = bool(clip_actions)
+        self.clip_actions = bool(options.clip_actions)
         self._read_actions = env_action_reader(self.spaces.action, self.clip_actions)
         # TrajInfo.step is inlined in step() unless a subclass overrides it
         self._plain_stats = getattr(traj_info_type, "step", None) is TrajInfo.step

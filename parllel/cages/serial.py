@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -11,6 +11,7 @@ from parllel.cages.cage import Cage, ResetRequest
 from parllel.cages.cage_checks import check_factory, raise_closed_slot
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
+from parllel.cages.options import CageOptions
 from parllel.cages.probe import spaces_example
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import EnvError
@@ -28,30 +29,11 @@ class SerialCage(Cage):
             the envs stay in this process).
         n_envs: number of envs.
         env_kwargs: keyword arguments for ``env_factory``.
-        seed: None (unseeded), a master seed (env ``i``, by global index, gets
-            the seed ``Seeds.from_master(seed, ...).envs[i]``, see
-            :mod:`parllel.seeding`), or one seed per env of this cage (e.g.
-            ``seeds.envs`` or ``seeds.eval_envs``). Each env gets its seed at
-            its first reset.
-        env_offset: global index of this cage's first env (seeds and TrajInfo
-            indices), for setups with several cages.
-        reset_mode: ``"auto"``, ``"wait"`` or ``"next_step"`` (see
-            :class:`~parllel.cages.EnvGroup`).
-        traj_info_type: TrajInfo class (or factory) for episode statistics.
-        traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
-        keep_infos: keep the envs' info dicts of every step and reset in
-            :attr:`last_infos`.
-        clip_actions: clip ``Box`` actions to the action space's bounds before
-            the envs see them, as SB3 does; the sample tree keeps the
-            unclipped action, for the loss (docs/training.md, "Defaults").
-        probe: take :attr:`example` from one step of a probe env (built by
-            the factory once more, reset with env 0's seed, stepped once,
-            closed; the cage's envs see nothing of it). False: no probe env;
-            :attr:`example` holds zeros of the spaces and no env info (for
-            adapters that allocate from the spaces, e.g. ``make_vec``).
+        options: seed, reset mode, episode statistics, ... (:class:`CageOptions`).
 
     Example:
-        >>> cage = SerialCage(lambda: gym.make("CartPole-v1"), n_envs=4, seed=0)
+        >>> make_env = lambda: gym.make("CartPole-v1")
+        >>> cage = SerialCage(make_env, n_envs=4, options=CageOptions(seed=0))
         >>> cage.example[fields.OBSERVATION].shape
         (4,)
     """
@@ -61,43 +43,18 @@ class SerialCage(Cage):
         env_factory: Callable[..., Any],
         n_envs: int = 1,
         env_kwargs: dict[str, Any] | None = None,
-        *,
-        seed: int | Sequence[int] | None = None,
-        env_offset: int = 0,
-        reset_mode: str = "auto",
-        traj_info_type: Callable[..., TrajInfo] = TrajInfo,
-        traj_info_kwargs: dict[str, Any] | None = None,
-        keep_infos: bool = False,
-        clip_actions: bool = True,
-        probe: bool = True,
+        options: CageOptions = CageOptions(),
     ) -> None:
-        super().__init__(
-            env_factory,
-            n_envs,
-            env_kwargs,
-            seed,
-            env_offset,
-            reset_mode,
-            traj_info_type,
-            traj_info_kwargs,
-            keep_infos,
-        )
+        super().__init__(env_factory, n_envs, env_kwargs, options)
         check_factory(env_factory)
         self._group = EnvGroup(
-            env_factory,
-            self.env_kwargs,
-            self.env_indices,
-            self.env_seeds,
-            reset_mode,
-            traj_info_type,
-            self.traj_info_kwargs,
-            self.keep_infos,
-            clip_actions,
+            env_factory, self.env_kwargs, self.env_indices, self.env_seeds, options
         )
-        self.clip_actions = self._group.clip_actions
         try:
             group = self._group
-            example = group.example_step() if probe else spaces_example(group.spaces)
+            example = (
+                group.example_step() if options.probe else spaces_example(group.spaces)
+            )
             self._finish_init(group.spaces, example)
         except BaseException:
             self._group.close()

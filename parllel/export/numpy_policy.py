@@ -216,9 +216,7 @@ def load_numpy_policy(
     elif path.exists():
         record = read_npz_policy(path)
     else:
-        raise PolicyFileError(
-            f"{path} does not exist (a policy file or run directory)"
-        )
+        raise PolicyFileError(f"{path} does not exist (a policy file or run directory)")
     if WEIGHTS not in record.weights:
         raise PolicyFileError(f"{record.source} has no {WEIGHTS!r} weights")
     normalizer = record.observation_normalizer

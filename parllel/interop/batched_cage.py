@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 from gymnasium.vector.utils import iterate
 
-from parllel.cages import Cage, EnvSpaces, TrajInfo
+from parllel.cages import Cage, CageOptions, EnvSpaces, TrajInfo
 from parllel.cages.cage_checks import raise_closed_slot
 from parllel.cages.env_info import InfoSlotTables
 from parllel.errors import EnvError, ParllelError, UnsupportedVectorEnvError
@@ -58,21 +58,9 @@ class BatchedEnvCage(Cage):
     #: what the subclass steps, for messages (e.g. "EnvPool")
     batched_env = "a batched env"
 
-    def __init__(
-        self,
-        n_envs: int,
-        name: str,
-        seed: int | Sequence[int] | None,
-        env_offset: int,
-        reset_mode: str,
-        traj_info_type: Callable[..., TrajInfo],
-        traj_info_kwargs: dict[str, Any] | None,
-        keep_infos: bool,
-    ) -> None:
-        super().__init__(
-            None, n_envs, None, seed, env_offset, reset_mode,
-            traj_info_type, traj_info_kwargs, keep_infos,
-        )  # fmt: skip
+    def __init__(self, n_envs: int, name: str, options: CageOptions) -> None:
+        super().__init__(None, n_envs, None, options)
+        reset_mode = self.reset_mode
         if reset_mode != "auto":
             why = (
                 "a finished env cannot idle until the sampler resets it"
@@ -87,7 +75,7 @@ class BatchedEnvCage(Cage):
             )
         self._name = name
         self._episodes = EpisodeRecorder(
-            self.env_indices, traj_info_type, self.traj_info_kwargs
+            self.env_indices, self.traj_info_type, self.traj_info_kwargs
         )
         self._info_slots = InfoSlotTables()
         self._started = np.zeros(self.n_envs, bool)  # reset at least once
@@ -99,8 +87,16 @@ class BatchedEnvCage(Cage):
         batched_observation: gym_spaces.Space,
         batched_action: gym_spaces.Space,
     ) -> None:
-        """Convert actions and write observations for these (one env's) spaces."""
+        """Convert actions (clipped as the options say) and write observations
+        for these (one env's) spaces."""
         self._batch_actions = vector_actions(spaces.action)
+        if self.clip_actions and isinstance(spaces.action, gym_spaces.Box):
+            low, high, batch = (
+                spaces.action.low,
+                spaces.action.high,
+                self._batch_actions,
+            )
+            self._batch_actions = lambda views: np.clip(batch(views), low, high)
         self._observations = ObservationWriter(spaces.observation, batched_observation)
         self._batched_action_space = batched_action
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -11,10 +10,11 @@ from gymnasium.vector.utils import batch_space
 
 from parllel import fields
 from parllel.arrays import Array
-from parllel.cages import EnvSpaces, TrajInfo
+from parllel.cages import CageOptions, EnvSpaces, TrajInfo
 from parllel.cages.cage import ResetRequest
 from parllel.cages.cage_checks import raise_closed_slot
 from parllel.cages.env_info import KeptInfos
+from parllel.cages.probe import spaces_example
 from parllel.errors import (
     ConfigError,
     UnsupportedVectorEnvError,
@@ -91,23 +91,20 @@ class EnvPoolCage(BatchedEnvCage):
         pool: an EnvPool with the gymnasium API in sync mode (``batch_size``
             = ``num_envs``), not used by anyone else; the cage closes it
             (if construction raises, the pool stays open and yours to close).
-        seed: None (record the pool's seeds), or the seed the pool was built
+        options: as for :class:`~parllel.cages.SerialCage`; its ``seed``:
+            None (record the pool's seeds), or the seed the pool was built
             with: a master seed (env ``i``'s seed is
             ``Seeds.from_master(seed, ...).envs[env_offset + i]``) or one
-            seed per env.
-        env_offset: global index of the first env (seeds, TrajInfo indices).
-        reset_mode: ``"auto"``, the only mode.
-        traj_info_type: TrajInfo class (or factory) for episode statistics.
-        traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
-        keep_infos: keep every env's info dicts of the last step or reset in
-            :attr:`last_infos`.
+            seed per env; ``reset_mode`` must be ``"auto"``; ``clip_actions``
+            clips ``Box`` actions before the pool sees them; ``probe=False``
+            takes the example from the spaces (no probe pool).
 
     Attributes:
         pool: the EnvPool (the cage's to close).
 
     Example:
         >>> pool = envpool.make_gymnasium("Pong-v5", num_envs=8, num_threads=2)
-        >>> cage = EnvPoolCage(pool)  # or make_envpool_cage("Pong-v5", 8, seed=0)
+        >>> cage = EnvPoolCage(pool)  # or make_envpool_cage("Pong-v5", 8)
         >>> cage.spaces.action, cage.example[fields.OBSERVATION].shape
         (Discrete(6, dtype=int32), (4, 84, 84))
     """
@@ -118,28 +115,20 @@ class EnvPoolCage(BatchedEnvCage):
         self,
         pool: Any,
         *,
-        seed: int | Sequence[int] | None = None,
-        env_offset: int = 0,
-        reset_mode: str = "auto",
-        traj_info_type: Callable[..., TrajInfo] = TrajInfo,
-        traj_info_kwargs: dict[str, Any] | None = None,
-        keep_infos: bool = False,
+        options: CageOptions = CageOptions(),
     ) -> None:
         check_pool(pool)
-        super().__init__(
-            int(pool.config["num_envs"]), pool_name(pool), seed, env_offset,
-            reset_mode, traj_info_type, traj_info_kwargs, keep_infos,
-        )  # fmt: skip
+        super().__init__(int(pool.config["num_envs"]), pool_name(pool), options)
         built = pool_seeds(pool)
         if self.env_seeds is not None and tuple(self.env_seeds) != built:
             raise ConfigError(
-                f"seed={seed!r} gives the envs the seeds {list(self.env_seeds)[:4]}"
+                f"seed={options.seed!r} gives the envs the seeds {list(self.env_seeds)[:4]}"
                 f"..., but the EnvPool {self._name} was built with the seeds "
                 f"{list(built)[:4]}... (env i: env_seed[i], else seed + i), and "
                 "EnvPool seeds its envs only when it is built. Build the pool with "
-                "parllel's seeds (make_envpool_cage(task_id, n_envs, seed=...), "
+                "parllel's seeds (make_envpool_cage(task_id, n_envs, options=CageOptions(seed=...)), "
                 "or envpool.make_gymnasium(..., seed=list(Seeds.from_master("
-                "master, n_envs).envs))), or pass seed=None to record the pool's"
+                "master, n_envs).envs))), or pass no seed to record the pool's"
             )
         self.env_seeds = built
         self.pool = pool
@@ -151,7 +140,12 @@ class EnvPoolCage(BatchedEnvCage):
             spaces, batch_space(spaces.observation, n), batch_space(spaces.action, n)
         )
         self._all_ids = env_id_array(range(n))
-        self._finish_init(spaces, probe_pool(pool, spaces, built[0], env_offset))
+        example = (
+            probe_pool(pool, spaces, built[0], self.env_offset)
+            if options.probe
+            else spaces_example(spaces)
+        )
+        self._finish_init(spaces, example)
 
     # -- talking to EnvPool -------------------------------------------------------
     def _reset_pool(self, env_ids: np.ndarray, what: str) -> tuple[Any, dict]:
@@ -279,7 +273,7 @@ class EnvPoolCage(BatchedEnvCage):
                 f"EnvPool seeds its envs once, when it is built ({self._name}: "
                 f"{list(self.env_seeds or ())[:4]}...), and cannot reseed them at a "
                 "reset: reset without seeds, or build the pool with the seeds "
-                "(make_envpool_cage(task_id, n_envs, seed=...))"
+                "(make_envpool_cage(task_id, n_envs, options=CageOptions(seed=...)))"
             )
         if options:
             raise ConfigError(

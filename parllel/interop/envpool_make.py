@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import envpool
 import numpy as np
 
-from parllel.cages import TrajInfo
+from parllel.cages import CageOptions
 from parllel.errors import ConfigError
 from parllel.interop.envpool_cage import EnvPoolCage
 from parllel.seeding import resolve_env_seeds
@@ -35,30 +35,23 @@ def make_envpool_cage(
     task_id: str,
     n_envs: int,
     *,
-    seed: int | Sequence[int] | None = None,
-    env_offset: int = 0,
-    traj_info_type: Callable[..., TrajInfo] = TrajInfo,
-    traj_info_kwargs: dict[str, Any] | None = None,
-    keep_infos: bool = False,
+    options: CageOptions = CageOptions(),
     **envpool_kwargs: Any,
 ) -> EnvPoolCage:
     """Build an EnvPool of ``n_envs`` envs of ``task_id`` with parllel's seeds, as a cage.
 
     Each env gets the seed a parllel cage would give it
     (``Seeds.from_master(seed, ...).envs[env_offset + i]``, or ``seed[i]``
-    for one seed per env; None: fresh seeds from the OS, recorded in
-    :attr:`EnvPoolCage.env_seeds`), passed to EnvPool as one seed per env.
+    for one seed per env, from ``options``; None: fresh seeds from the OS,
+    recorded in :attr:`EnvPoolCage.env_seeds`), passed to EnvPool as one seed
+    per env.
 
     Args:
         task_id: an EnvPool task id (``envpool.list_all_envs()``), e.g.
             ``"Pong-v5"``, ``"CartPole-v1"``, ``"HalfCheetah-v4"``.
         n_envs: number of envs (EnvPool's ``num_envs``; ``batch_size`` is
             the same).
-        seed: a master seed, one seed per env, or None.
-        env_offset: global index of the first env (seeds, TrajInfo indices).
-        traj_info_type: TrajInfo class (or factory) for episode statistics.
-        traj_info_kwargs: keyword arguments for it.
-        keep_infos: as for :class:`EnvPoolCage`.
+        options: as for :class:`EnvPoolCage`.
         **envpool_kwargs: the rest of ``envpool.make_gymnasium``'s settings
             (``num_threads``, ``max_episode_steps``, ``stack_num``,
             ``episodic_life``, ...).
@@ -79,9 +72,11 @@ def make_envpool_cage(
             "synchronous and has the gymnasium API): leave them out of the "
             "EnvPool keyword arguments"
         )
+    seed = options.seed
     if seed is None:
         seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
-    env_seeds = resolve_env_seeds(seed, range(env_offset, env_offset + int(n_envs)))
+    offset = options.env_offset
+    env_seeds = resolve_env_seeds(seed, range(offset, offset + int(n_envs)))
     assert env_seeds is not None
     pool = envpool.make_gymnasium(
         task_id,
@@ -91,14 +86,7 @@ def make_envpool_cage(
         **envpool_kwargs,
     )
     try:
-        return EnvPoolCage(
-            pool,
-            seed=env_seeds,
-            env_offset=env_offset,
-            traj_info_type=traj_info_type,
-            traj_info_kwargs=traj_info_kwargs,
-            keep_infos=keep_infos,
-        )
+        return EnvPoolCage(pool, options=replace(options, seed=env_seeds))
     except BaseException:
         pool.close()
         raise

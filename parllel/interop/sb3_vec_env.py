@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -44,17 +45,13 @@ def make_sb3_vec_env(
             measured), ``True`` / ``"process"``, ``False`` / ``"serial"``.
         seed: if given, ``seed(seed)`` is called: the first ``reset()`` seeds
             env ``i`` with ``seed + i``.
-        cage_kwargs: passed to the cage (e.g. ``n_workers``,
-            ``main_process_envs``, ``step_timeout``).
+        cage_kwargs: passed to the process cage (e.g.
+            ``layout=ProcessLayout(n_workers=2)``, ``step_timeout``).
 
     Example:
         >>> from stable_baselines3 import PPO
         >>> model = PPO("MlpPolicy", make_sb3_vec_env(lambda: gym.make("CartPole-v1"), 8))
     """
-    if {"reset_mode", "keep_infos", "probe"} & set(cage_kwargs):
-        raise ConfigError(
-            "make_sb3_vec_env chooses the cage's reset_mode, keep_infos and probe"
-        )
     venv = build_adapter(CageSB3VecEnv, env_fn, n_envs, parallel, "auto", **cage_kwargs)
     if seed is not None:
         venv.seed(seed)
@@ -101,7 +98,7 @@ class CageSB3VecEnv(VecEnv):
                 self.reset_infos[i] = kept.reset.get(i, {})
         self._reset_seeds()
         self._reset_options()
-        return stepper.observations(copy=True)
+        return self._observations()
 
     def step_async(self, actions: np.ndarray) -> None:
         """Start stepping every env with its action (``actions[i]`` is env ``i``'s).
@@ -126,7 +123,16 @@ class CageSB3VecEnv(VecEnv):
                 info["terminal_observation"] = stepper.final_observation(i)
                 self.reset_infos[i] = kept.reset.get(i, {})
             infos.append(info)
-        return stepper.observations(copy=True), rewards, stepper.done.copy(), infos
+        return self._observations(), rewards, stepper.done.copy(), infos
+
+    def _observations(self) -> Any:
+        """The batched observations, copied; a Dict space's as an
+        ``OrderedDict`` in the space's key order, as DummyVecEnv returns them."""
+        observations = self._stepper.observations(copy=True)
+        if isinstance(self.observation_space, gym.spaces.Dict):
+            keys = self.observation_space.spaces
+            return OrderedDict((key, observations[key]) for key in keys)
+        return observations
 
     # -- env access ------------------------------------------------------------
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:

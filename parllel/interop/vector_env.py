@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Any, TypeVar
 
 import gymnasium as gym
@@ -10,7 +11,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from parllel.cages import Cage, PerEnvFactories, build_cages
+from parllel.cages import Cage, CageOptions, PerEnvFactories, build_cages
 from parllel.errors import CageStateError, ConfigError, DynamicSpaceError
 from parllel.interop.carry import CarryFactory
 from parllel.interop.errors import reraise_env_exceptions
@@ -83,26 +84,36 @@ def build_adapter(
     n_envs: int,
     parallel: bool | str,
     reset_mode: str,
+    /,
     **cage_kwargs: Any,
 ) -> Adapter:
     """Build the cage for an adapter and ``adapter(cage)``; close the cage if that raises.
 
-    With ``parallel="auto"``, envs whose action space has no fixed shape
+    ``cage_kwargs``: :func:`~parllel.cages.build_cages`' process-cage ones
+    (``layout=``, ``step_timeout=``, ...). With ``parallel="auto"``, envs
+    whose action space has no fixed shape
     (refused by process cages: :class:`~parllel.errors.DynamicSpaceError`)
     are stepped in this process.
     """
+    taken = {"options", *(field.name for field in fields(CageOptions))}
+    if taken & set(cage_kwargs):
+        raise ConfigError(
+            f"got {sorted(taken & set(cage_kwargs))}, but the vector-env adapters "
+            "choose the cage's options themselves (the reset mode from "
+            "autoreset_mode, kept infos, no action clipping, no probe env); seed= "
+            "seeds the envs"
+        )
     choice = parallel_choice(parallel)
     factory = env_factory_of(env_fn, n_envs, carry_final=reset_mode == "auto")
+    options = CageOptions(
+        reset_mode=reset_mode,
+        keep_infos=True,
+        clip_actions=False,  # gymnasium's and SB3's vector envs pass actions as given
+        probe=False,  # the slots come from the spaces: no env code before reset
+    )
     with reraise_env_exceptions():
         cage = build_cages(
-            factory,
-            n_envs,
-            parallel=choice,
-            reset_mode=reset_mode,
-            keep_infos=True,
-            clip_actions=False,  # gymnasium's and SB3's vector envs pass actions as given
-            probe=False,  # the slots come from the spaces: no env code before reset
-            **cage_kwargs,
+            factory, n_envs, parallel=choice, options=options, **cage_kwargs
         )
     try:
         return adapter(cage)
@@ -114,15 +125,7 @@ def build_adapter(
         cage.close()
         raise
     with reraise_env_exceptions():
-        cage = build_cages(
-            factory,
-            n_envs,
-            parallel="serial",
-            reset_mode=reset_mode,
-            keep_infos=True,
-            clip_actions=False,
-            probe=False,
-        )
+        cage = build_cages(factory, n_envs, parallel="serial", options=options)
     try:
         return adapter(cage)
     except BaseException:
@@ -162,8 +165,12 @@ def make_vec(
             a string (``"NextStep"``, ``"same_step"``, ...).
         copy: return copies of the observations (True), or views of the
             shared buffers that the next ``step``/``reset`` overwrites.
-        cage_kwargs: passed to the cage (e.g. ``n_workers``,
-            ``main_process_envs``, ``step_timeout``, ``on_worker_death``).
+        cage_kwargs: passed to the process cage (e.g.
+            ``layout=ProcessLayout(n_workers=2)``, ``step_timeout``,
+            ``on_worker_death``). With ``parallel="process"`` and no
+            ``layout``, one env is built and timed to choose the layout; an
+            env that cannot step before it is configured (``set_attr``) gets
+            a default layout with a warning.
 
     Example:
         >>> envs = make_vec(lambda: gym.make("CartPole-v1"), 8, seed=0)
@@ -172,11 +179,6 @@ def make_vec(
         (8, 4)
     """
     mode = _autoreset_mode(autoreset_mode)
-    if {"reset_mode", "keep_infos", "probe"} & set(cage_kwargs):
-        raise ConfigError(
-            "make_vec chooses the cage's reset_mode, keep_infos and probe itself; set "
-            "autoreset_mode instead"
-        )
     return build_adapter(
         lambda cage: CageVectorEnv(cage, autoreset_mode=mode, copy=copy, seed=seed),
         env_fn,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -13,11 +13,11 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
 
 from parllel import fields
-from parllel.cages import EnvSpaces, TrajInfo
+from parllel.cages import CageOptions, EnvSpaces, TrajInfo
 from parllel.cages.cage import ResetRequest
 from parllel.cages.cage_checks import raise_closed_slot
 from parllel.cages.env_info import KeptInfos
-from parllel.cages.probe import probe_env, step_example
+from parllel.cages.probe import probe_env, spaces_example, step_example
 from parllel.interop.batched_cage import BatchedEnvCage, StepResult
 from parllel.interop.vector_env_access import (
     apply_envs,
@@ -94,17 +94,12 @@ class VectorEnvCage(BatchedEnvCage):
         vector_env: the vector env (``SyncVectorEnv``, ``AsyncVectorEnv`` or
             any ``VectorEnv`` with gymnasium's batched API and autoreset
             modes), not yet used by anyone else.
-        seed: as for :class:`~parllel.cages.SerialCage`: None (unseeded), a
-            master seed (env ``i`` gets ``Seeds.from_master(seed, ...).envs[i]``
-            by global index), or one seed per env. The seeds go to the vector
-            env's first ``reset(seed=[...])``.
-        env_offset: global index of the first env (seeds, TrajInfo indices).
-        reset_mode: ``"auto"``, the only mode (``"wait"`` cannot be honoured;
-            ``"next_step"`` serves cages behind vector-env adapters).
-        traj_info_type: TrajInfo class (or factory) for episode statistics.
-        traj_info_kwargs: keyword arguments for it (e.g. ``{"discount": 0.99}``).
-        keep_infos: keep every env's info dicts of the last step or reset in
-            :attr:`last_infos` (unbatched, as this cage reads them).
+        options: as for :class:`~parllel.cages.SerialCage`; the seeds go to
+            the vector env's first ``reset(seed=[...])``; ``reset_mode`` must
+            be ``"auto"`` (``"wait"`` cannot be honoured; ``"next_step"``
+            serves cages behind vector-env adapters); ``clip_actions`` clips
+            ``Box`` actions before the vector env sees them; ``probe=False``
+            takes the example from the spaces (no env steps).
 
     Attributes:
         vector_env: the vector env (the cage's to close).
@@ -115,7 +110,7 @@ class VectorEnvCage(BatchedEnvCage):
         ...     [lambda: gym.make("CartPole-v1")] * 4,
         ...     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         ... )
-        >>> cage = VectorEnvCage(venv, seed=0)
+        >>> cage = VectorEnvCage(venv, options=CageOptions(seed=0))
         >>> cage.n_envs, cage.example[fields.OBSERVATION].shape
         (4, (4,))
     """
@@ -126,18 +121,10 @@ class VectorEnvCage(BatchedEnvCage):
         self,
         vector_env: gym.vector.VectorEnv,
         *,
-        seed: int | Sequence[int] | None = None,
-        env_offset: int = 0,
-        reset_mode: str = "auto",
-        traj_info_type: Callable[..., TrajInfo] = TrajInfo,
-        traj_info_kwargs: dict[str, Any] | None = None,
-        keep_infos: bool = False,
+        options: CageOptions = CageOptions(),
     ) -> None:
         check_vector_env(vector_env)
-        super().__init__(
-            vector_env.num_envs, vector_env_name(vector_env), seed, env_offset,
-            reset_mode, traj_info_type, traj_info_kwargs, keep_infos,
-        )  # fmt: skip
+        super().__init__(vector_env.num_envs, vector_env_name(vector_env), options)
         self.autoreset_mode = autoreset_mode(vector_env)
         self.vector_env = vector_env
         spaces = EnvSpaces(
@@ -149,7 +136,8 @@ class VectorEnvCage(BatchedEnvCage):
         self._seeds = VectorSeeds(self.env_seeds, self.n_envs)
         # AsyncVectorEnv steps in its workers between step_async and await_step
         self._async_env = vector_env if isinstance(vector_env, AsyncVectorEnv) else None
-        self._finish_init(spaces, self._probe(spaces))
+        example = self._probe(spaces) if options.probe else spaces_example(spaces)
+        self._finish_init(spaces, example)
 
     # -- talking to the vector env ----------------------------------------------
     def _reset_vector(

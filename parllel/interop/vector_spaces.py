@@ -60,7 +60,7 @@ def check_vector_env(vector_env: Any) -> None:
             f"{type(vector_env).__name__} is an EnvPool, whose autoreset "
             "(NEXT_STEP), spaces, action dtype and seeds a VectorEnvCage "
             "cannot take: use parllel.interop.EnvPoolCage(pool), or "
-            "make_envpool_cage(task_id, n_envs, seed=...)"
+            "make_envpool_cage(task_id, n_envs, options=CageOptions(seed=...))"
         )
 
 

@@ -191,6 +191,7 @@ def make_aec_env_factory(env_fn: Callable[..., Any], **kwargs: Any) -> AECEnvFac
 
     Example:
         >>> from pettingzoo.classic import tictactoe_v3
-        >>> cage = SerialCage(make_aec_env_factory(tictactoe_v3.env), n_envs=4, seed=0)
+        >>> factory = make_aec_env_factory(tictactoe_v3.env)
+        >>> cage = SerialCage(factory, n_envs=4, options=CageOptions(seed=0))
     """
     return AECEnvFactory(env_fn, **kwargs)

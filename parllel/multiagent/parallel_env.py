@@ -175,6 +175,6 @@ def make_parallel_env_factory(
     Example:
         >>> from mpe2 import simple_spread_v3
         >>> factory = make_parallel_env_factory(simple_spread_v3.parallel_env, N=3)
-        >>> cage = ProcessCage(factory, n_envs=4, n_workers=2, seed=0)
+        >>> cage = ProcessCage(factory, 4, layout=ProcessLayout(n_workers=2))
     """
     return ParallelEnvFactory(env_fn, **kwargs)

@@ -5,7 +5,7 @@ holds every object they return (cages, handler, sample tree, transforms,
 samplers) and can swap any of them. Nothing here hides the algorithm.
 
 Example:
-    >>> cage = build_cages(make_env, n_envs=8, seed=0)  # parllel.cages.build_cages
+    >>> cage = build_cages(make_env, 8, options=CageOptions(seed=0))  # parllel.cages
     >>> handler = TorchHandler(agent, n_envs=cage.n_envs)
     >>> sample_tree = build_sample_tree(cage, handler, batch_T=128)
     >>> gae = add_advantage_estimation(sample_tree, gamma=0.99, gae_lambda=0.95)

@@ -1,14 +1,15 @@
-"""Building cages: serial or process, a layout chosen from a quick measurement."""
+"""The two process cages of an alternating sampler."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import replace
 from numbers import Integral
 from typing import Any
 
-from parllel.cages import ProcessCage, TrajInfo
-from parllel.cages.plumbing import default_worker_count
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout
+from parllel.cages.layout.policy import default_worker_count
 from parllel.errors import ConfigError
 
 __all__ = ["build_alternating_cages"]
@@ -19,9 +20,8 @@ def build_alternating_cages(
     n_envs: int,
     env_kwargs: dict[str, Any] | None = None,
     *,
-    seed: int | Sequence[int] | None = None,
-    traj_info_type: Callable[..., TrajInfo] = TrajInfo,
-    traj_info_kwargs: dict[str, Any] | None = None,
+    options: CageOptions = CageOptions(),
+    layout: ProcessLayout | None = None,
     share_core: bool | None = None,
     pin_main_process: bool = False,
     **process_kwargs: Any,
@@ -30,7 +30,7 @@ def build_alternating_cages(
 
     Envs ``[0, n // 2)`` and ``[n // 2, n)``, one worker each (from 4 usable
     cores on, :func:`alternating_workers` each: 7 + 7 on 16 cores; pass
-    ``n_workers`` to choose). Only one half
+    ``layout`` to choose). Only one half
     steps at a time (the main process infers for the other), so with
     ``share_core`` both workers are pinned to the last usable CPU and poll
     (yielding) between steps instead of blocking: the idle worker yields the
@@ -41,12 +41,12 @@ def build_alternating_cages(
     later with ``fork``/``spawn`` inherit it unless given ``worker_cpus``;
     measured in ``benchmarks/sampler_throughput.py``). Default: share a core when there
     are 2 or 3 usable CPUs (with more, each worker gets its own core and the
-    cage's default polling applies). ``seed``: a master seed or one seed per
-    env (split between the halves). Other keyword arguments go to both
-    :class:`~parllel.cages.ProcessCage`s.
+    cage's default polling applies). ``options`` go to both cages, its
+    ``seed`` a master seed or one seed per env (split between the halves).
+    Other keyword arguments go to both :class:`~parllel.cages.ProcessCage`s.
 
     Example:
-        >>> cages = build_alternating_cages(make_env, 8, seed=0)
+        >>> cages = build_alternating_cages(make_env, 8, options=CageOptions(seed=0))
         >>> sampler = AlternatingSampler(cages, handler, sample_tree)
     """
     if n_envs < 2:
@@ -63,27 +63,33 @@ def build_alternating_cages(
             **process_kwargs,
         }
     half = n_envs // 2
+    seed = options.seed
     seeds: tuple[Any, Any] = (seed, seed)
     if seed is not None and not isinstance(seed, (int, Integral)):
         seed = list(seed)
         if len(seed) != n_envs:
             raise ConfigError(f"seed holds {len(seed)} per-env seeds for {n_envs} envs")
         seeds = (seed[:half], seed[half:])
-    common = {
-        "n_workers": alternating_workers(len(cpus)),
-        "traj_info_type": traj_info_type,
-        "traj_info_kwargs": traj_info_kwargs,
+    if layout is None:
+        layout = ProcessLayout(n_workers=alternating_workers(len(cpus)))
+    first = ProcessCage(
+        env_factory,
+        half,
+        env_kwargs,
+        layout=layout,
+        options=replace(options, seed=seeds[0]),
         **process_kwargs,
-    }
-    first = ProcessCage(env_factory, half, env_kwargs, seed=seeds[0], **common)
+    )
     try:
         second = ProcessCage(
             env_factory,
             n_envs - half,
             env_kwargs,
-            seed=seeds[1],
-            env_offset=half,
-            **common,
+            layout=layout,
+            options=replace(
+                options, seed=seeds[1], env_offset=options.env_offset + half
+            ),
+            **process_kwargs,
         )
     except BaseException:
         first.close()

@@ -12,6 +12,7 @@ from parllel.agents import Handler
 from parllel.arrays.array import Storage
 from parllel.cages import (
     Cage,
+    CageOptions,
     ProcessCage,
     SerialCage,
     TrajInfo,
@@ -203,14 +204,12 @@ def build_eval_sampler(
     for per-agent returns of multi-agent envs).
     Returns the sampler and its cage (close the cage when done).
     """
-    cage = SerialCage(
-        env_factory,
-        n_envs,
-        env_kwargs,
+    options = CageOptions(
         seed=seed,
         traj_info_type=traj_info_type,
-        traj_info_kwargs=traj_info_kwargs,
+        traj_info_kwargs=traj_info_kwargs or {},
     )
+    cage = SerialCage(env_factory, n_envs, env_kwargs, options=options)
     tree = build_sample_tree(cage, handler, batch_T=1, storage="local")
     sampler = EvalSampler(
         cage,

@@ -44,8 +44,7 @@ class AlternatingSampler(BatchSampler):
     exactly two auto-reset cages.
 
     Example:
-        >>> halves = [ProcessCage(make_env, 4, n_workers=1, seed=0),
-        ...           ProcessCage(make_env, 4, n_workers=1, seed=0, env_offset=4)]
+        >>> halves = build_alternating_cages(make_env, 8, options=CageOptions(seed=0))
         >>> sampler = AlternatingSampler(halves, handler, sample_tree)
     """
 

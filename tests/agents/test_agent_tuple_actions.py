@@ -12,7 +12,7 @@ from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent, ScriptedAgent
 from parllel.agents.numpy_handler import write_outputs
 from parllel.agents.scripted import sample_actions
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.errors import TreeStructureError
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from parllel.tree import buffer_from_example
@@ -93,7 +93,9 @@ def test_scripted_agent_returning_a_real_tuple_is_written():
         )
 
     handler = NumpyHandler(ScriptedAgent(policy), n_envs=3)
-    with SerialCage(partial(SpaceEnv, OBSERVATION, ACTION), 3, seed=0) as cage:
+    with SerialCage(
+        partial(SpaceEnv, OBSERVATION, ACTION), 3, options=CageOptions(seed=0)
+    ) as cage:
         example = handler.example_outputs(cage.example[fields.OBSERVATION])
         tree = sample_tree_from_examples(cage.example, example, 4, 3, storage="local")
         cage.reset(tree.observation[0])
@@ -137,9 +139,15 @@ def _collect(cage, T=6, batches=2):
 
 def test_random_agent_and_decorrelation_with_tuple_actions_serial_equals_process():
     factory = partial(SpaceEnv, OBSERVATION, ACTION)
-    with SerialCage(factory, 3, seed=1) as cage:
+    with SerialCage(factory, 3, options=CageOptions(seed=1)) as cage:
         reference = _collect(cage)
-    with ProcessCage(factory, 3, seed=1, n_workers=1, start_method="fork") as cage:
+    with ProcessCage(
+        factory,
+        3,
+        options=CageOptions(seed=1),
+        layout=ProcessLayout(n_workers=1),
+        start_method="fork",
+    ) as cage:
         batches = _collect(cage)
     for expected, got in zip(reference, batches):
         assert expected.keys() == got.keys()

@@ -11,7 +11,7 @@ import torch
 
 from parllel import fields
 from parllel.agents import Agent, AgentStep, Handler, NumpyHandler, RandomAgent
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.samplers import (
     AlternatingSampler,
     FeedForwardSampler,
@@ -81,7 +81,9 @@ def test_numpy_handler_keeps_and_resets_state_per_env():
 
 
 def torch_setup(env_kwargs, n_envs, cell=None, seed=0):
-    cage = SerialCage(partial(CountingEnv, **env_kwargs), n_envs, seed=seed)
+    cage = SerialCage(
+        partial(CountingEnv, **env_kwargs), n_envs, options=CageOptions(seed=seed)
+    )
     torch.manual_seed(seed)
     model, distribution = build_actor_critic(
         cage.spaces.observation, cage.spaces.action, hidden_sizes=(16,),
@@ -181,7 +183,10 @@ def test_alternating_equals_recurrent_sampler_in_eval_mode():
     results = []
     for kind in ("recurrent", "alternating"):
         env = partial(CountingEnv, terminal=False)
-        cages = [SerialCage(env, 2, seed=2), SerialCage(env, 2, seed=2, env_offset=2)]
+        cages = [
+            SerialCage(env, 2, options=CageOptions(seed=2)),
+            SerialCage(env, 2, options=CageOptions(seed=2, env_offset=2)),
+        ]
         setup_cage, agent = torch_setup({}, 1, "lstm")
         setup_cage.close()
         handler = TorchHandler(agent, 4)

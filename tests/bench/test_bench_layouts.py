@@ -11,8 +11,8 @@ from parllel.bench.layouts import (
     candidate_layouts,
     suggested_layout,
 )
-from parllel.cages import ProcessCage, SerialCage, build_cages
-from parllel.cages.layout import suggest_layout
+from parllel.cages import ProcessCage, ProcessLayout, SerialCage, build_cages
+from parllel.cages.layout.choice import suggest_layout
 from parllel.errors import ConfigError
 from parllel.patterns import build_alternating_cages
 from tests.helpers.bench_envs import make_noop_env
@@ -81,11 +81,16 @@ def test_descriptions_and_calls():
         'build_cages(make_env, n_envs=64, parallel="serial")'
     )
     assert by_name["process-rebalance"].builder_call("make_env") == (
-        'build_cages(make_env, n_envs=64, parallel="process", main_process_envs=32, '
-        "n_workers=1, rebalance=True)"
+        'build_cages(make_env, n_envs=64, parallel="process", layout=ProcessLayout('
+        "main_process_envs=32, n_workers=1, rebalance=True))"
     )
     assert by_name["alternating"].builder_call("make_env") == (
         "build_alternating_cages(make_env, n_envs=64)"
+    )
+    lines = by_name["process-main"].script_lines("", "make_env")
+    assert "from parllel.cages import ProcessLayout, build_cages" in lines
+    assert "from parllel.cages import build_cages" in (
+        by_name["serial"].script_lines("", "make_env")
     )
     factory = EnvFactory("pkg.envs:make_env", "pkg.envs", "make_env", make_noop_env)
     lines = by_name["alternating"].script_lines(factory.import_line(), factory.name)
@@ -96,7 +101,11 @@ def test_descriptions_and_calls():
 @pytest.mark.parametrize("name", ["serial", "process-main", "process-workers"])
 def test_the_printed_call_builds_the_layout_it_names(name):
     (layout,) = candidate_layouts(4, cores=2, names=[name])
-    namespace = {"build_cages": build_cages, "make_env": make_noop_env}
+    namespace = {
+        "build_cages": build_cages,
+        "ProcessLayout": ProcessLayout,
+        "make_env": make_noop_env,
+    }
     cage = eval(layout.builder_call("make_env"), namespace)
     try:
         if name == "serial":

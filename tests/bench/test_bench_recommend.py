@@ -7,6 +7,7 @@ import pytest
 from parllel.bench.layouts import candidate_layouts, suggested_layout
 from parllel.bench.measure import Measurement
 from parllel.bench.recommend import recommend
+from parllel.cages import ProcessLayout
 from parllel.errors import ConfigError
 
 
@@ -19,7 +20,7 @@ def measured(n_envs: int, rates: dict[str, float], policy: str = "random") -> li
 
 
 SERIAL = suggested_layout(64, None)
-MAIN_SPLIT = suggested_layout(64, {"main_process_envs": 32, "n_workers": 1})
+MAIN_SPLIT = suggested_layout(64, ProcessLayout(main_process_envs=32, n_workers=1))
 
 
 def test_the_fastest_wins_beyond_the_margin():
@@ -73,7 +74,7 @@ def test_the_predicted_layout_within_the_margin_beats_other_process_layouts():
 
 def test_a_disagreement_is_explained_with_both_figures():
     group = measured(8, {"serial": 300.0, "process-main": 100.0})
-    predicted = suggested_layout(8, {"main_process_envs": 4, "n_workers": 1})
+    predicted = suggested_layout(8, ProcessLayout(main_process_envs=4, n_workers=1))
     r = recommend(group, predicted)
     assert r.chosen.layout.name == "serial" and not r.agree
     notes = r.notes()
@@ -88,8 +89,8 @@ def test_a_disagreement_is_explained_with_both_figures():
     assert data["agree"] is False and data["layout"]["name"] == "serial"
     assert data["call"] == 'build_cages(make_env, n_envs=8, parallel="serial")'
     assert data["predicted_call"] == (
-        'build_cages(make_env, n_envs=8, parallel="process", main_process_envs=4, '
-        "n_workers=1)"
+        'build_cages(make_env, n_envs=8, parallel="process", '
+        "layout=ProcessLayout(main_process_envs=4, n_workers=1))"
     )
 
 

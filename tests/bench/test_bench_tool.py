@@ -17,7 +17,7 @@ from parllel.arrays.shared_memory import list_segments
 from parllel.bench import run_bench
 from parllel.bench.__main__ import main
 from parllel.bench.policies import require_policy
-from parllel.cages.layout import usable_cores
+from parllel.cages.plumbing import usable_cores
 from parllel.errors import MissingDependencyError
 from tests.helpers.processes import end_processes
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.errors import ConfigError
 from parllel.patterns import build_alternating_cages
 from parllel.samplers import AlternatingSampler, sample_tree_from_examples
@@ -22,10 +22,15 @@ CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 
 
 
 def test_workers_run_on_the_given_cpus_with_unchanged_results():
-    with SerialCage(CountingEnv, 4, seed=2) as cage:
+    with SerialCage(CountingEnv, 4, options=CageOptions(seed=2)) as cage:
         reference = run(cage, 6)
     with ProcessCage(
-        CountingEnv, 4, seed=2, n_workers=2, worker_cpus=CPUS[-1:], start_method="fork"
+        CountingEnv,
+        4,
+        options=CageOptions(seed=2),
+        layout=ProcessLayout(n_workers=2),
+        worker_cpus=CPUS[-1:],
+        start_method="fork",
     ) as cage:
         for pid in cage.worker_pids:
             assert os.sched_getaffinity(pid) == set(CPUS[-1:])
@@ -55,7 +60,7 @@ def test_alternating_cages_share_a_core_and_sample_like_serial_halves():
     affinity = os.sched_getaffinity(0)
     try:
         cages = build_alternating_cages(
-            CountingEnv, 6, seed=4, share_core=True, pin_main_process=True,
+            CountingEnv, 6, options=CageOptions(seed=4), share_core=True, pin_main_process=True,
             start_method="fork",
         )  # fmt: skip
         try:
@@ -73,8 +78,8 @@ def test_alternating_cages_share_a_core_and_sample_like_serial_halves():
     finally:
         os.sched_setaffinity(0, affinity)
     serial = [
-        SerialCage(CountingEnv, 3, seed=4),
-        SerialCage(CountingEnv, 3, seed=4, env_offset=3),
+        SerialCage(CountingEnv, 3, options=CageOptions(seed=4)),
+        SerialCage(CountingEnv, 3, options=CageOptions(seed=4, env_offset=3)),
     ]
     try:
         reference = _collect(serial)

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.errors import ConfigError, EnvAttributeError, EnvError
 from tests.helpers.cage_helpers import allocate, slots
 from tests.helpers.envs import CountingEnv
@@ -39,9 +39,11 @@ def make_with_lock_attribute():
 CAGES = {
     "serial": SerialCage,
     "main-share-and-workers": partial(
-        ProcessCage, start_method="fork", main_process_envs=2, envs_per_worker=1
+        ProcessCage,
+        start_method="fork",
+        layout=ProcessLayout(main_process_envs=2, envs_per_worker=1),
     ),
-    "workers-forkserver": partial(ProcessCage, envs_per_worker=2),
+    "workers-forkserver": partial(ProcessCage, layout=ProcessLayout(envs_per_worker=2)),
 }
 
 
@@ -51,7 +53,7 @@ def make_cage(request):
 
 
 def test_get_attr_reaches_the_unwrapped_env(make_cage):
-    with make_cage(make_cartpole, N_ENVS, seed=0) as cage:
+    with make_cage(make_cartpole, N_ENVS, options=CageOptions(seed=0)) as cage:
         assert cage.get_attr("gravity") == [9.8] * N_ENVS
         assert cage.get_attr("gravity", env_indices=[3, 0]) == [9.8, 9.8]
         # an attribute of the outermost wrapper is found there first
@@ -59,7 +61,7 @@ def test_get_attr_reaches_the_unwrapped_env(make_cage):
 
 
 def test_set_attr_sets_where_the_attribute_is_defined(make_cage):
-    with make_cage(make_cartpole, N_ENVS, seed=0) as cage:
+    with make_cage(make_cartpole, N_ENVS, options=CageOptions(seed=0)) as cage:
         cage.set_attr("gravity", [1.0, 2.0, 3.0, 4.0])
         assert cage.get_attr("gravity") == [1.0, 2.0, 3.0, 4.0]
         # on the unwrapped CartPoleEnv, where the physics reads it
@@ -86,9 +88,9 @@ def _first_observation_after_one_step(cage) -> np.ndarray:
 
 
 def test_set_attr_changes_what_the_env_does(make_cage):
-    with make_cage(make_cartpole, N_ENVS, seed=0) as cage:
+    with make_cage(make_cartpole, N_ENVS, options=CageOptions(seed=0)) as cage:
         default = _first_observation_after_one_step(cage)
-    with make_cage(make_cartpole, N_ENVS, seed=0) as cage:
+    with make_cage(make_cartpole, N_ENVS, options=CageOptions(seed=0)) as cage:
         cage.set_attr("gravity", 50.0, env_indices=[1, 3])
         changed = _first_observation_after_one_step(cage)
     np.testing.assert_array_equal(changed[[0, 2]], default[[0, 2]])
@@ -97,7 +99,7 @@ def test_set_attr_changes_what_the_env_does(make_cage):
 
 
 def test_call_reaches_methods_of_the_inner_env(make_cage):
-    with make_cage(make_wrapped_counting, N_ENVS, seed=0) as cage:
+    with make_cage(make_wrapped_counting, N_ENVS, options=CageOptions(seed=0)) as cage:
         assert cage.call("_action_value", 2.5) == [2.5] * N_ENVS
         assert cage.call("_action_value", 1.0, env_indices=[3]) == [1.0]
         # a non-callable attribute is read, as gymnasium's vector envs do
@@ -107,7 +109,7 @@ def test_call_reaches_methods_of_the_inner_env(make_cage):
 
 
 def test_missing_attribute_names_the_env(make_cage):
-    with make_cage(make_cartpole, N_ENVS, seed=0) as cage:
+    with make_cage(make_cartpole, N_ENVS, options=CageOptions(seed=0)) as cage:
         for index in (0, 3):
             with pytest.raises(EnvAttributeError, match="'gravty'") as info:
                 cage.get_attr("gravty", env_indices=[index])
@@ -120,7 +122,7 @@ def test_missing_attribute_names_the_env(make_cage):
 
 
 def test_a_raising_method_is_an_env_error(make_cage):
-    with make_cage(make_wrapped_counting, N_ENVS, seed=0) as cage:
+    with make_cage(make_wrapped_counting, N_ENVS, options=CageOptions(seed=0)) as cage:
         with pytest.raises(EnvError, match="_action_value") as info:
             cage.call("_action_value", None, env_indices=[3])
         assert info.value.env_index == 3
@@ -129,7 +131,10 @@ def test_a_raising_method_is_an_env_error(make_cage):
 
 def test_unpicklable_reply_from_a_worker_is_an_error_not_a_death():
     with ProcessCage(
-        make_with_lock_attribute, 2, start_method="fork", main_process_envs=1
+        make_with_lock_attribute,
+        2,
+        start_method="fork",
+        layout=ProcessLayout(main_process_envs=1),
     ) as cage:
         assert cage.get_attr("lock", env_indices=[0])[0].acquire()  # main share
         with pytest.raises(EnvError, match="cannot be pickled"):
@@ -141,7 +146,7 @@ def test_unpicklable_reply_from_a_worker_is_an_error_not_a_death():
 
 
 def test_set_attr_with_a_value_per_env_of_the_wrong_length_names_the_call():
-    with SerialCage(make_cartpole, N_ENVS, seed=0) as cage:
+    with SerialCage(make_cartpole, N_ENVS, options=CageOptions(seed=0)) as cage:
         with pytest.raises(ConfigError) as info:
             cage.set_attr("gravity", [1.0, 2.0])
         message = str(info.value)

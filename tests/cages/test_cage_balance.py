@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -12,7 +13,13 @@ from gymnasium.utils import EzPickle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parllel.cages import LoadBalancer, ProcessCage, SerialCage
+from parllel.cages import (
+    CageOptions,
+    LoadBalancer,
+    ProcessCage,
+    ProcessLayout,
+    SerialCage,
+)
 from parllel.errors import ConfigError, ParllelWarning
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.envs import CountingEnv
@@ -82,7 +89,7 @@ def test_balancer_averages_over_its_interval():
 
 def test_bad_rebalance_argument_is_refused():
     with pytest.raises(ConfigError, match="rebalance"):
-        ProcessCage(CountingEnv, 2, rebalance="yes")
+        ProcessCage(CountingEnv, 2, layout=ProcessLayout(rebalance="yes"))
 
 
 def test_balancer_rejects_bad_settings():
@@ -116,7 +123,9 @@ def run_batch(cage, steps: int = T):
 @pytest.mark.parametrize("reset_mode", ["auto", "wait"])
 def test_moved_envs_continue_exactly_where_they_were(reset_mode):
     factory = partial(CountingEnv, terminal=False)
-    with SerialCage(factory, 7, seed=5, reset_mode=reset_mode) as cage:
+    with SerialCage(
+        factory, 7, options=CageOptions(seed=5, reset_mode=reset_mode)
+    ) as cage:
         reference = run_batch(cage)
     # processes: main [0,2), worker 0 [2,4), worker 1 [4,7); moves both ways
     plan = {1: (1, 0, 1), 3: (2, 1, 2), 6: (0, 1, 1), 9: (1, 2, 1), 12: (2, 1, 1)}
@@ -124,11 +133,8 @@ def test_moved_envs_continue_exactly_where_they_were(reset_mode):
     with ProcessCage(
         factory,
         7,
-        seed=5,
-        reset_mode=reset_mode,
-        main_process_envs=2,
-        n_workers=2,
-        rebalance=balancer,
+        options=CageOptions(seed=5, reset_mode=reset_mode),
+        layout=ProcessLayout(main_process_envs=2, n_workers=2, rebalance=balancer),
         start_method="fork",
     ) as cage:
         result = run_batch(cage)
@@ -149,10 +155,10 @@ def test_a_move_leaving_a_process_empty_is_refused():
     with ProcessCage(
         CountingEnv,
         3,
-        seed=0,
-        main_process_envs=1,
-        n_workers=1,
-        rebalance=ScriptedBalancer({1: (0, 1, 1)}),
+        options=CageOptions(seed=0),
+        layout=ProcessLayout(
+            main_process_envs=1, n_workers=1, rebalance=ScriptedBalancer({1: (0, 1, 1)})
+        ),
         start_method="fork",
     ) as cage:
         with pytest.raises(ConfigError, match="keeps at least one"):
@@ -168,15 +174,17 @@ class _EzCountingEnv(CountingEnv, EzPickle):
 
 
 def test_envs_that_pickle_by_reconstruction_switch_balancing_off():
-    with SerialCage(_EzCountingEnv, 4, seed=1) as cage:
+    with SerialCage(_EzCountingEnv, 4, options=CageOptions(seed=1)) as cage:
         reference = run_batch(cage, 8)
     with ProcessCage(
         _EzCountingEnv,
         4,
-        seed=1,
-        main_process_envs=2,
-        n_workers=1,
-        rebalance=ScriptedBalancer({2: (1, 0, 1), 3: (0, 1, 1)}),
+        options=CageOptions(seed=1),
+        layout=ProcessLayout(
+            main_process_envs=2,
+            n_workers=1,
+            rebalance=ScriptedBalancer({2: (1, 0, 1), 3: (0, 1, 1)}),
+        ),
         start_method="fork",
     ) as cage:
         with warnings.catch_warnings(record=True) as caught:
@@ -200,10 +208,9 @@ def test_restart_after_moves_recreates_the_current_ranges():
     with ProcessCage(
         factory,
         4,
-        seed=0,
-        envs_per_worker=2,
+        options=CageOptions(seed=0),
+        layout=ProcessLayout(envs_per_worker=2, rebalance=balancer),
         on_worker_death="restart",
-        rebalance=balancer,
         start_method="fork",
     ) as cage:
         with allocate(cage, 8) as tree:
@@ -245,19 +252,23 @@ class RandomBalancer:
     seed=st.integers(0, 2**16),
     layout=st.sampled_from(
         [
-            {"main_process_envs": 2, "n_workers": 1},
-            {"envs_per_worker": 2},
-            {"main_process_envs": 1, "n_workers": 2},
+            ProcessLayout(main_process_envs=2, n_workers=1),
+            ProcessLayout(envs_per_worker=2),
+            ProcessLayout(main_process_envs=1, n_workers=2),
         ]
     ),
 )
 def test_any_sequence_of_moves_gives_the_serial_batches(seed, layout):
     factory = partial(CountingEnv, min_length=2, max_length=5, terminal=False)
-    with SerialCage(factory, 6, seed=seed) as cage:
+    with SerialCage(factory, 6, options=CageOptions(seed=seed)) as cage:
         reference = run_batch(cage, 16)
     balancer = RandomBalancer(seed, rate=0.5)
     with ProcessCage(
-        factory, 6, seed=seed, rebalance=balancer, start_method="fork", **layout
+        factory,
+        6,
+        options=CageOptions(seed=seed),
+        layout=replace(layout, rebalance=balancer),
+        start_method="fork",
     ) as cage:
         result = run_batch(cage, 16)
         ranges = [(0, cage.main_process_envs)] * bool(cage.main_process_envs) + [

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.samplers.background import BackgroundSampler
 from tests.helpers.big_reply_envs import (
     FRAME_SHAPE,
@@ -33,9 +33,13 @@ MB = 1_000_000
 
 # workers only, and the main process's share (env 0) next to workers
 CAGES = {
-    "workers": partial(ProcessCage, envs_per_worker=2, start_method="fork"),
+    "workers": partial(
+        ProcessCage, layout=ProcessLayout(envs_per_worker=2), start_method="fork"
+    ),
     "main-share": partial(
-        ProcessCage, main_process_envs=1, n_workers=2, start_method="fork"
+        ProcessCage,
+        layout=ProcessLayout(main_process_envs=1, n_workers=2),
+        start_method="fork",
     ),
 }
 
@@ -57,7 +61,9 @@ def checksum(env, array: np.ndarray) -> int:
 
 @pytest.mark.timeout(60)
 def test_ten_mb_replies_through_call_get_attr_render_and_apply(make_cage):
-    with make_cage(tagged_envs(N_ENVS, state_bytes=TEN_MB), N_ENVS, seed=0) as cage:
+    with make_cage(
+        tagged_envs(N_ENVS, state_bytes=TEN_MB), N_ENVS, options=CageOptions(seed=0)
+    ) as cage:
         for i, blob in enumerate(cage.call("blob", TEN_MB)):
             np.testing.assert_array_equal(blob, pattern(TEN_MB, i))
         for i, big in enumerate(cage.get_attr("big", env_indices=[3, 1])):
@@ -74,7 +80,7 @@ def test_ten_mb_replies_through_call_get_attr_render_and_apply(make_cage):
 
 @pytest.mark.timeout(60)
 def test_ten_mb_arguments_and_values_reach_the_workers(make_cage):
-    with make_cage(tagged_envs(N_ENVS), N_ENVS, seed=0) as cage:
+    with make_cage(tagged_envs(N_ENVS), N_ENVS, options=CageOptions(seed=0)) as cage:
         values = [pattern(TEN_MB, 10 + i) for i in range(N_ENVS)]
         cage.set_attr("big", values)
         for i, big in enumerate(cage.get_attr("big")):
@@ -100,7 +106,9 @@ def step_slots(tree, t: int) -> dict:
 @pytest.mark.timeout(60)
 def test_megabyte_step_and_reset_infos_are_kept_and_reach_episodes(make_cage):
     factories = tagged_envs(N_ENVS, info_bytes=MB, final_info_bytes=MB)
-    with make_cage(factories, N_ENVS, seed=0, keep_infos=True) as cage:
+    with make_cage(
+        factories, N_ENVS, options=CageOptions(seed=0, keep_infos=True)
+    ) as cage:
         tree = allocate(cage, 3)
         try:
             cage.reset(tree.observation[0])
@@ -143,13 +151,15 @@ def test_envs_with_ten_mb_state_move_between_processes(main_process_envs):
     with ProcessCage(
         tagged_envs(6, state_bytes=TEN_MB),
         6,
-        seed=0,
-        main_process_envs=main_process_envs,
-        n_workers=n_workers,
-        rebalance=ScriptedBalancer(plan),
+        options=CageOptions(seed=0),
+        layout=ProcessLayout(
+            main_process_envs=main_process_envs,
+            n_workers=n_workers,
+            rebalance=ScriptedBalancer(plan),
+        ),
         start_method="fork",
     ) as cage:
-        with SerialCage(tagged_envs(6), 6, seed=0) as serial:
+        with SerialCage(tagged_envs(6), 6, options=CageOptions(seed=0)) as serial:
             reference = allocate(serial, 5, storage="local")
             tree = allocate(cage, 5)
             try:

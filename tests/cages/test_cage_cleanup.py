@@ -23,10 +23,11 @@ SCRIPT = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from tests.helpers.cage_helpers import allocate, slots
     from tests.helpers.envs import CountingEnv
-    from parllel.cages import ProcessCage
+    from parllel.cages import CageOptions, ProcessCage, ProcessLayout
 
     if __name__ == "__main__":
-        cage = ProcessCage(CountingEnv, 4, envs_per_worker=2, seed=0)
+        layout = ProcessLayout(envs_per_worker=2)
+        cage = ProcessCage(CountingEnv, 4, layout=layout, options=CageOptions(seed=0))
         tree = allocate(cage, 8)
         cage.reset(tree.observation[0])
         print("PIDS", *cage.worker_pids, flush=True)

@@ -8,8 +8,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.cages.spaces import env_action_reader
+from parllel.interop import VectorEnvCage
 from tests.helpers.cage_helpers import allocate, slots
 
 
@@ -35,11 +36,18 @@ def make_pendulum() -> gym.Env:
 ACTIONS = np.array([[[5.0], [-3.0]], [[1.5], [-2.5]], [[0.0], [2.0]]], np.float32)
 
 
-def received_and_stored(parallel: str, **options) -> tuple[np.ndarray, np.ndarray]:
+def received_and_stored(
+    parallel: str, clip_actions: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """Step two Pendulums with :data:`ACTIONS`; the actions the envs received
     and the tree's actions afterwards."""
     T = len(ACTIONS)
-    with build_cages(make_pendulum, 2, parallel=parallel, seed=0, **options) as cage:
+    with build_cages(
+        make_pendulum,
+        2,
+        parallel=parallel,
+        options=CageOptions(seed=0, clip_actions=clip_actions),
+    ) as cage:
         tree = allocate(cage, T, storage="shared" if parallel == "process" else "local")
         try:
             tree.action[:] = ACTIONS
@@ -72,3 +80,26 @@ def test_only_box_spaces_are_clipped():
     read = box(np.array([3.0, -0.5], np.float32))
     assert [float(a) for a in read] == [1.0, -0.5]
     assert all(a.shape == () for a in read)  # 0-d arrays, as the space samples
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_the_vector_env_cage_clips_as_its_options_say(clip):
+    """VectorEnvCage takes the same CageOptions: Box actions reach the vector
+    env clipped (the default) or as given; the tree keeps them unclipped."""
+    venv = gym.vector.SyncVectorEnv(
+        [make_pendulum] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    options = CageOptions(seed=0, clip_actions=clip)
+    with VectorEnvCage(venv, options=options) as cage:
+        tree = allocate(cage, len(ACTIONS), storage="local")
+        try:
+            tree.action[:] = ACTIONS
+            cage.reset(tree.observation[0])
+            for t in range(len(ACTIONS)):
+                cage.step(tree.action[t], slots(tree, t))
+            received = np.array(tree.env_info.received)
+            np.testing.assert_array_equal(np.array(tree.action), ACTIONS)
+        finally:
+            tree.close()
+    expected = np.clip(ACTIONS, -2.0, 2.0) if clip else ACTIONS
+    np.testing.assert_array_equal(received, expected)

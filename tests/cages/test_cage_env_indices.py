@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.cages.env_indices import normalize_env_indices
 from parllel.errors import ConfigError, EnvIndexError, ParllelError
 from tests.helpers.cage_helpers import allocate
@@ -27,16 +27,20 @@ LENGTHS = [10, 11, 12, 13]  # env i's max_length, to tell the envs apart
 # share (envs 0 and 1) next to workers (envs 2 and 3)
 CAGES = {
     "serial": SerialCage,
-    "workers": partial(ProcessCage, envs_per_worker=2, start_method="fork"),
+    "workers": partial(
+        ProcessCage, layout=ProcessLayout(envs_per_worker=2), start_method="fork"
+    ),
     "main-share": partial(
-        ProcessCage, main_process_envs=2, envs_per_worker=1, start_method="fork"
+        ProcessCage,
+        layout=ProcessLayout(main_process_envs=2, envs_per_worker=1),
+        start_method="fork",
     ),
 }
 
 
 @pytest.fixture(params=list(CAGES), scope="module")
 def open_cage(request):
-    with CAGES[request.param](CountingEnv, N_ENVS, seed=0) as cage:
+    with CAGES[request.param](CountingEnv, N_ENVS, options=CageOptions(seed=0)) as cage:
         yield cage
 
 

@@ -19,21 +19,21 @@ ROOT = Path(__file__).resolve().parents[2]
 # The README's training-script pattern, pasted into a file without the guard.
 UNGUARDED = """
 import gymnasium as gym
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 
 
 def make_env():
     return gym.make("CartPole-v1")
 
 
-cage = build_cages(make_env, n_envs=2, parallel="process", seed=0{kwargs})
+cage = build_cages(make_env, n_envs=2, parallel="process", options=CageOptions(seed=0){kwargs})
 print("built", cage.n_envs, flush=True)
 cage.close()
 """
 
 GUARDED = """
 import gymnasium as gym
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 
 
 def make_env():
@@ -41,7 +41,7 @@ def make_env():
 
 
 def main():
-    cage = build_cages(make_env, n_envs=2, parallel="process", seed=0{kwargs})
+    cage = build_cages(make_env, n_envs=2, parallel="process", options=CageOptions(seed=0){kwargs})
     print("built", cage.n_envs, flush=True)
     cage.close()
 
@@ -200,7 +200,7 @@ def make_env():
 
 
 with ProcessCage(
-    make_env, n_envs=2, n_workers=1, seed=0
+    make_env, n_envs=2, start_timeout=60.0
 ) as cage:
     # the body
     print("built", cage.n_envs, flush=True)
@@ -212,8 +212,8 @@ def test_multi_line_statement_is_quoted_whole(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert (
-        "train.py, lines 10-12: with ProcessCage(make_env, n_envs=2, n_workers=1, "
-        "seed=0) as cage:), outside" in last
+        "train.py, lines 10-12: with ProcessCage(make_env, n_envs=2, "
+        "start_timeout=60.0) as cage:), outside" in last
     )
     assert "the body" not in last
     assert "built" not in result.stdout

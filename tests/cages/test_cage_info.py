@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import ProcessCage, SerialCage, TrajInfo
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage, TrajInfo
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import numeric_info_example
 from parllel.cages.process import channel
@@ -29,12 +29,15 @@ def info_env(info, **kwargs):
     return partial(SpaceEnv, BOX, DISCRETE, info=info, **kwargs)
 
 
-def cages(factory, n_envs=2, **kwargs):
+def cages(factory, n_envs=2, options=CageOptions(seed=0)):
     """A serial cage and process cages (workers only; main share + worker)."""
-    yield SerialCage(factory, n_envs, seed=0, **kwargs)
-    for layout in ({"n_workers": 1}, {"main_process_envs": 1, "n_workers": 1}):
+    yield SerialCage(factory, n_envs, options=options)
+    for layout in (
+        ProcessLayout(n_workers=1),
+        ProcessLayout(main_process_envs=1, n_workers=1),
+    ):
         yield ProcessCage(
-            factory, n_envs, seed=0, start_method="fork", **layout, **kwargs
+            factory, n_envs, layout=layout, options=options, start_method="fork"
         )
 
 
@@ -134,7 +137,7 @@ def test_declared_integer_slot_takes_integral_values_only():
 
 def test_declared_float32_slot_rounds_floats():
     factory = info_env(lambda t, episode: {"x": 0.1 * t})
-    with SerialCage(factory, 1, seed=0) as cage:
+    with SerialCage(factory, 1, options=CageOptions(seed=0)) as cage:
         x = _run_declared(cage, {"x": np.float32})
     assert x.dtype == np.float32 and np.isclose(x.max(), 0.1 * x.max() / 0.1)
 
@@ -143,14 +146,14 @@ def test_missing_key_writes_zero_and_late_keys_reach_extra():
     def info(t, episode):
         return {"x": 5.0} if t == 1 else {"late": t, "note": "n"}
 
-    with SerialCage(info_env(info), 2, seed=0) as cage:
+    with SerialCage(info_env(info), 2, options=CageOptions(seed=0)) as cage:
         arrays, trajs = run(cage, T)
     assert set(np.unique(arrays["env_info.x"]).tolist()) <= {0.0, 5.0}
     assert trajs and all(set(traj.extra) == {"late", "note"} for traj in trajs)
 
 
 def test_without_info_slots_extra_holds_the_whole_last_info():
-    with SerialCage(info_env(int_then_float), 1, seed=0) as cage:
+    with SerialCage(info_env(int_then_float), 1, options=CageOptions(seed=0)) as cage:
         tree = allocate(cage, T)
         cage.reset(tree.observation[0])
         trajs = []
@@ -165,7 +168,7 @@ def test_without_info_slots_extra_holds_the_whole_last_info():
 
 def test_finished_episodes_with_stored_info_fit_the_control_row():
     group = EnvGroup(
-        info_env(int_then_float, max_length=2), {}, (0, 1), None, "auto", TrajInfo, {}
+        info_env(int_then_float, max_length=2), {}, (0, 1), None, CageOptions()
     )
     info_example = numeric_info_example(group.example_step()[fields.ENV_INFO])
     tree = ArrayDict(
@@ -198,7 +201,9 @@ def test_finished_episodes_with_stored_info_fit_the_control_row():
 
 @pytest.mark.parametrize("reset_mode", ["auto", "wait"])
 def test_reset_info_reaches_the_episodes_traj_info(reset_mode):
-    for cage in cages(info_env(None), n_envs=3, reset_mode=reset_mode):
+    for cage in cages(
+        info_env(None), n_envs=3, options=CageOptions(seed=0, reset_mode=reset_mode)
+    ):
         with cage:
             tree = allocate(cage, T)
             cage.reset(tree.observation[0])

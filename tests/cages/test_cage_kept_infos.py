@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import PerEnvFactories, ProcessCage, SerialCage
+from parllel.cages import (
+    CageOptions,
+    PerEnvFactories,
+    ProcessCage,
+    ProcessLayout,
+    SerialCage,
+)
 from parllel.cages.env_info import KeptInfos
 from parllel.errors import ConfigError, EnvError
 from parllel.tree import ArrayDict, buffer_from_example
@@ -17,9 +23,11 @@ from tests.helpers.interop_envs import CountEnv, make_count_env
 
 LAYOUTS = {
     "serial": lambda **kw: SerialCage(make_count_env, 4, **kw),
-    "workers": lambda **kw: ProcessCage(make_count_env, 4, n_workers=2, **kw),
+    "workers": lambda **kw: ProcessCage(
+        make_count_env, 4, layout=ProcessLayout(n_workers=2), **kw
+    ),
     "main+worker": lambda **kw: ProcessCage(
-        make_count_env, 4, n_workers=1, main_process_envs=2, **kw
+        make_count_env, 4, layout=ProcessLayout(n_workers=1, main_process_envs=2), **kw
     ),
 }
 
@@ -72,7 +80,7 @@ def _script(cage):
 def test_every_layout_keeps_the_same_infos_and_results(reset_mode):
     records = {}
     for name, build in LAYOUTS.items():
-        cage = build(reset_mode=reset_mode, keep_infos=True)
+        cage = build(options=CageOptions(reset_mode=reset_mode, keep_infos=True))
         records[name] = _script(cage)
         cage.close()
     assert records["workers"] == records["serial"]
@@ -80,7 +88,9 @@ def test_every_layout_keeps_the_same_infos_and_results(reset_mode):
 
 
 def test_next_step_mode_resets_a_finished_env_instead_of_stepping_it():
-    cage = SerialCage(make_count_env, 2, reset_mode="next_step", keep_infos=True)
+    cage = SerialCage(
+        make_count_env, 2, options=CageOptions(reset_mode="next_step", keep_infos=True)
+    )
     tree = _slots(cage)
     cage.reset(tree.observation, seeds=[5, 6])
     tree.action[:] = [1, 0]
@@ -100,7 +110,7 @@ def test_next_step_mode_resets_a_finished_env_instead_of_stepping_it():
 
 
 def test_auto_reset_keeps_the_step_and_the_reset_info():
-    cage = SerialCage(make_count_env, 1, keep_infos=True)
+    cage = SerialCage(make_count_env, 1, options=CageOptions(keep_infos=True))
     tree = _slots(cage)
     cage.reset(tree.observation, options={"x": 1})
     assert cage.last_infos == KeptInfos(step={}, reset={0: {"options": {"x": 1}}})
@@ -114,7 +124,7 @@ def test_auto_reset_keeps_the_step_and_the_reset_info():
 
 
 def test_stepping_before_the_first_reset_is_refused_in_next_step_mode():
-    cage = SerialCage(make_count_env, 1, reset_mode="next_step")
+    cage = SerialCage(make_count_env, 1, options=CageOptions(reset_mode="next_step"))
     tree = _slots(cage)
     with pytest.raises(Exception, match="before its first reset"):
         cage.step(tree.action, tree)
@@ -170,13 +180,18 @@ def _count_env_from(start: int):
 def test_per_env_factories_build_each_env_with_its_own(layout):
     factories = PerEnvFactories([partial(_count_env_from, i * 10) for i in range(4)])
     if layout == "serial":
-        cage = SerialCage(factories, 2, env_offset=2)
+        cage = SerialCage(factories, 2, options=CageOptions(env_offset=2))
     else:
-        cage = ProcessCage(factories, 2, env_offset=2, n_workers=1)
+        cage = ProcessCage(
+            factories,
+            2,
+            options=CageOptions(env_offset=2),
+            layout=ProcessLayout(n_workers=1),
+        )
     assert cage.apply(lambda env: env.start) == [20, 30]
     cage.close()
     with pytest.raises(ConfigError, match="4 env factories for envs 3..4"):
-        SerialCage(factories, 2, env_offset=3)
+        SerialCage(factories, 2, options=CageOptions(env_offset=3))
 
 
 class Float32RewardEnv(CountEnv):
@@ -196,7 +211,7 @@ def test_episode_returns_add_float32_rewards_in_float64(traj_info_type):
             super().step(*args)
 
     kind = TrajInfo if traj_info_type == "plain" else Counting
-    cage = SerialCage(Float32RewardEnv, 1, traj_info_type=kind)
+    cage = SerialCage(Float32RewardEnv, 1, options=CageOptions(traj_info_type=kind))
     tree = _slots(cage)
     cage.reset(tree.observation)
     trajs = []

@@ -11,9 +11,21 @@ import pytest
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.arrays import Array
-from parllel.cages import ProcessCage, SerialCage, build_cages
+from parllel.cages import (
+    CageOptions,
+    ProcessCage,
+    ProcessLayout,
+    SerialCage,
+    build_cages,
+)
 from parllel.cages.cage import CageState
-from parllel.errors import ArrayClosedError, ConfigError, EnvError, NotSharedError
+from parllel.errors import (
+    ArrayClosedError,
+    ConfigError,
+    EnvError,
+    NotSharedError,
+    ParllelWarning,
+)
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from tests.helpers.cage_helpers import allocate, run, slots
@@ -31,7 +43,7 @@ def _factory_holding_a_lock():
 
 
 def test_serial_cage_takes_an_unpicklable_factory():
-    with SerialCage(_factory_holding_a_lock(), 2, seed=0) as cage:
+    with SerialCage(_factory_holding_a_lock(), 2, options=CageOptions(seed=0)) as cage:
         _, trajs = run(cage, 12)
     assert trajs
 
@@ -55,27 +67,51 @@ class _BrokenEnv(CountingEnv):
 
 
 @pytest.mark.parametrize("parallel", ["process", "auto"])
-@pytest.mark.parametrize("broken_in", ["construction", "reset", "step"])
-def test_env_crash_in_the_build_cages_probe_is_an_env_error(parallel, broken_in):
+@pytest.mark.parametrize("broken_in", ["construction", "reset"])
+def test_env_crash_in_the_build_cages_timing_falls_back_then_the_cage_raises(
+    parallel, broken_in
+):
+    """The layout timing cannot step the env: a warning and a default layout
+    (serial for "auto"); the cage's own envs then raise the env's error."""
     factory = partial(_BrokenEnv, broken_in)
-    with pytest.raises(
-        EnvError, match=f"probe env.*RuntimeError in (its )?{broken_in}"
-    ) as info:
-        build_cages(factory, 4, parallel=parallel, seed=0, start_method="fork")
+    with (
+        pytest.warns(ParllelWarning, match="could not time the envs"),
+        pytest.raises(EnvError, match="raised RuntimeError in its") as info,
+    ):
+        build_cages(
+            factory,
+            4,
+            parallel=parallel,
+            options=CageOptions(seed=0),
+            start_method="fork",
+        )
     assert "RuntimeError" in info.value.worker_traceback
-    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+@pytest.mark.parametrize("parallel", ["process", "auto"])
+def test_an_env_that_fails_later_than_the_example_step_still_builds(parallel):
+    factory = partial(_BrokenEnv, "step")  # fails at its third step
+    with pytest.warns(ParllelWarning, match="could not time the envs"):
+        cage = build_cages(
+            factory, 4, parallel=parallel, options=CageOptions(seed=0),
+            start_method="fork",
+        )  # fmt: skip
+    with cage:
+        assert isinstance(cage, ProcessCage) == (parallel == "process")
 
 
 # -- closed buffers -------------------------------------------------------------
 CAGE_KINDS = {
     "serial": SerialCage,
-    "process": partial(ProcessCage, start_method="fork", main_process_envs=1),
+    "process": partial(
+        ProcessCage, start_method="fork", layout=ProcessLayout(main_process_envs=1)
+    ),
 }
 
 
 @pytest.mark.parametrize("kind", list(CAGE_KINDS))
 def test_a_cage_refuses_to_write_into_a_closed_tree(kind):
-    with CAGE_KINDS[kind](CountingEnv, 3, seed=0) as cage:
+    with CAGE_KINDS[kind](CountingEnv, 3, options=CageOptions(seed=0)) as cage:
         tree = allocate(cage, 4)
         cage.reset(tree.observation[0])
         cage.step(tree.action[0], slots(tree, 0))
@@ -89,7 +125,9 @@ def test_a_cage_refuses_to_write_into_a_closed_tree(kind):
 
 
 def test_views_taken_before_close_are_refused_by_a_process_cage():
-    with ProcessCage(CountingEnv, 2, start_method="fork", seed=0) as cage:
+    with ProcessCage(
+        CountingEnv, 2, start_method="fork", options=CageOptions(seed=0)
+    ) as cage:
         tree = allocate(cage, 2)
         observation = tree.observation[0]  # a writable view, not used yet
         tree.close()
@@ -104,7 +142,7 @@ def _sampler_parts(cage, storage=None):
 
 @pytest.mark.parametrize("kind", list(CAGE_KINDS))
 def test_a_sampler_refuses_a_closed_tree(kind):
-    with CAGE_KINDS[kind](CountingEnv, 3, seed=0) as cage:
+    with CAGE_KINDS[kind](CountingEnv, 3, options=CageOptions(seed=0)) as cage:
         handler, tree = _sampler_parts(cage, storage="shared")
         sampler = FeedForwardSampler(cage, handler, tree)
         sampler.collect_batch()
@@ -117,7 +155,9 @@ def test_a_sampler_refuses_a_closed_tree(kind):
 
 # -- local leaves in a process cage's tree ------------------------------------------
 def test_a_local_leaf_is_named_when_the_tree_is_handed_to_the_sampler():
-    with ProcessCage(CountingEnv, 2, start_method="fork", seed=0) as cage:
+    with ProcessCage(
+        CountingEnv, 2, start_method="fork", options=CageOptions(seed=0)
+    ) as cage:
         handler, tree = _sampler_parts(cage)
         with tree:
             tree[fields.ENV_INFO]["extra"] = Array((4, 2), (), np.float32)
@@ -139,7 +179,7 @@ def test_a_local_leaf_is_named_when_the_tree_is_handed_to_the_sampler():
 
 
 def test_a_local_tree_is_fine_for_a_serial_cage():
-    with SerialCage(CountingEnv, 2, seed=0) as cage:
+    with SerialCage(CountingEnv, 2, options=CageOptions(seed=0)) as cage:
         handler, tree = _sampler_parts(cage)
         tree[fields.ENV_INFO]["extra"] = Array((4, 2), (), np.float32)
         FeedForwardSampler(cage, handler, tree).collect_batch()

@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import ProcessCage, SerialCage, build_cages
+from parllel.cages import (
+    CageOptions,
+    ProcessCage,
+    ProcessLayout,
+    SerialCage,
+    build_cages,
+)
 from parllel.errors import ConfigError, EnvError
 from parllel.seeding import env_seed
 from tests.helpers.cage_helpers import allocate, run, slots
@@ -20,19 +26,24 @@ from tests.helpers.call_log_env import BuiltLog
 SEED = 21
 LAYOUTS = {
     "serial": {"parallel": "serial"},
-    "two_workers": {"parallel": "process", "n_workers": 2, "start_method": "fork"},
+    "two_workers": {
+        "parallel": "process",
+        "start_method": "fork",
+        "layout": ProcessLayout(n_workers=2),
+    },
     "main_and_worker": {
         "parallel": "process",
-        "n_workers": 1,
-        "main_process_envs": 1,
         "start_method": "fork",
+        "layout": ProcessLayout(n_workers=1, main_process_envs=1),
     },
 }
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_envs_see_nothing_before_the_first_reset(layout):
-    with build_cages(BuiltLog(max_count=5), 3, seed=SEED, **LAYOUTS[layout]) as cage:
+    with build_cages(
+        BuiltLog(max_count=5), 3, options=CageOptions(seed=SEED), **LAYOUTS[layout]
+    ) as cage:
         assert cage.get_attr("calls") == [["init"]] * 3
         cage.set_attr("max_count", [2, 3, 4])  # after construction, as gymnasium's
         assert cage.example[fields.ENV_INFO] == {"count": 1}
@@ -45,7 +56,7 @@ def test_envs_see_nothing_before_the_first_reset(layout):
 
 def test_the_probe_env_is_built_reset_with_env_0s_seed_stepped_once_and_closed():
     factory = BuiltLog(max_count=5)
-    with SerialCage(factory, 3, seed=SEED) as cage:
+    with SerialCage(factory, 3, options=CageOptions(seed=SEED)) as cage:
         assert len(factory.built) == 4  # once more than n_envs
         *envs, probe = factory.built
         assert [env.calls for env in envs] == [["init"]] * 3
@@ -58,7 +69,9 @@ def test_the_probe_env_is_built_reset_with_env_0s_seed_stepped_once_and_closed()
 def test_the_probe_action_is_the_same_in_every_layout():
     actions = []
     for layout in LAYOUTS.values():
-        with build_cages(BuiltLog(max_count=5), 3, seed=SEED, **layout) as cage:
+        with build_cages(
+            BuiltLog(max_count=5), 3, options=CageOptions(seed=SEED), **layout
+        ) as cage:
             actions.append(cage.example[fields.ACTION])
     assert actions == [actions[0]] * len(actions)
 
@@ -81,7 +94,9 @@ def test_probe_errors_name_the_probe():
 def test_without_a_probe_no_env_code_runs_and_the_example_is_zeros(layout):
     factory = BuiltLog()
     kwargs = LAYOUTS[layout]
-    with build_cages(factory, 2, seed=SEED, probe=False, **kwargs) as cage:
+    with build_cages(
+        factory, 2, options=CageOptions(seed=SEED, probe=False), **kwargs
+    ) as cage:
         if layout == "serial":
             assert len(factory.built) == 2
         assert cage.get_attr("calls") == [["init"]] * 2
@@ -93,7 +108,11 @@ def test_without_a_probe_no_env_code_runs_and_the_example_is_zeros(layout):
 def test_process_cage_probe_is_built_in_worker_0_when_the_main_process_steps_none():
     # a factory that only works in a worker process
     with ProcessCage(
-        _worker_only_factory, 2, n_workers=2, seed=SEED, start_method="fork"
+        _worker_only_factory,
+        2,
+        layout=ProcessLayout(n_workers=2),
+        options=CageOptions(seed=SEED),
+        start_method="fork",
     ) as cage:
         assert cage.get_attr("calls") == [["init"]] * 2
 
@@ -124,7 +143,10 @@ def test_knights_archers_zombies_through_the_adapter_equals_the_bare_env():
         expected.append((observation, np.float32(reward)))
         assert not (terminated or truncated)
     bare.close()
-    with SerialCage(make, 1, seed=[11]) as cage, allocate(cage, T) as tree:
+    with (
+        SerialCage(make, 1, options=CageOptions(seed=[11])) as cage,
+        allocate(cage, T) as tree,
+    ):
         for t, action in enumerate(actions):
             tree.action[t] = action[None]
         cage.reset(tree.observation[0])
@@ -143,7 +165,9 @@ def test_box2d_env_0_equals_a_fresh_env():
     # after its first episode
     pytest.importorskip("Box2D")
     T = 200
-    with SerialCage(lambda: gym.make("BipedalWalker-v3"), 2, seed=[5, 6]) as cage:
+    with SerialCage(
+        lambda: gym.make("BipedalWalker-v3"), 2, options=CageOptions(seed=[5, 6])
+    ) as cage:
         arrays, trajs = run(cage, T)
     assert [traj.env_index for traj in trajs].count(0) >= 1
     observations = arrays["observation"][1:]  # after the padding row

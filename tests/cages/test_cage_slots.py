@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, SerialCage
 from parllel.cages.process.channel import Layout, Views
 from parllel.cages.process.slots import SlotRegistry
 from parllel.errors import NotSharedError
@@ -75,12 +75,14 @@ def test_layouts_keep_dotted_keys_and_sequence_nodes():
 
 
 def test_a_cage_recovers_from_a_refused_slot_tree():
-    with ProcessCage(CountingEnv, N_ENVS, seed=0, start_method="fork") as cage:
+    with ProcessCage(
+        CountingEnv, N_ENVS, options=CageOptions(seed=0), start_method="fork"
+    ) as cage:
         local = allocate(cage, 4, storage="local")
         with pytest.raises(NotSharedError):
             cage.reset(local.observation[0])
         arrays, trajs = run(cage, 4)  # same layout, shared slots: workers learn it
-    with SerialCage(CountingEnv, N_ENVS, seed=0) as cage:
+    with SerialCage(CountingEnv, N_ENVS, options=CageOptions(seed=0)) as cage:
         reference, reference_trajs = run(cage, 4)
     for key in reference:
         np.testing.assert_array_equal(arrays[key], reference[key], err_msg=key)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.cages.spaces import space_leaves, zero_example
 from parllel.errors import InvalidActionError, SpaceMismatchError
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
@@ -21,7 +21,10 @@ from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.space_envs import Interval, SpaceEnv, WrongObservationEnv
 
 T = 8
-LAYOUTS = ({"envs_per_worker": 2}, {"main_process_envs": 1, "n_workers": 1})
+LAYOUTS = (
+    {"layout": ProcessLayout(envs_per_worker=2)},
+    {"layout": ProcessLayout(main_process_envs=1, n_workers=1)},
+)
 
 
 def fork_cage(factory, n_envs, **kwargs):
@@ -38,10 +41,12 @@ def assert_same(a, b):
 
 
 def assert_process_equals_serial(factory, n_envs=3, seed=5):
-    with SerialCage(factory, n_envs, seed=seed) as cage:
+    with SerialCage(factory, n_envs, options=CageOptions(seed=seed)) as cage:
         reference = run(cage, T)
     for layout in LAYOUTS:
-        with fork_cage(factory, n_envs, seed=seed, **layout) as cage:
+        with fork_cage(
+            factory, n_envs, options=CageOptions(seed=seed), **layout
+        ) as cage:
             assert_same(run(cage, T), reference)
     return reference
 
@@ -156,7 +161,7 @@ def test_probe_observation_must_match_declared_space(
     factory = partial(WrongObservationEnv, space, observation)
     with pytest.raises(SpaceMismatchError) as info:
         if process:
-            fork_cage(factory, 2, n_workers=1).close()
+            fork_cage(factory, 2, layout=ProcessLayout(n_workers=1)).close()
         else:
             SerialCage(factory, 2).close()
     message = str(info.value)
@@ -219,10 +224,14 @@ def test_custom_space_registered_by_singledispatch():
     factory = partial(SpaceEnv, gym.spaces.Dict({"i": space}), space)
     reference = assert_process_equals_serial(factory)
     assert (reference[0]["observation.i.0"] <= reference[0]["observation.i.1"]).all()
-    with SerialCage(factory, 2, seed=0) as cage:
+    with SerialCage(factory, 2, options=CageOptions(seed=0)) as cage:
         expected = _random_batches(cage)
     with ProcessCage(
-        factory, 2, seed=0, n_workers=1, start_method="forkserver"
+        factory,
+        2,
+        options=CageOptions(seed=0),
+        layout=ProcessLayout(n_workers=1),
+        start_method="forkserver",
     ) as cage:
         got = _random_batches(cage)  # the worker registers by importing space_envs
     assert_same(got, expected)
@@ -234,7 +243,9 @@ def test_custom_space_registered_by_singledispatch():
 def test_cage_actions_must_be_a_tree_of_views(process):
     action = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3)))
     factory = partial(SpaceEnv, gym.spaces.Discrete(4), action)
-    make = partial(fork_cage, n_workers=1) if process else SerialCage
+    make = (
+        partial(fork_cage, layout=ProcessLayout(n_workers=1)) if process else SerialCage
+    )
     with make(factory, 2) as cage:
         tree = allocate(cage, 1)
         try:

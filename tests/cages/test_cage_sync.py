@@ -8,9 +8,10 @@ import os
 
 import pytest
 
-from parllel.cages import suggest_layout_for
-from parllel.cages.costs import measure_sync_seconds
-from parllel.cages.layout import suggest_layout
+from parllel.cages import ProcessLayout
+from parllel.cages.building import suggest_layout_for
+from parllel.cages.layout.choice import suggest_layout
+from parllel.cages.process.overhead import measure_sync_seconds
 from tests.helpers.envs import CountingEnv
 
 
@@ -29,10 +30,9 @@ def test_measure_sync_seconds_refuses_no_rounds():
 def test_a_measured_sync_cost_decides_the_layout():
     # 8 envs of 8 us: serial under the assumed cost, processes if syncs are cheap
     assert suggest_layout(8, step_seconds=8e-6, cores=2) is None
-    assert suggest_layout(8, step_seconds=8e-6, cores=2, sync_seconds=1e-6) == {
-        "main_process_envs": 4,
-        "n_workers": 1,
-    }
+    assert suggest_layout(
+        8, step_seconds=8e-6, cores=2, sync_seconds=1e-6
+    ) == ProcessLayout(main_process_envs=4, n_workers=1)
     assert suggest_layout(64, step_seconds=8e-6, cores=2, sync_seconds=1e-3) is None
 
 
@@ -43,7 +43,7 @@ def test_suggest_layout_for_one_env_is_serial_without_a_probe_process():
 
 def test_measure_step_overhead_seconds_leaves_no_process_or_segment():
     from parllel.arrays.shared_memory import list_segments
-    from parllel.cages.costs import measure_step_overhead_seconds
+    from parllel.cages.process.overhead import measure_step_overhead_seconds
 
     seconds = measure_step_overhead_seconds(steps=20)
     assert 0.0 <= seconds < 1.0
@@ -52,7 +52,7 @@ def test_measure_step_overhead_seconds_leaves_no_process_or_segment():
 
 
 def test_measure_step_overhead_seconds_refuses_no_steps():
-    from parllel.cages.costs import measure_step_overhead_seconds
+    from parllel.cages.process.overhead import measure_step_overhead_seconds
     from parllel.errors import ConfigError
 
     with pytest.raises(ConfigError, match="steps"):

@@ -9,7 +9,7 @@ from functools import partial
 
 import pytest
 
-from parllel.cages import ProcessCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout
 from parllel.errors import (
     ClosedCageError,
     ConfigError,
@@ -80,7 +80,12 @@ def _assert_cleaned_up(cage, pids) -> None:
 def test_a_hung_step_names_the_worker_and_shows_its_stack():
     factory = partial(HangingEnv, "step", 3, 1)
     cage = ProcessCage(
-        factory, 4, envs_per_worker=2, seed=0, start_method="fork", step_timeout=TIMEOUT
+        factory,
+        4,
+        layout=ProcessLayout(envs_per_worker=2),
+        options=CageOptions(seed=0),
+        start_method="fork",
+        step_timeout=TIMEOUT,
     )
     pids = cage.worker_pids
     with allocate(cage, 8) as tree:
@@ -103,7 +108,13 @@ def test_a_hung_step_names_the_worker_and_shows_its_stack():
 
 def test_a_hung_reset_times_out_too_under_forkserver():
     factory = partial(HangingEnv, "reset", 1, 1)
-    cage = ProcessCage(factory, 3, n_workers=2, seed=0, step_timeout=TIMEOUT)
+    cage = ProcessCage(
+        factory,
+        3,
+        layout=ProcessLayout(n_workers=2),
+        options=CageOptions(seed=0),
+        step_timeout=TIMEOUT,
+    )
     pids = cage.worker_pids
     with allocate(cage, 2) as tree:
         with pytest.raises(StepTimeoutError, match="did not finish a reset") as info:
@@ -117,7 +128,12 @@ def test_a_hung_reset_times_out_too_under_forkserver():
 def test_every_late_worker_is_named_with_its_stack():
     factory = partial(HangingEnv, "step", 2, None)
     cage = ProcessCage(
-        factory, 4, n_workers=2, seed=0, start_method="fork", step_timeout=TIMEOUT
+        factory,
+        4,
+        layout=ProcessLayout(n_workers=2),
+        options=CageOptions(seed=0),
+        start_method="fork",
+        step_timeout=TIMEOUT,
     )
     pids = cage.worker_pids
     with allocate(cage, 4) as tree:
@@ -134,9 +150,8 @@ def test_the_main_share_steps_while_a_worker_times_out():
     cage = ProcessCage(
         factory,
         3,
-        main_process_envs=1,
-        n_workers=1,
-        seed=0,
+        layout=ProcessLayout(main_process_envs=1, n_workers=1),
+        options=CageOptions(seed=0),
         start_method="fork",
         step_timeout=TIMEOUT,
     )
@@ -152,7 +167,12 @@ def test_the_main_share_steps_while_a_worker_times_out():
 def test_no_timeout_for_envs_that_answer():
     factory = partial(HangingEnv, "never", 1, None)
     with ProcessCage(
-        factory, 2, n_workers=2, seed=0, start_method="fork", step_timeout=TIMEOUT
+        factory,
+        2,
+        layout=ProcessLayout(n_workers=2),
+        options=CageOptions(seed=0),
+        start_method="fork",
+        step_timeout=TIMEOUT,
     ) as cage:
         with allocate(cage, 16) as tree:
             _reset_and_step(cage, tree, 16)

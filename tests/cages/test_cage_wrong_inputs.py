@@ -6,7 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-from parllel.cages import ProcessCage, SerialCage, build_cages
+from parllel.cages import ProcessCage, ProcessLayout, SerialCage, build_cages
 from parllel.errors import ConfigError, EnvError, UnknownOptionError
 from parllel.interop import make_vec
 
@@ -46,7 +46,7 @@ def test_a_pettingzoo_env_without_its_adapter_names_the_adapter(n_envs):
 def test_the_worker_reports_the_adapter_hint_too():
     pytest.importorskip("mpe2")
     with pytest.raises(EnvError, match="PettingZoo env.*ParallelEnvAdapter"):
-        ProcessCage(spread, 2, n_workers=1)
+        ProcessCage(spread, 2, layout=ProcessLayout(n_workers=1))
 
 
 class NotAnEnv:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import ProcessCage, SerialCage, TrajInfo
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage, TrajInfo
 from parllel.cages.cage import CageState
 from parllel.errors import (
     CageStateError,
@@ -54,26 +54,36 @@ def assert_same(a, b):
 )
 def test_process_equals_serial_for_any_grouping(env_kwargs):
     factory = partial(CountingEnv, **env_kwargs)
-    with SerialCage(factory, 5, seed=3) as cage:
+    with SerialCage(factory, 5, options=CageOptions(seed=3)) as cage:
         reference = run(cage, T)
-    layouts = [{"envs_per_worker": 2}, {"envs_per_worker": 5}, {"main_process_envs": 2}]
+    layouts = [
+        {"layout": ProcessLayout(envs_per_worker=2)},
+        {"layout": ProcessLayout(envs_per_worker=5)},
+        {"layout": ProcessLayout(main_process_envs=2)},
+    ]
     for layout in layouts:
-        with fork_cage(factory, 5, seed=3, **layout) as cage:
+        with fork_cage(factory, 5, options=CageOptions(seed=3), **layout) as cage:
             assert_same(run(cage, T), reference)
 
 
 def test_forkserver_and_spawn_give_the_same_batches():
-    with SerialCage(CountingEnv, 3, seed=1) as cage:
+    with SerialCage(CountingEnv, 3, options=CageOptions(seed=1)) as cage:
         reference = run(cage, 6)
     for method in ("forkserver", "spawn"):
         with ProcessCage(
-            CountingEnv, 3, seed=1, envs_per_worker=2, start_method=method
+            CountingEnv,
+            3,
+            options=CageOptions(seed=1),
+            layout=ProcessLayout(envs_per_worker=2),
+            start_method=method,
         ) as cage:
             assert_same(run(cage, 6), reference)
 
 
 def test_auto_reset_keeps_final_observation_and_statistics():
-    with SerialCage(partial(CountingEnv, terminal=False), 2, seed=0) as cage:
+    with SerialCage(
+        partial(CountingEnv, terminal=False), 2, options=CageOptions(seed=0)
+    ) as cage:
         arrays, trajs = run(cage, T)
     obs = arrays[fields.OBSERVATION][1:]  # padded: row 0 is the leading padding
     final = arrays[fields.FINAL_OBSERVATION]
@@ -96,7 +106,7 @@ def test_auto_reset_keeps_final_observation_and_statistics():
 
 
 def test_env_info_keys_with_dots_are_stored():
-    with SerialCage(CountingEnv, 2, seed=0) as cage:
+    with SerialCage(CountingEnv, 2, options=CageOptions(seed=0)) as cage:
         arrays, _ = run(cage, T)
     done = arrays[fields.TERMINATED] | arrays[fields.TRUNCATED]
     step_t = np.where(
@@ -111,8 +121,12 @@ def test_env_info_keys_with_dots_are_stored():
 @pytest.mark.parametrize("process", [False, True])
 def test_wait_reset_idles_finished_envs(process):
     factory = partial(CountingEnv, min_length=2, max_length=2)
-    make = partial(fork_cage, envs_per_worker=1) if process else SerialCage
-    with make(factory, 2, seed=0, reset_mode="wait") as cage:
+    make = (
+        partial(fork_cage, layout=ProcessLayout(envs_per_worker=1))
+        if process
+        else SerialCage
+    )
+    with make(factory, 2, options=CageOptions(seed=0, reset_mode="wait")) as cage:
         with allocate(cage, 4) as tree:
             tree.action[:] = 1
             cage.reset(tree.observation[0])
@@ -128,15 +142,21 @@ def test_wait_reset_idles_finished_envs(process):
 
 def test_seeding_is_deterministic_and_distinct_per_env():
     with SerialCage(
-        partial(CountingEnv, min_length=1, max_length=50), 4, seed=7
+        partial(CountingEnv, min_length=1, max_length=50),
+        4,
+        options=CageOptions(seed=7),
     ) as cage:
         a, _ = run(cage, T)
     with SerialCage(
-        partial(CountingEnv, min_length=1, max_length=50), 4, seed=7
+        partial(CountingEnv, min_length=1, max_length=50),
+        4,
+        options=CageOptions(seed=7),
     ) as cage:
         b, _ = run(cage, T)
     with SerialCage(
-        partial(CountingEnv, min_length=1, max_length=50), 4, seed=8
+        partial(CountingEnv, min_length=1, max_length=50),
+        4,
+        options=CageOptions(seed=8),
     ) as cage:
         c, _ = run(cage, T)
     np.testing.assert_array_equal(a[fields.TERMINATED], b[fields.TERMINATED])
@@ -147,7 +167,9 @@ def test_seeding_is_deterministic_and_distinct_per_env():
 
 def test_env_error_in_worker_carries_index_and_traceback():
     factory = partial(CountingEnv, fail_at_step=3)
-    with fork_cage(factory, 4, seed=0, envs_per_worker=2) as cage:
+    with fork_cage(
+        factory, 4, options=CageOptions(seed=0), layout=ProcessLayout(envs_per_worker=2)
+    ) as cage:
         with allocate(cage, 5) as tree:
             cage.reset(tree.observation[0])
             start = time.monotonic()
@@ -162,7 +184,9 @@ def test_env_error_in_worker_carries_index_and_traceback():
 
 def test_env_error_in_serial_cage():
     with SerialCage(
-        partial(CountingEnv, fail_at_step=2), 2, seed=0, env_offset=10
+        partial(CountingEnv, fail_at_step=2),
+        2,
+        options=CageOptions(seed=0, env_offset=10),
     ) as cage:
         with allocate(cage, 3) as tree:
             cage.reset(tree.observation[0])
@@ -172,7 +196,12 @@ def test_env_error_in_serial_cage():
 
 
 def test_sigkilled_worker_raises_promptly():
-    with fork_cage(CountingEnv, 4, seed=0, envs_per_worker=2) as cage:
+    with fork_cage(
+        CountingEnv,
+        4,
+        options=CageOptions(seed=0),
+        layout=ProcessLayout(envs_per_worker=2),
+    ) as cage:
         with allocate(cage, 4) as tree:
             cage.reset(tree.observation[0])
             cage.step(tree.action[0], slots(tree, 0))
@@ -190,7 +219,11 @@ def test_dead_worker_is_restarted_on_request():
         CountingEnv, die_at_step=4
     )  # every env process dies at its 4th step
     with fork_cage(
-        factory, 2, seed=0, envs_per_worker=1, on_worker_death="restart"
+        factory,
+        2,
+        options=CageOptions(seed=0),
+        layout=ProcessLayout(envs_per_worker=1),
+        on_worker_death="restart",
     ) as cage:
         with allocate(cage, 8) as tree:
             cage.reset(tree.observation[0])
@@ -209,7 +242,12 @@ def test_dead_worker_is_restarted_on_request():
 
 
 def test_close_releases_everything_and_is_idempotent():
-    cage = fork_cage(CountingEnv, 4, seed=0, envs_per_worker=2)
+    cage = fork_cage(
+        CountingEnv,
+        4,
+        options=CageOptions(seed=0),
+        layout=ProcessLayout(envs_per_worker=2),
+    )
     pids = cage.worker_pids
     cage.close()
     cage.close()
@@ -224,7 +262,7 @@ def test_close_releases_everything_and_is_idempotent():
 
 def test_exception_inside_context_manager_cleans_up():
     with pytest.raises(KeyError):
-        with fork_cage(CountingEnv, 2, seed=0) as cage:
+        with fork_cage(CountingEnv, 2, options=CageOptions(seed=0)) as cage:
             pids = cage.worker_pids
             raise KeyError("user bug")
     time.sleep(0.1)
@@ -234,7 +272,7 @@ def test_exception_inside_context_manager_cleans_up():
 
 
 def test_bad_actions_and_call_order():
-    with SerialCage(CountingEnv, 3, seed=0) as cage:
+    with SerialCage(CountingEnv, 3, options=CageOptions(seed=0)) as cage:
         with allocate(cage, 2) as tree:
             cage.reset(tree.observation[0])
             with pytest.raises(InvalidActionError, match=r"shape \(3,\)"):
@@ -257,7 +295,7 @@ def test_stepping_before_reset_is_refused():
 
 
 def test_process_cage_needs_shared_buffers():
-    with fork_cage(CountingEnv, 2, seed=0) as cage:
+    with fork_cage(CountingEnv, 2, options=CageOptions(seed=0)) as cage:
         with allocate(cage, 2, storage="local") as tree:
             with pytest.raises(NotSharedError, match="observation"):
                 cage.reset(tree.observation[0])
@@ -289,9 +327,9 @@ def test_bad_config_is_refused():
     with pytest.raises(ConfigError):
         SerialCage(CountingEnv, 0)
     with pytest.raises(ConfigError):
-        SerialCage(CountingEnv, 1, reset_mode="never")
+        SerialCage(CountingEnv, 1, options=CageOptions(reset_mode="never"))
     with pytest.raises(ConfigError):
-        ProcessCage(CountingEnv, 2, main_process_envs=2)
+        ProcessCage(CountingEnv, 2, layout=ProcessLayout(main_process_envs=2))
     with pytest.raises(ConfigError):
         ProcessCage(CountingEnv, 2, on_worker_death="ignore")
 
@@ -299,11 +337,11 @@ def test_bad_config_is_refused():
 @pytest.mark.parametrize("process", [False, True])
 def test_env_access(process):
     make = (
-        partial(fork_cage, envs_per_worker=2, main_process_envs=1)
+        partial(fork_cage, layout=ProcessLayout(envs_per_worker=2, main_process_envs=1))
         if process
         else SerialCage
     )
-    with make(CountingEnv, 4, seed=0) as cage:
+    with make(CountingEnv, 4, options=CageOptions(seed=0)) as cage:
         assert cage.get_attr("min_length") == [3, 3, 3, 3]
         cage.set_attr("min_length", [1, 2, 3, 4])
         assert cage.get_attr("min_length") == [1, 2, 3, 4]
@@ -321,7 +359,9 @@ def test_custom_traj_info_reads_env_info():
                 self.extra.get("min_lives", 9), env_info["ale.lives"]
             )
 
-    with SerialCage(CountingEnv, 2, seed=0, traj_info_type=LivesInfo) as cage:
+    with SerialCage(
+        CountingEnv, 2, options=CageOptions(seed=0, traj_info_type=LivesInfo)
+    ) as cage:
         _, trajs = run(cage, T)
     assert trajs and all(tr.extra["min_lives"] in (1, 2, 3) for tr in trajs)
 
@@ -336,9 +376,12 @@ class _QuietCountingEnv(CountingEnv):
 
 def test_episode_statistics_through_shared_memory_equal_serial():
     factory = partial(_QuietCountingEnv, min_length=1, max_length=3, terminal=False)
-    with SerialCage(factory, 6, seed=2) as cage:
+    with SerialCage(factory, 6, options=CageOptions(seed=2)) as cage:
         reference = run(cage, T)
     assert len(reference[1]) > 6  # several episodes end in the same step
-    for layout in ({"envs_per_worker": 3}, {"main_process_envs": 2, "n_workers": 1}):
-        with fork_cage(factory, 6, seed=2, **layout) as cage:
+    for layout in (
+        {"layout": ProcessLayout(envs_per_worker=3)},
+        {"layout": ProcessLayout(main_process_envs=2, n_workers=1)},
+    ):
+        with fork_cage(factory, 6, options=CageOptions(seed=2), **layout) as cage:
             assert_same(run(cage, T), reference)

@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 
 import parllel.cages.building as building
-import parllel.cages.layout as layout
-import parllel.cages.process.startup as startup
+import parllel.cages.layout.policy as policy
 import parllel.patterns.cages as pattern_cages
 from parllel.bench.layouts import candidate_layouts, suggested_layout
 from parllel.bench.run import _with_prediction
-from parllel.cages import build_cages
-from parllel.cages.layout import suggest_layout
-from parllel.cages.plumbing import default_worker_count
+from parllel.cages import CageOptions, ProcessLayout, build_cages
+from parllel.cages.layout.choice import suggest_layout
+from parllel.cages.layout.policy import default_worker_count
 from parllel.patterns import build_alternating_cages
 from parllel.patterns.cages import alternating_workers
 from tests.helpers.envs import CountingEnv
@@ -49,54 +48,53 @@ def test_default_worker_count_leaves_the_main_process_a_core_from_4_cores(
 
 
 def test_a_process_cage_on_16_cores_starts_15_workers(monkeypatch):
-    monkeypatch.setattr(startup, "usable_cores", lambda: 16)
-    ranges = startup.split_envs(64, 0, None, None)
+    monkeypatch.setattr(policy, "usable_cores", lambda: 16)
+    ranges = ProcessLayout().worker_slices(64)
     assert len(ranges) == 15 and ranges[0][0] == 0 and ranges[-1][1] == 64
-    assert len(startup.split_envs(64, 4, None, None)) == 15  # main steps 4
-    monkeypatch.setattr(startup, "usable_cores", lambda: 2)
-    assert len(startup.split_envs(64, 0, None, None)) == 2  # as before
+    assert len(ProcessLayout(main_process_envs=4).worker_slices(64)) == 15
+    monkeypatch.setattr(policy, "usable_cores", lambda: 2)
+    assert len(ProcessLayout().worker_slices(64)) == 2  # as before
 
 
 def test_suggest_layout_on_16_cores_caps_processes_by_the_sync_cost():
     # CartPole-like (8 us): 12 processes, each stepping >= one sync's worth
-    assert suggest_layout(64, 8e-6, cores=16, sync_seconds=SYNC) == {
-        "main_process_envs": 5,
-        "n_workers": 11,
-    }
+    assert suggest_layout(64, 8e-6, cores=16, sync_seconds=SYNC) == ProcessLayout(
+        main_process_envs=5, n_workers=11
+    )
     # Atari-like (400 us): every core
-    assert suggest_layout(64, 400e-6, cores=16, sync_seconds=SYNC) == {
-        "main_process_envs": 4,
-        "n_workers": 15,
-    }
+    assert suggest_layout(64, 400e-6, cores=16, sync_seconds=SYNC) == ProcessLayout(
+        main_process_envs=4, n_workers=15
+    )
     # barely worth processes: few of them
-    assert suggest_layout(64, 3e-6, cores=16, sync_seconds=SYNC) == {
-        "main_process_envs": 16,
-        "n_workers": 3,
-    }
+    assert suggest_layout(64, 3e-6, cores=16, sync_seconds=SYNC) == ProcessLayout(
+        main_process_envs=16, n_workers=3
+    )
     assert suggest_layout(64, 1e-6, cores=16, sync_seconds=SYNC) is None
     # 2 cores: unchanged
-    assert suggest_layout(64, 8e-6, cores=2, sync_seconds=SYNC) == {
-        "main_process_envs": 32,
-        "n_workers": 1,
-    }
+    assert suggest_layout(64, 8e-6, cores=2, sync_seconds=SYNC) == ProcessLayout(
+        main_process_envs=32, n_workers=1
+    )
 
 
 @pytest.mark.parametrize(
     ("cores", "expected"),
     [
-        (16, {"main_process_envs": 5, "n_workers": 11}),
-        (2, {"main_process_envs": 32, "n_workers": 1}),
+        (16, ProcessLayout(main_process_envs=5, n_workers=11)),
+        (2, ProcessLayout(main_process_envs=32, n_workers=1)),
     ],
 )
 def test_build_cages_auto_on_16_and_2_cores(monkeypatch, cores, expected):
-    monkeypatch.setattr(layout, "usable_cores", lambda: cores)
-    monkeypatch.setattr(layout, "measure_step_seconds", lambda *a, **k: 8e-6)
-    monkeypatch.setattr(layout, "measure_step_overhead_seconds", lambda **k: SYNC)
+    monkeypatch.setattr(building, "usable_cores", lambda: cores)
+    monkeypatch.setattr(building, "measure_step_seconds", lambda *a, **k: 8e-6)
+    monkeypatch.setattr(building, "measure_step_overhead_seconds", lambda **k: SYNC)
     recorder = Recorder()
     monkeypatch.setattr(building, "ProcessCage", recorder)
-    assert build_cages(CountingEnv, 64, parallel="auto", seed=0) is recorder
+    assert (
+        build_cages(CountingEnv, 64, parallel="auto", options=CageOptions(seed=0))
+        is recorder
+    )
     (kwargs,) = recorder.builds
-    assert {key: kwargs[key] for key in expected} == expected
+    assert kwargs["layout"] == expected
 
 
 @pytest.mark.parametrize(
@@ -109,8 +107,8 @@ def test_alternating_halves_share_the_workers_from_4_cores(monkeypatch, cores, w
     )
     recorder = Recorder()
     monkeypatch.setattr(pattern_cages, "ProcessCage", recorder)
-    build_alternating_cages(CountingEnv, 64, seed=0)
-    assert [build["n_workers"] for build in recorder.builds] == [workers, workers]
+    build_alternating_cages(CountingEnv, 64, options=CageOptions(seed=0))
+    assert [build["layout"].n_workers for build in recorder.builds] == [workers] * 2
     shared = [build.get("worker_cpus") for build in recorder.builds]
     assert shared == ([[cores - 1]] * 2 if cores <= 3 else [None, None])
 
@@ -127,7 +125,7 @@ def test_the_bench_on_16_cores_leaves_a_core_and_times_the_prediction():
     assert by_name["alternating"].describe() == "alternating: 32 + 32, 7 workers each"
     assert "n_workers=7" in by_name["alternating"].builder_call("make_env")
     candidates = candidate_layouts(64, cores=16)
-    predicted = suggested_layout(64, {"main_process_envs": 5, "n_workers": 11})
+    predicted = suggested_layout(64, ProcessLayout(main_process_envs=5, n_workers=11))
     timed = _with_prediction(candidates, predicted, None)
     names = [layout.name for layout in timed]
     assert names.index("process-main") + 1 == timed.index(predicted)

@@ -24,7 +24,7 @@ SCRIPT = """\
 import gymnasium as gym
 import numpy as np
 
-from parllel.cages import ProcessCage
+from parllel.cages import ProcessCage, ProcessLayout
 
 
 class FailingEnv(gym.Env):
@@ -39,7 +39,7 @@ class FailingEnv(gym.Env):
 
 
 def main():
-    cage = ProcessCage(FailingEnv, 2, n_workers=1)
+    cage = ProcessCage(FailingEnv, 2, layout=ProcessLayout(n_workers=1))
     cage.close()
 
 

@@ -13,7 +13,7 @@ pytest.importorskip("cv2")
 
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation  # noqa: E402
 
-from parllel.cages import ProcessCage, SerialCage  # noqa: E402
+from parllel.cages import CageOptions, ProcessCage, SerialCage  # noqa: E402
 from parllel.envs.atari import (  # noqa: E402
     GAME_OVER,
     EpisodicLife,
@@ -185,10 +185,15 @@ def test_game_traj_info_logs_the_true_game_return(cage_type):
     """A cage with GameTrajInfo: per-life episodes are partial, the game's reports the game."""
     factory = partial(make_atari_env, "ALE/Breakout-v5", episodic_life=True)
     if cage_type == "serial":
-        cage = SerialCage(factory, 2, seed=0, traj_info_type=GameTrajInfo)
+        cage = SerialCage(
+            factory, 2, options=CageOptions(seed=0, traj_info_type=GameTrajInfo)
+        )
     else:
         cage = ProcessCage(
-            factory, 2, seed=0, traj_info_type=GameTrajInfo, start_method="fork"
+            factory,
+            2,
+            options=CageOptions(seed=0, traj_info_type=GameTrajInfo),
+            start_method="fork",
         )
     with cage:
         _, trajs = run(cage, 500)
@@ -212,7 +217,9 @@ def test_game_traj_info_logs_the_true_game_return(cage_type):
 
 def test_game_traj_info_without_episodic_life_is_plain():
     factory = lambda: make_atari_env("ALE/Breakout-v5")  # noqa: E731
-    with SerialCage(factory, 1, seed=0, traj_info_type=GameTrajInfo) as cage:
+    with SerialCage(
+        factory, 1, options=CageOptions(seed=0, traj_info_type=GameTrajInfo)
+    ) as cage:
         _, trajs = run(cage, 400)
     assert trajs and not any(t.partial for t in trajs)
     assert all("life_return" not in t.extra for t in trajs)

@@ -17,7 +17,7 @@ import signal
 import sys
 
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout
 from parllel.patterns import build_sample_tree
 from parllel.samplers import BackgroundSampler, FeedForwardSampler
 from tests.helpers.envs import CountingEnv
@@ -28,7 +28,11 @@ N_ENVS, T = 4, 8
 def build_sampler(pids_file: str) -> FeedForwardSampler:
     """Runs in the background process: two worker processes, a random agent."""
     cage = ProcessCage(
-        CountingEnv, N_ENVS, {"min_length": 3, "max_length": 9}, n_workers=2, seed=0
+        CountingEnv,
+        N_ENVS,
+        {"min_length": 3, "max_length": 9},
+        layout=ProcessLayout(n_workers=2),
+        options=CageOptions(seed=0),
     )
     with open(pids_file, "w") as file:
         for pid in [os.getpid(), *cage.worker_pids]:

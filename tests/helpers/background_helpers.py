@@ -10,7 +10,7 @@ from torch import nn
 
 from parllel import fields
 from parllel.agents import AgentStep, NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
@@ -25,9 +25,15 @@ def build_random_sampler(seed: int, process: bool = False, **env_kwargs):
     """CountingEnvs (truncating), a RandomAgent, decorrelation: a FeedForwardSampler."""
     kwargs = {**ENV_KWARGS, **env_kwargs}
     if process:
-        cage = ProcessCage(CountingEnv, N_ENVS, kwargs, n_workers=1, seed=seed)
+        cage = ProcessCage(
+            CountingEnv,
+            N_ENVS,
+            kwargs,
+            layout=ProcessLayout(n_workers=1),
+            options=CageOptions(seed=seed),
+        )
     else:
-        cage = SerialCage(CountingEnv, N_ENVS, kwargs, seed=seed)
+        cage = SerialCage(CountingEnv, N_ENVS, kwargs, options=CageOptions(seed=seed))
     handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=seed), N_ENVS)
     tree = build_sample_tree(cage, handler, T, previous=True)
     return FeedForwardSampler(cage, handler, tree, decorrelation_steps=4, seed=seed)
@@ -88,7 +94,7 @@ def learner_update(handler: TorchHandler, batch_index: int) -> None:
 def build_torch_sampler(seed: int, weights=None, normalize: bool = False):
     """CountingEnvs, the LinearAgent (following ``weights`` if given), GAE;
     with ``normalize``, an observation normalizer with running statistics."""
-    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
+    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, options=CageOptions(seed=seed))
     handler = make_linear_handler(seed)
     if weights is not None:
         handler.follow_weights(weights)
@@ -132,7 +138,7 @@ def build_normalizing_sampler(seed: int, weights=None):
 def build_tree_then_follow(seed: int, weights):
     """A mistake: the sample tree is built before the handler follows the
     weights, so it has no ``agent_info.policy_version``."""
-    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
+    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, options=CageOptions(seed=seed))
     handler = make_linear_handler(seed)
     tree = build_sample_tree(cage, handler, T)
     handler.follow_weights(weights)
@@ -150,7 +156,7 @@ class ThreadCountAgent(LinearAgent):
 
 def build_thread_count_sampler(seed: int):
     """CountingEnvs and the :class:`ThreadCountAgent`: a FeedForwardSampler."""
-    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
+    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, options=CageOptions(seed=seed))
     torch.manual_seed(seed)
     handler = TorchHandler(ThreadCountAgent(), N_ENVS)
     tree = build_sample_tree(cage, handler, T)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.patterns import build_alternating_cages, build_sample_tree
 from parllel.samplers import AlternatingSampler, RecurrentSampler
 from parllel.torch import TorchHandler
@@ -56,14 +56,16 @@ def _finish(cages, seed: int, weights, sampler_type):
 def build_recurrent_sampler(seed: int, weights=None) -> RecurrentSampler:
     """CountingEnvs (truncating) in a serial cage, a GRU agent, GAE."""
     torch.set_num_threads(1)
-    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
+    cage = SerialCage(CountingEnv, N_ENVS, ENV_KWARGS, options=CageOptions(seed=seed))
     return _finish([cage], seed, weights, RecurrentSampler)
 
 
 def build_alternating_sampler(seed: int, weights=None) -> AlternatingSampler:
     """CountingEnvs in the two process cages of build_alternating_cages, a GRU agent."""
     torch.set_num_threads(1)
-    cages = build_alternating_cages(CountingEnv, N_ENVS, ENV_KWARGS, seed=seed)
+    cages = build_alternating_cages(
+        CountingEnv, N_ENVS, ENV_KWARGS, options=CageOptions(seed=seed)
+    )
     try:
         return _finish(cages, seed, weights, AlternatingSampler)
     except BaseException:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.transforms import EstimateAdvantage
@@ -66,7 +66,13 @@ def build_stalling_sampler(run_dir: str, stall_at_step: int):
         "stall_at_step": stall_at_step,
         "marker": str(Path(run_dir) / "stalled"),
     }
-    cage = ProcessCage(StallOnceEnv, N_ENVS, kwargs, n_workers=1, seed=0)
+    cage = ProcessCage(
+        StallOnceEnv,
+        N_ENVS,
+        kwargs,
+        layout=ProcessLayout(n_workers=1),
+        options=CageOptions(seed=0),
+    )
     record_pids(run_dir, [cage])
     handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=0), N_ENVS)
     tree = build_sample_tree(cage, handler, T)
@@ -77,7 +83,7 @@ def build_following_sampler(run_dir: str, weights, die_at_step: int | None = Non
     """Serial cage, the LinearAgent following ``weights``, GAE; with
     ``die_at_step`` the envs exit the process (code 17) at that step."""
     kwargs = {**ENV_KWARGS, "die_at_step": die_at_step}
-    cage = SerialCage(CountingEnv, N_ENVS, kwargs, seed=1)
+    cage = SerialCage(CountingEnv, N_ENVS, kwargs, options=CageOptions(seed=1))
     record_pids(run_dir, [cage])
     handler = make_linear_handler(1)
     handler.follow_weights(weights)

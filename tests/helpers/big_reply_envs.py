@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import PerEnvFactories, ProcessCage
+from parllel.cages import CageOptions, PerEnvFactories, ProcessCage, ProcessLayout
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 
@@ -103,9 +103,10 @@ def build_big_episode_sampler(seed: int, final_info_bytes: int, main_share: bool
     cage = ProcessCage(
         tagged_envs(N_BACKGROUND_ENVS, final_info_bytes=final_info_bytes),
         N_BACKGROUND_ENVS,
-        seed=seed,
-        n_workers=2 if main_share else 3,
-        main_process_envs=int(main_share),
+        options=CageOptions(seed=seed),
+        layout=ProcessLayout(
+            n_workers=2 if main_share else 3, main_process_envs=int(main_share)
+        ),
         start_method="fork",
     )
     handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=seed), cage.n_envs)

@@ -16,7 +16,7 @@ from torch import nn
 
 from parllel import fields
 from parllel.agents import AgentStep, NumpyHandler
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.transforms import EstimateAdvantage
@@ -83,11 +83,13 @@ def build_side(
             cage = make_cage(n, offset)
         elif process:
             cage = ProcessCage(
-                factory, n, seed=7, env_offset=offset, envs_per_worker=1,
+                factory, n, options=CageOptions(seed=7, env_offset=offset), layout=ProcessLayout(envs_per_worker=1),
                 start_method="fork",
             )  # fmt: skip
         else:
-            cage = SerialCage(factory, n, seed=7, env_offset=offset)
+            cage = SerialCage(
+                factory, n, options=CageOptions(seed=7, env_offset=offset)
+            )
         cages.append(cage)
     agent = StackAgent()
     handler = NumpyHandler(agent, B)

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.envs.mujoco import make_mujoco_env
 from parllel.patterns import (
     add_advantage_estimation,
@@ -78,7 +78,7 @@ def ppo_iteration(
 ) -> dict[str, Any]:
     """One batch and one PPO update (2 epochs, 2 minibatches); returns what ran."""
     factory = functools.partial(make_env, env_id)
-    cage = build_cages(factory, n_envs, parallel=parallel, seed=0)
+    cage = build_cages(factory, n_envs, parallel=parallel, options=CageOptions(seed=0))
     sample_tree = None
     try:
         model, distribution = build_actor_critic(
@@ -147,7 +147,7 @@ def sac_updates(
 ) -> dict[str, Any]:
     """A few SAC updates from a small replay (observations normalized)."""
     factory = functools.partial(make_env, env_id)
-    cage = build_cages(factory, n_envs, parallel=parallel, seed=0)
+    cage = build_cages(factory, n_envs, parallel=parallel, options=CageOptions(seed=0))
     replay_tree = None
     try:
         agent = build_sac_agent(

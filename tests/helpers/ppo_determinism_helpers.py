@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from parllel import fields
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import Seeds
@@ -50,7 +50,7 @@ def build_agent(seed: int) -> ActorCriticAgent:
 def build_ppo_sampler(seed: int, weights: Any = None) -> FeedForwardSampler:
     """4 CartPoles x 32 steps, the actor-critic agent drawing its actions from
     ``Seeds.actions``, GAE; following ``weights`` if given."""
-    cage = SerialCage(make_env, N_ENVS, seed=seed)
+    cage = SerialCage(make_env, N_ENVS, options=CageOptions(seed=seed))
     handler = TorchHandler(
         build_agent(seed), N_ENVS, seed=Seeds.from_master(seed).actions
     )

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import derive_seed
@@ -41,8 +41,7 @@ def build_linear_sampler(
         env_factory,
         n_envs,
         {**ENV_KWARGS, **env_kwargs},
-        seed=seed,
-        env_offset=env_offset(actor_index, widths),
+        options=CageOptions(seed=seed, env_offset=env_offset(actor_index, widths)),
     )
     torch.manual_seed(seed)
     handler = TorchHandler(LinearAgent(), n_envs)
@@ -77,8 +76,7 @@ def build_local_linear_sampler(
             CountingEnv,
             width,
             ENV_KWARGS,
-            seed=seed,
-            env_offset=env_offset(index, widths),
+            options=CageOptions(seed=seed, env_offset=env_offset(index, widths)),
         )
         for index, width in enumerate(widths)
     ]
@@ -99,10 +97,19 @@ def build_dict_sampler(
     offset = env_offset(actor_index, widths)
     if process:
         cage = ProcessCage(
-            CountingEnv, n_envs, kwargs, n_workers=1, seed=seed, env_offset=offset
+            CountingEnv,
+            n_envs,
+            kwargs,
+            layout=ProcessLayout(n_workers=1),
+            options=CageOptions(seed=seed, env_offset=offset),
         )
     else:
-        cage = SerialCage(CountingEnv, n_envs, kwargs, seed=seed, env_offset=offset)
+        cage = SerialCage(
+            CountingEnv,
+            n_envs,
+            kwargs,
+            options=CageOptions(seed=seed, env_offset=offset),
+        )
     agent = RandomAgent(cage.spaces.action, seed=derive_seed(seed, 99, actor_index))
     handler = NumpyHandler(agent, n_envs)
     tree = build_sample_tree(cage, handler, T, previous=True)

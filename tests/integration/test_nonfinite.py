@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage, TrajInfo
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage, TrajInfo
 from parllel.errors import (
     ConfigError,
     NonFiniteError,
@@ -149,10 +149,17 @@ def test_sampler_names_env_and_step(parallel, what, at, field, step):
     kwargs = glitch(what=what, at=at)
     if parallel:
         cage = ProcessCage(
-            GlitchEnv, N_ENVS, kwargs, seed=SEEDS.envs, n_workers=2, start_method="fork"
+            GlitchEnv,
+            N_ENVS,
+            kwargs,
+            options=CageOptions(seed=SEEDS.envs),
+            layout=ProcessLayout(n_workers=2),
+            start_method="fork",
         )
     else:
-        cage = SerialCage(GlitchEnv, N_ENVS, kwargs, seed=SEEDS.envs)
+        cage = SerialCage(
+            GlitchEnv, N_ENVS, kwargs, options=CageOptions(seed=SEEDS.envs)
+        )
     with cage:
         sampler, tree = make_sampler(cage)
         with tree:
@@ -171,8 +178,10 @@ def test_sampler_names_env_and_step(parallel, what, at, field, step):
 def test_env_index_across_cages_and_tree_observations():
     kwargs = glitch(bad_env=3, dict_obs=True)
     cages = [
-        SerialCage(GlitchEnv, 2, kwargs, seed=SEEDS.envs[:2]),
-        SerialCage(GlitchEnv, 2, kwargs, seed=SEEDS.envs[2:], env_offset=2),
+        SerialCage(GlitchEnv, 2, kwargs, options=CageOptions(seed=SEEDS.envs[:2])),
+        SerialCage(
+            GlitchEnv, 2, kwargs, options=CageOptions(seed=SEEDS.envs[2:], env_offset=2)
+        ),
     ]
     sampler, tree = make_sampler(cages)
     with tree:
@@ -183,7 +192,9 @@ def test_env_index_across_cages_and_tree_observations():
 
 
 def test_check_finite_false_lets_nan_through():
-    with SerialCage(GlitchEnv, N_ENVS, glitch(), seed=SEEDS.envs) as cage:
+    with SerialCage(
+        GlitchEnv, N_ENVS, glitch(), options=CageOptions(seed=SEEDS.envs)
+    ) as cage:
         sampler, tree = make_sampler(cage, check_finite=False)
         with tree:
             batch, _ = sampler.collect_batch()
@@ -196,7 +207,9 @@ def test_auto_skips_large_float_observations(check_finite, caught):
     """``"auto"`` (the default) checks float observations of at most 1024 values
     per step; a larger one (a float image) only with check_finite=True."""
     kwargs = glitch(width=1025)
-    with SerialCage(GlitchEnv, N_ENVS, kwargs, seed=SEEDS.envs) as cage:
+    with SerialCage(
+        GlitchEnv, N_ENVS, kwargs, options=CageOptions(seed=SEEDS.envs)
+    ) as cage:
         sampler, tree = make_sampler(cage, check_finite=check_finite)
         with tree:
             if caught:
@@ -208,18 +221,20 @@ def test_auto_skips_large_float_observations(check_finite, caught):
 
 
 def test_a_bad_check_finite_value_is_a_config_error():
-    with SerialCage(GlitchEnv, N_ENVS, seed=SEEDS.envs) as cage:
+    with SerialCage(GlitchEnv, N_ENVS, options=CageOptions(seed=SEEDS.envs)) as cage:
         with pytest.raises(ConfigError, match="check_finite"):
             make_sampler(cage, check_finite="yes")
 
 
 def test_recurrent_and_alternating_samplers_check_too():
-    with SerialCage(GlitchEnv, N_ENVS, glitch(what="reward"), seed=SEEDS.envs) as cage:
+    with SerialCage(
+        GlitchEnv, N_ENVS, glitch(what="reward"), options=CageOptions(seed=SEEDS.envs)
+    ) as cage:
         sampler, tree = make_sampler(cage, RecurrentSampler)
         with tree, pytest.raises(NonFiniteError, match="reward"):
             sampler.collect_batch()
     cages = build_alternating_cages(
-        GlitchEnv, N_ENVS, glitch(), seed=SEEDS.envs, share_core=False,
+        GlitchEnv, N_ENVS, glitch(), options=CageOptions(seed=SEEDS.envs), share_core=False,
         start_method="fork",
     )  # fmt: skip
     try:

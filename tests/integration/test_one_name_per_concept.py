@@ -13,7 +13,7 @@ import pytest
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ConfigError
 from parllel.patterns import add_advantage_estimation, build_sample_tree
 from parllel.samplers import sample_tree_from_examples
@@ -58,7 +58,11 @@ def test_add_advantage_estimation_uses_gae_lambda():
 
 
 def test_patterns_build_sample_tree_matches_sample_tree_from_examples():
-    cage = SerialCage(lambda: __import__("gymnasium").make("CartPole-v1"), 3, seed=0)
+    cage = SerialCage(
+        lambda: __import__("gymnasium").make("CartPole-v1"),
+        3,
+        options=CageOptions(seed=0),
+    )
     with cage:
         handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=0), n_envs=3)
         example = handler.example_outputs(cage.example[fields.OBSERVATION])

@@ -20,7 +20,7 @@ envpool = pytest.importorskip("envpool")
 
 from parllel import fields  # noqa: E402
 from parllel.agents import NumpyHandler, RandomAgent, ScriptedAgent  # noqa: E402
-from parllel.cages import TrajInfo, numeric_info_example  # noqa: E402
+from parllel.cages import CageOptions, TrajInfo, numeric_info_example  # noqa: E402
 from parllel.interop import make_envpool_cage  # noqa: E402
 from parllel.patterns import build_sample_tree  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
@@ -83,7 +83,7 @@ def assert_equal_to_direct(tree: dict, trajs: list, expected: dict) -> None:
 @pytest.mark.parametrize("name", sorted(TASKS))
 def test_stepping_the_cage_equals_stepping_envpool(name):
     task, kwargs, T = TASKS[name]
-    with make_envpool_cage(task, N, seed=MASTER, **kwargs) as cage:
+    with make_envpool_cage(task, N, options=CageOptions(seed=MASTER), **kwargs) as cage:
         assert cage.env_seeds == Seeds.from_master(MASTER, N).envs
         actions = random_actions(cage.spaces.action, T, N)
         tree = allocate(cage, T, storage="local")
@@ -109,7 +109,7 @@ def test_feedforward_sampler_batches_equal_stepping_envpool():
     """Two batches of a sampler (a batch boundary, episode ends inside both)."""
     task, kwargs, _ = TASKS["cartpole"]
     T, n_batches = 20, 2
-    with make_envpool_cage(task, N, seed=MASTER, **kwargs) as cage:
+    with make_envpool_cage(task, N, options=CageOptions(seed=MASTER), **kwargs) as cage:
         actions = random_actions(cage.spaces.action, T * n_batches, N)
         step = [0]  # the next row of actions
 
@@ -152,7 +152,9 @@ def test_feedforward_sampler_batches_equal_stepping_envpool():
 
 
 def test_random_agent_sampler_on_pong_fills_info_slots_and_int32_actions():
-    with make_envpool_cage("Pong-v5", 2, seed=0, num_threads=2) as cage:
+    with make_envpool_cage(
+        "Pong-v5", 2, options=CageOptions(seed=0), num_threads=2
+    ) as cage:
         assert cage.spaces.action == gym.spaces.Discrete(6, dtype=np.int32)
         assert cage.example[fields.OBSERVATION].shape == (4, 84, 84)
         assert set(cage.example[fields.ENV_INFO]) == {
@@ -177,7 +179,7 @@ def test_ppo_smoke_run_on_envpool_cartpole():
     from parllel.transforms import EstimateAdvantage
 
     torch.manual_seed(0)
-    with make_envpool_cage("CartPole-v1", 8, seed=0) as cage:
+    with make_envpool_cage("CartPole-v1", 8, options=CageOptions(seed=0)) as cage:
         model, distribution = build_actor_critic(
             cage.spaces.observation, cage.spaces.action, hidden_sizes=(16,)
         )
@@ -219,9 +221,9 @@ def test_declared_info_dtypes_kept_infos_and_custom_traj_infos():
     with make_envpool_cage(
         "Pong-v5",
         2,
-        seed=MASTER,
-        keep_infos=True,
-        traj_info_type=StepRecordingTrajInfo,
+        options=CageOptions(
+            seed=MASTER, keep_infos=True, traj_info_type=StepRecordingTrajInfo
+        ),
         **kwargs,
     ) as cage:
         info_example = numeric_info_example(
@@ -269,7 +271,9 @@ def test_declared_info_dtypes_kept_infos_and_custom_traj_infos():
 
 
 def test_without_info_slots_the_last_info_reaches_traj_info_extra():
-    with make_envpool_cage("CartPole-v1", 2, seed=0, max_episode_steps=3) as cage:
+    with make_envpool_cage(
+        "CartPole-v1", 2, options=CageOptions(seed=0), max_episode_steps=3
+    ) as cage:
         tree = allocate(cage, 3, storage="local")
         cage.reset(tree.observation[0])
         trajs = []

@@ -8,6 +8,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from parllel.cages import CageOptions
+
 envpool = pytest.importorskip("envpool")
 
 from parllel.errors import (  # noqa: E402
@@ -32,17 +34,23 @@ def test_seeds_are_the_pools_and_a_different_seed_is_refused():
         assert cage.env_seeds == (7, 8, 9)  # EnvPool: env i gets seed + i
     seeds = Seeds.from_master(3, 3).envs
     pool = envpool.make_gymnasium("CartPole-v1", num_envs=3, seed=list(seeds))
-    with EnvPoolCage(pool, seed=3) as cage:  # the master of the pool's seeds
+    with EnvPoolCage(
+        pool, options=CageOptions(seed=3)
+    ) as cage:  # the master of the pool's seeds
         assert cage.env_seeds == seeds
     pool = envpool.make_gymnasium("CartPole-v1", num_envs=3, seed=7)
     with pytest.raises(ConfigError, match="EnvPool seeds its envs only when"):
-        EnvPoolCage(pool, seed=7)  # a master seed 7 is not seed + i
-    with EnvPoolCage(pool, seed=[7, 8, 9]) as cage:
+        EnvPoolCage(
+            pool, options=CageOptions(seed=7)
+        )  # a master seed 7 is not seed + i
+    with EnvPoolCage(pool, options=CageOptions(seed=[7, 8, 9])) as cage:
         assert cage.env_seeds == (7, 8, 9)
 
 
 def test_env_offset_takes_the_seeds_of_its_envs():
-    with make_envpool_cage("CartPole-v1", 2, seed=1, env_offset=2) as cage:
+    with make_envpool_cage(
+        "CartPole-v1", 2, options=CageOptions(seed=1, env_offset=2)
+    ) as cage:
         assert cage.env_seeds == Seeds.from_master(1, 4).envs[2:]
         assert cage.env_indices == range(2, 4)
 
@@ -56,7 +64,7 @@ def test_unseeded_cage_records_fresh_seeds():
 
 
 def test_reset_cannot_reseed_nor_take_options():
-    with make_envpool_cage("CartPole-v1", 2, seed=0) as cage:
+    with make_envpool_cage("CartPole-v1", 2, options=CageOptions(seed=0)) as cage:
         obs = np.zeros((2, 4), np.float32)
         with pytest.raises(ConfigError, match="cannot reseed"):
             cage.reset(obs, seeds=[1, 2])
@@ -74,7 +82,9 @@ def test_partial_reset_equals_envpool_reset_of_those_envs():
     reference.reset()
     expected, info = reference.reset(np.array([3, 1], np.int32))
     reference.close()
-    with make_envpool_cage("CartPole-v1", 4, seed=2, keep_infos=True) as cage:
+    with make_envpool_cage(
+        "CartPole-v1", 4, options=CageOptions(seed=2, keep_infos=True)
+    ) as cage:
         obs = np.zeros((4, 4), np.float32)
         cage.reset(obs)
         assert cage.waiting_envs() == []
@@ -89,14 +99,14 @@ def test_partial_reset_equals_envpool_reset_of_those_envs():
 
 
 def test_step_before_reset_and_wait_mode_are_refused():
-    with make_envpool_cage("CartPole-v1", 2, seed=0) as cage:
+    with make_envpool_cage("CartPole-v1", 2, options=CageOptions(seed=0)) as cage:
         tree = allocate(cage, 1, storage="local")
         with pytest.raises(CageStateError, match="before its first reset"):
             cage.step(tree.action[0], slots(tree, 0))
         tree.close()
     pool = envpool.make_gymnasium("CartPole-v1", num_envs=2)
     with pytest.raises(UnsupportedVectorEnvError, match="reset_mode='wait'"):
-        EnvPoolCage(pool, reset_mode="wait")
+        EnvPoolCage(pool, options=CageOptions(reset_mode="wait"))
     pool.close()
 
 
@@ -137,11 +147,11 @@ def test_make_envpool_cage_refuses_what_it_sets_itself():
 def test_an_unknown_task_id_is_refused_with_the_closest_ones(task_id, suggestion):
     # gymnasium's ALE ids (make_atari_env's) carry a prefix EnvPool's lack
     with pytest.raises(ConfigError, match=f"EnvPool has no task.*{suggestion}"):
-        make_envpool_cage(task_id, 2, seed=0)
+        make_envpool_cage(task_id, 2, options=CageOptions(seed=0))
 
 
 def test_env_access_beyond_render_is_refused():
-    with make_envpool_cage("CartPole-v1", 2, seed=0) as cage:
+    with make_envpool_cage("CartPole-v1", 2, options=CageOptions(seed=0)) as cage:
         with pytest.raises(UnsupportedVectorEnvError, match="C\\+\\+"):
             cage.get_attr("gravity")
         with pytest.raises(UnsupportedVectorEnvError, match="C\\+\\+"):

@@ -13,6 +13,7 @@ import pytest
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from parllel.cages import ProcessLayout
 from parllel.errors import (
     CageStateError,
     ClosedCageError,
@@ -28,7 +29,11 @@ IDS = ["serial", "process"]
 
 
 def _layout(parallel: bool) -> dict:
-    return {"parallel": True, "n_workers": 2} if parallel else {"parallel": False}
+    return (
+        {"parallel": True, "layout": ProcessLayout(n_workers=2)}
+        if parallel
+        else {"parallel": False}
+    )
 
 
 def make_blackjack() -> gym.Env:
@@ -131,7 +136,7 @@ def make_graph_observing_env() -> gym.Env:
 
 def test_process_cages_refuse_actions_without_fixed_shape():
     with pytest.raises(DynamicSpaceError) as caught:
-        make_vec(make_text_env, 2, parallel=True, n_workers=2)
+        make_vec(make_text_env, 2, parallel=True, layout=ProcessLayout(n_workers=2))
     # gymnasium's own words (its tests skip such spaces on them), and a TypeError
     assert isinstance(caught.value, TypeError)
     assert (
@@ -143,7 +148,9 @@ def test_process_cages_refuse_actions_without_fixed_shape():
 
 def test_process_cages_carry_observations_without_fixed_shape():
     reference = SyncVectorEnv([make_graph_observing_env] * 2)
-    ours = make_vec(make_graph_observing_env, 2, parallel=True, n_workers=2)
+    ours = make_vec(
+        make_graph_observing_env, 2, parallel=True, layout=ProcessLayout(n_workers=2)
+    )
     try:
         _assert_same_run(reference, ours, steps=6)
     finally:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import SyncVectorEnv
 
+from parllel.cages import ProcessLayout
 from parllel.interop import make_sb3_vec_env, make_vec
 from tests.helpers.big_reply_envs import FRAME_SHAPE, TEN_MB, BigReplyEnv, pattern
 from tests.helpers.interop_envs import assert_same
@@ -24,8 +25,8 @@ ENV_FN = partial(BigReplyEnv, info_bytes=MB, final_info_bytes=MB)
 
 # workers only, and the main process's share (env 0) next to workers
 LAYOUTS = {
-    "workers": {"n_workers": 2},
-    "main-share": {"n_workers": 2, "main_process_envs": 1},
+    "workers": {"layout": ProcessLayout(n_workers=2)},
+    "main-share": {"layout": ProcessLayout(n_workers=2, main_process_envs=1)},
 }
 
 

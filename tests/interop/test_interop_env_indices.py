@@ -11,6 +11,7 @@ import gymnasium as gym
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from parllel.cages import CageOptions, ProcessLayout
 from parllel.errors import EnvIndexError
 from parllel.interop import VectorEnvCage, make_sb3_vec_env
 from tests.helpers.envs import CountingEnv
@@ -18,12 +19,15 @@ from tests.helpers.envs import CountingEnv
 N_ENVS = 4
 LAYOUTS = {
     "serial": {"parallel": False},
-    "workers": {"parallel": True, "n_workers": 2, "start_method": "fork"},
+    "workers": {
+        "parallel": True,
+        "start_method": "fork",
+        "layout": ProcessLayout(n_workers=2),
+    },
     "main-share": {
         "parallel": True,
-        "n_workers": 2,
-        "main_process_envs": 2,
         "start_method": "fork",
+        "layout": ProcessLayout(n_workers=2, main_process_envs=2),
     },
 }
 INDICES = [[-1], -1, [-4, -1], [0, -2, 3], None]
@@ -76,7 +80,7 @@ def test_vector_env_cage_counts_negative_indices_from_the_end():
     vector_env = SyncVectorEnv(
         [make_wrapped_counting] * N_ENVS, autoreset_mode=AutoresetMode.SAME_STEP
     )
-    with VectorEnvCage(vector_env, seed=0) as cage:
+    with VectorEnvCage(vector_env, options=CageOptions(seed=0)) as cage:
         cage.set_attr("max_length", [10, 11, 12, 13])
         cage.set_attr("max_length", 99, env_indices=[-1])
         assert cage.get_attr("max_length") == [10, 11, 12, 99]

@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from parllel.cages import CageOptions, ProcessLayout
 from parllel.errors import (
     CageStateError,
     ClosedCageError,
     ConfigError,
     EnvError,
     InvalidActionError,
+    ParllelWarning,
 )
 from parllel.interop import make_vec
 from parllel.interop.vector_env import CageVectorEnv
@@ -58,7 +60,11 @@ def _run_both(env_fn, mode, parallel, actions, n_envs=4, seed=7, masks=None):
 
 def _layout(parallel: bool) -> dict:
     """make_vec arguments: serial, or two workers (no layout measurement)."""
-    return {"parallel": True, "n_workers": 2} if parallel else {"parallel": False}
+    return (
+        {"parallel": True, "layout": ProcessLayout(n_workers=2)}
+        if parallel
+        else {"parallel": False}
+    )
 
 
 def _random_actions(space, steps, seed=0):
@@ -260,8 +266,10 @@ def test_call_order_and_closed_env_errors():
 def test_bad_configuration_is_refused():
     with pytest.raises(ConfigError, match="autoreset_mode must be one of"):
         make_vec(make_cartpole, 2, parallel=False, autoreset_mode="sometimes")
-    with pytest.raises(ConfigError, match="chooses the cage's reset_mode"):
+    with pytest.raises(ConfigError, match="'reset_mode'.*choose the cage's options"):
         make_vec(make_cartpole, 2, parallel=False, reset_mode="wait")
+    with pytest.raises(ConfigError, match="'options'.*choose the cage's options"):
+        make_vec(make_cartpole, 2, parallel=False, options=CageOptions())
 
 
 @pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
@@ -315,3 +323,53 @@ def test_stepping_before_the_first_reset_is_refused():
     with pytest.raises(CageStateError, match=r"call reset\(\) before the first step"):
         envs.step(np.array([0, 1]))
     envs.close()
+
+
+class NeedsConfiguring(gym.Env):
+    """Steps only after ``set_attr("ready", True)`` (as gymnasium's own vector
+    env tests configure envs after construction)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.ready = False
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if not self.ready:
+            raise RuntimeError("configure me with set_attr('ready', True) first")
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, np.float32), 1.0, False, False, {}
+
+
+def test_an_env_configured_after_construction_gets_a_default_layout():
+    """The layout timing cannot step it: a warning and the default layout;
+    the envs see nothing before the user's set_attr and reset."""
+    with pytest.warns(ParllelWarning, match="could not time the envs"):
+        envs = make_vec(NeedsConfiguring, 2, parallel="process", start_method="fork")
+    try:
+        envs.set_attr("ready", True)
+        observations, _ = envs.reset(seed=0)
+        _, rewards, *_ = envs.step(np.array([0, 1]))
+        assert observations.shape == (2, 1) and rewards.tolist() == [1.0, 1.0]
+    finally:
+        envs.close()
+
+
+def test_an_explicit_layout_builds_no_timing_env(recwarn):
+    envs = make_vec(
+        NeedsConfiguring,
+        2,
+        parallel="process",
+        layout=ProcessLayout(n_workers=1),
+        start_method="fork",
+    )
+    try:
+        assert not [w for w in recwarn if issubclass(w.category, ParllelWarning)]
+        envs.set_attr("ready", True)
+        envs.reset(seed=0)
+    finally:
+        envs.close()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.interop import VectorEnvCage, make_sb3_vec_env, make_vec
 from parllel.seeding import env_seed
 from tests.helpers.cage_helpers import run
@@ -139,7 +139,7 @@ def test_action_space_seeded_by_make_vec_equals_a_seeded_sync_vector_env():
 def test_vector_env_cage_leaves_a_sync_vector_env_alone_before_the_first_reset():
     factory = BuiltLog(max_count=4)
     venv = SyncVectorEnv([factory] * 3, autoreset_mode=AutoresetMode.SAME_STEP)
-    with VectorEnvCage(venv, seed=4) as cage:
+    with VectorEnvCage(venv, options=CageOptions(seed=4)) as cage:
         assert [env.calls for env in venv.envs] == [["init"]] * 3
         probe = factory.built[-1]  # built after the vector env's envs, then closed
         seed_0 = env_seed(4, 0)
@@ -154,10 +154,10 @@ def test_vector_env_cage_leaves_a_sync_vector_env_alone_before_the_first_reset()
 
 def test_vector_env_cage_over_bipedal_walker_equals_serial_cage():
     mode = AutoresetMode.SAME_STEP
-    with SerialCage(make_walker, 2, seed=8) as cage:
+    with SerialCage(make_walker, 2, options=CageOptions(seed=8)) as cage:
         expected = run(cage, 80)
     venv = SyncVectorEnv([make_walker] * 2, autoreset_mode=mode)
-    with VectorEnvCage(venv, seed=8) as cage:
+    with VectorEnvCage(venv, options=CageOptions(seed=8)) as cage:
         actual = run(cage, 80)
     for key in expected[0]:
         np.testing.assert_array_equal(actual[0][key], expected[0][key], err_msg=key)
@@ -165,7 +165,7 @@ def test_vector_env_cage_over_bipedal_walker_equals_serial_cage():
 
 def test_a_first_reset_of_some_envs_resets_all_and_keeps_the_others_seeds():
     venv = SyncVectorEnv([BuiltLog(max_count=4)] * 2, autoreset_mode=SAME)
-    with VectorEnvCage(venv, seed=4) as cage:
+    with VectorEnvCage(venv, options=CageOptions(seed=4)) as cage:
         observation = np.zeros((2, 1), np.float32)
         cage.reset(observation, env_indices=[1])  # gymnasium needs a full reset
         assert cage.waiting_envs() == [0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ VecFrameStack = sb3_vec_env.VecFrameStack
 VecMonitor = sb3_vec_env.VecMonitor
 VecNormalize = sb3_vec_env.VecNormalize
 
+from parllel.cages import ProcessLayout  # noqa: E402
 from parllel.errors import (  # noqa: E402
     CageStateError,
     ClosedCageError,
@@ -36,7 +39,11 @@ PARALLEL = [False, True]
 
 def _layout(parallel: bool) -> dict:
     """Arguments for serial, or two workers (no layout measurement)."""
-    return {"parallel": True, "n_workers": 2} if parallel else {"parallel": False}
+    return (
+        {"parallel": True, "layout": ProcessLayout(n_workers=2)}
+        if parallel
+        else {"parallel": False}
+    )
 
 
 def _stacked(space, n_envs):
@@ -89,6 +96,23 @@ def test_cartpole_equals_dummy_vec_env(parallel):
 @pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
 def test_dict_observations_equal_dummy_vec_env(parallel):
     assert _run_both(make_rich_env, parallel, 40, n_envs=3) >= 10
+
+
+@pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])
+def test_dict_observations_are_ordered_dicts_like_dummy_vec_env(parallel):
+    reference = DummyVecEnv([make_rich_env] * 2)
+    ours = make_sb3_vec_env(make_rich_env, 2, **_layout(parallel))
+    actions = np.zeros((2, 2), np.float32)
+    try:
+        for expected, actual in [
+            (reference.reset(), ours.reset()),
+            (reference.step(actions)[0], ours.step(actions)[0]),
+        ]:
+            assert type(actual) is type(expected) is OrderedDict
+            assert list(actual) == list(expected)
+    finally:
+        reference.close()
+        ours.close()
 
 
 @pytest.mark.parametrize("parallel", PARALLEL, ids=["serial", "process"])

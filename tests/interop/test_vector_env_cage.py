@@ -21,7 +21,7 @@ from parllel import fields
 from parllel.agents import NumpyHandler, ScriptedAgent
 from parllel.agents.scripted import sample_actions
 from parllel.arrays import Array
-from parllel.cages import SerialCage, TrajInfo
+from parllel.cages import CageOptions, SerialCage, TrajInfo
 from parllel.cages.cage import CageState
 from parllel.errors import (
     ArrayClosedError,
@@ -148,9 +148,11 @@ def collect(cages, n_batches=4, decorrelation_steps=0, alternating=False):
 
 
 def assert_collect_equal(factory, vector_env, n_batches=4, decorrelation_steps=0):
-    with SerialCage(factory, vector_env.num_envs, seed=SEED) as cage:
+    with SerialCage(
+        factory, vector_env.num_envs, options=CageOptions(seed=SEED)
+    ) as cage:
         expected = collect(cage, n_batches, decorrelation_steps)
-    with VectorEnvCage(vector_env, seed=SEED) as cage:
+    with VectorEnvCage(vector_env, options=CageOptions(seed=SEED)) as cage:
         got = collect(cage, n_batches, decorrelation_steps)
     for got_batch, expected_batch in zip(got[0], expected[0]):
         assert_same_arrays(got_batch, expected_batch)
@@ -203,9 +205,9 @@ def test_dict_spaces_and_infos_equal_serial_cage(mode):
 def test_async_vector_env_equals_serial_cage_and_its_workers_end_on_close(mode):
     venv = AsyncVectorEnv([make_cartpole] * 2, autoreset_mode=mode, context="fork")
     processes = list(venv.processes)
-    with SerialCage(make_cartpole, 2, seed=SEED) as cage:
+    with SerialCage(make_cartpole, 2, options=CageOptions(seed=SEED)) as cage:
         expected = collect(cage, 2, decorrelation_steps=3)
-    cage = VectorEnvCage(venv, seed=SEED)
+    cage = VectorEnvCage(venv, options=CageOptions(seed=SEED))
     try:
         got = collect(cage, 2, decorrelation_steps=3)
         assert cage.get_attr("gravity") == [9.8, 9.8]
@@ -231,14 +233,16 @@ def test_alternating_sampler_over_two_vector_env_cages_equals_serial_cages():
         return [make(0), make(2)]
 
     serial = two(
-        lambda offset: SerialCage(make_cartpole, 2, seed=SEED, env_offset=offset)
+        lambda offset: SerialCage(
+            make_cartpole, 2, options=CageOptions(seed=SEED, env_offset=offset)
+        )
     )
     expected = collect(serial, 3, alternating=True)
     for cage in serial:
         cage.close()
     cages = two(
         lambda offset: VectorEnvCage(
-            vector(make_cartpole, 2), seed=SEED, env_offset=offset
+            vector(make_cartpole, 2), options=CageOptions(seed=SEED, env_offset=offset)
         )
     )
     got = collect(cages, 3, alternating=True)
@@ -281,10 +285,10 @@ class InfoEnv(CountingEnv):
 @pytest.mark.parametrize("traj_info_type", [TrajInfo, StepRecordingTrajInfo])
 def test_raw_steps_infos_and_traj_infos_equal_serial_cage(mode, traj_info_type):
     factory = partial(InfoEnv, min_length=2, max_length=6, terminal=False)
-    kwargs = {"seed": SEED, "traj_info_type": traj_info_type}
-    with SerialCage(factory, 3, **kwargs) as cage:
+    options = CageOptions(seed=SEED, traj_info_type=traj_info_type)
+    with SerialCage(factory, 3, options=options) as cage:
         expected = run(cage, 20)
-    with VectorEnvCage(vector(factory, 3, mode), **kwargs) as cage:
+    with VectorEnvCage(vector(factory, 3, mode), options=options) as cage:
         got = run(cage, 20)
     assert_same_arrays(got[0], expected[0])
     assert_same_trajs(got[1], expected[1])
@@ -307,9 +311,9 @@ def test_custom_and_tuple_spaces_equal_serial_cage():
     factory = partial(
         SpaceEnv, observation, gym.spaces.Tuple((space, gym.spaces.Discrete(3)))
     )
-    with SerialCage(factory, 3, seed=SEED) as cage:
+    with SerialCage(factory, 3, options=CageOptions(seed=SEED)) as cage:
         expected = run(cage, 12)
-    with VectorEnvCage(vector(factory, 3), seed=SEED) as cage:
+    with VectorEnvCage(vector(factory, 3), options=CageOptions(seed=SEED)) as cage:
         got = run(cage, 12)
     assert_same_arrays(got[0], expected[0])
     assert_same_trajs(got[1], expected[1])
@@ -343,10 +347,10 @@ def without_masks(infos):
 
 def test_infos_without_masks_fill_the_same_slots():
     factory = partial(SeededCountingEnv, terminal=False)
-    with SerialCage(factory, 3, seed=SEED) as cage:
+    with SerialCage(factory, 3, options=CageOptions(seed=SEED)) as cage:
         expected = run(cage, 20)
     venv = EditedInfos(vector(factory, 3), without_masks)
-    with VectorEnvCage(venv, seed=SEED) as cage:
+    with VectorEnvCage(venv, options=CageOptions(seed=SEED)) as cage:
         got = run(cage, 20)
         assert cage.get_attr("min_length") == [3] * 3  # through the wrapper
     assert_same_arrays(got[0], expected[0])
@@ -356,9 +360,9 @@ def test_infos_without_masks_fill_the_same_slots():
 
 def test_wrapped_vector_env_equals_serial_cage():
     venv = gym.wrappers.vector.RecordEpisodeStatistics(vector(make_cartpole, 3))
-    with SerialCage(make_cartpole, 3, seed=SEED) as cage:
+    with SerialCage(make_cartpole, 3, options=CageOptions(seed=SEED)) as cage:
         expected = run(cage, 40)
-    with VectorEnvCage(venv, seed=SEED) as cage:
+    with VectorEnvCage(venv, options=CageOptions(seed=SEED)) as cage:
         got = run(cage, 40)
         assert cage.get_attr("gravity") == [9.8] * 3
     assert_same_arrays(got[0], expected[0])
@@ -375,7 +379,7 @@ def test_same_step_vector_env_without_final_observations_is_an_env_error():
 
     factory = partial(CountingEnv, min_length=2, max_length=2)
     venv = EditedInfos(vector(factory, 2), drop_final_obs)
-    with VectorEnvCage(venv, seed=0, env_offset=3) as cage:
+    with VectorEnvCage(venv, options=CageOptions(seed=0, env_offset=3)) as cage:
         tree = allocate(cage, 2, storage="local")
         try:
             cage.reset(tree.observation[0])
@@ -388,10 +392,12 @@ def test_same_step_vector_env_without_final_observations_is_an_env_error():
 
 @pytest.mark.parametrize("mode", [SAME, DISABLED], ids=["same_step", "disabled"])
 def test_reset_seeds_options_and_kept_infos_equal_serial_cage(mode):
-    serial = SerialCage(make_count_env, 4, keep_infos=True)
+    serial = SerialCage(make_count_env, 4, options=CageOptions(keep_infos=True))
     expected = kept_infos_script(serial)
     serial.close()
-    with VectorEnvCage(vector(make_count_env, 4, mode), keep_infos=True) as cage:
+    with VectorEnvCage(
+        vector(make_count_env, 4, mode), options=CageOptions(keep_infos=True)
+    ) as cage:
         got = kept_infos_script(cage)
     assert got == expected
     assert got[0][2].reset[0] == {"options": {"o": 1}}  # the reset info, kept
@@ -419,9 +425,9 @@ def test_missing_autoreset_mode_and_wait_mode_and_non_vector_envs_are_refused():
     venv = vector(make_cartpole, 2)
     try:
         with pytest.raises(UnsupportedVectorEnvError, match="wait.*every env"):
-            VectorEnvCage(venv, reset_mode="wait")
+            VectorEnvCage(venv, options=CageOptions(reset_mode="wait"))
         with pytest.raises(UnsupportedVectorEnvError, match="next_step.*'auto'"):
-            VectorEnvCage(venv, reset_mode="next_step")
+            VectorEnvCage(venv, options=CageOptions(reset_mode="next_step"))
         del venv.metadata["autoreset_mode"]
         with pytest.raises(UnsupportedVectorEnvError, match="no metadata"):
             VectorEnvCage(venv)
@@ -436,7 +442,7 @@ def test_missing_autoreset_mode_and_wait_mode_and_non_vector_envs_are_refused():
 
 
 def test_bad_actions_call_order_and_closed_cage():
-    cage = VectorEnvCage(vector(make_counting_dict, 2), seed=0)
+    cage = VectorEnvCage(vector(make_counting_dict, 2), options=CageOptions(seed=0))
     tree = allocate(cage, 2, storage="local")
     try:
         assert cage.waiting_envs() == [0, 1]
@@ -489,7 +495,7 @@ def test_info_value_that_does_not_fit_its_slot_raises_env_info_error(bad):
     factory = partial(
         SpaceEnv, gym.spaces.Discrete(3), gym.spaces.Discrete(2), 5, 5, info
     )
-    cage = VectorEnvCage(vector(factory, 2), seed=0, env_offset=10)
+    cage = VectorEnvCage(vector(factory, 2), options=CageOptions(seed=0, env_offset=10))
     tree = allocate(cage, 4, storage="local")
     try:
         cage.reset(tree.observation[0])
@@ -508,7 +514,9 @@ def test_info_value_that_does_not_fit_its_slot_raises_env_info_error(bad):
 
 def test_get_attr_set_attr_call_and_render_reach_the_envs():
     # the attributes live on the CountingEnv, behind a TimeLimit wrapper
-    with VectorEnvCage(vector(make_counting_dict, 3), seed=0, env_offset=5) as cage:
+    with VectorEnvCage(
+        vector(make_counting_dict, 3), options=CageOptions(seed=0, env_offset=5)
+    ) as cage:
         assert cage.get_attr("min_length") == [3] * 3
         cage.set_attr("min_length", [1, 2, 3])
         assert cage.get_attr("min_length") == [1, 2, 3]
@@ -538,7 +546,7 @@ def test_get_attr_set_attr_call_and_render_reach_the_envs():
 
 
 def test_slots_of_a_closed_tree_are_an_array_closed_error():
-    with VectorEnvCage(vector(make_cartpole, 2), seed=0) as cage:
+    with VectorEnvCage(vector(make_cartpole, 2), options=CageOptions(seed=0)) as cage:
         tree = allocate(cage, 4)  # shared memory: views taken after close are read-only
         cage.reset(tree.observation[0])
         cage.step(tree.action[0], slots(tree, 0))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.jax import JaxHandler
 from parllel.jax.agents import ActorCriticAgent
 from parllel.jax.models import build_actor_critic
@@ -40,7 +40,9 @@ def test_example_outputs_have_torch_dtypes():
 
 
 def _collect(seed: int, state=None) -> tuple[np.ndarray, JaxHandler]:
-    cage = SerialCage(lambda: gym.make("CartPole-v1"), 2, seed=[1, 2])
+    cage = SerialCage(
+        lambda: gym.make("CartPole-v1"), 2, options=CageOptions(seed=[1, 2])
+    )
     handler = JaxHandler(_agent(gym.spaces.Discrete(2)), n_envs=2, seed=seed)
     if state is not None:
         handler.generator.set_state(state)

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax import JaxHandler
 from parllel.jax.agents import build_sac_agent
@@ -50,7 +50,9 @@ def agent_for(spaces: Any, seeds: Seeds) -> Any:
 
 def single_run(master: int) -> tuple[list[np.ndarray], list[dict], Any]:
     seeds = Seeds.from_master(master, n_envs=B)
-    cage = build_cages(make_env, B, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        make_env, B, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = agent_for(cage.spaces, seeds)
     handler = JaxHandler(agent, n_envs=B, seed=seeds.actions)
     tree = build_replay_tree(cage, handler, T, 64)
@@ -81,7 +83,9 @@ def seeded_run(
     run_seeds = [Seeds.from_master(m, n_envs=B) for m in masters]
     env_seeds = [seed for seeds in run_seeds for seed in seeds.envs]
     K = len(masters)
-    cage = build_cages(make_env, K * B, parallel="serial", seed=env_seeds)
+    cage = build_cages(
+        make_env, K * B, parallel="serial", options=CageOptions(seed=env_seeds)
+    )
     stack = SeedStack([agent_for(cage.spaces, seeds) for seeds in run_seeds])
     handler = SeededHandler(stack, B, seeds=[s.actions for s in run_seeds])
     tree = build_replay_tree(cage, handler, T, 64)
@@ -178,7 +182,9 @@ def test_refuses_mixed_sac_configurations() -> None:
 
 def test_per_run_replay_refuses_columns_that_do_not_split() -> None:
     seeds = Seeds.from_master(0, n_envs=3)
-    cage = build_cages(make_env, 3, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        make_env, 3, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = agent_for(cage.spaces, seeds)
     tree = build_replay_tree(cage, JaxHandler(agent, n_envs=3, seed=0), 1, 8)
     try:

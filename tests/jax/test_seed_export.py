@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.enjoy import main as enjoy
 from parllel.export.numpy_policy import load_numpy_policy
 from parllel.export.spec import SPEC_FILE, read_policy_spec
@@ -74,7 +74,9 @@ def test_each_seed_run_exports_its_own_policy(tmp_path: Path) -> None:
     runs = start_seed_runs(
         settings, "test", config, seeds=K, master=config.seed, n_envs=B
     )
-    cage = build_cages(make_env, K * B, parallel="serial", seed=runs.env_seeds)
+    cage = build_cages(
+        make_env, K * B, parallel="serial", options=CageOptions(seed=runs.env_seeds)
+    )
     spaces = cage.spaces
     stack = SeedStack(
         [

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from parllel.cages import EnvSpaces, build_cages
+from parllel.cages import CageOptions, EnvSpaces, build_cages
 from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax import JaxHandler
 from parllel.jax.agents import build_actor_critic_agent
@@ -57,7 +57,9 @@ def sampler_for(cage: Any, handler: Any) -> FeedForwardSampler:
 
 def single_run(master: int) -> tuple[list[np.ndarray], list[dict], Any]:
     seeds = Seeds.from_master(master, n_envs=B)
-    cage = build_cages(make_env, B, parallel="serial", seed=seeds.envs)
+    cage = build_cages(
+        make_env, B, parallel="serial", options=CageOptions(seed=seeds.envs)
+    )
     agent = agent_for(cage.spaces, seeds)
     sampler = sampler_for(cage, JaxHandler(agent, n_envs=B, seed=seeds.actions))
     ppo = build_ppo(agent, seeds)
@@ -79,7 +81,12 @@ def seeded_run(
 ) -> tuple[list[np.ndarray], list[list], Any, SeededPPO]:
     run_seeds = [Seeds.from_master(m, n_envs=B) for m in masters]
     env_seeds = [seed for seeds in run_seeds for seed in seeds.envs]
-    cage = build_cages(make_env, len(masters) * B, parallel="serial", seed=env_seeds)
+    cage = build_cages(
+        make_env,
+        len(masters) * B,
+        parallel="serial",
+        options=CageOptions(seed=env_seeds),
+    )
     stack = SeedStack([agent_for(cage.spaces, seeds) for seeds in run_seeds])
     handler = SeededHandler(stack, B, seeds=[s.actions for s in run_seeds])
     sampler = sampler_for(cage, handler)

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.errors import ConfigError, ParllelWarning
 from parllel.jax.agents import build_actor_critic_agent
 from parllel.jax.algos import PPO, SeededPPO, adam
@@ -71,7 +71,9 @@ def build(
     runs = start_seed_runs(
         settings, "test", config, seeds=K, master=config.seed, n_envs=B, resume=resume
     )
-    cage = build_cages(make_env, K * B, parallel="serial", seed=runs.env_seeds)
+    cage = build_cages(
+        make_env, K * B, parallel="serial", options=CageOptions(seed=runs.env_seeds)
+    )
     stack = SeedStack(
         [
             build_actor_critic_agent(

@@ -13,7 +13,7 @@ import numpy as np
 
 from parllel import fields
 from parllel.agents import NumpyHandler, ScriptedAgent
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.multiagent import (
     MultiAgentTrajInfo,
     make_aec_env_factory,
@@ -130,10 +130,16 @@ def parallel_reference(env, seed, n_steps, dict_obs):
 
 
 def make_cage(kind, factory, n_envs, seed):
-    kwargs = dict(seed=seed, traj_info_type=MultiAgentTrajInfo)
+    options = CageOptions(seed=seed, traj_info_type=MultiAgentTrajInfo)
     if kind == "serial":
-        return SerialCage(factory, n_envs, **kwargs)
-    return ProcessCage(factory, n_envs, n_workers=2, start_method="fork", **kwargs)
+        return SerialCage(factory, n_envs, options=options)
+    return ProcessCage(
+        factory,
+        n_envs,
+        layout=ProcessLayout(n_workers=2),
+        options=options,
+        start_method="fork",
+    )
 
 
 def run_sampler(kind, factory, n_envs, batch_T, n_batches, seed=7, policy=None):

@@ -9,7 +9,7 @@ import pytest
 
 from parllel import fields
 from parllel.agents.base import AgentExample
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.errors import EnvError
 from parllel.logging import EpisodeStats
 from parllel.multiagent import MultiAgentTrajInfo
@@ -50,7 +50,7 @@ def test_a_fresh_traj_info_has_empty_agent_arrays():
 
 def test_agent_info_slots_still_refuse_a_wrong_shape():
     """The cage stores same-dtype [A] arrays as they are; other shapes still fail."""
-    cage = SerialCage(parallel_factory(), 1, seed=0)
+    cage = SerialCage(parallel_factory(), 1, options=CageOptions(seed=0))
     try:
         example = cage.example
         tree = sample_tree_from_examples(example, _agent_example(example), 2, 1)

@@ -16,7 +16,7 @@ import pytest
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.errors import ConfigError
 from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.replays.transitions import gather_transitions
@@ -38,10 +38,16 @@ def _setup(
 ):
     factory = partial(CountingEnv, min_length=2, max_length=6, terminal=terminal)
     if process:
-        cage = ProcessCage(factory, B, seed=3, envs_per_worker=1, start_method="fork")
+        cage = ProcessCage(
+            factory,
+            B,
+            options=CageOptions(seed=3),
+            layout=ProcessLayout(envs_per_worker=1),
+            start_method="fork",
+        )
         storage = "shared"
     else:
-        cage = SerialCage(factory, B, seed=3)
+        cage = SerialCage(factory, B, options=CageOptions(seed=3))
     handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=1), B)
     example = handler.example_outputs(cage.example[fields.OBSERVATION])
     sample_tree = sample_tree_from_examples(

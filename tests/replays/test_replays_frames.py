@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.errors import ConfigError, ReplayError
 from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.replays.frames import build_frame_replay_tree
@@ -271,9 +271,15 @@ def test_cages_and_sampler(process):
     k, T, B, N = 4, 5, 3, 25
     factory = partial(make_stacked, k, (6, -4, 9))
     if process:
-        cage = ProcessCage(factory, B, seed=3, envs_per_worker=1, start_method="fork")
+        cage = ProcessCage(
+            factory,
+            B,
+            options=CageOptions(seed=3),
+            layout=ProcessLayout(envs_per_worker=1),
+            start_method="fork",
+        )
     else:
-        cage = SerialCage(factory, B, seed=3)
+        cage = SerialCage(factory, B, options=CageOptions(seed=3))
     storage = "shared" if process else "local"
     try:
         handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=1), B)

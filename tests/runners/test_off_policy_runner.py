@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from parllel import fields
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.errors import ConfigError, ParllelWarning
 from parllel.logging import CsvSink, read_progress
 from parllel.patterns import build_replay_tree, build_sample_tree
@@ -52,7 +52,10 @@ class Setup:
     ):
         torch.manual_seed(seed)
         self.cage = build_cages(
-            lambda: gym.make("Pendulum-v1"), B, parallel="serial", seed=seed
+            lambda: gym.make("Pendulum-v1"),
+            B,
+            parallel="serial",
+            options=CageOptions(seed=seed),
         )
         spaces = self.cage.spaces
         self.agent = build_sac_agent(
@@ -215,7 +218,12 @@ class Record(Callback):
 
 
 def test_epsilon_schedule_callback_and_dqn_runner():
-    cage = build_cages(lambda: gym.make("CartPole-v1"), B, parallel="serial", seed=0)
+    cage = build_cages(
+        lambda: gym.make("CartPole-v1"),
+        B,
+        parallel="serial",
+        options=CageOptions(seed=0),
+    )
     try:
         agent = build_dqn_agent(
             cage.spaces.observation, cage.spaces.action, hidden_sizes=(8,)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from torch import nn
 
-from parllel.cages import ProcessCage
+from parllel.cages import ProcessCage, ProcessLayout
 from parllel.errors import (
     CheckpointMismatchError,
     ParllelWarning,
@@ -295,7 +295,9 @@ def test_workers_forked_while_sigterm_is_handled_still_die_of_it():
     before = set(multiprocessing.active_children())
     with InterruptHandler(lambda signum: "stopping"):
         assert _catches(os.getpid(), signal.SIGTERM)
-        with ProcessCage(CountingEnv, 2, n_workers=1, start_method="fork") as cage:
+        with ProcessCage(
+            CountingEnv, 2, layout=ProcessLayout(n_workers=1), start_method="fork"
+        ) as cage:
             (worker,) = set(multiprocessing.active_children()) - before
             assert cage.n_envs == 2 and not _catches(worker.pid, signal.SIGTERM)
 

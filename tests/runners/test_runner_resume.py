@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from parllel import fields
-from parllel.cages import TrajInfo
+from parllel.cages import CageOptions, TrajInfo
 from parllel.errors import CheckpointError, CheckpointMismatchError
 from parllel.runners import OnPolicyRunner
 from parllel.runtime import RunDirectory
@@ -260,7 +260,10 @@ def _train_cartpole_serial(seed: int, tmp_path) -> dict[str, torch.Tensor]:
     seeds = Seeds.from_master(seed, n_envs=4)
     seed_everything(seeds)
     cage = build_cages(
-        lambda: gym.make("CartPole-v1"), 4, parallel="serial", seed=seeds.master
+        lambda: gym.make("CartPole-v1"),
+        4,
+        parallel="serial",
+        options=CageOptions(seed=seeds.master),
     )
     model, distribution = build_actor_critic(
         cage.spaces.observation, cage.spaces.action, hidden_sizes=(16,)

@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel import fields
-from parllel.cages import ProcessCage, SerialCage, build_cages
+from parllel.cages import (
+    CageOptions,
+    ProcessCage,
+    ProcessLayout,
+    SerialCage,
+    build_cages,
+)
 from parllel.cages.env_group import env_seed
 from parllel.errors import ConfigError
 from parllel.patterns import build_alternating_cages
@@ -118,9 +124,9 @@ def test_serial_cage_uses_the_seeds_metadata_records(tmp_path):
     run = RunDirectory.create(tmp_path, "seeds", seeds=seeds)
     recorded = json.loads(run.metadata_path.read_text())["seeds"]
     assert Seeds.from_dict(recorded) == seeds
-    with SerialCage(SeedEchoEnv, 5, seed=seeds.master) as cage:
+    with SerialCage(SeedEchoEnv, 5, options=CageOptions(seed=seeds.master)) as cage:
         assert reset_seeds(cage) == recorded["envs"]
-    with SerialCage(SeedEchoEnv, 5, seed=seeds.envs) as cage:
+    with SerialCage(SeedEchoEnv, 5, options=CageOptions(seed=seeds.envs)) as cage:
         assert reset_seeds(cage) == recorded["envs"]
         for env, seed in zip(cage._group.envs, seeds.envs):
             expected = gym.spaces.Discrete(2)
@@ -129,32 +135,44 @@ def test_serial_cage_uses_the_seeds_metadata_records(tmp_path):
             assert [env.action_space.sample() for _ in range(20)] == [
                 expected.sample() for _ in range(20)
             ]
-    with SerialCage(SeedEchoEnv, 3, seed=seeds.eval_envs) as cage:
+    with SerialCage(SeedEchoEnv, 3, options=CageOptions(seed=seeds.eval_envs)) as cage:
         assert reset_seeds(cage) == recorded["eval_envs"]
 
 
 def test_process_cage_and_offsets_use_the_same_seeds():
     seeds = Seeds.from_master(7, n_envs=6)
     with ProcessCage(
-        SeedEchoEnv, 6, seed=seeds.master, n_workers=2, main_process_envs=1,
+        SeedEchoEnv, 6, options=CageOptions(seed=seeds.master), layout=ProcessLayout(n_workers=2, main_process_envs=1),
         start_method="fork",
     ) as cage:  # fmt: skip
         assert reset_seeds(cage) == list(seeds.envs)
     with ProcessCage(
-        SeedEchoEnv, 6, seed=seeds.envs, n_workers=2, start_method="fork"
+        SeedEchoEnv,
+        6,
+        options=CageOptions(seed=seeds.envs),
+        layout=ProcessLayout(n_workers=2),
+        start_method="fork",
     ) as cage:
         assert reset_seeds(cage) == list(seeds.envs)
-    with SerialCage(SeedEchoEnv, 3, seed=seeds.master, env_offset=3) as cage:
+    with SerialCage(
+        SeedEchoEnv, 3, options=CageOptions(seed=seeds.master, env_offset=3)
+    ) as cage:
         assert reset_seeds(cage) == list(seeds.envs[3:])
     cages = build_alternating_cages(
-        SeedEchoEnv, 6, seed=seeds.envs, share_core=False, start_method="fork"
+        SeedEchoEnv,
+        6,
+        options=CageOptions(seed=seeds.envs),
+        share_core=False,
+        start_method="fork",
     )
     try:
         assert reset_seeds(cages[0]) + reset_seeds(cages[1]) == list(seeds.envs)
     finally:
         for cage in cages:
             cage.close()
-    with build_cages(SeedEchoEnv, 6, parallel="serial", seed=seeds.envs) as cage:
+    with build_cages(
+        SeedEchoEnv, 6, parallel="serial", options=CageOptions(seed=seeds.envs)
+    ) as cage:
         assert reset_seeds(cage) == list(seeds.envs)
 
 
@@ -162,7 +180,7 @@ def test_a_restarted_worker_gets_fresh_distinct_seeds():
     seeds = Seeds.from_master(3, n_envs=2)
     factory = partial(SeedEchoEnv, die_seed=seeds.envs[1])
     with ProcessCage(
-        factory, 2, seed=seeds.master, envs_per_worker=1,
+        factory, 2, options=CageOptions(seed=seeds.master), layout=ProcessLayout(envs_per_worker=1),
         on_worker_death="restart", start_method="fork",
     ) as cage, allocate(cage, 6) as tree:  # fmt: skip
         cage.reset(tree.observation[0])
@@ -191,13 +209,13 @@ def test_bad_seeds_are_named(seed, match):
     with pytest.raises(ConfigError, match=match):
         resolve_env_seeds(seed, range(3))
     with pytest.raises(ConfigError, match=match):
-        SerialCage(SeedEchoEnv, 3, seed=seed)
+        SerialCage(SeedEchoEnv, 3, options=CageOptions(seed=seed))
 
 
 def test_eval_seeds_missing_from_seeds_is_a_clear_error():
     seeds = Seeds.from_master(0, n_envs=2)  # no n_eval_envs
     with pytest.raises(ConfigError, match="0 per-env seeds but the cage has 2"):
-        SerialCage(SeedEchoEnv, 2, seed=seeds.eval_envs)
+        SerialCage(SeedEchoEnv, 2, options=CageOptions(seed=seeds.eval_envs))
 
 
 def test_the_seeds_size_error_names_the_field_for_the_case():
@@ -206,17 +224,21 @@ def test_the_seeds_size_error_names_the_field_for_the_case():
     name both."""
     seeds = Seeds.from_master(0, n_envs=4, n_eval_envs=2)
     with pytest.raises(ConfigError) as info:
-        SerialCage(SeedEchoEnv, 4, seed=seeds.eval_envs)  # a training cage
+        SerialCage(
+            SeedEchoEnv, 4, options=CageOptions(seed=seeds.eval_envs)
+        )  # a training cage
     assert "these are seeds.eval_envs: a training cage takes seeds.envs" in str(
         info.value
     )
     with pytest.raises(ConfigError) as info:
-        SerialCage(SeedEchoEnv, 2, seed=seeds.envs)  # an evaluation cage
+        SerialCage(
+            SeedEchoEnv, 2, options=CageOptions(seed=seeds.envs)
+        )  # an evaluation cage
     assert "these are seeds.envs: an evaluation cage takes seeds.eval_envs" in str(
         info.value
     )
     with pytest.raises(ConfigError) as info:
-        SerialCage(SeedEchoEnv, 3, seed=[1, 2])
+        SerialCage(SeedEchoEnv, 3, options=CageOptions(seed=[1, 2]))
     message = str(info.value)
     assert "n_envs=3).envs" in message and "n_eval_envs=3).eval_envs" in message
     # the field survives a round trip through the run's metadata and pickle
@@ -238,7 +260,10 @@ def test_old_metadata_without_new_streams_reads_back():
 def test_same_observations_whatever_the_seed_form():
     observations = []
     for seed in (5, Seeds.from_master(5, n_envs=3).envs):
-        with SerialCage(SeedEchoEnv, 3, seed=seed) as cage, allocate(cage, 4) as tree:
+        with (
+            SerialCage(SeedEchoEnv, 3, options=CageOptions(seed=seed)) as cage,
+            allocate(cage, 4) as tree,
+        ):
             cage.reset(tree.observation[0])
             for t in range(4):
                 cage.step(tree.action[t], slots(tree, t))

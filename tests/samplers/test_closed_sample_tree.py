@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import build_cages
+from parllel.cages import CageOptions, build_cages
 from parllel.errors import ArrayClosedError
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
@@ -19,7 +19,10 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.mark.parametrize("parallel", ["serial", "process"])
 def test_a_closed_sample_tree_is_refused_whatever_the_cage(parallel):
     cage = build_cages(
-        functools.partial(gym.make, "CartPole-v1"), 2, parallel=parallel, seed=0
+        functools.partial(gym.make, "CartPole-v1"),
+        2,
+        parallel=parallel,
+        options=CageOptions(seed=0),
     )
     try:
         handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=0), 2)

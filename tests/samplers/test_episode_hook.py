@@ -7,7 +7,7 @@ import pytest
 
 from parllel import fields
 from parllel.agents import NumpyHandler
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from tests.helpers.envs import CountingEnv
 from tests.samplers.test_samplers_alignment import CountingAgent
@@ -31,7 +31,7 @@ class RecordingHandler(NumpyHandler):
 @pytest.mark.timeout(30)
 def test_episodes_ended_names_each_ended_env_before_its_next_action():
     T, B = 12, 3
-    with SerialCage(CountingEnv, B, seed=0) as cage:
+    with SerialCage(CountingEnv, B, options=CageOptions(seed=0)) as cage:
         handler = RecordingHandler(CountingAgent(), B)
         example = handler.example_outputs(cage.example[fields.OBSERVATION])
         with sample_tree_from_examples(cage.example, example, T, B) as tree:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.distributed import RaySampler
 from parllel.errors import ConfigError
 from parllel.runners.batches import AsyncBatches, SyncBatches, batches_of
@@ -39,7 +39,7 @@ def test_training_samplers_satisfy_the_protocol(kind):
 
 @pytest.mark.timeout(30)
 def test_eval_sampler_satisfies_the_protocol():
-    with SerialCage(CountingEnv, 2, seed=0) as cage:
+    with SerialCage(CountingEnv, 2, options=CageOptions(seed=0)) as cage:
         handler, example = make_handler(cage)
         with sample_tree_from_examples(cage.example, example, 5, 2) as tree:
             assert isinstance(EvalSampler(cage, handler, tree, 1), EvalSource)

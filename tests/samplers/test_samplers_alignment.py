@@ -17,7 +17,7 @@ import pytest
 
 from parllel import fields
 from parllel.agents import AgentStep, NumpyHandler
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.samplers import (
     AlternatingSampler,
     FeedForwardSampler,
@@ -86,11 +86,17 @@ class CountingAgent:
 
 def make_cage(kind, env_kwargs, n_envs=B, offset=0, reset_mode="auto", seed=5):
     factory = partial(CountingEnv, min_length=2, max_length=5, **env_kwargs)
-    kwargs = dict(seed=seed, env_offset=offset, reset_mode=reset_mode)
+    options = CageOptions(seed=seed, env_offset=offset, reset_mode=reset_mode)
     if kind == "serial":
-        return SerialCage(factory, n_envs, **kwargs)
-    layout = {"main_process_envs": 1, "n_workers": 1} if n_envs > 2 else {}
-    return ProcessCage(factory, n_envs, start_method="fork", **kwargs, **layout)
+        return SerialCage(factory, n_envs, options=options)
+    layout = (
+        ProcessLayout(main_process_envs=1, n_workers=1)
+        if n_envs > 2
+        else ProcessLayout()
+    )
+    return ProcessCage(
+        factory, n_envs, layout=layout, options=options, start_method="fork"
+    )
 
 
 def build(sampler_kind, cage_kind, env_kwargs, recurrent, wait_reset=False):

@@ -9,7 +9,7 @@ import pytest
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ConfigError
 from parllel.samplers import (
     AlternatingSampler,
@@ -35,7 +35,9 @@ def make_handler(cage, recurrent=False, n_envs=None):
 
 @pytest.mark.timeout(30)
 def test_sample_tree_from_examples_layout():
-    with SerialCage(partial(CountingEnv, observation="dict"), 3, seed=0) as cage:
+    with SerialCage(
+        partial(CountingEnv, observation="dict"), 3, options=CageOptions(seed=0)
+    ) as cage:
         handler, example = make_handler(cage, recurrent=True)
         with sample_tree_from_examples(
             cage.example, example, 5, 3, recurrent=True, wait_reset=True
@@ -56,8 +58,10 @@ def test_sample_tree_from_examples_layout():
 @pytest.mark.timeout(30)
 def test_eval_sampler_runs_n_episodes_in_eval_mode_with_frozen_statistics():
     with (
-        SerialCage(CountingEnv, 3, seed=0) as cage,
-        SerialCage(CountingEnv, 2, seed=1, env_offset=100) as eval_cage,
+        SerialCage(CountingEnv, 3, options=CageOptions(seed=0)) as cage,
+        SerialCage(
+            CountingEnv, 2, options=CageOptions(seed=1, env_offset=100)
+        ) as eval_cage,
     ):
         handler, example = make_handler(cage)
         with (
@@ -91,7 +95,7 @@ def test_eval_sampler_runs_n_episodes_in_eval_mode_with_frozen_statistics():
 
 @pytest.mark.timeout(30)
 def test_observation_normalizer_normalizes_what_the_agent_sees():
-    with SerialCage(CountingEnv, 3, seed=0) as cage:
+    with SerialCage(CountingEnv, 3, options=CageOptions(seed=0)) as cage:
         seen = []
         agent = RandomAgent(cage.spaces.action, seed=0)
         step = agent.step
@@ -133,9 +137,13 @@ def test_decorrelation_puts_envs_out_of_phase(sampler_kind):
 @pytest.mark.timeout(30)
 def test_configuration_errors_are_named():
     with (
-        SerialCage(CountingEnv, 2, seed=0) as cage,
-        SerialCage(CountingEnv, 2, seed=0, reset_mode="wait") as wait_cage,
-        SerialCage(CountingEnv, 2, seed=0, reset_mode="next_step") as next_cage,
+        SerialCage(CountingEnv, 2, options=CageOptions(seed=0)) as cage,
+        SerialCage(
+            CountingEnv, 2, options=CageOptions(seed=0, reset_mode="wait")
+        ) as wait_cage,
+        SerialCage(
+            CountingEnv, 2, options=CageOptions(seed=0, reset_mode="next_step")
+        ) as next_cage,
     ):
         handler, example = make_handler(cage)
         rnn_handler, rnn_example = make_handler(cage, recurrent=True)
@@ -228,7 +236,7 @@ class _LengthByEnv(CountingEnv):
 @pytest.mark.timeout(30)
 def test_eval_sampler_takes_each_envs_first_episodes_not_the_shortest():
     _LengthByEnv.built.clear()
-    with SerialCage(_LengthByEnv, 2, seed=5) as cage:
+    with SerialCage(_LengthByEnv, 2, options=CageOptions(seed=5)) as cage:
         handler, example = make_handler(cage)
         with sample_tree_from_examples(cage.example, example, 1, 2, "local") as tree:
             trajs = EvalSampler(cage, handler, tree, n_episodes=4).collect()

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.agents import NumpyHandler
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ConfigError, EnvError, ShapeError
 from parllel.patterns import build_sample_tree
 from parllel.replays import UniformReplay
@@ -241,7 +241,7 @@ def replay_of(sample_tree):
 
 def test_misuse_is_refused():
     factory = partial(make_stacked, 3, (4,))
-    cage = SerialCage(factory, 2, seed=0)
+    cage = SerialCage(factory, 2, options=CageOptions(seed=0))
     handler = NumpyHandler(StackAgent(), 2)
     try:
         with pytest.raises(ConfigError, match=r"shape \(k, \.\.\.\) = \(4, \.\.\.\)"):

@@ -14,6 +14,7 @@ from functools import partial
 
 import pytest
 
+from parllel.cages import CageOptions
 from parllel.envs.atari import make_atari_env
 from parllel.errors import EnvError
 from tests.helpers.frame_sampling import build_pair, close_side
@@ -48,7 +49,7 @@ def envpool_pair(**kwargs):
 
     def make_cage(n_envs, env_offset):
         return make_envpool_cage(
-            "Breakout-v5", n_envs, seed=7, env_offset=env_offset, num_threads=1,
+            "Breakout-v5", n_envs, options=CageOptions(seed=7, env_offset=env_offset), num_threads=1,
             **kwargs,
         )  # fmt: skip
 

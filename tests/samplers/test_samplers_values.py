@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from parllel import fields
+from parllel.cages import CageOptions
 from parllel.transforms import EstimateAdvantage
 from tests.samplers.test_samplers_alignment import (
     B,
@@ -123,7 +124,7 @@ def test_no_value_fields_no_value_calls():
             Counting.calls += 1
             return super().value(*args)
 
-    with SerialCage(CountingEnv, 3, seed=0) as cage:
+    with SerialCage(CountingEnv, 3, options=CageOptions(seed=0)) as cage:
         handler = NumpyHandler(Counting(cage.spaces.action, seed=0), 3)
         example = handler.example_outputs(cage.example[fields.OBSERVATION])
         with sample_tree_from_examples(cage.example, example, 5, 3) as tree:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import ProcessCage, SerialCage
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler, RecurrentSampler
 from parllel.timing import sampler_metrics
@@ -56,7 +56,7 @@ def build(sampler_type, cages, n_envs, **kwargs):
 
 @pytest.mark.parametrize("sampler_type", [FeedForwardSampler, RecurrentSampler])
 def test_a_serial_batch_is_split_exactly(clock, sampler_type):
-    cage = SerialCage(CostlyEnv, 3, ENV_KWARGS, seed=2)
+    cage = SerialCage(CostlyEnv, 3, ENV_KWARGS, options=CageOptions(seed=2))
     sampler = build(sampler_type, [cage], 3)
     try:
         for _ in range(2):
@@ -80,8 +80,8 @@ def test_a_serial_batch_is_split_exactly(clock, sampler_type):
 
 def test_the_alternating_sampler_splits_its_two_groups(clock):
     cages = [
-        SerialCage(CostlyEnv, 2, ENV_KWARGS, seed=3),
-        SerialCage(CostlyEnv, 2, ENV_KWARGS, seed=4, env_offset=2),
+        SerialCage(CostlyEnv, 2, ENV_KWARGS, options=CageOptions(seed=3)),
+        SerialCage(CostlyEnv, 2, ENV_KWARGS, options=CageOptions(seed=4, env_offset=2)),
     ]
     sampler = build(AlternatingSampler, cages, 4)
     try:
@@ -101,7 +101,7 @@ def test_the_alternating_sampler_splits_its_two_groups(clock):
 
 
 def test_decorrelation_before_the_first_batch_counts_as_other(clock):
-    cage = SerialCage(CostlyEnv, 3, ENV_KWARGS, seed=2)
+    cage = SerialCage(CostlyEnv, 3, ENV_KWARGS, options=CageOptions(seed=2))
     sampler = build(FeedForwardSampler, [cage], 3, decorrelation_steps=4, seed=0)
     try:
         sampler.collect_batch()
@@ -116,7 +116,13 @@ def test_decorrelation_before_the_first_batch_counts_as_other(clock):
 def test_envs_in_workers_are_waited_for_not_stepped_here():
     """Real clock: a process cage without a main-process share steps nothing
     in this process, so all its time is waiting on the worker."""
-    cage = ProcessCage(CountingEnv, 2, ENV_KWARGS, n_workers=1, seed=5)
+    cage = ProcessCage(
+        CountingEnv,
+        2,
+        ENV_KWARGS,
+        layout=ProcessLayout(n_workers=1),
+        options=CageOptions(seed=5),
+    )
     handler = NumpyHandler(RandomAgent(cage.spaces.action, seed=1), 2)
     tree = build_sample_tree(cage, handler, T)
     sampler = FeedForwardSampler(cage, handler, tree)

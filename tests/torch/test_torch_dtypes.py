@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.agents.base import AgentStep
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ConfigError, DtypeError
 from parllel.patterns import add_obs_normalization, build_replay_tree, build_sample_tree
 from parllel.samplers import FeedForwardSampler
@@ -134,7 +134,7 @@ def test_actor_critic_and_sac_models_take_float64_observations():
 def test_a_float64_env_builds_its_sample_tree_and_samples():
     """Regression: build_sample_tree -> example_outputs raised torch's "mat1
     and mat2 must have the same dtype" for float64 observations."""
-    with SerialCage(Float64Env, 2, seed=0) as cage:
+    with SerialCage(Float64Env, 2, options=CageOptions(seed=0)) as cage:
         model, distribution = build_actor_critic(
             cage.spaces.observation, cage.spaces.action
         )
@@ -154,7 +154,7 @@ def test_a_float64_env_builds_its_sample_tree_and_samples():
 
 @pytest.mark.parametrize("env", [Float64Env, MixedEnv])
 def test_observation_dtype_stores_float32_cast_by_the_cage(env):
-    with SerialCage(env, 2, seed=0) as cage:
+    with SerialCage(env, 2, options=CageOptions(seed=0)) as cage:
         agent = build_sac_agent(
             gym.spaces.Box(-1, 1, (3,), np.float32)
             if env is Float64Env
@@ -191,7 +191,7 @@ def test_observation_dtype_stores_float32_cast_by_the_cage(env):
 
 
 def test_observation_dtype_must_be_floating():
-    with SerialCage(Float64Env, 1, seed=0) as cage:
+    with SerialCage(Float64Env, 1, options=CageOptions(seed=0)) as cage:
         handler = TorchHandler(
             build_sac_agent(cage.spaces.observation, cage.spaces.action), 1
         )

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parllel import fields
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ConfigError, TreeStructureError
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler, RecurrentSampler
@@ -43,7 +43,7 @@ def sampled(recurrent=False, wait_reset=False, seed=0):
     """(model, distribution, sample tree) after two batches of a fresh sampler."""
     torch.manual_seed(seed)
     mode = "wait" if wait_reset else "auto"
-    cage = SerialCage(make_env, B, seed=seed, reset_mode=mode)
+    cage = SerialCage(make_env, B, options=CageOptions(seed=seed, reset_mode=mode))
     with cage:
         model, distribution = build_actor_critic(
             cage.spaces.observation,

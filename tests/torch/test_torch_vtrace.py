@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
@@ -25,7 +25,9 @@ from parllel.transforms import ComputeVTrace, EstimateAdvantage, vtrace
 def test_vtrace_reads_what_the_actor_critic_sampler_records():
     torch.manual_seed(0)
     cage = SerialCage(
-        lambda: gym.make("CartPole-v1", max_episode_steps=12), n_envs=3, seed=0
+        lambda: gym.make("CartPole-v1", max_episode_steps=12),
+        n_envs=3,
+        options=CageOptions(seed=0),
     )
     with cage:
         model, distribution = build_actor_critic(

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from parllel import fields
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ArrayClosedError
 from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
@@ -63,8 +63,8 @@ def collect(sampler_type, make_transfer, batches: int = 2, handlers: int = 1):
     buffers the handler reads and writes. With ``handlers=2`` a second
     handler (an evaluation handler's place) steps the same tree in turn."""
     cages = [
-        SerialCage(make_env, B // 2, seed=0),
-        SerialCage(make_env, B // 2, seed=0, env_offset=B // 2),
+        SerialCage(make_env, B // 2, options=CageOptions(seed=0)),
+        SerialCage(make_env, B // 2, options=CageOptions(seed=0, env_offset=B // 2)),
     ]
     torch.manual_seed(0)
     spaces = cages[0].spaces

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.patterns import add_advantage_estimation, add_reward_normalization
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from parllel.transforms import NormalizeObservations, NormalizeRewards
@@ -149,7 +149,10 @@ def test_observation_normalizer_counts_final_observations_first(count_finals):
     # episodes of 2 steps, truncated; one env, 4 steps: the env returns
     # reset (t = 0), 1, final 2, reset 0, 1, final 2, reset 0
     with SerialCage(
-        CountingEnv, 1, {"min_length": 2, "max_length": 2, "terminal": False}, seed=0
+        CountingEnv,
+        1,
+        {"min_length": 2, "max_length": 2, "terminal": False},
+        options=CageOptions(seed=0),
     ) as cage:
         handler, example = make_handler(cage)
         with sample_tree_from_examples(cage.example, example, 4, 1) as tree:

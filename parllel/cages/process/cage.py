@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 
 from parllel import fields
-from parllel.cages.balance import Balancer
 from parllel.cages.cage import Cage, ResetRequest
 from parllel.cages.cage_checks import check_factory_pickles
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
+from parllel.cages.layout.policy import ProcessLayout
 from parllel.cages.main_guard import check_main_guard
+from parllel.cages.options import CageOptions
 from parllel.cages.plumbing import start_context
 from parllel.cages.process import faults, processes
 from parllel.cages.process.channel import (
@@ -41,9 +42,7 @@ from parllel.cages.process.startup import (
     check_cpus,
     check_death_policy,
     check_step_timeout,
-    make_balancer,
     spawn_worker,
-    split_envs,
     start_processes,
 )
 from parllel.cages.process.worker_handle import (
@@ -76,37 +75,15 @@ class ProcessCage(Cage):
         env_factory: picklable callable (cloudpickle) returning a gymnasium env.
         n_envs: number of envs.
         env_kwargs: keyword arguments for ``env_factory``.
-        envs_per_worker: envs per worker process (sets the worker count).
-        n_workers: worker count if ``envs_per_worker`` is None (default: one
-            per core, minus one if the main process steps envs or from 4
-            cores on; see :func:`~parllel.cages.plumbing.default_worker_count`).
-        main_process_envs: envs stepped by the main process itself (the first
-            ones), inside :meth:`await_step`.
-        seed: as for :class:`~parllel.cages.SerialCage` (results are
-            bit-identical to it), like the next four arguments.
-        env_offset: global index of this cage's first env.
-        reset_mode: ``"auto"``, ``"wait"`` or ``"next_step"``.
-        traj_info_type: TrajInfo class (or factory) used per episode.
-        traj_info_kwargs: keyword arguments for ``traj_info_type``.
-        keep_infos: keep the envs' info dicts of every step and reset in
-            :attr:`last_infos` (non-empty infos then travel back by pipe).
-        clip_actions: as for :class:`~parllel.cages.SerialCage` (clipped where
-            the envs step: in the workers and the main process's share).
-        probe: as for :class:`~parllel.cages.SerialCage`; the probe env is
-            built in the process that builds env 0 (the main process if it
-            steps envs, else worker 0).
+        layout: which process steps which envs, and whether envs move between
+            them (:class:`~parllel.cages.ProcessLayout`; default: one worker
+            per core, none in the main process).
+        options: as for :class:`~parllel.cages.SerialCage` (results are
+            bit-identical to it); the probe env is built in the process that
+            builds env 0.
         on_worker_death: ``"raise"`` (:class:`~parllel.errors.WorkerDiedError`)
             or ``"restart"``: recreate the worker's envs, reset them, report
             their episodes as lost (``TrajInfo.lost``, truncated) and go on.
-        rebalance: move envs from a persistently slower stepping process to
-            its faster neighbour (docs/cages.md; True: a default
-            :class:`~parllel.cages.LoadBalancer`; or any object with its
-            ``propose`` method). Moved envs are pickled with their state, so
-            they must pickle completely (CartPole-like Python envs do;
-            ``EzPickle`` envs such as MuJoCo's are detected at the first move,
-            balancing is switched off with a
-            :class:`~parllel.errors.ParllelWarning` and
-            :attr:`rebalance_refusal` says why). Results stay bit-identical.
         worker_cpus: CPUs the worker processes may run on (Linux
             ``sched_setaffinity``; default: no pinning). E.g. the two cages of
             an :class:`~parllel.samplers.AlternatingSampler` on a 2-core
@@ -128,7 +105,8 @@ class ProcessCage(Cage):
             where Ctrl-C interrupts a hang and shows its traceback.
 
     Example:
-        >>> with ProcessCage(make_env, n_envs=8, envs_per_worker=4, seed=0) as cage:
+        >>> layout = ProcessLayout(envs_per_worker=4)
+        >>> with ProcessCage(make_env, 8, layout=layout, options=CageOptions(seed=0)) as cage:
         ...     cage.reset(sample_tree.observation[0])
     """
 
@@ -140,19 +118,9 @@ class ProcessCage(Cage):
         n_envs: int = 1,
         env_kwargs: dict[str, Any] | None = None,
         *,
-        envs_per_worker: int | None = None,
-        n_workers: int | None = None,
-        main_process_envs: int = 0,
-        seed: int | Sequence[int] | None = None,
-        env_offset: int = 0,
-        reset_mode: str = "auto",
-        traj_info_type: Callable[..., TrajInfo] = TrajInfo,
-        traj_info_kwargs: dict[str, Any] | None = None,
-        keep_infos: bool = False,
-        clip_actions: bool = True,
-        probe: bool = True,
+        layout: ProcessLayout = ProcessLayout(),
+        options: CageOptions = CageOptions(),
         on_worker_death: str = "raise",
-        rebalance: bool | Balancer = False,
         worker_cpus: Sequence[int] | None = None,
         start_method: str | None = None,
         worker_spin_seconds: float | None = None,
@@ -160,29 +128,18 @@ class ProcessCage(Cage):
         start_timeout: float = 120.0,
         step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
     ) -> None:
-        super().__init__(
-            env_factory,
-            n_envs,
-            env_kwargs,
-            seed,
-            env_offset,
-            reset_mode,
-            traj_info_type,
-            traj_info_kwargs,
-            keep_infos,
-        )
+        super().__init__(env_factory, n_envs, env_kwargs, options)
         self.factory_bytes = check_factory_pickles(env_factory, self.env_kwargs)
-        self.clip_actions = bool(clip_actions)
         self.on_worker_death = check_death_policy(on_worker_death)
-        if not 0 <= main_process_envs < self.n_envs:
+        if not isinstance(layout, ProcessLayout):
             raise ConfigError(
-                f"main_process_envs must be in [0, n_envs), got {main_process_envs}"
+                f"layout must be a ProcessLayout, got {layout!r}: pass "
+                "layout=ProcessLayout(n_workers=..., main_process_envs=...)"
             )
-        slices = split_envs(
-            self.n_envs, int(main_process_envs), envs_per_worker, n_workers
-        )
+        self.layout = layout
+        slices = layout.worker_slices(self.n_envs)
         self.worker_cpus = check_cpus(worker_cpus)
-        self._balancer = make_balancer(rebalance)
+        self._balancer = layout.balancer()
         self.rebalance_refusal: str | None = None
         """Why load balancing was switched off (the envs cannot move), or None."""
         self.worker_spin_seconds = (
@@ -195,7 +152,10 @@ class ProcessCage(Cage):
         check_main_guard(self._ctx.get_start_method())
         # the processes, and everything to release (shared with the finalizer)
         self._resources = SteppingProcesses(
-            self.n_envs, self.env_offset, int(main_process_envs), self.main_spin_seconds
+            self.n_envs,
+            self.env_offset,
+            layout.main_process_envs,
+            self.main_spin_seconds,
         )
         self._finalizer = weakref.finalize(self, self._resources.release)
         self._slots = SlotRegistry(self.n_envs)
@@ -206,11 +166,7 @@ class ProcessCage(Cage):
             env_factory=env_factory,
             env_kwargs=self.env_kwargs,
             factory_bytes=self.factory_bytes,
-            reset_mode=self.reset_mode,
-            traj_info_type=self.traj_info_type,
-            traj_info_kwargs=self.traj_info_kwargs,
-            keep_infos=self.keep_infos,
-            clip_actions=self.clip_actions,
+            options=options,
             spin_seconds=self.worker_spin_seconds,
             cpus=self.worker_cpus,
         )
@@ -222,7 +178,6 @@ class ProcessCage(Cage):
                     slices,
                     self.env_seeds,
                     self.start_timeout,
-                    probe,
                 )
             )
         except BaseException:

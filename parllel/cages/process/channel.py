@@ -48,15 +48,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.synchronize import Semaphore
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 import numpy as np
 
-from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import EnvAttributeError, EnvError
+
+if TYPE_CHECKING:  # the worker's envs: typing only, no import below the channel
+    from parllel.cages.env_group import EnvGroup
 
 CONTROL_WIDTH = 256  # int64 words per worker row
 

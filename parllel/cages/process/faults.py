@@ -12,16 +12,18 @@ late worker.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parllel import fields
 from parllel.cages.process.channel import Command, reset_extra
-from parllel.cages.process.processes import SteppingProcesses
 from parllel.cages.process.slots import SlotRegistry
 from parllel.cages.process.worker_handle import WorkerHandle, WorkerLost
 from parllel.cages.traj_info import TrajInfo
 from parllel.errors import StepTimeoutError
 from parllel.seeding import restart_seed
+
+if TYPE_CHECKING:
+    from parllel.cages.process.processes import SteppingProcesses
 
 
 def restarted_seeds(

@@ -14,7 +14,7 @@ results come back in the order of the asked indices. The wrapper rules for
 reaching an attribute are :mod:`parllel.cages.env_access`'s.
 
 Load balancing: a :class:`~parllel.cages.Balancer`
-(:mod:`parllel.cages.balance`) proposes moves from the stepping processes'
+(:mod:`parllel.cages.layout.balance`) proposes moves from the stepping processes'
 step times; :func:`balance` asks it and :func:`move_envs` carries a move out:
 the giver pickles its first (or last) envs with their episode state
 (:class:`~parllel.cages.process.channel.GiveEnvs`), the neighbour takes them
@@ -25,14 +25,14 @@ every range stays contiguous and results stay bit-identical.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
 from parllel._warnings import warn_at_caller
 from parllel.arrays import Array
-from parllel.cages.balance import Balancer, Move
 from parllel.cages.env_group import EnvGroup
+from parllel.cages.layout.balance import Balancer, Move
 from parllel.cages.process.channel import (
     ApplyToEnvs,
     CallEnvs,
@@ -43,7 +43,6 @@ from parllel.cages.process.channel import (
     TakeEnvs,
     WaitingEnvs,
 )
-from parllel.cages.process.worker_handle import WorkerHandle
 from parllel.errors import (
     CageError,
     ConfigError,
@@ -51,9 +50,12 @@ from parllel.errors import (
     ParllelWarning,
 )
 
+if TYPE_CHECKING:  # typing only: the handles sit below the cage, not below this
+    from parllel.cages.process.worker_handle import WorkerHandle
+
 # A stepping process and its cage-local env range: (worker, or None for the
 # main process, lo, hi)
-Stepping = tuple[WorkerHandle | None, int, int]
+Stepping = tuple["WorkerHandle | None", int, int]
 
 
 class SteppingProcesses:

@@ -1,7 +1,6 @@
 """Starting a ProcessCage: its settings checked, its envs split, its processes started.
 
-The checks of the cage's arguments (:func:`split_envs`, :func:`check_cpus`,
-...), what every process builds its envs with (:class:`GroupSettings`),
+The checks of the cage's arguments (:func:`check_cpus`, ...), what every process builds its envs with (:class:`GroupSettings`),
 starting one worker (:func:`spawn_worker`) and all of them with the main
 process's share, waiting for each worker's handshake
 (:func:`start_processes`).
@@ -9,7 +8,6 @@ process's share, waiting for each worker's handshake
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,15 +16,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from parllel.arrays import Array
-from parllel.cages.balance import Balancer, LoadBalancer
 from parllel.cages.env_group import EnvGroup
-from parllel.cages.plumbing import default_worker_count, usable_cores
+from parllel.cages.options import CageOptions
 from parllel.cages.probe import spaces_example
 from parllel.cages.process.channel import CONTROL_WIDTH, WorkerConfig
 from parllel.cages.process.processes import SteppingProcesses
 from parllel.cages.process.worker_handle import WorkerHandle, WorkerLost
 from parllel.cages.spaces import EnvSpaces, check_spaces_agree
-from parllel.cages.traj_info import TrajInfo
 from parllel.errors import CageError, ConfigError
 
 if TYPE_CHECKING:
@@ -34,28 +30,6 @@ if TYPE_CHECKING:
 
 DEATH_POLICIES = ("raise", "restart")
 DEFAULT_STEP_TIMEOUT = 300.0  # seconds; generous: only a hung env should reach it
-
-
-def split_envs(
-    n_envs: int, n_main: int, envs_per_worker: int | None, n_workers: int | None
-) -> list[tuple[int, int]]:
-    """Cage-local ``[lo, hi)`` env ranges of the workers (main's share is ``[0, n_main)``)."""
-    remaining = n_envs - n_main
-    if remaining < 1:
-        raise ConfigError(
-            f"main_process_envs ({n_main}) leaves no env for the workers out of {n_envs}"
-        )
-    if envs_per_worker is not None:
-        if envs_per_worker < 1:
-            raise ConfigError(f"envs_per_worker must be >= 1, got {envs_per_worker}")
-        n_workers = math.ceil(remaining / envs_per_worker)
-    elif n_workers is None:
-        n_workers = default_worker_count(usable_cores(), main_steps=n_main > 0)
-    if n_workers < 1:
-        raise ConfigError(f"n_workers must be >= 1, got {n_workers}")
-    n_workers = min(n_workers, remaining)
-    bounds = np.linspace(n_main, n_envs, n_workers + 1).round().astype(int)
-    return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def check_cpus(cpus: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -83,18 +57,6 @@ def check_death_policy(on_worker_death: str) -> str:
     return on_worker_death
 
 
-def make_balancer(rebalance: bool | Balancer) -> Balancer | None:
-    """The balancer a ``rebalance`` argument asks for (True: a default LoadBalancer)."""
-    if isinstance(rebalance, bool):
-        return LoadBalancer() if rebalance else None
-    if not callable(getattr(rebalance, "propose", None)):
-        raise ConfigError(
-            "rebalance must be True/False or an object with a propose(seconds, "
-            f"counts) method (e.g. LoadBalancer()), got {rebalance!r}"
-        )
-    return rebalance
-
-
 def check_step_timeout(step_timeout: float | None) -> float | None:
     """``step_timeout`` as a float (or None), or ConfigError unless it is > 0."""
     if step_timeout is not None and not step_timeout > 0:
@@ -114,11 +76,7 @@ class GroupSettings:
         env_kwargs: the factory's keyword arguments.
         factory_bytes: both, with the sources of the main script's code,
             cloudpickled (for the workers).
-        reset_mode: as for the cage.
-        traj_info_type: as for the cage.
-        traj_info_kwargs: as for the cage.
-        keep_infos: as for the cage.
-        clip_actions: as for the cage.
+        options: the cage's options.
         spin_seconds: the workers' idle polling budget (negative: automatic).
         cpus: CPUs to pin the workers to, or None.
     """
@@ -127,11 +85,7 @@ class GroupSettings:
     env_factory: Callable[..., Any]
     env_kwargs: dict[str, Any]
     factory_bytes: bytes
-    reset_mode: str
-    traj_info_type: Callable[..., TrajInfo]
-    traj_info_kwargs: dict[str, Any]
-    keep_infos: bool
-    clip_actions: bool
+    options: CageOptions
     spin_seconds: float
     cpus: tuple[int, ...] | None
 
@@ -142,11 +96,7 @@ class GroupSettings:
         return {
             "env_indices": env_indices,
             "env_seeds": None if env_seeds is None else tuple(env_seeds),
-            "reset_mode": self.reset_mode,
-            "traj_info_type": self.traj_info_type,
-            "traj_info_kwargs": self.traj_info_kwargs,
-            "keep_infos": self.keep_infos,
-            "clip_actions": self.clip_actions,
+            "options": self.options,
         }
 
 
@@ -185,14 +135,13 @@ def start_processes(
     slices: list[tuple[int, int]],
     env_seeds: Sequence[int] | None,
     start_timeout: float,
-    probe: bool = True,
 ) -> tuple[EnvSpaces, dict[str, Any]]:
     """Start the workers (``slices``) and the main process's share; their spaces and example.
 
     The example step comes from a probe env of the process that builds env 0:
     the main process if it steps envs, else worker 0 (where the factory is
-    known to work, and which sends it with its spaces). Without ``probe``:
-    zeros of the spaces (:func:`~parllel.cages.probe.spaces_example`).
+    known to work, and which sends it with its spaces). Without the
+    ``probe`` option: zeros of the spaces (:func:`~parllel.cages.probe.spaces_example`).
 
     Raises:
         WorkerDiedError: a worker died or hung before it was ready.
@@ -202,6 +151,7 @@ def start_processes(
         (len(slices),), (CONTROL_WIDTH,), np.int64, storage="shared"
     )
     main = processes.main_process_envs
+    probe = settings.options.probe
     for index, env_slice in enumerate(slices):
         worker = spawn_worker(
             processes,

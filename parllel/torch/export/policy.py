@@ -262,7 +262,5 @@ def load_policy(
     elif path.exists():
         record = read_policy_file(path)
     else:
-        raise PolicyFileError(
-            f"{path} does not exist (a policy file or run directory)"
-        )
+        raise PolicyFileError(f"{path} does not exist (a policy file or run directory)")
     return _build(record, clip_actions=clip_actions, device=device)

@@ -1,7 +1,5 @@
-"""What stepping costs on this machine, measured: an env step, a sync, a worker step.
+"""What a process cage's step costs beyond the env step, measured on this machine.
 
-- :func:`measure_step_seconds` times env steps of one probe env in this
-  process.
 - :func:`measure_sync_seconds` times a bare synchronization round trip with
   another process (two semaphores, as a ProcessCage step uses).
 - :func:`measure_step_overhead_seconds` times a real :class:`ProcessCage`
@@ -9,16 +7,14 @@
   of the same env: the difference is what handing a step to a worker costs
   (dispatch, the slots, waking the worker and waiting for its answer).
 
-:func:`~parllel.cages.layout.suggest_layout` weighs these against the env
-steps a worker takes off the main process.
+:func:`~parllel.cages.building.suggest_layout_for` weighs it against the env steps a
+worker takes off the main process.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-import traceback
-from collections.abc import Callable
 from multiprocessing.synchronize import Semaphore
 from typing import Any
 
@@ -28,13 +24,16 @@ import numpy as np
 from parllel import fields
 from parllel.arrays import Array
 from parllel.cages.cage import Cage
+from parllel.cages.layout.policy import ProcessLayout
 from parllel.cages.main_guard import check_main_guard
+from parllel.cages.options import CageOptions
 from parllel.cages.plumbing import ParentGone, parent_check, start_context
 from parllel.cages.process.cage import ProcessCage
 from parllel.cages.process.channel import wait_for
 from parllel.cages.serial import SerialCage
-from parllel.cages.spaces import legal_sample
-from parllel.errors import ConfigError, EnvError
+from parllel.errors import ConfigError
+
+__all__ = ["IdleEnv", "measure_step_overhead_seconds", "measure_sync_seconds"]
 
 
 class IdleEnv(gym.Env):
@@ -168,7 +167,7 @@ def measure_step_overhead_seconds(
     """
     if steps < 1:
         raise ConfigError(f"steps must be >= 1, got {steps}")
-    serial = SerialCage(IdleEnv, 1, seed=0)
+    serial = SerialCage(IdleEnv, 1, options=CageOptions(seed=0))
     try:
         local = _median_step_seconds(serial, steps)
     finally:
@@ -176,9 +175,8 @@ def measure_step_overhead_seconds(
     process = ProcessCage(
         IdleEnv,
         1,
-        seed=0,
-        n_workers=1,
-        main_process_envs=0,
+        layout=ProcessLayout(n_workers=1),
+        options=CageOptions(seed=0),
         start_method=start_method,
     )
     try:
@@ -186,52 +184,3 @@ def measure_step_overhead_seconds(
     finally:
         process.close()
     return max(0.0, remote - local)
-
-
-def measure_step_seconds(
-    env_factory: Callable[..., Any],
-    env_kwargs: dict[str, Any] | None = None,
-    steps: int = 200,
-    seed: int = 0,
-) -> float:
-    """Mean seconds per ``env.step`` of one probe env (random actions, resets included).
-
-    The probe env is built, stepped and closed in this process.
-
-    Raises:
-        EnvError: the env raised while being built, reset or stepped
-            (with its traceback in ``worker_traceback``).
-    """
-    try:
-        env = env_factory(**(env_kwargs or {}))
-    except Exception as exc:
-        raise _probe_error("its construction", exc) from exc
-    what = "reset"
-    try:
-        observation, _ = env.reset(seed=seed)
-        env.action_space.seed(seed)
-        what = "step"
-        elapsed = 0.0
-        for _ in range(steps):
-            action = legal_sample(env.action_space, observation)
-            start = time.perf_counter()
-            observation, _, terminated, truncated, _ = env.step(action)
-            if terminated or truncated:
-                observation, _ = env.reset()
-            elapsed += time.perf_counter() - start
-        return elapsed / steps
-    except Exception as exc:
-        raise _probe_error(what, exc) from exc
-    finally:
-        try:
-            env.close()
-        except Exception:  # a broken env may fail to close; its error came first
-            pass
-
-
-def _probe_error(what: str, exc: Exception) -> EnvError:
-    return EnvError(
-        f"the probe env that times env steps in this process (to choose serial "
-        f"or process stepping) raised {type(exc).__name__} in {what}: {exc}",
-        worker_traceback=traceback.format_exc(),
-    )
