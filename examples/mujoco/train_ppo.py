@@ -72,7 +72,7 @@ from parllel.patterns import (
 )
 from parllel.runners import OnPolicyRunner
 from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -609,4 +609,4 @@ def parse(argv: list[str] | None = None) -> tuple[Config, str | None]:
 
 
 if __name__ == "__main__":
-    main(*parse())
+    run_main(main, parse())
