@@ -5,7 +5,7 @@
     python examples/mujoco/train_sac.py --quick                 # a tiny smoke run
     python examples/mujoco/train_sac.py --backend jax           # the JAX SAC (the jax extra)
     python examples/mujoco/train_sac.py --backend jax --seeds 8 # 8 seeds, one program
-    python examples/mujoco/train_sac.py --resume runs/mujoco-sac-...
+    python examples/mujoco/train_sac.py --resume runs/mujoco-sac-HalfCheetah-v4-...
     python examples/mujoco/train_sac.py --help                  # every Config field is a flag
 
 Defaults are CleanRL's ``sac_continuous_action.py``: one env, one gradient
@@ -126,6 +126,12 @@ QUICK = dict(
 """the --quick preset: a tiny smoke run"""
 
 
+def run_name(config: Config) -> str:
+    """The run directory's name: ``mujoco-sac-<env id>`` (its ``/`` as ``-``),
+    e.g. ``mujoco-sac-Hopper-v4-<timestamp>``."""
+    return f"mujoco-sac-{config.env_id.replace('/', '-')}"
+
+
 def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
     """The MuJoCo env as ``gym.make`` gives it (without MuJoCo's settotalmass
     and v4's "out of date" notices)."""
@@ -212,7 +218,7 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
 
     K, n_eval = config.seeds, config.run.eval_episodes  # eval envs per run
     runs = start_seed_runs(
-        config.run, "mujoco-sac", config, seeds=K, master=config.seed,
+        config.run, run_name(config), config, seeds=K, master=config.seed,
         n_envs=1, n_eval_envs=n_eval, resume=resume,
     )  # fmt: skip
     # every run's env in one cage: run k owns column k
@@ -295,7 +301,7 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
         return train_seeds(config, resume)
     n_eval = config.run.eval_episodes
     seeds = Seeds.from_master(config.seed, n_envs=1, n_eval_envs=n_eval)
-    run = config.run.start("mujoco-sac", config, seeds, resume)
+    run = config.run.start(run_name(config), config, seeds, resume)
 
     # one env in this process; the squashed Gaussian actor and twin Q critic
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
