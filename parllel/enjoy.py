@@ -315,7 +315,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("path", help="a run directory or a policy file")
     parser.add_argument("--episodes", type=int, default=3, help="episodes to run")
     parser.add_argument(
-        "--seed", type=int, default=None, help="seed of the first reset"
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the first reset and of --stochastic's action sampling "
+        "(default: 0, so a rerun plays the same episodes)",
     )
     parser.add_argument(
         "--stochastic", action="store_true", help="sample actions (default: the mode)"

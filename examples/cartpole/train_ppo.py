@@ -46,7 +46,7 @@ from parllel.patterns import (
 )
 from parllel.runners import OnPolicyRunner
 from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, run_main
 from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
 from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -431,4 +431,4 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
 
 
 if __name__ == "__main__":
-    main(*parse_config(Config, quick=QUICK, description=__doc__))
+    run_main(main, parse_config(Config, quick=QUICK, description=__doc__))

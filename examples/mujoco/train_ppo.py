@@ -6,7 +6,7 @@
     python examples/mujoco/train_ppo.py --parallel process      # envs in worker processes
     python examples/mujoco/train_ppo.py --backend jax           # the JAX PPO (the jax extra)
     python examples/mujoco/train_ppo.py --backend jax --seeds 8 # 8 seeds, one program
-    python examples/mujoco/train_ppo.py --resume runs/mujoco-ppo-...
+    python examples/mujoco/train_ppo.py --resume runs/mujoco-ppo-HalfCheetah-v4-...
     python examples/mujoco/train_ppo.py --preset cleanrl        # CleanRL-exact mode
     python examples/mujoco/train_ppo.py --help                  # every Config field is a flag
 
@@ -72,7 +72,7 @@ from parllel.patterns import (
 )
 from parllel.runners import OnPolicyRunner
 from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
@@ -202,6 +202,12 @@ class ClipActionInBounds(gym.ActionWrapper):
         space = self.action_space
         assert isinstance(space, gym.spaces.Box)
         return np.clip(action, space.low, space.high)
+
+
+def run_name(config: Config) -> str:
+    """The run directory's name: ``mujoco-ppo-<env id>`` (its ``/`` as ``-``),
+    e.g. ``mujoco-ppo-Hopper-v4-<timestamp>``."""
+    return f"mujoco-ppo-{config.env_id.replace('/', '-')}"
 
 
 def make_env(
@@ -412,7 +418,7 @@ def train_seeds(
 
     K, B, n_eval = config.seeds, config.n_envs, config.run.eval_episodes
     runs = start_seed_runs(
-        config.run, "mujoco-ppo", config, seeds=K, master=config.seed,
+        config.run, run_name(config), config, seeds=K, master=config.seed,
         n_envs=B, n_eval_envs=n_eval, resume=resume,
     )  # fmt: skip
     # every run's envs in one cage: run k owns columns k * B .. (k + 1) * B
@@ -529,7 +535,7 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
         return train_seeds(config, resume, env_factory, network_options)
     n_eval = config.run.eval_episodes
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
-    run = config.run.start("mujoco-ppo", config, seeds, resume)
+    run = config.run.start(run_name(config), config, seeds, resume)
     cage = build_cages(
         env_factory,
         config.n_envs,
@@ -615,4 +621,4 @@ def parse(argv: list[str] | None = None) -> tuple[Config, str | None]:
 
 
 if __name__ == "__main__":
-    main(*parse())
+    run_main(main, parse())

@@ -5,7 +5,7 @@
     python examples/mujoco/train_sac.py --quick                 # a tiny smoke run
     python examples/mujoco/train_sac.py --backend jax           # the JAX SAC (the jax extra)
     python examples/mujoco/train_sac.py --backend jax --seeds 8 # 8 seeds, one program
-    python examples/mujoco/train_sac.py --resume runs/mujoco-sac-...
+    python examples/mujoco/train_sac.py --resume runs/mujoco-sac-HalfCheetah-v4-...
     python examples/mujoco/train_sac.py --help                  # every Config field is a flag
 
 Defaults are CleanRL's ``sac_continuous_action.py``: one env, one gradient
@@ -52,7 +52,7 @@ from parllel.replays import UniformReplay
 from parllel.runners import OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_sac_agent
@@ -124,6 +124,12 @@ QUICK = dict(
     checkpoint_interval_steps=5_000,
 )
 """the --quick preset: a tiny smoke run"""
+
+
+def run_name(config: Config) -> str:
+    """The run directory's name: ``mujoco-sac-<env id>`` (its ``/`` as ``-``),
+    e.g. ``mujoco-sac-Hopper-v4-<timestamp>``."""
+    return f"mujoco-sac-{config.env_id.replace('/', '-')}"
 
 
 def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
@@ -212,7 +218,7 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
 
     K, n_eval = config.seeds, config.run.eval_episodes  # eval envs per run
     runs = start_seed_runs(
-        config.run, "mujoco-sac", config, seeds=K, master=config.seed,
+        config.run, run_name(config), config, seeds=K, master=config.seed,
         n_envs=1, n_eval_envs=n_eval, resume=resume,
     )  # fmt: skip
     # every run's env in one cage: run k owns column k
@@ -297,7 +303,7 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
         return train_seeds(config, resume)
     n_eval = config.run.eval_episodes
     seeds = Seeds.from_master(config.seed, n_envs=1, n_eval_envs=n_eval)
-    run = config.run.start("mujoco-sac", config, seeds, resume)
+    run = config.run.start(run_name(config), config, seeds, resume)
 
     # one env in this process; the squashed Gaussian actor and twin Q critic
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
@@ -365,4 +371,4 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
 
 
 if __name__ == "__main__":
-    main(*parse_config(Config, quick=QUICK, description=__doc__))
+    run_main(main, parse_config(Config, quick=QUICK, description=__doc__))

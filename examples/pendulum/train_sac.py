@@ -35,7 +35,7 @@ from parllel.replays import UniformReplay
 from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config
+from parllel.runtime.cli import parse_config, run_main
 from parllel.samplers import BackgroundSampler, FeedForwardSampler
 from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import build_sac_agent
@@ -406,4 +406,4 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
 
 
 if __name__ == "__main__":
-    main(*parse_config(Config, quick=QUICK, description=__doc__))
+    run_main(main, parse_config(Config, quick=QUICK, description=__doc__))

@@ -83,6 +83,8 @@ def select_metrics(
 class StdoutTable(Sink):
     """Print every ``every``-th ``log`` call as a compact table, and the last at close.
 
+    A blank line separates the tables.
+
     By default only the metrics a person watches are shown (``COMPACT_KEYS``:
     returns, losses, steps per second, elapsed time); the full set belongs in
     the CSV and TensorBoard sinks. Calls in between are dropped (not
@@ -129,6 +131,7 @@ class StdoutTable(Sink):
         self.keys = None if keys is None else tuple(keys)
         self.progress_bar = progress_bar
         self.calls = 0
+        self._printed = False  # tables after the first start with a blank line
         self._pending: tuple[int, Mapping[str, Any]] | None = None
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
@@ -145,6 +148,9 @@ class StdoutTable(Sink):
 
     def _print(self, step: int, metrics: Mapping[str, Any]) -> None:
         text = format_table(step, metrics, sort=self.sort)
+        if self._printed:  # not one table's bottom rule on the next's top rule
+            text = "\n" + text
+        self._printed = True
         stream = self.stream if self.stream is not None else sys.stdout
         if self.progress_bar is not None:
             self.progress_bar.write(text, stream)

@@ -19,6 +19,8 @@ fields as flags of their own, without a prefix (``--console``, not
 A value's source, lowest priority first: the dataclass default, the resumed
 run's ``config.json``, the ``--quick`` preset, an explicit flag.
 
+:func:`run_main` calls the script's ``main``, printing a configuration
+mistake (``ConfigError``) as one line with status 2, as a bad flag.
 :func:`report_outcome` turns the :class:`TrainingOutcome` that
 :func:`parllel.patterns.run_training` returns into the script's last lines
 and its exit status.
@@ -35,8 +37,7 @@ Example::
     QUICK = {"total_steps": 512}
 
     if __name__ == "__main__":
-        config, resume = parse_config(Config, quick=QUICK, description=__doc__)
-        report_outcome(main(config, resume))  # main returns run_training(...)
+        run_main(main, parse_config(Config, quick=QUICK, description=__doc__))
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import shlex
 import sys
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from signal import SIGINT
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 ConfigT = TypeVar("ConfigT", bound="DataclassInstance")  # a dataclass instance
+ResultT = TypeVar("ResultT")
 
 QUICK_HELP = "a tiny run for smoke tests (the script's quick preset)"
 RESUME_HELP = (
@@ -283,6 +285,26 @@ def parse_config(
     )
     config = config_type(**{name: getattr(parsed, name) for name in names})
     return config, parsed.resume
+
+
+def run_main(
+    main: Callable[[ConfigT, str | None], ResultT],
+    parsed: tuple[ConfigT, str | None],
+) -> ResultT:
+    """Call a script's ``main(config, resume)`` with :func:`parse_config`'s result.
+
+    A configuration mistake (a :class:`~parllel.errors.ConfigError`, e.g.
+    flags that do not go together) is printed as one line ``error: ...`` on
+    stderr, without a traceback, and exits with status 2, as a bad flag does.
+
+    Raises:
+        SystemExit: status 2 on a ``ConfigError``.
+    """
+    try:
+        return main(*parsed)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _strip_resume(args: Sequence[str]) -> list[str]:

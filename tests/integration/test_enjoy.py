@@ -75,6 +75,14 @@ def test_two_episodes_of_an_exported_policy(cartpole_run, tmp_path):
     assert f"mean return {mean:.2f}" in done.stdout and "over 2 episodes" in done.stdout
 
 
+def test_without_seed_a_rerun_plays_the_same_episodes(cartpole_run, capsys):
+    # seed 0 by default: the resets and --stochastic's actions repeat
+    args = [str(cartpole_run), "--episodes", "3", "--stochastic"]
+    first, second = enjoy_main(args), enjoy_main(args)
+    assert first == second == enjoy_main([*args, "--seed", "0"])
+    assert first != enjoy_main([*args, "--seed", "1"])
+
+
 def test_env_from_the_command_line_and_missing_env(tmp_path, capsys):
     # in this process (the command line itself runs in the test above): an
     # error is a SystemExit with the message, which Python prints without a

@@ -139,6 +139,10 @@ def test_stdout_table_prints_every_n_calls():
     assert printed.count("| step ") == 3  # calls 0, 3, 6
     step_rows = [line for line in printed.splitlines() if line.startswith("| step ")]
     assert [int(row.split("|")[2]) for row in step_rows] == [0, 30, 60]
+    # a blank line between tables, never one table's rule on the next's
+    lines = printed.splitlines()
+    assert lines.count("") == 2
+    assert not any(a[0] == b[0] == "+" for a, b in zip(lines, lines[1:]) if a and b)
 
 
 def test_stdout_table_uses_current_stdout(capsys):

@@ -18,6 +18,7 @@ from parllel.runtime.cli import (
     config_from_run,
     parse_config,
     resume_command,
+    run_main,
 )
 
 pytest.importorskip("tyro")
@@ -101,6 +102,21 @@ def test_resume_of_a_missing_run_is_a_one_line_error_without_traceback(
     assert err.splitlines() == [
         f"error: --resume {missing}: {missing} does not exist (expected a run "
         "directory such as runs/<name>-<timestamp>)"
+    ]
+
+
+def test_run_main_prints_a_config_mistake_as_one_line_with_status_2(capsys):
+    def main(config: Config, resume: str | None) -> int:
+        if config.batch_T > 16:
+            raise ConfigError("batch_T must be <= 16: pass --batch-T 16")
+        return config.batch_T
+
+    assert run_main(main, parse_config(Config, argv=["--batch-T", "8"])) == 8
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(main, parse_config(Config, argv=[]))
+    assert exit_info.value.code == 2  # as for a bad flag
+    assert capsys.readouterr().err.splitlines() == [
+        "error: batch_T must be <= 16: pass --batch-T 16"
     ]
 
 
