@@ -18,10 +18,11 @@ import parllel
 
 # 265 before issue 28; RunSettings came with the examples; the JAX backend 21;
 # seeds in one run 3 (SeedsRunner, start_seed_runs, SeededSAC); the JAX DQN 3
-# (DQN, DqnAgent, build_dqn_agent); a JAX run's policy in numpy 1; issue 40 moved 18 helpers
+# (DQN, DqnAgent, build_dqn_agent); a JAX run's policy in numpy 1; CageOptions and
+# ProcessLayout 2 (issue 40 item 2, the shared cage options); issue 40 moved 18 helpers
 # (shared-memory hygiene, space plumbing, RNG and checkpoint internals, the
 # functional GAE forms, TreeRing) to their modules
-PUBLIC_NAME_BUDGET = 161
+PUBLIC_NAME_BUDGET = 162
 
 # names a package imports on first use, with the package they need
 LAZY = {
