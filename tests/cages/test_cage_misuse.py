@@ -212,8 +212,11 @@ def test_a_worker_error_carries_the_envs_own_exception_when_it_pickles(error):
     # the probe step at construction runs in the worker
     with pytest.raises(EnvError, match="stepped into a wall") as info:
         ProcessCage(
-                partial(_RaisingEnv, error), 2, options=CageOptions(seed=0), start_method="fork"
-            )
+            partial(_RaisingEnv, error),
+            2,
+            options=CageOptions(seed=0),
+            start_method="fork",
+        )
     cause = info.value.__cause__
     if error is _EnvFailure:
         assert type(cause) is _EnvFailure and str(cause) == "stepped into a wall"
