@@ -145,7 +145,7 @@ def jit_compile_seconds() -> float:
     """First-call time of the GAE kernel in a fresh process with an empty cache."""
     code = (
         "import time, numpy as np\n"
-        "from parllel.transforms import generalized_advantage_estimation as g\n"
+        "from parllel.transforms.functional import generalized_advantage_estimation as g\n"
         "x = np.zeros((4, 2), np.float32); f = np.zeros((4, 2), bool)\n"
         "s = time.perf_counter()\n"
         "g(x, x, f, f, x[0], x, gamma=0.9, gae_lambda=0.9)\n"

@@ -123,13 +123,14 @@ venv.close()
 """,
     "parllel.interop.envpool_make": """
 import numpy as np
+from parllel.cages import CageOptions
 from parllel.interop import make_envpool_cage
-with make_envpool_cage("CartPole-v1", 2, seed=0) as cage:
+with make_envpool_cage("CartPole-v1", 2, options=CageOptions(seed=0)) as cage:
     observation = np.zeros((2, 4), np.float32)
     cage.reset(observation)
 """,
     "parllel.distributed": """
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.distributed import RaySampler
 from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
@@ -139,7 +140,10 @@ from parllel.torch.agents import ActorCriticAgent
 import gymnasium as gym
 
 def build(actor_index):
-    cage = SerialCage(lambda: gym.make("CartPole-v1"), 2, seed=0, env_offset=2 * actor_index)
+    cage = SerialCage(
+        lambda: gym.make("CartPole-v1"), 2,
+        options=CageOptions(seed=0, env_offset=2 * actor_index),
+    )
     model, distribution = build_actor_critic(cage.spaces.observation, cage.spaces.action)
     handler = TorchHandler(ActorCriticAgent(model, distribution), 2)
     return FeedForwardSampler(cage, handler, build_sample_tree(cage, handler, 4))
@@ -194,7 +198,7 @@ assert (run.path / "learning_curve.png").is_file()
     "parllel.multiagent": """
 import gymnasium as gym
 import numpy as np
-from parllel.cages import SerialCage
+from parllel.cages import CageOptions, SerialCage
 from parllel.multiagent import MultiAgentTrajInfo, make_parallel_env_factory
 
 class TwoAgents:  # the PettingZoo ParallelEnv API, without PettingZoo
@@ -221,7 +225,10 @@ class TwoAgents:  # the PettingZoo ParallelEnv API, without PettingZoo
     def close(self):
         pass
 
-cage = SerialCage(make_parallel_env_factory(TwoAgents), 1, seed=0, traj_info_type=MultiAgentTrajInfo)
+cage = SerialCage(
+    make_parallel_env_factory(TwoAgents), 1,
+    options=CageOptions(seed=0, traj_info_type=MultiAgentTrajInfo),
+)
 assert cage.spaces.observation.shape == (2, 2)
 cage.close()
 """,
