@@ -5,7 +5,9 @@ Runs, one at a time, each in its own process:
 - ``cleanrl``: CleanRL's own ``ppo_continuous_action.py`` (``--cleanrl-script``)
   in its own Python (``--cleanrl-python``, with the gymnasium and mujoco it
   needs); nothing is fetched at run time;
-- ``exact``: ``examples/mujoco/train_ppo.py --preset cleanrl``;
+- ``exact``: ``examples/mujoco/train_ppo.py --preset cleanrl`` (with
+  ``--backend``: torch, or JAX for the same update compiled whole; each
+  record names its backend, and a cell pools both);
 - ``default``: the example's defaults;
 - ``default_truncation``: the defaults with ``--truncation-as-termination``
   (HalfCheetah only);
@@ -33,7 +35,7 @@ Getting CleanRL's script (never committed here) and its environment::
 
 Usage: python benchmarks/reproduce_cleanrl.py [--quick] [--envs ...]
        [--sides ...] [--seeds N] [--halfcheetah-seeds N] [--steps N]
-       [--cleanrl-script PY --cleanrl-python PYTHON] [--results JSONL]
+       [--backend torch|jax] [--cleanrl-script PY --cleanrl-python PYTHON] [--results JSONL]
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def run_parllel(
     """The example once; its final ``train/return_mean`` and episode count."""
     command = [sys.executable, str(EXAMPLE), *PARLLEL_FLAGS[side]]
     command += ["--env-id", env_id, "--seed", str(seed), "--console", "plain"]
-    command += ["--run-root", str(run_root)]
+    command += ["--run-root", str(run_root), "--backend", args.backend]
     command += ["--quick"] if args.quick else ["--total-steps", str(args.steps)]
     before = set(run_root.iterdir()) if run_root.is_dir() else set()
     done = subprocess.run(command, capture_output=True, text=True, env=one_thread_env())
@@ -147,6 +149,7 @@ def run_one(
         final, episodes = run_parllel(args, side, env_id, seed, run_root)
     return {
         "env_id": env_id, "side": side, "seed": seed, "steps": args.steps,
+        "backend": "torch" if side == "cleanrl" else args.backend,
         "quick": args.quick, "final_return": round(final, 2), "episodes": episodes,
         "wall_s": round(time.perf_counter() - start, 1),
         "load_start": round(load, 2), "load_end": round(os.getloadavg()[0], 2),
@@ -216,7 +219,11 @@ def summarize(results: Sequence[dict[str, Any]], envs: Sequence[str]) -> dict:
                     "std": round(float(np.std(values)), 1),  # population, as the table
                     "seeds": sorted(cell),
                     "finals": [round(cell[s], 1) for s in sorted(cell)],
-                }
+                    "backends": sorted(
+                        {r.get("backend", "torch") for r in results
+                         if r["env_id"] == env_id and r["side"] == side}
+                    ),
+                }  # fmt: skip
         table[env_id] = row
     result: dict[str, Any] = {"table": table}
     for env_id, key in KEYS.items():
@@ -247,6 +254,10 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--halfcheetah-seeds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=1_000_000,
                         help="CleanRL's total_timesteps (488 batches of 2,048)")  # fmt: skip
+    parser.add_argument(
+        "--backend", choices=("torch", "jax"), default="torch",
+        help="parllel's learner (the same math: tests/jax pins JAX PPO to torch's)",
+    )  # fmt: skip
     parser.add_argument("--cleanrl-script", type=Path, default=None)
     parser.add_argument("--cleanrl-python", type=Path, default=None)
     parser.add_argument("--results", type=Path, default=None,
@@ -282,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         results_path.parent.mkdir(parents=True, exist_ok=True)
         results = [r for r in read_results(results_path) if r["quick"] == args.quick]
         done = {(r["side"], r["env_id"], r["seed"], r["steps"]) for r in results}
-        for side, env_id, seed in plan(args):
+        for side, env_id, seed in plan(args):  # a finished cell, either backend
             if (side, env_id, seed, args.steps) in done:
                 continue
             record = run_one(args, side, env_id, seed, run_root)

@@ -17,6 +17,12 @@ call and its phases (sampling, update; the first update apart: a JIT
 compiles there). Ratios: median over runs with a 95% bootstrap interval.
 ``ppo_1m_minutes``: ours_jax's first update plus its later wall per step x 1M.
 
+JAX's compiled programs go to a fresh persistent compilation cache
+(``parllel.jax.compilation_cache``, as the JAX examples use it), the same
+for ``ours_jax`` and ``sbx``: the first repeat of each compiles (cold,
+``*_us_per_step_runs[0]``), later repeats load; ``--no-compile-cache``
+compiles in every run.
+
 Learners take ``--learner-threads`` (1) threads on every side: torch's, and
 XLA's (``XLA_FLAGS``, set before JAX is imported); ``--only sac
 --learner-threads 2`` times SAC with the learner on both cores, every side.
@@ -35,9 +41,12 @@ Usage: python benchmarks/train_mujoco.py [--quick] [--steps N] [--repeats N]
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -255,6 +264,10 @@ def main() -> None:
         "--learner-threads", type=int, default=1, help="torch and XLA threads"
     )
     parser.add_argument(
+        "--no-compile-cache", action="store_true",
+        help="JAX compiles in every run (no persistent compilation cache)",
+    )  # fmt: skip
+    parser.add_argument(
         "--only", choices=["timing", "sac", "returns", "ppo-1m"],
         help="one part: PPO and SAC timing, SAC timing, returns, the 1M-step run",
     )  # fmt: skip
@@ -262,6 +275,15 @@ def main() -> None:
     pin_threads()
     set_learner_threads(args.learner_threads)
     from _mujoco_jax import run_jax_ppo, run_jax_sac  # JAX after XLA_FLAGS
+
+    from parllel.jax.compilation_cache import CACHE_ENV, enable_compilation_cache
+
+    # one fresh cache for this run's JAX programs, the examples it starts too
+    cache = "off" if args.no_compile_cache else tempfile.mkdtemp(prefix="jax-cache-")
+    if cache != "off":
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)
+    os.environ[CACHE_ENV] = cache
+    enable_compilation_cache()
     from _mujoco_sbx import (
         SBX_PPO_DIFFERENCES,
         SBX_SAC_DIFFERENCES,
@@ -285,6 +307,7 @@ def main() -> None:
         "parallel": args.parallel, "fused_adam": args.fused_adam,
         "repeats": args.repeats, "sac_seeds": args.sac_seeds, "max_lag": args.max_lag,
         "learner_threads": args.learner_threads,
+        "compile_cache": not args.no_compile_cache,
         "sbx_differences": [SBX_PPO_DIFFERENCES, SBX_SAC_DIFFERENCES],
     }  # fmt: skip
     print(f"{SBX_PPO_DIFFERENCES}\n{SBX_SAC_DIFFERENCES}", flush=True)

@@ -5,10 +5,20 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from parllel.arrays.shared_memory import list_segments
+
+
+# the JAX examples' compilation cache (parllel.jax.compilation_cache), for the
+# examples these tests run and the processes they start: a temporary
+# directory, never the user's ~/.cache
+os.environ.setdefault(
+    "PARLLEL_JAX_CACHE_DIR", str(Path(tempfile.gettempdir()) / "parllel-tests-jax-cache")
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:

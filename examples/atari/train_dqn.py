@@ -180,6 +180,10 @@ def build_dqn(config: Config, agent: Any) -> Any:
 
 
 def main(config: Config, resume: str | None = None) -> dict:
+    if config.backend == "jax":  # later runs of this setup load its compiled programs
+        from parllel.jax.compilation_cache import enable_compilation_cache
+
+        enable_compilation_cache()
     torch.set_num_threads(1)
     seeds = Seeds.from_master(
         config.seed, n_envs=config.n_envs, n_eval_envs=N_EVAL_ENVS

@@ -169,6 +169,10 @@ class StopAtReturn(Callback):
 
 
 def main(config: Config, resume: str | None = None) -> dict:
+    if config.backend == "jax":  # later runs of this setup load its compiled programs
+        from parllel.jax.compilation_cache import enable_compilation_cache
+
+        enable_compilation_cache()
     torch.set_num_threads(1)
     seeds = Seeds.from_master(
         config.seed, n_envs=config.n_envs, n_eval_envs=config.run.eval_episodes

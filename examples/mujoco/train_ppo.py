@@ -514,6 +514,10 @@ def train_seeds(
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:
+    if config.backend == "jax":  # later runs of this setup load its compiled programs
+        from parllel.jax.compilation_cache import enable_compilation_cache
+
+        enable_compilation_cache()
     torch.set_num_threads(1)
     # environments and a Gaussian actor-critic: separate 64x64 tanh trunks,
     # orthogonal initialization, a state-independent log-std

@@ -292,6 +292,10 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:
+    if config.backend == "jax":  # later runs of this setup load its compiled programs
+        from parllel.jax.compilation_cache import enable_compilation_cache
+
+        enable_compilation_cache()
     torch.set_num_threads(1)
     if config.seeds > 1:
         if config.backend != "jax" or config.checkpoint_replay_contents:

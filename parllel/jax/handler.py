@@ -13,7 +13,7 @@ from parllel.agents.numpy_handler import batch_of_one, write_outputs
 from parllel.agents.state import ALL, AgentHandler, EnvStates
 from parllel.errors import ConfigError
 from parllel.jax.agents.base import JaxAgent
-from parllel.jax.inputs import jax_input
+from parllel.jax.inputs import host_arrays, jax_input
 from parllel.seeding import check_seed
 from parllel.tree import tree_map
 
@@ -51,7 +51,7 @@ def _host(tree: Any) -> Any:
             if np.issubdtype(leaf.dtype, np.signedinteger)
             else leaf
         ),
-        jax.device_get(tree),
+        host_arrays(tree),
     )
 
 
@@ -144,7 +144,7 @@ class JaxHandler(AgentHandler):
             action, info, key.key = self._sample(
                 params, jax_input(observation), key.key
             )
-        action, info = jax.device_get((action, info))
+        action, info = host_arrays((action, info))
         write_outputs(out_action, action)
         if len(out_agent_info):
             write_outputs(out_agent_info, info)

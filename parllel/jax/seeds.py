@@ -24,7 +24,7 @@ from parllel.agents.numpy_handler import batch_of_one, write_outputs
 from parllel.agents.state import ALL, AgentHandler, EnvStates
 from parllel.errors import ConfigError, ShapeError
 from parllel.jax.agents.base import JaxAgent
-from parllel.jax.inputs import jax_input
+from parllel.jax.inputs import host_arrays, jax_input
 from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.seeding import check_seed
 from parllel.tree import tree_map
@@ -229,7 +229,7 @@ class SeededHandler(AgentHandler):
     @staticmethod
     def _flat(tree: Any) -> Any:
         return tree_map(
-            lambda leaf: leaf.reshape(-1, *leaf.shape[2:]), jax.device_get(tree)
+            lambda leaf: leaf.reshape(-1, *leaf.shape[2:]), host_arrays(tree)
         )
 
     # -- the Handler protocol --------------------------------------------------
