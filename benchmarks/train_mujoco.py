@@ -264,12 +264,17 @@ def main() -> None:
         "--learner-threads", type=int, default=1, help="torch and XLA threads"
     )
     parser.add_argument(
+        "--ppo-contenders", nargs="+", default=None,
+        help="PPO contenders to time (default: all; e.g. ours_jax_ppo sb3_ppo sbx_ppo)",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-compile-cache", action="store_true",
         help="JAX compiles in every run (no persistent compilation cache)",
     )  # fmt: skip
     parser.add_argument(
-        "--only", choices=["timing", "sac", "returns", "ppo-1m"],
-        help="one part: PPO and SAC timing, SAC timing, returns, the 1M-step run",
+        "--only", choices=["timing", "ppo", "sac", "returns", "ppo-1m"],
+        help="one part: PPO and SAC timing, PPO timing, SAC timing, returns, "
+        "the 1M-step run",
     )  # fmt: skip
     args = parser.parse_args()
     pin_threads()
@@ -312,8 +317,8 @@ def main() -> None:
     }  # fmt: skip
     print(f"{SBX_PPO_DIFFERENCES}\n{SBX_SAC_DIFFERENCES}", flush=True)
     vec = args.sb3_vec
-    timing = args.only in (None, "timing", "sac")
-    if vec == "auto" and args.only in (None, "timing", "returns"):
+    timing = args.only in (None, "timing", "sac")  # SAC's timing
+    if vec == "auto" and args.only in (None, "timing", "ppo", "returns"):
         step_ms = {
             v: 1e3 * vec_step_seconds(ppo_hp["env_id"], ppo_hp["n_envs"], vec_steps, v)
             for v in ("dummy", "subproc")
@@ -324,7 +329,7 @@ def main() -> None:
     print(f"SB3 vector env: {vec}", flush=True)
 
     runs: dict[str, list[Timed]] = {}
-    if args.only in (None, "timing"):
+    if args.only in (None, "timing", "ppo"):
         contenders = {
             "ours_ppo": lambda s: run_ours_ppo(
                 ppo_hp, s, args.parallel, args.fused_adam, None
@@ -336,6 +341,12 @@ def main() -> None:
             "ours_jax_ppo": lambda s: run_jax_ppo(ppo_hp, s, args.parallel),
             "sbx_ppo": lambda s: run_sbx_ppo(ppo_hp, s, vec),
         }
+        if args.ppo_contenders:
+            unknown = set(args.ppo_contenders) - set(contenders)
+            if unknown:
+                parser.error(f"--ppo-contenders {sorted(unknown)}: not among "
+                             f"{sorted(contenders)}")  # fmt: skip
+            contenders = {k: contenders[k] for k in args.ppo_contenders}
         runs.update(interleaved(contenders, args.repeats, args.last_episodes))
     sac_contenders = {
         "ours_sac": lambda s: run_ours_sac(sac_hp, s, args.fused_adam),
@@ -347,12 +358,16 @@ def main() -> None:
         runs.update(interleaved(sac_contenders, args.sac_seeds, args.last_episodes))
     for name, timed in runs.items():
         result.update(summarize(name, timed, args.last_episodes))
-    if "ours_ppo" in runs:
-        compare(result, "ours_ppo", "sb3_ppo", "ppo_wall_ratio")
-        compare(result, "ours_async_ppo", "sb3_ppo", "ppo_async_wall_ratio")
-        compare(result, "ours_async_ppo", "ours_ppo", "ppo_async_vs_sync")
-        compare(result, "ours_jax_ppo", "sb3_ppo", "ppo_jax_wall_ratio")
-        compare(result, "ours_jax_ppo", "sbx_ppo", "ppo_jax_vs_sbx")
+    for ours, theirs, key in (
+        ("ours_ppo", "sb3_ppo", "ppo_wall_ratio"),
+        ("ours_async_ppo", "sb3_ppo", "ppo_async_wall_ratio"),
+        ("ours_async_ppo", "ours_ppo", "ppo_async_vs_sync"),
+        ("ours_jax_ppo", "sb3_ppo", "ppo_jax_wall_ratio"),
+        ("ours_jax_ppo", "sbx_ppo", "ppo_jax_vs_sbx"),
+    ):
+        if ours in runs and theirs in runs:
+            compare(result, ours, theirs, key)
+    if "ours_jax_ppo" in runs:
         ppo_1m_estimate(runs["ours_jax_ppo"], result)
     if timing:
         compare(result, "ours_sac", "sb3_sac", "sac_wall_ratio")
