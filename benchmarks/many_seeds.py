@@ -5,7 +5,7 @@ PPO on HalfCheetah-v4 with CleanRL's settings (examples/mujoco/train_ppo.py
 observation and reward normalization per run), a fixed number of env steps
 per run. Every figure is the wall time of the example script started as a
 user starts it (a fresh process: imports, env creation, compilation
-included):
+included; JAX's persistent compilation cache off, so every run compiles):
 
 - ``ppo_seeds{K}_wall_s``: ``--seeds K`` (K = 4, 8), one program;
 - ``ppo_seeds1_wall_s``: one ordinary run (``--seeds 1``);
@@ -82,6 +82,8 @@ def _environment() -> dict[str, str]:
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+        # every run compiles, as on a first run: no run loads another's programs
+        "PARLLEL_JAX_CACHE_DIR": "off",
     }
 
 
