@@ -227,26 +227,20 @@ def export_policy(
 
     Args:
         path: the file to write, or a directory (its ``policy.npz``).
-        agent: an ``ActorCriticAgent``, ``SacAgent`` or ``DqnAgent``, or one
-            run of a seed group (``RunView(stack, k)``,
-            ``SeededSAC.run_agent(k)``: that run's parameters).
-        observation_space: the env's observation space (required: JAX agents
-            do not record theirs).
-        action_space: the env's action space (required).
+        agent: an ``ActorCriticAgent``, ``SacAgent`` or ``DqnAgent``, or one run
+            of a seed group (``RunView(stack, k)``, ``SeededSAC.run_agent(k)``).
+        observation_space: required (JAX agents do not record theirs); so is
+            ``action_space``.
         observation_normalizer: the run's normalizer (its statistics are saved).
-        algorithm: what trained it (e.g. ``"PPO"``).
-        env_id: the gymnasium id of the env.
         env_factory: the function building the env (as for
             :func:`parllel.torch.export_policy`).
-        env_steps: env steps of training.
         metadata: more plain values to store.
 
     Returns:
         The file written (atomically).
 
     Raises:
-        PolicyExportError: no spaces given, an agent, distribution or
-            activation that cannot be exported.
+        PolicyExportError: no spaces given, or a part that cannot be exported.
     """
     path = Path(path)
     file = path / NPZ_POLICY_FILE if path.is_dir() else path
