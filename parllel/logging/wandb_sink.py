@@ -82,22 +82,18 @@ class WandbSink(Sink):
         >>> sink.close()  # finishes the W&B run
 
     Args:
-        project: the W&B project.
-        run_dir: the run directory (a :class:`~parllel.runtime.RunDirectory`
-            or its path); W&B files go to its ``logs/wandb/``.
-        config: the config to log (default: the run's ``config.json``); the
-            run's ``metadata.json`` is added as ``parllel_metadata``.
+        run_dir: the :class:`~parllel.runtime.RunDirectory` or its path; W&B
+            files go to its ``logs/wandb/``.
+        config: the config to log (default: the run's ``config.json``).
         mode: ``"online"``, ``"offline"`` or ``"disabled"``; None lets W&B
-            decide (the ``WANDB_MODE`` environment variable, else online).
+            decide (``WANDB_MODE``, else online).
         name: the W&B run's display name (default: the run directory's name).
-        resume: continue the W&B run stored in the run directory (when
-            resuming the parllel run); without one stored, start a new one.
-        **init_kwargs: more arguments for ``wandb.init`` (``entity``,
-            ``group``, ``tags``, ``settings``, ...).
+        resume: continue the W&B run stored in the run directory, if any.
+        **init_kwargs: more arguments for ``wandb.init``.
 
     Raises:
         MissingDependencyError: if wandb is not installed.
-        ConfigError: for an unknown ``mode`` or a stored id of another project.
+        ConfigError: an unknown ``mode`` or a stored id of another project.
     """
 
     def __init__(
