@@ -83,30 +83,11 @@ def _checked_share(share: float | Sequence[float]) -> float | tuple[float, ...]:
 class OpponentPool:
     """Frozen snapshots of the learner with ratings; picks self-play opponents.
 
-    Strategies of :meth:`sample`:
-
-    - ``"latest"``: always the newest snapshot.
-    - ``"mostly_latest"``: the newest with probability ``p_latest``, else one
-      of the older ones uniformly (the newest if it is alone).
-    - ``"uniform"``: any snapshot, uniformly.
-    - ``"rating"``: snapshot ``i`` with probability proportional to
-      ``max(4 * p_i * (1 - p_i), MIN_RATING_WEIGHT)``, where ``p_i`` is the
-      learner's win probability against it predicted by openskill: 1 for an
-      even match (``p = 0.5``), falling to 0 for a certain win or loss, so
-      the learner mostly meets opponents of its own strength.
-
-    Fixed opponents (:meth:`add_fixed`: e.g. a player that moves at random, or
-    a scripted bot) are drawn for a fixed share of the games whatever the
-    strategy (one share for all games, or one per seat of the learner), are
-    never evicted and are rated like snapshots; the strategy draws the other
-    games among the learner's snapshots.
-
-    Ratings (openskill Plackett-Luce, one player per side) are updated by
-    :meth:`record`; a snapshot starts with the learner's rating at the time
-    it is added (it is the learner then). When the pool is full, :meth:`add`
-    evicts the oldest snapshot (never the newest); games against an evicted
-    snapshot can still be recorded while its rating is remembered (the last
-    ``max_size`` evicted ones).
+    :meth:`sample` draws opponents by ``strategy`` (``"latest"``,
+    ``"mostly_latest"``, ``"uniform"`` or ``"rating"``: even matches
+    preferred); fixed opponents (:meth:`add_fixed`) get a fixed share of the
+    games. :meth:`record` updates the openskill ratings; a full pool evicts its
+    oldest snapshot. Details: docs/multiagent.md ("Opponent pool").
 
     Args:
         max_size: most snapshots held.
