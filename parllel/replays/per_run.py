@@ -29,7 +29,8 @@ class PerRunReplay:
 
     Every run records the same steps at once into the shared storage; run ``k``
     draws from ``rngs[k]`` in its own env columns, exactly as a
-    :class:`~parllel.replays.UniformReplay` over its ``B`` columns would.
+    :class:`~parllel.replays.UniformReplay` over its ``B`` columns would
+    (whose other arguments it takes).
 
     Example:
         >>> tree = build_replay_tree(cage, handler, batch_T=T, full_size=N)  # K * B envs
@@ -41,7 +42,6 @@ class PerRunReplay:
         tree: replay tree of ``K * B`` env columns.
         rngs: one seeded ``np.random.Generator`` per run (``K``).
         learning_starts: transitions per run stored before sampling.
-        Other arguments: as for :class:`~parllel.replays.UniformReplay`.
 
     Raises:
         ConfigError: invalid arguments, or env columns that do not split into

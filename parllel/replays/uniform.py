@@ -46,8 +46,7 @@ class UniformReplay:
     Args:
         tree: replay tree; see :class:`~parllel.replays.ReplayStorage`.
         learning_starts: transitions that must be stored before sampling.
-        n_step: steps summed per sample (1: plain transitions).
-        discount: ``gamma`` for n-step returns and the reported discount.
+        discount: ``gamma`` for ``n_step`` returns and the reported discount.
         final_observation_capacity: final observations kept at most (default:
             docs/replays.md, "Final observations and memory").
         frame_stack: ``k`` to store one frame per step of ``k``-frame stacks
