@@ -74,7 +74,8 @@ class RaySampler(AsyncSampler):
         actor_options: further ``ray.remote`` options.
 
     Attributes:
-        restarts, dropped_batches, timeouts: fault counters.
+        restarts: actors Ray restarted (also ``dropped_batches``,
+            ``timeouts``: docs/distributed.md, "Faults and counters").
         phase_times: the actors' sampler :class:`~parllel.timing.PhaseTimes`.
 
     Example:

@@ -39,7 +39,8 @@ class CnnEncoder(FollowsModelDtype):
     Args:
         image_shape: one image as stored: ``(C, H, W)`` (or channels-last),
             ``(H, W)``, or a frame stack ``(k, C, H, W)``.
-        channels, kernel_sizes, strides, paddings: per conv layer.
+        channels: output channels of each conv layer (``kernel_sizes``,
+            ``strides`` and ``paddings`` likewise per layer).
         activation: module class placed after every layer.
         output_size: if given, a linear layer (with activation) to this size.
         init_scale: if given, orthogonal weights with this gain and zero biases;
