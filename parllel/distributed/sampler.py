@@ -66,12 +66,9 @@ class RaySampler(AsyncSampler):
             process's Ray, else a new local one.
         node_ids: one Ray node id per actor (hard affinity), or None.
         max_restarts: restarts per dead actor; its batch is collected again.
-        start_timeout: seconds an actor may take to build its sampler (None:
-            wait for ever).
+        start_timeout: seconds an actor may take to build its sampler.
         timeout_seconds: a batch late by this long is warned about and counted.
         max_in_flight: requests waiting at each actor (default ``max_lag + 1``).
-        close_timeout: seconds :meth:`close` waits before killing the actors.
-        actor_options: further ``ray.remote`` options.
 
     Attributes:
         restarts: actors Ray restarted (also ``dropped_batches``,

@@ -53,15 +53,12 @@ class SelfPlay:
     ("Self-play").
 
     Args:
-        learner: the learner's feed-forward handler for ``n_envs * n_agents`` rows.
         opponent_factory: builds a frozen opponent handler from a snapshot.
         n_agents: seats per game (>= 2).
         snapshot_learner: returns a snapshot of the learner now, to fill an
             empty pool (None: the pool must hold one).
         handler_cache_size: opponent handlers kept besides those in use.
-        window: games the outcome rates of :meth:`metrics` are taken over.
         mirror_share: share of games the learner plays in every seat, in ``[0, 1)``.
-        seed: seed of the seat generator.
 
     Raises:
         ConfigError: a bad argument, a handler not built for ``n_envs *

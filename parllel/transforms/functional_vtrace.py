@@ -68,11 +68,9 @@ def vtrace(
     Args:
         reward: ``[T, B, *F]`` rewards, float32 or float64; ``value`` likewise.
         terminated: ``[T, B]`` or ``[T, B, *F]`` flags; ``truncated`` likewise.
-        bootstrap_value: ``[B, *F]`` value of ``observation[T]``.
         final_value: read where truncated; required unless
             ``truncation_as_termination``.
         log_ratio: ``log pi(a|x) - log mu(a|x)``, or ``ratio`` (>= 0): exactly one.
-        trace_lambda: scale of the trace coefficients in ``[0, 1]``.
         rho_bar: clip of ``rho``; ``c_bar`` of ``c``; ``pg_rho_bar`` of the
             advantage's weight (default ``rho_bar``); ``inf`` disables a clip.
 
