@@ -1,26 +1,13 @@
 """RaySampler: N Ray actors, each a complete local sampler, one remote call per batch.
 
-Each actor builds its own sampler with ``build_sampler(actor_index,
-*args)`` (cages, process cages included; a handler with a CPU copy of the
-policy; transforms) and answers a request with one whole ``[T, B_i]``
-batch: its tree's arrays (with the padding rows), its finished episodes,
-the policy version that collected it and its transforms' state. The learner
-holds one ``[T, sum B_i]`` tree and copies each actor's batch into its
-columns; :meth:`RaySampler.collect_batch` returns the
-:class:`~parllel.samplers.BackgroundBatch` a
-:class:`~parllel.samplers.BackgroundSampler` returns, so the runners drive
-both alike.
-
-Weights: the sampler is also the publisher. :meth:`RaySampler.publish_weights`
-puts the CPU state of ``modules`` in Ray's object store once; every request
-carries a reference to the newest weights and their version, and an actor
-fetches them only if it holds an older version.
-
-Lag: as for the background sampler, batch ``n`` is collected with policy
-version ``>= v0 + n - max_lag`` (``v0`` the version when sampling starts),
-assuming the learner publishes once per batch; the requests for batch
-``n`` are sent only once that version is published, so at most ``max_lag +
-1`` requests (and never more than ``max_in_flight``) wait at an actor.
+Each actor builds its own sampler with ``build_sampler(actor_index, *args)``
+and answers a request with one whole ``[T, B_i]`` batch, which the learner
+copies into the columns of its ``[T, sum B_i]`` tree;
+:meth:`RaySampler.collect_batch` returns a
+:class:`~parllel.samplers.BackgroundBatch`, as a background sampler does.
+The sampler also publishes the weights through Ray's object store, with the
+background sampler's bound on policy lag (docs/distributed.md, "Weights and
+policy lag").
 """
 
 from __future__ import annotations

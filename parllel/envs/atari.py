@@ -1,25 +1,11 @@
 """The standard Atari preprocessing, built on gymnasium's wrappers.
 
-:func:`make_atari_env` builds the stack of the DQN and PPO papers (and of
-SB3's ``AtariWrapper``, CleanRL's ``ppo_atari.py``) from an ALE v5 env made
-with ``frameskip=1``:
-
-- gymnasium's ``AtariPreprocessing``: up to ``noop_max`` no-op actions at
-  reset, ``frame_skip`` repeats of each action with the max of the last two
-  frames, 84x84 grayscale ``uint8`` frames;
-- :class:`EpisodicLife` (training): a lost life ends the episode for the
-  learner, but the game is only reset when it is really over;
-- :class:`FireReset`, for games whose action meanings include FIRE (press FIRE
-  to start, e.g. Breakout);
-- gymnasium's ``FrameStackObservation``: the last ``frame_stack`` frames,
-  ``(4, 84, 84)``.
-
-Sticky actions (``repeat_action_probability``) are ALE's own. Reward clipping
-is a transform on the sample tree, not a wrapper (so returns stay true):
-:func:`parllel.patterns.add_reward_clipping`.
-
-Needs the ``atari`` extra (ale-py with its bundled ROMs, and OpenCV, which
-``AtariPreprocessing`` resizes with).
+:func:`make_atari_env` builds the stack of the DQN and PPO papers (SB3's
+``AtariWrapper``, CleanRL's ``ppo_atari.py``): ``AtariPreprocessing``,
+:class:`EpisodicLife`, :class:`FireReset` and ``FrameStackObservation``.
+Reward clipping is a transform (:func:`parllel.patterns.add_reward_clipping`),
+so returns stay true. Needs the ``atari`` extra; see docs/atari.md ("The
+env stack").
 """
 
 from __future__ import annotations

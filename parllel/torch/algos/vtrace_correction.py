@@ -1,26 +1,10 @@
 """V-trace value targets and advantages for PPO on lagged samples (IMPACT / APPO style).
 
-With asynchronous sampling a batch may have been collected by a behaviour
-policy ``mu`` some versions older than the policy PPO trains, ``pi``. PPO's
-clipped surrogate already uses ``pi / mu`` (the recorded ``agent_info.log_prob``
-is ``log mu``). :class:`VTraceCorrection` also corrects the value targets and
-advantages: before the epochs it evaluates the current policy on the whole
-batch (no gradients) and runs the V-trace kernel of
-:func:`parllel.transforms.functional.vtrace` on the result.
-
-Which values the kernel reads:
-
-==========================  ==================================================
-``V(x_t)``                  the current value function, always
-``V(observation[T])``       current if the batch's observation (and extra
-                            input) leaves are padded :class:`~parllel.arrays.Array`
-                            s, so row ``T`` is reachable; else the batch's
-                            recorded ``bootstrap_value``
-``V(final_observation)``    current for feed-forward PPO without extra inputs
-                            when the batch has ``final_observation``; else the
-                            recorded ``final_value`` (recurrent: the state after
-                            the truncated step is not known to PPO)
-==========================  ==================================================
+PPO's clipped surrogate already uses ``pi / mu``; :class:`VTraceCorrection`
+also corrects the value targets and advantages, evaluating the current
+policy on the whole batch before the epochs and running
+:func:`parllel.transforms.functional.vtrace` on the result. Which values it
+reads (current or recorded): docs/async.md ("PPO under policy lag").
 """
 
 from __future__ import annotations
