@@ -173,25 +173,14 @@ class ReplayStorage:
     def record_batch(self, batch: Mapping[str, Any] | None = None) -> int:
         """Declare a batch stored; return the number of new transitions.
 
-        Two ways to fill the replay:
-
-        - ``batch=None`` (zero-copy): the sampler wrote straight into this
-          tree's window. Call once per collected batch, before the tree is
-          rotated for the next one (a sampler that rotates at the *start* of
-          each batch does exactly that). The first batch of an empty replay
-          may start at any row; later ones must follow on.
-        - ``batch=sample_tree`` (copy): the sampler wrote into its own
-          ``[T, B]`` tree; its window (``OBSERVATION`` rows ``0..T``) is
-          copied into this tree's window, recorded, and this tree is rotated
-          to the next window. Nobody else rotates the replay tree then.
-
-        Either way the final observations of the batch's ended episodes
-        (read from ``FINAL_OBSERVATION[t, b]`` where ``TERMINATED`` or
-        ``TRUNCATED``) go into the final-observation table.
+        ``batch=None`` (zero-copy): the sampler wrote into this tree's window; call
+        once per batch, before the tree is rotated. ``batch=sample_tree`` (copy):
+        the sampler's window is copied in, recorded, and this tree rotated. Either
+        way the batch's final observations go into the final-observation table.
 
         Raises:
-            ReplayError: the window is not where the next batch belongs
-                (a batch was recorded twice, or the tree rotated without one).
+            ReplayError: the window is not where the next batch belongs (a batch
+                recorded twice, or the tree rotated without one).
             ConfigError: ``batch`` does not match the replay tree.
         """
         source = None if batch is self.tree else batch  # None: zero-copy
