@@ -1,20 +1,10 @@
 """A logger sending metrics, config and run metadata to Weights & Biases.
 
-The W&B run is tied to the parllel run directory: its id is stored in
-``logs/wandb.json`` (with the last step W&B received), W&B's own files go to
-``logs/wandb/``, the run's ``config.json`` becomes the W&B config and its
-``metadata.json`` (versions, seeds, command, git commit) the config entry
-``parllel_metadata``. ``wandb`` is imported when the sink is built, so
-importing :mod:`parllel.logging` does not need it.
-
-Resuming: a sink built with ``resume=True`` continues the W&B run whose id
-the run directory stored (``wandb.init(id=..., resume="allow")``), so one
-parllel run is one W&B run however often it is resumed. W&B keeps a run's
-history and accepts only increasing steps, so :meth:`WandbSink.rewind`
-cannot drop what was logged after the checkpoint (as the CSV and
-TensorBoard sinks do): the rows of the resumed run up to the last step W&B
-already has are not sent, and W&B's curve keeps the interrupted run's rows
-there; from the next step on both agree again.
+The W&B run is tied to the parllel run directory (its id in
+``logs/wandb.json``, W&B's files in ``logs/wandb/``), so one parllel run is
+one W&B run however often it is resumed; rewinding on resume is partial, as
+W&B only accepts increasing steps. ``wandb`` is imported when the sink is
+built. See docs/logging.md ("Weights & Biases").
 """
 
 from __future__ import annotations
