@@ -44,7 +44,6 @@ class RaySampler(AsyncSampler):
         build_sampler: picklable ``build_sampler(actor_index, *args)`` returning
             a complete local sampler over that actor's envs (give actor ``i``
             disjoint seeds with ``env_offset``; see docs/distributed.md).
-        n_actors: number of actors.
         max_lag: batch ``n`` uses policy version ``>= v0 + n - max_lag``
             (0: synchronous, None: no bound).
         modules: ``{name: nn.Module}`` of the learner's policy, named as
@@ -52,8 +51,6 @@ class RaySampler(AsyncSampler):
         address: a Ray cluster to join (``"auto"`` or its address); None: this
             process's Ray, else a new local one.
         node_ids: one Ray node id per actor (hard affinity), or None.
-        max_restarts: restarts per dead actor; its batch is collected again.
-        start_timeout: seconds an actor may take to build its sampler.
         timeout_seconds: a batch late by this long is warned about and counted.
         max_in_flight: requests waiting at each actor (default ``max_lag + 1``).
 

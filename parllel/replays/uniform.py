@@ -46,9 +46,7 @@ class UniformReplay:
     Args:
         tree: replay tree; see :class:`~parllel.replays.ReplayStorage`.
         learning_starts: transitions that must be stored before sampling.
-        discount: ``gamma`` for ``n_step`` returns and the reported discount.
-        final_observation_capacity: final observations kept at most (default:
-            docs/replays.md, "Final observations and memory").
+        final_observation_capacity: final observations kept at most.
         frame_stack: ``k`` to store one frame per step of ``k``-frame stacks
             (see :mod:`parllel.replays.frames`).
 

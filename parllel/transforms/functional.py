@@ -62,8 +62,8 @@ def generalized_advantage_estimation(
 
     Terminated steps have no future, truncated steps continue from
     ``final_value[t]``, the batch's last step from ``bootstrap_value``; both
-    episode ends cut the recursion (see docs/transforms.md).
-    ``return = advantage + value``.
+    episode ends cut the recursion (see docs/transforms.md). Returns
+    ``(advantage, return_)`` with ``return_ = advantage + value``.
 
     Args:
         reward: ``[T, B, *F]`` rewards, float32 or float64; ``value`` likewise.
@@ -73,9 +73,6 @@ def generalized_advantage_estimation(
             ``truncation_as_termination`` (biased; treats truncations as ends).
         advantage_out: optional preallocated output, like ``reward``; so is
             ``return_out``.
-
-    Returns:
-        ``(advantage, return_)``.
 
     Example:
         >>> reward, value = np.ones((3, 1), np.float32), np.zeros((3, 1), np.float32)

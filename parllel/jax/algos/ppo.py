@@ -54,7 +54,8 @@ class PPO:
     :meth:`optimize` runs every epoch and minibatch in one ``jax.lax.scan`` of
     one jitted call; schedules enter as arguments (no recompilation). A
     non-finite loss keeps the last finite weights and raises
-    :class:`~parllel.errors.NonFiniteLossError` (see docs/jax.md).
+    :class:`~parllel.errors.NonFiniteLossError`. Hyperparameters as the torch
+    PPO's (see docs/jax.md).
 
     Example:
         >>> ppo = PPO(agent, adam(3e-4), learning_rate=linear_schedule(3e-4, 0.0),
@@ -67,10 +68,7 @@ class PPO:
         optimizer: an optax transformation; with ``learning_rate`` it must keep
             its learning rate in its state (``optax.inject_hyperparams``).
         learning_rate: None (keep the optimizer's), a float or a schedule.
-        clip_range: ratio clip; ``value_clip_range`` likewise (None: no clip).
-        max_grad_norm: global gradient-norm clip (None: measured only).
         target_kl: skip the rest of the update once a minibatch's KL exceeds it.
-        batch_shape: optional ``(T, B)``, checked against ``minibatches`` now.
         total_updates: number of :meth:`optimize` calls, for schedule progress.
         seed: seed of the minibatch order (e.g. ``seeds.torch``).
 
