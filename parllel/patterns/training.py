@@ -91,17 +91,11 @@ def run_training(
     """Resume if asked, run, export, always close ``close`` (and the runner's
     logger), plot; return how it ended.
 
-    A resumed run that had already finished trains nothing. A resume that
-    fails (no readable checkpoint, one that does not fit) trains nothing
-    either: the outcome says why. A second Ctrl-C stops at once (``KeyboardInterrupt``
-    is caught; the outcome says so). ``close`` holds anything with
-    ``close()`` (cages, sample trees). With ``policy`` (a
-    :class:`~parllel.torch.PolicyExport` or :class:`~parllel.jax.export.PolicyExport`) the run writes
-    ``policy_spec.json`` before training and exports the policy after it.
-    The learning curve needs the ``plot`` extra.
-
-    What the script prints and exits with is
-    :func:`parllel.runtime.cli.report_outcome`'s: ``report_outcome(run_training(...))``.
+    A failed resume or a second Ctrl-C trains nothing more and the outcome says
+    why. ``close`` holds anything with ``close()``; with ``policy`` (a torch or
+    JAX ``PolicyExport``) the run writes ``policy_spec.json`` before training
+    and exports the policy after it. Pass the outcome to
+    :func:`parllel.runtime.cli.report_outcome` (see docs/training.md).
     """
     from parllel.plot import plot_learning_curve
 
