@@ -91,8 +91,8 @@ def run_training(
     """Resume if asked, run, export, always close ``close`` (and the runner's
     logger), plot; return how it ended.
 
-    A failed resume or a second Ctrl-C trains nothing more and the outcome says
-    why. ``close`` holds anything with ``close()``; with ``policy`` (a torch or
+    A finished or failed resume trains nothing and a second Ctrl-C stops at
+    once; the outcome says why. ``close`` holds anything with ``close()``; with ``policy`` (a torch or
     JAX ``PolicyExport``) the run writes ``policy_spec.json`` before training
     and exports the policy after it. Pass the outcome to
     :func:`parllel.runtime.cli.report_outcome` (see docs/training.md).
