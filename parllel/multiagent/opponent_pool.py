@@ -196,21 +196,14 @@ class OpponentPool:
     def add_fixed(self, opponent: Any, share: float | Sequence[float]) -> int:
         """Add an opponent drawn for ``share`` of the games whatever the strategy.
 
-        ``opponent`` is any object the self-play opponent factory knows how to
-        build a handler from (e.g. a marker for a random or scripted player).
-        It is never evicted, is rated like a snapshot and is checkpointed with
-        the pool. ``share`` is one fraction for every game, or one per seat of
-        the learner (``share[s]`` of the games in which the learner sits in
-        seat ``s``; :meth:`sample` then needs the seats): e.g. a random player
-        for most games of a first mover, which it teaches to attack, and few
-        of a second mover, which learns to defend only against strong
-        attacks. The shares of all fixed opponents must stay below 1 in every
-        seat.
+        ``opponent`` is any object the opponent factory can build a handler from;
+        it is never evicted, rated like a snapshot and checkpointed with the pool.
+        ``share`` is one fraction, or one per seat of the learner (then
+        :meth:`sample` needs the seats); see docs/multiagent.md ("Opponent pool").
 
         Raises:
-            ConfigError: a share outside ``[0, 1)`` (a single share in
-                ``(0, 1)``), per-seat shares of differing lengths, or a total
-                share >= 1.
+            ConfigError: a share outside ``[0, 1)``, per-seat shares of differing
+                lengths, or a total share >= 1 in some seat.
         """
         value = _checked_share(share)
         shares = [*self._fixed.values(), value]

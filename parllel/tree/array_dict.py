@@ -297,17 +297,9 @@ class ArrayDict(Mapping[str, Any]):
     def __eq__(self, other: object) -> bool:
         """Mapping equality: the same keys, and leaves equal as whole arrays.
 
-        ``other`` may be any Mapping (a plain nested dict too). Subtrees
-        compare recursively; two leaves are equal if they are the same object
-        or ``numpy.array_equal`` holds (same shape, equal values, dtype
-        ignored, NaN unequal to itself). The ``is_sequence`` flag is not part
-        of a Mapping's contents and is ignored.
-
-        Why Mapping semantics: an ArrayDict is used as a Mapping everywhere
-        (``isinstance(x, Mapping)`` checks, ``dict(tree)``, writing one tree
-        into another), so its ``==`` keeps the Mapping contract (equal items,
-        symmetric with plain dicts) instead of identity. Like dicts,
-        ArrayDicts are therefore unhashable: key caches by ``id(tree)``.
+        ``other`` may be any Mapping (a plain nested dict too); leaves are equal if
+        they are the same object or ``numpy.array_equal`` holds. Why Mapping
+        semantics, and why trees are unhashable: docs/arrays.md ("Equality").
         """
         return mappings_equal(self, other)
 
