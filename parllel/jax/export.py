@@ -1,22 +1,12 @@
 """Export a JAX run's policy to ``policy.npz``, which plays in plain numpy.
 
-The file (:mod:`parllel.export.npz`) holds the header every policy file
-has (spaces, provenance, :mod:`parllel.export.header`), the acting
-network's flax modules described as plain data (:func:`describe_module`),
-its distribution (:func:`describe_distribution`), its parameters as numpy
-arrays and the observation normalizer's statistics.
+The file (:mod:`parllel.export.npz`) holds the common header, the acting
+network's flax modules and distribution described as plain data, the
+parameters as numpy arrays and the normalizer's statistics;
 :func:`~parllel.export.numpy_policy.load_numpy_policy` (and
-``python -m parllel.enjoy``) plays it without JAX::
-
-    export_policy(run.path, agent, observation_space=env.observation_space,
-                  action_space=env.action_space, algorithm="PPO",
-                  env_id="CartPole-v1")
-    policy = load_numpy_policy(run.path)
-
-Exportable agents: :class:`~parllel.jax.agents.ActorCriticAgent` (PPO),
-:class:`~parllel.jax.agents.SacAgent` and the JAX DQN agent, and one run of a
-seed group (:class:`~parllel.jax.seeds.RunView`, ``SeededSAC.run_agent(k)``):
-its run's parameters with the group's networks.
+``python -m parllel.enjoy``) plays it without JAX. Exportable: the JAX
+PPO, SAC and DQN agents, and one run of a seed group. See docs/jax.md
+("Exporting the policy and ``parllel.enjoy``").
 """
 
 from __future__ import annotations

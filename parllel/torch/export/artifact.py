@@ -1,20 +1,12 @@
 """The policy file: weights, architecture, spaces, normalizer and provenance.
 
-One ``torch.save`` file of plain data (dicts, lists, numbers, strings and
-tensors; no pickled class), so :func:`read_policy_file` loads it with
-``torch.load(weights_only=True)``::
-
-    {"format": "parllel-policy", "format_version": 1, "backend": "torch",
-     "architecture": {"builder": "actor_critic", "kwargs": {...}},
-     "observation_space": {...}, "action_space": {...},
-     "weights": {"model": state_dict},
-     "observation_normalizer": None | {"clip", "epsilon", "leaves": {...}},
-     "trained_with": {"algorithm", "env_id", "env_factory", "env_steps"},
-     "metadata": {...}, "versions": {...}}
-
-The header is the backend-free one of :mod:`parllel.export.header`. A run
-directory also gets ``policy_spec.json`` (:mod:`parllel.torch.export.spec`),
-so a run interrupted before its export still loads from its checkpoints.
+One ``torch.save`` file of plain data (no pickled class), so
+:func:`read_policy_file` loads it with ``torch.load(weights_only=True)``:
+the common header of :mod:`parllel.export.header`, ``architecture``
+(builder name and keyword arguments), ``weights``,
+``observation_normalizer``, ``trained_with`` and ``metadata``. A run
+directory also gets ``policy_spec.json``, so a run interrupted before its
+export still loads from its checkpoints (docs/training.md).
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """A trained policy acting on raw gymnasium observations, with no sampler.
 
 :func:`load_policy` rebuilds the agent an export (or a run's checkpoint)
-describes and wraps it in a :class:`Policy`: ``act(observation)`` takes what
-``env.reset()`` / ``env.step()`` return, applies the saved observation
-normalizer, runs the agent as the sampler's handler does (``"eval"`` mode:
-deterministic actions) and returns an action for ``env.step``::
+describes and wraps it in a :class:`Policy`, whose ``act(observation)``
+normalizes as in training and returns the deterministic action::
 
     policy = load_policy("runs/cartpole-ppo-20250101-120000")
     observation, info = env.reset(seed=0)
-    while True:
-        action = policy.act(observation)
-        observation, reward, terminated, truncated, info = env.step(action)
-        if terminated or truncated:
-            break
-    policy.reset()  # a recurrent policy forgets the episode
+    action = policy.act(observation)
+    policy.reset()  # at an episode's end: a recurrent policy forgets it
 """
 
 from __future__ import annotations
