@@ -113,7 +113,7 @@ class ReplayStorage:
                 f"frame_stack={frame_stack}: it must exceed frame_stack"
             )
         self.tree = tree
-        self.capacity = self.full_size - 1  # steps per env (see the module docstring)
+        self.capacity = self.full_size - 1  # steps per env (docs/replays.md)
         self._leaves = leaves
         self._row_leaves = [
             (path, leaf)
@@ -346,7 +346,7 @@ class ReplayStorage:
         """The observations at ``(rows, envs)``; stacks rebuilt from the frames
         of a ``frame_stack`` replay (rows after the ``history`` oldest ones).
 
-        Row ``N`` is the trailing bootstrap row (see the module docstring).
+        Row ``N`` is the trailing bootstrap row (docs/replays.md).
         """
         if self.frames is None:
             return tree_map(

@@ -170,7 +170,7 @@ class VTraceCorrection:
                 :meth:`PPO.optimize <parllel.torch.algos.PPO.optimize>` minus
                 ``ADVANTAGE`` and ``RETURN``, plus ``REWARD``, ``TERMINATED``,
                 ``TRUNCATED``, and ``BOOTSTRAP_VALUE`` / ``FINAL_VALUE`` where
-                the current values cannot be computed (module docstring).
+                the current values cannot be computed (docs/async.md).
             recurrent: evaluate whole sequences with their states.
             extra_input_fields: batch fields passed to the evaluator.
             device: if given, the batch is moved there first.

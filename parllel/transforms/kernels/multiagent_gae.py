@@ -36,7 +36,7 @@ def multiagent_gae_kernel(
     advantage_out: np.ndarray,
     return_out: np.ndarray,
 ) -> None:
-    """Write per-agent GAE advantages and returns in place (see the module doc).
+    """Write per-agent GAE advantages and returns in place (see docs/multiagent.md).
 
     Args:
         agent_reward: ``[T, M]`` rewards of each agent at each env step.
