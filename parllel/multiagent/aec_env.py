@@ -76,7 +76,7 @@ class AECEnvAdapter(StackedAgentsEnv):
         return copy_value(self._observation), reset_info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """The mover acts, then the dead steps; see the class docstring."""
+        """The mover acts, then the dead steps (docs/multiagent.md, "Adapters")."""
         env, state, table = self.env, self._state, self.table
         if not state.agents:
             raise ConfigError(

@@ -1,7 +1,7 @@
 """ProcessCage: envs stepped in worker processes, straight into shared memory.
 
 The other modules of :mod:`parllel.cages.process` hold its pieces (the
-package docstring maps them).
+docs/cages.md, "Modules", maps them).
 """
 
 from __future__ import annotations
