@@ -110,8 +110,6 @@ def run_bench(
 
     Args:
         env_factory: ``MODULE:FACTORY`` or a loaded :class:`EnvFactory`.
-        envs: env counts to try (each >= 1).
-        seconds: timed seconds per measurement.
         policies: ``"random"`` and/or ``"mlp"`` (needs torch).
         layouts: names of the layouts to try (default: all that apply).
         margin: a simpler layout within this fraction of the fastest wins.

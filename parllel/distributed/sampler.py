@@ -48,8 +48,7 @@ class RaySampler(AsyncSampler):
             (0: synchronous, None: no bound).
         modules: ``{name: nn.Module}`` of the learner's policy, named as
             :func:`~parllel.torch.weights.agent_modules` does; None: no weights.
-        address: a Ray cluster to join (``"auto"`` or its address); None: this
-            process's Ray, else a new local one.
+        address: a Ray cluster to join (``"auto"``); None: a local Ray.
         node_ids: one Ray node id per actor (hard affinity), or None.
         timeout_seconds: a batch late by this long is warned about and counted.
         max_in_flight: requests waiting at each actor (default ``max_lag + 1``).
@@ -57,7 +56,6 @@ class RaySampler(AsyncSampler):
     Attributes:
         restarts: actors Ray restarted (also ``dropped_batches``,
             ``timeouts``: docs/distributed.md, "Faults and counters").
-        phase_times: the actors' sampler :class:`~parllel.timing.PhaseTimes`.
 
     Example:
         >>> with RaySampler(build_sampler, n_actors=2, modules={"model": agent.model}) as sampler:

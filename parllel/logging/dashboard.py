@@ -59,15 +59,11 @@ class Dashboard(Sink):
         total_steps: env steps of the whole run (None: no bar, no ETA).
         live: None (live if the output is a terminal), True or False.
         console: a ``rich.console.Console`` to draw on (default: on ``stream``).
-        stream: where to write without ``console`` (None: ``sys.stdout``).
         bar_width: cells of each bar; None fits them to the console width.
-        history: recent mean returns kept for the sparkline.
-        system: show CPU and memory of the run's processes.
         clock: monotonic seconds; injectable for tests.
 
     Raises:
-        ConfigError: a non-positive ``refresh_per_second``, ``history`` or
-            ``bar_width``.
+        ConfigError: a non-positive rate, history or bar width.
         MissingDependencyError: live mode without ``rich``.
     """
 

@@ -48,16 +48,12 @@ class SelfPlay:
     The learner's rows have ``agent_info.policy_index == 0``; each env keeps its
     opponent (built by ``opponent_factory(snapshot, n_rows)``, cached) until its
     episode ends. The sampler calls :meth:`reset` and :meth:`episodes_ended`;
-    :meth:`metrics` gives the outcome rates; pass the SelfPlay to the runner as
-    a checkpoint object. Mirror games and metrics: docs/multiagent.md
-    ("Self-play").
+    pass the SelfPlay to the runner as a checkpoint object. Mirror games and
+    metrics: docs/multiagent.md ("Self-play").
 
     Args:
         opponent_factory: builds a frozen opponent handler from a snapshot.
-        n_agents: seats per game (>= 2).
-        snapshot_learner: returns a snapshot of the learner now, to fill an
-            empty pool (None: the pool must hold one).
-        handler_cache_size: opponent handlers kept besides those in use.
+        snapshot_learner: returns a snapshot of the learner, for an empty pool.
         mirror_share: share of games the learner plays in every seat, in ``[0, 1)``.
 
     Raises:

@@ -43,9 +43,7 @@ __all__ = ["ReplayStorage", "REQUIRED_FIELDS", "ROW_FIELDS"]
 class ReplayStorage:
     """Which rows of a full-size replay tree hold intact transitions.
 
-    Shared by :class:`~parllel.replays.UniformReplay` and
-    :class:`~parllel.replays.PrioritizedReplay`. A *position* is the flat index
-    ``row * B + env`` of one stored step.
+    Shared by the replays; a *position* is ``row * B + env`` of one stored step.
 
     Example:
         >>> storage = ReplayStorage(tree)   # tree leaves: Array((T, B), full_size=N)
@@ -61,8 +59,7 @@ class ReplayStorage:
             ``FINAL_OBSERVATION`` slot. Other fields are ignored.
         final_observation_capacity: entries of the final-observation table; at
             least ``min(T, N - 1) * B``.
-        frame_stack: ``k`` to store one frame per step of ``k``-frame stacks
-            (:mod:`parllel.replays.frames`); None: observations stored whole.
+        frame_stack: ``k`` to store one frame per step of ``k``-frame stacks.
 
     Raises:
         ConfigError: a field is missing or a leaf does not fit.

@@ -28,12 +28,11 @@ __all__ = ["UniformReplay"]
 class UniformReplay:
     """Sample stored transitions uniformly, with replacement.
 
-    The replay tree has full-size Arrays (``full_size=N``, padding 1 on the
-    observation), e.g. from :func:`parllel.patterns.build_replay_tree`. After
-    each batch, :meth:`record_batch` copies the sampler's window in and rotates
+    The replay tree has full-size Arrays (``full_size=N``), e.g. from
+    :func:`parllel.patterns.build_replay_tree`. After each batch, :meth:`record_batch` copies the sampler's window in and rotates
     the tree; the newest ``N - 1`` steps per env are kept. A sample's
-    ``next_observation`` after an episode end is its ``FINAL_OBSERVATION``
-    (see docs/replays.md).
+    ``next_observation`` after an episode end is its ``FINAL_OBSERVATION``;
+    ``frame_stack=k`` stores one frame per step (see docs/replays.md).
 
     Example:
         >>> tree = build_replay_tree(cage, handler, batch_T=T, full_size=100_000)
@@ -47,8 +46,6 @@ class UniformReplay:
         tree: replay tree; see :class:`~parllel.replays.ReplayStorage`.
         learning_starts: transitions that must be stored before sampling.
         final_observation_capacity: final observations kept at most.
-        frame_stack: ``k`` to store one frame per step of ``k``-frame stacks
-            (see :mod:`parllel.replays.frames`).
 
     Raises:
         ConfigError: invalid arguments.

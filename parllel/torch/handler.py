@@ -70,8 +70,6 @@ class TorchHandler(AgentHandler):
             actions depend on it alone; None: the agent keeps its own.
         pin_memory: page-lock the sample tree's buffers for asynchronous copies
             (default: on CUDA; CUDA only).
-        transfer: the :class:`~parllel.torch.transfer.Transfer` that moves inputs
-            and outputs (default: one for ``device``).
 
     Raises:
         ConfigError: ``seed`` for an agent without ``generator``, or a seed that

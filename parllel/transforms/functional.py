@@ -71,8 +71,7 @@ def generalized_advantage_estimation(
         bootstrap_value: ``[B, *F]`` value of ``observation[T]``.
         final_value: ``[T, B, *F]``, read where truncated. Required unless
             ``truncation_as_termination`` (biased; treats truncations as ends).
-        advantage_out: optional preallocated output, like ``reward``; so is
-            ``return_out``.
+        advantage_out: optional preallocated output (``return_out`` too).
 
     Example:
         >>> reward, value = np.ones((3, 1), np.float32), np.zeros((3, 1), np.float32)

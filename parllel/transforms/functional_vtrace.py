@@ -63,19 +63,15 @@ def vtrace(
     the target policy ``pi``. Episode ends are handled as in
     :func:`generalized_advantage_estimation`; with all ratios 1 and
     ``rho_bar = c_bar = 1``, ``v`` is the lambda-return. The recursion and its
-    cases: docs/transforms.md ("V-trace").
+    cases: docs/transforms.md ("V-trace"). Returns ``(return_, advantage)``,
+    the targets ``v`` and the advantages.
 
     Args:
         reward: ``[T, B, *F]`` rewards, float32 or float64; ``value`` likewise.
-        terminated: ``[T, B]`` or ``[T, B, *F]`` flags; ``truncated`` likewise.
-        final_value: read where truncated; required unless
-            ``truncation_as_termination``.
+        final_value: required unless ``truncation_as_termination``.
         log_ratio: ``log pi(a|x) - log mu(a|x)``, or ``ratio`` (>= 0): exactly one.
         rho_bar: clip of ``rho``; ``c_bar`` of ``c``; ``pg_rho_bar`` of the
             advantage's weight (default ``rho_bar``); ``inf`` disables a clip.
-
-    Returns:
-        ``(return_, advantage)``: the targets ``v`` and the advantages.
 
     Example:
         >>> reward, value = np.ones((3, 1)), np.zeros((3, 1))

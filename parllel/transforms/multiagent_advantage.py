@@ -87,8 +87,8 @@ def multiagent_gae(
     to its previous one. Advantage and return are 0 where the agent did not
     act; with ``A = 1`` and every step acted this is
     :func:`~parllel.transforms.functional.generalized_advantage_estimation`.
-    Episode ends, waiting agents and a worked two-player example:
-    docs/multiagent.md ("Per-agent advantages").
+    Returns ``(advantage, return_)`` ``[T, B, A]``. Episode ends, waiting
+    agents and a worked example: docs/multiagent.md ("Per-agent advantages").
 
     Args:
         agent_reward: ``[T, B, A]`` float32/float64; ``value``, ``agent_mask``,
@@ -98,9 +98,6 @@ def multiagent_gae(
         final_value: ``[T, B, A]``; required unless ``truncation_as_termination``.
         bootstrap_acting: ``[B, A]`` flags: the agent is to act at
             ``observation[T]``; None: every agent is (a parallel env).
-
-    Returns:
-        ``(advantage, return_)``, each ``[T, B, A]`` with ``value``'s dtype.
 
     Raises:
         ShapeError: an input has the wrong shape (DtypeError: dtype).

@@ -42,14 +42,11 @@ class DQN:
     Args:
         agent: the :class:`~parllel.jax.agents.DqnAgent` (trained in place).
         optimizer: an optax transformation (e.g. :func:`~parllel.jax.algos.adam`).
-        double_dqn: choose next actions with the online network.
         target_update_interval: hard target update every this many updates
             (default 1000 when ``tau`` is not given).
         tau: or polyak coefficient per update (exclusive with the interval).
-        updates_per_optimize: fixed gradient updates per :meth:`optimize`.
-        replay_ratio: or gradient updates per environment step.
-        scan: run a call's updates as one ``lax.scan`` (None: unless a CNN
-            Q-network runs on the CPU).
+        replay_ratio: gradient updates per env step (or ``updates_per_optimize``).
+        scan: one ``lax.scan`` per call (None: unless a CNN runs on the CPU).
 
     Raises:
         ConfigError: invalid hyperparameters, another agent or optimizer.

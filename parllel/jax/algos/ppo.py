@@ -63,13 +63,10 @@ class PPO:
         >>> metrics = ppo.optimize(sample_tree)
 
     Args:
-        agent: holds ``params`` and ``evaluate(params, observation, action)``
-            (e.g. :class:`~parllel.jax.agents.ActorCriticAgent`); trained in place.
+        agent: e.g. :class:`~parllel.jax.agents.ActorCriticAgent` (trained in place).
         optimizer: an optax transformation; with ``learning_rate`` it must keep
             its learning rate in its state (``optax.inject_hyperparams``).
-        learning_rate: None (keep the optimizer's), a float or a schedule.
         target_kl: skip the rest of the update once a minibatch's KL exceeds it.
-        total_updates: number of :meth:`optimize` calls, for schedule progress.
         seed: seed of the minibatch order (e.g. ``seeds.torch``).
 
     Raises:

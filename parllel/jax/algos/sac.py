@@ -46,15 +46,11 @@ class SAC:
 
     Args:
         agent: the :class:`~parllel.jax.agents.SacAgent` (trained in place).
-        optimizers: :class:`~parllel.jax.algos.SacOptimizers`.
         alpha: an :class:`EntropyCoefficient`, or a float for a fixed alpha.
         seed: seed of the reparameterization noise (e.g. ``seeds.torch``).
         target_entropy: default ``-action_dim``.
-        tau: polyak coefficient of the target update, in ``(0, 1]``.
-        updates_per_optimize: fixed gradient updates per :meth:`optimize`.
-        replay_ratio: or gradient updates per environment step.
-        policy_delay: ``d > 1``: every ``d``-th update the actor and alpha take
-            ``d`` steps (the critic steps every update).
+        replay_ratio: gradient updates per env step (or ``updates_per_optimize``).
+        policy_delay: ``d``: actor and alpha take ``d`` steps every ``d``-th update.
 
     Raises:
         ConfigError: invalid hyperparameters.

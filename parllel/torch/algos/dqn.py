@@ -73,19 +73,15 @@ class DQN:
         >>> metrics = dqn.optimize(replay)
 
     Args:
-        agent: a :class:`~parllel.torch.agents.dqn_agent.DqnAgent` (or anything
-            with a ``q_network`` mapping observations to ``[..., num_actions]``).
+        agent: a :class:`~parllel.torch.agents.dqn_agent.DqnAgent`, or any
+            object with a ``q_network``.
         optimizer: optimizer over every parameter of the Q-network.
-        target_update_interval: hard target update every this many updates
-            (default 1000 when ``tau`` is not given).
+        target_update_interval: updates between target copies (default 1000).
         tau: or polyak coefficient per update (exclusive with the interval).
-        updates_per_optimize: fixed gradient updates per :meth:`optimize`.
-        replay_ratio: or gradient updates per environment step.
-        device: where batches are moved (default: the Q-network's device).
+        replay_ratio: gradient updates per env step (or ``updates_per_optimize``).
 
     Raises:
-        ConfigError: invalid hyperparameters, or an optimizer that misses
-            parameters of the Q-network.
+        ConfigError: bad hyperparameters, or an incomplete optimizer.
     """
 
     def __init__(

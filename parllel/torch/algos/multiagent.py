@@ -61,18 +61,15 @@ def flatten_agents(
     ``agent_info`` leaves, ``extra_fields``) become ``[T, B * A, ...]`` (column
     ``b * A + a``, views where possible); ``valid`` is ``env_info.agent_mask``
     (and ``policy_index`` matches, and the env-level ``valid``). Other fields
-    are left out. Run :class:`~parllel.transforms.MultiAgentGAE` first (see
-    docs/multiagent.md, "The training view").
+    are left out. Returns a dict of torch tensors. Run
+    :class:`~parllel.transforms.MultiAgentGAE` first (see docs/multiagent.md,
+    "The training view").
 
     Args:
         batch: the multi-agent sample tree (Arrays, numpy or torch), observation
             without its bootstrap row ``T``.
-        policy_index: keep only the rows of this policy; None keeps every
-            acted row.
+        policy_index: keep only this policy's rows (None: every acted row).
         extra_fields: further per-agent fields (e.g. ``fields.PREV_ACTION``).
-
-    Returns:
-        A dict of torch tensors with ``valid`` ``[T, B * A]`` bool.
 
     Raises:
         TreeStructureError: a needed field is missing.

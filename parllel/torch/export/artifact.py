@@ -151,7 +151,6 @@ def export_policy(
             observation; ``action_space`` likewise.
         env_factory: the function building the env, ``"module:function"`` or
             ``"path/to/file.py:function"`` (recorded relative to the file).
-        metadata: more plain values to store.
 
     Returns:
         The file written (atomically).
