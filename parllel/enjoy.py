@@ -6,23 +6,10 @@
     python -m parllel.enjoy policy.pt --env CartPole-v1
     python -m parllel.enjoy RUN_DIR --env my_envs:make_env --stochastic
 
-The policy is loaded with :func:`load_any_policy`: a torch run's with
-:func:`parllel.torch.load_policy` (its ``policy.pt``, or its newest
-checkpoint), a JAX run's with
-:func:`~parllel.export.numpy_policy.load_numpy_policy` (its ``policy.npz``
-or newest checkpoint, played in numpy: neither JAX nor torch is imported).
-The env is built from
-``--env`` if given, else from what the export records: its ``env_factory``
-(``"module:function"``, or ``"path/to/file.py:function"`` relative to the
-run directory; one not found here is named, with ``--env`` to pass), else
-its ``env_id`` (``gymnasium.make``). A factory with an ``env_id`` parameter
-is called with the export's ``env_id`` when it records one (one factory for
-many games: ``parllel.envs.atari:make_atari_env`` with ``ALE/Breakout-v5``).
-Each episode's return and length are
-printed (an episode cut by ``--max-steps`` says so), then the mean. ``--video DIR`` records every episode with
-gymnasium's ``RecordVideo`` (the env must render ``rgb_array`` frames: a
-factory then needs a ``render_mode`` argument); it needs moviepy (and pygame
-for gymnasium's classic-control envs), the ``video`` extra.
+The policy is loaded with :func:`load_any_policy` (torch or numpy-played
+JAX); the env comes from ``--env``, else the export's ``env_factory`` or
+``env_id``. Prints each episode's return and length, then the mean. Details:
+docs/training.md ("Exporting a policy and watching it").
 """
 
 from __future__ import annotations

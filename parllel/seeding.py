@@ -1,32 +1,12 @@
 """One seed scheme: every random stream of a run from one master seed.
 
-The master seed feeds numpy's :class:`~numpy.random.SeedSequence`; each
-consumer gets the child with its own spawn key, and no two consumers share a
-key (:class:`Stream`):
-
-==================  ===================  ==========================================
-stream              spawn key            consumer
-==================  ===================  ==========================================
-python              ``(0,)``             python ``random``
-numpy               ``(1,)``             numpy's global RNG, :meth:`Seeds.numpy_generator`
-torch               ``(2,)``             ``torch.manual_seed``
-envs                ``(3, i)``           training env ``i``'s first ``reset(seed=...)``
-eval envs           ``(4, i)``           evaluation env ``i``
-decorrelation       ``(5,)``             a sampler's random decorrelation actions
-replay              ``(6,)``             a replay buffer's sampling generator
-actions             ``(9, i)``           sampler ``i``'s action draws (``TorchHandler(seed=...)``)
-==================  ===================  ==========================================
-
-Every seed is in ``[0, 2**31)`` (:func:`derive_seed`): envs written in C++
-that take a signed 32-bit seed accept it. An env's own seed in turn seeds its
-action space (key ``(7,)`` under the env's seed) and, should its worker
-process die and be restarted, its fresh envs (key ``(8, restart)``). Children are statistically independent, and env
-``i``'s seed depends only on the master seed and ``i``: adding envs does not
-change the seeds of the existing ones. :class:`Seeds` holds them all as plain
-ints (what a run records in ``metadata.json``), and the cages compute the very
-same env seeds from a master seed: ``CageOptions(seed=master)``
-and ``CageOptions(seed=Seeds.from_master(master, 8).envs)`` are
-the same cage.
+The master seed feeds numpy's :class:`~numpy.random.SeedSequence` and each
+consumer (python, numpy, torch, envs, eval envs, decorrelation, replay,
+actions) gets the child of its own spawn key (:class:`Stream`); every seed
+is in ``[0, 2**31)``. Env ``i``'s seed depends only on the master seed and
+``i``, and ``CageOptions(seed=master)`` seeds the same envs as
+``CageOptions(seed=Seeds.from_master(master, 8).envs)``. The table of
+streams: docs/logging.md ("Seeding"); the envs' keys: docs/cages.md.
 """
 
 from __future__ import annotations
@@ -204,21 +184,11 @@ class Seeds:
 
     Attributes:
         master: the master seed everything else derives from.
-        python: seed for the ``random`` module.
-        numpy: seed for numpy's global RNG and :meth:`numpy_generator`.
-        torch: seed for ``torch.manual_seed``.
-        decorrelation: seed for a sampler's decorrelation actions
-            (``FeedForwardSampler(..., seed=seeds.decorrelation)``).
-        replay: seed for a replay buffer's generator
-            (``np.random.default_rng(seeds.replay)``).
-        actions: seed of the sampler's action draws
-            (``TorchHandler(agent, n_envs, seed=seeds.actions)``): the agent
-            samples from a generator of its own, so the actions do not
-            depend on how much randomness the learner draws, nor on the
-            process the sampler runs in.
-        envs: one seed per training env (what cages given ``seeds.master``
-            use).
-        eval_envs: one seed per evaluation env.
+        decorrelation: a sampler's decorrelation actions (``seed=``).
+        replay: a replay buffer's generator (``np.random.default_rng``).
+        actions: the handler's action draws (``TorchHandler(..., seed=)``), so
+            actions do not depend on the learner's randomness.
+        envs: one seed per training env; ``eval_envs``: per evaluation env.
     """
 
     master: int

@@ -24,28 +24,12 @@ STORAGE_KINDS = ("local", "shared")
 class Array:
     """A numpy-compatible batch buffer, allocated once, local or shared.
 
-    Shape is ``batch_shape + feature_shape``; the first batch dimension is
-    time (length ``T``). Reading ``array[index]`` returns exactly what numpy
-    would return for the same index on a ``[T, ...]`` ndarray (a view for
-    basic indices); writing checks that the value's dtype casts safely
-    (``same_kind``) and that its shape fits, then writes in place.
-
-    ``padding=P`` adds ``P`` rows after the batch (``array[T]`` is the
-    bootstrap slot for the observation after the last step) and ``P`` rows
-    before it, reached in padded coordinates: ``array.padded[-1]`` is the row
-    before row 0, while ``array[-1]`` is, as in numpy, the last row ``T - 1``.
-    :meth:`rotate` starts the next batch by carrying the rows around the batch
-    boundary over to the start, so ``array.padded[t - 1]`` at ``t = 0`` is the
-    previous batch's last row and ``array[0]`` the previous ``array[T]``.
-
-    ``full_size`` (a multiple of ``T``) makes a rotating replay buffer: the
-    batch window slides over ``full_size`` rows, one window per
-    :meth:`rotate`, and :attr:`full` views everything written so far.
-
-    ``storage="shared"`` puts the data in OS shared memory; pickling such an
-    array sends only the segment name, so workers under fork, spawn or
-    forkserver attach to the same memory. The creating process unlinks the
-    segment on :meth:`close`, at garbage collection, or at exit.
+    Shape is ``batch_shape + feature_shape`` (time first). Indexing reads like
+    numpy; writing checks dtype (``same_kind``) and shape, then writes in place.
+    ``padding=P`` adds ``P`` rows on each side (``array[T]`` is the bootstrap
+    row, ``array.padded[-1]`` the row before 0), :meth:`rotate` starts the next
+    batch, ``full_size`` makes a rotating replay buffer and ``storage="shared"``
+    puts the data in OS shared memory (see docs/arrays.md).
 
     Example:
         >>> obs = Array(batch_shape=(4, 2), feature_shape=(3,), dtype=np.float32,

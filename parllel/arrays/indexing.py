@@ -1,22 +1,12 @@
 """Translate index expressions on an Array's batch window to storage indices.
 
-An :class:`~parllel.arrays.Array` stores its rows (the leading, time
-dimension) in a larger buffer: ``padding`` rows before the window, the window
-of ``T`` rows, ``padding`` rows after it (and, for full-size arrays, more rows
-that the window slides over). Only the leading dimension is translated; every
-other index component is passed to numpy unchanged, so numpy's semantics hold.
-
-Two coordinate systems exist for the leading index:
-
-* **batch coordinates** (``array[...]``): numpy's meaning. ``-1`` is the last
-  row of the batch (``T - 1``) and slices cover the ``T`` batch rows exactly
-  as numpy would; in addition the integers ``T .. T + P - 1`` (which numpy
-  would reject) reach the trailing padding, e.g. ``array[T]``, the bootstrap
-  slot.
-* **padded coordinates** (``array.padded[...]``): no wrap-around at all.
-  ``-P .. -1`` are the padding rows *before* row 0, so ``array.padded[t - 1]``
-  is "the previous step" even at ``t = 0``, and slices span the padding
-  (``array.padded[1 : T + 1]`` is the next-observation view).
+An :class:`~parllel.arrays.Array` stores its rows in a larger buffer
+(padding, the ``T``-row window, padding, and for full-size arrays the rows
+the window slides over). Only the leading index is translated, in batch
+coordinates (``array[...]``: numpy's meaning, plus ``T .. T + P - 1`` for
+the trailing padding) or padded coordinates (``array.padded[...]``: no
+wrap-around); every other component goes to numpy unchanged. See
+docs/arrays.md ("Padding").
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Named OS shared-memory segments with strict ownership.
 
-A :class:`SharedSegment` is created by one process (its *owner*) and attached
-by name from any other process (fork, spawn or forkserver children). Only the
-owner unlinks the segment: on :meth:`SharedSegment.close`, when the segment is
-garbage collected, and at interpreter exit. Attaching processes never register
-the segment with any tracker, so a child that exits or crashes cannot remove
-memory the parent still uses, and a child's crash leaves nothing behind once
-the parent closes.
-
-On Linux segments are files in ``/dev/shm`` mapped with :mod:`mmap`; the file
-name is removed at close, the memory itself is released when the last numpy
-view of it is garbage collected (unmapping under live views would crash).
-The owner also registers each segment with multiprocessing's resource
-tracker (a helper process that outlives it), so that a segment is removed
-even when the owner is killed (SIGTERM, SIGKILL) before it could close it;
-a clean close unregisters it.
+A :class:`SharedSegment` is created by one process (its owner) and attached
+by name from any other (fork, spawn or forkserver children). Only the owner
+unlinks it (on close, garbage collection, exit, or through the resource
+tracker if the owner is killed); attaching processes never do. See
+docs/arrays.md ("Shared memory and ownership").
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """The layouts the tool times: how the envs are spread over processes, which sampler runs.
 
-Every layout is built with the same public call a training script uses
-(:func:`~parllel.cages.build_cages` with an explicit layout, or
-:func:`~parllel.patterns.build_alternating_cages`), so the call the tool
-recommends is exactly the one it measured.
-
-- ``serial``: a :class:`~parllel.cages.SerialCage`; everything in this process.
-- ``process-main``: a :class:`~parllel.cages.ProcessCage` whose main process
-  steps a share of the envs while workers step the rest, split as
-  :func:`~parllel.cages.suggest_layout` splits them.
-- ``process-workers``: the same cage with every env in workers
-  (``main_process_envs=0``), one worker per core (one core left to the
-  main process from 4 cores on).
-- ``process-rebalance``: ``process-main`` with ``rebalance=True`` (envs move
-  to whichever process finishes its share sooner).
-- ``alternating``: two process cages (one worker each; from 4 cores on, half
-  of the workers of ``process-workers`` each) under an
-  :class:`~parllel.samplers.AlternatingSampler`, which computes the actions
-  of one half while the other half steps.
+``serial``, ``process-main``, ``process-workers``, ``process-rebalance`` and
+``alternating``, each built with the public call a training script uses
+(:func:`~parllel.cages.build_cages`,
+:func:`~parllel.patterns.build_alternating_cages`), so the recommended call
+is exactly the measured one. The table of layouts: docs/logging.md
+("Measure your env's best layout").
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Timing ``collect_batch()`` of a real sampler on one layout.
 
-One measurement builds the layout's cages, a handler for the policy, a
-sample tree and the sampler a training script would use
-(:class:`~parllel.samplers.FeedForwardSampler`, or
-:class:`~parllel.samplers.AlternatingSampler` for ``alternating``), with no
-transforms. It warms up (one batch, and until a quarter of ``seconds`` has
-passed: workers attach to the buffers, a load balancer settles), then runs
-``repeats`` timed repeats of ``seconds / repeats`` each (whole batches, at
-least one per repeat) and keeps the median of their steps/s. A cage that
-switches load balancing off (its envs cannot move between processes) marks
-the measurement ``refused``; its warning is not shown, the row says it. Only one layout
-exists at a time: the cages' polling budget depends on how many stepping
-processes exist, so a layout is timed alone, as it would run. Cages and the
-sample tree are closed before it returns, whatever happens.
+One measurement builds the layout's cages, handler, sample tree and sampler
+(no transforms), warms up, then keeps the median steps/s of ``repeats``
+timed repeats; a layout whose load balancing the envs refuse is marked
+``refused``. Layouts are timed one at a time and everything is closed
+before returning. Details: docs/logging.md ("Measure your env's best
+layout").
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The recommended layout from measurements, next to suggest_layout_for's prediction.
 
-:func:`~parllel.cages.building.suggest_layout_for` (what ``build_cages(...,
-parallel="auto")`` runs) predicts from two costs timed on their own: one env
-step and one synchronization with a worker. The tool measures whole batches
-of each layout. Both answer the same question, serial or processes (and
-with which split); :class:`Recommendation` holds both answers and says
-whether they agree.
-
-The recommended layout is the fastest measured, except that a simpler one
-within ``margin`` of it wins (differences that small are within what
-repeated measurements on one machine vary by): serial first, then the layout
-``suggest_layout_for`` predicts. Layouts that failed, or that the env refuses
-(load balancing of envs that cannot move), are never recommended.
+:class:`Recommendation` holds the fastest measured layout (a simpler one
+within ``margin`` wins: serial first, then the predicted one; failed or
+refused layouts never do) and the prediction of
+:func:`~parllel.cages.building.suggest_layout_for`, and says whether they
+agree.
 """
 
 from __future__ import annotations

@@ -103,33 +103,20 @@ def run_bench(
 ) -> BenchReport:
     """Time ``collect_batch()`` of every layout for each env count and policy.
 
-    For each env count, first asks :func:`~parllel.cages.building.suggest_layout_for`
-    for its prediction, then measures each layout
-    (:func:`~parllel.bench.measure.measure_layout`) with each policy, and
-    recommends one (:func:`~parllel.bench.recommend.recommend`). Nothing
-    measured is lost: a layout (or policy) that raises is a row with its
-    error, and so is a failed prediction (a note). Load balancing of envs
-    that cannot move between processes
-    (:func:`~parllel.cages.move_refusal`, e.g. MuJoCo's) is measured, marked
-    refused and never recommended.
+    For each env count: the predicted layout, a measurement of each layout with
+    each policy, and a recommendation. A layout, policy or prediction that fails
+    is kept as a row with its error; balancing of envs that cannot move between
+    processes is measured but never recommended.
 
     Args:
         env_factory: ``MODULE:FACTORY`` or a loaded :class:`EnvFactory`.
-        envs: env counts to try (each >= 1).
-        seconds: timed seconds per measurement.
-        policies: ``"random"`` and/or ``"mlp"``.
-        batch_T: time steps per batch.
+        policies: ``"random"`` and/or ``"mlp"`` (needs torch).
         layouts: names of the layouts to try (default: all that apply).
-        margin: a simpler layout within this fraction of the fastest is
-            recommended instead.
-        progress: called with a line before each step (default: print to
-            stderr; None: silent).
+        margin: a simpler layout within this fraction of the fastest wins.
+        progress: called with a line before each step (None: silent).
 
     Raises:
-        ConfigError: the factory does not import, is not callable, raises
-            or returns no env (checked before measuring).
-        ConfigError: invalid arguments.
-        MissingDependencyError: ``"mlp"`` without torch.
+        ConfigError: invalid arguments, or a factory that fails to build an env.
 
     Example:
         >>> report = run_bench("gymnasium.envs.classic_control.cartpole:CartPoleEnv",

@@ -47,38 +47,21 @@ class CageState(enum.Enum):
 class Cage(ABC):
     """Steps ``n_envs`` gymnasium envs, writing results into preallocated slots.
 
-    :class:`SerialCage` and :class:`ProcessCage` never receive a live env:
-    they call ``env_factory(**env_kwargs)`` once per env (in worker processes
-    for :class:`ProcessCage`). A cage over envs someone else built (e.g.
-    ``parllel.interop.VectorEnvCage`` over a gymnasium vector env) passes no
-    factory (``env_factory=None``). Use any cage as::
+    Built cages call ``env_factory(**env_kwargs)`` once per env; cages over envs
+    built elsewhere pass ``env_factory=None``. ``step_slots`` maps
+    :mod:`parllel.fields` names (``observation``, ``reward``, ``terminated``,
+    ``truncated``, optionally ``env_info`` and ``final_observation``) to
+    ``[n_envs]`` views. ``env_indices`` are cage-local and may be negative.
+    Subclasses implement the ``_``-prefixed hooks (see docs/cages.md).
+
+    Example::
 
         cage.reset(sample_tree.observation[0])
         cage.step_async(sample_tree.action[t], out=step_slots)
         completed = cage.await_step()   # TrajInfos of finished episodes
 
-    where ``step_slots`` maps :mod:`parllel.fields` names to ``[n_envs]``
-    views: ``observation`` (the next-observation slots, e.g. ``obs[t + 1]``),
-    ``reward``, ``terminated``, ``truncated`` and optionally ``env_info``
-    (preallocated info keys) and ``final_observation`` (the last observation
-    of episodes ending in this step; in auto-reset mode the ``observation``
-    slot then receives the reset observation of the next episode).
-
-    ``env_indices`` (of :meth:`reset`, :meth:`call`, :meth:`apply`,
-    :meth:`get_attr`, :meth:`set_attr`, :meth:`render`) are cage-local;
-    negative ones count from the end as in a Python list (-1: the last env),
-    and any other out of range raises :class:`~parllel.errors.EnvIndexError`
-    (a ConfigError and an IndexError).
-
-    Subclasses implement the ``_``-prefixed hooks; this class owns argument
-    checks and the call-order state machine.
-
     Attributes:
-        local_step_seconds: seconds this process has spent stepping this
-            cage's envs itself (all of a serial cage's steps, a process
-            cage's main-process share), summed since it was built; samplers
-            read it once per batch to tell env stepping from waiting on
-            worker processes.
+        local_step_seconds: seconds this process has spent stepping envs itself.
     """
 
     #: True if envs run in other processes, which reach slots by shared memory

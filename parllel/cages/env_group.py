@@ -36,21 +36,12 @@ class EnvGroup:
 
     Args:
         env_factory: callable returning a gymnasium env (called once per env).
-        env_kwargs: keyword arguments for ``env_factory``.
         env_indices: global indices of the envs.
-        env_seeds: one seed per env (aligned with ``env_indices``), given to
-            its first ``reset(seed=...)``; its action space is seeded from it
-            too (:mod:`parllel.seeding`). None: unseeded.
-        options: the cage's options (its seed and offset are not read: the
-            envs' seeds and indices are given); ``reset_mode="auto"`` resets
-            an env in the step that ended its episode (the next observation
-            slot gets the reset observation); ``"wait"`` leaves it finished
-            until :meth:`reset` is called; ``"next_step"`` resets it in its
-            next step instead of stepping it (the action is ignored, reward 0,
-            flags False, the observation slot gets the reset observation),
-            like gymnasium's ``NEXT_STEP`` autoreset mode. ``keep_infos``
-            keeps the info dicts of the last :meth:`step` or :meth:`reset` in
-            :attr:`step_infos` and :attr:`reset_infos` (by view index).
+        env_seeds: one seed per env, given to its first ``reset(seed=...)`` and
+            its action space (None: unseeded).
+        options: the cage's options (its seed and offset are not read); its
+            ``reset_mode`` (docs/cages.md, "Episodes") and ``keep_infos``
+            (:attr:`step_infos`, :attr:`reset_infos`) apply.
     """
 
     def __init__(

@@ -1,19 +1,10 @@
 """Source lines of code sent by value to worker processes, for their tracebacks.
 
-cloudpickle sends a function or class defined in the main script (or a
-notebook) by value: its code objects keep the file name they were compiled
-under, but a worker may not be able to read that file (a notebook cell, a
-script run from another tool, a file since deleted), so its traceback names
-a line without showing it, or a pseudo-file such as ``<dynamic-code>``.
-
-:func:`collect_sources` gathers, in the parent, the source lines of those
-files from the parent's :mod:`linecache`; :meth:`CodeSources.install`
-registers them in the worker's, so ``traceback`` shows the user's lines.
-The worker's copies of the code get back the file names the parent's code
-has: cloudpickle (3.1 and newer) names every code object it sends
-``<dynamic-code>``. Code compiled under a pseudo-file name (``<...>``) whose
-every function is found at its line in the main script is named with the
-script's path, so the traceback names the user's file and line.
+A function cloudpickle sends from the main script or a notebook keeps a file
+name the worker may not be able to read, so its traceback would show no
+source. :func:`collect_sources` gathers the lines from the parent's
+:mod:`linecache` and :meth:`CodeSources.install` registers them in the
+worker's, restoring the parent's file names (see docs/cages.md, "Faults").
 """
 
 from __future__ import annotations

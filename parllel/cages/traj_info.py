@@ -10,31 +10,19 @@ from typing import Any
 class TrajInfo:
     """Statistics of one episode (trajectory), filled while it runs.
 
-    The cage creates one per env and episode, calls :meth:`step` after every
-    env step and :meth:`finish` when the episode ends, then hands the object
-    back to the sampler. To record more, subclass and extend :meth:`step`
-    (call ``super().step(...)``) — e.g. read a key of ``env_info`` — and pass
-    the subclass to the cage as ``traj_info_type``. Instances must pickle
-    (they cross process boundaries when an episode ends in a worker).
+    The cage calls :meth:`step` after every env step and :meth:`finish` when the
+    episode ends. To record more, subclass, extend :meth:`step` and pass the
+    subclass as ``traj_info_type``; instances must pickle (see docs/cages.md).
 
     Attributes:
         env_index: global index of the env that ran the episode.
-        length: number of steps.
         return_: undiscounted sum of rewards.
-        discounted_return: sum of ``discount**t * reward``.
-        terminated: the episode ended in a terminal state.
         truncated: the episode was cut (time limit, or its worker was lost).
         lost: the episode was cut because its worker process died.
-        partial: the env's game goes on after this episode (a life lost
-            under episodic life, :class:`parllel.envs.atari.GameTrajInfo`):
-            episode statistics (:class:`parllel.logging.EpisodeStats`) skip
-            it, and the game's last episode reports the whole game.
-        extra: env-info entries of the last step that no env-info slot stored
-            (strings, nested dicts, keys absent from the probe step, or every
-            entry when the cage was given no ``env_info`` slots), kept as-is.
-            Preallocated keys are in the sample tree's ``env_info`` instead.
-        reset_info: the info dict returned by the reset that started the
-            episode (explicit or automatic), kept as-is; empty if it was.
+        partial: the game goes on after this episode (a life lost); statistics
+            skip it.
+        extra: env-info entries of the last step that no slot stored.
+        reset_info: the info dict of the reset that started the episode.
 
     Example:
         >>> class LivesTrajInfo(TrajInfo):

@@ -1,26 +1,13 @@
 """RaySampler: N Ray actors, each a complete local sampler, one remote call per batch.
 
-Each actor builds its own sampler with ``build_sampler(actor_index,
-*args)`` (cages, process cages included; a handler with a CPU copy of the
-policy; transforms) and answers a request with one whole ``[T, B_i]``
-batch: its tree's arrays (with the padding rows), its finished episodes,
-the policy version that collected it and its transforms' state. The learner
-holds one ``[T, sum B_i]`` tree and copies each actor's batch into its
-columns; :meth:`RaySampler.collect_batch` returns the
-:class:`~parllel.samplers.BackgroundBatch` a
-:class:`~parllel.samplers.BackgroundSampler` returns, so the runners drive
-both alike.
-
-Weights: the sampler is also the publisher. :meth:`RaySampler.publish_weights`
-puts the CPU state of ``modules`` in Ray's object store once; every request
-carries a reference to the newest weights and their version, and an actor
-fetches them only if it holds an older version.
-
-Lag: as for the background sampler, batch ``n`` is collected with policy
-version ``>= v0 + n - max_lag`` (``v0`` the version when sampling starts),
-assuming the learner publishes once per batch; the requests for batch
-``n`` are sent only once that version is published, so at most ``max_lag +
-1`` requests (and never more than ``max_in_flight``) wait at an actor.
+Each actor builds its own sampler with ``build_sampler(actor_index, *args)``
+and answers a request with one whole ``[T, B_i]`` batch, which the learner
+copies into the columns of its ``[T, sum B_i]`` tree;
+:meth:`RaySampler.collect_batch` returns a
+:class:`~parllel.samplers.BackgroundBatch`, as a background sampler does.
+The sampler also publishes the weights through Ray's object store, with the
+background sampler's bound on policy lag (docs/distributed.md, "Weights and
+policy lag").
 """
 
 from __future__ import annotations
@@ -54,59 +41,21 @@ class RaySampler(AsyncSampler):
     """N Ray actors that each run a local sampler and return whole batches.
 
     Args:
-        build_sampler: a picklable function ``build_sampler(actor_index,
-            *args)`` that returns a complete local sampler (e.g. a
-            :class:`~parllel.samplers.FeedForwardSampler` with its cages,
-            a :class:`~parllel.torch.handler.TorchHandler` on CPU and its
-            transforms) over actor ``actor_index``'s envs. Give actor ``i``
-            the envs ``offset_i ..`` of the master seed (``SerialCage(...,
-            seed=master, env_offset=offset_i)``), so the actors' envs have
-            disjoint seed streams and the learner's tree columns are the
-            columns of one local sampler over all the envs.
-        *args: its further arguments (picklable).
-        n_actors: number of actors.
-        max_lag: batch ``n`` is collected with policy version ``>= v0 + n -
-            max_lag`` (0: synchronous, None: no bound); see the module doc.
+        build_sampler: picklable ``build_sampler(actor_index, *args)`` returning
+            a complete local sampler over that actor's envs (give actor ``i``
+            disjoint seeds with ``env_offset``; see docs/distributed.md).
+        max_lag: batch ``n`` uses policy version ``>= v0 + n - max_lag``
+            (0: synchronous, None: no bound).
         modules: ``{name: nn.Module}`` of the learner's policy, named as
-            :func:`~parllel.torch.weights.agent_modules` names the actors'
-            agent's modules (e.g. ``{"model": agent.model}``); published as
-            version 0 at construction. None: no weights are sent.
-        address: a running Ray cluster to join (``"auto"``, or its address);
-            None: this process's Ray if initialized, else a new local Ray of
-            its own (never another Ray running on the machine).
-        num_cpus_per_actor: Ray CPUs each actor reserves.
-        node_ids: one Ray node id per actor to place it on (hard affinity),
-            or None.
-        max_restarts: how often Ray restarts each actor that dies; the batch
-            it was collecting is dropped and requested again from the
-            restarted actor once it built its sampler (its envs start from
-            reset, its transforms from its newest state the learner
-            received).
-        start_timeout: seconds an actor may take to start and build its
-            sampler, at construction and after each restart; beyond it
-            :class:`~parllel.errors.DistributedSamplerError` names the actor
-            (its builder hangs, or no node has the resources it asks for).
-            None: wait for ever (e.g. for an autoscaling cluster's nodes).
-        timeout_seconds: a batch (or its sampler) an actor has not returned
-            (built) after this long is
-            reported (:class:`~parllel.errors.ParllelWarning`,
-            once per period) and counted in :attr:`timeouts`; the learner
-            keeps waiting. None: never reported.
-        max_in_flight: requests waiting at each actor at most (default
-            ``max_lag + 1``, or 2 with ``max_lag=None``).
-        close_timeout: seconds :meth:`close` lets the actors close their
-            samplers before it kills them.
-        actor_options: further ``ray.remote`` options of the actors (e.g.
-            ``{"runtime_env": ...}``).
+            :func:`~parllel.torch.weights.agent_modules` does; None: no weights.
+        address: a Ray cluster to join (``"auto"``); None: a local Ray.
+        node_ids: one Ray node id per actor (hard affinity), or None.
+        timeout_seconds: a batch late by this long is warned about and counted.
+        max_in_flight: requests waiting at each actor (default ``max_lag + 1``).
 
     Attributes:
-        restarts: actors Ray restarted after they died.
-        dropped_batches: actor batches lost with an actor that died
-            (each collected again by the restarted actor).
-        timeouts: batches reported for exceeding ``timeout_seconds``.
-        phase_times: the actors' sampler :class:`~parllel.timing.PhaseTimes`,
-            sent with every batch (one recording per actor batch, so the
-            milliseconds per batch are the actors' mean).
+        restarts: actors Ray restarted (also ``dropped_batches``,
+            ``timeouts``: docs/distributed.md, "Faults and counters").
 
     Example:
         >>> with RaySampler(build_sampler, n_actors=2, modules={"model": agent.model}) as sampler:

@@ -1,25 +1,11 @@
 """The standard Atari preprocessing, built on gymnasium's wrappers.
 
-:func:`make_atari_env` builds the stack of the DQN and PPO papers (and of
-SB3's ``AtariWrapper``, CleanRL's ``ppo_atari.py``) from an ALE v5 env made
-with ``frameskip=1``:
-
-- gymnasium's ``AtariPreprocessing``: up to ``noop_max`` no-op actions at
-  reset, ``frame_skip`` repeats of each action with the max of the last two
-  frames, 84x84 grayscale ``uint8`` frames;
-- :class:`EpisodicLife` (training): a lost life ends the episode for the
-  learner, but the game is only reset when it is really over;
-- :class:`FireReset`, for games whose action meanings include FIRE (press FIRE
-  to start, e.g. Breakout);
-- gymnasium's ``FrameStackObservation``: the last ``frame_stack`` frames,
-  ``(4, 84, 84)``.
-
-Sticky actions (``repeat_action_probability``) are ALE's own. Reward clipping
-is a transform on the sample tree, not a wrapper (so returns stay true):
-:func:`parllel.patterns.add_reward_clipping`.
-
-Needs the ``atari`` extra (ale-py with its bundled ROMs, and OpenCV, which
-``AtariPreprocessing`` resizes with).
+:func:`make_atari_env` builds the stack of the DQN and PPO papers (SB3's
+``AtariWrapper``, CleanRL's ``ppo_atari.py``): ``AtariPreprocessing``,
+:class:`EpisodicLife`, :class:`FireReset` and ``FrameStackObservation``.
+Reward clipping is a transform (:func:`parllel.patterns.add_reward_clipping`),
+so returns stay true. Needs the ``atari`` extra; see docs/atari.md ("The
+env stack").
 """
 
 from __future__ import annotations
@@ -233,12 +219,11 @@ def make_atari_env(
 ) -> gym.Env:
     """An ALE env with the standard Atari preprocessing.
 
-    ``gym.make(env_id, frameskip=1, ...)``, then ``AtariPreprocessing``
-    (no-op reset, frame skip with max-pooling, grayscale, resize), then
-    :class:`EpisodicLife` (if ``episodic_life``), :class:`FireReset` (where
-    the game needs it) and ``FrameStackObservation`` (if ``frame_stack`` > 1;
-    the first stack of an episode repeats the reset frame). Observations are
-    ``uint8`` ``(frame_stack, screen_size, screen_size)``.
+    ``gym.make(env_id, frameskip=1)``, ``AtariPreprocessing`` (no-ops, frame
+    skip with max-pooling, grayscale, resize), then optionally
+    :class:`EpisodicLife`, :class:`FireReset` and ``FrameStackObservation``.
+    Observations are ``uint8`` ``(frame_stack, screen_size, screen_size)``
+    (see docs/atari.md).
 
     Example:
         >>> env = make_atari_env("ALE/Breakout-v5", episodic_life=True)
@@ -249,16 +234,11 @@ def make_atari_env(
         env_id: an ALE v5 id (``"ALE/Pong-v5"``, ``"ALE/Breakout-v5"``).
         frame_stack: frames per observation (1: one ``(84, 84)`` frame).
         noop_max: at most this many no-ops after a game reset (0: none).
-        frame_skip: env frames per action, the last two max-pooled.
-        screen_size: side of the square frames.
-        repeat_action_probability: ALE's sticky actions (Machado et al.
-            2018 use 0.25; the DQN/PPO papers 0).
-        episodic_life: a lost life ends the episode (for training; evaluate
-            on whole games); use :class:`GameTrajInfo` to log games.
-        fire_reset: press FIRE after resets; None: where the game's action 1
-            is FIRE.
+        repeat_action_probability: ALE's sticky actions (0.25 per Machado et al.).
+        episodic_life: a lost life ends the episode; log games with
+            :class:`GameTrajInfo`.
+        fire_reset: press FIRE after resets; None: where the game needs it.
         full_action_space: all 18 ALE actions instead of the game's minimal set.
-        render_mode: passed to ``gym.make``.
         **ale_kwargs: more keyword arguments for ``gym.make``.
     """
     _require_atari()

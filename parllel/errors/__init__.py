@@ -1,21 +1,13 @@
 """One error hierarchy for parllel, grouped by layer.
 
-Every error parllel raises on purpose derives from :class:`ParllelError`, so a
-training script can catch them all; the specific subclasses say what went
-wrong and, where it helps, also derive from the matching builtin
-(``ValueError``, ``TypeError``, ...), so generic handlers keep working. A
-class exists where it is raised from several places or is worth catching on
-its own; other failures raise the nearest such class with a message that names
-the problem and the fix. Every warning is a :class:`ParllelWarning` (filter by
-message). Import them from here (``from parllel.errors import EnvError``); the
-modules hold one layer each:
-
-``base`` (the bases, errors of every layer), ``arrays`` (arrays, trees),
+Every error parllel raises on purpose derives from :class:`ParllelError`
+(and, where it helps, from the matching builtin); every warning is a
+:class:`ParllelWarning`. Import them from here (``from parllel.errors import
+EnvError``); the modules hold one layer each (``base``, ``arrays``,
 ``cages``, ``samplers``, ``distributed``, ``replays``, ``interop``,
-``multiagent``, ``learning`` (the torch layer: losses, policy export) and
-``runtime`` (run directories, checkpoints). The interop errors that are also
-gymnasium's vector-env exception types are in :mod:`parllel.errors.vector_env`
-(it imports gymnasium, so this package does not import it).
+``multiagent``, ``learning``, ``runtime``), and
+:mod:`parllel.errors.vector_env` the ones that need gymnasium. See
+docs/architecture.md ("Decisions worth knowing").
 """
 
 from __future__ import annotations

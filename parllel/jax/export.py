@@ -1,22 +1,12 @@
 """Export a JAX run's policy to ``policy.npz``, which plays in plain numpy.
 
-The file (:mod:`parllel.export.npz`) holds the header every policy file
-has (spaces, provenance, :mod:`parllel.export.header`), the acting
-network's flax modules described as plain data (:func:`describe_module`),
-its distribution (:func:`describe_distribution`), its parameters as numpy
-arrays and the observation normalizer's statistics.
+The file (:mod:`parllel.export.npz`) holds the common header, the acting
+network's flax modules and distribution described as plain data, the
+parameters as numpy arrays and the normalizer's statistics;
 :func:`~parllel.export.numpy_policy.load_numpy_policy` (and
-``python -m parllel.enjoy``) plays it without JAX::
-
-    export_policy(run.path, agent, observation_space=env.observation_space,
-                  action_space=env.action_space, algorithm="PPO",
-                  env_id="CartPole-v1")
-    policy = load_numpy_policy(run.path)
-
-Exportable agents: :class:`~parllel.jax.agents.ActorCriticAgent` (PPO),
-:class:`~parllel.jax.agents.SacAgent` and the JAX DQN agent, and one run of a
-seed group (:class:`~parllel.jax.seeds.RunView`, ``SeededSAC.run_agent(k)``):
-its run's parameters with the group's networks.
+``python -m parllel.enjoy``) plays it without JAX. Exportable: the JAX
+PPO, SAC and DQN agents, and one run of a seed group. See docs/jax.md
+("Exporting the policy and ``parllel.enjoy``").
 """
 
 from __future__ import annotations
@@ -227,26 +217,20 @@ def export_policy(
 
     Args:
         path: the file to write, or a directory (its ``policy.npz``).
-        agent: an ``ActorCriticAgent``, ``SacAgent`` or ``DqnAgent``, or one
-            run of a seed group (``RunView(stack, k)``,
-            ``SeededSAC.run_agent(k)``: that run's parameters).
-        observation_space: the env's observation space (required: JAX agents
-            do not record theirs).
-        action_space: the env's action space (required).
+        agent: an ``ActorCriticAgent``, ``SacAgent`` or ``DqnAgent``, or one run
+            of a seed group (``RunView(stack, k)``, ``SeededSAC.run_agent(k)``).
+        observation_space: required (JAX agents do not record theirs); so is
+            ``action_space``.
         observation_normalizer: the run's normalizer (its statistics are saved).
-        algorithm: what trained it (e.g. ``"PPO"``).
-        env_id: the gymnasium id of the env.
         env_factory: the function building the env (as for
             :func:`parllel.torch.export_policy`).
-        env_steps: env steps of training.
         metadata: more plain values to store.
 
     Returns:
         The file written (atomically).
 
     Raises:
-        PolicyExportError: no spaces given, an agent, distribution or
-            activation that cannot be exported.
+        PolicyExportError: no spaces given, or a part that cannot be exported.
     """
     path = Path(path)
     file = path / NPZ_POLICY_FILE if path.is_dir() else path

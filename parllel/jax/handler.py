@@ -58,24 +58,15 @@ def _host(tree: Any) -> Any:
 class JaxHandler(AgentHandler):
     """:class:`~parllel.agents.Handler` for a :class:`~parllel.jax.agents.JaxAgent`.
 
-    At every step the sampler's numpy views go to one ``jax.jit``-compiled
-    call of the agent's ``policy_step`` with ``agent.params`` and the
-    handler's PRNG key (split inside the call, so no host work draws random
-    numbers); its outputs come back as numpy views of the results and are
-    written into the ``out`` slots (one copy each). On a CPU the inputs are
-    the only other copy (XLA owns its input buffers). In ``"eval"`` mode the
-    actions are the distribution's mode.
-
-    JAX agents are feed-forward: :meth:`reset` and :meth:`write_state` have
-    nothing to do, and recurrent agents are refused.
+    Each step is one ``jax.jit``-compiled call of the agent's ``policy_step``
+    with ``agent.params`` and the handler's PRNG key; outputs are copied into
+    the ``out`` slots. ``"eval"`` mode takes the distribution's mode.
+    Feed-forward agents only (see docs/jax.md, "What is compiled").
 
     Args:
         agent: the JAX agent (e.g. :class:`~parllel.jax.agents.ActorCriticAgent`).
-        n_envs: number of envs stepped.
-        seed: seed of the action draws (``seeds.actions``); None draws one
-            from numpy's global RNG (seeded by ``seed_everything``). The key
-            is the handler's ``generator`` (:class:`ActionKey`), which the
-            runners checkpoint with the run's RNG states.
+        seed: seed of the action draws (``seeds.actions``); None draws one from
+            numpy's global RNG. The key (:class:`ActionKey`) is checkpointed.
 
     Example:
         >>> handler = JaxHandler(agent, n_envs=8, seed=seeds.actions)

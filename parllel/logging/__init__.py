@@ -1,28 +1,16 @@
 """Loggers for training scripts: a protocol, sinks, a live dashboard, episode stats.
 
-Build the loggers in the training script and pass them in; parllel keeps no
-global logger. Every sink implements :class:`Logger`
-(``log(step, metrics)``, ``close()``), and :class:`MultiLogger` fans out to
-several::
+Build the loggers in the script and pass them in (no global logger); every
+sink is a :class:`Logger` (``log(step, metrics)``, ``close()``) and
+:class:`MultiLogger` fans out to several. Optional packages (tensorboard,
+tqdm, rich) are imported only by the sinks that need them. See
+docs/logging.md::
 
-    logger = MultiLogger([
-        StdoutTable(every=10),
-        CsvSink(run.progress_csv),
-        TensorBoardSink(run.tensorboard_dir),
-        ProgressBar(total=total_steps),
-    ])
+    logger = MultiLogger([StdoutTable(every=10), CsvSink(run.progress_csv)])
     stats = EpisodeStats(window=100)
-    ...
     stats.extend(traj_infos)
     logger.log(env_steps, {**stats.metrics(), "train/loss": loss})
     logger.close()
-
-On a terminal, :class:`Dashboard` shows the run live (progress, speed,
-where the time goes, returns, losses, CPU and memory); elsewhere it prints
-one plain line per call.
-
-Optional packages (tensorboard, tqdm, rich) are imported only when the sink
-that needs them is built.
 """
 
 from __future__ import annotations

@@ -44,29 +44,11 @@ def _rich_console_class() -> Any:
 class Dashboard(Sink):
     """Show a run live in the terminal; plain summary lines elsewhere.
 
-    Live mode (a terminal, or ``live=True``): the first ``log`` call starts a
-    ``rich.live.Live`` display, redrawn ``refresh_per_second`` times per
-    second from its own thread (so the elapsed and remaining times tick
-    between log calls); ``log`` only stores the metrics. What a ``print``
-    writes meanwhile appears above the panel. ``close()`` draws the final
-    state, which stays on screen, and gives the terminal back; it is safe to
-    call twice, after an exception, and is also registered to run at exit.
-
-    Plain mode (output not a terminal, or ``live=False``): each ``log`` call
-    writes one line, ``step 12,288/102,400 (12%) | 4,512 steps/s (avg 4,210)
-    | return 87.3 | ...``, with no escape codes. It needs no ``rich``.
-
-    The sections and the metrics they read (sections whose metrics were
-    never logged are left out): progress (the step, ``total_steps``,
-    ``time/updates``); speed (``time/steps_per_second`` now, and the average
-    since the start from ``time/elapsed_s``); elapsed and remaining time (at
-    the average rate); the learner's time (``time/frac/*``) and the
-    sampler's milliseconds per batch (``time/sampler/*_ms``) as bars;
-    episodes (``train/`` and ``eval/`` return and length statistics, a
-    sparkline of the recent ``train/return_mean``, the step of the last
-    evaluation); every ``algo/`` metric; ``async/`` lag, policy version,
-    restarts, dropped batches and timeouts; CPU and resident memory of this
-    process and its descendants (env workers, background sampler).
+    Live mode (a terminal, or ``live=True``) redraws a ``rich`` panel from its
+    own thread; ``log`` only stores the metrics and ``close()`` (safe to call
+    twice, also run at exit) leaves the final state on screen. Plain mode
+    writes one line per ``log`` call and needs no ``rich``. The sections and
+    the metrics they read: docs/logging.md ("Live dashboard").
 
     Example:
         >>> dashboard = Dashboard(total_steps=100_000, title="ppo")
@@ -76,22 +58,13 @@ class Dashboard(Sink):
     Args:
         total_steps: env steps of the whole run (None: no bar, no ETA).
         live: None (live if the output is a terminal), True or False.
-        console: a ``rich.console.Console`` to draw on (a recording console in
-            tests); plain lines go to it too. By default a console on
-            ``stream``.
-        stream: where to write when no ``console`` is given; ``sys.stdout``
-            (looked up at each plain line) if None.
-        title: the panel's title.
-        refresh_per_second: redraws per second of the live display.
+        console: a ``rich.console.Console`` to draw on (default: on ``stream``).
         bar_width: cells of each bar; None fits them to the console width.
-        history: recent mean returns kept for the sparkline.
-        system: show CPU and memory of the run's processes.
         clock: monotonic seconds; injectable for tests.
 
     Raises:
-        ConfigError: if ``refresh_per_second``, ``history`` or ``bar_width``
-            is not positive.
-        MissingDependencyError: in live mode, if ``rich`` is not installed.
+        ConfigError: a non-positive rate, history or bar width.
+        MissingDependencyError: live mode without ``rich``.
     """
 
     def __init__(

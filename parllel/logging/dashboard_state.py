@@ -43,16 +43,10 @@ def _ordered(names: list[str], order: tuple[str, ...]) -> list[str]:
 class DashboardState:
     """The run as the dashboard sees it, updated by each ``log`` call.
 
-    Every metric keeps its last logged value (evaluation results stay until
-    the next evaluation); the recent ``train/return_mean`` values are kept
-    for a sparkline. Times come from ``now`` arguments (a clock the caller
-    owns), so the state never reads the wall clock itself.
-
-    The remaining time counts on the rate of training, not of a warm-up: a
-    log line whose ``time/updates`` did not grow since the previous one
-    (an off-policy run filling its replay before ``learning_starts``:
-    collection only, much faster) leaves the remaining time unknown, and
-    once updates run it is estimated from the steps since the last such line.
+    Every metric keeps its last logged value; recent ``train/return_mean``
+    values feed the sparkline. Times come from ``now`` arguments, never the wall
+    clock. The remaining time is unknown during an off-policy warm-up (no new
+    ``time/updates``) and measured from its last line afterwards.
 
     Example:
         >>> state = DashboardState(total_steps=100_000, now=0.0)

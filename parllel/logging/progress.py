@@ -24,13 +24,9 @@ class ProgressBar(Sink):
     """Show progress in environment steps, the step rate and recent returns.
 
     A :class:`~parllel.logging.Logger`: ``log(step, metrics)`` moves the bar to
-    ``step`` (the global env-step count) and shows the metrics named in
-    ``postfix`` (the last value seen of each). Call :meth:`update_to` between
-    logs for a smoother bar. tqdm is imported only when the bar is shown.
-
-    By default the bar shows only when ``stream`` is a terminal, so logs
-    redirected to a file (or CI output) are not filled with bar redraws;
-    ``disable=True`` always hides it, ``disable=False`` always shows it.
+    ``step`` and shows the ``postfix`` metrics; :meth:`update_to` moves it
+    between logs. Shown only on a terminal by default; tqdm is imported only
+    when shown.
 
     Example:
         >>> bar = ProgressBar(total=1_000_000)
@@ -41,10 +37,8 @@ class ProgressBar(Sink):
         total: env steps of the whole run, or None for an open-ended counter.
         disable: None (show if ``stream`` is a TTY), True or False.
         stream: where to draw; ``sys.stderr`` if None.
-        postfix: label to metric name, or a sequence of metric names (used as
-            their own labels), to show next to the bar.
+        postfix: label to metric name, or metric names (their own labels).
         initial: starting step (when resuming).
-        description: text before the bar.
 
     Raises:
         MissingDependencyError: if the bar is shown and tqdm is not installed.

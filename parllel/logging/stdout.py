@@ -83,18 +83,10 @@ def select_metrics(
 class StdoutTable(Sink):
     """Print every ``every``-th ``log`` call as a compact table, and the last at close.
 
-    A blank line separates the tables.
-
-    By default only the metrics a person watches are shown (``COMPACT_KEYS``:
-    returns, losses, steps per second, elapsed time); the full set belongs in
-    the CSV and TensorBoard sinks. Calls in between are dropped (not
-    averaged): average upstream, e.g. with
-    :class:`~parllel.logging.EpisodeStats`. ``close()`` prints the last call
-    if it was not printed, so a run always ends with a table.
-
-    Given the run's :class:`~parllel.logging.ProgressBar`, tables are written
-    through it (the bar is cleared, the table printed, the bar redrawn below),
-    so they never collide with the bar.
+    Shows the ``COMPACT_KEYS`` metrics by default; calls in between are dropped
+    (average upstream, e.g. with :class:`~parllel.logging.EpisodeStats`). Given
+    the run's :class:`~parllel.logging.ProgressBar`, tables are written through
+    it so they never collide with the bar.
 
     Example:
         >>> table = StdoutTable(every=5)
@@ -103,12 +95,9 @@ class StdoutTable(Sink):
         >>> table.close()  # prints the last call (update 6)
 
     Args:
-        every: print on calls ``0, every, 2 * every, ...``.
         stream: where to write; ``sys.stdout`` (looked up at each print) if None.
-        sort: sort rows by metric name.
         keys: shell-style patterns of the metrics to show; None shows all.
-        progress_bar: write through this bar (anything with ``write(text,
-            stream)``).
+        progress_bar: write through this bar (anything with ``write(text, stream)``).
     """
 
     def __init__(

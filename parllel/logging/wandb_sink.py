@@ -1,20 +1,10 @@
 """A logger sending metrics, config and run metadata to Weights & Biases.
 
-The W&B run is tied to the parllel run directory: its id is stored in
-``logs/wandb.json`` (with the last step W&B received), W&B's own files go to
-``logs/wandb/``, the run's ``config.json`` becomes the W&B config and its
-``metadata.json`` (versions, seeds, command, git commit) the config entry
-``parllel_metadata``. ``wandb`` is imported when the sink is built, so
-importing :mod:`parllel.logging` does not need it.
-
-Resuming: a sink built with ``resume=True`` continues the W&B run whose id
-the run directory stored (``wandb.init(id=..., resume="allow")``), so one
-parllel run is one W&B run however often it is resumed. W&B keeps a run's
-history and accepts only increasing steps, so :meth:`WandbSink.rewind`
-cannot drop what was logged after the checkpoint (as the CSV and
-TensorBoard sinks do): the rows of the resumed run up to the last step W&B
-already has are not sent, and W&B's curve keeps the interrupted run's rows
-there; from the next step on both agree again.
+The W&B run is tied to the parllel run directory (its id in
+``logs/wandb.json``, W&B's files in ``logs/wandb/``), so one parllel run is
+one W&B run however often it is resumed; rewinding on resume is partial, as
+W&B only accepts increasing steps. ``wandb`` is imported when the sink is
+built. See docs/logging.md ("Weights & Biases").
 """
 
 from __future__ import annotations
@@ -82,22 +72,18 @@ class WandbSink(Sink):
         >>> sink.close()  # finishes the W&B run
 
     Args:
-        project: the W&B project.
-        run_dir: the run directory (a :class:`~parllel.runtime.RunDirectory`
-            or its path); W&B files go to its ``logs/wandb/``.
-        config: the config to log (default: the run's ``config.json``); the
-            run's ``metadata.json`` is added as ``parllel_metadata``.
+        run_dir: the :class:`~parllel.runtime.RunDirectory` or its path; W&B
+            files go to its ``logs/wandb/``.
+        config: the config to log (default: the run's ``config.json``).
         mode: ``"online"``, ``"offline"`` or ``"disabled"``; None lets W&B
-            decide (the ``WANDB_MODE`` environment variable, else online).
+            decide (``WANDB_MODE``, else online).
         name: the W&B run's display name (default: the run directory's name).
-        resume: continue the W&B run stored in the run directory (when
-            resuming the parllel run); without one stored, start a new one.
-        **init_kwargs: more arguments for ``wandb.init`` (``entity``,
-            ``group``, ``tags``, ``settings``, ...).
+        resume: continue the W&B run stored in the run directory, if any.
+        **init_kwargs: more arguments for ``wandb.init``.
 
     Raises:
         MissingDependencyError: if wandb is not installed.
-        ConfigError: for an unknown ``mode`` or a stored id of another project.
+        ConfigError: an unknown ``mode`` or a stored id of another project.
     """
 
     def __init__(

@@ -1,19 +1,11 @@
 """A faster step for ParallelEnvs that PettingZoo converts from AEC envs.
 
-Most PettingZoo parallel envs (MPE, classic) are ``aec_to_parallel``
-conversions of an ``AECEnv``: one parallel step is a cycle of AEC steps,
-one per agent. PettingZoo's conversion reads every attribute (``agents``,
-``agent_selection``, ``rewards``...) through the AEC env's wrapper chain,
-each read a cascade of ``__getattr__`` calls, and observes the agent to move
-before each of its steps only to drop the observation (``last()``). On MPE's
-simple_spread that is about a fifth of a step.
-
-:func:`aec_cycle_of` recognizes such a conversion; :func:`step_aec_cycle`
-runs the same cycle: the same ``step`` calls through the AEC env's wrappers
-(their checks stay), the same observations (``observe`` through the
-wrappers), rewards summed in the same order, but state read from the
-innermost env and no dropped observation. Its result equals the
-conversion's own ``step`` (tested on MPE and classic envs).
+:func:`aec_cycle_of` recognizes an ``aec_to_parallel`` conversion and
+:func:`step_aec_cycle` runs its cycle of AEC steps directly: the same
+``step`` calls through the wrappers and the same results as the
+conversion's own ``step`` (tested on MPE and classic envs), without its
+attribute reads through every wrapper and its dropped observations. See
+docs/multiagent.md ("Adapters").
 """
 
 from __future__ import annotations

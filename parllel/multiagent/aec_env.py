@@ -26,29 +26,15 @@ from parllel.multiagent.spaces import action_mask_of, copy_value, write_row
 class AECEnvAdapter(StackedAgentsEnv):
     """A turn-based PettingZoo ``AECEnv`` as one gymnasium env with agents stacked.
 
-    - observation: ``observe(agent)`` of every agent after the move (and
-      the dead steps), stacked ``[A, ...]``; an agent that left keeps its
-      last observation. The rows of an ``action_mask`` leaf are zero for
-      every agent but the one to move next.
-    - action: stacked ``[A, ...]`` (only the mover's row is used), or a dict
-      ``{agent: action}`` holding the mover only.
-    - reward: the sum of ``agent_reward`` (team reward).
-    - terminated / truncated: the episode is over (every agent left) and
-      every agent terminated / otherwise.
-    - info (every step): ``agent_reward`` float32 ``[A]`` (each agent's
-      rewards of the move and of the dead steps that followed it: a loser's
-      -1 lands at the winning move), ``agent_terminated`` /
-      ``agent_truncated`` bool ``[A]`` (the agent's episode ended at this
-      step), ``agent_mask`` bool ``[A]`` (one-hot: the mover), and
-      ``agent_infos`` (the env's per-agent infos) when any is not empty.
-
-    Args:
-        env: a PettingZoo ``AECEnv`` (e.g. ``tictactoe_v3.env()``).
+    Observations and actions are stacked ``[A, ...]`` (only the mover's action
+    row is used); the reward is the team's sum; the episode ends when every
+    agent left. Each step's info holds ``agent_reward`` (a loser's -1 lands at
+    the winning move), ``agent_terminated``, ``agent_truncated`` and
+    ``agent_mask`` (one-hot: the mover). Layout: docs/multiagent.md.
 
     Raises:
-        ConfigError: ``env`` is a ``ParallelEnv`` (use ParallelEnvAdapter).
-        ConfigError: the agents do not share one observation and one
-            action space.
+        ConfigError: ``env`` is a ``ParallelEnv``, or the agents do not share
+            one observation and one action space.
 
     Example:
         >>> from pettingzoo.classic import tictactoe_v3
@@ -90,7 +76,7 @@ class AECEnvAdapter(StackedAgentsEnv):
         return copy_value(self._observation), reset_info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """The mover acts, then the dead steps; see the class docstring."""
+        """The mover acts, then the dead steps (docs/multiagent.md, "Adapters")."""
         env, state, table = self.env, self._state, self.table
         if not state.agents:
             raise ConfigError(

@@ -83,30 +83,11 @@ def _checked_share(share: float | Sequence[float]) -> float | tuple[float, ...]:
 class OpponentPool:
     """Frozen snapshots of the learner with ratings; picks self-play opponents.
 
-    Strategies of :meth:`sample`:
-
-    - ``"latest"``: always the newest snapshot.
-    - ``"mostly_latest"``: the newest with probability ``p_latest``, else one
-      of the older ones uniformly (the newest if it is alone).
-    - ``"uniform"``: any snapshot, uniformly.
-    - ``"rating"``: snapshot ``i`` with probability proportional to
-      ``max(4 * p_i * (1 - p_i), MIN_RATING_WEIGHT)``, where ``p_i`` is the
-      learner's win probability against it predicted by openskill: 1 for an
-      even match (``p = 0.5``), falling to 0 for a certain win or loss, so
-      the learner mostly meets opponents of its own strength.
-
-    Fixed opponents (:meth:`add_fixed`: e.g. a player that moves at random, or
-    a scripted bot) are drawn for a fixed share of the games whatever the
-    strategy (one share for all games, or one per seat of the learner), are
-    never evicted and are rated like snapshots; the strategy draws the other
-    games among the learner's snapshots.
-
-    Ratings (openskill Plackett-Luce, one player per side) are updated by
-    :meth:`record`; a snapshot starts with the learner's rating at the time
-    it is added (it is the learner then). When the pool is full, :meth:`add`
-    evicts the oldest snapshot (never the newest); games against an evicted
-    snapshot can still be recorded while its rating is remembered (the last
-    ``max_size`` evicted ones).
+    :meth:`sample` draws opponents by ``strategy`` (``"latest"``,
+    ``"mostly_latest"``, ``"uniform"`` or ``"rating"``: even matches
+    preferred); fixed opponents (:meth:`add_fixed`) get a fixed share of the
+    games. :meth:`record` updates the openskill ratings; a full pool evicts its
+    oldest snapshot. Details: docs/multiagent.md ("Opponent pool").
 
     Args:
         max_size: most snapshots held.
@@ -215,21 +196,14 @@ class OpponentPool:
     def add_fixed(self, opponent: Any, share: float | Sequence[float]) -> int:
         """Add an opponent drawn for ``share`` of the games whatever the strategy.
 
-        ``opponent`` is any object the self-play opponent factory knows how to
-        build a handler from (e.g. a marker for a random or scripted player).
-        It is never evicted, is rated like a snapshot and is checkpointed with
-        the pool. ``share`` is one fraction for every game, or one per seat of
-        the learner (``share[s]`` of the games in which the learner sits in
-        seat ``s``; :meth:`sample` then needs the seats): e.g. a random player
-        for most games of a first mover, which it teaches to attack, and few
-        of a second mover, which learns to defend only against strong
-        attacks. The shares of all fixed opponents must stay below 1 in every
-        seat.
+        ``opponent`` is any object the opponent factory can build a handler from;
+        it is never evicted, rated like a snapshot and checkpointed with the pool.
+        ``share`` is one fraction, or one per seat of the learner (then
+        :meth:`sample` needs the seats); see docs/multiagent.md ("Opponent pool").
 
         Raises:
-            ConfigError: a share outside ``[0, 1)`` (a single share in
-                ``(0, 1)``), per-seat shares of differing lengths, or a total
-                share >= 1.
+            ConfigError: a share outside ``[0, 1)``, per-seat shares of differing
+                lengths, or a total share >= 1 in some seat.
         """
         value = _checked_share(share)
         shares = [*self._fixed.values(), value]

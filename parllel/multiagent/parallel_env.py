@@ -25,34 +25,16 @@ from parllel.multiagent.spaces import action_mask_of, copy_value, write_row
 class ParallelEnvAdapter(StackedAgentsEnv):
     """A PettingZoo ``ParallelEnv`` as one gymnasium env with agents stacked.
 
-    - observation: every agent's observation stacked (``[A, ...]``, a Dict of
-      stacked leaves for a Dict space); an agent absent from a step keeps
-      its last observation (zeros before it first appears); the rows of an
-      ``action_mask`` leaf are zero for agents that do not act next.
-    - action: stacked ``[A, ...]`` (the rows of agents that do not act are
-      ignored), or a dict ``{agent: action}`` of exactly the acting agents.
-    - reward: the sum of the agents' rewards of this step (team reward).
-    - terminated / truncated: the episode is over (no agent left) and every
-      agent terminated / otherwise.
-    - info (every step): ``agent_reward`` float32 ``[A]``,
-      ``agent_terminated`` / ``agent_truncated`` bool ``[A]`` (the agent's
-      episode ended at this step; an agent that leaves without either flag
-      counts as truncated), ``agent_mask`` bool ``[A]`` (the agent acted),
-      and ``agent_infos`` (the env's per-agent infos) when any is not empty.
-      The reset's info is ``{"agent_infos": ...}`` or empty likewise.
-
-    A PettingZoo ``aec_to_parallel`` conversion (most MPE and classic
-    parallel envs) is stepped by :func:`~parllel.multiagent.aec_cycle.step_aec_cycle`:
-    the same AEC steps and results, without the conversion's attribute
-    reads through every wrapper.
-
-    Args:
-        env: a PettingZoo ``ParallelEnv`` (or an object with its API).
+    Observations and actions are stacked ``[A, ...]`` (an absent agent keeps
+    its last observation; rows of agents that do not act are ignored); the
+    reward is the team's sum; the episode ends when no agent is left. Each
+    step's info holds ``agent_reward``, ``agent_terminated``,
+    ``agent_truncated`` and ``agent_mask``. ``aec_to_parallel`` conversions are
+    stepped directly through their AEC cycle. Layout: docs/multiagent.md.
 
     Raises:
-        ConfigError: ``env`` is an ``AECEnv`` (use AECEnvAdapter).
-        ConfigError: the agents do not share one observation and one
-            action space.
+        ConfigError: ``env`` is an ``AECEnv``, or the agents do not share one
+            observation and one action space.
 
     Example:
         >>> from mpe2 import simple_spread_v3

@@ -33,23 +33,16 @@ def _leaves(tree: Any) -> list[Any]:
 class PolicyMapping:
     """A :class:`~parllel.agents.Handler` routing ``[B, A]`` rows to several policies.
 
-    Every policy is a feed-forward Handler built for ``n_envs * n_agents``
-    rows (e.g. a ``TorchHandler(agent, n_envs=B * A)``); its rows are
-    numbered ``env * n_agents + agent``. ``assignment[b, a]`` says which
-    policy acts for agent ``a`` of env ``b`` (default: policy 0 everywhere).
-    :meth:`step` calls each policy once with all its rows gathered into
-    preallocated buffers, writes the actions back, writes the agent-info keys
-    the policy records (those the slots have; the other keys are zeroed for
-    its rows) and ``agent_info.policy_index`` (int16, when the slots have it:
-    :meth:`example_outputs` declares it).
+    Every policy is a feed-forward Handler built for ``n_envs * n_agents`` rows
+    (row ``env * n_agents + agent``); ``assignment[b, a]`` names the policy of
+    agent ``a`` of env ``b`` (default 0). :meth:`step` calls each policy once
+    with its rows and records ``agent_info.policy_index`` (see
+    docs/multiagent.md, "Policy mapping").
 
     Args:
         policies: the policy handlers (index 0 first; in self-play, the learner).
-        n_envs: number of envs ``B``.
-        n_agents: number of agents per env ``A``.
-        value_policies: indices of the policies whose :meth:`value` is
-            computed (None: all); the value of the others, and of a handler
-            without ``value``, is 0.
+        value_policies: indices of the policies whose :meth:`value` is computed
+            (None: all); the others' value is 0.
 
     Raises:
         ConfigError: no policy, a recurrent policy, or a policy whose

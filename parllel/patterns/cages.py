@@ -29,21 +29,12 @@ def build_alternating_cages(
     """The two cages of an :class:`~parllel.samplers.AlternatingSampler`.
 
     Envs ``[0, n // 2)`` and ``[n // 2, n)``, one worker each (from 4 usable
-    cores on, :func:`alternating_workers` each: 7 + 7 on 16 cores; pass
-    ``layout`` to choose). Only one half
-    steps at a time (the main process infers for the other), so with
-    ``share_core`` both workers are pinned to the last usable CPU and poll
-    (yielding) between steps instead of blocking: the idle worker yields the
-    core to the stepping one, and no blocking wake-up (tens of µs, docs/cages.md) is paid
-    per half step. ``pin_main_process`` also restricts this process to the
-    other CPUs, so the OS never runs inference on the workers' core (a process
-    setting: it stays after the cages close, and worker processes started
-    later with ``fork``/``spawn`` inherit it unless given ``worker_cpus``;
-    measured in ``benchmarks/sampler_throughput.py``). Default: share a core when there
-    are 2 or 3 usable CPUs (with more, each worker gets its own core and the
-    cage's default polling applies). ``options`` go to both cages, its
-    ``seed`` a master seed or one seed per env (split between the halves).
-    Other keyword arguments go to both :class:`~parllel.cages.ProcessCage`s.
+    cores on, :func:`alternating_workers` each; pass ``layout`` to choose).
+    ``share_core`` (default: with 2 or 3 usable CPUs) pins both workers to one
+    CPU, polling, since only one half steps at a time; ``pin_main_process``
+    keeps this process off that CPU. ``options`` and other keyword arguments go
+    to both :class:`~parllel.cages.ProcessCage`s (a per-env ``seed`` is split).
+    See docs/samplers.md ("The samplers").
 
     Example:
         >>> cages = build_alternating_cages(make_env, 8, options=CageOptions(seed=0))

@@ -1,29 +1,17 @@
-"""RunSettings: what every training script shares besides its algorithm
-(where the run is written, what the terminal and the loggers show, when it
-evaluates, logs and checkpoints), and the wiring of those settings.
+"""RunSettings: what every training script shares besides its algorithm.
 
-A script embeds it in its ``Config`` dataclass, with its own cadence as
-defaults; its fields are flags of their own, without a prefix
-(:func:`parllel.runtime.cli.parse_config`: ``--eval-interval-steps``,
-``--console``), and a ``--quick`` preset sets them by those names:
-
-    @dataclasses.dataclass
-    class Config:
-        total_steps: int = 100_000
-        \"\"\"env steps to train for\"\"\"
-        run: RunSettings = RunSettings.field(eval_interval_steps=5_000)
-        \"\"\"run directory, console, logging, evaluation and checkpoints\"\"\"
-
-    QUICK = dict(total_steps=512, eval_interval_steps=256)
+Where the run is written, what the terminal and the loggers show, when it
+evaluates, logs and checkpoints, and the wiring of those settings. A script
+embeds it in its ``Config`` dataclass with its own cadence as defaults
+(``run: RunSettings = RunSettings.field(eval_interval_steps=5_000)``); its
+fields are flags without a prefix. Then::
 
     run = config.run.start("cartpole-ppo", config, seeds, resume)
-    ...  # the envs, the agent, the samplers and the algorithm, by hand
-    runner = OnPolicyRunner(
-        sampler, ppo, config.total_steps,
-        checkpoint_objects={"model": model, "ppo": ppo},
-        **run.runner_options(config.total_steps, eval_sampler),
-    )
+    runner = OnPolicyRunner(sampler, ppo, config.total_steps,
+                            **run.runner_options(config.total_steps, eval_sampler))
     return run.train(runner, close=(cage, eval_cage, sample_tree), policy=export)
+
+See docs/training.md ("The script, phase by phase").
 """
 
 from __future__ import annotations

@@ -32,29 +32,13 @@ def build_run_logger(
 ) -> Any:
     """The usual loggers of a run directory: the console, CSV and TensorBoard.
 
-    ``console`` chooses what the terminal shows:
-
-    - ``"auto"`` (default): the live :class:`~parllel.logging.Dashboard` when
-      stdout is a terminal, otherwise its plain one-line summaries;
-    - ``"dashboard"``: the live dashboard even off a terminal;
-    - ``"plain"``: one plain line per log call;
-    - ``"table"``: a compact table every ``table_every``-th log line and at
-      the end, written through a tqdm progress bar so the two never collide.
-
-    Every metric goes to ``progress.csv`` and TensorBoard.
-
-    ``resume=True`` keeps the run's ``progress.csv`` and TensorBoard events;
-    :meth:`Runner.load <parllel.runners.Runner.load>` then rewinds them to the
-    checkpoint's step (rows and events logged after it are dropped, so no step
-    appears twice). Without a runner, pass ``resume_step`` to rewind here.
-
-    With ``wandb_project``, metrics, config and metadata also go to a
-    Weights & Biases run of that project (:class:`~parllel.logging.wandb_sink.WandbSink`,
-    the ``wandb`` extra; ``WANDB_MODE=offline`` keeps it local), the same
-    W&B run when resuming.
-
-    Needs the ``torch`` and ``logging`` extras (TensorBoard; rich for the
-    dashboard, tqdm for the table's bar).
+    ``console`` is ``"auto"`` (the live :class:`~parllel.logging.Dashboard` on a
+    terminal, its plain lines elsewhere), ``"dashboard"``, ``"plain"`` or
+    ``"table"`` (every ``table_every``-th log line). ``resume=True`` keeps the
+    run's logs (:meth:`Runner.load <parllel.runners.Runner.load>` rewinds them;
+    without a runner pass ``resume_step``). ``wandb_project`` adds a
+    :class:`~parllel.logging.wandb_sink.WandbSink`. Needs the ``torch`` and
+    ``logging`` extras (see docs/logging.md).
 
     Raises:
         ConfigError: if ``console`` is not one of :data:`CONSOLES`.
@@ -107,17 +91,11 @@ def run_training(
     """Resume if asked, run, export, always close ``close`` (and the runner's
     logger), plot; return how it ended.
 
-    A resumed run that had already finished trains nothing. A resume that
-    fails (no readable checkpoint, one that does not fit) trains nothing
-    either: the outcome says why. A second Ctrl-C stops at once (``KeyboardInterrupt``
-    is caught; the outcome says so). ``close`` holds anything with
-    ``close()`` (cages, sample trees). With ``policy`` (a
-    :class:`~parllel.torch.PolicyExport` or :class:`~parllel.jax.export.PolicyExport`) the run writes
-    ``policy_spec.json`` before training and exports the policy after it.
-    The learning curve needs the ``plot`` extra.
-
-    What the script prints and exits with is
-    :func:`parllel.runtime.cli.report_outcome`'s: ``report_outcome(run_training(...))``.
+    A finished or failed resume trains nothing and a second Ctrl-C stops at
+    once; the outcome says why. ``close`` holds anything with ``close()``; with ``policy`` (a torch or
+    JAX ``PolicyExport``) the run writes ``policy_spec.json`` before training
+    and exports the policy after it. Pass the outcome to
+    :func:`parllel.runtime.cli.report_outcome` (see docs/training.md).
     """
     from parllel.plot import plot_learning_curve
 

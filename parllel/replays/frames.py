@@ -1,26 +1,13 @@
 """One stored frame per step: rebuilding ``k``-frame stacks on read.
 
-Atari observations are ``k``-frame stacks (gymnasium's
-``FrameStackObservation(k)``, ``(k, 84, 84)`` ``uint8``): each step adds one
-new frame, but a replay of whole stacks stores every frame ``k`` times. A
-replay built with ``frame_stack=k`` (see :func:`build_frame_replay_tree` and
-:class:`~parllel.replays.UniformReplay`) stores only the newest frame of each
-step and rebuilds the stacks when sampled, as the wrapper built them:
-
-- step ``t`` of an episode has the stack ``frames[max(t - j, 0)]`` for
-  ``j = k - 1 .. 0``: the first stack of an episode repeats its reset frame
-  (``FrameStackObservation``'s default ``padding_type="reset"``; it pads with
-  copies of the reset observation);
-- a step's next stack is its own stack shifted by one plus the next frame,
-  the final stack of an ended episode likewise with the final frame (so the
-  final-observation table keeps one frame per ended episode too).
-
-An episode starts at the step after one that ended (``TERMINATED`` or
-``TRUNCATED``). The oldest ``k - 1`` stored steps per env are not offered:
-their history may already be overwritten. Every recorded batch is checked
-against this structure (a :class:`~parllel.errors.ReplayError` names the
-step that does not fit), so a stack the replay returns equals the one the
-wrapper gave, bit for bit.
+A replay built with ``frame_stack=k`` (:func:`build_frame_replay_tree`,
+:class:`~parllel.replays.UniformReplay`) stores only the newest frame of
+each step and rebuilds the stacks as ``FrameStackObservation`` built them
+(the first stack of an episode repeats its reset frame). Every recorded
+batch is checked against that structure (:class:`~parllel.errors.ReplayError`
+names a step that does not fit), so sampled stacks equal the wrapper's bit
+for bit. The oldest ``k - 1`` steps per env are not offered. See
+docs/atari.md ("One stored frame per step").
 """
 
 from __future__ import annotations

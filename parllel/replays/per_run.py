@@ -27,11 +27,10 @@ __all__ = ["PerRunReplay"]
 class PerRunReplay:
     """K runs' uniform replays in one replay tree, each run's samples its own.
 
-    The storage (rows, final observations, the window) is shared: every run
-    records the same steps at once. Run ``k`` draws ages in ``[0, len(self))``
-    from ``rngs[k]`` and reads them in its own env columns, so its batches are
-    those of a :class:`~parllel.replays.UniformReplay` over its ``B`` columns
-    seeded with the same generator.
+    Every run records the same steps at once into the shared storage; run ``k``
+    draws from ``rngs[k]`` in its own env columns, exactly as a
+    :class:`~parllel.replays.UniformReplay` over its ``B`` columns would
+    (whose other arguments it takes).
 
     Example:
         >>> tree = build_replay_tree(cage, handler, batch_T=T, full_size=N)  # K * B envs
@@ -40,14 +39,9 @@ class PerRunReplay:
         >>> replay.record_batch(); batch_of_run_1 = replay.sample(1)
 
     Args:
-        tree: replay tree of ``K * B`` env columns (see
-            :class:`~parllel.replays.ReplayStorage`).
-        batch_size: transitions per :meth:`sample`.
+        tree: replay tree of ``K * B`` env columns.
         rngs: one seeded ``np.random.Generator`` per run (``K``).
         learning_starts: transitions per run stored before sampling.
-        n_step: steps summed per sample.
-        discount: ``gamma`` for n-step returns and the reported discount.
-        final_observation_capacity: see :class:`~parllel.replays.ReplayStorage`.
 
     Raises:
         ConfigError: invalid arguments, or env columns that do not split into

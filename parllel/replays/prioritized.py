@@ -23,27 +23,16 @@ __all__ = ["PrioritizedReplay"]
 class PrioritizedReplay(UniformReplay):
     """Sample transition ``i`` with probability ``p_i / sum_j p_j``.
 
-    Priorities are ``p_i = (|delta_i| + epsilon) ** alpha`` from the errors
-    passed to :meth:`update_priorities`; newly recorded transitions get the
-    largest priority seen so far, so each is likely to be replayed once.
-    Sampling is stratified: the total is cut into ``batch_size`` equal
-    segments and one value is drawn in each. Importance weights correct the
-    bias: ``w_i = (n * P(i)) ** -beta``, divided by the batch's largest
-    weight (``n`` = transitions stored); anneal :attr:`beta` towards 1.
-
-    Storage, recording, n-step returns and checkpoints work as in
-    :class:`~parllel.replays.UniformReplay` (whose arguments it takes, and
-    which it extends); the positions in ``ReplayBatch.indices`` are what
-    :meth:`update_priorities` takes.
+    ``p_i = (|delta_i| + epsilon) ** alpha`` from the errors passed to
+    :meth:`update_priorities` (new transitions get the largest priority seen);
+    sampling is stratified and importance weights correct the bias (anneal
+    :attr:`beta` towards 1). Otherwise as :class:`~parllel.replays.UniformReplay`,
+    whose arguments it takes (see docs/replays.md, "Prioritized replay").
 
     Example:
         >>> replay = PrioritizedReplay(tree, 64, np.random.default_rng(0), alpha=0.6)
         >>> batch = replay.sample()
         >>> replay.update_priorities(batch.indices, np.abs(td_error))
-
-    ``tree``, ``batch_size``, ``rng``, ``learning_starts``, ``n_step``,
-    ``discount``, ``final_observation_capacity`` and ``frame_stack`` are as
-    for :class:`~parllel.replays.UniformReplay`.
 
     Args:
         alpha: prioritization exponent (0: uniform).

@@ -1,28 +1,11 @@
 """Bookkeeping over a replay tree of full-size rotating Arrays.
 
-Each batch lands in the ``[T, B]`` window of full-size Arrays
-(``Array((T, B), ..., full_size=N)``): copied in from the sampler's own
-sample tree by :meth:`ReplayStorage.record_batch(sample_tree)
-<ReplayStorage.record_batch>` (which then rotates the replay tree), or
-written there by a custom sampler and declared stored by ``record_batch()``.
-Sampling reads the stored rows in place.
-
-Row layout (``P`` = padding of ``OBSERVATION``, at least 1). In the Arrays'
-storage, full-size row ``i`` holds step ``i`` (mod ``N``); the observation of
-the step after row ``i`` is at row ``i + 1``, where row ``N`` is the trailing
-padding row: the bootstrap observation of the last window of a lap. Writing a
-window's bootstrap row ``OBSERVATION[T]`` overwrites the observation of the
-oldest stored step, and rotating across the wrap-around copies the bootstrap
-row to row 0, so at most ``N - 1`` steps per env are ever stored intact; this
-module never offers the others.
-
-Final observations are not kept per row: ``FINAL_OBSERVATION`` is a ``[T, B]``
-slot (its window is read when a batch is recorded) and the replay keeps the
-final observations of ended episodes in a fixed-capacity
-:class:`~parllel.replays.final_observations.FinalObservations` table. When the
-table is full, the oldest entry still in use is overwritten and the replay
-drops the steps up to and including its row early (it then holds fewer steps;
-a :class:`~parllel.errors.ParllelWarning` says so once).
+Each batch lands in the ``[T, B]`` window of the full-size Arrays (copied in
+by :meth:`ReplayStorage.record_batch`, which then rotates the tree); sampling
+reads the stored rows in place. At most ``N - 1`` steps per env are stored
+intact, and final observations live in a fixed-capacity table: the row
+layout and what happens when the table is full are in docs/replays.md
+("Capacity and the wrap-around", "Final observations and memory").
 """
 
 from __future__ import annotations
@@ -60,9 +43,7 @@ __all__ = ["ReplayStorage", "REQUIRED_FIELDS", "ROW_FIELDS"]
 class ReplayStorage:
     """Which rows of a full-size replay tree hold intact transitions.
 
-    Shared by :class:`~parllel.replays.UniformReplay` and
-    :class:`~parllel.replays.PrioritizedReplay`. A *position* is the flat index
-    ``row * B + env`` of one stored step.
+    Shared by the replays; a *position* is ``row * B + env`` of one stored step.
 
     Example:
         >>> storage = ReplayStorage(tree)   # tree leaves: Array((T, B), full_size=N)
@@ -72,22 +53,13 @@ class ReplayStorage:
         T * B
 
     Args:
-        tree: an ArrayDict with at least the fields
-            ``OBSERVATION`` (padding >= 1), ``ACTION``, ``REWARD``,
-            ``TERMINATED`` and ``TRUNCATED``, every leaf a full-size
-            :class:`~parllel.arrays.Array` with the same ``(T, B)`` and
-            ``full_size``, and ``FINAL_OBSERVATION``: the observation's
-            leaves with the same ``(T, B)`` and any ``full_size`` (a ``[T, B]``
-            slot is enough; only its window is read). Other fields are ignored.
-        final_observation_capacity: entries of the final-observation table
-            (see :func:`~parllel.replays.final_observations.final_capacity`
-            for the default); at least ``min(T, N - 1) * B``.
-        frame_stack: ``k`` to store one frame per step of ``k``-frame
-            stacks (see :mod:`parllel.replays.frames`): the tree's observation
-            and final-observation slot hold single frames
-            (:func:`~parllel.replays.frames.build_frame_replay_tree`), batches
-            are copied in from a sample tree of stacks, and :meth:`observations`
-            rebuilds them. None (default): observations are stored whole.
+        tree: an ArrayDict whose ``OBSERVATION`` (padding >= 1), ``ACTION``,
+            ``REWARD``, ``TERMINATED`` and ``TRUNCATED`` leaves are full-size
+            Arrays of one ``(T, B)`` and ``full_size``, plus a ``[T, B]``
+            ``FINAL_OBSERVATION`` slot. Other fields are ignored.
+        final_observation_capacity: entries of the final-observation table; at
+            least ``min(T, N - 1) * B``.
+        frame_stack: ``k`` to store one frame per step of ``k``-frame stacks.
 
     Raises:
         ConfigError: a field is missing or a leaf does not fit.
@@ -138,7 +110,7 @@ class ReplayStorage:
                 f"frame_stack={frame_stack}: it must exceed frame_stack"
             )
         self.tree = tree
-        self.capacity = self.full_size - 1  # steps per env (see the module docstring)
+        self.capacity = self.full_size - 1  # steps per env (docs/replays.md)
         self._leaves = leaves
         self._row_leaves = [
             (path, leaf)
@@ -198,25 +170,14 @@ class ReplayStorage:
     def record_batch(self, batch: Mapping[str, Any] | None = None) -> int:
         """Declare a batch stored; return the number of new transitions.
 
-        Two ways to fill the replay:
-
-        - ``batch=None`` (zero-copy): the sampler wrote straight into this
-          tree's window. Call once per collected batch, before the tree is
-          rotated for the next one (a sampler that rotates at the *start* of
-          each batch does exactly that). The first batch of an empty replay
-          may start at any row; later ones must follow on.
-        - ``batch=sample_tree`` (copy): the sampler wrote into its own
-          ``[T, B]`` tree; its window (``OBSERVATION`` rows ``0..T``) is
-          copied into this tree's window, recorded, and this tree is rotated
-          to the next window. Nobody else rotates the replay tree then.
-
-        Either way the final observations of the batch's ended episodes
-        (read from ``FINAL_OBSERVATION[t, b]`` where ``TERMINATED`` or
-        ``TRUNCATED``) go into the final-observation table.
+        ``batch=None`` (zero-copy): the sampler wrote into this tree's window; call
+        once per batch, before the tree is rotated. ``batch=sample_tree`` (copy):
+        the sampler's window is copied in, recorded, and this tree rotated. Either
+        way the batch's final observations go into the final-observation table.
 
         Raises:
-            ReplayError: the window is not where the next batch belongs
-                (a batch was recorded twice, or the tree rotated without one).
+            ReplayError: the window is not where the next batch belongs (a batch
+                recorded twice, or the tree rotated without one).
             ConfigError: ``batch`` does not match the replay tree.
         """
         source = None if batch is self.tree else batch  # None: zero-copy
@@ -382,7 +343,7 @@ class ReplayStorage:
         """The observations at ``(rows, envs)``; stacks rebuilt from the frames
         of a ``frame_stack`` replay (rows after the ``history`` oldest ones).
 
-        Row ``N`` is the trailing bootstrap row (see the module docstring).
+        Row ``N`` is the trailing bootstrap row (docs/replays.md).
         """
         if self.frames is None:
             return tree_map(

@@ -16,27 +16,15 @@ __all__ = ["ReplayBatch", "gather_transitions"]
 class ReplayBatch(NamedTuple):
     """``[batch]`` transitions sampled from a replay (numpy arrays).
 
-    Observations are trees when the stored observation is (dicts of arrays).
-    For an n-step sample starting at step ``t`` that used ``k <= n`` steps::
-
-        reward           = sum_{j < k} discount^j * REWARD[t + j]
-        discount         = discount^k      (multiply the bootstrap value by it)
-        next_observation = FINAL_OBSERVATION[t + k - 1] if that step ended an
-                           episode, else OBSERVATION[t + k]
-        terminated       = TERMINATED[t + k - 1]  (no bootstrap)
-        truncated        = TRUNCATED[t + k - 1]   (bootstrap from next_observation)
-
-    ``k < n`` when an episode ended at step ``t + k - 1`` or no later step is
-    stored yet.
+    An n-step sample from step ``t`` sums ``k <= n`` discounted rewards and
+    takes ``next_observation``, ``terminated`` and ``truncated`` of step
+    ``t + k - 1``; bootstrap with ``discount`` (see docs/replays.md, "What a
+    sample is").
 
     Attributes:
-        observation: ``[batch, ...]``.
-        action: ``[batch, ...]``.
-        reward: ``[batch]`` float32 (the discounted n-step sum).
-        next_observation: ``[batch, ...]``.
-        terminated: ``[batch]`` bool.
-        truncated: ``[batch]`` bool.
-        discount: ``[batch]`` float32, ``discount ** n_steps``.
+        reward: ``[batch]`` float32, the discounted n-step sum.
+        next_observation: the final observation where the episode ended.
+        discount: ``[batch]`` float32, ``discount ** k``.
         n_steps: ``[batch]`` int64, the ``k`` above.
         indices: ``[batch]`` int64 positions (pass to ``update_priorities``).
         weights: ``[batch]`` float32 importance weights (ones when uniform).

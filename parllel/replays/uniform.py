@@ -28,17 +28,11 @@ __all__ = ["UniformReplay"]
 class UniformReplay:
     """Sample stored transitions uniformly, with replacement.
 
-    The replay tree has full-size Arrays (``full_size=N``, a multiple of
-    ``T``; padding 1 on the observation), e.g. from
-    :func:`parllel.patterns.build_replay_tree`. After each collected batch,
-    :meth:`record_batch` copies the sampler's ``[T, B]`` window in and
-    rotates the replay tree (or, without an argument, declares stored a
-    window a custom sampler wrote in place). The replay keeps the ``N - 1``
-    newest steps per env.
-
-    A sample's ``next_observation`` is the episode's ``FINAL_OBSERVATION``
-    where the step ended an episode, never the next episode's reset
-    observation; see :class:`~parllel.replays.ReplayBatch` for n-step samples.
+    The replay tree has full-size Arrays (``full_size=N``), e.g. from
+    :func:`parllel.patterns.build_replay_tree`. After each batch, :meth:`record_batch` copies the sampler's window in and rotates
+    the tree; the newest ``N - 1`` steps per env are kept. A sample's
+    ``next_observation`` after an episode end is its ``FINAL_OBSERVATION``;
+    ``frame_stack=k`` stores one frame per step (see docs/replays.md).
 
     Example:
         >>> tree = build_replay_tree(cage, handler, batch_T=T, full_size=100_000)
@@ -50,18 +44,8 @@ class UniformReplay:
 
     Args:
         tree: replay tree; see :class:`~parllel.replays.ReplayStorage`.
-        batch_size: transitions per :meth:`sample`.
-        rng: seeded ``np.random.Generator``.
         learning_starts: transitions that must be stored before sampling.
-        n_step: steps summed per sample (1: plain transitions).
-        discount: ``gamma`` for n-step returns and the reported discount.
-        final_observation_capacity: final observations (episode ends) the
-            replay keeps at most; see :class:`~parllel.replays.ReplayStorage`
-            (default: one per 32 stored steps, and at least 64 MiB worth).
-        frame_stack: ``k`` to store one frame per step of ``k``-frame stacks
-            and rebuild the stacks when sampling (opt-in; the tree from
-            :func:`~parllel.replays.frames.build_frame_replay_tree`, batches recorded
-            with ``record_batch(sample_tree)``; see :mod:`parllel.replays.frames`).
+        final_observation_capacity: final observations kept at most.
 
     Raises:
         ConfigError: invalid arguments.

@@ -1,24 +1,11 @@
 """Run-time services of a training run: its directory, checkpoints, seeds and
 command line.
 
-- :mod:`parllel.runtime.run_directory`: :class:`RunDirectory` (config,
-  metadata, logs and checkpoints of one run);
-- :mod:`parllel.runtime.checkpoint`: atomic checkpoint files, the newest
-  readable one, RNG snapshots;
-- :mod:`parllel.runtime.files`: atomic writes and the checkpoint file format
-  (a pickle; each learning library's tensors stored portably);
-- :mod:`parllel.runtime.backends`: the :class:`Backend` protocol through
-  which the core reaches torch or JAX (neither is imported by this package);
-- :mod:`parllel.runtime.compatibility`: whether a checkpoint fits the run
-  that loads it;
-- :mod:`parllel.runtime.finite`: refusing to checkpoint NaN weights;
-- :mod:`parllel.runtime.seeding`: :func:`seed_everything` applies the one
-  seed scheme (:class:`Seeds`, defined in the torch-free
-  :mod:`parllel.seeding`) to python, numpy and the learning library;
-- :mod:`parllel.runtime.cli`: a script's command line from its config
-  dataclass (``tyro``, in the ``cli`` extra).
-
-The training loops that use these services are in :mod:`parllel.runners`.
+:class:`RunDirectory` (run_directory), atomic checkpoints and RNG snapshots
+(checkpoint, files), the torch/JAX :class:`Backend` seam (backends),
+checkpoint compatibility, the NaN-weights refusal (finite),
+:func:`seed_everything` (seeding) and a script's command line (cli). The
+training loops that use them are in :mod:`parllel.runners`.
 
 Example::
 

@@ -1,29 +1,12 @@
 """The seam between the core and a learning library (torch, JAX).
 
-The runners, checkpoints and seeding import neither torch nor JAX. What they
-need from the library that holds the models and optimizers goes through a
-:class:`Backend`: turning its tensors into values that pickle without it (and
-back), telling whether a tensor is finite, and its global RNG. A backend is
-found by the library's top-level package name (:data:`BACKEND_MODULES`) and
-imported only when that library already is (``"torch" in sys.modules``), so a
-run that never imports torch never loads it; a checkpoint that holds torch
-tensors imports torch when it is read.
-
-Example (a backend of its own for a library ``mylib``)::
-
-    # mylib_backend.py
-    class MyBackend:
-        name = "mylib"
-        ...  # the methods of Backend
-
-    BACKEND = MyBackend()
-
-    # before the run
-    BACKEND_MODULES["mylib"] = "mylib_backend"
-
-Generators that a handler samples actions from (``torch.Generator``) are not
-a backend's business: anything with ``get_state()`` / ``set_state()``
-(:class:`StatefulGenerator`) is checkpointed by name.
+The runners, checkpoints and seeding import neither torch nor JAX; what they
+need of the library (portable tensors, finiteness, the global RNG) goes
+through a :class:`Backend`, found by the library's package name in
+:data:`BACKEND_MODULES` and imported only once that library is. Action
+generators are checkpointed as :class:`StatefulGenerator` instead. See
+docs/architecture.md ("The backend seam"), which also shows how to register
+a backend of your own.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """Atomic checkpoints, finding the latest one, compatibility checks, RNG state.
 
 A checkpoint is one file ``checkpoint_{step:012d}.pt`` holding any nested
-dict of numpy arrays, tensors of a learning library and Python values (model
-and optimizer state dicts, transform and replay state, RNG states,
-counters). The file is a pickle in which each tensor a backend owns is
-stored portably (:mod:`parllel.runtime.files`): a state of numpy arrays is
-written and read without torch or JAX. Files are written into a temporary
-file in the same directory, flushed and fsynced, then moved over the final
-name with ``os.replace``: a crash at any moment leaves either the previous
-checkpoints or the new one, never a partial file. Reading unpickles: load
-only checkpoints you (or someone you trust) wrote.
+dict of numpy arrays, library tensors (stored portably) and Python values,
+written atomically (a crash leaves the previous checkpoints or the new one).
+Reading unpickles: load only checkpoints you trust. See docs/logging.md
+("Checkpoints")::
 
-Example::
-
-    state = {"model": model.state_dict(), "algo": algo.state_dict(),
-             "rng": capture_rng_state(rng), "step": step}
     save_checkpoint(run.checkpoints_dir, state, step=step, keep_last=3)
-    ...
     state = load_checkpoint(latest_checkpoint(run.path))
     check_state_dict(state["model"], model, name="model")
-    model.load_state_dict(state["model"])
     restore_rng_state(state["rng"], rng)
 """
 

@@ -1,43 +1,20 @@
 """The command line of a training script: its flags from its ``Config``
 dataclass, and what it prints and exits with when training ends.
 
-Every field of the script's ``Config`` becomes a flag (``batch_T`` is
-``--batch-T``, a bool ``rebalance`` is ``--rebalance`` / ``--no-rebalance``),
-with the field's docstring as its help; parsing is done by ``tyro`` (in the
-``cli`` extra). A field that is itself a dataclass (e.g. the
-:class:`~parllel.patterns.RunSettings` every example embeds) adds its
-fields as flags of their own, without a prefix (``--console``, not
-``--run.console``). Two flags are added to every script:
-
-- ``--quick``: the script's preset for a tiny smoke run: a mapping of field
-  names to values, a nested dataclass's fields named as their flags are,
-  without a prefix (``{"eval_episodes": 2}`` sets ``config.run.eval_episodes``;
-  :func:`apply_preset`);
-- ``--resume RUN``: continue the run in directory ``RUN``; its ``config.json``
-  gives the values, and flags given explicitly override them.
-
-A value's source, lowest priority first: the dataclass default, the resumed
-run's ``config.json``, the ``--quick`` preset, an explicit flag.
-
-:func:`run_main` calls the script's ``main``, printing a configuration
-mistake (``ConfigError``) as one line with status 2, as a bad flag.
-:func:`report_outcome` turns the :class:`TrainingOutcome` that
-:func:`parllel.patterns.run_training` returns into the script's last lines
-and its exit status.
-
-Example::
+Every field becomes a flag (``batch_T`` is ``--batch-T``) with the field's
+docstring as its help, parsed by ``tyro`` (the ``cli`` extra); nested
+dataclasses add their fields without a prefix. ``--quick`` applies the
+script's preset and ``--resume RUN`` continues a run. :func:`run_main`
+prints a ``ConfigError`` as one line (status 2); :func:`report_outcome`
+prints the result. See docs/training.md ("The command line")::
 
     @dataclasses.dataclass
     class Config:
         seed: int = 0
         \"\"\"master seed\"\"\"
-        total_steps: int = 100_000
-        \"\"\"env steps to train for\"\"\"
-
-    QUICK = {"total_steps": 512}
 
     if __name__ == "__main__":
-        run_main(main, parse_config(Config, quick=QUICK, description=__doc__))
+        run_main(main, parse_config(Config, quick={"seed": 1}, description=__doc__))
 """
 
 from __future__ import annotations

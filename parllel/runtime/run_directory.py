@@ -1,20 +1,11 @@
 """A directory per training run: config, metadata, logs and checkpoints.
 
-Layout::
-
-    runs/<name>-<YYYYmmdd-HHMMSS>/
-        config.json        the resolved config (hyperparameters) as JSON
-        metadata.json      versions, seeds, command line, host, git commit, times
-        logs/progress.csv  written by CsvSink
-        logs/tensorboard/  written by TensorBoardSink
-        checkpoints/       checkpoint_<step>.pt files
-        learning_curve.png written by ``python -m parllel.plot``
-
-Example::
+``runs/<name>-<YYYYmmdd-HHMMSS>/`` holds ``config.json``,
+``metadata.json``, ``logs/`` (CSV, TensorBoard) and ``checkpoints/``; the
+full layout is in docs/logging.md ("Run directories")::
 
     run = RunDirectory.create("runs", name="ppo-cartpole", config=config, seeds=seeds)
     logger = CsvSink(run.progress_csv)
-    ...
     run = RunDirectory.open("runs/ppo-cartpole-20250101-120000")  # resume
     state = load_checkpoint(run.latest_checkpoint())
 """

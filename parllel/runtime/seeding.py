@@ -25,25 +25,17 @@ def seed_everything(
 ) -> np.random.Generator:
     """Seed python ``random``, numpy's global RNG and the learning library's.
 
-    The library is each one the script has imported (its
-    :class:`~parllel.runtime.backends.Backend`): torch's CPU and CUDA RNGs get
-    ``seeds.torch``; JAX has no global RNG (its keys are derived from the
-    seeds explicitly). Call it after the script's imports.
-
-    Envs are not touched: give the cages ``seed=seeds.envs`` (or
-    ``seeds.master``: the same seeds) and evaluation cages
-    ``seed=seeds.eval_envs``; they seed env ``i`` at its first reset.
+    The library is each one the script has imported: torch's CPU and CUDA RNGs
+    get ``seeds.torch``; JAX has no global RNG. Call it after the script's
+    imports. Envs are not touched: give the cages ``seed=seeds.envs`` and
+    evaluation cages ``seed=seeds.eval_envs``.
 
     Args:
-        seeds: the run's seeds.
         torch_deterministic: also call
-            ``torch.use_deterministic_algorithms(True)`` (slower on GPU; some
-            ops then raise instead of running nondeterministically); imports
-            torch.
+            ``torch.use_deterministic_algorithms(True)`` (imports torch).
 
     Returns:
-        A ``np.random.Generator`` seeded from ``seeds.numpy``, for code that
-        prefers an explicit generator over the global one.
+        A ``np.random.Generator`` seeded from ``seeds.numpy``.
 
     Raises:
         ConfigError: ``torch_deterministic`` without torch installed.

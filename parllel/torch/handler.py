@@ -58,43 +58,22 @@ def _dtype_error(exc: RuntimeError, observation: Any) -> DtypeError:
 class TorchHandler(AgentHandler):
     """:class:`~parllel.agents.Handler` for a torch :class:`~parllel.agents.Agent`.
 
-    The sampler passes numpy views of the sample tree; the handler wraps each
-    view once with ``torch.from_numpy`` (zero-copy; cached by view, since the
-    sampler reuses its per-step views every batch), moves inputs to the
-    agent's device (a no-op on CPU), calls the agent under
-    ``torch.no_grad()``, and copies actions and agent info into the output
-    views. It keeps the per-env recurrent state on the device, batch-first
-    (``[n_envs, ...]``), gathers and scatters the rows of the envs being
-    stepped, and resets rows at the sampler's command.
+    Wraps the sampler's numpy views with ``torch.from_numpy`` (zero-copy,
+    cached), moves them to the agent's device, calls the agent under
+    ``torch.no_grad()`` and copies actions and agent info back; keeps the
+    per-env recurrent state on the device. Close it before the sample tree (it
+    unregisters page-locked memory). See docs/samplers.md and docs/gpu.md.
 
     Args:
-        agent: a torch agent (e.g. :class:`~parllel.torch.agents.ActorCriticAgent`).
-        n_envs: number of envs whose state this handler keeps.
         device: where the agent runs (default: ``agent.device``, else CPU).
-        seed: seed of the agent's action draws (e.g. ``seeds.actions``,
-            :mod:`parllel.seeding`): the handler gives the agent a
-            ``torch.Generator`` on ``device`` seeded with it (the agent's
-            ``generator`` attribute, which ActorCriticAgent, SacAgent and
-            DqnAgent sample from). The actions then depend on this seed only,
-            not on what else draws from torch's global RNG (the learner's
-            minibatch shuffling) nor on the process sampling runs in, so a
-            background sampler with ``max_lag=0`` collects the batches of the
-            synchronous run. None: the agent keeps its own generator (or the
-            global RNG).
-        pin_memory: page-lock the sample tree's buffers the first time the
-            handler sees them, so the copies to and from a CUDA device are
-            asynchronous DMA (default: on CUDA). Only for a CUDA device: True
-            with a CPU one raises ConfigError. See docs/gpu.md.
-        transfer: the :class:`~parllel.torch.transfer.Transfer` that moves
-            inputs and outputs (default: one for ``device``); tests pass one
-            that copies on the CPU too.
-
-    Close the handler (:meth:`close`) before the sample tree: it
-    unregisters the page-locked memory.
+        seed: seed of the agent's action generator (``seeds.actions``), so the
+            actions depend on it alone; None: the agent keeps its own.
+        pin_memory: page-lock the sample tree's buffers for asynchronous copies
+            (default: on CUDA; CUDA only).
 
     Raises:
-        ConfigError: ``seed`` is given but the agent has no ``generator``
-            attribute, or the seed is not a non-negative int.
+        ConfigError: ``seed`` for an agent without ``generator``, or a seed that
+            is not a non-negative int.
 
     Example:
         >>> agent = ActorCriticAgent(*build_actor_critic(obs_space, action_space))

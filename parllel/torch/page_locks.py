@@ -1,17 +1,10 @@
 """Page-locked host memory: one registry per process, shared by every handler.
 
-``cudaHostRegister`` page-locks host memory in place so that copies to and
-from a CUDA device are asynchronous DMA. The driver refuses a range that
-overlaps one already registered (error 712), so two handlers reading the
-same buffer (the policies of a :class:`~parllel.multiagent.PolicyMapping`,
-an evaluation handler beside a training one) must share registrations:
-:class:`PageLocks` keeps every registered range of the process with a count
-of its users, registers only the pages not yet registered, and unregisters a
-range when its last user releases it, after a device synchronize (no copy
-may still be reading it). Only the pages under the views that are copied are
-locked, not the whole buffer they are cut from (the ``[T, B]`` window of a
-full-size replay, not the replay). docs/gpu.md says what the error codes
-mean.
+``cudaHostRegister`` refuses a range that overlaps one already registered
+(error 712), so handlers reading the same buffer share registrations:
+:class:`PageLocks` counts each range's users, registers only pages not yet
+registered and unregisters a range (after a device synchronize) when its
+last user releases it. docs/gpu.md explains the error codes.
 """
 
 from __future__ import annotations

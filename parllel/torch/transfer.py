@@ -1,20 +1,11 @@
 """Host-device transfers of sample-tree slots: page-locked, non-blocking, one sync.
 
-The sampler's buffers are numpy arrays in (shared) host memory. With a CUDA
-agent, :class:`Transfer` page-locks the memory under the views it copies in
-place (``cudaHostRegister`` through the process's one registry,
-:mod:`parllel.torch.page_locks`; no staging copy, workers keep writing
-straight into it), copies a step's inputs to the device with one
-``non_blocking`` copy per leaf, copies the outputs back the same way, and
-waits once, on an event recorded after the last copy, before anything on the
-host reads them. On the CPU the inputs are used in place (zero-copy), the
-outputs are copied and the (no-op) event is still recorded and waited on:
-the code path is the same, so tests on a machine without CUDA exercise it.
-
-Why register instead of a pinned staging tree: a staging tree costs one more
-host copy per leaf per step (1.8 MB per step for 64 Atari envs) and a second
-tree to keep in step; registering costs one call per view the first time it
-is reused and an unregister when the last handler holding it closes.
+With a CUDA agent, :class:`Transfer` page-locks the host views it copies in
+place (:mod:`parllel.torch.page_locks`), copies each leaf with one
+``non_blocking`` copy per direction and waits once per step on an event. On
+the CPU the same code path runs (inputs read in place), so tests without
+CUDA exercise it. Why registering beats a pinned staging tree: docs/gpu.md
+("Page-locked memory and non-blocking copies").
 """
 
 from __future__ import annotations
@@ -100,27 +91,18 @@ def _to_device(leaf: Any, device: torch.device) -> Any:
 class Transfer:
     """Moves a handler's inputs to its device and its outputs back.
 
-    One copy per leaf and direction per step (never per env), all
-    ``non_blocking``, and one :meth:`wait` per step: an event recorded after
-    the last copy, synchronized before the host (or a worker) reads an
-    output slot. Inputs are read by the device in stream order, so they need
-    no wait of their own; the wait after the outputs also covers them.
+    One ``non_blocking`` copy per leaf and direction per step, and one
+    :meth:`wait` per step before the host (or a worker) reads an output slot.
+    Using it after :meth:`close` raises :class:`~parllel.errors.ArrayClosedError`.
 
     Args:
-        device: where the agent runs.
-        pin_memory: page-lock the host views :meth:`pin` is given (default:
-            on a CUDA device).
-        copy_inputs: copy inputs to the device (default: unless the device
-            is the CPU, where the agent reads the buffers in place). True on
-            the CPU runs the CUDA path's copies, for tests.
-        event: what :meth:`wait` records and synchronizes (default: a
-            ``torch.cuda.Event`` on CUDA, else a :class:`HostEvent`).
-        locks: the registry of page-locked memory (default: the process's,
-            which every handler shares).
-
-    After :meth:`close` (or garbage collection) its holds on page-locked
-    memory are released; using it after :meth:`close` raises
-    :class:`~parllel.errors.ArrayClosedError`.
+        pin_memory: page-lock the host views :meth:`pin` is given (default: on
+            CUDA).
+        copy_inputs: copy inputs to the device (default: unless on the CPU;
+            True on the CPU runs the CUDA path's copies, for tests).
+        event: what :meth:`wait` records and synchronizes (default: a CUDA
+            event, else a :class:`HostEvent`).
+        locks: the registry of page-locked memory (default: the process's).
     """
 
     def __init__(

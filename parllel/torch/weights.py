@@ -1,18 +1,10 @@
 """SharedWeights: versioned model weights in shared memory, one publisher, many readers.
 
-The learner publishes a model's state (parameters and buffers) into one of
-two shared byte buffers and then bumps a version counter; a reader in another
-process copies the buffer of the newest version into its own modules. Torn
-reads are impossible: the header records which version the publisher is
-*writing*, and a reader keeps its copy only if, once it finished, no publish
-had started over the buffer it copied (the publisher writes version ``v``
-into buffer ``v % 2``, so one publish during a copy does not disturb it; two
-make the reader copy again). A process-shared lock guards the two header
-words (a memory barrier on every architecture, held for a few instructions).
-Readers waiting for a version poll it (sleeping up to 1 ms between looks)
-rather than wait on a condition the publisher notifies: a notify waits for
-every waiting reader to wake, so a reader killed while waiting (a background
-sampler's process, say) would block the publisher forever.
+The learner publishes a model's state into one of two shared buffers and
+bumps a version counter; a reader in another process copies the newest
+version into its own modules. Reads are never torn, and readers poll rather
+than wait on a notification, so a killed reader never blocks the publisher.
+How: docs/async.md ("Shared weights").
 """
 
 from __future__ import annotations

@@ -60,30 +60,18 @@ def generalized_advantage_estimation(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Generalized advantage estimation with truncation bootstrapping.
 
-    A terminated step has no future (``next_value = 0``); a truncated step
-    continues from ``final_value[t]``, the value of the episode's final
-    observation; the last step of an unfinished episode continues from
-    ``bootstrap_value`` (the value of ``observation[T]``). Both kinds of episode
-    end cut the recursion. ``return = advantage + value``; with ``gae_lambda = 1``
-    it is the discounted return bootstrapped from the values.
+    Terminated steps have no future, truncated steps continue from
+    ``final_value[t]``, the batch's last step from ``bootstrap_value``; both
+    episode ends cut the recursion (see docs/transforms.md). Returns
+    ``(advantage, return_)`` with ``return_ = advantage + value``.
 
     Args:
-        reward: ``[T, B, *F]`` rewards, float32 or float64.
-        value: ``[T, B, *F]`` values of ``observation[t]``.
-        terminated: ``[T, B]`` or ``[T, B, *F]`` flags.
-        truncated: like ``terminated``.
+        reward: ``[T, B, *F]`` rewards, float32 or float64; ``value`` likewise.
+        terminated: ``[T, B]`` or ``[T, B, *F]`` flags; ``truncated`` likewise.
         bootstrap_value: ``[B, *F]`` value of ``observation[T]``.
         final_value: ``[T, B, *F]``, read where truncated. Required unless
-            ``truncation_as_termination``.
-        gamma: discount in ``[0, 1]``.
-        gae_lambda: GAE lambda in ``[0, 1]``.
-        truncation_as_termination: treat truncations as terminations (biased;
-            for comparison or envs without a final-observation value).
-        advantage_out: optional preallocated output, like ``reward``.
-        return_out: optional preallocated output, like ``reward``.
-
-    Returns:
-        ``(advantage, return_)``, the outputs.
+            ``truncation_as_termination`` (biased; treats truncations as ends).
+        advantage_out: optional preallocated output (``return_out`` too).
 
     Example:
         >>> reward, value = np.ones((3, 1), np.float32), np.zeros((3, 1), np.float32)

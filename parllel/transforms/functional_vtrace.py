@@ -60,41 +60,18 @@ def vtrace(
     """V-trace value targets and policy-gradient advantages (IMPALA).
 
     The samples were drawn by a behaviour policy ``mu``; the targets are for
-    the target policy ``pi``. With ``rho = min(rho_bar, pi/mu)`` and
-    ``c = trace_lambda * min(c_bar, pi/mu)``::
-
-        v[t] = V[t] + rho[t] * (r[t] + gamma * V[t+1] - V[t])
-                    + gamma * c[t] * (v[t+1] - V[t+1])
-        advantage[t] = min(pg_rho_bar, pi/mu) * (r[t] + gamma * v[t+1] - V[t])
-
-    Episode ends as in :func:`generalized_advantage_estimation`: after a
-    terminated step ``V[t+1] = v[t+1] = 0``; after a truncated step both are
-    ``final_value[t]``; after the last step both are ``bootstrap_value``; each
-    of these cuts the trace. With all ratios 1 and ``rho_bar = c_bar = 1``,
-    ``v`` is the lambda-return (GAE advantage + value, ``gae_lambda =
-    trace_lambda``).
+    the target policy ``pi``. Episode ends are handled as in
+    :func:`generalized_advantage_estimation`; with all ratios 1 and
+    ``rho_bar = c_bar = 1``, ``v`` is the lambda-return. The recursion and its
+    cases: docs/transforms.md ("V-trace"). Returns ``(return_, advantage)``,
+    the targets ``v`` and the advantages.
 
     Args:
-        reward: ``[T, B, *F]`` rewards, float32 or float64.
-        value: ``[T, B, *F]`` values ``V(x_t)``.
-        terminated: ``[T, B]`` or ``[T, B, *F]`` flags.
-        truncated: like ``terminated``.
-        bootstrap_value: ``[B, *F]`` value of ``observation[T]``.
-        final_value: ``[T, B, *F]``, read where truncated. Required unless
-            ``truncation_as_termination``.
-        log_ratio: ``[T, B]`` or ``[T, B, *F]`` ``log pi(a|x) - log mu(a|x)``.
-        ratio: the ratios ``pi / mu`` instead (>= 0); pass exactly one.
-        gamma: discount in ``[0, 1]``.
-        trace_lambda: scale of the trace coefficients in ``[0, 1]``.
-        rho_bar: clip of ``rho`` (> 0; ``inf`` disables it).
-        c_bar: clip of ``c`` (> 0; ``inf`` disables it).
-        pg_rho_bar: clip of the advantage's weight; ``None`` means ``rho_bar``.
-        truncation_as_termination: treat truncations as terminations.
-        return_out: optional preallocated output for ``v``, like ``reward``.
-        advantage_out: optional preallocated output, like ``reward``.
-
-    Returns:
-        ``(return_, advantage)``: the targets ``v`` and the advantages.
+        reward: ``[T, B, *F]`` rewards, float32 or float64; ``value`` likewise.
+        final_value: required unless ``truncation_as_termination``.
+        log_ratio: ``log pi(a|x) - log mu(a|x)``, or ``ratio`` (>= 0): exactly one.
+        rho_bar: clip of ``rho``; ``c_bar`` of ``c``; ``pg_rho_bar`` of the
+            advantage's weight (default ``rho_bar``); ``inf`` disables a clip.
 
     Example:
         >>> reward, value = np.ones((3, 1)), np.zeros((3, 1))

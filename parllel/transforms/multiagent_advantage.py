@@ -82,61 +82,26 @@ def multiagent_gae(
 ) -> tuple[np.ndarray, np.ndarray]:
     """GAE per (env, agent) column over the steps where the agent acted.
 
-    Each agent's decisions are the steps where ``agent_mask`` is True; the
-    recursion runs from decision to decision (one ``gamma`` per decision).
-    Rewards and episode ends arriving at steps where the agent did not act
-    belong to its previous decision (in a turn-based game the loser's -1
-    arrives on the winner's move). An agent terminated at ``t`` has no future;
-    one truncated at ``t`` continues from ``final_value[t]`` if the env ended
-    at ``t``, else ``bootstrap_value`` if ``t = T - 1``, else ``value[t + 1]``
-    (its kept last observation). An env-level ``done`` without either agent
-    flag counts as a termination. Advantage and return are 0 where the agent
-    did not act. With ``A = 1`` and every step acted this is
+    The recursion runs from decision to decision (``agent_mask``; one ``gamma``
+    per decision); rewards and episode ends between an agent's decisions belong
+    to its previous one. Advantage and return are 0 where the agent did not
+    act; with ``A = 1`` and every step acted this is
     :func:`~parllel.transforms.functional.generalized_advantage_estimation`.
-
-    In a turn-based game an agent that is not to move at ``observation[T]``
-    (``bootstrap_acting`` False) waits there, and its value of a waiting
-    state is no estimate of its return (the value is only trained where the
-    agent acts). Its last decision, if its episode goes on past ``T``, is left
-    open: advantage 0 and return its value, and the decisions before it
-    bootstrap from that value.
+    Returns ``(advantage, return_)`` ``[T, B, A]``. Episode ends, waiting
+    agents and a worked example: docs/multiagent.md ("Per-agent advantages").
 
     Args:
-        agent_reward: ``[T, B, A]`` float32/float64 rewards of each agent.
-        value: ``[T, B, A]`` values (same dtype family) of each observation.
-        agent_mask: ``[T, B, A]`` flags: the agent acted at ``t``.
-        agent_terminated: ``[T, B, A]`` flags.
-        agent_truncated: ``[T, B, A]`` flags.
+        agent_reward: ``[T, B, A]`` float32/float64; ``value``, ``agent_mask``,
+            ``agent_terminated``, ``agent_truncated`` are ``[T, B, A]`` too.
         done: ``[T, B]`` env-level episode ends.
         bootstrap_value: ``[B, A]`` values of ``observation[T]``.
-        final_value: ``[T, B, A]`` values of the final observations where the
-            env ended; required unless ``truncation_as_termination``.
-        gamma: discount per decision, in ``[0, 1]``.
-        gae_lambda: GAE lambda in ``[0, 1]``.
-        truncation_as_termination: treat agent truncations as terminations.
+        final_value: ``[T, B, A]``; required unless ``truncation_as_termination``.
         bootstrap_acting: ``[B, A]`` flags: the agent is to act at
             ``observation[T]``; None: every agent is (a parallel env).
-        advantage_out: optional preallocated ``[T, B, A]`` output.
-        return_out: optional preallocated ``[T, B, A]`` output.
-
-    Returns:
-        ``(advantage, return_)``, each ``[T, B, A]`` with ``value``'s dtype.
 
     Raises:
-        ShapeError, DtypeError: an input has the wrong shape or dtype (named).
+        ShapeError: an input has the wrong shape (DtypeError: dtype).
         ConfigError: a bad hyperparameter, or ``final_value`` is missing.
-
-    Example:
-        >>> # two players alternate; player 1 wins on its move at t = 1
-        >>> mask = np.array([[[True, False]], [[False, True]]])   # [T=2, B=1, A=2]
-        >>> reward = np.array([[[0, 0]], [[-1, 1]]], np.float32)
-        >>> ended = np.array([[[False, False]], [[True, True]]])
-        >>> adv, ret = multiagent_gae(
-        ...     reward, np.zeros((2, 1, 2), np.float32), mask, ended,
-        ...     np.zeros_like(ended), ended[..., 0], np.zeros((1, 2), np.float32),
-        ...     gamma=1.0, gae_lambda=1.0, truncation_as_termination=True)
-        >>> ret[:, 0].tolist()   # player 0's move at t = 0 earned the -1
-        [[-1.0, 0.0], [0.0, 1.0]]
     """
     gamma = check_fraction("gamma", gamma)
     gae_lambda = check_fraction("gae_lambda", gae_lambda)
@@ -209,32 +174,22 @@ def multiagent_gae(
 class MultiAgentGAE(Transform):
     """Write per-agent GAE ``advantage`` and ``return_`` ``[T, B, A]``.
 
-    Reads ``env_info.agent_reward``, ``env_info.agent_mask``,
-    ``env_info.agent_terminated``, ``env_info.agent_truncated`` and
-    ``agent_info.value`` (all ``[T, B, A]``), ``done`` ``[T, B]``,
-    ``bootstrap_value`` ``[B, A]`` and ``final_value`` ``[T, B, A]`` (unless
-    ``truncation_as_termination``); see :func:`multiagent_gae` for the
-    semantics. If the observation has an ``action_mask`` leaf ``[.., B, A,
-    n]``, an agent whose row at ``observation[T]`` allows no action is not to
-    act there (the turn-based adapter's convention) and its last decision is
-    left open (``bootstrap_acting``). With ``normalize_advantage=True`` the advantages are then
-    standardized over the rows where the agent acted only (the others stay
-    0), which :class:`~parllel.transforms.NormalizeAdvantage` cannot do (it
-    reads the env-level ``valid``).
+    Reads the ``env_info.agent_*`` fields, ``agent_info.value``, ``done``,
+    ``bootstrap_value`` and ``final_value``; see :func:`multiagent_gae`. An
+    agent whose ``action_mask`` row at ``observation[T]`` allows nothing is
+    taken to be waiting there. ``normalize_advantage`` standardizes over the
+    acted rows only (see docs/multiagent.md, "Per-agent advantages").
 
     Example:
         >>> gae = MultiAgentGAE(sample_tree, gamma=0.99, gae_lambda=0.95)
         >>> gae(sample_tree).advantage.shape   # [T, B, A]
 
     Args:
-        sample_tree: an example multi-agent sample tree (outputs are
-            allocated in it).
+        sample_tree: an example multi-agent sample tree (outputs are allocated
+            in it).
         gamma: discount per decision in ``[0, 1]``.
-        gae_lambda: GAE lambda in ``[0, 1]``.
-        normalize_advantage: standardize advantages over acted rows.
         truncation_as_termination: treat agent truncations as terminations
             (then ``final_value`` is not needed).
-        epsilon: added to the std when normalizing.
     """
 
     def __init__(

@@ -26,24 +26,12 @@ def _leaves(observation: Any) -> dict[str, Any]:
 class NormalizeObservations(Transform):
     """Normalize float observation leaves by running mean/std, in place.
 
-    Each selected leaf (by default every float32/float64 leaf of the
-    observation, nested or not; integer leaves such as images or discrete
-    observations are skipped unless named, which is an error) gets its own
-    :class:`RunningMeanStd` over its feature shape. Calling the transform on a
-    batch first merges the batch into the statistics (unless :attr:`frozen`,
-    e.g. for evaluation; with ``only_valid`` only valid steps count), then
-    writes ``clip((obs - mean) / sqrt(var + epsilon), -clip, clip)``.
-
-    ``count_final_observations=True`` also counts the final observation of
-    each ended episode (the samplers merge it before the next episode's first
-    observation), as gymnasium's per-env ``NormalizeObservation`` wrapper
-    counts every observation its env returns; ``prior_count`` as for
-    :class:`RunningMeanStd` (gymnasium's ``1e-4``).
-
-    Observations normalized in place must not be normalized again: if the
-    sampler carries ``observation[T]`` over to the next batch, call
-    :meth:`normalize` on each freshly written observation instead (with
-    ``update=True``) and let the agent see normalized observations.
+    Each selected leaf (default: every float leaf) gets its own
+    :class:`RunningMeanStd`; a call merges the batch into the statistics
+    (unless :attr:`frozen`) and writes ``clip((obs - mean) / sqrt(var +
+    epsilon))``. Never normalize the same rows twice: with carried-over
+    observations call :meth:`normalize` per step instead (see
+    docs/transforms.md).
 
     Example:
         >>> norm = NormalizeObservations(sample_tree, leaves=["position"], clip=5.0)

@@ -40,25 +40,11 @@ FieldPath = str | tuple[str, ...]
 class ComputeVTrace(Transform):
     """Write V-trace targets into ``return_`` and advantages into ``advantage``.
 
-    Corrects samples collected by a lagged behaviour policy ``mu`` for the
-    policy being trained, ``pi`` (see :func:`parllel.transforms.functional.vtrace`).
-    Reads ``reward``, ``terminated``, ``truncated``, the value at
-    ``value_field``, the value of ``observation[T]`` at
-    ``bootstrap_value_field``, the final-observation values at
-    ``final_value_field`` (unless ``truncation_as_termination``), the
-    behaviour log-probs at ``behaviour_log_prob_field`` (the actor-critic
-    agents record ``agent_info.log_prob`` while sampling) and the target
-    log-probs at ``target_log_prob_field``.
-
-    The target log-probs come from the learner: it evaluates the recorded
-    actions under its current policy and writes them into that field before
-    calling the transform. If ``target_log_prob_field`` is a top-level name
-    missing from the tree, it is allocated like the behaviour log-probs and
-    filled with NaN, so forgetting to write it gives NaN outputs rather than
-    silently on-policy ones. The values may likewise be the learner's own
-    (point the value fields at fields it writes). Allocates ``advantage`` and
-    ``return_`` like the value, so algorithms that read GAE's fields read
-    these unchanged.
+    Corrects samples of a lagged behaviour policy ``mu`` for the policy being
+    trained (:func:`parllel.transforms.functional.vtrace`). The learner writes
+    the target log-probs into ``target_log_prob_field`` before each call; a
+    missing top-level field is allocated filled with NaN, so forgetting it
+    shows. Field names and semantics: docs/transforms.md ("V-trace").
 
     Example:
         >>> vtrace = ComputeVTrace(sample_tree, gamma=0.99, trace_lambda=0.95)

@@ -24,19 +24,12 @@ from parllel.validation import check_at_least, check_fraction, check_positive
 class NormalizeRewards(Transform):
     """Scale rewards by the running std of the discounted return, in place.
 
-    As Stable-Baselines3's ``VecNormalize``: each env keeps a running return
-    ``R = gamma * R + r`` (reset to 0 when its episode ends); the returns of
-    every step update running moments (unless :attr:`frozen`), and each reward
-    becomes ``clip(r / sqrt(var(R) + epsilon), -clip, clip)``. Rewards are not
-    centered. ``reset="termination"`` restarts the running return only at
-    terminations, as gymnasium 0.28's ``NormalizeReward`` wrapper (CleanRL's
-    PPO): ``R = gamma * (1 - terminated) * R + r`` at every step, so a
-    truncated episode's return runs on into the next episode.
-    ``prior_count``: the return statistics start with that weight of variance
-    1 (gymnasium's ``1e-4``; 0 counts only data). Multi-component rewards
-    ``[T, B, N]`` get statistics per
-    component. Run it before :class:`EstimateAdvantage`. The per-env running
-    returns are part of the state dict, so resuming continues exactly.
+    As Stable-Baselines3's ``VecNormalize``: a per-env running return updates
+    running moments (unless :attr:`frozen`) and each reward becomes
+    ``clip(r / sqrt(var(R) + epsilon))``, not centered. ``reset="termination"``
+    is gymnasium 0.28's rule (CleanRL's PPO); ``prior_count`` is gymnasium's
+    prior weight. Run it before :class:`EstimateAdvantage`; resuming continues
+    exactly (docs/transforms.md).
 
     Example:
         >>> NormalizeRewards(sample_tree, gamma=0.99)(sample_tree)

@@ -18,27 +18,12 @@ from parllel.tree.writing import join_path, write_tree
 class ArrayDict(Mapping[str, Any]):
     """A nested mapping of named fields whose leaves are Arrays or ndarrays.
 
-    Keys are strings, reachable by subscription (``tree["reward"]``) and as
-    attributes (``tree.reward``; an unknown attribute raises
-    ``AttributeError`` listing the keys, nothing is forwarded to leaves).
-    Any non-string subscript indexes every leaf: ``tree[t, b]`` returns a new
-    ArrayDict of the leaves' ``[t, b]`` views, and ``tree[t, b] = value``
-    writes every leaf from a dict, a namedtuple or a matching tree (or one
-    scalar/array broadcast to every leaf). Writing ``None``, leaving a key out
-    or adding an unknown one raises :class:`~parllel.errors.TreeStructureError`
-    naming the leaf path; a bad shape or dtype raises
-    :class:`~parllel.errors.ShapeError` / :class:`~parllel.errors.DtypeError`
-    naming it too. Add a field with ``tree["advantage"] = Array(...)``.
-
-    A tree built from a tuple (e.g. a gymnasium ``Tuple`` space sample) has
-    keys ``"0"``, ``"1"``, ... and also accepts tuples when written.
-
-    Walk a tree with its own methods, not by hand: :meth:`items_flat` yields
-    ``(path, leaf)`` depth-first (paths like ``"obs.pos"``, or key tuples),
-    :meth:`map` builds the same nesting from ``fn(leaf, *matching leaves of
-    others)``, and :attr:`batch_shape` is the leaves' common batch shape (None
-    if some leaf is not an Array or they disagree). Trees compare as Mappings:
-    ``==`` holds for equal keys and leaves equal as whole arrays.
+    Keys are strings, reached as ``tree["reward"]`` or ``tree.reward``. Any
+    other subscript indexes every leaf: ``tree[t, b]`` is a tree of views and
+    ``tree[t, b] = value`` writes every leaf from a dict, namedtuple, tree or
+    broadcast scalar; a missing or unknown key raises
+    :class:`~parllel.errors.TreeStructureError` naming the leaf path. Walk it
+    with :meth:`items_flat` and :meth:`map` (see docs/arrays.md).
 
     Example:
         >>> tree = ArrayDict({"obs": Array((4, 2), (3,)), "reward": Array((4, 2))})
@@ -312,17 +297,9 @@ class ArrayDict(Mapping[str, Any]):
     def __eq__(self, other: object) -> bool:
         """Mapping equality: the same keys, and leaves equal as whole arrays.
 
-        ``other`` may be any Mapping (a plain nested dict too). Subtrees
-        compare recursively; two leaves are equal if they are the same object
-        or ``numpy.array_equal`` holds (same shape, equal values, dtype
-        ignored, NaN unequal to itself). The ``is_sequence`` flag is not part
-        of a Mapping's contents and is ignored.
-
-        Why Mapping semantics: an ArrayDict is used as a Mapping everywhere
-        (``isinstance(x, Mapping)`` checks, ``dict(tree)``, writing one tree
-        into another), so its ``==`` keeps the Mapping contract (equal items,
-        symmetric with plain dicts) instead of identity. Like dicts,
-        ArrayDicts are therefore unhashable: key caches by ``id(tree)``.
+        ``other`` may be any Mapping (a plain nested dict too); leaves are equal if
+        they are the same object or ``numpy.array_equal`` holds. Why Mapping
+        semantics, and why trees are unhashable: docs/arrays.md ("Equality").
         """
         return mappings_equal(self, other)
 

@@ -30,16 +30,10 @@ class Balancer(Protocol):
 class LoadBalancer:
     """Proposes env moves between neighbouring processes when they shorten steps.
 
-    Stepping processes are ordered as their env ranges are (the main process's
-    share first, then the workers), so a move between neighbours keeps every
-    range contiguous. Step times are averaged over ``interval`` steps (single
-    steps are too noisy to act on); then the most unbalanced neighbouring
-    pair is considered. If the slower one's average exceeds the faster one's
-    by more than ``margin`` times their mean per-env cost, as many envs move
-    as equalise the two predicted times (at least one; the giver keeps one).
-    After such a move the predicted gap is at most one mean per-env cost, so
-    with ``margin`` >= 1 no move is undone unless the speeds change (a margin
-    of 2 leaves room for measurement noise).
+    Averages each process's step time over ``interval`` steps; when the slower
+    of the most unbalanced neighbouring pair is behind by more than ``margin``
+    mean per-env costs, proposes moving as many envs as equalise the two
+    (docs/cages.md, "Load balancing").
 
     Args:
         interval: steps averaged per decision.

@@ -1,7 +1,7 @@
 """ProcessCage: envs stepped in worker processes, straight into shared memory.
 
 The other modules of :mod:`parllel.cages.process` hold its pieces (the
-package docstring maps them).
+docs/cages.md, "Modules", maps them).
 """
 
 from __future__ import annotations
@@ -63,46 +63,21 @@ _StepEntry = tuple[Any, Any, int, np.ndarray, tuple[Any, Any]]
 class ProcessCage(Cage):
     """Steps ``n_envs`` envs in worker processes, each holding several envs.
 
-    Workers write observations, rewards, flags and env info straight into the
-    shared-memory slots passed to :meth:`step_async` (allocate buffers with
-    ``storage="shared"``); per step only a few integers cross the process
-    boundary, with one synchronization per worker. The main process can step
-    a share of the envs itself while the workers step theirs
-    (``main_process_envs``), which is what pays on a 2-core machine with
-    cheap envs (see docs/cages.md for figures).
+    Workers write results straight into the shared-memory slots passed to
+    :meth:`step_async` (allocate with ``storage="shared"``); per step only a few
+    integers cross the process boundary. Results are bit-identical to
+    :class:`~parllel.cages.SerialCage` (see docs/cages.md).
 
     Args:
         env_factory: picklable callable (cloudpickle) returning a gymnasium env.
-        n_envs: number of envs.
-        env_kwargs: keyword arguments for ``env_factory``.
-        layout: which process steps which envs, and whether envs move between
-            them (:class:`~parllel.cages.ProcessLayout`; default: one worker
-            per core, none in the main process).
-        options: as for :class:`~parllel.cages.SerialCage` (results are
-            bit-identical to it); the probe env is built in the process that
-            builds env 0.
-        on_worker_death: ``"raise"`` (:class:`~parllel.errors.WorkerDiedError`)
-            or ``"restart"``: recreate the worker's envs, reset them, report
-            their episodes as lost (``TrajInfo.lost``, truncated) and go on.
-        worker_cpus: CPUs the worker processes may run on (Linux
-            ``sched_setaffinity``; default: no pinning). E.g. the two cages of
-            an :class:`~parllel.samplers.AlternatingSampler` on a 2-core
-            machine share one core while the main process infers on the
-            other (:func:`parllel.patterns.build_alternating_cages`).
+        layout: which process steps which envs (default: one worker per core).
+        on_worker_death: ``"raise"`` or ``"restart"`` (episodes reported lost).
+        worker_cpus: CPUs the workers may run on (default: no pinning).
         start_method: multiprocessing start method (default forkserver).
-        worker_spin_seconds: how long an idle worker polls before blocking
-            (None: 2 ms while every stepping process of all cages has a
-            core, else 0 — never more polling processes than cores).
-        main_spin_seconds: how long the main process polls for workers before
-            blocking (it yields the CPU while polling).
+        worker_spin_seconds: how long an idle worker polls before blocking.
+        main_spin_seconds: how long the main process polls before blocking.
         start_timeout: seconds to wait for workers to build their envs.
-        step_timeout: seconds a worker may take to step (or reset) its envs
-            once the main process waits for it (default 300; None: wait
-            forever). Past it :class:`~parllel.errors.StepTimeoutError` names
-            the worker and its envs and carries the worker's Python stack, and
-            the cage is closed. It watches workers only: envs stepped in the
-            main process (``main_process_envs``) run in your own process,
-            where Ctrl-C interrupts a hang and shows its traceback.
+        step_timeout: seconds a worker may take per step or reset (None: forever).
 
     Example:
         >>> layout = ProcessLayout(envs_per_worker=4)

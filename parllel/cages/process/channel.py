@@ -1,43 +1,11 @@
 """The channel between a ProcessCage and its workers: control row, messages, replies.
 
-The whole protocol between the two sides, in one place.
-
-Two channels connect the main process to each worker:
-
-- **The control row** (per step, no pickling): one row of a shared ``int64``
-  array per worker, laid out as :class:`Row` says, plus two semaphores. The
-  main process writes a :class:`Command`, the count of pipe messages to read
-  first, a slot-tree layout id and small integer view ids, then releases
-  ``command_ready``; the worker does the work, writing straight into the
-  shared-memory slots, sets its :class:`Status` (and records plain finished
-  episodes in the row's tail) and releases ``work_done``. One
-  synchronization per worker per step.
-- **The pipe** (rare, typed messages): slot layouts and view descriptors the
-  first time they are used (:class:`Layout`, :class:`Views`), requests about
-  envs (:class:`GiveEnvs`, :class:`TakeEnvs`, :class:`CallEnvs`,
-  :class:`SetEnvAttr`, :class:`WaitingEnvs`) and the worker's replies
-  (:class:`Ready`, :class:`Result`, :class:`Episodes`, :class:`WorkerError`),
-  sent only when they exist (``Status.HAS_REPLIES`` says so).
-
-Each side writes the pipe only after releasing the semaphore the other side
-waits on (the main process: its messages after ``command_ready``; the
-worker: its replies after ``work_done``), and reads it only after acquiring
-its own: so a message of any size, larger than the pipe's buffer too, is
-read while it is written, and never blocks a side the other waits on.
-
-The control row's fields stay plain integers (class attributes, not enum
-members), so the per-step reads and writes index numpy with exact ints.
-
-Both sides wait on a semaphore with :func:`wait_for`: a blocking wake-up (the
-waiter sleeps in the kernel until the semaphore is released) costs tens of
-microseconds, while a waiter that polls the semaphore (``sem_trywait``: an
-atomic operation, no system call) and yields the CPU between polls is woken
-within a few microseconds without starving the other processes (figures in
-docs/cages.md). So waiters poll with ``os.sched_yield()`` for a short budget,
-then block; a blocked waiter wakes up periodically to check that its peer is
-still alive. The semaphore carries both the wake-up and the memory ordering:
-everything the releasing process wrote before ``release()`` is visible after
-``acquire()``.
+Per step, a shared ``int64`` control row per worker (:class:`Row`) and two
+semaphores carry the command and the status; rare typed messages (slot
+layouts, env requests, replies) cross a pipe only when they exist. Each side
+writes the pipe only after releasing the semaphore the other waits on, so no
+message size can deadlock. :func:`wait_for` polls briefly, then blocks. The
+protocol and its timings are in docs/cages.md ("How a process cage steps").
 """
 
 from __future__ import annotations

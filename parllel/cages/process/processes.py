@@ -1,25 +1,12 @@
 """The processes that step a ProcessCage's envs: who steps which, requests, moves.
 
-A ProcessCage's envs are split into contiguous ranges: optionally
-``[0, main_process_envs)`` stepped by the main process itself, then one range
-per worker, in order. :class:`SteppingProcesses` holds them (and the shared
-control array), finds the process that owns an env, runs a request
-(:mod:`~parllel.cages.process.channel`) wherever the env lives, and releases
-everything on close.
-
-Env calls and attributes (:func:`call_envs`, :func:`apply_to_envs`,
-:func:`set_env_attrs`, :func:`waiting_envs`) go once to every process owning
-some of the asked envs (the main process's share runs them directly);
-results come back in the order of the asked indices. The wrapper rules for
-reaching an attribute are :mod:`parllel.cages.env_access`'s.
-
-Load balancing: a :class:`~parllel.cages.Balancer`
-(:mod:`parllel.cages.layout.balance`) proposes moves from the stepping processes'
-step times; :func:`balance` asks it and :func:`move_envs` carries a move out:
-the giver pickles its first (or last) envs with their episode state
-(:class:`~parllel.cages.process.channel.GiveEnvs`), the neighbour takes them
-at its adjoining end (:class:`~parllel.cages.process.channel.TakeEnvs`), so
-every range stays contiguous and results stay bit-identical.
+The envs are split into contiguous ranges (the main process's share first,
+then one per worker); :class:`SteppingProcesses` finds the owner of an env
+and runs a request wherever it lives. Env calls and attributes go once to
+every owning process, results in the order asked. :func:`balance` and
+:func:`move_envs` move envs between neighbours at the ranges' ends, so
+ranges stay contiguous and results bit-identical (docs/cages.md, "Load
+balancing").
 """
 
 from __future__ import annotations

@@ -29,23 +29,10 @@ _CHECKED = ("loss", "grad_norm")
 class DQN:
     """Deep Q-learning over batches sampled from a replay, compiled whole.
 
-    The same algorithm and options as :class:`parllel.torch.algos.DQN` (see
-    its docstring for the targets and the loss): double DQN, a target
-    network copied every ``target_update_interval`` updates or
-    polyak-averaged with ``tau``, the Huber loss with ``huber_delta``
-    (``inf``: half the squared error), replay weights, n-step discounts
-    from the replay, optional gradient-norm clipping, bootstrapping on
-    truncation and not on termination. One :meth:`optimize` call samples its
-    ``K`` batches on the host, stacks them ``[K, batch, ...]`` and runs the
-    ``K`` updates as one jitted ``lax.scan`` (one host synchronization per
-    call, for the metrics); a prioritized replay gets its new priorities
-    after every update instead (``K`` calls of one update). With
-    ``scan=False`` the ``K`` updates are ``K`` calls of one jitted update
-    (still one synchronization): XLA's CPU runs convolutions inside a
-    compiled loop about 8x slower than outside one, so a CNN Q-network on
-    the CPU does not scan by default (docs/jax.md#dqn). The update draws
-    no random numbers: the seed streams enter through the agent's
-    initialization and the handler's action key.
+    The algorithm and options of :class:`parllel.torch.algos.DQN`. One
+    :meth:`optimize` call samples its ``K`` batches on the host and runs the
+    ``K`` updates as one jitted ``lax.scan`` (one host synchronization); how and
+    when it does not scan: docs/jax.md ("DQN").
 
     Example:
         >>> agent = build_dqn_agent(obs_space, action_space, seed=seeds.torch)
@@ -53,20 +40,13 @@ class DQN:
         >>> metrics = dqn.optimize(replay, new_steps=T * B)
 
     Args:
-        agent: the :class:`~parllel.jax.agents.DqnAgent` (its parameters are
-            trained and written back after every call).
-        optimizer: an optax transformation of the Q-network's parameters
-            (e.g. :func:`~parllel.jax.algos.adam`, torch's Adam).
-        double_dqn: choose next actions with the online network.
+        agent: the :class:`~parllel.jax.agents.DqnAgent` (trained in place).
+        optimizer: an optax transformation (e.g. :func:`~parllel.jax.algos.adam`).
         target_update_interval: hard target update every this many updates
             (default 1000 when ``tau`` is not given).
         tau: or polyak coefficient per update (exclusive with the interval).
-        huber_delta: threshold of the Huber loss.
-        max_grad_norm: optional gradient-norm clip.
-        updates_per_optimize: fixed gradient updates per :meth:`optimize`.
-        replay_ratio: or gradient updates per environment step.
-        scan: run a call's updates as one ``lax.scan`` (None: unless the
-            Q-network has a CNN encoder and JAX runs on the CPU).
+        replay_ratio: gradient updates per env step (or ``updates_per_optimize``).
+        scan: one ``lax.scan`` per call (None: unless a CNN runs on the CPU).
 
     Raises:
         ConfigError: invalid hyperparameters, another agent or optimizer.

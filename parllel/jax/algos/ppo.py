@@ -48,25 +48,14 @@ _STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fracti
 
 
 class PPO:
-    """PPO (clipped surrogate, optional value clipping and KL early stop),
-    each :meth:`optimize` one ``jax.jit``-compiled program.
+    """PPO (clipped surrogate, optional value clipping, KL early stop), compiled whole.
 
-    The semantics of :class:`parllel.torch.algos.PPO` (feed-forward): per
-    minibatch, masked by ``VALID``, ``policy_loss = -mean(min(r A, clip(r,
-    1 - c, 1 + c) A))``, ``value_loss = 0.5 mean((v - R)^2)`` (or the max
-    with the clipped value's error), ``loss = policy_loss + value_loss_coef
-    * value_loss - entropy_coef * entropy``; advantages normalized per
-    minibatch with the n-1 std; gradients clipped to a global norm with
-    torch's factor; ``epochs`` passes of ``minibatches`` shuffled
-    minibatches (one minibatch: the whole batch, unshuffled).
-
-    Every epoch and minibatch runs in one ``jax.lax.scan`` inside one
-    compiled call, with the minibatch order drawn from the algorithm's own
-    PRNG key: no host synchronization until the metrics come back.
-    Schedules (learning rate, clip ranges) are evaluated on the host once
-    per call and enter as arguments (no recompilation). A non-finite loss or
-    gradient norm stops the update at that step (the weights stay those of
-    the last finite step) and raises :class:`~parllel.errors.NonFiniteLossError`.
+    The semantics of the feed-forward :class:`parllel.torch.algos.PPO`. Each
+    :meth:`optimize` runs every epoch and minibatch in one ``jax.lax.scan`` of
+    one jitted call; schedules enter as arguments (no recompilation). A
+    non-finite loss keeps the last finite weights and raises
+    :class:`~parllel.errors.NonFiniteLossError`. Hyperparameters as the torch
+    PPO's (see docs/jax.md).
 
     Example:
         >>> ppo = PPO(agent, adam(3e-4), learning_rate=linear_schedule(3e-4, 0.0),
@@ -74,27 +63,11 @@ class PPO:
         >>> metrics = ppo.optimize(sample_tree)
 
     Args:
-        agent: holds ``params`` and ``evaluate(params, observation, action)``
-            (e.g. :class:`~parllel.jax.agents.ActorCriticAgent`); PPO writes
-            the new ``agent.params`` after each update.
-        optimizer: an optax transformation (:func:`~parllel.jax.algos.adam`);
-            with ``learning_rate`` it must keep its learning rate in its
-            state (``optax.inject_hyperparams``).
-        learning_rate: None (keep the optimizer's), a float or a schedule.
-        clip_range: ratio clip (float or schedule).
-        value_clip_range: clip of the value change (float, schedule or None).
-        value_loss_coef: weight of the value loss.
-        entropy_coef: weight of the entropy bonus.
-        max_grad_norm: global gradient-norm clip (None: measured only).
-        epochs: passes over each batch.
-        minibatches: minibatches per pass.
-        target_kl: stop the update when a minibatch's approximate KL
-            (measured before its step) exceeds it; that step is skipped.
-        normalize_advantage: normalize advantages per minibatch.
-        batch_shape: optional ``(T, B)``, checked against ``minibatches`` now.
-        total_updates: number of :meth:`optimize` calls, for schedule progress.
-        seed: seed of the minibatch order (e.g. ``seeds.torch``, the
-            learner's stream).
+        agent: e.g. :class:`~parllel.jax.agents.ActorCriticAgent` (trained in place).
+        optimizer: an optax transformation; with ``learning_rate`` it must keep
+            its learning rate in its state (``optax.inject_hyperparams``).
+        target_kl: skip the rest of the update once a minibatch's KL exceeds it.
+        seed: seed of the minibatch order (e.g. ``seeds.torch``).
 
     Raises:
         ConfigError: an invalid hyperparameter.

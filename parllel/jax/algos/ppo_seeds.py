@@ -34,19 +34,10 @@ _STATIC = (
 class SeededPPO:
     """K runs of :class:`~parllel.jax.algos.PPO`, updated in one call.
 
-    Each run keeps what a single run has: its parameters (in the
-    :class:`~parllel.jax.seeds.SeedStack`), optimizer state, PRNG key,
-    update count and schedules (each evaluated with the same progress). One
-    ``jax.jit(jax.vmap(...))`` of the PPO's own compiled update runs them all;
-    run ``k`` reads the batch's env columns ``k * B .. (k + 1) * B``.
-
-    A non-finite loss in run ``k`` leaves its weights at its last finite
-    step (as a single PPO does) and never touches another run. With
-    ``on_nonfinite="stop_all"`` the update then raises
-    :class:`~parllel.errors.NonFiniteLossError` naming the run and its seed;
-    with ``"stop_run"`` that run is frozen (its weights and optimizer state
-    never change again, :attr:`stopped` holds its error) and the others
-    train on.
+    Each run keeps its own parameters, optimizer state, PRNG key and schedules;
+    one ``jax.jit(jax.vmap(...))`` updates them all, run ``k`` reading env
+    columns ``k * B .. (k + 1) * B``. A non-finite loss never touches another
+    run (``on_nonfinite``: docs/seeds.md, "A failing run").
 
     Example:
         >>> ppos = [PPO(agent, adam(3e-4), seed=s.torch) for agent, s in zip(stack.agents, run_seeds)]
@@ -54,8 +45,7 @@ class SeededPPO:
         >>> per_run_metrics = seeded.optimize(sample_tree, progress=0.1)
 
     Args:
-        ppos: one PPO per run, each built on ``stack.agents[k]`` with the
-            same hyperparameters and its own seed.
+        ppos: one PPO per run, on ``stack.agents[k]``, same hyperparameters.
         stack: the runs' stacked parameters (the handler acts with them).
         envs_per_run: B, the env columns of each run.
         seeds: each run's master seed, named in errors.

@@ -33,19 +33,10 @@ _CHECKED = ("q1_loss", "q2_loss", "pi_loss", "alpha_loss")
 class SAC:
     """Soft Actor-Critic over batches sampled from a replay, compiled whole.
 
-    The same algorithm as :class:`parllel.torch.algos.SAC` (see its
-    docstring for the losses): twin critics (one batched network,
-    :class:`~parllel.jax.agents.TwinQ`), a polyak-averaged target critic,
-    automatic entropy tuning towards ``-action_dim``, ``policy_delay``,
-    optional gradient-norm clipping, bootstrapping on truncation and not on
-    termination. One :meth:`optimize` call samples its ``K`` batches from the
-    replay on the host, stacks them ``[K, batch, ...]`` and runs the ``K``
-    updates as one jitted ``lax.scan`` (one host synchronization per call,
-    for the metrics). A prioritized replay gets its new priorities after
-    every update instead (``K`` calls of one update).
-
-    The reparameterization noise comes from :attr:`key` (split in the
-    compiled call), so a seed gives the same run bit for bit.
+    The algorithm of :class:`parllel.torch.algos.SAC`. One :meth:`optimize`
+    call samples its ``K`` batches on the host and runs the ``K`` updates as
+    one jitted ``lax.scan``; the noise comes from :attr:`key`, so a seed gives
+    the same run bit for bit (see docs/jax.md, "SAC").
 
     Example:
         >>> agent = build_sac_agent(obs_space, action_space, seed=seeds.torch)
@@ -54,22 +45,12 @@ class SAC:
         >>> metrics = sac.optimize(replay, new_steps=T * B)
 
     Args:
-        agent: the :class:`~parllel.jax.agents.SacAgent` (its parameters are
-            trained and written back after every call).
-        optimizers: :class:`~parllel.jax.algos.SacOptimizers`
-            (:func:`build_sac_optimizers`).
+        agent: the :class:`~parllel.jax.agents.SacAgent` (trained in place).
         alpha: an :class:`EntropyCoefficient`, or a float for a fixed alpha.
-        seed: seed of the reparameterization noise (e.g. ``seeds.torch``; its
-            key is folded with a tag of SAC's, so an agent initialized from
-            the same seed draws other numbers).
+        seed: seed of the reparameterization noise (e.g. ``seeds.torch``).
         target_entropy: default ``-action_dim``.
-        tau: polyak coefficient of the target update, in ``(0, 1]``.
-        updates_per_optimize: fixed gradient updates per :meth:`optimize`.
-        replay_ratio: or gradient updates per environment step.
-        max_grad_norm: optional gradient-norm clip for actor and critic.
-        policy_delay: 1: critic, actor and alpha step together on the same
-            parameters; ``d > 1``: the critic steps every update, and every
-            ``d``-th update the actor and alpha then take ``d`` steps.
+        replay_ratio: gradient updates per env step (or ``updates_per_optimize``).
+        policy_delay: ``d``: actor and alpha take ``d`` steps every ``d``-th update.
 
     Raises:
         ConfigError: invalid hyperparameters.

@@ -25,21 +25,11 @@ _STATIC = ("tau", "max_grad_norm", "learn_alpha", "target_entropy", "policy_dela
 class SeededSAC:
     """K runs of :class:`~parllel.jax.algos.SAC`, updated in one call.
 
-    Each run keeps what a single run has: its actor (in the
-    :class:`~parllel.jax.seeds.SeedStack`, which the handler acts with),
-    critic, target critic, ``log_alpha``, optimizer states, PRNG key and
-    update count, stacked on a leading axis. One
-    ``jax.jit(jax.vmap(...))`` of the SAC's own compiled scan
-    (:meth:`SacUpdate.scan_with_keys
-    <parllel.jax.algos.sac_update.SacUpdate.scan_with_keys>`) runs every
-    run's updates of a call; run ``k`` trains on batches sampled from its own
-    env columns with its own RNG (:class:`~parllel.replays.per_run.PerRunReplay`).
-
-    A non-finite loss or gradient norm in run ``k`` keeps nothing of that
-    call for run ``k`` (as a single SAC) and never touches another run. With
-    ``on_nonfinite="stop_all"`` it raises
-    :class:`~parllel.errors.NonFiniteLossError` naming the run and its seed;
-    with ``"stop_run"`` the run is frozen and the others train on.
+    Each run keeps its own actor, critics, ``log_alpha``, optimizer states and
+    PRNG key, stacked on a leading axis; one ``jax.jit(jax.vmap(...))`` runs
+    every run's updates, run ``k`` sampling its own env columns
+    (:class:`~parllel.replays.per_run.PerRunReplay`). A non-finite loss never
+    touches another run (``on_nonfinite``: docs/seeds.md).
 
     Example:
         >>> sacs = [SAC(agent, build_sac_optimizers(1e-3), EntropyCoefficient(1.0),
@@ -48,8 +38,7 @@ class SeededSAC:
         >>> per_run_metrics = seeded.optimize(replay, new_steps=T * B)
 
     Args:
-        sacs: one SAC per run, each built on ``stack.agents[k]`` with the
-            same hyperparameters and its own seed.
+        sacs: one SAC per run, on ``stack.agents[k]``, same hyperparameters.
         stack: the runs' stacked acting parameters (``SacPolicyParams``).
         seeds: each run's master seed, named in errors.
         on_nonfinite: ``"stop_run"`` or ``"stop_all"``.

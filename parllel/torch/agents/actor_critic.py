@@ -22,31 +22,20 @@ __all__ = ["ActorCriticAgent"]
 class ActorCriticAgent:
     """:class:`~parllel.agents.Agent` for an :class:`ActorCriticModel`.
 
-    ``step`` samples actions (the distribution's mode in ``"eval"`` mode) and
-    records ``agent_info = {log_prob, value}``. A recurrent model's state is
-    kept batch-first, ``[N, num_states, num_layers, H]``, the layout PPO's
-    :class:`~parllel.torch.algos.ActorCriticEvaluator` reads from
-    ``initial_state``. Previous action and reward are not model inputs here.
-
-    Action masks: if the observation is a dict with an ``action_mask_key``
-    leaf (``[..., num_actions]``, nonzero = legal), the model still sees the
-    whole dict (the mask is also an input feature) and the distribution's
-    parameters are masked with it (:meth:`Categorical.masked
-    <parllel.torch.distributions.Categorical.masked>`): an illegal action is
-    never sampled nor picked in eval mode. Build the PPO evaluator with the
-    same key so training scores actions under the same mask.
+    ``step`` samples actions (the mode in ``"eval"`` mode) and records
+    ``agent_info = {log_prob, value}``; a recurrent state is kept batch-first,
+    ``[N, num_states, num_layers, H]``. A dict observation with an
+    ``action_mask_key`` leaf masks the distribution, so illegal actions are
+    never chosen (build the PPO evaluator with the same key; see
+    docs/multiagent.md, "Action masks").
 
     Args:
-        model: the actor-critic model.
-        distribution: the action distribution matching its policy head.
+        distribution: the action distribution matching the policy head.
         device: move the model there (default: where its parameters are).
-        action_mask_key: key of the mask in dict observations (None: never
-            mask).
-        generator: the torch generator actions are sampled from (on the
-            agent's device; None: torch's global RNG). ``TorchHandler(agent,
-            n_envs, seed=seeds.actions)`` sets one: then the actions do not
-            depend on what else draws from the global RNG (the learner's
-            minibatch shuffling) nor on the process sampling runs in.
+        action_mask_key: key of the mask in dict observations (None: never mask).
+        generator: the torch generator actions are sampled from (None: torch's
+            global RNG); ``TorchHandler(agent, n_envs, seed=seeds.actions)``
+            sets one.
 
     Example:
         >>> agent = ActorCriticAgent(*build_actor_critic(obs_space, action_space))

@@ -86,12 +86,11 @@ class TwinQ(nn.Module):
 class SacAgent:
     """:class:`~parllel.agents.Agent` for SAC: actor, twin critic, distribution.
 
-    ``step`` samples squashed actions (``"eval"`` mode: ``squash(mean)``);
-    ``agent_info`` is empty. While :attr:`random_actions` is true (outside
-    ``"eval"`` mode) actions are uniform within the bounds instead: the
-    common warm-up before learning starts, e.g. set by
-    ``AttributeSchedule(agent, "random_actions", lambda step: step < 1_000)``. :class:`~parllel.torch.algos.sac.SAC` trains
-    :attr:`actor` and :attr:`critic` and keeps its own target critic.
+    ``step`` samples squashed actions (``"eval"`` mode: ``squash(mean)``) and
+    records no agent info; while :attr:`random_actions` is true, actions are
+    uniform within the bounds (the warm-up, e.g. set by ``AttributeSchedule``).
+    :class:`~parllel.torch.algos.sac.SAC` trains :attr:`actor` and
+    :attr:`critic`.
 
     Example:
         >>> agent = build_sac_agent(env.observation_space, env.action_space)
@@ -100,12 +99,8 @@ class SacAgent:
     Args:
         actor: module mapping observations to ``GaussianParams``.
         critic: module mapping ``(observation, action)`` to ``(q1, q2)``.
-        distribution: :class:`~parllel.torch.distributions.SquashedGaussian`.
-        generator: the torch generator of the actions :meth:`step` and
-            :meth:`value` draw (sampler side; None: torch's global RNG), e.g.
-            set by ``TorchHandler(agent, n_envs, seed=seeds.actions)``.
-            :meth:`sample_with_log_prob` (the learner's) draws from the global
-            RNG.
+        generator: the torch generator :meth:`step` and :meth:`value` draw from
+            (None: torch's global RNG, which :meth:`sample_with_log_prob` uses).
     """
 
     def __init__(

@@ -61,18 +61,10 @@ def epsilon_schedule(
 class DQN:
     """Deep Q-learning over batches sampled from a replay.
 
-    Per update, on a batch ``(s, a, r, s', terminated, discount, weights)``
-    (``discount = gamma^k`` from an n-step replay)::
-
-        a*     = argmax_a Q(s', a)             (double DQN; else the target's)
-        y      = r + discount * (1 - terminated) * Q_targ(s', a*)
-        loss   = mean(weights * huber(Q(s, a) - y))
-        new priorities = |Q(s, a) - y|
-
-    A truncated step bootstraps from its final observation; only
-    ``terminated`` stops the bootstrap. The target network is copied every
-    ``target_update_interval`` updates, or polyak-averaged with ``tau`` after
-    every update.
+    Double DQN, a target network copied every ``target_update_interval``
+    updates (or polyak-averaged with ``tau``), the Huber loss weighted by the
+    replay's importance weights, bootstrapping on truncation only; the update
+    rule is written out in docs/off_policy.md ("DQN").
 
     Example:
         >>> agent = build_dqn_agent(obs_space, action_space)
@@ -81,24 +73,15 @@ class DQN:
         >>> metrics = dqn.optimize(replay)
 
     Args:
-        agent: a :class:`~parllel.torch.agents.dqn_agent.DqnAgent` (or any
-            object with a ``q_network`` module mapping observations to
-            ``[..., num_actions]``).
-        optimizer: optimizer over every parameter of the Q-network (e.g.
-            :func:`~parllel.torch.algos.adam`, Adam fused where supported).
-        double_dqn: choose next actions with the online network.
-        target_update_interval: hard target update every this many updates
-            (default 1000 when ``tau`` is not given).
+        agent: a :class:`~parllel.torch.agents.dqn_agent.DqnAgent`, or any
+            object with a ``q_network``.
+        optimizer: optimizer over every parameter of the Q-network.
+        target_update_interval: updates between target copies (default 1000).
         tau: or polyak coefficient per update (exclusive with the interval).
-        huber_delta: threshold of the Huber loss.
-        max_grad_norm: optional gradient-norm clip.
-        updates_per_optimize: fixed gradient updates per :meth:`optimize`.
-        replay_ratio: or gradient updates per environment step.
-        device: where batches are moved (default: the Q-network's device).
+        replay_ratio: gradient updates per env step (or ``updates_per_optimize``).
 
     Raises:
-        ConfigError: invalid hyperparameters, or an optimizer that misses
-            parameters of the Q-network.
+        ConfigError: bad hyperparameters, or an incomplete optimizer.
     """
 
     def __init__(

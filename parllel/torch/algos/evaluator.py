@@ -42,29 +42,13 @@ class PolicyEvaluation(NamedTuple):
 class PolicyEvaluator(Protocol):
     """The one method PPO calls on an agent.
 
-    Feed-forward (``PPO(recurrent=False)``): ``observation`` is a tensor (or
-    nested mapping of tensors) ``[N, ...]`` of shuffled samples,
-    ``action`` ``[N, ...]``, and ``initial_state`` and ``resets`` are None.
-
-    Recurrent (``PPO(recurrent=True)``): ``observation`` is ``[T, B_mb, ...]``
-    (whole env columns, in time order), ``action`` ``[T, B_mb, ...]``,
-    ``initial_state`` the ``INITIAL_STATE`` entries of those columns exactly
-    as stored in the batch (``[B_mb, ...]``, a tensor or a tree of them), and
-    ``resets`` ``[T, B_mb]`` bool, True where step ``t`` starts a new episode
-    (computed by PPO from ``DONE`` at ``t - 1``); the evaluator must zero the
-    state entering such steps.
-
-    Fields named in ``PPO(extra_input_fields=...)`` (e.g. ``PREV_ACTION``)
-    arrive as keyword arguments with the observation's leading dims.
-
-    ``evaluate`` returns a :class:`PolicyEvaluation` (or a 3-tuple in that
-    order) whose tensors have the action's leading dims and carry gradients.
-
-    With ``PPO(correction=VTraceCorrection(...))`` it is also called without
-    gradients on the whole batch: feed-forward on all ``T * B`` samples, on
-    ``observation[T]`` (``[B, ...]``) and on final observations; recurrent on
-    all ``B`` columns, possibly ``T + 1`` steps long (row ``T`` is the
-    bootstrap observation, its action a placeholder).
+    ``evaluate(observation, action, initial_state, resets, **extra_inputs)``
+    returns a :class:`PolicyEvaluation` (or a 3-tuple in that order) with the
+    action's leading dims, carrying gradients. Feed-forward: ``[N, ...]``
+    shuffled samples, ``initial_state`` and ``resets`` None. Recurrent:
+    ``[T, B_mb, ...]`` env columns, their stored ``INITIAL_STATE`` and
+    ``resets`` ``[T, B_mb]`` (zero the state entering those steps). See
+    docs/torch.md ("What the agent must provide").
     """
 
     def evaluate(

@@ -57,29 +57,19 @@ def flatten_agents(
 ) -> dict[str, Any]:
     """A ``[T, B * A]`` training batch from a ``[T, B, A]`` multi-agent batch.
 
-    Per-agent fields (``observation``, ``action``, ``advantage``,
-    ``return_``, every ``agent_info`` leaf and ``extra_fields``) must have
-    leading dims ``[T, B, A]`` and become ``[T, B * A, ...]`` (views where the
-    memory allows; column ``b * A + a`` is agent ``a`` of env ``b``). ``done``
-    ``[T, B]``, if present, is repeated for every agent and ``initial_state``
-    ``[B, A, ...]`` becomes ``[B * A, ...]`` (recurrent PPO). ``valid`` is
-    ``env_info.agent_mask``, and-ed with ``agent_info.policy_index ==
-    policy_index`` when ``policy_index`` is given and with the env-level
-    ``valid`` if the batch has one. Everything else is left out. Run
-    :class:`~parllel.transforms.MultiAgentGAE` first for the advantages.
+    Per-agent fields (``observation``, ``action``, ``advantage``, ``return_``,
+    ``agent_info`` leaves, ``extra_fields``) become ``[T, B * A, ...]`` (column
+    ``b * A + a``, views where possible); ``valid`` is ``env_info.agent_mask``
+    (and ``policy_index`` matches, and the env-level ``valid``). Other fields
+    are left out. Returns a dict of torch tensors. Run
+    :class:`~parllel.transforms.MultiAgentGAE` first (see docs/multiagent.md,
+    "The training view").
 
     Args:
-        batch: the multi-agent sample tree (Arrays or numpy arrays, or the
-            torch tensors :func:`~parllel.torch.numpy_to_torch_tree` makes of
-            them), observation without its bootstrap row ``T``.
-        policy_index: keep only the rows of this policy (see
-            ``fields.POLICY_INDEX``); None keeps every acted row.
-        extra_fields: further per-agent top-level fields to carry along
-            (e.g. ``fields.PREV_ACTION`` for ``PPO(extra_input_fields=...)``).
-
-    Returns:
-        A dict of torch tensors (sharing memory with ``batch`` where the
-        reshape is a view) with ``valid`` ``[T, B * A]`` bool.
+        batch: the multi-agent sample tree (Arrays, numpy or torch), observation
+            without its bootstrap row ``T``.
+        policy_index: keep only this policy's rows (None: every acted row).
+        extra_fields: further per-agent fields (e.g. ``fields.PREV_ACTION``).
 
     Raises:
         TreeStructureError: a needed field is missing.

@@ -1,26 +1,10 @@
 """V-trace value targets and advantages for PPO on lagged samples (IMPACT / APPO style).
 
-With asynchronous sampling a batch may have been collected by a behaviour
-policy ``mu`` some versions older than the policy PPO trains, ``pi``. PPO's
-clipped surrogate already uses ``pi / mu`` (the recorded ``agent_info.log_prob``
-is ``log mu``). :class:`VTraceCorrection` also corrects the value targets and
-advantages: before the epochs it evaluates the current policy on the whole
-batch (no gradients) and runs the V-trace kernel of
-:func:`parllel.transforms.functional.vtrace` on the result.
-
-Which values the kernel reads:
-
-==========================  ==================================================
-``V(x_t)``                  the current value function, always
-``V(observation[T])``       current if the batch's observation (and extra
-                            input) leaves are padded :class:`~parllel.arrays.Array`
-                            s, so row ``T`` is reachable; else the batch's
-                            recorded ``bootstrap_value``
-``V(final_observation)``    current for feed-forward PPO without extra inputs
-                            when the batch has ``final_observation``; else the
-                            recorded ``final_value`` (recurrent: the state after
-                            the truncated step is not known to PPO)
-==========================  ==================================================
+PPO's clipped surrogate already uses ``pi / mu``; :class:`VTraceCorrection`
+also corrects the value targets and advantages, evaluating the current
+policy on the whole batch before the epochs and running
+:func:`parllel.transforms.functional.vtrace` on the result. Which values it
+reads (current or recorded): docs/async.md ("PPO under policy lag").
 """
 
 from __future__ import annotations
@@ -121,18 +105,11 @@ def _evaluate(
 class VTraceCorrection:
     """V-trace targets and advantages for PPO, from the policy being trained.
 
-    Pass it as ``PPO(correction=VTraceCorrection(gamma=0.99, ...))``. At the
-    start of every :meth:`PPO.optimize <parllel.torch.algos.PPO.optimize>`
-    it evaluates the current policy on the whole batch without gradients,
-    computes the V-trace targets ``v`` and policy-gradient advantages (see
-    :func:`parllel.transforms.functional.vtrace`) with the importance ratios
-    ``pi / mu`` (``mu``: the recorded ``agent_info.log_prob``), and PPO uses
-    them as ``RETURN`` and ``ADVANTAGE`` for all epochs; the batch's own
-    ``advantage`` and ``return_`` (e.g. from a GAE transform) are not read.
-    The current values also replace the recorded ones as the "old" values of
-    value clipping and explained variance. The clipped surrogate still uses
-    ``pi / mu``. Steps outside ``VALID`` get ratio 1 and do not count in the
-    metrics.
+    Pass it as ``PPO(correction=VTraceCorrection(gamma=0.99, ...))``: at the
+    start of every :meth:`PPO.optimize <parllel.torch.algos.PPO.optimize>` it
+    evaluates the current policy on the batch without gradients and replaces
+    ``RETURN`` and ``ADVANTAGE`` with V-trace's (see docs/async.md, "PPO
+    under policy lag", and :func:`parllel.transforms.functional.vtrace`).
 
     Example:
         >>> correction = VTraceCorrection(gamma=0.99, trace_lambda=0.95)
@@ -141,16 +118,11 @@ class VTraceCorrection:
         >>> ppo.optimize(sample_tree)["vtrace_rho_mean"]  # 1.0 when on-policy
 
     Args:
-        gamma: discount in ``[0, 1]``.
-        trace_lambda: scale of the trace coefficients in ``[0, 1]``; with
-            no lag and ``rho_bar = c_bar = 1`` the targets are the GAE
-            returns with ``gae_lambda = trace_lambda``.
-        rho_bar: clip of the importance weights of the TD errors (> 0;
-            ``math.inf`` disables it).
-        c_bar: clip of the trace coefficients (> 0; ``math.inf`` disables it).
+        trace_lambda: scale of the trace coefficients, GAE's ``gae_lambda``.
+        rho_bar: clip of the TD errors' importance weights (``math.inf``: none).
+        c_bar: clip of the trace coefficients (``math.inf``: none).
         pg_rho_bar: clip of the advantages' weights; None means ``rho_bar``.
-        truncation_as_termination: do not bootstrap truncated episodes (no
-            ``final_value`` / ``final_observation`` needed).
+        truncation_as_termination: do not bootstrap truncated episodes.
 
     Raises:
         ConfigError: a parameter is out of range or not a number.
@@ -198,7 +170,7 @@ class VTraceCorrection:
                 :meth:`PPO.optimize <parllel.torch.algos.PPO.optimize>` minus
                 ``ADVANTAGE`` and ``RETURN``, plus ``REWARD``, ``TERMINATED``,
                 ``TRUNCATED``, and ``BOOTSTRAP_VALUE`` / ``FINAL_VALUE`` where
-                the current values cannot be computed (module docstring).
+                the current values cannot be computed (docs/async.md).
             recurrent: evaluate whole sequences with their states.
             extra_input_fields: batch fields passed to the evaluator.
             device: if given, the batch is moved there first.

@@ -52,23 +52,15 @@ class Categorical:
     """Categorical distribution parameterized by logits.
 
     Actions are integer tensors ``[...]`` for logits ``[..., num_actions]``.
-
-    Action masks: :meth:`masked` returns parameters whose illegal logits are
-    replaced by the dtype's most negative finite value, so every method then
-    treats those actions as impossible: they are never sampled nor chosen by
-    :meth:`deterministic`, their probability is exactly 0 in the entropy and
-    the KL, and the gradients stay finite (no ``-inf``, no NaN). A row with no
-    legal action at all (e.g. an agent that may not act this step, whose
-    action is padding) is left unmasked.
+    :meth:`masked` makes illegal actions impossible in every method, with finite
+    gradients; a row with no legal action is left unmasked (docs/torch.md,
+    "Distributions").
 
     Example:
         >>> dist = Categorical(num_actions=3)
         >>> params = DistParams(logits=torch.zeros(8, 3))   # [B, num_actions]
         >>> dist.sample(params).shape, dist.entropy(params)[0]
         (torch.Size([8]), tensor(1.0986))
-
-    Args:
-        num_actions: number of discrete actions.
     """
 
     def __init__(self, num_actions: int) -> None:

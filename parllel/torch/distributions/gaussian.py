@@ -126,28 +126,17 @@ class Gaussian:
 class SquashedGaussian:
     """Gaussian squashed by ``tanh`` and scaled to Box bounds ``[low, high]``.
 
-    ``action = center + scale * tanh(u)`` with ``u ~ N(mean, std)``,
-    ``center = (high + low) / 2`` and ``scale = (high - low) / 2``. The
-    log-density applies the change of variables
-    ``log p(action) = log N(u) - sum(log(1 - tanh(u)^2) + log(scale))``
-    with the stable identity
-    ``log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u))``.
-
-    Prefer :meth:`sample_with_log_prob` where both are needed (e.g. SAC): it
-    uses the pre-squash ``u`` directly. :meth:`log_likelihood` of a given
-    action inverts the squashing with ``atanh``, clipping actions at the
-    bounds to ``1 - epsilon`` of the half-width.
-
-    :meth:`kl` is exact (KL is invariant under the squashing bijection).
-    :meth:`entropy` has no closed form; it returns the entropy of the
-    pre-squash Gaussian, a common regularization proxy.
+    ``action = center + scale * tanh(u)`` with ``u ~ N(mean, std)``. Prefer
+    :meth:`sample_with_log_prob` where both are needed (e.g. SAC);
+    :meth:`log_likelihood` of a given action inverts the squashing with
+    ``atanh``. :meth:`kl` is exact; :meth:`entropy` is the pre-squash
+    Gaussian's, a proxy (see docs/torch.md, "Distributions").
 
     Args:
-        action_dim: size of the action vector.
-        low: lower bounds (scalar or ``[action_dim]``), default -1.
-        high: upper bounds (scalar or ``[action_dim]``), default 1.
-        min_log_std: optional lower clip of ``log_std``.
-        max_log_std: optional upper clip of ``log_std``.
+        low: lower bounds (scalar or ``[action_dim]``), default -1; ``high``
+            likewise, default 1.
+        min_log_std: optional lower clip of ``log_std``; ``max_log_std``
+            likewise.
         epsilon: clipping margin used when inverting actions at the bounds.
     """
 

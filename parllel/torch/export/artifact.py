@@ -1,20 +1,12 @@
 """The policy file: weights, architecture, spaces, normalizer and provenance.
 
-One ``torch.save`` file of plain data (dicts, lists, numbers, strings and
-tensors; no pickled class), so :func:`read_policy_file` loads it with
-``torch.load(weights_only=True)``::
-
-    {"format": "parllel-policy", "format_version": 1, "backend": "torch",
-     "architecture": {"builder": "actor_critic", "kwargs": {...}},
-     "observation_space": {...}, "action_space": {...},
-     "weights": {"model": state_dict},
-     "observation_normalizer": None | {"clip", "epsilon", "leaves": {...}},
-     "trained_with": {"algorithm", "env_id", "env_factory", "env_steps"},
-     "metadata": {...}, "versions": {...}}
-
-The header is the backend-free one of :mod:`parllel.export.header`. A run
-directory also gets ``policy_spec.json`` (:mod:`parllel.torch.export.spec`),
-so a run interrupted before its export still loads from its checkpoints.
+One ``torch.save`` file of plain data (no pickled class), so
+:func:`read_policy_file` loads it with ``torch.load(weights_only=True)``:
+the common header of :mod:`parllel.export.header`, ``architecture``
+(builder name and keyword arguments), ``weights``,
+``observation_normalizer``, ``trained_with`` and ``metadata``. A run
+directory also gets ``policy_spec.json``, so a run interrupted before its
+export still loads from its checkpoints (docs/training.md).
 """
 
 from __future__ import annotations
@@ -150,32 +142,21 @@ def export_policy(
 
     Args:
         path: the file to write, or a directory (its ``policy.pt``).
-        agent: an agent built by ``build_actor_critic`` (wrapped in an
-            ``ActorCriticAgent``), ``build_sac_agent`` or ``build_dqn_agent``,
-            or any agent with an attached
+        agent: an agent from ``build_actor_critic`` (in an ``ActorCriticAgent``),
+            ``build_sac_agent`` or ``build_dqn_agent``, or one with an attached
             :class:`~parllel.torch.architecture.Architecture`.
-        observation_normalizer: the
-            :class:`~parllel.transforms.NormalizeObservations` the run used;
-            its statistics are saved and applied by the loaded policy.
-        observation_space: the env's observation space, if the agent was
-            built from an example observation instead of a space.
-        action_space: the env's action space (likewise).
-        algorithm: what trained it (e.g. ``"PPO"``).
-        env_id: the gymnasium id of the env it was trained on.
-        env_factory: the function building the env, when an id is not enough
-            (wrappers): the function, ``"module:function"`` or
-            ``"path/to/file.py:function"``; a file is recorded relative to
-            the file's directory, so the run directory can be copied
-            (:func:`~parllel.export.factory.factory_reference`).
-        env_steps: env steps of training.
-        metadata: more plain values to store.
+        observation_normalizer: the run's
+            :class:`~parllel.transforms.NormalizeObservations` (saved, applied).
+        observation_space: needed if the agent was built from an example
+            observation; ``action_space`` likewise.
+        env_factory: the function building the env, ``"module:function"`` or
+            ``"path/to/file.py:function"`` (recorded relative to the file).
 
     Returns:
-        The file written (atomically: a crash leaves the previous file).
+        The file written (atomically).
 
     Raises:
-        PolicyExportError: if the agent cannot be described (see
-            :func:`describe_policy`).
+        PolicyExportError: if the agent cannot be described.
     """
     file = _as_file(path, POLICY_FILE)
     header = describe_policy(

@@ -1,19 +1,13 @@
 """A trained policy acting on raw gymnasium observations, with no sampler.
 
 :func:`load_policy` rebuilds the agent an export (or a run's checkpoint)
-describes and wraps it in a :class:`Policy`: ``act(observation)`` takes what
-``env.reset()`` / ``env.step()`` return, applies the saved observation
-normalizer, runs the agent as the sampler's handler does (``"eval"`` mode:
-deterministic actions) and returns an action for ``env.step``::
+describes and wraps it in a :class:`Policy`, whose ``act(observation)``
+normalizes as in training and returns the deterministic action::
 
     policy = load_policy("runs/cartpole-ppo-20250101-120000")
     observation, info = env.reset(seed=0)
-    while True:
-        action = policy.act(observation)
-        observation, reward, terminated, truncated, info = env.step(action)
-        if terminated or truncated:
-            break
-    policy.reset()  # a recurrent policy forgets the episode
+    action = policy.act(observation)
+    policy.reset()  # at an episode's end: a recurrent policy forgets it
 """
 
 from __future__ import annotations
@@ -50,26 +44,18 @@ __all__ = ["Policy", "load_policy"]
 class Policy:
     """An agent, its spaces and observation normalizer, acting on raw observations.
 
-    Build one with :func:`load_policy`. Actions are the agent's, exactly as
-    the sampler hands them to the env: an ``int`` for a ``Discrete`` space,
-    an array of the space's dtype for a ``Box`` (a squashed Gaussian keeps it
-    within the bounds; an unsquashed one can leave them, as in training,
-    unless ``clip_actions``). A recurrent policy keeps its state between
-    calls: call :meth:`reset` when an episode ends.
+    Build one with :func:`load_policy`. Actions are what the sampler would hand
+    the env (an ``int`` for ``Discrete``, an array for ``Box``, clipped only
+    with ``clip_actions``); a recurrent policy keeps its state between calls,
+    so call :meth:`reset` when an episode ends.
 
     Args:
-        agent: the rebuilt agent.
-        observation_space: the env's observation space.
-        action_space: the env's action space.
-        observation_normalizer: the saved normalizer, or None.
         trained_with: algorithm, env id or factory, env steps.
         source: the file the weights came from.
         clip_actions: clip ``Box`` actions into the space's bounds.
-        device: where the agent runs.
 
     Raises:
-        ConfigError: ``clip_actions`` with a ``Box`` action space that has no
-            finite bound (nothing to clip into).
+        ConfigError: ``clip_actions`` with a ``Box`` space without finite bounds.
     """
 
     def __init__(

@@ -46,17 +46,11 @@ class ActorCriticOutput(NamedTuple):
 class ActorCriticModel(nn.Module):
     """Encoder, optional recurrent core, policy head and value head.
 
-    Data flow (``lead`` = the input's leading dims, ``[]``, ``[B]`` or
-    ``[T, B]``)::
-
-        observation [*lead, ...] -> encoder -> features [*lead, F]
-            -> core (if any; a [B] input is one time step) -> [*lead, H]
-            -> trunk (shared)
-            -> policy_trunk -> policy_head -> dist_params [*lead, ...]
-            -> value_trunk  -> value_head  -> value [*lead]
-
-    With ``value_encoder`` the value branch reads the observation through its
-    own encoder instead of the shared features (and not through the core).
+    ``model(observation, state=None, resets=None)`` returns
+    ``ActorCriticOutput(dist_params, value, state)`` for inputs with leading
+    dims ``[]``, ``[B]`` or ``[T, B]`` (a ``[B]`` input to a recurrent model is
+    one time step). ``trunk`` is shared by both heads; ``value_encoder`` gives
+    the value branch its own encoder (and no core). See docs/torch.md.
 
     Example:
         >>> model = ActorCriticModel(
@@ -71,12 +65,7 @@ class ActorCriticModel(nn.Module):
     Args:
         encoder: observation to features ``[..., F]``, keeping leading dims.
         policy_head: features to a NamedTuple of distribution parameters.
-        value_head: features to values ``[...]``.
         core: optional :class:`RecurrentCore` after the encoder.
-        trunk: optional module after the core, shared by both heads.
-        policy_trunk: optional module between features and policy head.
-        value_trunk: optional module between features and value head.
-        value_encoder: optional separate encoder for the value branch.
     """
 
     def __init__(

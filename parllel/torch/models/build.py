@@ -39,44 +39,25 @@ def build_actor_critic(
 ) -> tuple[ActorCriticModel, Any]:
     """Build an :class:`ActorCriticModel` and its distribution for two spaces.
 
-    Observations go through :func:`build_encoder`, then (optionally) a
-    :class:`RecurrentCore`, then MLP trunks of ``hidden_sizes``: one shared
-    trunk, or separate policy and value trunks (``shared_trunk=False``).
-
-    Image observations (``uint8`` ``(C, H, W)``, ``(H, W, C)``, frame stacks
-    ``(k, H, W, 1)``; see :func:`build_encoder`) get the Atari defaults of
-    CleanRL's and SB3's PPO: the Nature CNN (:data:`NATURE_CNN`: convs 32 8x8
-    stride 4, 64 4x4 stride 2, 64 3x3 stride 1, then a 512-unit ReLU layer),
-    no MLP trunk, and orthogonal init (gain ``sqrt(2)`` for the convs and the
-    512 layer, 0.01 for the policy head, 1 for the value head).
-    ``Discrete`` actions get a :class:`Categorical`; ``Box`` actions a
-    :class:`Gaussian` with a state-independent log-std, or a
-    :class:`SquashedGaussian` scaled to the bounds with ``squash=True``.
+    Observations go through :func:`build_encoder`, an optional
+    :class:`RecurrentCore` and MLP trunks of ``hidden_sizes``. Image
+    observations get CleanRL's and SB3's Atari defaults (:data:`NATURE_CNN`, no
+    trunk, orthogonal init). ``Discrete`` actions get a :class:`Categorical`,
+    ``Box`` actions a :class:`Gaussian` (or :class:`SquashedGaussian` with
+    ``squash=True``). See docs/torch.md ("Models").
 
     Args:
-        observation_space: observation space (or see :func:`build_encoder`).
         action_space: ``Discrete`` or 1-D ``Box``.
-        hidden_sizes: trunk layer sizes; None: ``(64, 64)``, or ``()`` (no
-            trunk after the CNN's 512 layer) for image observations.
-        activation: trunk activation.
+        hidden_sizes: trunk layer sizes; None: ``(64, 64)``, or ``()`` for images.
         shared_trunk: one trunk for both heads, or one each.
         recurrent_cell: ``"lstm"``, ``"gru"`` or None (feed-forward).
-        recurrent_size: hidden size of the recurrent core.
-        squash: tanh-squash Box actions into their bounds.
-        init_log_std: initial log-std for Box actions.
-        orthogonal_init: trunk (and CNN) layers orthogonal with gain
-            ``sqrt(2)`` and zero biases, as SB3's and CleanRL's actor-critics
-            (the heads always are: gain 0.01 for the policy, 1 for the
-            value); False: torch's default initialization; None: True for
-            image observations, False otherwise.
-        cnn: :class:`CnnEncoder` settings for image observations, over
-            :data:`NATURE_CNN` (``channels``, ``kernel_sizes``, ``strides``,
-            ``paddings``, ``output_size`` (None: convs only),
-            ``channels_last``).
+        orthogonal_init: orthogonal trunk layers with gain ``sqrt(2)`` (the heads
+            always are); None: True for image observations.
+        cnn: :class:`CnnEncoder` settings over :data:`NATURE_CNN`.
 
     Returns:
-        ``(model, distribution)``; ``model.architecture`` records these
-        arguments (see :func:`parllel.torch.export_policy`).
+        ``(model, distribution)``; ``model.architecture`` records the arguments
+        (for :func:`parllel.torch.export_policy`).
     """
     cnn_settings = {**NATURE_CNN, **dict(cnn or {})}
     channels_last = cnn_settings.pop("channels_last", None)

@@ -25,19 +25,11 @@ ReLU convs then a 512-unit ReLU layer; the image default of
 class CnnEncoder(FollowsModelDtype):
     """Conv stack mapping images to flat features, keeping leading dims.
 
-    Inputs are ``[..., C, H, W]`` (or ``[..., H, W, C]`` with
-    ``channels_last=True``) with any number of leading dims; outputs are
-    ``[..., output_size]``. Two more layouts are accepted: one-channel frames
-    ``[..., H, W]`` (a 2-D ``image_shape``) and stacks of ``k`` frames
-    ``[..., k, C, H, W]`` (or ``[..., k, H, W, C]`` with ``channels_last``,
-    such as ``FrameStackObservation(4)`` over ``(84, 84, 1)`` frames gives),
-    whose frames are joined into ``k * C`` input channels. ``uint8`` images
-    are scaled to ``[0, 1]``; other images are used as they are; both in the
-    model's dtype. The defaults are the Nature-DQN conv stack (32x8x8 stride 4,
-    64x4x4 stride 2, 64x3x3 stride 1, ReLU); pass ``output_size=512`` for its
-    fully connected layer too. The flat feature size is inferred at
-    construction by running a zero image through the stack, so
-    ``output_size`` is always known.
+    Inputs are ``[..., C, H, W]`` (``[..., H, W, C]`` with ``channels_last``),
+    one-channel frames ``[..., H, W]`` or frame stacks ``[..., k, C, H, W]``
+    (joined into ``k * C`` channels); ``uint8`` images are scaled to
+    ``[0, 1]``. The defaults are the Nature-DQN conv stack; ``output_size=512``
+    adds its dense layer. The flat size is inferred at construction.
 
     Example:
         >>> encoder = CnnEncoder((4, 84, 84))
@@ -45,21 +37,14 @@ class CnnEncoder(FollowsModelDtype):
         torch.Size([2, 3136])
 
     Args:
-        image_shape: shape of one image as stored: ``(C, H, W)``, or
-            ``(H, W, C)`` if ``channels_last``; ``(H, W)``; or a frame stack
-            ``(k, C, H, W)``, or ``(k, H, W, C)`` if ``channels_last``.
-        channels_last: whether images (or each stacked frame) are stored
-            channels-last.
-        channels: output channels of each conv layer.
-        kernel_sizes: kernel size of each conv layer.
-        strides: stride of each conv layer.
-        paddings: padding of each conv layer (zeros if None).
+        image_shape: one image as stored: ``(C, H, W)`` (or channels-last),
+            ``(H, W)``, or a frame stack ``(k, C, H, W)``.
+        channels: output channels of each conv layer (``kernel_sizes``,
+            ``strides`` and ``paddings`` likewise per layer).
         activation: module class placed after every layer.
-        output_size: if given, a linear layer (with activation) to this size
-            follows the convs.
-        init_scale: if given, every conv and linear layer gets orthogonal
-            weights with this gain and zero biases (``sqrt(2)`` is the
-            Atari PPO/DQN scheme); otherwise torch's default initialization.
+        output_size: if given, a linear layer (with activation) to this size.
+        init_scale: if given, orthogonal weights with this gain and zero biases;
+            otherwise torch's default initialization.
     """
 
     def __init__(

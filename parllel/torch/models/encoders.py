@@ -142,14 +142,11 @@ def build_encoder(
 ) -> nn.Module:
     """Choose an encoder for an observation space or an example observation.
 
-    Rules per leaf: a ``uint8`` array with 3 dims is an image and one with 4
-    dims a stack of images (:class:`CnnEncoder`; channels-last if its last
-    dim is smaller than its height, ``(84, 84, 4)`` or ``(4, 84, 84, 1)``,
-    unless ``channels_last`` says otherwise); a 2-D ``uint8`` array of at
-    least 32x32 is a one-channel image; a ``Discrete`` space gets a
-    :class:`OneHotEncoder`; any other Box/array is flattened
-    (:class:`FlattenEncoder`). Dict and Tuple spaces (or dicts / tuples of
-    examples) get a :class:`DictEncoder`, recursively.
+    Per leaf: 3-D or 4-D ``uint8`` arrays (images, frame stacks) and 2-D
+    ``uint8`` of at least 32x32 get a :class:`CnnEncoder`, ``Discrete`` a
+    :class:`OneHotEncoder`, anything else a :class:`FlattenEncoder`; Dict and
+    Tuple spaces a :class:`DictEncoder`, recursively (see docs/torch.md,
+    "Models").
 
     Args:
         observation: a ``gymnasium.Space``, or an example observation
@@ -161,10 +158,7 @@ def build_encoder(
         An encoder module with an ``output_size`` attribute.
 
     Raises:
-        ShapeError: an image-like leaf no encoder here places: ``uint8`` with
-            more than 4 dims, or a non-``uint8`` array with at least 3 dims,
-            two of them 32 or more (flattening it would feed thousands of
-            pixels to a linear layer).
+        ShapeError: an image-like leaf no encoder here places.
     """
     cnn_kwargs = dict(cnn_kwargs or {})
     recurse = lambda sub: build_encoder(  # noqa: E731

@@ -15,11 +15,9 @@ __all__ = ["MLP"]
 class MLP(nn.Module):
     """Fully connected layers with an activation between them.
 
-    Applies to the last dim and keeps any leading dims (``[..., input_size]``
-    to ``[..., output_size]``), so ``[F]``, ``[B, F]`` and ``[T, B, F]`` inputs
-    all work. Without ``output_size`` the last hidden layer (activated) is the
-    output, which makes an MLP a trunk; with it, a final linear layer without
-    activation is added, which makes it a head.
+    Maps ``[..., input_size]`` to ``[..., output_size]``, keeping leading dims.
+    Without ``output_size`` the last hidden layer (activated) is the output (a
+    trunk); with it, a final linear layer without activation is added (a head).
 
     Example:
         >>> mlp = MLP(4, hidden_sizes=(64, 64), output_size=2, output_init_scale=0.01)
@@ -27,16 +25,11 @@ class MLP(nn.Module):
         torch.Size([8, 2])
 
     Args:
-        input_size: size of the last input dim.
-        hidden_sizes: sizes of the hidden layers (may be empty).
-        output_size: size of an optional final linear layer.
         activation: module class (or factory) placed after each hidden layer.
-        output_init_scale: if given, the output layer gets orthogonal weights
-            with this gain and zero bias (small values such as 0.01 make an
-            initial policy close to uniform).
-        hidden_init_scale: if given, the hidden layers get orthogonal weights
-            with this gain and zero biases (SB3's and CleanRL's ``sqrt(2)``);
-            otherwise torch's default initialization.
+        output_init_scale: if given, orthogonal output weights with this gain
+            and zero bias (0.01: a near-uniform initial policy).
+        hidden_init_scale: if given, orthogonal hidden weights with this gain
+            (SB3's and CleanRL's ``sqrt(2)``); else torch's default.
     """
 
     def __init__(

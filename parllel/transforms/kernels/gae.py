@@ -1,24 +1,11 @@
 """Generalized advantage estimation and discounted returns as numba kernels.
 
-Layout: float arrays are 2-D ``[T, M]`` where ``M = B * N`` flattens the env
-axis and any trailing feature dims (``N = 1`` for scalar rewards). The flags
-``terminated`` and ``truncated`` are ``[T, M / k]``: one flag per column
-(``k = 1``) or one per env shared by its ``k = N`` components. Column ``m``
-reads flag column ``m // k``. ``bootstrap_value`` is ``[M]`` and holds the
-value of ``observation[T]``.
-
-At step ``t`` of column ``m``:
-
-- terminated: ``next_value = 0`` and the recursion is cut;
-- truncated (and not terminated): ``next_value = final_value[t]`` (the value of
-  the episode's final observation) and the recursion is cut, because step
-  ``t + 1`` belongs to a new episode;
-- otherwise ``next_value = value[t + 1]`` (``bootstrap_value`` at ``t = T - 1``)
-  and the recursion continues.
-
-The time loop runs backwards and the inner loop runs over contiguous columns
-(the recursion is along ``T``, so the columns are independent). Scalars are
-carried in float64 whatever the storage dtype.
+Float arrays are 2-D ``[T, M]`` with ``M = B * N`` (env axis and trailing
+feature dims flattened); ``terminated`` and ``truncated`` are ``[T, M / k]``
+(column ``m`` reads flag column ``m // k``); ``bootstrap_value`` is ``[M]``.
+The episode-end rules are the table of docs/transforms.md ("Terminated,
+truncated, and the batch boundary"). The time loop runs backwards over
+contiguous columns; scalars are carried in float64.
 """
 
 from __future__ import annotations

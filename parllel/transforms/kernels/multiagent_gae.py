@@ -1,40 +1,12 @@
 """Per-agent generalized advantage estimation over masked decisions, in numba.
 
-Layout: float arrays are 2-D ``[T, M]`` with ``M = B * A`` (env ``b``, agent
-``a`` is column ``m = b * A + a``); the env-level ``done`` is ``[T, B]`` and
-column ``m`` reads ``done[t, m // A]``. ``bootstrap_value`` is ``[M]``.
-
-Each column is one agent's view of one env. Its *decisions* are the steps
-where ``agent_mask`` is True; GAE runs over decisions, not env steps (one
-discount per decision). Walking backwards, the kernel keeps, per column, the
-reward collected since the agent's next decision (``pending_reward``), the
-value the next decision starts from (``next_value``) and its advantage
-(``next_advantage``, the lambda carry). At step ``t``:
-
-1. if the agent's episode ended at ``t`` (``agent_terminated``,
-   ``agent_truncated``, or the env's ``done`` without either flag, which
-   counts as a termination), what follows belongs to another episode: the
-   carry is cut and ``next_value`` becomes 0 (terminated), or for a
-   truncation ``final_value[t]`` if the env ended at ``t``, else
-   ``bootstrap_value`` if ``t = T - 1``, else ``value[t + 1]`` (the agent's
-   kept last observation);
-2. ``agent_reward[t]`` joins ``pending_reward`` (a reward arriving while the
-   agent waits belongs to its previous decision);
-3. if the agent acted at ``t``:
-   ``advantage = pending_reward + gamma * next_value - value[t]
-   + gamma * lambda * next_advantage``; then the decision at ``t`` becomes
-   the next one. Otherwise advantage and return are 0 at ``t``.
-
-An agent that is not to act at ``observation[T]`` (``bootstrap_acting``
-False: another agent moves next in a turn-based game) has no value to
-bootstrap its last decision from: ``bootstrap_value`` is its value of a
-state in which it waits, which it is never trained on. Its last decision,
-if its episode is still running at ``T``, is left open: advantage 0 and
-return its own value (nothing to learn from it), and the decisions before
-it bootstrap from its value, as from any decision cut off by the end of
-the batch.
-
-Scalars are carried in float64 whatever the storage dtype.
+Float arrays are ``[T, M]`` with ``M = B * A`` (column ``m = b * A + a``);
+the env-level ``done`` is ``[T, B]`` (column ``m`` reads ``m // A``) and
+``bootstrap_value`` ``[M]``. Walking backwards, each column carries the
+reward pending since the agent's next decision, that decision's value and
+its advantage (the lambda carry); the episode-end and waiting-agent rules
+are in docs/multiagent.md ("Per-agent advantages"). Scalars are carried in
+float64 whatever the storage dtype.
 """
 
 from __future__ import annotations
@@ -64,7 +36,7 @@ def multiagent_gae_kernel(
     advantage_out: np.ndarray,
     return_out: np.ndarray,
 ) -> None:
-    """Write per-agent GAE advantages and returns in place (see the module doc).
+    """Write per-agent GAE advantages and returns in place (see docs/multiagent.md).
 
     Args:
         agent_reward: ``[T, M]`` rewards of each agent at each env step.

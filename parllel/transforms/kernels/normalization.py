@@ -192,35 +192,20 @@ def normalize_reward_kernel(
 ) -> None:
     """Scale rewards by the running std of the discounted return, in place.
 
-    Step by step, as Stable-Baselines3's ``VecNormalize`` does: for each env
-    column the running return is ``R = gamma * R + r``; the ``R`` of all
-    columns at that step update the running moments (per component
-    ``m % N``) unless ``update`` is False; then
-    ``r <- clip(r / sqrt(var + epsilon), -clip, clip)``; then ``R = 0`` where
-    the episode ended. With ``termination_only`` the running return restarts
-    only at terminations, at the terminating step itself, as gymnasium 0.28's
-    ``NormalizeReward`` (CleanRL's): ``R = gamma * (1 - terminated) * R + r``,
-    never zeroed afterwards. Masked-out steps are skipped entirely.
+    Step by step, as Stable-Baselines3's ``VecNormalize``: per column
+    ``R = gamma * R + r`` updates the running moments (per component
+    ``m % N``, unless not ``update``), then ``r <- clip(r / sqrt(var +
+    epsilon))``, then ``R = 0`` where the episode ended. ``termination_only``:
+    gymnasium 0.28's rule, ``R = gamma * (1 - terminated) * R + r``. Masked
+    steps are skipped. ``reward``, ``returns`` and the moments (``count``,
+    ``mean``, ``m2``: ``[N]``) are updated; the ``scratch_*`` arrays are
+    ``[N]`` float64 workspace.
 
     Args:
-        reward: ``[T, M]`` rewards (updated).
-        terminated: ``[T, M / k]`` flags.
-        truncated: same shape as ``terminated``.
-        mask: ``[T, M / k]`` valid flags.
-        use_mask: whether to read ``mask``.
+        reward: ``[T, M]`` rewards.
+        terminated: ``[T, M / k]`` flags; ``truncated`` and ``mask`` likewise.
         components_per_flag: ``k`` (also the number of components ``N``).
-        gamma: discount of the running return.
-        epsilon: added to the variance.
-        clip: bound of the normalized reward.
-        update: whether to update the running moments.
-        termination_only: gymnasium 0.28's restart rule (above).
-        returns: ``[M]`` float64 running returns (updated).
-        count: ``[N]`` running count per component (updated).
-        mean: ``[N]`` running mean of the return (updated).
-        m2: ``[N]`` running sum of squared deviations (updated).
-        scratch_count: ``[N]`` float64 scratch space.
-        scratch_mean: ``[N]`` float64 scratch space.
-        scratch_m2: ``[N]`` float64 scratch space.
+        returns: ``[M]`` float64 running returns.
     """
     n_steps, n_columns = reward.shape
     k = components_per_flag

@@ -1,29 +1,12 @@
 """V-trace off-policy value targets and policy-gradient advantages (IMPALA).
 
-Layout as in :mod:`parllel.transforms.kernels.gae`: float arrays are 2-D
-``[T, M]`` (``M = B * N``), flags are ``[T, M / k]`` (column ``m`` reads flag
-column ``m // k``), ``bootstrap_value`` is ``[M]``. The importance ratios
-``pi(a | x) / mu(a | x)`` (or their logs) are ``[T, M / j]``: one per column
-(``j = 1``) or one per env shared by its ``j = N`` components.
-
-With ``rho = min(rho_bar, ratio)``, ``c = lambda * min(c_bar, ratio)`` and
-``pg_rho = min(pg_rho_bar, ratio)``, backwards in ``t``::
-
-    delta[t]  = rho[t] * (r[t] + gamma * next_value[t] - V[t])
-    v[t] - V[t] = delta[t] + gamma * c[t] * (v[t + 1] - V[t + 1])   (not cut)
-    pg_advantage[t] = pg_rho[t] * (r[t] + gamma * next_target[t] - V[t])
-
-``next_value`` follows the GAE rules (0 after a termination, ``final_value``
-after a truncation, ``V[t + 1]`` inside an episode, ``bootstrap_value`` after
-the last step). ``next_target`` is ``v[t + 1]`` inside an episode and equals
-``next_value`` at an episode end or the batch end (nothing is known beyond
-it, so the target is the value itself). An episode end cuts the trace. A NaN
-ratio gives NaN outputs (it is not clipped to a threshold).
-
-The running ``v[t + 1] - V[t + 1]`` of every column is kept in a float64
-``[M]`` scratch array; with all ratios 1, ``rho_bar = c_bar = 1`` and float64
-data the operations are those of ``gae_kernel``, so the targets equal the GAE
-returns bit for bit.
+Layout as in :mod:`parllel.transforms.kernels.gae`: float arrays ``[T, M]``
+(``M = B * N``), flags ``[T, M / k]``, ``bootstrap_value`` ``[M]``; the
+ratios (or their logs) are ``[T, M / j]``, one per column or per env. The
+recursion and its episode-end cases are in docs/transforms.md ("V-trace").
+The running ``v - V`` is carried in float64, so with all ratios 1 and
+``rho_bar = c_bar = 1`` the targets equal ``gae_kernel``'s returns bit for
+bit. A NaN ratio gives NaN outputs.
 """
 
 from __future__ import annotations
