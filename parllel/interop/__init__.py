@@ -21,7 +21,7 @@ from typing import Any
 
 from parllel.errors import MissingDependencyError
 from parllel.errors.base import install_hint
-from parllel.interop.vector_env import make_vec
+from parllel.interop.gymnasium_vector_env import make_vec
 from parllel.interop.vector_env_cage import VectorEnvCage
 
 __all__ = [
@@ -38,11 +38,11 @@ _SB3 = (
 )
 _ENVPOOL = ("envpool", f"EnvPool 1.2.5 (Python >= 3.11): {install_hint('envpool')}")
 # name: (its module, the package it imports, what to install); imported on first
-# use (the SB3 adapter subclasses SB3's VecEnv, the EnvPool ones import EnvPool)
+# use (the SB3 adapter subclasses SB3's VecEnv, the EnvPool cage imports EnvPool)
 _LAZY = {
     "make_sb3_vec_env": ("sb3_vec_env", *_SB3),
     "EnvPoolCage": ("envpool_cage", *_ENVPOOL),
-    "make_envpool_cage": ("envpool_make", *_ENVPOOL),
+    "make_envpool_cage": ("envpool_cage", *_ENVPOOL),
 }
 
 

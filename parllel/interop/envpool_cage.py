@@ -1,11 +1,38 @@
-"""EnvPoolCage: EnvPool's batched C++ envs as a parllel cage."""
+"""EnvPoolCage: EnvPool's batched C++ envs as a parllel cage (the envpool extra).
+
+:func:`make_envpool_cage` builds an EnvPool with parllel's seeds and wraps it.
+EnvPool (``envpool.make_gymnasium(task_id, num_envs=..., ...)``) steps its
+envs in C++ threads and speaks gymnasium's batched vector-env API, with its
+own rules that the cage adapts, in the functions before the cage:
+
+- :func:`check_pool`: only EnvPool's gymnasium API in sync mode (``batch_size
+  == num_envs``) with one player per env.
+- :func:`pool_seeds`: EnvPool seeds its envs once, when it is built: env
+  ``i`` gets ``env_seed[i]`` if the pool was built with one seed per env
+  (``seed=[...]``), else ``seed + i``.
+- :func:`native_action_space`: the pool's action space with the dtype its C++
+  side takes (``int32`` for discrete actions).
+- :func:`probe_pool`: the example step, from a separate one-env pool built
+  like env 0 of the pool (same config, env 0's seed), so the pool itself sees
+  nothing before the cage's first reset.
+- :func:`in_env_order`: a result's rows in env order (EnvPool says which env
+  each row is in ``info["env_id"]``).
+"""
 
 from __future__ import annotations
 
+import copy
+import difflib
+from collections.abc import Sequence
+from dataclasses import replace
 from time import perf_counter
 from typing import Any
 
+import envpool
+import gymnasium as gym
 import numpy as np
+from envpool.python.envpool import EnvPoolMixin
+from envpool.python.gymnasium_envpool import GymnasiumEnvPoolMixin
 from gymnasium.vector.utils import batch_space
 
 from parllel import fields
@@ -14,93 +41,201 @@ from parllel.cages import CageOptions, EnvSpaces, TrajInfo
 from parllel.cages.cage import ResetRequest
 from parllel.cages.cage_checks import raise_closed_slot
 from parllel.cages.env_info import KeptInfos
-from parllel.cages.probe import spaces_example
+from parllel.cages.probe import env_error, spaces_example, step_example
 from parllel.errors import (
     ConfigError,
     UnsupportedVectorEnvError,
 )
-from parllel.interop.batched_cage import BatchedEnvCage, StepResult
-from parllel.interop.envpool_pool import (
-    check_pool,
-    env_id_array,
-    in_env_order,
-    native_action_space,
-    pool_name,
-    pool_seeds,
-    probe_pool,
-    without_routing,
-)
-from parllel.interop.vector_infos import info_row, write_info_slots
-from parllel.interop.vector_steps import (
+from parllel.interop.batched_cage import (
+    BatchedEnvCage,
+    StepResult,
     write_final_observations,
     write_flags,
 )
+from parllel.interop.batching import info_row, write_info_slots
+from parllel.seeding import action_space_seed, resolve_env_seeds
 from parllel.tree import tree_map
 
-__all__ = ["EnvPoolCage"]
+__all__ = ["EnvPoolCage", "make_envpool_cage"]
+
+
+#: EnvPool's own info entries saying which env (and player) a row is: the
+#: cage knows (TrajInfo.env_index), so they get no slot
+ROUTING_KEYS = ("env_id", "players")
+
+
+def pool_name(pool: Any) -> str:
+    """A readable name: the pool's class and, for Atari, its game."""
+    task = pool.config.get("task")
+    name = type(pool).__name__
+    return f"{name}({task!r})" if task else name
+
+
+def check_pool(pool: Any) -> None:
+    """Raise :class:`UnsupportedVectorEnvError` unless an EnvPoolCage can step ``pool``.
+
+    It must be an EnvPool with the gymnasium API (``envpool.make_gymnasium``,
+    or ``envpool.make(..., env_type="gymnasium")`` / ``"gym"``), open, in sync
+    mode (``batch_size`` equal to ``num_envs``, EnvPool's default) and with
+    one player per env.
+    """
+    if isinstance(pool, EnvPoolMixin) and not isinstance(pool, GymnasiumEnvPoolMixin):
+        raise UnsupportedVectorEnvError(
+            f"{type(pool).__name__} is an EnvPool with the dm_env API "
+            "(env_type='dm'); EnvPoolCage needs EnvPool's gymnasium API: build it "
+            "with envpool.make_gymnasium(task_id, ...) or envpool.make(task_id, "
+            "env_type='gymnasium', ...)"
+        )
+    if not isinstance(pool, GymnasiumEnvPoolMixin):
+        raise UnsupportedVectorEnvError(
+            f"EnvPoolCage needs an EnvPool built by envpool.make_gymnasium(...), got "
+            f"{type(pool).__name__}; for other gymnasium vector envs use "
+            "VectorEnvCage, for env factories SerialCage or ProcessCage"
+        )
+    env: Any = pool  # an EnvPool: its config and mode come from its C++ side
+    if getattr(env, "closed", False):
+        raise UnsupportedVectorEnvError(f"the EnvPool {pool_name(env)} is closed")
+    config = env.config
+    if env.is_async:
+        raise UnsupportedVectorEnvError(
+            f"the EnvPool {pool_name(pool)} is asynchronous (batch_size="
+            f"{config['batch_size']} < num_envs={config['num_envs']}): each step "
+            "would return a different subset of envs, but a cage steps every env "
+            "each step. Build it with batch_size=num_envs (EnvPool's default)"
+        )
+    if int(config.get("max_num_players", 1)) != 1:
+        raise UnsupportedVectorEnvError(
+            f"the EnvPool {pool_name(pool)} has max_num_players="
+            f"{config['max_num_players']}; EnvPoolCage steps one player per env"
+        )
+
+
+def pool_seeds(pool: Any) -> tuple[int, ...]:
+    """The seed each env of ``pool`` was built with (EnvPool seeds only then).
+
+    ``env_seed[i]`` if the pool was built with one seed per env
+    (``envpool.make_gymnasium(..., seed=[...])``), else ``seed + i``.
+    """
+    config = pool.config
+    per_env = list(config.get("env_seed") or ())
+    if per_env:
+        return tuple(int(s) for s in per_env)
+    return tuple(int(config["seed"]) + i for i in range(int(config["num_envs"])))
+
+
+def native_action_space(pool: Any) -> gym.Space:
+    """The pool's action space, with the dtype EnvPool's C++ side takes.
+
+    EnvPool declares ``Discrete`` actions as int64 but takes int32 (and casts
+    whatever it gets); declaring int32 makes samplers store the actions
+    EnvPool steps with, with no cast per step. Other spaces are kept as they
+    are.
+    """
+    space = pool.action_space
+    spec = pool.spec.action_array_spec.get("action")
+    if spec is None:
+        return space
+    dtype = np.dtype(spec.dtype)
+    if isinstance(space, gym.spaces.Discrete) and space.dtype != dtype:
+        return gym.spaces.Discrete(int(space.n), start=int(space.start), dtype=dtype)
+    if isinstance(space, gym.spaces.MultiDiscrete) and space.dtype != dtype:
+        return gym.spaces.MultiDiscrete(space.nvec, dtype=dtype, start=space.start)
+    return space
+
+
+def without_routing(infos: dict[str, Any]) -> dict[str, Any]:
+    """``infos`` without EnvPool's :data:`ROUTING_KEYS`."""
+    return {k: v for k, v in infos.items() if k not in ROUTING_KEYS}
+
+
+def in_env_order(
+    values: Any, infos: dict[str, Any], env_ids: np.ndarray
+) -> tuple[Any, dict[str, Any]]:
+    """``values`` (a tree of ``[n, ...]`` arrays) and ``infos``, rows in ``env_ids`` order.
+
+    EnvPool names each row's env in ``infos["env_id"]``; in sync mode the rows
+    come in the order the envs were sent, so this is a check that costs one
+    comparison. Rows that came otherwise are put in order.
+    """
+    got = infos.get("env_id")
+    if got is None or (got.shape == env_ids.shape and (got == env_ids).all()):
+        return values, infos
+    position = {int(e): j for j, e in enumerate(np.asarray(got).tolist())}
+    order = np.asarray([position[int(e)] for e in env_ids.tolist()], dtype=np.intp)
+    n = len(order)
+
+    def take(leaf: Any) -> Any:
+        if isinstance(leaf, np.ndarray) and leaf.ndim >= 1 and len(leaf) == n:
+            return leaf[order]
+        return leaf
+
+    return tree_map(take, values), tree_map(take, infos)
+
+
+def probe_pool(
+    pool: Any,
+    spaces: EnvSpaces,
+    seed: int,
+    env_index: int,
+) -> dict[str, Any]:
+    """The example step of env 0, from a one-env pool built like it (then closed).
+
+    The probe pool has ``pool``'s config with one env seeded ``seed`` (env
+    0's), so it is reset, stepped once with a random action (drawn from a
+    seeded copy of the action space) and closed, and ``pool`` sees nothing.
+
+    Raises:
+        EnvError: building, stepping or closing the probe pool raised
+            (naming env ``env_index``'s probe).
+    """
+    config = {
+        **pool.config,
+        "num_envs": 1,
+        "batch_size": 1,
+        "num_threads": 1,
+        "seed": int(seed),
+        "env_seed": [],
+    }
+    spec_type = type(pool.spec)
+    try:
+        probe = type(pool)(spec_type(spec_type.gen_config(**config)))
+    except Exception as exc:
+        raise env_error(env_index, "its probe's construction", exc) from exc
+    try:
+        probe.reset()
+        space = copy.deepcopy(spaces.action)
+        space.seed(action_space_seed(int(seed)))
+        action = space.sample()
+        batch = tree_map(lambda leaf: np.asarray(leaf)[None], action)
+        observation, reward, terminated, truncated, infos = probe.step(batch)
+    except Exception as exc:
+        raise env_error(env_index, "its probe step", exc) from exc
+    finally:
+        probe.close()
+    return step_example(
+        tree_map(lambda leaf: np.array(leaf[0]), observation),
+        action,
+        reward[0],
+        terminated[0],
+        truncated[0],
+        info_row(without_routing(infos), 0, 1),
+    )
+
+
+def env_id_array(indices: Sequence[int]) -> np.ndarray:
+    """Cage-local env indices as EnvPool's ``env_id`` array (int32)."""
+    return np.asarray(list(indices), dtype=np.int32)
 
 
 class EnvPoolCage(BatchedEnvCage):
     """An EnvPool (``envpool.make_gymnasium(...)``) as a parllel cage.
 
-    EnvPool steps its envs in C++ threads of this process; the cage sends
-    the actions in :meth:`step_async` (the envs step while the sampler does
-    other work) and copies what comes back into the sample tree's slots in
-    :meth:`await_step`, so the tree may be local memory.
-
-    **Autoreset.** EnvPool resets a finished env during its *next* step
-    (gymnasium's ``NEXT_STEP``: that step ignores the action and returns the
-    reset observation with reward 0). The cage translates this into parllel's
-    auto-reset: in the step that ends an episode it copies the episode's
-    last observation into ``final_observation``, then steps the finished
-    envs alone once more right away (``pool.send(..., env_id)`` and
-    ``pool.recv()``: EnvPool's own autoreset step, one more call into EnvPool
-    in that step only; its action is ignored) and writes their reset
-    observations into the ``observation`` slot. So every step of every env
-    is a real transition, as in every parllel cage, and the reset is
-    EnvPool's autoreset, not a forced ``reset``: with Atari's
-    ``episodic_life=True`` a lost life continues the game, as in EnvPool. ``terminated`` and ``truncated`` are EnvPool's (EnvPool
-    1.2.5: ``truncated`` when the step limit ``max_episode_steps`` is
-    reached, ``terminated = done and not truncated``; there is no
-    ``"TimeLimit.truncated"`` info).
-
-    **Seeds.** EnvPool seeds each env once, when the pool is built: env ``i``
-    gets ``env_seed[i]`` if the pool was built with one seed per env, else
-    ``seed + i``. :attr:`env_seeds` records these seeds, whatever ``seed``
-    says. A ``seed`` given here must be the one the pool was built with (a
-    master seed: parllel's per-env seeds, as :func:`make_envpool_cage` builds
-    them; or the per-env seeds); any other raises ``ConfigError``. Resets
-    cannot reseed (``reset(seeds=...)`` raises), nor take options.
-
-    **Actions** are ``int32`` for discrete spaces, the dtype EnvPool steps
-    with (the action space says so). **Infos**: every numeric entry of
-    EnvPool's info gets an ``env_info`` slot under the usual policy
-    (:mod:`parllel.cages.env_info`); ``env_id`` and ``players`` (which env a
-    row is) are left out. **Frames**: observations are what the pool
-    returns, e.g. Atari's ``stack_num`` (default 4) stacked frames per step.
-
-    The example values come from a separate one-env pool with the same
-    config, seeded like env 0, stepped once and closed: the pool sees
-    nothing before the first :meth:`reset`. Only ``reset_mode="auto"``
-    exists. :meth:`render` works if the pool was built with
-    ``render_mode="rgb_array"``; other env access (``call``, ``get_attr``,
-    ``set_attr``, ``apply``) has no Python envs to reach and raises
-    :class:`~parllel.errors.UnsupportedVectorEnvError`.
-
-    Args:
-        pool: an EnvPool with the gymnasium API in sync mode (``batch_size``
-            = ``num_envs``), not used by anyone else; the cage closes it
-            (if construction raises, the pool stays open and yours to close).
-        options: as for :class:`~parllel.cages.SerialCage`; its ``seed``:
-            None (record the pool's seeds), or the seed the pool was built
-            with: a master seed (env ``i``'s seed is
-            ``Seeds.from_master(seed, ...).envs[env_offset + i]``) or one
-            seed per env; ``reset_mode`` must be ``"auto"``; ``clip_actions``
-            clips ``Box`` actions before the pool sees them; ``probe=False``
-            takes the example from the spaces (no probe pool).
-
-    Attributes:
-        pool: the EnvPool (the cage's to close).
+    The pool must have the gymnasium API, be synchronous and have one player
+    per env; the cage owns it and closes it. ``options.seed`` is None (record
+    the pool's seeds) or the seed the pool was built with; resets cannot
+    reseed. :func:`make_envpool_cage` builds the pool with parllel's seeds.
+    docs/interop.md ("EnvPool") says how autoreset, seeds, actions, infos and
+    env access work.
 
     Example:
         >>> pool = envpool.make_gymnasium("Pong-v5", num_envs=8, num_threads=2)
@@ -328,3 +463,78 @@ class EnvPoolCage(BatchedEnvCage):
 def _rows(infos: dict[str, Any], k: int) -> list[dict[str, Any]]:
     """The ``k`` rows of a batched info dict (row ``j``: the ``j``-th env asked)."""
     return [info_row(infos, j, k) for j in range(k)]
+
+
+def _check_task_id(task_id: str) -> None:
+    """Refuse a task id EnvPool does not know, suggesting the closest ones."""
+    tasks = envpool.list_all_envs()
+    if task_id in tasks:
+        return
+    stem = task_id.rpartition("/")[2]  # gymnasium's "ALE/Pong-v5" is "Pong-v5"
+    close = [stem] if stem in tasks else difflib.get_close_matches(stem, tasks, n=3)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    raise ConfigError(
+        f"EnvPool has no task {task_id!r} (envpool.list_all_envs() lists them; "
+        f"its Atari ids have no ALE/ prefix){hint}"
+    )
+
+
+def make_envpool_cage(
+    task_id: str,
+    n_envs: int,
+    *,
+    options: CageOptions = CageOptions(),
+    **envpool_kwargs: Any,
+) -> EnvPoolCage:
+    """Build an EnvPool of ``n_envs`` envs of ``task_id`` with parllel's seeds, as a cage.
+
+    Each env gets the seed a parllel cage would give it
+    (``Seeds.from_master(seed, ...).envs[env_offset + i]``, or ``seed[i]``
+    for one seed per env, from ``options``; None: fresh seeds from the OS,
+    recorded in :attr:`EnvPoolCage.env_seeds`), passed to EnvPool as one seed
+    per env.
+
+    Args:
+        task_id: an EnvPool task id (``envpool.list_all_envs()``), e.g.
+            ``"Pong-v5"``, ``"CartPole-v1"``, ``"HalfCheetah-v4"``.
+        n_envs: number of envs (EnvPool's ``num_envs``; ``batch_size`` is
+            the same).
+        options: as for :class:`EnvPoolCage`.
+        **envpool_kwargs: the rest of ``envpool.make_gymnasium``'s settings
+            (``num_threads``, ``max_episode_steps``, ``stack_num``,
+            ``episodic_life``, ...).
+
+    Raises:
+        ConfigError: ``task_id`` is not one of EnvPool's tasks (the message
+            suggests the closest ones: EnvPool's Atari ids have no ``ALE/``
+            prefix), or ``envpool_kwargs`` sets what the other arguments set
+            (``num_envs``, ``batch_size``, ``seed``, ``env_seed``,
+            ``env_type``).
+    """
+    _check_task_id(task_id)
+    taken = {"num_envs", "batch_size", "seed", "env_seed", "env_type"}
+    clash = sorted(taken & set(envpool_kwargs))
+    if clash:
+        raise ConfigError(
+            f"make_envpool_cage sets {clash} itself (n_envs=, seed=; the pool is "
+            "synchronous and has the gymnasium API): leave them out of the "
+            "EnvPool keyword arguments"
+        )
+    seed = options.seed
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+    offset = options.env_offset
+    env_seeds = resolve_env_seeds(seed, range(offset, offset + int(n_envs)))
+    assert env_seeds is not None
+    pool = envpool.make_gymnasium(
+        task_id,
+        num_envs=int(n_envs),
+        batch_size=int(n_envs),
+        seed=list(env_seeds),
+        **envpool_kwargs,
+    )
+    try:
+        return EnvPoolCage(pool, options=replace(options, seed=env_seeds))
+    except BaseException:
+        pool.close()
+        raise

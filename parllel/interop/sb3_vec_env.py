@@ -13,10 +13,12 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from parllel.cages import Cage
 from parllel.errors import ConfigError
-from parllel.interop.env_calls import call_method, is_wrapped_with, wrapper_attr
-from parllel.interop.errors import reraise_env_exceptions
-from parllel.interop.stepper import CageStepper
-from parllel.interop.vector_env import build_adapter
+from parllel.interop.adapter_cage import (
+    CageStepper,
+    build_adapter,
+    reraise_env_exceptions,
+)
+from parllel.interop.env_wrapper import call_method, is_wrapped_with, wrapper_attr
 
 __all__ = ["CageSB3VecEnv", "make_sb3_vec_env"]
 

@@ -9,7 +9,6 @@ serial cage reaches its envs (:mod:`parllel.cages.env_access`).
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,10 +19,10 @@ from parllel.cages.env_access import apply_to_env, call_env, set_env_attr
 from parllel.cages.spaces import env_name
 from parllel.errors import (
     EnvAttributeError,
-    EnvError,
     ParllelError,
     UnsupportedVectorEnvError,
 )
+from parllel.interop.batched_cage import vector_error
 
 
 def vector_env_name(vector_env: gym.vector.VectorEnv) -> str:
@@ -36,14 +35,6 @@ def vector_env_name(vector_env: gym.vector.VectorEnv) -> str:
     if isinstance(unwrapped, SyncVectorEnv) and unwrapped.envs:
         return env_name(unwrapped.envs[0])
     return type(unwrapped).__name__
-
-
-def vector_error(name: str, what: str, exc: Exception) -> EnvError:
-    """The :class:`EnvError` for an exception the vector env ``name`` raised in ``what``."""
-    return EnvError(
-        f"the vector env ({name}) raised {type(exc).__name__} in {what}: {exc}",
-        worker_traceback=traceback.format_exc(),
-    )
 
 
 def _with_methods(vector_env: gym.vector.VectorEnv) -> Any:

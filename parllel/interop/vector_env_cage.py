@@ -1,16 +1,24 @@
-"""VectorEnvCage: any gymnasium vector env as a parllel cage."""
+"""VectorEnvCage: any gymnasium vector env as a parllel cage.
+
+Besides the cage: the checks of what a cage can step (:func:`check_vector_env`,
+:func:`autoreset_mode`), the seeds its resets hand the vector env
+(:class:`VectorSeeds`), and its probe step, preferably from a separate env
+built by ``env_fns[0]`` of a ``SyncVectorEnv`` / ``AsyncVectorEnv``
+(:func:`probe_factory`), so the vector env sees nothing before the first reset.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector.utils import iterate
 
 from parllel import fields
 from parllel.cages import CageOptions, EnvSpaces, TrajInfo
@@ -18,92 +26,230 @@ from parllel.cages.cage import ResetRequest
 from parllel.cages.cage_checks import raise_closed_slot
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.probe import probe_env, spaces_example, step_example
-from parllel.interop.batched_cage import BatchedEnvCage, StepResult
+from parllel.errors import ConfigError, EnvError, UnsupportedVectorEnvError
+from parllel.interop.batched_cage import (
+    BatchedEnvCage,
+    StepResult,
+    write_final_observations,
+    write_flags,
+)
+from parllel.interop.batching import (
+    FINAL_KEYS,
+    ObservationWriter,
+    StepInfos,
+    info_row,
+    write_info_slots,
+)
 from parllel.interop.vector_env_access import (
     apply_envs,
     call_envs,
     set_envs_attr,
     vector_env_name,
 )
-from parllel.interop.vector_episodes import final_observations
-from parllel.interop.vector_infos import (
-    FINAL_KEYS,
-    StepInfos,
-    info_row,
-    write_info_slots,
+from parllel.seeding import action_space_seed
+
+__all__ = ["VectorEnvCage"]
+
+
+_HOW_TO_BUILD = (
+    "Build the vector env with autoreset mode SAME_STEP (or DISABLED), e.g. "
+    "gym.make_vec(env_id, num_envs, vectorization_mode='sync', vector_kwargs="
+    "{'autoreset_mode': gym.vector.AutoresetMode.SAME_STEP}) or "
+    "gym.vector.SyncVectorEnv(env_fns, autoreset_mode="
+    "gym.vector.AutoresetMode.SAME_STEP) (AsyncVectorEnv takes the same argument)"
 )
-from parllel.interop.vector_probe import probe_actions, probe_factory
-from parllel.interop.vector_seeds import VectorSeeds
-from parllel.interop.vector_spaces import (
-    autoreset_mode,
-    check_vector_env,
-)
-from parllel.interop.vector_steps import (
-    write_final_observations,
-    write_flags,
-)
+
+
+def check_vector_env(vector_env: Any) -> None:
+    """Refuse what is no open gymnasium vector env, or is an EnvPool.
+
+    Raises:
+        ConfigError: not a ``gymnasium.vector.VectorEnv``, or closed.
+        UnsupportedVectorEnvError: an EnvPool (it has its own cage).
+    """
+    if not isinstance(vector_env, gym.vector.VectorEnv):
+        raise ConfigError(
+            f"VectorEnvCage needs a gymnasium.vector.VectorEnv, got "
+            f"{type(vector_env).__name__}; for single envs use SerialCage or "
+            "ProcessCage with an env factory"
+        )
+    if getattr(vector_env, "closed", False):
+        raise ConfigError(f"the vector env {vector_env} is closed")
+    if _is_envpool(vector_env):
+        raise UnsupportedVectorEnvError(
+            f"{type(vector_env).__name__} is an EnvPool, whose autoreset "
+            "(NEXT_STEP), spaces, action dtype and seeds a VectorEnvCage "
+            "cannot take: use parllel.interop.EnvPoolCage(pool), or "
+            "make_envpool_cage(task_id, n_envs, options=CageOptions(seed=...))"
+        )
+
+
+def _is_envpool(vector_env: Any) -> bool:
+    """True for an EnvPool (told by its classes' module, without importing it)."""
+    return any(
+        cls.__module__.split(".")[0] == "envpool" for cls in type(vector_env).__mro__
+    )
+
+
+def autoreset_mode(vector_env: gym.vector.VectorEnv) -> AutoresetMode:
+    """The autoreset mode of ``vector_env``, if a cage can use it.
+
+    Read from ``vector_env.metadata["autoreset_mode"]`` (an
+    :class:`~gymnasium.vector.AutoresetMode` or its value, e.g.
+    ``"SameStep"``).
+
+    Raises:
+        UnsupportedVectorEnvError: the mode is ``NEXT_STEP``, missing (gymnasium
+            then assumes ``NEXT_STEP``) or unknown. In the step that ends an
+            episode a cage must write both the episode's final observation
+            and the next episode's first one; a ``NEXT_STEP`` vector env only
+            resets the env during the following ``step()``, which steps every
+            other env too. The message says how to build a usable vector env.
+    """
+    mode = getattr(vector_env, "metadata", {}).get("autoreset_mode")
+    if mode is None:
+        raise UnsupportedVectorEnvError(
+            f"{vector_env} has no metadata['autoreset_mode'], so gymnasium assumes "
+            "NEXT_STEP, which a cage cannot use (it needs the final and the reset "
+            "observation in the step that ends an episode). If the vector env "
+            "resets in the same step (SAME_STEP) or not at all (DISABLED), say so "
+            "in its metadata['autoreset_mode']; else: " + _HOW_TO_BUILD
+        )
+    try:
+        mode = mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
+    except ValueError:
+        raise UnsupportedVectorEnvError(
+            f"{vector_env} has metadata['autoreset_mode'] = {mode!r}, which is not "
+            f"one of gymnasium's autoreset modes {[m.value for m in AutoresetMode]}"
+        ) from None
+    if mode is AutoresetMode.NEXT_STEP:
+        raise UnsupportedVectorEnvError(
+            f"{vector_env} uses autoreset mode NEXT_STEP: it resets a finished env "
+            "only during the following step() (which steps every other env too), "
+            "but a cage must write, in the step that ends an episode, both its "
+            "final observation and the next episode's first observation. "
+            + _HOW_TO_BUILD
+        )
+    return mode
+
+
+class VectorSeeds:
+    """Per-env seeds of a vector env's resets, as a serial cage seeds its envs.
+
+    An env gets its seed from the reset's ``seeds`` if given there, else the
+    cage's seed at its first reset, else none.
+
+    Args:
+        env_seeds: one seed per env, or None (unseeded).
+        n_envs: number of envs.
+    """
+
+    def __init__(self, env_seeds: Sequence[int] | None, n_envs: int) -> None:
+        self.env_seeds = env_seeds
+        self.n_envs = n_envs
+        self.needs_seed = np.full(n_envs, env_seeds is not None)
+        self.reset_once = False  # the vector env was reset (all its envs)
+
+    def restart(self) -> None:
+        """Every env gets its own seed again at its next reset (after a probe)."""
+        self.needs_seed[:] = self.env_seeds is not None
+
+    def for_reset(
+        self, mask: np.ndarray, seeds: dict[int, int | None] | None
+    ) -> tuple[list[int | None] | None, np.ndarray]:
+        """The seeds of a reset of the envs in ``mask``, and the envs to reset.
+
+        gymnasium's vector envs reset some envs only after a full reset: a
+        first reset of some envs resets all of them, the others with their
+        own seed (which they get again at their own first reset).
+        """
+        first, self.reset_once = not self.reset_once, True
+        per_env: list[int | None] = [None] * self.n_envs
+        for i in np.flatnonzero(mask).tolist():
+            seed = None if seeds is None else seeds.get(i)
+            if seed is None and self.needs_seed[i] and self.env_seeds is not None:
+                seed = int(self.env_seeds[i])
+            per_env[i] = seed
+        self.needs_seed &= ~mask
+        if first and not mask.all():
+            if self.env_seeds is not None:
+                for i in np.flatnonzero(~mask).tolist():
+                    per_env[i] = int(self.env_seeds[i])
+            mask = np.ones(self.n_envs, bool)
+        if all(seed is None for seed in per_env):
+            return None, mask
+        return per_env, mask
+
+
+def probe_factory(vector_env: gym.vector.VectorEnv) -> Callable[[], Any] | None:
+    """The function that built env 0 of a ``SyncVectorEnv`` / ``AsyncVectorEnv``.
+
+    None for other vector envs (wrapped ones included: a vector wrapper may
+    change what the envs return), which the cage probes themselves.
+    """
+    if not isinstance(vector_env, (SyncVectorEnv, AsyncVectorEnv)):
+        return None
+    env_fns = getattr(vector_env, "env_fns", None)
+    return env_fns[0] if env_fns else None
+
+
+def probe_actions(action_space: gym.Space, seed: int | None) -> tuple[Any, Any]:
+    """Random batched actions for probing a vector env itself, and env 0's.
+
+    Drawn from a copy of the batched ``action_space`` (seeded from ``seed``,
+    env 0's, if given), so the vector env's own action space is left as it is.
+    """
+    space = copy.deepcopy(action_space)
+    if seed is not None:
+        space.seed(action_space_seed(seed))
+    actions = space.sample()
+    return actions, copy.deepcopy(next(iter(iterate(space, actions))))
+
+
+def final_observations(
+    mode: AutoresetMode,
+    observations: ObservationWriter,
+    observation: Any,
+    infos: dict[str, Any],
+    ended: list[int],
+    name: str,
+    env_offset: int,
+) -> dict[int, Any]:
+    """The last observation of each env in ``ended`` (by env) after a vector step.
+
+    ``SAME_STEP``: from ``infos["final_obs"]``; else the step's observation
+    rows (copies: a vector env with ``copy=False`` reuses the array at its
+    reset).
+
+    Raises:
+        EnvError: ``SAME_STEP`` without a ``final_obs`` for an ended env
+            (``name`` names the vector env).
+    """
+    if not ended:
+        return {}
+    if mode is not AutoresetMode.SAME_STEP:
+        return {i: copy.deepcopy(observations.row(observation, i)) for i in ended}
+    final = infos.get("final_obs")
+    mask = infos.get("_final_obs")
+    missing = [i for i in ended if final is None or (mask is not None and not mask[i])]
+    if final is None or missing:
+        raise EnvError(
+            f"{name} ended the episodes of envs "
+            f"{[env_offset + i for i in missing]} in autoreset mode "
+            "SAME_STEP but gave no info['final_obs'] for them"
+        )
+    return {i: final[i] for i in ended}
 
 
 class VectorEnvCage(BatchedEnvCage):
-    """A gymnasium vector env (``gymnasium.vector.VectorEnv``) as a parllel cage.
+    """A gymnasium vector env (``SyncVectorEnv``, ``AsyncVectorEnv``, ...) as a parllel cage.
 
-    Samplers, transforms, replays and runners use it like any cage: each
-    step the cage hands the vector env the actions of every env at once and
-    copies what comes back into the sample tree's slots (observation,
-    reward, terminated, truncated, env info, final observation), in this
-    process, keeping episode statistics in :class:`~parllel.cages.TrajInfo`.
-    For the same env factory, seed and actions its batches equal a
-    :class:`~parllel.cages.SerialCage`'s bit for bit.
-
-    The vector env must reset finished envs in the step that ended their
-    episode (autoreset mode ``SAME_STEP``: the final observation comes in
-    ``info["final_obs"]``) or not at all (``DISABLED``: the cage resets the
-    finished envs with ``reset(options={"reset_mask": done})`` right after
-    the step). ``NEXT_STEP`` (gymnasium's default) is refused with
-    :class:`~parllel.errors.UnsupportedVectorEnvError`, which says how to
-    build the vector env instead. Only ``reset_mode="auto"`` exists: a
-    vector env steps every env at each ``step()``, so a finished env cannot
-    idle until the sampler resets it (wait mode).
-
-    The cage owns the vector env: :meth:`close` closes it (for
-    ``AsyncVectorEnv``, its worker processes end). If construction raises,
-    the vector env is left open. The :attr:`example` that buffers are
-    allocated from comes from a probe env built by a ``SyncVectorEnv``'s or
-    ``AsyncVectorEnv``'s ``env_fns[0]`` (reset with env 0's seed, stepped
-    once, closed), so the vector env sees nothing before the first
-    :meth:`reset`; other vector envs are reset and stepped once themselves
-    and seeded again at the first :meth:`reset`
-    (:mod:`parllel.interop.vector_probe`).
-
-    Infos: gymnasium's batched info dict (arrays over envs with ``_key``
-    masks) fills the ``env_info`` slots as a serial cage fills them from
-    each env's info (same policy and errors, a key an env lacks writes 0);
-    the last step's entries no slot stored go to ``TrajInfo.extra`` and a
-    reset's entries to ``TrajInfo.reset_info``, as numpy scalars where the
-    vector env batched numbers into arrays. In ``SAME_STEP`` mode the
-    top-level entries of an env whose episode ended are its reset info and
-    ``final_info`` holds its last step's.
-
-    Env access: :meth:`call`, :meth:`get_attr`, :meth:`set_attr` and
-    :meth:`render` delegate to the vector env's ``call`` / ``set_attr``.
-    Some of the envs only (``env_indices``) and :meth:`apply` need the envs
-    themselves, which a ``SyncVectorEnv`` has; other vector envs refuse them
-    with :class:`~parllel.errors.UnsupportedVectorEnvError`.
-
-    Args:
-        vector_env: the vector env (``SyncVectorEnv``, ``AsyncVectorEnv`` or
-            any ``VectorEnv`` with gymnasium's batched API and autoreset
-            modes), not yet used by anyone else.
-        options: as for :class:`~parllel.cages.SerialCage`; the seeds go to
-            the vector env's first ``reset(seed=[...])``; ``reset_mode`` must
-            be ``"auto"`` (``"wait"`` cannot be honoured; ``"next_step"``
-            serves cages behind vector-env adapters); ``clip_actions`` clips
-            ``Box`` actions before the vector env sees them; ``probe=False``
-            takes the example from the spaces (no env steps).
-
-    Attributes:
-        vector_env: the vector env (the cage's to close).
-        autoreset_mode: its ``gymnasium.vector.AutoresetMode``.
+    The vector env must autoreset in ``SAME_STEP`` or ``DISABLED`` mode (not
+    gymnasium's default ``NEXT_STEP``); the cage owns it and closes it. For the
+    same env factory, seed and actions its batches equal a
+    :class:`~parllel.cages.SerialCage`'s bit for bit. docs/interop.md ("Any
+    gymnasium vector env as a cage") says what it does with autoreset, seeds,
+    the probe step, infos, resets and env access.
 
     Example:
         >>> venv = gym.vector.SyncVectorEnv(
@@ -170,8 +316,8 @@ class VectorEnvCage(BatchedEnvCage):
     def _probe(self, spaces: EnvSpaces) -> dict[str, Any]:
         """Example values of env 0: from a probe env if there is a factory for one.
 
-        See :mod:`parllel.interop.vector_probe`; the probe env is reset with
-        env 0's seed, stepped once and closed.
+        The probe env (:func:`probe_factory`) is reset with env 0's seed,
+        stepped once and closed.
         """
         seed = None if self.env_seeds is None else int(self.env_seeds[0])
         factory = probe_factory(self.vector_env)

@@ -121,7 +121,7 @@ venv = make_sb3_vec_env(lambda: gym.make("CartPole-v1"), 2, parallel=False, seed
 venv.reset()
 venv.close()
 """,
-    "parllel.interop.envpool_make": """
+    "parllel.interop.envpool_cage": """
 import numpy as np
 from parllel.cages import CageOptions
 from parllel.interop import make_envpool_cage

@@ -19,7 +19,7 @@ from parllel.errors import (
     ParllelWarning,
 )
 from parllel.interop import make_vec
-from parllel.interop.vector_env import CageVectorEnv
+from parllel.interop.gymnasium_vector_env import CageVectorEnv
 from tests.helpers.envs import CountingEnv
 from tests.helpers.interop_envs import (
     CountEnv,

@@ -1,28 +1,17 @@
-"""Values that skip the cage's slots: the env's own objects, carried in its info.
+"""What the adapters run on each env, where it lives (a worker process, or here).
 
-A cage writes observations into preallocated slots, so what comes back is
-the slot's numpy value: a ``Discrete`` observation returns as ``np.int64``
-where the env returned an ``int``, and spaces without a fixed shape and
-dtype (``Graph``, ``Sequence``, ``Text``, ``OneOf``, custom spaces) have no
-slot at all. :class:`CarryWrapper` (the outermost wrapper of every env, put
-there by :class:`CarryFactory`) moves such values into the step's or reset's
-info under :data:`CARRIED_OBSERVATION`, which crosses to the main process
-as kept infos do (:attr:`parllel.cages.Cage.last_infos`); the adapters take
-it out again before building infos.
-
-What is carried:
-
-- the final observation (``carry_final``, for adapters that return it): the
-  observation of a step that ends an episode, exactly as the env returned
-  it; the slot still gets it too.
-- every observation, when the env's observation or action space has a leaf
-  without fixed shape and dtype (:func:`has_fixed_shape`): the slot gets a
-  placeholder (``0`` of :data:`PLACEHOLDER_SPACE`). With such an action
-  space the env's action arrives through :func:`give_actions` (in-process
-  cages only) and the action slot holds a placeholder as well.
-
-:class:`CarryFactory` leaves an env unwrapped when nothing is to be carried,
-so plain envs pay nothing.
+A cage writes observations into preallocated slots, so a ``Discrete``
+observation comes back as ``np.int64`` where the env returned an ``int``, and
+spaces without a fixed shape and dtype (``Graph``, ``Sequence``, ``Text``,
+``OneOf``, custom spaces) have no slot at all. :class:`CarryWrapper`, put
+around an env by :class:`CarryFactory` only when something is to be carried,
+moves such values into the step's or reset's info under
+:data:`CARRIED_OBSERVATION`: the final observation (``carry_final``), or every
+observation when a space has no fixed shape (the slot holds a placeholder;
+actions of such spaces arrive through :func:`give_actions`, in-process cages
+only). The functions at the end are what the SB3 adapter hands
+``Cage.apply``; nothing here imports SB3 or torch, so workers unpickle them
+cheaply. docs/interop.md ("How the adapters work") has the details.
 """
 
 from __future__ import annotations
@@ -33,14 +22,19 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from parllel.cages.env_access import get_env_attr
+
 __all__ = [
     "CARRIED_OBSERVATION",
     "PLACEHOLDER_SPACE",
     "CarryFactory",
     "CarryWrapper",
+    "call_method",
     "carried_spaces",
     "give_actions",
     "has_fixed_shape",
+    "is_wrapped_with",
+    "wrapper_attr",
 ]
 
 #: the info key of a carried observation (taken out before infos reach the user)
@@ -183,3 +177,26 @@ class CarryFactory:
         if fixed and not self.carry_final:
             return env
         return CarryWrapper(env, self.index, self.carry_final)
+
+
+# -- what the SB3 adapter applies to each env (Cage.apply) ---------------------
+
+
+def wrapper_attr(env: Any, name: str) -> Any:
+    """``env.get_wrapper_attr(name)``, as it is (a method is not called)."""
+    return get_env_attr(env, name)
+
+
+def call_method(env: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """``env.get_wrapper_attr(name)(*args, **kwargs)``."""
+    return get_env_attr(env, name)(*args, **kwargs)
+
+
+def is_wrapped_with(env: Any, wrapper_class: type) -> bool:
+    """True if ``env`` or any env it wraps is an instance of ``wrapper_class``."""
+    while True:
+        if isinstance(env, wrapper_class):
+            return True
+        if not isinstance(env, gym.Wrapper):
+            return False
+        env = env.env

@@ -1,32 +1,38 @@
-"""CageStepper: a cage with its own slots, stepped with gymnasium-style batches.
+"""The cage behind both vector-env adapters: built, stepped, its errors re-raised.
 
-Both adapters (:class:`~parllel.interop.vector_env.CageVectorEnv` and the SB3 one) drive
-their cage through it: it owns the ``[n_envs]`` slots (shared memory for
+:func:`~parllel.interop.make_vec` and :func:`~parllel.interop.make_sb3_vec_env`
+build their cage with :func:`build_adapter` (each env from a
+:class:`~parllel.interop.env_wrapper.CarryFactory`) and drive it through
+:class:`CageStepper`: it owns the ``[n_envs]`` slots (shared memory for
 process cages), writes batched actions into them, and reads observations,
-rewards, flags and final observations back. Values that its envs' wrappers
-carry in their infos (:mod:`parllel.interop.carry`: final observations as
-the envs returned them, and every observation of spaces without fixed shape)
-it takes out of the kept infos.
+rewards, flags and final observations back, taking the values that the
+envs' wrappers carry in their infos out of the kept infos.
+:func:`reraise_env_exceptions` gives callers the env's own exception, as
+``SyncVectorEnv`` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from copy import deepcopy
-from typing import Any
+from dataclasses import fields as dataclass_fields
+from typing import Any, TypeVar
 
 import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from parllel import fields
 from parllel.arrays.array import Storage
-from parllel.cages import Cage
+from parllel.cages import Cage, CageOptions, PerEnvFactories, build_cages
 from parllel.cages.env_info import KeptInfos
 from parllel.errors import (
     CageStateError,
     ConfigError,
     DynamicSpaceError,
+    EnvError,
     InvalidActionError,
+    ParllelError,
     SpaceMismatchError,
 )
 from parllel.errors.vector_env import (
@@ -42,17 +48,135 @@ from parllel.interop.batching import (
     write_batch,
     write_per_env,
 )
-from parllel.interop.carry import (
+from parllel.interop.env_wrapper import (
     CARRIED_OBSERVATION,
+    CarryFactory,
     carried_spaces,
     give_actions,
     has_fixed_shape,
 )
-from parllel.interop.errors import reraise_env_exceptions
 from parllel.tree import buffer_from_example
 from parllel.tree.utils import tree_close
 
-__all__ = ["CageStepper"]
+__all__ = ["CageStepper", "build_adapter", "reraise_env_exceptions"]
+
+Adapter = TypeVar("Adapter")
+
+
+@contextmanager
+def reraise_env_exceptions() -> Iterator[None]:
+    """Re-raise an :class:`EnvError` as the env's own exception, chained from it.
+
+    An EnvError without such a cause (or whose cause is parllel's own error)
+    propagates unchanged.
+    """
+    try:
+        yield
+    except EnvError as error:
+        cause = error.__cause__
+        if not isinstance(cause, Exception) or isinstance(cause, ParllelError):
+            raise
+        error.__cause__ = None  # the chain runs env exception <- EnvError, once
+        error.__suppress_context__ = True
+        raise cause.with_traceback(cause.__traceback__) from error
+
+
+def parallel_choice(parallel: bool | str) -> str:
+    """``build_cages``'s ``parallel`` for ``True`` / ``False`` / its own strings."""
+    if parallel is True:
+        return "process"
+    if parallel is False:
+        return "serial"
+    return parallel
+
+
+def env_factory_of(
+    env_fn: Callable[[], Any] | Sequence[Callable[[], Any]],
+    n_envs: int,
+    carry_final: bool,
+) -> PerEnvFactories:
+    """The cage's env factory for an adapter's ``env_fn``: one callable, or one per env.
+
+    Each env's factory is a :class:`~parllel.interop.env_wrapper.CarryFactory`
+    (``carry_final``: carry the final observations, as the envs return them).
+
+    Raises:
+        ConfigError: ``env_fn`` is neither (e.g. an env id string or a live env).
+    """
+    if isinstance(env_fn, (list, tuple)):
+        if len(env_fn) != n_envs:
+            raise ConfigError(
+                f"got {len(env_fn)} env functions for n_envs={n_envs}: give one "
+                "callable for all envs, or one per env"
+            )
+        env_fns = list(env_fn)
+    elif callable(env_fn):
+        env_fns = [env_fn] * n_envs
+    else:
+        raise ConfigError(
+            "env_fn must be a callable that builds one env (e.g. lambda: "
+            'gym.make("CartPole-v1")), or a list of n_envs such callables; got '
+            f"{type(env_fn).__name__} {env_fn!r}"[:300]
+        )
+    PerEnvFactories(env_fns)  # checks that every one is callable
+    return PerEnvFactories(
+        [CarryFactory(fn, i, carry_final) for i, fn in enumerate(env_fns)]
+    )
+
+
+def build_adapter(
+    adapter: Callable[[Cage], Adapter],
+    env_fn: Callable[[], Any] | Sequence[Callable[[], Any]],
+    n_envs: int,
+    parallel: bool | str,
+    reset_mode: str,
+    /,
+    **cage_kwargs: Any,
+) -> Adapter:
+    """Build the cage for an adapter and ``adapter(cage)``; close the cage if that raises.
+
+    ``cage_kwargs``: :func:`~parllel.cages.build_cages`' process-cage ones
+    (``layout=``, ``step_timeout=``, ...). With ``parallel="auto"``, envs
+    whose action space has no fixed shape
+    (refused by process cages: :class:`~parllel.errors.DynamicSpaceError`)
+    are stepped in this process.
+    """
+    taken = {"options", *(field.name for field in dataclass_fields(CageOptions))}
+    if taken & set(cage_kwargs):
+        raise ConfigError(
+            f"got {sorted(taken & set(cage_kwargs))}, but the vector-env adapters "
+            "choose the cage's options themselves (the reset mode from "
+            "autoreset_mode, kept infos, no action clipping, no probe env); seed= "
+            "seeds the envs"
+        )
+    choice = parallel_choice(parallel)
+    factory = env_factory_of(env_fn, n_envs, carry_final=reset_mode == "auto")
+    options = CageOptions(
+        reset_mode=reset_mode,
+        keep_infos=True,
+        clip_actions=False,  # gymnasium's and SB3's vector envs pass actions as given
+        probe=False,  # the slots come from the spaces: no env code before reset
+    )
+    with reraise_env_exceptions():
+        cage = build_cages(
+            factory, n_envs, parallel=choice, options=options, **cage_kwargs
+        )
+    try:
+        return adapter(cage)
+    except DynamicSpaceError:
+        cage.close()
+        if choice != "auto":
+            raise
+    except BaseException:
+        cage.close()
+        raise
+    with reraise_env_exceptions():
+        cage = build_cages(factory, n_envs, parallel="serial", options=options)
+    try:
+        return adapter(cage)
+    except BaseException:
+        cage.close()
+        raise
 
 
 class CageStepper:
@@ -61,7 +185,7 @@ class CageStepper:
     Args:
         cage: a cage built with ``keep_infos=True``; a final-observation slot
             is allocated when its ``reset_mode`` is ``"auto"``. Envs wrapped
-            by :class:`~parllel.interop.carry.CarryFactory` may have spaces
+            by :class:`~parllel.interop.env_wrapper.CarryFactory` may have spaces
             without fixed shape and dtype (actions of those: in-process
             cages only).
         reward_dtype: dtype of the reward slot.

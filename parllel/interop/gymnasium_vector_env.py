@@ -3,29 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from parllel.cages import Cage, CageOptions, PerEnvFactories, build_cages
-from parllel.errors import CageStateError, ConfigError, DynamicSpaceError
-from parllel.interop.carry import CarryFactory
-from parllel.interop.errors import reraise_env_exceptions
-from parllel.interop.stepper import CageStepper
+from parllel.cages import Cage
+from parllel.errors import CageStateError, ConfigError
+from parllel.interop.adapter_cage import (
+    CageStepper,
+    build_adapter,
+    reraise_env_exceptions,
+)
 
-__all__ = [
-    "CageVectorEnv",
-    "build_adapter",
-    "env_factory_of",
-    "make_vec",
-    "parallel_choice",
-]
-
-Adapter = TypeVar("Adapter")
+__all__ = ["CageVectorEnv", "make_vec"]
 
 # the cage reset mode that gives each gymnasium autoreset mode
 CAGE_RESET_MODES = {
@@ -33,104 +26,6 @@ CAGE_RESET_MODES = {
     AutoresetMode.SAME_STEP: "auto",
     AutoresetMode.DISABLED: "wait",
 }
-
-
-def parallel_choice(parallel: bool | str) -> str:
-    """``build_cages``'s ``parallel`` for ``True`` / ``False`` / its own strings."""
-    if parallel is True:
-        return "process"
-    if parallel is False:
-        return "serial"
-    return parallel
-
-
-def env_factory_of(
-    env_fn: Callable[[], Any] | Sequence[Callable[[], Any]],
-    n_envs: int,
-    carry_final: bool,
-) -> PerEnvFactories:
-    """The cage's env factory for an adapter's ``env_fn``: one callable, or one per env.
-
-    Each env's factory is a :class:`~parllel.interop.carry.CarryFactory`
-    (``carry_final``: carry the final observations, as the envs return them).
-
-    Raises:
-        ConfigError: ``env_fn`` is neither (e.g. an env id string or a live env).
-    """
-    if isinstance(env_fn, (list, tuple)):
-        if len(env_fn) != n_envs:
-            raise ConfigError(
-                f"got {len(env_fn)} env functions for n_envs={n_envs}: give one "
-                "callable for all envs, or one per env"
-            )
-        env_fns = list(env_fn)
-    elif callable(env_fn):
-        env_fns = [env_fn] * n_envs
-    else:
-        raise ConfigError(
-            "env_fn must be a callable that builds one env (e.g. lambda: "
-            'gym.make("CartPole-v1")), or a list of n_envs such callables; got '
-            f"{type(env_fn).__name__} {env_fn!r}"[:300]
-        )
-    PerEnvFactories(env_fns)  # checks that every one is callable
-    return PerEnvFactories(
-        [CarryFactory(fn, i, carry_final) for i, fn in enumerate(env_fns)]
-    )
-
-
-def build_adapter(
-    adapter: Callable[[Cage], Adapter],
-    env_fn: Callable[[], Any] | Sequence[Callable[[], Any]],
-    n_envs: int,
-    parallel: bool | str,
-    reset_mode: str,
-    /,
-    **cage_kwargs: Any,
-) -> Adapter:
-    """Build the cage for an adapter and ``adapter(cage)``; close the cage if that raises.
-
-    ``cage_kwargs``: :func:`~parllel.cages.build_cages`' process-cage ones
-    (``layout=``, ``step_timeout=``, ...). With ``parallel="auto"``, envs
-    whose action space has no fixed shape
-    (refused by process cages: :class:`~parllel.errors.DynamicSpaceError`)
-    are stepped in this process.
-    """
-    taken = {"options", *(field.name for field in fields(CageOptions))}
-    if taken & set(cage_kwargs):
-        raise ConfigError(
-            f"got {sorted(taken & set(cage_kwargs))}, but the vector-env adapters "
-            "choose the cage's options themselves (the reset mode from "
-            "autoreset_mode, kept infos, no action clipping, no probe env); seed= "
-            "seeds the envs"
-        )
-    choice = parallel_choice(parallel)
-    factory = env_factory_of(env_fn, n_envs, carry_final=reset_mode == "auto")
-    options = CageOptions(
-        reset_mode=reset_mode,
-        keep_infos=True,
-        clip_actions=False,  # gymnasium's and SB3's vector envs pass actions as given
-        probe=False,  # the slots come from the spaces: no env code before reset
-    )
-    with reraise_env_exceptions():
-        cage = build_cages(
-            factory, n_envs, parallel=choice, options=options, **cage_kwargs
-        )
-    try:
-        return adapter(cage)
-    except DynamicSpaceError:
-        cage.close()
-        if choice != "auto":
-            raise
-    except BaseException:
-        cage.close()
-        raise
-    with reraise_env_exceptions():
-        cage = build_cages(factory, n_envs, parallel="serial", options=options)
-    try:
-        return adapter(cage)
-    except BaseException:
-        cage.close()
-        raise
 
 
 def make_vec(
