@@ -13,7 +13,7 @@ Layout (``T`` = batch length, ``B`` = number of envs):
   episode's last observation (the slot ``OBSERVATION[t + 1]`` then holds the
   reset observation of the next episode).
 - With ``frame_stack=k`` (one stored frame per step, see
-  :mod:`parllel.samplers.frame_stacks`): ``OBSERVATION`` and
+  :mod:`parllel.frame_stacks.sample_tree`): ``OBSERVATION`` and
   ``FINAL_OBSERVATION`` are ``[B, k, ...]`` staging slots of the current
   stacks; ``FRAMES``: ``[k + T, B, ...]`` the newest frame of each
   observation (row ``k - 1 + t`` for step ``t``, ``0 .. T``; rows before:
@@ -74,3 +74,6 @@ AGENT_TERMINATED = "agent_terminated"
 AGENT_TRUNCATED = "agent_truncated"
 AGENT_MASK = "agent_mask"
 POLICY_INDEX = "policy_index"
+
+# the fields a replay tree holds (its final observations kept sparsely)
+REPLAY_FIELDS = (OBSERVATION, ACTION, REWARD, TERMINATED, TRUNCATED, FINAL_OBSERVATION)

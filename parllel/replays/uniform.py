@@ -60,8 +60,8 @@ class UniformReplay:
             (default: one per 32 stored steps, and at least 64 MiB worth).
         frame_stack: ``k`` to store one frame per step of ``k``-frame stacks
             and rebuild the stacks when sampling (opt-in; the tree from
-            :func:`~parllel.replays.frames.build_frame_replay_tree`, batches recorded
-            with ``record_batch(sample_tree)``; see :mod:`parllel.replays.frames`).
+            :func:`~parllel.frame_stacks.replay.build_frame_replay_tree`, batches recorded
+            with ``record_batch(sample_tree)``; see :mod:`parllel.frame_stacks.replay`).
 
     Raises:
         ConfigError: invalid arguments.

@@ -1,26 +1,12 @@
-"""One stored frame per step: rebuilding ``k``-frame stacks on read.
+"""Replays of single frames: ``k``-frame stacks rebuilt when sampled.
 
-Atari observations are ``k``-frame stacks (gymnasium's
-``FrameStackObservation(k)``, ``(k, 84, 84)`` ``uint8``): each step adds one
-new frame, but a replay of whole stacks stores every frame ``k`` times. A
-replay built with ``frame_stack=k`` (see :func:`build_frame_replay_tree` and
-:class:`~parllel.replays.UniformReplay`) stores only the newest frame of each
-step and rebuilds the stacks when sampled, as the wrapper built them:
-
-- step ``t`` of an episode has the stack ``frames[max(t - j, 0)]`` for
-  ``j = k - 1 .. 0``: the first stack of an episode repeats its reset frame
-  (``FrameStackObservation``'s default ``padding_type="reset"``; it pads with
-  copies of the reset observation);
-- a step's next stack is its own stack shifted by one plus the next frame,
-  the final stack of an ended episode likewise with the final frame (so the
-  final-observation table keeps one frame per ended episode too).
-
-An episode starts at the step after one that ended (``TERMINATED`` or
-``TRUNCATED``). The oldest ``k - 1`` stored steps per env are not offered:
-their history may already be overwritten. Every recorded batch is checked
-against this structure (a :class:`~parllel.errors.ReplayError` names the
-step that does not fit), so a stack the replay returns equals the one the
-wrapper gave, bit for bit.
+A replay built with ``frame_stack=k`` (a tree from
+:func:`build_frame_replay_tree`, :class:`~parllel.replays.UniformReplay`'s
+``frame_stack``) stores only the newest frame of each step; :class:`FrameStack`
+checks every recorded batch (a :class:`~parllel.errors.ReplayError` names the
+step whose stacks do not roll one frame per step) and rebuilds the stacks by
+:func:`~parllel.frame_stacks.rule.stack_rows`, bit for bit the wrapper's.
+The rule and its limits: docs/atari.md ("One stored frame per step").
 """
 
 from __future__ import annotations
@@ -32,9 +18,8 @@ import numpy as np
 
 from parllel import fields
 from parllel.arrays import Array
-from parllel.arrays.frame_stacks import check_frame_stack, frame_words, stack_rows
 from parllel.errors import ConfigError, ReplayError
-from parllel.replays.rows import REQUIRED_FIELDS
+from parllel.frame_stacks.rule import check_frame_stack, frame_words, stack_rows
 from parllel.tree import ArrayDict
 
 __all__ = ["FrameStack", "build_frame_replay_tree"]
@@ -80,7 +65,7 @@ def build_frame_replay_tree(
         ConfigError: a field is missing or the observation is not a stack.
     """
     k = check_frame_stack(frame_stack)
-    missing = [name for name in REQUIRED_FIELDS if name not in sample_tree]
+    missing = [name for name in fields.REPLAY_FIELDS if name not in sample_tree]
     if missing:
         raise ConfigError(
             f"the sample tree lacks {missing}; build it with final_observation=True"
@@ -90,7 +75,7 @@ def build_frame_replay_tree(
     T, B = first.batch_shape
     rows = -(-int(full_size) // T) * T
     tree = ArrayDict()
-    for name in REQUIRED_FIELDS:
+    for name in fields.REPLAY_FIELDS:
         leaf = sample_tree[name]
         if not isinstance(leaf, Array):
             raise ConfigError(f"sample-tree field {name!r} must be one Array")
