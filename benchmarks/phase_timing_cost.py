@@ -74,8 +74,8 @@ def untimed_batch(sampler: FeedForwardSampler) -> None:
         finish_step(everyone, t, sampler.observation_normalizer)
     if sampler.finite_check is not None:
         sampler.finite_check(tree)
-    bootstrap_values(handler, tree)
-    final_values_batched(handler, tree)
+    bootstrap_values(handler, everyone)
+    final_values_batched(handler, everyone)
     if sampler.transform is not None:
         sampler.transform(tree)
 

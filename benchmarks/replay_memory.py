@@ -7,7 +7,7 @@ padding rows included, plus the final-observation table and its index):
   observation (``build_replay_tree``, ``UniformReplay``), filled a few
   batches through a ``FeedForwardSampler`` writing straight into it;
 - the one-frame-per-step Atari replay (``FrameStackObservation(4)`` over
-  84x84 frames, :func:`parllel.replays.frames.build_frame_replay_tree`,
+  84x84 frames, :func:`parllel.frame_stacks.replay.build_frame_replay_tree`,
   ``UniformReplay(frame_stack=4)``) of ``--atari-steps`` steps (default 1M),
   filled a few batches by copy from the sampler's tree; beside it SB3's
   ``ReplayBuffer(optimize_memory_usage=True)`` of a small capacity, its
@@ -64,9 +64,9 @@ from synthetic_envs import Atari84Env  # noqa: E402
 from parllel import fields  # noqa: E402
 from parllel.agents import NumpyHandler, RandomAgent  # noqa: E402
 from parllel.cages import CageOptions, SerialCage  # noqa: E402
+from parllel.frame_stacks.replay import build_frame_replay_tree  # noqa: E402
 from parllel.patterns import build_replay_tree, build_sample_tree  # noqa: E402
 from parllel.replays import UniformReplay  # noqa: E402
-from parllel.replays.frames import build_frame_replay_tree  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 
 FRAME_STACK = 4

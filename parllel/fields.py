@@ -38,3 +38,6 @@ AGENT_TERMINATED = "agent_terminated"
 AGENT_TRUNCATED = "agent_truncated"
 AGENT_MASK = "agent_mask"
 POLICY_INDEX = "policy_index"
+
+# the fields a replay tree holds (its final observations kept sparsely)
+REPLAY_FIELDS = (OBSERVATION, ACTION, REWARD, TERMINATED, TRUNCATED, FINAL_OBSERVATION)

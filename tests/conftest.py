@@ -12,12 +12,12 @@ import pytest
 
 from parllel.arrays.shared_memory import list_segments
 
-
 # the JAX examples' compilation cache (parllel.jax.compilation_cache), for the
 # examples these tests run and the processes they start: a temporary
 # directory, never the user's ~/.cache
 os.environ.setdefault(
-    "PARLLEL_JAX_CACHE_DIR", str(Path(tempfile.gettempdir()) / "parllel-tests-jax-cache")
+    "PARLLEL_JAX_CACHE_DIR",
+    str(Path(tempfile.gettempdir()) / "parllel-tests-jax-cache"),
 )
 
 

@@ -15,7 +15,7 @@ frames); training envs end an episode at every lost life, with
 clipped to [-1, 1] in the sample tree; evaluation plays whole games.
 
 The replay stores one 84x84 frame per step (``frame_stack=4``, see
-:mod:`parllel.replays.frames`) and rebuilds the 4-frame stacks when it
+:mod:`parllel.frame_stacks.replay`) and rebuilds the 4-frame stacks when it
 samples: the default 1M steps take about 7.3 GB (whole stacks: about 29 GB).
 The Q-network is the Nature CNN (three convs, 512 ReLU units, a linear head).
 
@@ -40,6 +40,7 @@ import torch
 
 from parllel.cages import CageOptions, build_cages
 from parllel.envs.atari import GameTrajInfo, make_atari_env
+from parllel.frame_stacks.replay import build_frame_replay_tree
 from parllel.patterns import (
     RunSettings,
     add_reward_clipping,
@@ -47,7 +48,6 @@ from parllel.patterns import (
     build_sample_tree,
 )
 from parllel.replays import UniformReplay
-from parllel.replays.frames import build_frame_replay_tree
 from parllel.runners import OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.runtime import Seeds

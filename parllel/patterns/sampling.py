@@ -48,7 +48,7 @@ def build_sample_tree(
     cast their input to the model's dtype either way. ``frame_stack=k``
     stores one frame per step of the env's ``k``-frame stacks (Atari; PPO
     rebuilds the stacks per minibatch): see
-    :mod:`parllel.samplers.frame_stacks`.
+    :mod:`parllel.frame_stacks.sample_tree`.
     """
     cages = [cage] if isinstance(cage, Cage) else list(cage)
     if storage is None:

@@ -10,7 +10,7 @@ import numpy as np
 from parllel import fields
 from parllel.arrays import Array
 from parllel.errors import ConfigError
-from parllel.replays.frames import FrameStack
+from parllel.frame_stacks.replay import FrameStack
 
 __all__ = ["copy_pairs", "window"]
 

@@ -12,19 +12,10 @@ from parllel.arrays import Array
 from parllel.errors import ConfigError
 from parllel.tree import tree_items, tree_map
 
-REQUIRED_FIELDS = (
-    fields.OBSERVATION,
-    fields.ACTION,
-    fields.REWARD,
-    fields.TERMINATED,
-    fields.TRUNCATED,
-    fields.FINAL_OBSERVATION,
-)
 # the fields kept per full-size row (final observations are kept sparsely)
-ROW_FIELDS = REQUIRED_FIELDS[:-1]
+ROW_FIELDS = fields.REPLAY_FIELDS[:-1]
 
 __all__ = [
-    "REQUIRED_FIELDS",
     "ROW_FIELDS",
     "address",
     "check_final_leaves",

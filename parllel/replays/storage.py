@@ -19,15 +19,14 @@ from parllel import fields
 from parllel._warnings import warn_at_caller
 from parllel.arrays import Array
 from parllel.errors import ConfigError, ParllelWarning, ReplayError
+from parllel.frame_stacks.replay import FrameStack
 from parllel.replays.copying import copy_pairs, window
 from parllel.replays.final_observations import (
     FinalObservations,
     final_capacity,
     map_leaves,
 )
-from parllel.replays.frames import FrameStack
 from parllel.replays.rows import (
-    REQUIRED_FIELDS,
     ROW_FIELDS,
     address,
     check_final_leaves,
@@ -37,7 +36,7 @@ from parllel.replays.rows import (
 )
 from parllel.tree import ArrayDict, tree_items, tree_map
 
-__all__ = ["ReplayStorage", "REQUIRED_FIELDS", "ROW_FIELDS"]
+__all__ = ["ReplayStorage", "ROW_FIELDS"]
 
 
 class ReplayStorage:
@@ -71,14 +70,14 @@ class ReplayStorage:
         final_observation_capacity: int | None = None,
         frame_stack: int | None = None,
     ) -> None:
-        missing = [name for name in REQUIRED_FIELDS if name not in tree]
+        missing = [name for name in fields.REPLAY_FIELDS if name not in tree]
         if missing:
             raise ConfigError(
-                f"the replay tree lacks the fields {missing}; it needs {list(REQUIRED_FIELDS)}"
+                f"the replay tree lacks the fields {missing}; it needs {list(fields.REPLAY_FIELDS)}"
             )
         leaves = [
             (f"{name}.{path}" if path else name, leaf)
-            for name in REQUIRED_FIELDS
+            for name in fields.REPLAY_FIELDS
             for path, leaf in tree_items(tree[name])
         ]
         first = tree[fields.OBSERVATION]

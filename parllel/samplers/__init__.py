@@ -7,6 +7,8 @@
 - :class:`AlternatingSampler`: two halves of the envs; inference for one
   overlaps stepping of the other.
 - :class:`EvalSampler`: deterministic evaluation episodes.
+- :class:`~parllel.samplers.recorded.RecordedFields`: which optional fields a
+  sample tree records, read once when a sampler is built.
 - :class:`FiniteCheck`: the training samplers' NaN/inf check of each batch.
 - :class:`ObservationNormalizer`: what a sampler's ``observation_normalizer`` provides.
 - :class:`BackgroundSampler`: any of these samplers in its own process, filling

@@ -8,6 +8,7 @@ from parllel.agents import Handler
 from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
 from parllel.samplers.base import BatchSampler
+from parllel.samplers.recorded import RecordedFields
 from parllel.samplers.steps import (
     GroupViews,
     act,
@@ -49,18 +50,18 @@ class AlternatingSampler(BatchSampler):
     """
 
     def _check_setup(
-        self, cages: list[Cage], handler: Handler, sample_tree: ArrayDict
+        self, cages: list[Cage], handler: Handler, recorded: RecordedFields
     ) -> None:
         """Refuse other than two cages, then the shared checks."""
         if len(cages) != 2:
             raise ConfigError(f"AlternatingSampler needs two cages, got {len(cages)}")
-        super()._check_setup(cages, handler, sample_tree)
+        super()._check_setup(cages, handler, recorded)
 
     def _finish(self, group: GroupViews, t: int) -> None:
         ended = finish_step(group, t, self.observation_normalizer)
         if ended is None:
             return
-        if self.handler.recurrent or group.frames is not None:
+        if self.final_values_per_step:
             final_values_now(self.handler, group, t, ended)
         if self.handler.recurrent:
             self.handler.reset(group.lo + ended)
@@ -97,5 +98,6 @@ class AlternatingSampler(BatchSampler):
             completed += cage_b.await_step()
             envs += clock() - t0
             self._finish(b, t)
-        self._end_batch(begun, envs, inference, final_values=not handler.recurrent)
+        final_values = not self.final_values_per_step
+        self._end_batch(begun, envs, inference, final_values=final_values)
         return tree, completed

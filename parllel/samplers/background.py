@@ -72,47 +72,20 @@ class BackgroundSampler(AsyncSampler):
     """Runs a sampler in its own process over K >= 2 preallocated trees.
 
     Args:
-        build_sampler: a picklable function (module level) that builds and
-            returns the sampler (e.g. a :class:`FeedForwardSampler` with its
-            cages and handler) in the background process.
-        *args: its arguments (picklable; may include shared weights, which
-            travel at process start).
-        k: number of trees (>= 2): the learner holds one, the sampler fills
-            up to ``k - 1`` ahead, so the lag never exceeds ``k - 1``
-            either. Default: ``max_lag + 1`` (at least 2), enough for the
-            sampler to use the lag it is allowed.
-        max_lag: batch ``n`` is collected with policy version ``>= v0 + n
-            - max_lag``, ``v0`` being the newest version when sampling starts
-            (if the handler follows shared weights). The default 0 takes
-            turns with the learner and reproduces synchronous sampling; 1
-            overlaps sampling and learning; None never waits (the lag is
-            then bounded by ``k - 1``).
+        build_sampler: a picklable module-level function that builds the
+            sampler (cages, handler and all) in the background process.
+        *args: its picklable arguments (shared weights travel at process start).
+        k: trees (>= 2; default ``max_lag + 1``, at least 2).
+        max_lag: the most policy versions a batch may lag the learner (0:
+            take turns, as synchronous sampling; None: never wait).
         start_method: start method of the background process.
-        close_timeout: seconds :meth:`close` waits for the process to exit
-            before terminating it.
-        max_restarts: how many times a background process that dies
-            (killed, crashed, exited without reporting an error) is replaced
-            by a new one, built by ``build_sampler(*args)`` over the same
-            trees, before :meth:`collect_batch` raises
-            :class:`~parllel.errors.BackgroundSamplerError`. The batches
-            it had handed over stay; the one it was collecting is dropped;
-            the new process's envs start from reset, its transforms from
-            the state of the newest batch handed over. Each restart warns
-            (:class:`~parllel.errors.ParllelWarning`). An
-            error the sampler raises is never restarted: it raises
-            :class:`~parllel.errors.BackgroundSamplerError`. Default 0.
+        close_timeout: seconds :meth:`close` waits before terminating it.
+        max_restarts: dead processes replaced before :meth:`collect_batch`
+            raises :class:`~parllel.errors.BackgroundSamplerError` (default 0).
 
-    Attributes:
-        follows_weights: whether the sampler's handler follows shared weights
-            (then the learner must publish once per batch).
-        deadlock_seconds: how long the background process may wait for
-            weights while the learner waits for a batch before
-            :meth:`collect_batch` calls it a deadlock (default 5).
-        restarts: background processes started to replace a dead one.
-        dropped_batches: unfinished batches lost with a dead process.
-        phase_times: the background sampler's
-            :class:`~parllel.timing.PhaseTimes` (stepping, waiting on
-            workers, inference, transforms), sent with every batch.
+    Attributes: ``follows_weights``, ``deadlock_seconds`` (default 5),
+    ``restarts``, ``dropped_batches`` and ``phase_times``. Policy lag, the
+    restarts and the deadlock check: docs/async.md.
 
     Example:
         >>> with BackgroundSampler(build_sampler, weights, max_lag=1) as sampler:

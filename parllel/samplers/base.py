@@ -11,8 +11,12 @@ from parllel.agents import Handler
 from parllel.arrays import Array
 from parllel.cages import Cage
 from parllel.errors import ConfigError
+from parllel.frame_stacks.sample_tree import (
+    carry_staged_observation,
+    check_frame_sampler,
+)
 from parllel.samplers.finite import make_finite_check
-from parllel.samplers.frame_stacks import check_frame_sampler
+from parllel.samplers.recorded import RecordedFields
 from parllel.samplers.steps import (
     GroupViews,
     ObservationNormalizer,
@@ -41,56 +45,25 @@ class SamplerOptions(TypedDict, total=False):
 class BatchSampler:
     """Collaborators, checks, per-cage views, env reset, batch start and end.
 
-    Subclasses (FeedForward, Recurrent, Alternating) add their own
-    requirements in :meth:`_check_setup`, which the constructor runs first,
-    and write only their loop in ``collect_batch``, between
-    :meth:`_begin_batch` and :meth:`_end_batch`.
+    Subclasses (FeedForward, Recurrent, Alternating) add their requirements
+    in :meth:`_check_setup` and write only their loop in ``collect_batch``,
+    between :meth:`_begin_batch` and :meth:`_end_batch`.
 
     Args:
         cages: one cage or several (their envs are the tree's columns, in order).
         handler: a :class:`~parllel.agents.Handler` for all envs.
-        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples`
-            (``recurrent=True`` for a recurrent agent).
-        transform: batch transform run after every batch (e.g. a
-            :class:`~parllel.transforms.Compose`).
-        observation_normalizer: optional
-            :class:`~parllel.transforms.NormalizeObservations`, applied to each
-            fresh observation (so the agent acts on normalized observations).
-        decorrelation_steps: random steps before the first batch, so that
-            envs are out of phase.
-        seed: seed of the decorrelation's random actions (e.g.
-            ``seeds.decorrelation``).
-        check_finite: check every finished batch for NaN/inf rewards and
-            observations (:class:`~parllel.errors.NonFiniteError` names
-            the env and step): ``"auto"`` checks float observations of at
-            most 1024 values per step, True every float observation, False
-            nothing (docs/samplers.md).
+        sample_tree: from :func:`~parllel.samplers.sample_tree_from_examples`.
+        transform: batch transform run after every batch.
+        observation_normalizer: normalizes each fresh observation in place.
+        decorrelation_steps: random steps before the first batch.
+        seed: seed of the decorrelation's random actions.
+        check_finite: NaN/inf check of every batch: ``"auto"``, True or False.
 
     Raises:
-        ConfigError: the cages, handler or tree do not suit the sampler (a
-            cage's ``reset_mode``, a recurrent agent without
-            ``initial_state``, ...), naming the fix.
+        ConfigError: the cages, handler or tree do not suit the sampler.
 
-    Attributes:
-        cages: the cages, as given (a list).
-        handler: as given.
-        sample_tree: as given.
-        transform: as given.
-        observation_normalizer: as given.
-        finite_check: the :class:`~parllel.samplers.finite.FiniteCheck` run on
-            every finished batch, or None (``check_finite=False``).
-        views: one :class:`~parllel.samplers.steps.GroupViews` per cage.
-        all_envs: GroupViews over every column.
-        batch_T: time steps per batch.
-        phase_times: seconds per phase of the batches collected so far
-            (:class:`~parllel.timing.PhaseTimes`; ``take()`` reads and
-            clears them): ``batch`` (the whole call), ``env_step`` (this
-            process stepping envs: a serial cage's, a process cage's
-            main-process share), ``worker_wait`` (the rest of the time in
-            the cages: handing actions to worker processes and waiting for
-            them), ``inference`` (the handler's actions, bootstrap and final
-            values) and ``transforms``. Clocks are read a few times per time
-            step, never per env.
+    The attributes (``recorded``, ``views``, ``all_envs``, ``finite_check``,
+    ``phase_times``, ...) and the options: docs/samplers.md.
     """
 
     #: True for the wait-reset mode of :class:`~parllel.samplers.RecurrentSampler`
@@ -109,8 +82,10 @@ class BatchSampler:
         check_finite: bool | str = "auto",
     ) -> None:
         self.cages = as_cages(cages)
-        self._check_setup(self.cages, handler, sample_tree)
-        check_frame_sampler(sample_tree, handler.recurrent, observation_normalizer)
+        self.recorded = RecordedFields.of(sample_tree)
+        self._check_setup(self.cages, handler, self.recorded)
+        if self.recorded.frame_stack is not None:
+            check_frame_sampler(handler.recurrent, observation_normalizer)
         self.handler = handler
         self.sample_tree = sample_tree
         self.transform = transform
@@ -121,6 +96,11 @@ class BatchSampler:
         self.all_envs = GroupViews(sample_tree, 0, sample_tree[fields.REWARD].shape[1])
         self.batch_T = self.all_envs.T
         self._sliding = sliding_window(sample_tree)
+        # final observations valued at the step their episodes end: with the
+        # state they ended in, or from a staging slot the next step overwrites
+        self.final_values_per_step = (
+            handler.recurrent or self.recorded.frame_stack is not None
+        )
         self._needs_reset = True
         self.finite_check = make_finite_check(check_finite, sample_tree, self.cages)
         self._check_finite = check_finite
@@ -129,7 +109,7 @@ class BatchSampler:
         self.phase_times = PhaseTimes()
 
     def _check_setup(
-        self, cages: list[Cage], handler: Handler, sample_tree: ArrayDict
+        self, cages: list[Cage], handler: Handler, recorded: RecordedFields
     ) -> None:
         """Raise ConfigError unless the cages, handler and tree suit this sampler.
 
@@ -149,7 +129,7 @@ class BatchSampler:
                     f"{type(self).__name__} needs {mode}-reset cages (reset_mode="
                     f"{mode!r}), got reset_mode={cage.reset_mode!r}{hint}"
                 )
-        if handler.recurrent and fields.INITIAL_STATE not in sample_tree:
+        if handler.recurrent and not recorded.initial_state:
             raise ConfigError(
                 "the agent is recurrent: allocate initial_state with "
                 "build_sample_tree(recurrent=True)"
@@ -215,9 +195,8 @@ class BatchSampler:
             if old.padding:
                 rows = 2 * old.padding
                 new.padded_ndarray()[-rows:] = old.padded_ndarray()[-rows:]
-        if fields.FRAMES in current:  # its staging slot holds observation[T]
-            new_stage = sample_tree[fields.OBSERVATION].to_ndarray()
-            new_stage[...] = current[fields.OBSERVATION].to_ndarray()
+        if self.recorded.frame_stack is not None:  # observation[T] is staged
+            carry_staged_observation(current, sample_tree)
         self._trees.setdefault(
             id(current), (current, self.views, self.all_envs, self.finite_check)
         )
@@ -243,7 +222,7 @@ class BatchSampler:
         begun = clock(), self._local_step_seconds()
         if self._needs_reset:
             self.reset()
-        start_batch(self.sample_tree, self.handler)
+        start_batch(self.all_envs, self.handler)
         if self._sliding:  # full-size tree: the window moved, so did its views
             self.views = group_views(self.sample_tree, self.cages, self.handler)
             self.all_envs = GroupViews(self.sample_tree, 0, self.all_envs.n_envs)
@@ -279,9 +258,9 @@ class BatchSampler:
         if self.finite_check is not None:
             self.finite_check(tree)
         values_start = clock()
-        bootstrap_values(handler, tree)
+        bootstrap_values(handler, self.all_envs)
         if final_values:
-            final_values_batched(handler, tree)
+            final_values_batched(handler, self.all_envs)
         transforms_start = clock()
         if self.transform is not None:
             self.transform(tree)

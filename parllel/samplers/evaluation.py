@@ -110,7 +110,7 @@ class EvalSampler:
         taken = [0] * everyone.n_envs
         steps = 0
         while True:
-            start_batch(self.sample_tree, handler)
+            start_batch(everyone, handler)
             for t in range(everyone.T):
                 act(handler, everyone, t)
                 for cage, group in zip(self.cages, self.views):

@@ -8,6 +8,7 @@ from parllel.agents import Handler
 from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
 from parllel.samplers.base import BatchSampler
+from parllel.samplers.recorded import RecordedFields
 from parllel.samplers.steps import (
     act,
     final_values_now,
@@ -27,7 +28,7 @@ class FeedForwardSampler(BatchSampler):
     the final observations of truncated episodes (if the tree has
     ``bootstrap_value`` / ``final_value``, i.e. a transform needs them); then
     run the transform pipeline. A tree built with ``frame_stack=k`` stores one
-    frame per step (:mod:`parllel.samplers.frame_stacks`) and values the
+    frame per step (:mod:`parllel.frame_stacks.sample_tree`) and values the
     final observations at the step where their episodes end.
 
     A handler with an ``episodes_ended(traj_infos)`` method (e.g. a self-play
@@ -46,7 +47,7 @@ class FeedForwardSampler(BatchSampler):
     """
 
     def _check_setup(
-        self, cages: list[Cage], handler: Handler, sample_tree: ArrayDict
+        self, cages: list[Cage], handler: Handler, recorded: RecordedFields
     ) -> None:
         """Refuse a recurrent agent, then the shared checks."""
         if handler.recurrent:
@@ -54,7 +55,7 @@ class FeedForwardSampler(BatchSampler):
                 "the agent has recurrent state: use RecurrentSampler (or "
                 "AlternatingSampler), which reset it when episodes end"
             )
-        super()._check_setup(cages, handler, sample_tree)
+        super()._check_setup(cages, handler, recorded)
 
     def collect_batch(self) -> tuple[ArrayDict, list[TrajInfo]]:
         """Collect one batch; return the sample tree and the finished episodes."""
@@ -80,9 +81,10 @@ class FeedForwardSampler(BatchSampler):
             inference += t1 - t0
             envs += clock() - t1
             ended_at = finish_step(everyone, t, self.observation_normalizer)
-            if ended_at is not None and everyone.frames is not None:
-                t0 = clock()  # final observations are staged one step at a time
+            if ended_at is not None and self.final_values_per_step:
+                t0 = clock()
                 final_values_now(handler, everyone, t, ended_at)
                 inference += clock() - t0
-        self._end_batch(begun, envs, inference, final_values=True)
+        final_values = not self.final_values_per_step
+        self._end_batch(begun, envs, inference, final_values=final_values)
         return tree, completed

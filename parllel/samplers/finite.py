@@ -29,6 +29,7 @@ from parllel import fields
 from parllel.arrays import Array
 from parllel.cages import Cage
 from parllel.errors import ConfigError, NonFiniteError
+from parllel.samplers.recorded import RecordedFields
 from parllel.transforms.functional import first_nonfinite
 from parllel.tree import ArrayDict, tree_items
 
@@ -90,7 +91,8 @@ class FiniteCheck:
         max_observation_size: int | None = None,
     ) -> None:
         # a frame_stack tree: the stored frames (one per observation, rows 0..T last)
-        name = fields.FRAMES if fields.FRAMES in sample_tree else fields.OBSERVATION
+        frame_stack = RecordedFields.of(sample_tree).frame_stack
+        name = fields.OBSERVATION if frame_stack is None else fields.FRAMES
         self.observations = _float_leaves(sample_tree[name], name, max_observation_size)
         self.reward = (fields.REWARD, sample_tree[fields.REWARD])
         self.env_indices = [index for cage in cages for index in cage.env_indices]

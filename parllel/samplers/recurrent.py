@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from parllel import fields
 from parllel.agents import Handler
 from parllel.cages import Cage, TrajInfo
 from parllel.errors import ConfigError
 from parllel.samplers.base import BatchSampler, SamplerOptions
+from parllel.samplers.recorded import RecordedFields
 from parllel.samplers.steps import (
     act,
     final_values_now,
@@ -70,17 +70,17 @@ class RecurrentSampler(BatchSampler):
         super().__init__(cages, handler, sample_tree, **options)
 
     def _check_setup(
-        self, cages: list[Cage], handler: Handler, sample_tree: ArrayDict
+        self, cages: list[Cage], handler: Handler, recorded: RecordedFields
     ) -> None:
         """Refuse a frame-stack tree, then the shared checks, then wait-reset's."""
-        if fields.FRAMES in sample_tree:
+        if recorded.frame_stack is not None:
             raise ConfigError(
                 "a sample tree built with frame_stack is for FeedForwardSampler "
                 "or AlternatingSampler with a feed-forward agent: build it "
                 "without frame_stack for RecurrentSampler"
             )
-        super()._check_setup(cages, handler, sample_tree)
-        if self.wait_reset and fields.VALID not in sample_tree:
+        super()._check_setup(cages, handler, recorded)
+        if self.wait_reset and not recorded.valid:
             raise ConfigError(
                 "wait_reset=True needs build_sample_tree(wait_reset=True)"
             )

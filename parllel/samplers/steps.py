@@ -21,7 +21,8 @@ from parllel.agents.scripted import sample_actions
 from parllel.arrays import Array
 from parllel.cages import Cage
 from parllel.errors import ConfigError
-from parllel.samplers.frame_stacks import FrameViews, begin_frames
+from parllel.frame_stacks.sample_tree import FrameViews
+from parllel.samplers.recorded import RecordedFields
 from parllel.tree import ArrayDict, tree_items, tree_map
 
 
@@ -66,27 +67,20 @@ def rows(tree: Any, index: Any) -> Any:
     return tree_map(take, tree)
 
 
-# Fields every sampler reads or writes at every step (the others are optional).
-_REQUIRED = (
-    fields.OBSERVATION, fields.ACTION, fields.AGENT_INFO, fields.REWARD,
-    fields.TERMINATED, fields.TRUNCATED, fields.DONE,
-)  # fmt: skip
-
-
 class GroupViews:
     """Views of env columns ``[lo, hi)`` of a sample tree, per time step.
 
     Attributes hold lists indexed by ``t``: ``observation`` (``T + 1``
     entries), ``action``, ``agent_info``, ``reward``, ``terminated``,
-    ``truncated``, ``done``, ``final_observation``, ``valid`` and
-    ``prev_action``/``prev_reward`` (``T + 1``), plus ``step_slots[t]``, the
-    ``out`` mapping for ``cage.step_async``. Missing optional fields give
-    None (``final_observation``, ``final_value``, ``valid``, ``prev_action``
-    and ``prev_reward``); a tree without the others raises ConfigError.
-    The views stay valid across :meth:`ArrayDict.rotate` when the batch
-    window never moves in memory; with full-size leaves (a replay tree the
-    sampler writes straight into, see :func:`sliding_window`) the window
-    moves at every rotation and samplers rebuild their views.
+    ``truncated``, ``done``, ``final_observation``, ``final_value``, ``valid``
+    and ``prev_action``/``prev_reward`` (``T + 1``), plus ``step_slots[t]``,
+    the ``out`` mapping for ``cage.step_async``; ``recorded`` says which
+    optional fields the tree holds (None for the missing ones' lists). A
+    tree's window that moves (:func:`sliding_window`) needs new views after
+    every rotation.
+
+    Raises:
+        ConfigError: the tree lacks a field every sampler writes.
 
     Example:
         >>> views = GroupViews(sample_tree, 0, 4)
@@ -94,58 +88,45 @@ class GroupViews:
     """
 
     def __init__(self, sample_tree: ArrayDict, lo: int, hi: int) -> None:
-        missing = [key for key in _REQUIRED if key not in sample_tree]
-        if missing:
-            raise ConfigError(
-                f"the sample tree lacks the fields {missing} that every sampler "
-                "writes; build it with sample_tree_from_examples (or "
-                "parllel.patterns.build_sample_tree)"
-            )
-        if (fields.PREV_ACTION in sample_tree) != (fields.PREV_REWARD in sample_tree):
-            raise ConfigError(
-                f"the sample tree keeps only one of {fields.PREV_ACTION!r} and "
-                f"{fields.PREV_REWARD!r}; samplers write both or neither"
-            )
+        self.recorded = recorded = RecordedFields.of(sample_tree)
+        self.sample_tree = sample_tree
         self.lo, self.hi = lo, hi
         self.columns = slice(lo, hi)
         self.n_envs = hi - lo
         T = len(sample_tree[fields.REWARD])
         self.T = T
 
-        def per_step(key: str, count: int) -> list[Any] | None:
-            if key not in sample_tree:
-                return None
+        def per_step(key: str, count: int) -> list[Any]:
             leaf = sample_tree[key]
             return [leaf[t][self.columns] for t in range(count)]
 
-        def required(key: str, count: int) -> list[Any]:
-            return [sample_tree[key][t][self.columns] for t in range(count)]
+        def optional(key: str, count: int, kept: bool) -> list[Any] | None:
+            return per_step(key, count) if kept else None
 
         # one stored frame per step: observations go through [B] staging slots
         self.frames: FrameViews | None = None
-        if fields.FRAMES in sample_tree:
+        self.final_observation: list[Any] | None
+        if recorded.frame_stack is not None:
             self.frames = FrameViews(sample_tree, self.columns)
             self.observation = [self.frames.stage] * (T + 1)
+            final = self.frames.final_stage
+            self.final_observation = None if final is None else [final] * T
         else:
-            self.observation = required(fields.OBSERVATION, T + 1)
-        self.action = required(fields.ACTION, T)
-        self.agent_info = required(fields.AGENT_INFO, T)
-        self.reward = required(fields.REWARD, T)
-        self.terminated = required(fields.TERMINATED, T)
-        self.truncated = required(fields.TRUNCATED, T)
-        self.done = required(fields.DONE, T)
-        self.final_observation: list[Any] | None
-        if self.frames is not None and fields.FINAL_OBSERVATION in sample_tree:
-            final = sample_tree[fields.FINAL_OBSERVATION].to_ndarray()[self.columns]
-            self.final_observation = [final] * T  # a staging slot, as observation
-        else:
-            self.final_observation = per_step(fields.FINAL_OBSERVATION, T)
-        self.final_value = per_step(fields.FINAL_VALUE, T)
-        self.valid = per_step(fields.VALID, T)
-        self.prev_action = per_step(fields.PREV_ACTION, T + 1)
-        self.prev_reward = per_step(fields.PREV_REWARD, T + 1)
-        env_info = sample_tree.get(fields.ENV_INFO)
-        has_info = env_info is not None and len(env_info) > 0
+            self.observation = per_step(fields.OBSERVATION, T + 1)
+            self.final_observation = optional(
+                fields.FINAL_OBSERVATION, T, recorded.final_observation
+            )
+        self.action = per_step(fields.ACTION, T)
+        self.agent_info = per_step(fields.AGENT_INFO, T)
+        self.reward = per_step(fields.REWARD, T)
+        self.terminated = per_step(fields.TERMINATED, T)
+        self.truncated = per_step(fields.TRUNCATED, T)
+        self.done = per_step(fields.DONE, T)
+        self.final_value = optional(fields.FINAL_VALUE, T, recorded.final_value)
+        self.valid = optional(fields.VALID, T, recorded.valid)
+        self.prev_action = optional(fields.PREV_ACTION, T + 1, recorded.previous)
+        self.prev_reward = optional(fields.PREV_REWARD, T + 1, recorded.previous)
+        env_info = optional(fields.ENV_INFO, T, recorded.env_info)
         self.step_slots: list[dict[str, Any]] = []
         # (target, source) leaves copied after step t: prev_action/prev_reward
         self.previous_pairs: list[list[tuple[Any, Any]]] = []
@@ -156,8 +137,8 @@ class GroupViews:
                 fields.TERMINATED: self.terminated[t],
                 fields.TRUNCATED: self.truncated[t],
             }
-            if has_info:
-                slots[fields.ENV_INFO] = env_info[t][self.columns]
+            if env_info is not None:
+                slots[fields.ENV_INFO] = env_info[t]
             if self.final_observation is not None:
                 slots[fields.FINAL_OBSERVATION] = self.final_observation[t]
             self.step_slots.append(slots)
@@ -326,57 +307,51 @@ def final_values_now(
     )
 
 
-def final_values_batched(handler: Handler, sample_tree: ArrayDict) -> None:
-    """Value of every final observation of a truncated episode, in one call.
-
-    Nothing for a ``frame_stack`` tree: its final observations are staged
-    one step at a time, and the sampler values them then
-    (:func:`final_values_now`).
-    """
-    if fields.FINAL_VALUE not in sample_tree or fields.FRAMES in sample_tree:
+def final_values_batched(handler: Handler, views: GroupViews) -> None:
+    """Value of every final observation of a truncated episode, in one call
+    (``views``: over every column of the tree; nothing without ``final_value``)."""
+    tree, recorded = views.sample_tree, views.recorded
+    if not recorded.final_value:
         return
-    terminated = sample_tree[fields.TERMINATED].to_ndarray()
-    truncated = sample_tree[fields.TRUNCATED].to_ndarray()
+    terminated = tree[fields.TERMINATED].to_ndarray()
+    truncated = tree[fields.TRUNCATED].to_ndarray()
     t_index, b_index = np.nonzero(truncated & ~terminated)
     if not len(t_index):
         return
     index = (t_index, b_index)
-    has_previous = fields.PREV_ACTION in sample_tree
-    sample_tree[fields.FINAL_VALUE].to_ndarray()[index] = handler.value(
-        rows(sample_tree[fields.FINAL_OBSERVATION], index),
-        rows(sample_tree[fields.ACTION], index) if has_previous else None,
-        rows(sample_tree[fields.REWARD], index) if has_previous else None,
+    tree[fields.FINAL_VALUE].to_ndarray()[index] = handler.value(
+        rows(tree[fields.FINAL_OBSERVATION], index),
+        rows(tree[fields.ACTION], index) if recorded.previous else None,
+        rows(tree[fields.REWARD], index) if recorded.previous else None,
         env_indices=b_index,
     )
 
 
-def bootstrap_values(handler: Handler, sample_tree: ArrayDict) -> None:
-    """Write ``bootstrap_value`` = value of ``observation[T]`` (if the tree has it)."""
-    if fields.BOOTSTRAP_VALUE not in sample_tree:
+def bootstrap_values(handler: Handler, views: GroupViews) -> None:
+    """Write ``bootstrap_value`` = value of ``observation[T]`` (if the tree has it;
+    ``views``: over every column of the tree)."""
+    if not views.recorded.bootstrap_value:
         return
-    T = len(sample_tree[fields.REWARD])
-    has_previous = fields.PREV_ACTION in sample_tree
-    observation = sample_tree[fields.OBSERVATION]
-    sample_tree[fields.BOOTSTRAP_VALUE].to_ndarray()[...] = handler.value(
-        # a frame_stack tree's staging slot holds observation[T] after the loop
-        observation.to_ndarray() if fields.FRAMES in sample_tree else observation[T],
-        sample_tree[fields.PREV_ACTION][T] if has_previous else None,
-        sample_tree[fields.PREV_REWARD][T] if has_previous else None,
+    prev_action, prev_reward = views.previous(views.T)
+    views.sample_tree[fields.BOOTSTRAP_VALUE].to_ndarray()[...] = handler.value(
+        views.observation[views.T], prev_action, prev_reward
     )
 
 
-def start_batch(sample_tree: ArrayDict, handler: Handler) -> None:
-    """Rotate the tree (``observation[0]`` = last ``observation[T]``), record the state.
+def start_batch(views: GroupViews, handler: Handler) -> None:
+    """Rotate the tree (``observation[0]`` = last ``observation[T]``), record the
+    state (``views``: over every column of the tree).
 
     A ``frame_stack`` tree also copies ``observation[0]``'s stack into its frames.
     """
-    sample_tree.rotate()
-    if fields.FRAMES in sample_tree:
-        begin_frames(sample_tree)
-    if fields.INITIAL_STATE in sample_tree:
-        handler.write_state(sample_tree[fields.INITIAL_STATE])
-    if fields.FINAL_VALUE in sample_tree:
-        sample_tree[fields.FINAL_VALUE].to_ndarray()[...] = 0
+    tree, recorded = views.sample_tree, views.recorded
+    tree.rotate()
+    if views.frames is not None:
+        views.frames.begin()
+    if recorded.initial_state:
+        handler.write_state(tree[fields.INITIAL_STATE])
+    if recorded.final_value:
+        tree[fields.FINAL_VALUE].to_ndarray()[...] = 0
 
 
 def zero_previous(views: GroupViews, t: int, index: Any) -> None:

@@ -21,8 +21,8 @@ from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.errors import ConfigError, ReplayError
+from parllel.frame_stacks.replay import build_frame_replay_tree
 from parllel.replays import PrioritizedReplay, UniformReplay
-from parllel.replays.frames import build_frame_replay_tree
 from parllel.replays.transitions import gather_transitions
 from parllel.runners.off_policy import ReplayCheckpoint
 from parllel.runtime.compatibility import check_object

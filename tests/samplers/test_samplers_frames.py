@@ -22,9 +22,9 @@ from parllel import fields
 from parllel.agents import NumpyHandler
 from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ConfigError, EnvError, ShapeError
+from parllel.frame_stacks.replay import build_frame_replay_tree
 from parllel.patterns import build_sample_tree
 from parllel.replays import UniformReplay
-from parllel.replays.frames import build_frame_replay_tree
 from parllel.samplers import (
     FeedForwardSampler,
     RecurrentSampler,

@@ -1,11 +1,11 @@
 """Frame stacks of a ``frame_stack`` batch, rebuilt for the samples a minibatch takes.
 
 A sample tree built with ``frame_stack=k`` stores one frame per step
-(:mod:`parllel.samplers.frame_stacks`): ``frames`` ``[k + T, B, ...]`` and
+(:mod:`parllel.frame_stacks.sample_tree`): ``frames`` ``[k + T, B, ...]`` and
 ``frame_depth`` ``[T, B]``. :class:`FrameStacks` stands in for the
 observation of a :class:`~parllel.torch.algos.batch.PolicyBatch`: a
 minibatch gathers the ``k`` frames of each sample it takes with one index
-(:func:`~parllel.arrays.frame_stacks.stack_rows`, the replays' rule), so
+(:func:`~parllel.frame_stacks.rule.stack_rows`, the replays' rule), so
 only ``[n, k, ...]`` is ever built, never a ``k``-fold copy of the batch.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from parllel import fields
-from parllel.arrays.frame_stacks import stack_rows
 from parllel.errors import ConfigError, ShapeError
+from parllel.frame_stacks.rule import stack_rows
 
 __all__ = ["FrameStacks"]
 

@@ -7,8 +7,8 @@ one new frame, and an episode's first stack repeats its reset frame
 each step, the stack of a stored step is the ``k`` frames ending at its
 row, never reaching before the row of its episode's reset frame, which
 stands in for the missing ones (:func:`stack_rows`). The replays
-(:mod:`parllel.replays.frames`), the on-policy sample tree
-(:mod:`parllel.samplers.frame_stacks`) and PPO's minibatches
+(:mod:`parllel.frame_stacks.replay`), the on-policy sample tree
+(:mod:`parllel.frame_stacks.sample_tree`) and PPO's minibatches
 (:mod:`parllel.torch.algos.frame_batch`) rebuild stacks with this one rule
 and compare them bit for bit with :func:`frame_words`.
 """

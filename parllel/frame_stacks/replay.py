@@ -1,13 +1,12 @@
-"""One stored frame per step: rebuilding ``k``-frame stacks on read.
+"""Replays of single frames: ``k``-frame stacks rebuilt when sampled.
 
-A replay built with ``frame_stack=k`` (:func:`build_frame_replay_tree`,
-:class:`~parllel.replays.UniformReplay`) stores only the newest frame of
-each step and rebuilds the stacks as ``FrameStackObservation`` built them
-(the first stack of an episode repeats its reset frame). Every recorded
-batch is checked against that structure (:class:`~parllel.errors.ReplayError`
-names a step that does not fit), so sampled stacks equal the wrapper's bit
-for bit. The oldest ``k - 1`` steps per env are not offered. See
-docs/atari.md ("One stored frame per step").
+A replay built with ``frame_stack=k`` (a tree from
+:func:`build_frame_replay_tree`, :class:`~parllel.replays.UniformReplay`'s
+``frame_stack``) stores only the newest frame of each step; :class:`FrameStack`
+checks every recorded batch (a :class:`~parllel.errors.ReplayError` names the
+step whose stacks do not roll one frame per step) and rebuilds the stacks by
+:func:`~parllel.frame_stacks.rule.stack_rows`, bit for bit the wrapper's.
+The rule and its limits: docs/atari.md ("One stored frame per step").
 """
 
 from __future__ import annotations
@@ -19,9 +18,8 @@ import numpy as np
 
 from parllel import fields
 from parllel.arrays import Array
-from parllel.arrays.frame_stacks import check_frame_stack, frame_words, stack_rows
 from parllel.errors import ConfigError, ReplayError
-from parllel.replays.rows import REQUIRED_FIELDS
+from parllel.frame_stacks.rule import check_frame_stack, frame_words, stack_rows
 from parllel.tree import ArrayDict
 
 __all__ = ["FrameStack", "build_frame_replay_tree"]
@@ -67,7 +65,7 @@ def build_frame_replay_tree(
         ConfigError: a field is missing or the observation is not a stack.
     """
     k = check_frame_stack(frame_stack)
-    missing = [name for name in REQUIRED_FIELDS if name not in sample_tree]
+    missing = [name for name in fields.REPLAY_FIELDS if name not in sample_tree]
     if missing:
         raise ConfigError(
             f"the sample tree lacks {missing}; build it with final_observation=True"
@@ -77,7 +75,7 @@ def build_frame_replay_tree(
     T, B = first.batch_shape
     rows = -(-int(full_size) // T) * T
     tree = ArrayDict()
-    for name in REQUIRED_FIELDS:
+    for name in fields.REPLAY_FIELDS:
         leaf = sample_tree[name]
         if not isinstance(leaf, Array):
             raise ConfigError(f"sample-tree field {name!r} must be one Array")

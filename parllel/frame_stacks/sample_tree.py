@@ -1,37 +1,12 @@
 """One stored frame per step in the on-policy ``[T, B]`` sample tree.
 
-An env that stacks frames itself (gymnasium's ``FrameStackObservation(k)``,
-EnvPool's ``stack_num=k``) gives ``(k, ...)`` stacks, one new frame per
-step. A tree built with ``frame_stack=k``
-(:func:`~parllel.samplers.sample_tree_from_examples`,
-:func:`~parllel.patterns.build_sample_tree`) keeps:
-
-- ``observation``: a ``[B, k, ...]`` staging slot. The cages write each
-  step's stacks into it and the agent reads them from it, so inference sees
-  the env's own stacks; one slot serves every step, since the agent has
-  read ``observation[t]`` before the cages write ``observation[t + 1]``. At
-  the end of a batch it holds ``observation[T]`` (the bootstrap value's
-  input, and the next batch's ``observation[0]``).
-- ``final_observation``: a ``[B, k, ...]`` staging slot for the final
-  stacks of the episodes ending in a step; the sampler values the truncated
-  ones at that step (``final_value`` stays ``[T, B]``).
-- ``frames``: ``[k + T, B, ...]``, row ``k - 1 + t`` the newest frame of
-  ``observation[t]`` (``t = 0 .. T``), copied from the staging slot after
-  each step; rows ``0 .. k - 2`` the older frames of ``observation[0]``'s
-  stack (the previous batch's frames, or its reset padding), copied from the
-  staging slot when the batch starts.
-- ``frame_depth``: ``[T, B]`` int8, the earlier frames of its episode the
-  stack of step ``t`` holds (0 at an episode's first step, at most
-  ``k - 1``; ``k - 1`` at a batch's first step, whose whole stack is in the
-  prefix).
-
-Step ``t``'s stack is then the frames of rows ``k - 1 + t - j``, each
-clamped to row ``k - 1 + t - depth`` (:func:`~parllel.arrays.frame_stacks.stack_rows`,
-the rule the replays use), which PPO's minibatches gather for the samples
-they take (:mod:`parllel.torch.algos.frame_batch`). After every step the
-sampler checks that the env's new stacks are exactly what the frames give
-(a :class:`~parllel.errors.EnvError` names the env and step where
-not), so a rebuilt stack equals the env's bit for bit.
+A tree built with ``frame_stack=k`` keeps ``observation`` and
+``final_observation`` as ``[B, k, ...]`` staging slots (the cages write each
+step's stacks there, the agent reads them), ``frames`` ``[k + T, B, ...]``
+(row ``k - 1 + t``: the newest frame of ``observation[t]``) and
+``frame_depth`` ``[T, B]``; step ``t``'s stack is rebuilt by
+:func:`~parllel.frame_stacks.rule.stack_rows`. The layout and its checks:
+docs/samplers.md ("Frame stacks").
 """
 
 from __future__ import annotations
@@ -44,11 +19,16 @@ import numpy as np
 from parllel import fields
 from parllel.arrays import Array
 from parllel.arrays.array import Storage
-from parllel.arrays.frame_stacks import check_frame_stack, frame_words, stack_rows
 from parllel.errors import ConfigError, EnvError
+from parllel.frame_stacks.rule import check_frame_stack, frame_words, stack_rows
 from parllel.tree import ArrayDict
 
-__all__ = ["FrameViews", "allocate_frame_fields", "begin_frames", "check_frame_sampler"]
+__all__ = [
+    "FrameViews",
+    "allocate_frame_fields",
+    "carry_staged_observation",
+    "check_frame_sampler",
+]
 
 
 def allocate_frame_fields(
@@ -58,13 +38,24 @@ def allocate_frame_fields(
     shape: tuple[int, int],
     storage: Storage,
     final_observation: bool,
+    *,
+    recurrent: bool,
+    full_size: int | None,
 ) -> None:
     """Add the ``frame_stack=k`` observation fields to ``tree`` (module docstring).
 
     Raises:
-        ConfigError: ``frame_stack`` is not an int >= 1, or the observation
-            is not one array of ``k``-frame stacks on its first axis.
+        ConfigError: ``frame_stack`` is not an int >= 1, the tree is for a
+            recurrent agent or a replay (``full_size``), or the observation is
+            not one array of ``k``-frame stacks on its first axis.
     """
+    if recurrent or full_size is not None:
+        raise ConfigError(
+            f"frame_stack is for the [T, B] trees of feed-forward samplers, "
+            f"not with recurrent=True or full_size (got recurrent={recurrent}, "
+            f"full_size={full_size}); a replay stores one frame per step with "
+            "build_frame_replay_tree and UniformReplay(frame_stack=k)"
+        )
     k = check_frame_stack(frame_stack)
     if k > 128:
         raise ConfigError(f"frame_stack={k}: at most 128 frames per stack")
@@ -103,16 +94,12 @@ def allocate_frame_fields(
         )
 
 
-def check_frame_sampler(
-    sample_tree: ArrayDict, recurrent: bool, normalizer: object | None
-) -> None:
-    """Refuse what a ``frame_stack`` tree does not support.
+def check_frame_sampler(recurrent: bool, normalizer: object | None) -> None:
+    """Refuse what a sampler of a ``frame_stack`` tree does not support.
 
     Raises:
         ConfigError: a recurrent agent or an observation normalizer.
     """
-    if fields.FRAMES not in sample_tree:
-        return
     if recurrent:
         raise ConfigError(
             "a sample tree built with frame_stack supports feed-forward agents "
@@ -127,17 +114,11 @@ def check_frame_sampler(
         )
 
 
-def begin_frames(sample_tree: ArrayDict) -> None:
-    """Start a batch: copy ``observation[0]``'s whole stack into the frames' first ``k`` rows.
-
-    Its stack then needs no history from before the batch (depth ``k - 1``),
-    whatever happened there: a previous batch, a reset, decorrelation steps.
-    """
-    stage = sample_tree[fields.OBSERVATION].to_ndarray()  # [B, k, ...]
-    k = stage.shape[1]
-    frames = sample_tree[fields.FRAMES].to_ndarray()
-    frames[:k] = np.swapaxes(stage, 0, 1)
-    sample_tree[fields.FRAME_DEPTH].to_ndarray()[0] = k - 1
+def carry_staged_observation(source: ArrayDict, target: ArrayDict) -> None:
+    """Copy ``source``'s staged ``observation[T]`` into ``target``'s slot (a
+    sampler that switches trees continues from there)."""
+    stage = target[fields.OBSERVATION].to_ndarray()
+    stage[...] = source[fields.OBSERVATION].to_ndarray()
 
 
 class FrameViews:
@@ -150,6 +131,9 @@ class FrameViews:
 
     def __init__(self, sample_tree: ArrayDict, columns: slice) -> None:
         self.stage = sample_tree[fields.OBSERVATION].to_ndarray()[columns]
+        final = sample_tree.get(fields.FINAL_OBSERVATION)
+        # the final stacks of a step's ended episodes (None: not recorded)
+        self.final_stage = None if final is None else final.to_ndarray()[columns]
         self.frames = sample_tree[fields.FRAMES].to_ndarray()[:, columns]
         self.depth = sample_tree[fields.FRAME_DEPTH].to_ndarray()[:, columns]
         self.k = self.stage.shape[1]
@@ -162,6 +146,16 @@ class FrameViews:
         self._frame_words = frame_words(self.frames, self._frame_ndim)  # [k + T, n, w]
         assert np.shares_memory(self._stage_words, self.stage)  # views, not copies
         assert np.shares_memory(self._frame_words, self.frames)
+
+    def begin(self) -> None:
+        """Start a batch: copy ``observation[0]``'s whole stack into the frames'
+        first ``k`` rows.
+
+        Its stack then needs no history from before the batch (depth ``k - 1``),
+        whatever happened there: a previous batch, a reset, decorrelation steps.
+        """
+        self.frames[: self.k] = np.swapaxes(self.stage, 0, 1)
+        self.depth[0] = self.k - 1
 
     def store(self, t: int, done: np.ndarray) -> None:
         """After step ``t``: keep the newest frame of ``observation[t + 1]``,
