@@ -5,7 +5,7 @@ offers (serial; a process cage with a main-process share; workers only; the
 same with load balancing; an alternating sampler over two halves), for each
 env count, with random actions or a small torch MLP policy; prints a table
 and recommends a layout, with the call that builds it, next to what
-:func:`~parllel.cages.building.suggest_layout_for` (``build_cages(parallel="auto")``)
+:func:`~parllel.cages.building.suggest_layout_for` (``build_cage(parallel="auto")``)
 predicts. docs/logging.md shows a run.
 
 Modules, one job each: :mod:`~parllel.bench.factory` (loading the user's

@@ -1,6 +1,6 @@
 """The recommended layout from measurements, next to suggest_layout_for's prediction.
 
-:func:`~parllel.cages.building.suggest_layout_for` (what ``build_cages(...,
+:func:`~parllel.cages.building.suggest_layout_for` (what ``build_cage(...,
 parallel="auto")`` runs) predicts from two costs timed on their own: one env
 step and one synchronization with a worker. The tool measures whole batches
 of each layout. Both answer the same question, serial or processes (and

@@ -16,7 +16,7 @@ with ``frameskip=1``:
 
 Sticky actions (``repeat_action_probability``) are ALE's own. Reward clipping
 is a transform on the sample tree, not a wrapper (so returns stay true):
-:func:`parllel.patterns.add_reward_clipping`.
+:func:`parllel.builders.add_reward_clipping`.
 
 Needs the ``atari`` extra (ale-py with its bundled ROMs, and OpenCV, which
 ``AtariPreprocessing`` resizes with).

@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from parllel.cages import Cage, CageOptions, PerEnvFactories, build_cages
+from parllel.cages import Cage, CageOptions, PerEnvFactories, build_cage
 from parllel.errors import CageStateError, ConfigError, DynamicSpaceError
 from parllel.interop.carry import CarryFactory
 from parllel.interop.errors import reraise_env_exceptions
@@ -36,7 +36,7 @@ CAGE_RESET_MODES = {
 
 
 def parallel_choice(parallel: bool | str) -> str:
-    """``build_cages``'s ``parallel`` for ``True`` / ``False`` / its own strings."""
+    """``build_cage``'s ``parallel`` for ``True`` / ``False`` / its own strings."""
     if parallel is True:
         return "process"
     if parallel is False:
@@ -89,7 +89,7 @@ def build_adapter(
 ) -> Adapter:
     """Build the cage for an adapter and ``adapter(cage)``; close the cage if that raises.
 
-    ``cage_kwargs``: :func:`~parllel.cages.build_cages`' process-cage ones
+    ``cage_kwargs``: :func:`~parllel.cages.build_cage`' process-cage ones
     (``layout=``, ``step_timeout=``, ...). With ``parallel="auto"``, envs
     whose action space has no fixed shape
     (refused by process cages: :class:`~parllel.errors.DynamicSpaceError`)
@@ -112,7 +112,7 @@ def build_adapter(
         probe=False,  # the slots come from the spaces: no env code before reset
     )
     with reraise_env_exceptions():
-        cage = build_cages(
+        cage = build_cage(
             factory, n_envs, parallel=choice, options=options, **cage_kwargs
         )
     try:
@@ -125,7 +125,7 @@ def build_adapter(
         cage.close()
         raise
     with reraise_env_exceptions():
-        cage = build_cages(factory, n_envs, parallel="serial", options=options)
+        cage = build_cage(factory, n_envs, parallel="serial", options=options)
     try:
         return adapter(cage)
     except BaseException:

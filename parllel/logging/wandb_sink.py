@@ -83,7 +83,7 @@ class WandbSink(Sink):
 
     Args:
         project: the W&B project.
-        run_dir: the run directory (a :class:`~parllel.runtime.RunDirectory`
+        run_dir: the run directory (a :class:`~parllel.runners.RunDirectory`
             or its path); W&B files go to its ``logs/wandb/``.
         config: the config to log (default: the run's ``config.json``); the
             run's ``metadata.json`` is added as ``parllel_metadata``.

@@ -30,7 +30,7 @@ class UniformReplay:
 
     The replay tree has full-size Arrays (``full_size=N``, a multiple of
     ``T``; padding 1 on the observation), e.g. from
-    :func:`parllel.patterns.build_replay_tree`. After each collected batch,
+    :func:`parllel.builders.build_replay_tree`. After each collected batch,
     :meth:`record_batch` copies the sampler's ``[T, B]`` window in and
     rotates the replay tree (or, without an argument, declares stored a
     window a custom sampler wrote in place). The replay keeps the ``N - 1``
@@ -69,7 +69,7 @@ class UniformReplay:
 
     #: state entries whose first axis is a count (the saved episode ends):
     #: a checkpoint's may differ from this replay's (this makes every replay a
-    #: :class:`~parllel.runtime.compatibility.CountedState`)
+    #: :class:`~parllel.checkpoints.compatibility.CountedState`)
     counted_state_entries = COUNTED_STATE_ENTRIES
 
     def __init__(

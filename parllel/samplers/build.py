@@ -96,7 +96,7 @@ def sample_tree_from_examples(
         env_info: add the numeric env-info keys.
         full_size: allocate the ``[T, B]`` fields as full-size rotating Arrays
             of ``full_size`` rows (a multiple of ``T``), e.g. a replay tree
-            (:func:`parllel.patterns.build_replay_tree`); ``[B]`` fields stay
+            (:func:`parllel.builders.build_replay_tree`); ``[B]`` fields stay
             as they are, and ``final_observation`` stays a ``[T, B]`` slot
             (replays keep final observations sparsely). Samplers write into
             ordinary trees.

@@ -4,7 +4,7 @@ An env that stacks frames itself (gymnasium's ``FrameStackObservation(k)``,
 EnvPool's ``stack_num=k``) gives ``(k, ...)`` stacks, one new frame per
 step. A tree built with ``frame_stack=k``
 (:func:`~parllel.samplers.sample_tree_from_examples`,
-:func:`~parllel.patterns.build_sample_tree`) keeps:
+:func:`~parllel.builders.build_sample_tree`) keeps:
 
 - ``observation``: a ``[B, k, ...]`` staging slot. The cages write each
   step's stacks into it and the agent reads them from it, so inference sees

@@ -17,7 +17,7 @@ Its modules, from the cage down:
 - :mod:`~parllel.cages.process.channel`: the control row, the pipe's
   messages and replies.
 
-Below them, :mod:`parllel.cages.plumbing` holds the multiprocessing helpers
+Below them, :mod:`parllel.cages.child_processes` holds the multiprocessing helpers
 (start contexts, semaphore waiting, the parent-alive check).
 """
 

@@ -17,12 +17,12 @@ import numpy as np
 from parllel import fields
 from parllel.cages.cage import Cage, ResetRequest
 from parllel.cages.cage_checks import check_factory_pickles
+from parllel.cages.child_processes import start_context
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
-from parllel.cages.layout.policy import ProcessLayout
+from parllel.cages.layout.process_layout import ProcessLayout
 from parllel.cages.main_guard import check_main_guard
 from parllel.cages.options import CageOptions
-from parllel.cages.plumbing import start_context
 from parllel.cages.process import faults, processes
 from parllel.cages.process.channel import (
     Command,
@@ -88,7 +88,7 @@ class ProcessCage(Cage):
             ``sched_setaffinity``; default: no pinning). E.g. the two cages of
             an :class:`~parllel.samplers.AlternatingSampler` on a 2-core
             machine share one core while the main process infers on the
-            other (:func:`parllel.patterns.build_alternating_cages`).
+            other (:func:`parllel.builders.build_alternating_cages`).
         start_method: multiprocessing start method (default forkserver).
         worker_spin_seconds: how long an idle worker polls before blocking
             (None: 2 ms while every stepping process of all cages has a

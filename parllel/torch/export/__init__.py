@@ -7,7 +7,7 @@
   its newest checkpoint), and returns a :class:`Policy` whose
   ``act(observation)`` takes raw gymnasium observations;
 - :class:`PolicyExport` is what a training script hands to
-  :func:`~parllel.patterns.run_training` so the run exports its policy;
+  :func:`~parllel.runners.run_training` so the run exports its policy;
 - :func:`register_agent_builder` makes an agent of your own exportable.
 
 :func:`export_policy`, :func:`load_policy`, :class:`Policy` and
