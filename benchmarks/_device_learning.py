@@ -18,12 +18,12 @@ import torch
 from _sections import Box, Section, absent, attempt, skipped
 
 from parllel import fields
-from parllel.cages import CageOptions, ProcessCage, ProcessLayout
-from parllel.patterns import (
+from parllel.builders import (
     add_advantage_estimation,
     build_alternating_cages,
     build_sample_tree,
 )
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent

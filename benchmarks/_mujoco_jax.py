@@ -23,8 +23,8 @@ from _mujoco_ours import (
 from _mujoco_sb3 import Timed
 
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds, seed_everything
 from parllel.schedules import linear_schedule
+from parllel.seeding import Seeds, seed_everything
 
 
 def run_jax_ppo(hp: dict, seed: int, parallel: str) -> Timed:

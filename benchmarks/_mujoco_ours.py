@@ -18,20 +18,20 @@ import torch
 from _mujoco_sb3 import Timed
 from _training import training_sampler
 
-from parllel.cages import Cage, CageOptions, EnvSpaces, build_cages
-from parllel.patterns import (
+from parllel.builders import (
     add_advantage_estimation,
     add_obs_normalization,
     add_reward_normalization,
     build_replay_tree,
     build_sample_tree,
 )
+from parllel.cages import Cage, CageOptions, EnvSpaces, build_cage
 from parllel.replays import UniformReplay
 from parllel.runners import Callback, OffPolicyRunner, OnPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import Seeds, seed_everything
 from parllel.samplers import FeedForwardSampler
 from parllel.schedules import linear_schedule
+from parllel.seeding import Seeds, seed_everything
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent, build_sac_agent
 from parllel.torch.algos import PPO, SAC, ActorCriticEvaluator, EntropyCoefficient
@@ -95,7 +95,7 @@ def timed_run(runner: Any, timed: Timed) -> Timed:
 def ppo_cage(hp: dict, seed: int, parallel: str) -> Cage:
     """PPO's ``hp["n_envs"]`` envs, actions clipped."""
     factory = functools.partial(make_env, hp["env_id"], hp["episode_steps"], True)
-    return build_cages(
+    return build_cage(
         factory, hp["n_envs"], parallel=parallel, options=CageOptions(seed=seed)
     )
 
@@ -177,7 +177,7 @@ def sac_replay(
     """SAC's one env, its full-size replay tree and the uniform replay;
     ``handler_for(cage)`` builds the handler."""
     factory = functools.partial(make_env, hp["env_id"], hp["episode_steps"], False)
-    cage = build_cages(
+    cage = build_cage(
         factory, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
     )
     handler = handler_for(cage)

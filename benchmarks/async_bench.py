@@ -47,8 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import median_time, pin_threads, print_result  # noqa: E402
 from synthetic_envs import _busy, busy_iterations  # noqa: E402
 
+from parllel.builders import add_advantage_estimation, build_sample_tree  # noqa: E402
 from parllel.cages import CageOptions, SerialCage  # noqa: E402
-from parllel.patterns import add_advantage_estimation, build_sample_tree  # noqa: E402
 from parllel.runners import Callback, OnPolicyRunner  # noqa: E402
 from parllel.samplers import BackgroundSampler, FeedForwardSampler  # noqa: E402
 from parllel.torch import TorchHandler  # noqa: E402

@@ -184,7 +184,7 @@ def collect_sps(
     make_cage: Callable[[], Any], n: int, batch_T: int, batches: int
 ) -> float:
     """Steps/s of ``FeedForwardSampler.collect_batch`` with the Nature CNN policy."""
-    from parllel.patterns import build_sample_tree
+    from parllel.builders import build_sample_tree
     from parllel.samplers import FeedForwardSampler
     from parllel.torch.agents import ActorCriticAgent
     from parllel.torch.handler import TorchHandler

@@ -70,7 +70,7 @@ from cage_throughput import cage_slots, plain_envs, step_plain  # noqa: E402
 from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout  # noqa: E402
-from parllel.cages.plumbing import usable_cores  # noqa: E402
+from parllel.cages.child_processes import usable_cores  # noqa: E402
 
 ENVPOOL_IDS = {"cartpole": "CartPole-v1", "pong": ENVPOOL_PONG_ID}
 

@@ -44,8 +44,8 @@ from _common import make_cartpole, median_time, pin_threads, print_result  # noq
 from synthetic_envs import FloatImageEnv, NoopEnv  # noqa: E402
 
 from parllel.agents import NumpyHandler, RandomAgent  # noqa: E402
+from parllel.builders import build_sample_tree  # noqa: E402
 from parllel.cages import CageOptions, SerialCage  # noqa: E402
-from parllel.patterns import build_sample_tree  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.samplers.finite import make_finite_check  # noqa: E402
 from parllel.torch import TorchHandler  # noqa: E402

@@ -12,7 +12,7 @@ after a few untimed warm-up steps. An agent-step is one agent's action taken
 by the env. Comparisons (target ratio in parentheses):
 
 - ``ma_process_vs_supersuit``: a parllel ``ProcessCage`` over
-  ``ParallelEnvAdapter`` envs, laid out as ``build_cages(parallel="process")``
+  ``ParallelEnvAdapter`` envs, laid out as ``build_cage(parallel="process")``
   lays it out on this machine (:func:`~parllel.cages.building.suggest_layout_for`; on
   2 cores: half the envs in the main process, half in one worker), driven
   with preallocated slots as samplers do (the ``[A]`` agent info slots
@@ -162,7 +162,7 @@ def contenders(
     make_env: Callable[[], Any], n_envs: int, actions: np.ndarray
 ) -> dict[str, Callable[[], float]]:
     factory = make_parallel_env_factory(make_env)
-    # the layout build_cages(parallel="process") would choose here, measured once
+    # the layout build_cage(parallel="process") would choose here, measured once
     layout = suggest_layout_for(factory, n_envs) or ProcessLayout(n_workers=2)
     print(f"process cage layout: {layout}", flush=True)
     return {

@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 
 from parllel.agents import NumpyHandler, RandomAgent  # noqa: E402
+from parllel.builders import build_sample_tree  # noqa: E402
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage  # noqa: E402
-from parllel.patterns import build_sample_tree  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.samplers.steps import (  # noqa: E402
     act,

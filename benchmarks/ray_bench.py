@@ -44,10 +44,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 
+from parllel.builders import build_alternating_cages, build_sample_tree  # noqa: E402
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage  # noqa: E402
 from parllel.distributed import RaySampler  # noqa: E402
 from parllel.distributed.actor import load_weights, weights_of  # noqa: E402
-from parllel.patterns import build_alternating_cages, build_sample_tree  # noqa: E402
 from parllel.samplers import AlternatingSampler, FeedForwardSampler  # noqa: E402
 from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402

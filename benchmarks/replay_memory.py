@@ -63,9 +63,9 @@ from synthetic_envs import Atari84Env  # noqa: E402
 
 from parllel import fields  # noqa: E402
 from parllel.agents import NumpyHandler, RandomAgent  # noqa: E402
+from parllel.builders import build_replay_tree, build_sample_tree  # noqa: E402
 from parllel.cages import CageOptions, SerialCage  # noqa: E402
 from parllel.frame_stacks.replay import build_frame_replay_tree  # noqa: E402
-from parllel.patterns import build_replay_tree, build_sample_tree  # noqa: E402
 from parllel.replays import UniformReplay  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 

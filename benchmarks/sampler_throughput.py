@@ -12,7 +12,7 @@ preallocated ``[T, B]`` buffers, the bootstrap value and GAE. Contenders:
 - ``alternating_process``: AlternatingSampler + two ProcessCages (one worker
   each; best of: separate cores, both workers sharing one core while the
   main process infers, and the same with the main process pinned to the
-  other core, see ``parllel.patterns.build_alternating_cages``);
+  other core, see ``parllel.builders.build_alternating_cages``);
 - ``gym_sync`` / ``gym_async``: the CleanRL-style loop over a gymnasium
   ``SyncVectorEnv`` / ``AsyncVectorEnv`` filling preallocated torch buffers,
   GAE in a reverse loop as in CleanRL's ``ppo.py``.
@@ -50,8 +50,8 @@ from synthetic_envs import CpuBoundEnv, busy_iterations  # noqa: E402
 
 from parllel import fields  # noqa: E402
 from parllel.agents import AgentStep  # noqa: E402
+from parllel.builders import build_alternating_cages  # noqa: E402
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage  # noqa: E402
-from parllel.patterns import build_alternating_cages  # noqa: E402
 from parllel.samplers import (  # noqa: E402
     AlternatingSampler,
     FeedForwardSampler,

@@ -78,19 +78,19 @@ from _common import pin_threads, print_result  # noqa: E402
 from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 from _training import training_sampler  # noqa: E402
 
-from parllel.cages import (
-    CageOptions,
-    EnvSpaces,  # noqa: E402
-    build_cages,
-)
-from parllel.patterns import (
+from parllel.builders import (
     add_advantage_estimation,
     build_eval_sampler,
     build_sample_tree,
 )
+from parllel.cages import (
+    CageOptions,
+    EnvSpaces,  # noqa: E402
+    build_cage,
+)
 from parllel.runners import Callback, OnPolicyRunner  # noqa: E402
-from parllel.runtime import Seeds, seed_everything  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
+from parllel.seeding import Seeds, seed_everything  # noqa: E402
 from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule  # noqa: E402
@@ -208,7 +208,7 @@ def build_sampler(
     """The training sampler: ``agent``'s, or (in a background process) one
     whose new agent follows the learner's ``weights``."""
     torch.set_num_threads(1)
-    cage = build_cages(
+    cage = build_cage(
         make_env, hp["n_envs"], parallel=parallel, options=CageOptions(seed=seed)
     )
     if agent is None:
@@ -358,8 +358,8 @@ def run_parllel_seeds(
     from parllel.jax.algos import PPO as JaxPPO
     from parllel.jax.algos import SeededPPO, adam
     from parllel.jax.seeds import SeededHandler, SeedStack
-    from parllel.patterns import RunSettings
-    from parllel.patterns.seeds import start_seed_runs
+    from parllel.runners import RunSettings
+    from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
 
     B, n_eval = hp["n_envs"], hp["eval_episodes"]
@@ -373,7 +373,7 @@ def run_parllel_seeds(
             n_envs=B,
             n_eval_envs=n_eval,
         )
-        cage = build_cages(
+        cage = build_cage(
             make_env,
             n_seeds * B,
             parallel=parallel,

@@ -60,8 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_threads, print_result  # noqa: E402
 from _stats import finite_or_none, median_ratio_interval, verdict  # noqa: E402
 
-from parllel.cages import CageOptions, build_cages
-from parllel.patterns import build_eval_sampler, build_replay_tree
+from parllel.builders import build_eval_sampler, build_replay_tree
+from parllel.cages import CageOptions, build_cage
 from parllel.runners import Callback  # noqa: E402
 from parllel.runners.off_policy import AttributeSchedule  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
@@ -183,9 +183,9 @@ def run_ours(n_seeds: int, h: dict[str, Any]) -> tuple[list[dict[str, Any]], flo
         build_sac_optimizers,
     )
     from parllel.jax.seeds import SeededHandler, SeedStack
-    from parllel.patterns import RunSettings
-    from parllel.patterns.seeds import start_seed_runs
     from parllel.replays.per_run import PerRunReplay
+    from parllel.runners import RunSettings
+    from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
 
     n_eval = h["eval_episodes"]
@@ -199,7 +199,7 @@ def run_ours(n_seeds: int, h: dict[str, Any]) -> tuple[list[dict[str, Any]], flo
             n_envs=1,
             n_eval_envs=n_eval,
         )
-        cage = build_cages(
+        cage = build_cage(
             make_env,
             n_seeds,
             parallel="serial",

@@ -4,7 +4,7 @@ A warning issued deep inside a training loop (``Runner.run`` -> ``_run`` ->
 ``_warn_partial_batch``) would otherwise be reported at a line of parllel,
 whatever ``stacklevel`` a fixed call depth assumed; callers reach the same
 code through different paths (``run()`` directly, or through
-``patterns.run_training``).
+``runners.run_training``).
 """
 
 from __future__ import annotations

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
+from parllel.backends import backend_named, loaded_backends
 from parllel.errors import ConfigError
 
 
@@ -179,7 +181,7 @@ class Seeds:
     Example:
         >>> seeds = Seeds.from_master(1234, n_envs=8, n_eval_envs=2)
         >>> rng = seed_everything(seeds)  # python, numpy, torch seeded
-        >>> cage = build_cages(make_env, 8, options=CageOptions(seed=seeds.envs))
+        >>> cage = build_cage(make_env, 8, options=CageOptions(seed=seeds.envs))
         >>> eval_cage = SerialCage(make_env, 2, options=CageOptions(seed=seeds.eval_envs))
 
     Attributes:
@@ -277,3 +279,49 @@ class Seeds:
             envs=tuple(int(s) for s in data.get("envs", ())),
             eval_envs=tuple(int(s) for s in data.get("eval_envs", ())),
         )
+
+
+def seed_everything(
+    seeds: Seeds, *, torch_deterministic: bool = False
+) -> np.random.Generator:
+    """Seed python ``random``, numpy's global RNG and the learning library's.
+
+    The library is each one the script has imported (its
+    :class:`~parllel.backends.Backend`): torch's CPU and CUDA RNGs get
+    ``seeds.torch``; JAX has no global RNG (its keys are derived from the
+    seeds explicitly). Call it after the script's imports.
+
+    Envs are not touched: give the cages ``seed=seeds.envs`` (or
+    ``seeds.master``: the same seeds) and evaluation cages
+    ``seed=seeds.eval_envs``; they seed env ``i`` at its first reset.
+
+    Args:
+        seeds: the run's seeds.
+        torch_deterministic: also call
+            ``torch.use_deterministic_algorithms(True)`` (slower on GPU; some
+            ops then raise instead of running nondeterministically); imports
+            torch.
+
+    Returns:
+        A ``np.random.Generator`` seeded from ``seeds.numpy``, for code that
+        prefers an explicit generator over the global one.
+
+    Raises:
+        ConfigError: ``torch_deterministic`` without torch installed.
+    """
+    random.seed(seeds.python)
+    np.random.seed(seeds.numpy)
+    backends = loaded_backends()
+    if torch_deterministic and all(backend.name != "torch" for backend in backends):
+        try:
+            backends.append(backend_named("torch"))
+        except ImportError as error:
+            raise ConfigError(
+                "torch_deterministic=True but torch is not installed"
+            ) from error
+    for backend in backends:
+        backend.seed(
+            seeds.torch,
+            deterministic=torch_deterministic and backend.name == "torch",
+        )
+    return seeds.numpy_generator()

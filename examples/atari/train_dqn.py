@@ -38,21 +38,16 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from parllel.cages import CageOptions, build_cages
+from parllel.builders import add_reward_clipping, build_eval_sampler, build_sample_tree
+from parllel.cages import CageOptions, build_cage
 from parllel.envs.atari import GameTrajInfo, make_atari_env
 from parllel.frame_stacks.replay import build_frame_replay_tree
-from parllel.patterns import (
-    RunSettings,
-    add_reward_clipping,
-    build_eval_sampler,
-    build_sample_tree,
-)
 from parllel.replays import UniformReplay
-from parllel.runners import OffPolicyRunner
+from parllel.runners import OffPolicyRunner, RunSettings
+from parllel.runners.cli import parse_config, run_main
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
+from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_dqn_agent
 from parllel.torch.algos import DQN, epsilon_schedule
@@ -197,7 +192,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         frame_stack=FRAME_STACK,
         repeat_action_probability=config.repeat_action_probability,
     )
-    cage = build_cages(
+    cage = build_cage(
         make_atari_env,
         config.n_envs,
         env_kwargs,

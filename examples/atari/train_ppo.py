@@ -30,20 +30,19 @@ from typing import Any, Literal
 
 import torch
 
-from parllel.cages import Cage, CageOptions, build_cages
-from parllel.envs.atari import GameTrajInfo, make_atari_env
-from parllel.interop import make_envpool_cage
-from parllel.patterns import (
-    RunSettings,
+from parllel.builders import (
     add_advantage_estimation,
     add_reward_clipping,
     build_eval_sampler,
     build_sample_tree,
 )
-from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
+from parllel.cages import Cage, CageOptions, build_cage
+from parllel.envs.atari import GameTrajInfo, make_atari_env
+from parllel.interop import make_envpool_cage
+from parllel.runners import OnPolicyRunner, RunSettings
+from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
+from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
@@ -135,7 +134,7 @@ def build_training_cage(config: Config, seeds: Sequence[int]) -> Cage:
             reward_clip=False,
             repeat_action_probability=config.repeat_action_probability,
         )
-    return build_cages(
+    return build_cage(
         make_atari_env,
         config.n_envs,
         dict(

@@ -22,18 +22,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import CageOptions, ProcessCage, build_cages
-from parllel.patterns import (
-    RunSettings,
-    build_eval_sampler,
-    build_replay_tree,
-)
+from parllel.builders import build_eval_sampler, build_replay_tree
+from parllel.cages import CageOptions, ProcessCage, build_cage
 from parllel.replays import PrioritizedReplay, UniformReplay
-from parllel.runners import Callback, OffPolicyRunner
+from parllel.runners import Callback, OffPolicyRunner, RunSettings
+from parllel.runners.cli import parse_config, run_main
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
+from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_dqn_agent
 from parllel.torch.algos import DQN, adam, epsilon_schedule
@@ -180,7 +176,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     run = config.run.start("cartpole-dqn", config, seeds, resume)
 
     # environments (stepped in this process: CartPole is cheaper than a pipe)
-    cage = build_cages(
+    cage = build_cage(
         make_env, config.n_envs, parallel="serial", options=CageOptions(seed=seeds.envs)
     )
     agent = build_agent(config, cage.spaces, seeds)

@@ -28,26 +28,25 @@ import gymnasium as gym
 import torch
 import tyro
 
-from parllel.cages import (
-    Cage,
-    CageOptions,
-    EnvSpaces,
-    ProcessLayout,
-    build_cages,
-)
-from parllel.cages.building import suggest_layout_for
-from parllel.errors import ConfigError
-from parllel.patterns import (
-    RunSettings,
+from parllel.builders import (
     add_advantage_estimation,
     build_alternating_cages,
     build_eval_sampler,
     build_sample_tree,
 )
-from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
+from parllel.cages import (
+    Cage,
+    CageOptions,
+    EnvSpaces,
+    ProcessLayout,
+    build_cage,
+)
+from parllel.cages.building import suggest_layout_for
+from parllel.errors import ConfigError
+from parllel.runners import OnPolicyRunner, RunSettings
+from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
+from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
@@ -158,7 +157,7 @@ def build_training_cages(config: Config, seeds: Seeds) -> list[Cage]:
         suggested = suggest_layout_for(make_env, config.n_envs)
         layout = replace(suggested or ProcessLayout(), rebalance=True)
     return [
-        build_cages(
+        build_cage(
             make_env,
             config.n_envs,
             parallel=config.parallel,
@@ -257,7 +256,7 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     from parllel.jax.algos import adam as jax_adam
     from parllel.jax.export import PolicyExport as JaxPolicyExport
     from parllel.jax.seeds import RunView, SeededHandler, SeedStack
-    from parllel.patterns.seeds import start_seed_runs
+    from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
 
     n_eval = config.run.eval_episodes  # eval envs per run, one episode each
@@ -266,7 +265,7 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
         master=config.seed, n_envs=config.n_envs, n_eval_envs=n_eval, resume=resume,
     )  # fmt: skip
     # every run's envs in one cage: run k owns columns k * n_envs .. (k + 1) * n_envs
-    cage = build_cages(
+    cage = build_cage(
         make_env,
         config.seeds * config.n_envs,
         parallel=config.parallel,

@@ -24,19 +24,17 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from parllel.cages import CageOptions, EnvSpaces, build_cages
-from parllel.distributed import RaySampler
-from parllel.patterns import (
-    RunSettings,
+from parllel.builders import (
     add_advantage_estimation,
     build_eval_sampler,
     build_sample_tree,
 )
-from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
+from parllel.cages import CageOptions, EnvSpaces, build_cage
+from parllel.distributed import RaySampler
+from parllel.runners import OnPolicyRunner, RunSettings
+from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
-from parllel.seeding import actions_seed
+from parllel.seeding import Seeds, actions_seed
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
@@ -109,7 +107,7 @@ def build_actor_sampler(
     torch.set_num_threads(1)
     n = config.envs_per_actor
     first = actor_index * n
-    cage = build_cages(
+    cage = build_cage(
         make_env,
         n,
         parallel="serial",

@@ -24,19 +24,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import CageOptions, build_cages
-from parllel.patterns import (
-    RunSettings,
+from parllel.builders import (
     add_advantage_estimation,
     add_obs_normalization,
     add_reward_normalization,
     build_eval_sampler,
     build_sample_tree,
 )
-from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
+from parllel.cages import CageOptions, build_cage
+from parllel.runners import OnPolicyRunner, RunSettings
+from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import RecurrentSampler
+from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
@@ -110,7 +109,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     run = config.run.start("cartpole-ppo-lstm", config, seeds, resume)
 
     # environments and a recurrent agent (per-env LSTM state lives in the handler)
-    cage = build_cages(
+    cage = build_cage(
         make_env,
         config.n_envs,
         parallel=config.parallel,

@@ -59,21 +59,20 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import Cage, CageOptions, build_cages
-from parllel.envs.mujoco import make_mujoco_env
-from parllel.errors import ConfigError
-from parllel.patterns import (
-    RunSettings,
+from parllel.builders import (
     add_advantage_estimation,
     add_obs_normalization,
     add_reward_normalization,
     build_eval_sampler,
     build_sample_tree,
 )
-from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
+from parllel.cages import Cage, CageOptions, build_cage
+from parllel.envs.mujoco import make_mujoco_env
+from parllel.errors import ConfigError
+from parllel.runners import OnPolicyRunner, RunSettings
+from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
+from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
@@ -412,7 +411,7 @@ def train_seeds(
     from parllel.jax.algos import SeededPPO
     from parllel.jax.export import PolicyExport as JaxPolicyExport
     from parllel.jax.seeds import RunView, SeededHandler, SeedStack
-    from parllel.patterns.seeds import start_seed_runs
+    from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
     from parllel.transforms import PerRunObservations, PerRunTransform
 
@@ -422,7 +421,7 @@ def train_seeds(
         n_envs=B, n_eval_envs=n_eval, resume=resume,
     )  # fmt: skip
     # every run's envs in one cage: run k owns columns k * B .. (k + 1) * B
-    cage = build_cages(
+    cage = build_cage(
         env_factory,
         K * B,
         parallel=config.parallel,
@@ -540,7 +539,7 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     n_eval = config.run.eval_episodes
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=n_eval)
     run = config.run.start(run_name(config), config, seeds, resume)
-    cage = build_cages(
+    cage = build_cage(
         env_factory,
         config.n_envs,
         parallel=config.parallel,

@@ -40,20 +40,16 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import CageOptions, build_cages
+from parllel.builders import build_eval_sampler, build_replay_tree
+from parllel.cages import CageOptions, build_cage
 from parllel.envs.mujoco import make_mujoco_env
 from parllel.errors import ConfigError
-from parllel.patterns import (
-    RunSettings,
-    build_eval_sampler,
-    build_replay_tree,
-)
 from parllel.replays import UniformReplay
-from parllel.runners import OffPolicyRunner
+from parllel.runners import OffPolicyRunner, RunSettings
+from parllel.runners.cli import parse_config, run_main
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
+from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_sac_agent
 from parllel.torch.algos import SAC, EntropyCoefficient
@@ -212,8 +208,8 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     inside the group directory (docs/seeds.md)."""
     from parllel.jax.algos import SeededSAC
     from parllel.jax.seeds import SeededHandler, SeedStack
-    from parllel.patterns.seeds import start_seed_runs
     from parllel.replays.per_run import PerRunReplay
+    from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
 
     K, n_eval = config.seeds, config.run.eval_episodes  # eval envs per run
@@ -223,7 +219,7 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     )  # fmt: skip
     # every run's env in one cage: run k owns column k
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
-    cage = build_cages(
+    cage = build_cage(
         env_factory, K, parallel="serial", options=CageOptions(seed=runs.env_seeds)
     )
     stack = SeedStack([build_agent(config, cage.spaces, seeds) for seeds in runs.seeds])
@@ -311,7 +307,7 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
 
     # one env in this process; the squashed Gaussian actor and twin Q critic
     env_factory = functools.partial(make_env, config.env_id, config.max_episode_steps)
-    cage = build_cages(
+    cage = build_cage(
         env_factory, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
     )
     agent = build_agent(config, cage.spaces, seeds)

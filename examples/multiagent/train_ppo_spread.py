@@ -36,21 +36,17 @@ import torch
 from mpe2 import simple_spread_v3
 
 from parllel import fields
-from parllel.cages import CageOptions, build_cages
+from parllel.builders import build_eval_sampler, build_sample_tree
+from parllel.cages import CageOptions, build_cage
 from parllel.multiagent import (
     MultiAgentTrajInfo,
     make_parallel_env_factory,
     unstack_space,
 )
-from parllel.patterns import (
-    RunSettings,
-    build_eval_sampler,
-    build_sample_tree,
-)
-from parllel.runners import Callback, OnPolicyRunner
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
+from parllel.runners import Callback, OnPolicyRunner, RunSettings
+from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
+from parllel.seeding import Seeds
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
@@ -164,7 +160,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=4)
     run = config.run.start("spread-ppo", config, seeds, resume)
     factory = make_env_factory(config)
-    cages = build_cages(
+    cages = build_cage(
         factory,
         config.n_envs,
         parallel=config.parallel,

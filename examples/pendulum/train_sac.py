@@ -23,20 +23,15 @@ import numpy as np
 import torch
 import tyro
 
-from parllel.cages import CageOptions, ProcessCage, build_cages
+from parllel.builders import build_eval_sampler, build_replay_tree, build_sample_tree
+from parllel.cages import CageOptions, ProcessCage, build_cage
 from parllel.errors import ConfigError
-from parllel.patterns import (
-    RunSettings,
-    build_eval_sampler,
-    build_replay_tree,
-    build_sample_tree,
-)
 from parllel.replays import UniformReplay
-from parllel.runners import Callback, OffPolicyRunner
+from parllel.runners import Callback, OffPolicyRunner, RunSettings
+from parllel.runners.cli import parse_config, run_main
 from parllel.runners.off_policy import AttributeSchedule
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
 from parllel.samplers import BackgroundSampler, FeedForwardSampler
+from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import build_sac_agent
 from parllel.torch.algos import SAC, EntropyCoefficient, build_sac_optimizer
@@ -212,7 +207,7 @@ def build_background_sampler(
     replay (``replay.record_batch``).
     """
     torch.set_num_threads(1)
-    cage = build_cages(
+    cage = build_cage(
         make_env, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
     )
     agent = build_agent(config, cage.spaces, seeds)
@@ -231,8 +226,8 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     inside the group directory (docs/seeds.md)."""
     from parllel.jax.algos import SeededSAC
     from parllel.jax.seeds import SeededHandler, SeedStack
-    from parllel.patterns.seeds import start_seed_runs
     from parllel.replays.per_run import PerRunReplay
+    from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
 
     K, n_eval = config.seeds, config.run.eval_episodes  # eval envs per run
@@ -241,7 +236,7 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
         n_envs=1, n_eval_envs=n_eval, resume=resume,
     )  # fmt: skip
     # every run's env in one cage: run k owns column k
-    cage = build_cages(
+    cage = build_cage(
         make_env, K, parallel="serial", options=CageOptions(seed=runs.env_seeds)
     )
     stack = SeedStack([build_agent(config, cage.spaces, seeds) for seeds in runs.seeds])
@@ -326,7 +321,7 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
     run = config.run.start("pendulum-sac", config, seeds, resume)
 
     # one env in this process, the agent (squashed Gaussian actor, twin Q)
-    cage = build_cages(
+    cage = build_cage(
         make_env, 1, parallel="serial", options=CageOptions(seed=seeds.envs)
     )
     agent = build_agent(config, cage.spaces, seeds)

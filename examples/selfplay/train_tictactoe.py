@@ -47,7 +47,8 @@ from pettingzoo.classic import tictactoe_v3
 from pettingzoo.utils.wrappers import BaseWrapper
 
 from parllel.agents import NumpyHandler
-from parllel.cages import CageOptions, build_cages
+from parllel.builders import build_sample_tree
+from parllel.cages import CageOptions, build_cage
 from parllel.logging.csv_sink import read_progress
 from parllel.multiagent import (
     MultiAgentTrajInfo,
@@ -56,12 +57,11 @@ from parllel.multiagent import (
     make_aec_env_factory,
     unstack_space,
 )
-from parllel.patterns import RunSettings, build_sample_tree
 from parllel.plot import find_progress_csv, plot_learning_curve
-from parllel.runners import Callback, OnPolicyRunner, SelfPlayCallback
-from parllel.runtime import Seeds
-from parllel.runtime.cli import parse_config, run_main
+from parllel.runners import Callback, OnPolicyRunner, RunSettings, SelfPlayCallback
+from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
+from parllel.seeding import Seeds
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import (
@@ -329,7 +329,7 @@ def main(config: Config, resume: str | None = None) -> dict:
     torch.set_num_threads(1)
     seeds = Seeds.from_master(config.seed, n_envs=config.n_envs, n_eval_envs=1)
     run = config.run.start("tictactoe-selfplay", config, seeds, resume)
-    cages = build_cages(
+    cages = build_cage(
         make_aec_env_factory(
             tictactoe_env,
             random_start_share=config.random_start_share,

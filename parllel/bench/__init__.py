@@ -3,7 +3,7 @@
 Times ``collect_batch()`` of a real sampler on every layout parllel offers,
 for each env count, with random actions or a small torch MLP; prints a table
 and recommends a layout (with the call that builds it) next to what
-``build_cages(parallel="auto")`` predicts. torch and matplotlib are imported
+``build_cage(parallel="auto")`` predicts. torch and matplotlib are imported
 only for the ``mlp`` policy or a PNG. docs/logging.md shows a run.
 
 Example:

@@ -11,7 +11,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from parllel.cages.movable import move_refusal
+from parllel.cages.move_refusal import move_refusal
 from parllel.errors import ConfigError
 
 __all__ = ["EnvFactory", "check_factory", "load_factory", "move_refusal_of"]

@@ -2,8 +2,8 @@
 
 ``serial``, ``process-main``, ``process-workers``, ``process-rebalance`` and
 ``alternating``, each built with the public call a training script uses
-(:func:`~parllel.cages.build_cages`,
-:func:`~parllel.patterns.build_alternating_cages`), so the recommended call
+(:func:`~parllel.cages.build_cage`,
+:func:`~parllel.builders.build_alternating_cages`), so the recommended call
 is exactly the measured one. The table of layouts: docs/logging.md
 ("Measure your env's best layout").
 """
@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from parllel.cages import Cage, ProcessLayout, build_cages
-from parllel.cages.layout.choice import suggest_layout
-from parllel.cages.layout.policy import default_worker_count
-from parllel.cages.plumbing import usable_cores
+from parllel.builders import build_alternating_cages
+from parllel.builders.cages import alternating_workers
+from parllel.cages import Cage, ProcessLayout, build_cage
+from parllel.cages.child_processes import usable_cores
+from parllel.cages.layout.cost_model import suggest_layout
+from parllel.cages.layout.process_layout import default_worker_count
 from parllel.errors import ConfigError
-from parllel.patterns import build_alternating_cages
-from parllel.patterns.cages import alternating_workers
 from parllel.validation import check_at_least
 
 __all__ = ["LAYOUT_NAMES", "Layout", "candidate_layouts", "suggested_layout"]
@@ -52,7 +52,7 @@ class Layout:
         name: one of :data:`LAYOUT_NAMES`.
         n_envs: envs in all cages together.
         options: keyword arguments of the building call besides the factory
-            and ``n_envs`` (``build_cages``' for every layout but
+            and ``n_envs`` (``build_cage``' for every layout but
             ``alternating``: ``build_alternating_cages``' worker count per
             half, from 4 cores on).
 
@@ -120,7 +120,7 @@ class Layout:
             own["layout"] = ProcessLayout(**layout)
         if self.alternating:
             return list(build_alternating_cages(env_factory, self.n_envs, **own))
-        return [build_cages(env_factory, self.n_envs, **own)]
+        return [build_cage(env_factory, self.n_envs, **own)]
 
     def builder_call(self, factory_name: str) -> str:
         """The Python call that builds the cages, with ``factory_name`` as the factory."""
@@ -130,7 +130,7 @@ class Layout:
         if layout:
             split = ", ".join(f"{key}={_value(value)}" for key, value in layout.items())
             arguments.append(f"layout=ProcessLayout({split})")
-        function = "build_alternating_cages" if self.alternating else "build_cages"
+        function = "build_alternating_cages" if self.alternating else "build_cage"
         return f"{function}({', '.join(arguments)})"
 
     def script_lines(self, factory_import: str, factory_name: str) -> list[str]:
@@ -140,14 +140,14 @@ class Layout:
             return [
                 *factory_import.splitlines(),
                 *[f"from parllel.cages import {name}" for name in layout],
-                "from parllel.patterns import build_alternating_cages",
+                "from parllel.builders import build_alternating_cages",
                 "from parllel.samplers import AlternatingSampler",
                 f"cages = {self.builder_call(factory_name)}",
                 "sampler = AlternatingSampler(cages, handler, sample_tree)",
             ]
         return [
             *factory_import.splitlines(),
-            f"from parllel.cages import {', '.join([*layout, 'build_cages'])}",
+            f"from parllel.cages import {', '.join([*layout, 'build_cage'])}",
             "from parllel.samplers import FeedForwardSampler",
             f"cage = {self.builder_call(factory_name)}",
             "sampler = FeedForwardSampler(cage, handler, sample_tree)",

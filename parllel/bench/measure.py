@@ -20,9 +20,9 @@ from typing import Any
 
 from parllel.bench.layouts import Layout
 from parllel.bench.policies import build_handler, policy_threads
+from parllel.builders import build_sample_tree
 from parllel.cages import Cage
 from parllel.errors import ConfigError, ParllelWarning
-from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.tree import ArrayDict
 

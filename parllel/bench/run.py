@@ -23,7 +23,7 @@ from parllel.bench.recommend import (
     predict_layout,
     recommend,
 )
-from parllel.cages.plumbing import usable_cores
+from parllel.cages.child_processes import usable_cores
 from parllel.errors import ConfigError
 from parllel.validation import check_at_least, check_positive
 
@@ -122,7 +122,7 @@ def run_bench(
         >>> report = run_bench("gymnasium.envs.classic_control.cartpole:CartPoleEnv",
         ...                    envs=[8], seconds=0.5)
         >>> report.recommendations[0].chosen.layout.builder_call("CartPoleEnv")
-        'build_cages(CartPoleEnv, n_envs=8, parallel="serial")'
+        'build_cage(CartPoleEnv, n_envs=8, parallel="serial")'
     """
     envs = [int(n) for n in envs]
     if not envs or min(envs) < 1:

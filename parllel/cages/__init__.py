@@ -12,12 +12,12 @@
 No torch is imported here.
 """
 
-from parllel.cages.building import build_cages
+from parllel.cages.building import build_cage
 from parllel.cages.cage import Cage
+from parllel.cages.env_factories import PerEnvFactories
 from parllel.cages.env_info import numeric_info_example
-from parllel.cages.factories import PerEnvFactories
 from parllel.cages.layout.balance import LoadBalancer
-from parllel.cages.layout.policy import ProcessLayout
+from parllel.cages.layout.process_layout import ProcessLayout
 from parllel.cages.options import CageOptions
 from parllel.cages.process.cage import ProcessCage
 from parllel.cages.serial import SerialCage
@@ -34,6 +34,6 @@ __all__ = [
     "ProcessLayout",
     "SerialCage",
     "TrajInfo",
-    "build_cages",
+    "build_cage",
     "numeric_info_example",
 ]

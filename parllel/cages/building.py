@@ -10,12 +10,12 @@ from typing import Any
 
 from parllel._warnings import warn_at_caller
 from parllel.cages.cage import Cage
-from parllel.cages.layout.choice import measure_step_seconds, suggest_layout
-from parllel.cages.layout.policy import ProcessLayout
+from parllel.cages.child_processes import usable_cores
+from parllel.cages.layout.cost_model import measure_step_seconds, suggest_layout
+from parllel.cages.layout.process_layout import ProcessLayout
 from parllel.cages.options import CageOptions
-from parllel.cages.plumbing import usable_cores
 from parllel.cages.process.cage import ProcessCage
-from parllel.cages.process.overhead import measure_step_overhead_seconds
+from parllel.cages.process.step_overhead import measure_step_overhead_seconds
 from parllel.cages.serial import SerialCage
 from parllel.errors import (
     ConfigError,
@@ -27,7 +27,7 @@ from parllel.errors import (
 
 __all__ = [
     "PARALLEL_CHOICES",
-    "build_cages",
+    "build_cage",
     "check_process_options",
     "suggest_layout_for",
 ]
@@ -70,7 +70,7 @@ def check_process_options(process_kwargs: dict[str, Any]) -> None:
         )
 
 
-def build_cages(
+def build_cage(
     env_factory: Callable[..., Any],
     n_envs: int,
     env_kwargs: dict[str, Any] | None = None,
@@ -145,7 +145,7 @@ def _measured_layout(
     except EnvError as exc:
         fallback = "serial stepping" if parallel == "auto" else "a default layout"
         warn_at_caller(
-            f"build_cages could not time the envs to choose a layout, so it uses "
+            f"build_cage could not time the envs to choose a layout, so it uses "
             f"{fallback}: {exc} (an env that needs configuring before it can "
             "step, e.g. with set_attr, cannot be timed; pass "
             "layout=ProcessLayout(...) to choose one without timing)",
@@ -163,18 +163,18 @@ def suggest_layout_for(
     env_kwargs: dict[str, Any] | None = None,
     start_method: str | None = None,
 ) -> ProcessLayout | None:
-    """:func:`~parllel.cages.layout.choice.suggest_layout` with both costs measured on this machine, now.
+    """:func:`~parllel.cages.layout.cost_model.suggest_layout` with both costs measured on this machine, now.
 
     Times env steps of one probe env
-    (:func:`~parllel.cages.layout.choice.measure_step_seconds`) and, only when
+    (:func:`~parllel.cages.layout.cost_model.measure_step_seconds`) and, only when
     processes could win (two cores and two envs at least), what a
     synchronized step with a worker started with ``start_method`` costs
     beyond stepping the env here
-    (:func:`~parllel.cages.process.overhead.measure_step_overhead_seconds`).
+    (:func:`~parllel.cages.process.step_overhead.measure_step_overhead_seconds`).
 
     Raises:
         EnvError: the probe env raised (see
-            :func:`~parllel.cages.layout.choice.measure_step_seconds`).
+            :func:`~parllel.cages.layout.cost_model.measure_step_seconds`).
     """
     step_seconds = measure_step_seconds(env_factory, env_kwargs)
     cores = usable_cores()

@@ -9,9 +9,9 @@ from typing import Any, NamedTuple
 
 from parllel import fields
 from parllel.cages.cage_checks import check_slot_tree
+from parllel.cages.env_factories import PerEnvFactories
 from parllel.cages.env_indices import normalize_env_indices
 from parllel.cages.env_info import KeptInfos
-from parllel.cages.factories import PerEnvFactories
 from parllel.cages.options import CageOptions
 from parllel.cages.spaces import ActionChecker, EnvSpaces, check_observation
 from parllel.cages.traj_info import TrajInfo

@@ -12,7 +12,7 @@ from parllel import fields
 from parllel.arrays import Array
 from parllel.arrays.views import describe_view
 from parllel.arrays.writing import closed_error
-from parllel.cages.sources import collect_sources
+from parllel.cages.code_sources import collect_sources
 from parllel.errors import ArrayClosedError, ConfigError, NotSharedError
 from parllel.tree import tree_items
 
@@ -74,7 +74,7 @@ def check_factory_pickles(env_factory: Callable[..., Any], env_kwargs: dict) -> 
     """Cloudpickle the env factory and kwargs, or raise ConfigError naming them.
 
     The payload also holds the sources of the main script's code they use
-    (:func:`~parllel.cages.sources.collect_sources`), for the workers'
+    (:func:`~parllel.cages.code_sources.collect_sources`), for the workers'
     tracebacks.
 
     Only cages that build envs in other processes need this; a

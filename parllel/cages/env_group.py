@@ -14,9 +14,9 @@ import cloudpickle
 
 from parllel import fields
 from parllel.cages.env_access import apply_to_env, call_env, set_env_attr
+from parllel.cages.env_factories import build_env
 from parllel.cages.env_info import InfoSlotTables, write_info_value
-from parllel.cages.factories import build_env
-from parllel.cages.movable import move_refusal
+from parllel.cages.move_refusal import move_refusal
 from parllel.cages.options import CageOptions
 from parllel.cages.probe import env_error, probe_env
 from parllel.cages.spaces import (
@@ -323,7 +323,7 @@ class EnvGroup:
 
         For load balancing between processes: :meth:`take_env` in another
         group continues the env exactly where it was. Envs that
-        :func:`~parllel.cages.movable.move_refusal` refuses (``EzPickle``
+        :func:`~parllel.cages.move_refusal.move_refusal` refuses (``EzPickle``
         ones: MuJoCo, Atari) raise :class:`TypeError`; so does any env that
         fails to pickle. Nothing is removed on error.
         """

@@ -30,7 +30,7 @@ def check_main_guard(
     what: str = "ProcessCage workers are",
     instead: str = (
         "or step the envs in this process (a SerialCage; "
-        'parallel="serial" / False in build_cages and parllel.interop)'
+        'parallel="serial" / False in build_cage and parllel.interop)'
     ),
 ) -> None:
     """Raise ConfigError if starting workers now would re-run this call in them.

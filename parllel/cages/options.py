@@ -16,7 +16,7 @@ RESET_MODES = ("auto", "wait", "next_step")
 
 @dataclass(frozen=True)
 class CageOptions:
-    """How a cage runs its envs; every cage and :func:`~parllel.cages.build_cages`
+    """How a cage runs its envs; every cage and :func:`~parllel.cages.build_cage`
     take one as ``options`` (docs/cages.md, "Options").
 
     Attributes:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from parllel import fields
-from parllel.cages.factories import build_env
+from parllel.cages.env_factories import build_env
 from parllel.cages.spaces import (
     EnvSpaces,
     check_spaces_agree,

@@ -3,7 +3,7 @@
 :func:`make_atari_env` builds the stack of the DQN and PPO papers (SB3's
 ``AtariWrapper``, CleanRL's ``ppo_atari.py``): ``AtariPreprocessing``,
 :class:`EpisodicLife`, :class:`FireReset` and ``FrameStackObservation``.
-Reward clipping is a transform (:func:`parllel.patterns.add_reward_clipping`),
+Reward clipping is a transform (:func:`parllel.builders.add_reward_clipping`),
 so returns stay true. Needs the ``atari`` extra; see docs/atari.md ("The
 env stack").
 """

@@ -1,5 +1,5 @@
 """Errors of training runs: run directories, checkpoints, training
-loops (:mod:`parllel.runtime`, :mod:`parllel.runners`)."""
+loops (:mod:`parllel.checkpoints`, :mod:`parllel.runners`)."""
 
 from __future__ import annotations
 

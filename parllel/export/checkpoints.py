@@ -1,9 +1,9 @@
 """Reading the policy's weights out of a run directory's checkpoints.
 
 The checkpoints are those the runners write with
-:func:`parllel.runtime.save_checkpoint`: ``checkpoints/checkpoint_<step>.pt``,
+:func:`parllel.checkpoints.save_checkpoint`: ``checkpoints/checkpoint_<step>.pt``,
 with the checkpoint objects' state dicts under ``state["objects"]``; they are
-read with :mod:`parllel.runtime.checkpoint`, which unpickles: load only
+read with :mod:`parllel.checkpoints.checkpoint`, which unpickles: load only
 checkpoints you trust.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from parllel.errors import CheckpointError, PolicyFileError
-from parllel.runtime.checkpoint import (
+from parllel.checkpoints.checkpoint import (
     checkpoint_step,
     list_checkpoints,
     load_latest_checkpoint,
 )
+from parllel.errors import CheckpointError, PolicyFileError
 
 __all__ = ["newest_checkpoint_objects", "newest_checkpoint_step"]
 

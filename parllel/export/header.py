@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from parllel import DISTRIBUTION
+from parllel.checkpoints.checkpoint import CHECKPOINT_PATTERN
 from parllel.errors import PolicyExportError, PolicyFileError
 from parllel.export.spaces import space_to_data
-from parllel.runtime.checkpoint import CHECKPOINT_PATTERN
 
 __all__ = [
     "FORMAT",

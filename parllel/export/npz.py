@@ -24,9 +24,9 @@ from typing import IO, Any
 
 import numpy as np
 
+from parllel.checkpoints.files import atomic_write
 from parllel.errors import PolicyFileError
 from parllel.export.header import FORMAT, check_header, check_policy_path
-from parllel.runtime.files import atomic_write
 
 __all__ = [
     "NPZ_POLICY_FILE",

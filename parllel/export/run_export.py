@@ -1,4 +1,4 @@
-"""What a training run exports, bundled for :func:`parllel.patterns.run_training`.
+"""What a training run exports, bundled for :func:`parllel.runners.run_training`.
 
 :class:`PolicyExporter` holds what both backends' ``PolicyExport`` share
 (the agent, its normalizer and provenance); :class:`parllel.torch.PolicyExport`
@@ -20,7 +20,7 @@ __all__ = ["PolicyExporter"]
 class PolicyExporter:
     """The policy a run exports and what it was trained with.
 
-    :func:`~parllel.patterns.run_training` calls :meth:`write_spec` before
+    :func:`~parllel.runners.run_training` calls :meth:`write_spec` before
     training (so the run's checkpoints load as a policy) and :meth:`export`
     when training ends; each backend's subclass names its functions
     (:attr:`spec_writer`, :attr:`exporter`).

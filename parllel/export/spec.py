@@ -3,7 +3,7 @@
 The spec is a policy file's header (:mod:`parllel.export.header`) without
 weights, plus the names of the checkpoint objects holding the policy's
 weights and its observation normalizer's statistics.
-:func:`~parllel.patterns.run_training` writes it before training (each
+:func:`~parllel.runners.run_training` writes it before training (each
 backend's ``PolicyExport.write_spec``), so a run stopped before its export
 (a second Ctrl-C, a crash) still loads from its newest checkpoint. This
 module holds what both backends share: the file, the checkpoint objects'

@@ -24,7 +24,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from parllel import fields
 from parllel.arrays.array import Storage
-from parllel.cages import Cage, CageOptions, PerEnvFactories, build_cages
+from parllel.cages import Cage, CageOptions, PerEnvFactories, build_cage
 from parllel.cages.env_info import KeptInfos
 from parllel.errors import (
     CageStateError,
@@ -82,7 +82,7 @@ def reraise_env_exceptions() -> Iterator[None]:
 
 
 def parallel_choice(parallel: bool | str) -> str:
-    """``build_cages``'s ``parallel`` for ``True`` / ``False`` / its own strings."""
+    """``build_cage``'s ``parallel`` for ``True`` / ``False`` / its own strings."""
     if parallel is True:
         return "process"
     if parallel is False:
@@ -135,7 +135,7 @@ def build_adapter(
 ) -> Adapter:
     """Build the cage for an adapter and ``adapter(cage)``; close the cage if that raises.
 
-    ``cage_kwargs``: :func:`~parllel.cages.build_cages`' process-cage ones
+    ``cage_kwargs``: :func:`~parllel.cages.build_cage`' process-cage ones
     (``layout=``, ``step_timeout=``, ...). With ``parallel="auto"``, envs
     whose action space has no fixed shape
     (refused by process cages: :class:`~parllel.errors.DynamicSpaceError`)
@@ -158,7 +158,7 @@ def build_adapter(
         probe=False,  # the slots come from the spaces: no env code before reset
     )
     with reraise_env_exceptions():
-        cage = build_cages(
+        cage = build_cage(
             factory, n_envs, parallel=choice, options=options, **cage_kwargs
         )
     try:
@@ -171,7 +171,7 @@ def build_adapter(
         cage.close()
         raise
     with reraise_env_exceptions():
-        cage = build_cages(factory, n_envs, parallel="serial", options=options)
+        cage = build_cage(factory, n_envs, parallel="serial", options=options)
     try:
         return adapter(cage)
     except BaseException:

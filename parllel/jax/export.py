@@ -292,7 +292,7 @@ def write_policy_spec(
 class PolicyExport(PolicyExporter):
     """The JAX policy a run exports (``policy.npz``) and what it was trained with.
 
-    :func:`~parllel.patterns.run_training` writes the run's
+    :func:`~parllel.runners.run_training` writes the run's
     ``policy_spec.json`` before training and ``policy.npz`` when training
     ends. Fields: see :class:`~parllel.export.run_export.PolicyExporter`;
     the env's spaces are required (JAX agents do not record theirs).

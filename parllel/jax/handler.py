@@ -24,7 +24,7 @@ class ActionKey:
     """The PRNG key a handler draws actions with, checkpointable as a generator.
 
     ``get_state()`` / ``set_state()`` (numpy key data) make it a
-    :class:`~parllel.runtime.backends.StatefulGenerator`: the runners
+    :class:`~parllel.backends.StatefulGenerator`: the runners
     checkpoint it with the run's RNG states, as a torch handler's generator.
 
     Args:

@@ -72,7 +72,7 @@ class WandbSink(Sink):
         >>> sink.close()  # finishes the W&B run
 
     Args:
-        run_dir: the :class:`~parllel.runtime.RunDirectory` or its path; W&B
+        run_dir: the :class:`~parllel.runners.RunDirectory` or its path; W&B
             files go to its ``logs/wandb/``.
         config: the config to log (default: the run's ``config.json``).
         mode: ``"online"``, ``"offline"`` or ``"disabled"``; None lets W&B

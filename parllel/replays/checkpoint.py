@@ -21,7 +21,7 @@ __all__ = ["COUNTED_STATE_ENTRIES", "load_storage_state", "storage_state"]
 
 #: Entries of a replay's ``state_dict`` whose first axis counts the saved
 #: episode ends, so it differs from a fresh replay's (see
-#: :func:`parllel.runtime.compatibility.check_state_shapes`'s ``counted``).
+#: :func:`parllel.checkpoints.compatibility.check_state_shapes`'s ``counted``).
 COUNTED_STATE_ENTRIES = ("storage.contents.final_observations",)
 
 

@@ -29,7 +29,7 @@ class UniformReplay:
     """Sample stored transitions uniformly, with replacement.
 
     The replay tree has full-size Arrays (``full_size=N``), e.g. from
-    :func:`parllel.patterns.build_replay_tree`. After each batch, :meth:`record_batch` copies the sampler's window in and rotates
+    :func:`parllel.builders.build_replay_tree`. After each batch, :meth:`record_batch` copies the sampler's window in and rotates
     the tree; the newest ``N - 1`` steps per env are kept. A sample's
     ``next_observation`` after an episode end is its ``FINAL_OBSERVATION``;
     ``frame_stack=k`` stores one frame per step (see docs/replays.md).
@@ -53,7 +53,7 @@ class UniformReplay:
 
     #: state entries whose first axis is a count (the saved episode ends):
     #: a checkpoint's may differ from this replay's (this makes every replay a
-    #: :class:`~parllel.runtime.compatibility.CountedState`)
+    #: :class:`~parllel.checkpoints.compatibility.CountedState`)
     counted_state_entries = COUNTED_STATE_ENTRIES
 
     def __init__(

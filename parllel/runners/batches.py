@@ -64,7 +64,7 @@ class SyncBatches:
 
     def rng_generators(self) -> dict[str, Any]:
         """The action generator (a ``torch.Generator``: any
-        :class:`~parllel.runtime.backends.StatefulGenerator`), if the agent samples
+        :class:`~parllel.backends.StatefulGenerator`), if the agent samples
         from one of its own (checkpointed with the run's RNG states)."""
         generator = self.sampler.action_generator
         return {} if generator is None else {"actions": generator}

@@ -11,7 +11,7 @@ class Stateful(Protocol):
     def state_dict(self) -> Any:
         """Everything needed to continue later: nested dicts of numpy arrays,
         tensors a backend owns and picklable Python values
-        (:mod:`parllel.runtime.files`)."""
+        (:mod:`parllel.checkpoints.files`)."""
         ...
 
     def load_state_dict(self, state: Any) -> Any:

@@ -7,21 +7,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from parllel.errors import CheckpointError, CheckpointMismatchError
-from parllel.runners.callbacks import Stateful
-from parllel.runtime.checkpoint import (
+from parllel.checkpoints.checkpoint import (
     load_checkpoint,
     load_latest_checkpoint,
     save_checkpoint,
 )
-from parllel.runtime.compatibility import (
+from parllel.checkpoints.compatibility import (
     NEVER_COMPARED,
     check_config,
     check_object,
     config_difference_hint,
     load_object,
 )
-from parllel.runtime.finite import refuse_nonfinite_state
+from parllel.checkpoints.finite import refuse_nonfinite_state
+from parllel.errors import CheckpointError, CheckpointMismatchError
+from parllel.runners.callbacks import Stateful
 
 __all__ = ["read_checkpoint", "restore_objects", "write_checkpoint"]
 

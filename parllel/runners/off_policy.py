@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from parllel.checkpoints.compatibility import CountedState
 from parllel.errors import ConfigError
 from parllel.replays.transitions import ReplayBatch
 from parllel.runners.callbacks import Callback
 from parllel.runners.notices import warn_learning_never_starts
 from parllel.runners.runner import Runner
-from parllel.runtime.compatibility import CountedState
 from parllel.samplers.protocols import AsyncSampler, TrainingSampler
 
 __all__ = [

@@ -12,6 +12,10 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from parllel.checkpoints.checkpoint import (
+    capture_rng_state,
+    restore_rng_state,
+)
 from parllel.errors import ConfigError
 from parllel.logging import EpisodeStats, Logger
 from parllel.runners.batches import batches_of
@@ -29,10 +33,6 @@ from parllel.runners.notices import (
     warn_partial_batch,
     warn_sigint_ignored,
     warn_total_steps_changed,
-)
-from parllel.runtime.checkpoint import (
-    capture_rng_state,
-    restore_rng_state,
 )
 from parllel.samplers.protocols import (
     AsyncSampler,

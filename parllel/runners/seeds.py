@@ -23,6 +23,8 @@ from statistics import median
 from time import perf_counter as clock
 from typing import Any, Protocol, cast
 
+from parllel.backends import StatefulGenerator
+from parllel.checkpoints.checkpoint import capture_rng_state, restore_rng_state
 from parllel.errors import CheckpointError, ConfigError, ParllelWarning
 from parllel.logging import EpisodeStats, Logger
 from parllel.replays.per_run import PerRunReplay
@@ -36,9 +38,7 @@ from parllel.runners.checkpoints import (
 from parllel.runners.interrupt import InterruptHandler
 from parllel.runners.metrics import MetricWindow, progress_metrics
 from parllel.runners.notices import warn_total_steps_changed
-from parllel.runtime.backends import StatefulGenerator
-from parllel.runtime.checkpoint import capture_rng_state, restore_rng_state
-from parllel.runtime.run_directory import RunDirectory
+from parllel.runners.run_directory import RunDirectory
 from parllel.samplers.base import BatchSampler
 from parllel.samplers.protocols import EvalSource, TrainingSampler
 from parllel.transforms import (

@@ -1,7 +1,7 @@
 """Samplers: the loop that asks the agent for actions, steps the cages and fills batches.
 
 - :func:`sample_tree_from_examples`: allocate every field of a batch from examples
-  (:func:`parllel.patterns.build_sample_tree` does it from a cage and a handler).
+  (:func:`parllel.builders.build_sample_tree` does it from a cage and a handler).
 - :class:`FeedForwardSampler`: agents without recurrent state.
 - :class:`RecurrentSampler`: recurrent agents; optional wait-reset with ``valid``.
 - :class:`AlternatingSampler`: two halves of the envs; inference for one

@@ -36,8 +36,8 @@ from multiprocessing import util
 from typing import Any, cast
 
 from parllel.arrays.shared_memory import remove_dead_owner_segments
+from parllel.cages.child_processes import start_context
 from parllel.cages.main_guard import check_main_guard
-from parllel.cages.plumbing import start_context
 from parllel.errors import (
     BackgroundSamplerError,
     ConfigError,

@@ -16,7 +16,7 @@ from collections import deque
 from typing import Any
 
 from parllel import fields
-from parllel.cages.plumbing import start_context
+from parllel.cages.child_processes import start_context
 from parllel.errors import (
     BackgroundSamplerError,
     ConfigError,

@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from parllel.cages.plumbing import ParentGone, parent_check
+from parllel.cages.child_processes import ParentGone, parent_check
 from parllel.errors import ConfigError, TreeRingClosedError
 from parllel.samplers.tree_ring import Handover, TreeRing, tree_layout
 

@@ -53,7 +53,7 @@ class RecordedFields:
             raise ConfigError(
                 f"the sample tree lacks the fields {missing} that every sampler "
                 "writes; build it with sample_tree_from_examples (or "
-                "parllel.patterns.build_sample_tree)"
+                "parllel.builders.build_sample_tree)"
             )
         if (fields.PREV_ACTION in sample_tree) != (fields.PREV_REWARD in sample_tree):
             raise ConfigError(

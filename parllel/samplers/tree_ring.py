@@ -11,7 +11,7 @@ policy version that collected it).
 
 It lives with the samplers, not in :mod:`parllel.tree`, because it is a
 protocol between processes: it reuses the cages' process-synchronization
-helpers (:mod:`parllel.cages.plumbing`, :func:`parllel.cages.process.channel.wait_for`),
+helpers (:mod:`parllel.cages.child_processes`, :func:`parllel.cages.process.channel.wait_for`),
 which the tree layer sits below.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from parllel.arrays import Array
-from parllel.cages.plumbing import start_context
+from parllel.cages.child_processes import start_context
 from parllel.cages.process.channel import wait_for
 from parllel.errors import ConfigError, TreeRingClosedError, TreeRingError
 from parllel.tree import ArrayDict

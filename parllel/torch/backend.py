@@ -1,4 +1,4 @@
-"""torch's side of the core's backend seam (:mod:`parllel.runtime.backends`).
+"""torch's side of the core's backend seam (:mod:`parllel.backends`).
 
 Checkpoints store each tensor as a numpy array with its dtype, device and
 ``requires_grad``; dtypes numpy lacks (``bfloat16``, float8) as their raw
@@ -11,8 +11,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from parllel.seeding import Seeds
 
 __all__ = ["BACKEND", "TorchBackend"]
 
@@ -77,13 +75,13 @@ class TorchBackend:
         if "cuda" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda"])
 
-    def seed(self, seeds: Seeds, *, deterministic: bool) -> None:
-        """``torch.manual_seed(seeds.torch)`` (every CUDA device too); with
+    def seed(self, seed: int, *, deterministic: bool) -> None:
+        """``torch.manual_seed(seed)`` (every CUDA device too); with
         ``deterministic``, ``torch.use_deterministic_algorithms(True)``."""
-        torch.manual_seed(seeds.torch)
+        torch.manual_seed(seed)
         if deterministic:
             torch.use_deterministic_algorithms(True)
 
 
-#: the instance :func:`parllel.runtime.backends.backend_named` returns for torch
+#: the instance :func:`parllel.backends.backend_named` returns for torch
 BACKEND = TorchBackend()

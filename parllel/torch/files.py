@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from parllel.runtime.files import atomic_write
+from parllel.checkpoints.files import atomic_write
 
 
 def atomic_save(path: str | os.PathLike[str], obj: Any) -> Path:

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from parllel.arrays import Array
-from parllel.cages.plumbing import start_context
+from parllel.cages.child_processes import start_context
 from parllel.errors import ConfigError
 
 _PUBLISHED, _WRITING = 0, 1

@@ -38,7 +38,7 @@ def children(node: Any) -> Iterable[tuple[str, Any]] | None:
 def mapping_children(node: Any) -> Iterable[tuple[Any, Any]] | None:
     """The ``(key, child)`` pairs of a non-empty Mapping, else None (a leaf).
 
-    The rule for configs and state dicts (:mod:`parllel.runtime.compatibility`):
+    The rule for configs and state dicts (:mod:`parllel.checkpoints.compatibility`):
     their lists and tuples are values compared whole, and an empty mapping
     is a value too (so ``{}`` differs from an absent key).
     """

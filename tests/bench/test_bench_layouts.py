@@ -11,10 +11,10 @@ from parllel.bench.layouts import (
     candidate_layouts,
     suggested_layout,
 )
-from parllel.cages import ProcessCage, ProcessLayout, SerialCage, build_cages
-from parllel.cages.layout.choice import suggest_layout
+from parllel.builders import build_alternating_cages
+from parllel.cages import ProcessCage, ProcessLayout, SerialCage, build_cage
+from parllel.cages.layout.cost_model import suggest_layout
 from parllel.errors import ConfigError
-from parllel.patterns import build_alternating_cages
 from tests.helpers.bench_envs import make_noop_env
 
 
@@ -78,18 +78,18 @@ def test_descriptions_and_calls():
     )
     assert by_name["alternating"].describe() == "alternating: 32 + 32, 1 worker each"
     assert by_name["serial"].builder_call("make_env") == (
-        'build_cages(make_env, n_envs=64, parallel="serial")'
+        'build_cage(make_env, n_envs=64, parallel="serial")'
     )
     assert by_name["process-rebalance"].builder_call("make_env") == (
-        'build_cages(make_env, n_envs=64, parallel="process", layout=ProcessLayout('
+        'build_cage(make_env, n_envs=64, parallel="process", layout=ProcessLayout('
         "main_process_envs=32, n_workers=1, rebalance=True))"
     )
     assert by_name["alternating"].builder_call("make_env") == (
         "build_alternating_cages(make_env, n_envs=64)"
     )
     lines = by_name["process-main"].script_lines("", "make_env")
-    assert "from parllel.cages import ProcessLayout, build_cages" in lines
-    assert "from parllel.cages import build_cages" in (
+    assert "from parllel.cages import ProcessLayout, build_cage" in lines
+    assert "from parllel.cages import build_cage" in (
         by_name["serial"].script_lines("", "make_env")
     )
     factory = EnvFactory("pkg.envs:make_env", "pkg.envs", "make_env", make_noop_env)
@@ -102,7 +102,7 @@ def test_descriptions_and_calls():
 def test_the_printed_call_builds_the_layout_it_names(name):
     (layout,) = candidate_layouts(4, cores=2, names=[name])
     namespace = {
-        "build_cages": build_cages,
+        "build_cage": build_cage,
         "ProcessLayout": ProcessLayout,
         "make_env": make_noop_env,
     }

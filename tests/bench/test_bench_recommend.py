@@ -87,9 +87,9 @@ def test_a_disagreement_is_explained_with_both_figures():
     )
     data = r.to_dict("make_env")
     assert data["agree"] is False and data["layout"]["name"] == "serial"
-    assert data["call"] == 'build_cages(make_env, n_envs=8, parallel="serial")'
+    assert data["call"] == 'build_cage(make_env, n_envs=8, parallel="serial")'
     assert data["predicted_call"] == (
-        'build_cages(make_env, n_envs=8, parallel="process", '
+        'build_cage(make_env, n_envs=8, parallel="process", '
         "layout=ProcessLayout(main_process_envs=4, n_workers=1))"
     )
 

@@ -17,7 +17,7 @@ from parllel.arrays.shared_memory import list_segments
 from parllel.bench import run_bench
 from parllel.bench.__main__ import main
 from parllel.bench.policies import require_policy
-from parllel.cages.plumbing import usable_cores
+from parllel.cages.child_processes import usable_cores
 from parllel.errors import MissingDependencyError
 from tests.helpers.processes import end_processes
 
@@ -164,7 +164,7 @@ def test_a_gymnasium_env_id_is_benchmarked_with_gym_make(capsys):
     assert "CartPole-v1" in out and "<- recommended" in out
     # the recommended code runs as printed: its imports and a picklable factory
     assert "    import functools\n" in out and "    import gymnasium as gym\n" in out
-    assert "build_cages(functools.partial(gym.make, 'CartPole-v1'), n_envs=2" in out
+    assert "build_cage(functools.partial(gym.make, 'CartPole-v1'), n_envs=2" in out
     no_children_left()
 
 

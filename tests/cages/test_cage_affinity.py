@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from parllel.agents import NumpyHandler, RandomAgent
+from parllel.builders import build_alternating_cages
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
 from parllel.errors import ConfigError
-from parllel.patterns import build_alternating_cages
 from parllel.samplers import AlternatingSampler, sample_tree_from_examples
 from tests.helpers.cage_helpers import run
 from tests.helpers.envs import CountingEnv

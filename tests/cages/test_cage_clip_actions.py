@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from parllel.cages import CageOptions, build_cages
+from parllel.cages import CageOptions, build_cage
 from parllel.cages.spaces import env_action_reader
 from parllel.interop import VectorEnvCage
 from tests.helpers.cage_helpers import allocate, slots
@@ -42,7 +42,7 @@ def received_and_stored(
     """Step two Pendulums with :data:`ACTIONS`; the actions the envs received
     and the tree's actions afterwards."""
     T = len(ACTIONS)
-    with build_cages(
+    with build_cage(
         make_pendulum,
         2,
         parallel=parallel,

@@ -19,21 +19,21 @@ ROOT = Path(__file__).resolve().parents[2]
 # The README's training-script pattern, pasted into a file without the guard.
 UNGUARDED = """
 import gymnasium as gym
-from parllel.cages import CageOptions, build_cages
+from parllel.cages import CageOptions, build_cage
 
 
 def make_env():
     return gym.make("CartPole-v1")
 
 
-cage = build_cages(make_env, n_envs=2, parallel="process", options=CageOptions(seed=0){kwargs})
+cage = build_cage(make_env, n_envs=2, parallel="process", options=CageOptions(seed=0){kwargs})
 print("built", cage.n_envs, flush=True)
 cage.close()
 """
 
 GUARDED = """
 import gymnasium as gym
-from parllel.cages import CageOptions, build_cages
+from parllel.cages import CageOptions, build_cage
 
 
 def make_env():
@@ -41,7 +41,7 @@ def make_env():
 
 
 def main():
-    cage = build_cages(make_env, n_envs=2, parallel="process", options=CageOptions(seed=0){kwargs})
+    cage = build_cage(make_env, n_envs=2, parallel="process", options=CageOptions(seed=0){kwargs})
     print("built", cage.n_envs, flush=True)
     cage.close()
 

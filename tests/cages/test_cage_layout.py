@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from parllel.cages import ProcessLayout
-from parllel.cages.layout.choice import measure_step_seconds, suggest_layout
+from parllel.cages.layout.cost_model import measure_step_seconds, suggest_layout
 from parllel.errors import ConfigError
 from tests.helpers.envs import CountingEnv
 

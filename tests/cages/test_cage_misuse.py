@@ -11,12 +11,13 @@ import pytest
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.arrays import Array
+from parllel.builders import build_sample_tree
 from parllel.cages import (
     CageOptions,
     ProcessCage,
     ProcessLayout,
     SerialCage,
-    build_cages,
+    build_cage,
 )
 from parllel.cages.cage import CageState
 from parllel.errors import (
@@ -26,7 +27,6 @@ from parllel.errors import (
     NotSharedError,
     ParllelWarning,
 )
-from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from tests.helpers.cage_helpers import allocate, run, slots
 from tests.helpers.envs import CountingEnv
@@ -68,7 +68,7 @@ class _BrokenEnv(CountingEnv):
 
 @pytest.mark.parametrize("parallel", ["process", "auto"])
 @pytest.mark.parametrize("broken_in", ["construction", "reset"])
-def test_env_crash_in_the_build_cages_timing_falls_back_then_the_cage_raises(
+def test_env_crash_in_the_build_cage_timing_falls_back_then_the_cage_raises(
     parallel, broken_in
 ):
     """The layout timing cannot step the env: a warning and a default layout
@@ -78,7 +78,7 @@ def test_env_crash_in_the_build_cages_timing_falls_back_then_the_cage_raises(
         pytest.warns(ParllelWarning, match="could not time the envs"),
         pytest.raises(EnvError, match="raised RuntimeError in its") as info,
     ):
-        build_cages(
+        build_cage(
             factory,
             4,
             parallel=parallel,
@@ -92,7 +92,7 @@ def test_env_crash_in_the_build_cages_timing_falls_back_then_the_cage_raises(
 def test_an_env_that_fails_later_than_the_example_step_still_builds(parallel):
     factory = partial(_BrokenEnv, "step")  # fails at its third step
     with pytest.warns(ParllelWarning, match="could not time the envs"):
-        cage = build_cages(
+        cage = build_cage(
             factory, 4, parallel=parallel, options=CageOptions(seed=0),
             start_method="fork",
         )  # fmt: skip

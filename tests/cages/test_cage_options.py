@@ -13,7 +13,7 @@ from parllel.cages import (
     ProcessCage,
     ProcessLayout,
     SerialCage,
-    build_cages,
+    build_cage,
 )
 from parllel.errors import ConfigError, UnknownOptionError
 from tests.helpers.envs import CountingEnv
@@ -76,6 +76,6 @@ def test_serial_and_process_cages_take_the_same_options():
 
 def test_an_option_given_as_a_keyword_says_where_it_goes():
     with pytest.raises(UnknownOptionError, match="'seed'.*options=CageOptions"):
-        build_cages(CountingEnv, 2, parallel="serial", seed=0)
+        build_cage(CountingEnv, 2, parallel="serial", seed=0)
     with pytest.raises(UnknownOptionError, match="'n_workers'.*layout=ProcessLayout"):
-        build_cages(CountingEnv, 2, parallel="serial", n_workers=1)
+        build_cage(CountingEnv, 2, parallel="serial", n_workers=1)

@@ -16,7 +16,7 @@ from parllel.cages import (
     ProcessCage,
     ProcessLayout,
     SerialCage,
-    build_cages,
+    build_cage,
 )
 from parllel.errors import ConfigError, EnvError
 from parllel.seeding import env_seed
@@ -41,7 +41,7 @@ LAYOUTS = {
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_envs_see_nothing_before_the_first_reset(layout):
-    with build_cages(
+    with build_cage(
         BuiltLog(max_count=5), 3, options=CageOptions(seed=SEED), **LAYOUTS[layout]
     ) as cage:
         assert cage.get_attr("calls") == [["init"]] * 3
@@ -69,7 +69,7 @@ def test_the_probe_env_is_built_reset_with_env_0s_seed_stepped_once_and_closed()
 def test_the_probe_action_is_the_same_in_every_layout():
     actions = []
     for layout in LAYOUTS.values():
-        with build_cages(
+        with build_cage(
             BuiltLog(max_count=5), 3, options=CageOptions(seed=SEED), **layout
         ) as cage:
             actions.append(cage.example[fields.ACTION])
@@ -94,7 +94,7 @@ def test_probe_errors_name_the_probe():
 def test_without_a_probe_no_env_code_runs_and_the_example_is_zeros(layout):
     factory = BuiltLog()
     kwargs = LAYOUTS[layout]
-    with build_cages(
+    with build_cage(
         factory, 2, options=CageOptions(seed=SEED, probe=False), **kwargs
     ) as cage:
         if layout == "serial":

@@ -10,8 +10,8 @@ import pytest
 
 from parllel.cages import ProcessLayout
 from parllel.cages.building import suggest_layout_for
-from parllel.cages.layout.choice import suggest_layout
-from parllel.cages.process.overhead import measure_sync_seconds
+from parllel.cages.layout.cost_model import suggest_layout
+from parllel.cages.process.step_overhead import measure_sync_seconds
 from tests.helpers.envs import CountingEnv
 
 
@@ -43,7 +43,7 @@ def test_suggest_layout_for_one_env_is_serial_without_a_probe_process():
 
 def test_measure_step_overhead_seconds_leaves_no_process_or_segment():
     from parllel.arrays.shared_memory import list_segments
-    from parllel.cages.process.overhead import measure_step_overhead_seconds
+    from parllel.cages.process.step_overhead import measure_step_overhead_seconds
 
     seconds = measure_step_overhead_seconds(steps=20)
     assert 0.0 <= seconds < 1.0
@@ -52,7 +52,7 @@ def test_measure_step_overhead_seconds_leaves_no_process_or_segment():
 
 
 def test_measure_step_overhead_seconds_refuses_no_steps():
-    from parllel.cages.process.overhead import measure_step_overhead_seconds
+    from parllel.cages.process.step_overhead import measure_step_overhead_seconds
     from parllel.errors import ConfigError
 
     with pytest.raises(ConfigError, match="steps"):

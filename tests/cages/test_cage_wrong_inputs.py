@@ -6,7 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-from parllel.cages import ProcessCage, ProcessLayout, SerialCage, build_cages
+from parllel.cages import ProcessCage, ProcessLayout, SerialCage, build_cage
 from parllel.errors import ConfigError, EnvError, UnknownOptionError
 from parllel.interop import make_vec
 
@@ -20,7 +20,7 @@ def test_a_misspelt_option_is_refused_whatever_the_layout(parallel):
     with pytest.raises(
         UnknownOptionError, match="'n_worker' .*did you mean 'n_workers'"
     ):
-        build_cages(cartpole, 2, parallel=parallel, n_worker=2)
+        build_cage(cartpole, 2, parallel=parallel, n_worker=2)
 
 
 @pytest.mark.parametrize("parallel", [False, True])

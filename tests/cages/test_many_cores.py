@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
+import parllel.builders.cages as pattern_cages
 import parllel.cages.building as building
-import parllel.cages.layout.policy as policy
-import parllel.patterns.cages as pattern_cages
+import parllel.cages.layout.process_layout as policy
 from parllel.bench.layouts import candidate_layouts, suggested_layout
 from parllel.bench.run import _with_prediction
-from parllel.cages import CageOptions, ProcessLayout, build_cages
-from parllel.cages.layout.choice import suggest_layout
-from parllel.cages.layout.policy import default_worker_count
-from parllel.patterns import build_alternating_cages
-from parllel.patterns.cages import alternating_workers
+from parllel.builders import build_alternating_cages
+from parllel.builders.cages import alternating_workers
+from parllel.cages import CageOptions, ProcessLayout, build_cage
+from parllel.cages.layout.cost_model import suggest_layout
+from parllel.cages.layout.process_layout import default_worker_count
 from tests.helpers.envs import CountingEnv
 
 SYNC = 40e-6  # ASSUMED_SYNC_SECONDS
@@ -83,14 +83,14 @@ def test_suggest_layout_on_16_cores_caps_processes_by_the_sync_cost():
         (2, ProcessLayout(main_process_envs=32, n_workers=1)),
     ],
 )
-def test_build_cages_auto_on_16_and_2_cores(monkeypatch, cores, expected):
+def test_build_cage_auto_on_16_and_2_cores(monkeypatch, cores, expected):
     monkeypatch.setattr(building, "usable_cores", lambda: cores)
     monkeypatch.setattr(building, "measure_step_seconds", lambda *a, **k: 8e-6)
     monkeypatch.setattr(building, "measure_step_overhead_seconds", lambda **k: SYNC)
     recorder = Recorder()
     monkeypatch.setattr(building, "ProcessCage", recorder)
     assert (
-        build_cages(CountingEnv, 64, parallel="auto", options=CageOptions(seed=0))
+        build_cage(CountingEnv, 64, parallel="auto", options=CageOptions(seed=0))
         is recorder
     )
     (kwargs,) = recorder.builds

@@ -4,7 +4,7 @@ An env class defined in the main script reaches the workers by value
 (cloudpickle); its code keeps the file name it was compiled under, which a
 worker may not be able to read (a notebook cell) or which is a pseudo-file
 (a tool that ran the script with ``exec``). The workers register the
-parent's source lines (parllel/cages/sources.py).
+parent's source lines (parllel/cages/code_sources.py).
 """
 
 from __future__ import annotations

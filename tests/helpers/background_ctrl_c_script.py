@@ -17,8 +17,8 @@ import signal
 import sys
 
 from parllel.agents import NumpyHandler, RandomAgent
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout
-from parllel.patterns import build_sample_tree
 from parllel.samplers import BackgroundSampler, FeedForwardSampler
 from tests.helpers.envs import CountingEnv
 

@@ -10,8 +10,8 @@ from torch import nn
 
 from parllel import fields
 from parllel.agents import AgentStep, NumpyHandler, RandomAgent
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
-from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.transforms import EstimateAdvantage, NormalizeObservations

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from parllel.builders import build_alternating_cages, build_sample_tree
 from parllel.cages import CageOptions, SerialCage
-from parllel.patterns import build_alternating_cages, build_sample_tree
 from parllel.samplers import AlternatingSampler, RecurrentSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent

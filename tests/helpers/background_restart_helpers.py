@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from parllel.agents import NumpyHandler, RandomAgent
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
-from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.transforms import EstimateAdvantage
 from tests.helpers.background_helpers import make_linear_handler

@@ -12,8 +12,8 @@ import gymnasium as gym
 import numpy as np
 
 from parllel.agents import NumpyHandler, RandomAgent
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, PerEnvFactories, ProcessCage, ProcessLayout
-from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 
 TEN_MB = 10_000_000

@@ -16,8 +16,8 @@ from torch import nn
 
 from parllel import fields
 from parllel.agents import AgentStep, NumpyHandler
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
-from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.transforms import EstimateAdvantage
 

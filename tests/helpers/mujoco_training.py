@@ -15,15 +15,15 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from parllel.cages import CageOptions, build_cages
-from parllel.envs.mujoco import make_mujoco_env
-from parllel.patterns import (
+from parllel.builders import (
     add_advantage_estimation,
     add_obs_normalization,
     add_reward_normalization,
     build_replay_tree,
     build_sample_tree,
 )
+from parllel.cages import CageOptions, build_cage
+from parllel.envs.mujoco import make_mujoco_env
 from parllel.replays import UniformReplay
 from parllel.runners import OffPolicyRunner, OnPolicyRunner
 from parllel.samplers import FeedForwardSampler, RecurrentSampler
@@ -78,7 +78,7 @@ def ppo_iteration(
 ) -> dict[str, Any]:
     """One batch and one PPO update (2 epochs, 2 minibatches); returns what ran."""
     factory = functools.partial(make_env, env_id)
-    cage = build_cages(factory, n_envs, parallel=parallel, options=CageOptions(seed=0))
+    cage = build_cage(factory, n_envs, parallel=parallel, options=CageOptions(seed=0))
     sample_tree = None
     try:
         model, distribution = build_actor_critic(
@@ -147,7 +147,7 @@ def sac_updates(
 ) -> dict[str, Any]:
     """A few SAC updates from a small replay (observations normalized)."""
     factory = functools.partial(make_env, env_id)
-    cage = build_cages(factory, n_envs, parallel=parallel, options=CageOptions(seed=0))
+    cage = build_cage(factory, n_envs, parallel=parallel, options=CageOptions(seed=0))
     replay_tree = None
     try:
         agent = build_sac_agent(

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from parllel import fields
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, SerialCage
-from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import Seeds
 from parllel.torch import TorchHandler

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from parllel.agents import NumpyHandler, RandomAgent
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
-from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import derive_seed
 from parllel.torch import TorchHandler

@@ -353,7 +353,7 @@ DOCTEST_MODULES = [
     "parllel.agents.state",
     "parllel.arrays.array",
     "parllel.arrays.shared_memory",
-    "parllel.cages.layout.choice",
+    "parllel.cages.layout.cost_model",
     "parllel.cages.serial",
     "parllel.replays.ratio",
     "parllel.replays.sum_tree",

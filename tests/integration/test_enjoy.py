@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from parllel.enjoy import main as enjoy_main
-from parllel.runtime import RunDirectory
+from parllel.runners import RunDirectory
 from parllel.torch import export_policy, load_policy
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.models import build_actor_critic

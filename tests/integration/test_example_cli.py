@@ -1,5 +1,5 @@
 """The example scripts' command lines: every Config field is a documented flag
-(parllel.runtime.cli itself is tested in tests/runtime/test_runtime_cli.py)."""
+(parllel.runners.cli itself is tested in tests/runners/test_cli.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from parllel.runtime.cli import apply_preset, parse_config
+from parllel.runners.cli import apply_preset, parse_config
 
 pytest.importorskip("tyro")
 

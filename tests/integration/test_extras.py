@@ -68,18 +68,20 @@ board = Dashboard(10, live=True)
 board.log(5, {"train/return_mean": 1.0})
 board.close()
 """,
-    "parllel.runtime": """
-from parllel.runtime import RunDirectory, Seeds, load_checkpoint, save_checkpoint, seed_everything
-from parllel.runtime.checkpoint import capture_rng_state
+    "parllel.checkpoints": """
+from parllel.runners import RunDirectory
+from parllel.seeding import Seeds, seed_everything
+from parllel.checkpoints import load_checkpoint, save_checkpoint
+from parllel.checkpoints.checkpoint import capture_rng_state
 seeds = Seeds.from_master(0, n_envs=2)
 seed_everything(seeds)
 run = RunDirectory.create(tmp / "runs", name="extras", config={"lr": 1e-3}, seeds=seeds)
 save_checkpoint(run.checkpoints_dir, {"rng": capture_rng_state()}, step=1)
 load_checkpoint(run.path)
 """,
-    "parllel.runtime.cli": """
+    "parllel.runners.cli": """
 import dataclasses
-from parllel.runtime.cli import parse_config
+from parllel.runners.cli import parse_config
 
 @dataclasses.dataclass
 class Config:
@@ -132,7 +134,7 @@ with make_envpool_cage("CartPole-v1", 2, options=CageOptions(seed=0)) as cage:
     "parllel.distributed": """
 from parllel.cages import CageOptions, SerialCage
 from parllel.distributed import RaySampler
-from parllel.patterns import build_sample_tree
+from parllel.builders import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.torch.handler import TorchHandler
 from parllel.torch.models import build_actor_critic
@@ -174,10 +176,10 @@ evaluate(policy, env, 1, seed=0, max_steps=5)
 env.close()
 assert list((tmp / "video").glob("*.mp4"))
 """,
-    "parllel.patterns": """
-from parllel.patterns import build_run_logger, run_training
-from parllel.runtime import RunDirectory
-from parllel.runtime.cli import report_outcome
+    "parllel.runners.training": """
+from parllel.runners import build_run_logger, run_training
+from parllel.runners import RunDirectory
+from parllel.runners.cli import report_outcome
 
 class Runner:  # the little of a runner run_training uses
     finished = interrupted = False
@@ -272,8 +274,8 @@ assert selfplay.metrics()["selfplay/games"] == 1
 LAZY = {
     "parllel.logging": {"torch", "logging"},
     "parllel.plot": {"plot"},
-    "parllel.patterns": {"logging", "plot"},
-    "parllel.runtime.cli": {"cli"},
+    "parllel.runners.training": {"logging", "plot"},
+    "parllel.runners.cli": {"cli"},
     "parllel.distributed": {"ray"},
     "parllel.bench": {"torch", "plot"},
     "parllel.logging.wandb_sink": {"wandb"},

@@ -15,21 +15,21 @@ from hypothesis.extra import numpy as hnp
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
+from parllel.builders import build_alternating_cages, build_sample_tree
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage, TrajInfo
+from parllel.checkpoints.checkpoint import (
+    checkpoint_step,
+    list_checkpoints,
+    load_checkpoint,
+)
 from parllel.errors import (
     ConfigError,
     NonFiniteError,
     NonFiniteLossError,
 )
-from parllel.patterns import build_alternating_cages, build_sample_tree
 from parllel.runners import OnPolicyRunner
-from parllel.runtime import Seeds
-from parllel.runtime.checkpoint import (
-    checkpoint_step,
-    list_checkpoints,
-    load_checkpoint,
-)
 from parllel.samplers import AlternatingSampler, FeedForwardSampler, RecurrentSampler
+from parllel.seeding import Seeds
 from parllel.timing import PhaseTimes
 from parllel.torch.agents.sac_agent import SacAgent
 from parllel.torch.algos import adam

@@ -2,7 +2,7 @@
 
 - GAE's lambda is ``gae_lambda`` everywhere, a required argument.
 - ``parllel.samplers.sample_tree_from_examples`` lays a batch out from
-  examples; ``parllel.patterns.build_sample_tree`` does it from a cage and a
+  examples; ``parllel.builders.build_sample_tree`` does it from a cage and a
   handler.
 """
 
@@ -13,9 +13,9 @@ import pytest
 
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
+from parllel.builders import add_advantage_estimation, build_sample_tree
 from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ConfigError
-from parllel.patterns import add_advantage_estimation, build_sample_tree
 from parllel.samplers import sample_tree_from_examples
 from parllel.transforms import EstimateAdvantage
 from parllel.transforms.functional import generalized_advantage_estimation

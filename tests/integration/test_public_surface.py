@@ -79,9 +79,9 @@ def test_user_facing_torch_names_import_from_their_packages() -> None:
     assert callable(adam) and callable(build_sac_optimizer)
 
 
-def test_build_cages_has_one_home() -> None:
+def test_build_cage_has_one_home() -> None:
+    import parllel.builders
     import parllel.cages
-    import parllel.patterns
 
-    assert "build_cages" in parllel.cages.__all__
-    assert not hasattr(parllel.patterns, "build_cages")
+    assert "build_cage" in parllel.cages.__all__
+    assert not hasattr(parllel.builders, "build_cage")

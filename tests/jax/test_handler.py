@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from parllel import fields
+from parllel.builders import add_advantage_estimation, build_sample_tree
 from parllel.cages import CageOptions, SerialCage
 from parllel.jax import JaxHandler
 from parllel.jax.agents import ActorCriticAgent
 from parllel.jax.models import build_actor_critic
-from parllel.patterns import add_advantage_estimation, build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.transforms import Compose
 

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from parllel.checkpoints.checkpoint import save_checkpoint
 from parllel.errors import PolicyExportError, PolicyFileError
 from parllel.export.network import ACTIVATIONS, apply_module
 from parllel.export.numpy_policy import load_numpy_policy, plays_in_numpy
 from parllel.export.spec import SPEC_FILE
-from parllel.runtime.checkpoint import save_checkpoint
 from parllel.transforms.running_stats import RunningMeanStd
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,13 +9,13 @@ import jax
 import numpy as np
 import pytest
 
-from parllel.cages import CageOptions, build_cages
+from parllel.builders import build_replay_tree
+from parllel.cages import CageOptions, build_cage
 from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax import JaxHandler
 from parllel.jax.agents import build_sac_agent
 from parllel.jax.algos import SAC, EntropyCoefficient, SeededSAC, build_sac_optimizers
 from parllel.jax.seeds import SeededHandler, SeedStack
-from parllel.patterns import build_replay_tree
 from parllel.replays import UniformReplay
 from parllel.replays.per_run import PerRunReplay
 from parllel.samplers import FeedForwardSampler
@@ -50,7 +50,7 @@ def agent_for(spaces: Any, seeds: Seeds) -> Any:
 
 def single_run(master: int) -> tuple[list[np.ndarray], list[dict], Any]:
     seeds = Seeds.from_master(master, n_envs=B)
-    cage = build_cages(
+    cage = build_cage(
         make_env, B, parallel="serial", options=CageOptions(seed=seeds.envs)
     )
     agent = agent_for(cage.spaces, seeds)
@@ -83,7 +83,7 @@ def seeded_run(
     run_seeds = [Seeds.from_master(m, n_envs=B) for m in masters]
     env_seeds = [seed for seeds in run_seeds for seed in seeds.envs]
     K = len(masters)
-    cage = build_cages(
+    cage = build_cage(
         make_env, K * B, parallel="serial", options=CageOptions(seed=env_seeds)
     )
     stack = SeedStack([agent_for(cage.spaces, seeds) for seeds in run_seeds])
@@ -172,7 +172,7 @@ def test_nonfinite_sac_run_stops_all() -> None:
 def test_refuses_mixed_sac_configurations() -> None:
     seeds = Seeds.from_master(0, n_envs=1)
     env = make_env()
-    spaces = build_cages(make_env, 1, parallel="serial").spaces
+    spaces = build_cage(make_env, 1, parallel="serial").spaces
     env.close()
     stack = SeedStack([agent_for(spaces, seeds) for _ in range(2)])
     sacs = [build_sac(stack.agents[0], seeds), build_sac(stack.agents[1], seeds, 0.5)]
@@ -182,7 +182,7 @@ def test_refuses_mixed_sac_configurations() -> None:
 
 def test_per_run_replay_refuses_columns_that_do_not_split() -> None:
     seeds = Seeds.from_master(0, n_envs=3)
-    cage = build_cages(
+    cage = build_cage(
         make_env, 3, parallel="serial", options=CageOptions(seed=seeds.envs)
     )
     agent = agent_for(cage.spaces, seeds)

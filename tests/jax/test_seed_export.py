@@ -12,7 +12,12 @@ import jax
 import numpy as np
 import pytest
 
-from parllel.cages import CageOptions, build_cages
+from parllel.builders import (
+    add_advantage_estimation,
+    add_obs_normalization,
+    build_sample_tree,
+)
+from parllel.cages import CageOptions, build_cage
 from parllel.enjoy import main as enjoy
 from parllel.export.numpy_policy import load_numpy_policy
 from parllel.export.spec import SPEC_FILE, read_policy_spec
@@ -29,13 +34,8 @@ from parllel.jax.algos import (
 )
 from parllel.jax.export import PolicyExport, export_policy, write_policy_spec
 from parllel.jax.seeds import RunView, SeededHandler, SeedStack
-from parllel.patterns import (
-    RunSettings,
-    add_advantage_estimation,
-    add_obs_normalization,
-    build_sample_tree,
-)
-from parllel.patterns.seeds import start_seed_runs
+from parllel.runners import RunSettings
+from parllel.runners.seed_runs import start_seed_runs
 from parllel.runners.seeds import SeedsRunner
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import Seeds
@@ -74,7 +74,7 @@ def test_each_seed_run_exports_its_own_policy(tmp_path: Path) -> None:
     runs = start_seed_runs(
         settings, "test", config, seeds=K, master=config.seed, n_envs=B
     )
-    cage = build_cages(
+    cage = build_cage(
         make_env, K * B, parallel="serial", options=CageOptions(seed=runs.env_seeds)
     )
     spaces = cage.spaces

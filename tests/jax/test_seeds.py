@@ -9,13 +9,13 @@ import jax
 import numpy as np
 import pytest
 
-from parllel.cages import CageOptions, EnvSpaces, build_cages
+from parllel.builders import add_advantage_estimation, build_sample_tree
+from parllel.cages import CageOptions, EnvSpaces, build_cage
 from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax import JaxHandler
 from parllel.jax.agents import build_actor_critic_agent
 from parllel.jax.algos import PPO, SeededPPO, adam
 from parllel.jax.seeds import SeededHandler, SeedStack
-from parllel.patterns import add_advantage_estimation, build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.seeding import Seeds
 from parllel.transforms import Compose
@@ -57,7 +57,7 @@ def sampler_for(cage: Any, handler: Any) -> FeedForwardSampler:
 
 def single_run(master: int) -> tuple[list[np.ndarray], list[dict], Any]:
     seeds = Seeds.from_master(master, n_envs=B)
-    cage = build_cages(
+    cage = build_cage(
         make_env, B, parallel="serial", options=CageOptions(seed=seeds.envs)
     )
     agent = agent_for(cage.spaces, seeds)
@@ -81,7 +81,7 @@ def seeded_run(
 ) -> tuple[list[np.ndarray], list[list], Any, SeededPPO]:
     run_seeds = [Seeds.from_master(m, n_envs=B) for m in masters]
     env_seeds = [seed for seeds in run_seeds for seed in seeds.envs]
-    cage = build_cages(
+    cage = build_cage(
         make_env,
         len(masters) * B,
         parallel="serial",

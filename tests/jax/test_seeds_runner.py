@@ -10,21 +10,18 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from parllel.cages import CageOptions, build_cages
+from parllel.builders import add_advantage_estimation, build_sample_tree
+from parllel.cages import CageOptions, build_cage
+from parllel.checkpoints.checkpoint import load_latest_checkpoint
 from parllel.errors import ConfigError, ParllelWarning
 from parllel.jax.agents import build_actor_critic_agent
 from parllel.jax.algos import PPO, SeededPPO, adam
 from parllel.jax.seeds import RunView, SeededHandler, SeedStack
 from parllel.logging.csv_sink import read_progress
-from parllel.patterns import (
-    RunSettings,
-    add_advantage_estimation,
-    build_sample_tree,
-)
-from parllel.patterns.seeds import start_seed_runs
 from parllel.plot import plot_learning_curve
+from parllel.runners import RunSettings
+from parllel.runners.seed_runs import start_seed_runs
 from parllel.runners.seeds import SeedsRunner
-from parllel.runtime.checkpoint import load_latest_checkpoint
 from parllel.samplers import FeedForwardSampler
 from parllel.transforms import Compose, Transform
 
@@ -71,7 +68,7 @@ def build(
     runs = start_seed_runs(
         settings, "test", config, seeds=K, master=config.seed, n_envs=B, resume=resume
     )
-    cage = build_cages(
+    cage = build_cage(
         make_env, K * B, parallel="serial", options=CageOptions(seed=runs.env_seeds)
     )
     stack = SeedStack(

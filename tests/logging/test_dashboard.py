@@ -578,7 +578,7 @@ def test_multi_logger_forwards_rewind_to_the_dashboard():
 
 @pytest.fixture
 def run(tmp_path):
-    from parllel.runtime import RunDirectory
+    from parllel.runners import RunDirectory
 
     return RunDirectory.create(tmp_path, "dash", config={})
 
@@ -593,7 +593,7 @@ def run(tmp_path):
     ],
 )
 def test_build_run_logger_console_choices(run, console, first, live):
-    from parllel.patterns import build_run_logger
+    from parllel.runners import build_run_logger
 
     logger = build_run_logger(run, 1000, console=console)
     try:
@@ -611,15 +611,15 @@ def test_build_run_logger_console_choices(run, console, first, live):
 
 def test_build_run_logger_refuses_an_unknown_console(run):
     from parllel.errors import ConfigError
-    from parllel.patterns import build_run_logger
+    from parllel.runners import build_run_logger
 
     with pytest.raises(ConfigError, match="console must be one of"):
         build_run_logger(run, 1000, console="fancy")
 
 
 def test_run_training_summary_is_readable_after_the_live_display(run, capsys):
-    from parllel.patterns import run_training
-    from parllel.runtime.cli import report_outcome
+    from parllel.runners import run_training
+    from parllel.runners.cli import report_outcome
     from tests.runners.test_resume_hardening import build
 
     console = recording_console()
@@ -637,8 +637,8 @@ def test_run_training_summary_is_readable_after_the_live_display(run, capsys):
 
 
 def test_ctrl_c_stops_the_live_display_before_the_messages(run, capsys):
-    from parllel.patterns import run_training
-    from parllel.runtime.cli import report_outcome
+    from parllel.runners import run_training
+    from parllel.runners.cli import report_outcome
 
     console = recording_console()
     board = Dashboard(1000, console=console, live=True, system=False)

@@ -11,7 +11,8 @@ import pytest
 from parllel.errors import ConfigError, MissingDependencyError
 from parllel.logging import MultiLogger
 from parllel.logging.wandb_sink import WandbSink
-from parllel.runtime import RunDirectory, Seeds
+from parllel.runners import RunDirectory
+from parllel.seeding import Seeds
 from tests.helpers.wandb_records import offline_run_files, read_offline_run
 
 wandb = pytest.importorskip("wandb")
@@ -161,7 +162,7 @@ def test_missing_wandb_names_the_extra(tmp_path):
 
 
 def test_build_run_logger_adds_the_sink_for_a_project(tmp_path):
-    from parllel.patterns import build_run_logger
+    from parllel.runners import build_run_logger
 
     run = RunDirectory.create(tmp_path / "runs", "wb", config={"lr": 1})
     logger = build_run_logger(run, 100, wandb_project="parllel-tests")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from parllel.agents import NumpyHandler, ScriptedAgent
+from parllel.builders import build_eval_sampler
 from parllel.logging import EpisodeStats
 from parllel.multiagent import MultiAgentTrajInfo
-from parllel.patterns import build_eval_sampler
 from tests.helpers.ma_envs import DropoutParallelEnv
 from tests.multiagent.ma_reference import (
     parallel_factory,

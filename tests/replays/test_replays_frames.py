@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from parllel import fields
 from parllel.agents import NumpyHandler, RandomAgent
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
+from parllel.checkpoints.compatibility import check_object
 from parllel.errors import ConfigError, ReplayError
 from parllel.frame_stacks.replay import build_frame_replay_tree
 from parllel.replays import PrioritizedReplay, UniformReplay
 from parllel.replays.transitions import gather_transitions
 from parllel.runners.off_policy import ReplayCheckpoint
-from parllel.runtime.compatibility import check_object
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from parllel.tree import ArrayDict, buffer_from_example
 from tests.helpers.frame_envs import episode_lengths, make_stacked

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from parllel import fields
-from parllel.cages import CageOptions, build_cages
+from parllel.builders import build_replay_tree, build_sample_tree
+from parllel.cages import CageOptions, build_cage
 from parllel.errors import ConfigError, ParllelWarning
 from parllel.logging import CsvSink, read_progress
-from parllel.patterns import build_replay_tree, build_sample_tree
 from parllel.replays import UniformReplay
 from parllel.replays.transitions import gather_transitions
 from parllel.runners import Callback, OffPolicyRunner
@@ -51,7 +51,7 @@ class Setup:
         **runner_options,
     ):
         torch.manual_seed(seed)
-        self.cage = build_cages(
+        self.cage = build_cage(
             lambda: gym.make("Pendulum-v1"),
             B,
             parallel="serial",
@@ -218,7 +218,7 @@ class Record(Callback):
 
 
 def test_epsilon_schedule_callback_and_dqn_runner():
-    cage = build_cages(
+    cage = build_cage(
         lambda: gym.make("CartPole-v1"),
         B,
         parallel="serial",

@@ -16,15 +16,14 @@ from torch import nn
 
 from parllel import fields
 from parllel.cages import TrajInfo
+from parllel.checkpoints.checkpoint import list_checkpoints, load_checkpoint
 from parllel.errors import (
     CheckpointError,
     CheckpointMismatchError,
     ParllelWarning,
 )
 from parllel.logging import CsvSink, MultiLogger, read_progress
-from parllel.runners import Callback, OnPolicyRunner
-from parllel.runtime import RunDirectory
-from parllel.runtime.checkpoint import list_checkpoints, load_checkpoint
+from parllel.runners import Callback, OnPolicyRunner, RunDirectory
 from tests.helpers.resume_fakes import NormalizedSampler, OptimizerState, StopAt
 
 pytestmark = pytest.mark.timeout(60)
@@ -198,8 +197,8 @@ def test_resuming_a_finished_run_adds_nothing(tmp_path):
 
 
 def test_run_training_says_a_resumed_run_is_finished(tmp_path, capsys):
-    from parllel.patterns import run_training
-    from parllel.runtime.cli import report_outcome
+    from parllel.runners import run_training
+    from parllel.runners.cli import report_outcome
 
     run = RunDirectory.create(tmp_path, "fake", config={"total_steps": 128})
     first, _, _ = build(run.checkpoints_dir, total=128)

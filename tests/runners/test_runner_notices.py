@@ -15,16 +15,14 @@ import pytest
 from torch import nn
 
 from parllel.cages import ProcessCage, ProcessLayout
+from parllel.checkpoints.checkpoint import list_checkpoints
 from parllel.errors import (
     CheckpointMismatchError,
     ParllelWarning,
 )
-from parllel.patterns import run_training
-from parllel.runners import Callback
+from parllel.runners import Callback, RunDirectory, run_training
+from parllel.runners.cli import report_outcome
 from parllel.runners.interrupt import InterruptHandler
-from parllel.runtime import RunDirectory
-from parllel.runtime.checkpoint import list_checkpoints
-from parllel.runtime.cli import report_outcome
 from tests.helpers.envs import CountingEnv
 from tests.runners.test_resume_hardening import StopAt, build
 

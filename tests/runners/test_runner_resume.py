@@ -20,8 +20,7 @@ from torch import nn
 from parllel import fields
 from parllel.cages import CageOptions, TrajInfo
 from parllel.errors import CheckpointError, CheckpointMismatchError
-from parllel.runners import OnPolicyRunner
-from parllel.runtime import RunDirectory
+from parllel.runners import OnPolicyRunner, RunDirectory
 from tests.helpers.resume_fakes import NormalizedSampler, OptimizerState, StopAt
 
 pytestmark = pytest.mark.timeout(60)
@@ -246,11 +245,11 @@ def _train_cartpole_serial(seed: int, tmp_path) -> dict[str, torch.Tensor]:
     """Two PPO updates on CartPole with serial cages, everything from ``seed``."""
     import gymnasium as gym
 
-    from parllel.cages import build_cages
-    from parllel.patterns import add_advantage_estimation
-    from parllel.patterns import build_sample_tree as allocate
-    from parllel.runtime import Seeds, seed_everything
+    from parllel.builders import add_advantage_estimation
+    from parllel.builders import build_sample_tree as allocate
+    from parllel.cages import build_cage
     from parllel.samplers import FeedForwardSampler
+    from parllel.seeding import Seeds, seed_everything
     from parllel.torch import TorchHandler
     from parllel.torch.agents import ActorCriticAgent
     from parllel.torch.algos import PPO, ActorCriticEvaluator
@@ -259,7 +258,7 @@ def _train_cartpole_serial(seed: int, tmp_path) -> dict[str, torch.Tensor]:
 
     seeds = Seeds.from_master(seed, n_envs=4)
     seed_everything(seeds)
-    cage = build_cages(
+    cage = build_cage(
         lambda: gym.make("CartPole-v1"),
         4,
         parallel="serial",

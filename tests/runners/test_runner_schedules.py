@@ -15,10 +15,10 @@ import torch
 
 from parllel import fields
 from parllel.cages import TrajInfo
+from parllel.checkpoints.checkpoint import checkpoint_step, list_checkpoints
 from parllel.errors import ConfigError
 from parllel.logging import CsvSink, read_progress
 from parllel.runners import Callback, OnPolicyRunner
-from parllel.runtime.checkpoint import checkpoint_step, list_checkpoints
 from parllel.timing import PhaseTimes
 from parllel.torch.algos import PPO, ActorCriticEvaluator
 from parllel.torch.models import build_actor_critic

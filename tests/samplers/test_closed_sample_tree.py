@@ -8,9 +8,9 @@ import gymnasium as gym
 import pytest
 
 from parllel.agents import NumpyHandler, RandomAgent
-from parllel.cages import CageOptions, build_cages
+from parllel.builders import build_sample_tree
+from parllel.cages import CageOptions, build_cage
 from parllel.errors import ArrayClosedError
-from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 
 pytestmark = pytest.mark.timeout(120)
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.mark.parametrize("parallel", ["serial", "process"])
 def test_a_closed_sample_tree_is_refused_whatever_the_cage(parallel):
-    cage = build_cages(
+    cage = build_cage(
         functools.partial(gym.make, "CartPole-v1"),
         2,
         parallel=parallel,

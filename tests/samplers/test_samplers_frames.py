@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.agents import NumpyHandler
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ConfigError, EnvError, ShapeError
 from parllel.frame_stacks.replay import build_frame_replay_tree
-from parllel.patterns import build_sample_tree
 from parllel.replays import UniformReplay
 from parllel.samplers import (
     FeedForwardSampler,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from parllel.agents import NumpyHandler, RandomAgent
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
-from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler, RecurrentSampler
 from parllel.timing import sampler_metrics
 from tests.helpers.envs import CountingEnv

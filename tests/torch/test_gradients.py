@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from parllel.checkpoints.finite import check_finite_update
 from parllel.errors import NonFiniteLossError
-from parllel.runtime.finite import check_finite_update
 from parllel.torch.algos.gradients import clip_grad_norm
 
 shapes = st.lists(

@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from parllel.checkpoints import save_checkpoint
+from parllel.checkpoints.checkpoint import latest_checkpoint
 from parllel.errors import (
     ParllelWarning,
     PolicyExportError,
@@ -21,8 +23,7 @@ from parllel.errors import (
 from parllel.export.checkpoints import newest_checkpoint_step
 from parllel.export.spaces import space_from_data, space_to_data
 from parllel.export.spec import SPEC_FILE
-from parllel.runtime import RunDirectory, save_checkpoint
-from parllel.runtime.checkpoint import latest_checkpoint
+from parllel.runners import RunDirectory
 from parllel.torch import PolicyExport, export_policy, load_policy
 from parllel.torch.agents import ActorCriticAgent, build_dqn_agent
 from parllel.torch.architecture import Architecture
@@ -284,8 +285,8 @@ def test_spec_naming_objects_the_checkpoint_lacks(tmp_path):
 
 
 def test_run_training_writes_spec_and_export(tmp_path, capsys):
-    from parllel.patterns import run_training
-    from parllel.runtime.cli import report_outcome
+    from parllel.runners import run_training
+    from parllel.runners.cli import report_outcome
 
     agent, normalizer = agent_and_normalizer()
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from parllel import fields
 from parllel.agents.base import AgentStep
+from parllel.builders import add_obs_normalization, build_replay_tree, build_sample_tree
 from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ConfigError, DtypeError
-from parllel.patterns import add_obs_normalization, build_replay_tree, build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent, build_sac_agent

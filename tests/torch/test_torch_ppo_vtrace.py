@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parllel import fields
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ConfigError, TreeStructureError
-from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler, RecurrentSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, SerialCage
-from parllel.patterns import build_sample_tree
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent

@@ -20,9 +20,9 @@ import pytest
 import torch
 
 from parllel import fields
+from parllel.builders import build_sample_tree
 from parllel.cages import CageOptions, SerialCage
 from parllel.errors import ArrayClosedError
-from parllel.patterns import build_sample_tree
 from parllel.samplers import AlternatingSampler, FeedForwardSampler
 from parllel.torch import TorchHandler, transfer
 from parllel.torch.agents import ActorCriticAgent

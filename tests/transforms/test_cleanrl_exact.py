@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
+from parllel.builders import add_advantage_estimation, add_reward_normalization
 from parllel.cages import CageOptions, SerialCage
-from parllel.patterns import add_advantage_estimation, add_reward_normalization
 from parllel.samplers import FeedForwardSampler, sample_tree_from_examples
 from parllel.transforms import NormalizeObservations, NormalizeRewards
 from parllel.transforms.running_stats import RunningMeanStd

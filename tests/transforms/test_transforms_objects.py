@@ -302,7 +302,7 @@ def test_other_transforms_name_missing_or_bad_fields():
 
 
 def test_add_reward_clipping_clips_the_tree_rewards():
-    from parllel.patterns import add_reward_clipping
+    from parllel.builders import add_reward_clipping
 
     tree = make_tree()
     nd(tree["reward"])[:] = np.linspace(-4.0, 4.0, 24, dtype=np.float32).reshape(8, 3)

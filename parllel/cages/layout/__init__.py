@@ -2,7 +2,7 @@
 
 :class:`ProcessLayout` (``policy``: the split and whether envs move),
 :class:`LoadBalancer` (``balance``: the moves) and :func:`suggest_layout`
-(``choice``: the cost model behind ``build_cages(parallel="auto")``). Users
+(``choice``: the cost model behind ``build_cage(parallel="auto")``). Users
 import the names from :mod:`parllel.cages`.
 """
 

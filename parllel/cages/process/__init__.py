@@ -2,7 +2,7 @@
 
 :class:`ProcessCage` (``cage``) sits on ``startup``, ``processes``,
 ``faults``, ``worker_handle``, ``worker``, ``slots`` and ``channel``, each
-importing only the ones below it; :mod:`parllel.cages.plumbing` holds the
+importing only the ones below it; :mod:`parllel.cages.child_processes` holds the
 multiprocessing helpers. What each module holds: docs/cages.md ("Modules").
 """
 

@@ -17,12 +17,12 @@ import numpy as np
 from parllel import fields
 from parllel.cages.cage import Cage, ResetRequest
 from parllel.cages.cage_checks import check_factory_pickles
+from parllel.cages.child_processes import start_context
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
-from parllel.cages.layout.policy import ProcessLayout
+from parllel.cages.layout.process_layout import ProcessLayout
 from parllel.cages.main_guard import check_main_guard
 from parllel.cages.options import CageOptions
-from parllel.cages.plumbing import start_context
 from parllel.cages.process import faults, processes
 from parllel.cages.process.channel import (
     Command,

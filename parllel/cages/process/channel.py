@@ -93,7 +93,7 @@ class WorkerConfig:
     Attributes:
         index: the worker's index (its row of the control array).
         factory_bytes: cloudpickled ``(env_factory, env_kwargs, sources)``
-            (:class:`~parllel.cages.sources.CodeSources`).
+            (:class:`~parllel.cages.code_sources.CodeSources`).
         group_kwargs: keyword arguments of its :class:`~parllel.cages.EnvGroup`.
         env_slice: cage-local ``[lo, hi)`` range of its envs.
         spin_seconds: idle polling budget (negative: read it from the row).

@@ -26,7 +26,7 @@ from parllel.cages.spaces import EnvSpaces, check_spaces_agree
 from parllel.errors import CageError, ConfigError
 
 if TYPE_CHECKING:
-    from parllel.cages.plumbing import StartContext
+    from parllel.cages.child_processes import StartContext
 
 DEATH_POLICIES = ("raise", "restart")
 DEFAULT_STEP_TIMEOUT = 300.0  # seconds; generous: only a hung env should reach it

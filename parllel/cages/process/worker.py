@@ -24,9 +24,9 @@ import cloudpickle
 import numpy as np
 
 from parllel.arrays import Array
+from parllel.cages.child_processes import ParentGone, parent_check
 from parllel.cages.env_group import EnvGroup
 from parllel.cages.env_info import KeptInfos
-from parllel.cages.plumbing import ParentGone, parent_check
 from parllel.cages.process.channel import (
     STACK_SIGNAL,
     Command,

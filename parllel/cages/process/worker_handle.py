@@ -17,7 +17,7 @@ import numpy as np
 
 from parllel.arrays import Array
 from parllel.arrays.shared_memory import record_semaphores
-from parllel.cages.plumbing import usable_cores
+from parllel.cages.child_processes import usable_cores
 from parllel.cages.process.channel import (
     STACK_SIGNAL,
     Command,
@@ -35,7 +35,7 @@ from parllel.cages.process.worker import worker_main
 from parllel.errors import CageError, WorkerDiedError
 
 if TYPE_CHECKING:
-    from parllel.cages.plumbing import StartContext
+    from parllel.cages.child_processes import StartContext
 
 ReplyT = TypeVar("ReplyT", bound=Reply)
 

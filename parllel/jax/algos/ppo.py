@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from parllel.checkpoints.finite import check_finite_update
 from parllel.errors import (
     ConfigError,
     ShapeError,
@@ -32,7 +33,6 @@ from parllel.jax.algos.ppo_math import (
     normalized_advantage,
 )
 from parllel.jax.models.params import load_params, params_to_numpy
-from parllel.runtime.finite import check_finite_update
 from parllel.schedules import Schedule
 from parllel.validation import (
     check_at_least,

@@ -9,11 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from parllel.checkpoints.finite import check_finite_update
 from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax.algos.ppo import PPO
 from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.jax.seeds import SeedStack, put_run, stack_trees, take_run
-from parllel.runtime.finite import check_finite_update
 
 __all__ = ["OnNonFinite", "SeededPPO"]
 

@@ -10,9 +10,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from parllel.checkpoints.finite import check_finite_update
 from parllel.errors import ConfigError
 from parllel.replays.updates import Replay, UpdateCount
-from parllel.runtime.finite import check_finite_update
 from parllel.torch.algos.gradients import clip_grad_norm
 from parllel.torch.algos.off_policy import (
     hard_update,

@@ -8,8 +8,8 @@ from typing import Any, overload
 
 import torch
 
+from parllel.checkpoints.finite import check_finite_update
 from parllel.errors import ConfigError
-from parllel.runtime.finite import check_finite_update
 from parllel.schedules import Schedule
 from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator

@@ -1,4 +1,4 @@
-"""What a torch training run exports, bundled for :func:`parllel.patterns.run_training`."""
+"""What a torch training run exports, bundled for :func:`parllel.runners.run_training`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ __all__ = ["PolicyExport"]
 class PolicyExport(PolicyExporter):
     """The torch policy a run exports and what it was trained with.
 
-    :func:`~parllel.patterns.run_training` writes the run's
+    :func:`~parllel.runners.run_training` writes the run's
     ``policy_spec.json`` before training (so its checkpoints load as a
     policy) and ``policy.pt`` when training ends. Fields: see
     :class:`~parllel.export.run_export.PolicyExporter`; ``agent`` is one

@@ -2,7 +2,7 @@
 
 The sample tree keeps the env's observation dtype (gymnasium's MuJoCo envs
 return float64; see ``observation_dtype`` of
-:func:`parllel.patterns.build_sample_tree` to store another). The encoders of
+:func:`parllel.builders.build_sample_tree` to store another). The encoders of
 :mod:`parllel.torch.models` cast their input to the model's floating dtype
 (float32 unless the model was converted, e.g. ``model.double()``), so every
 path into a model gets it: sampling, training batches, replays and exported
