@@ -9,6 +9,11 @@ records the learner's win, draw or loss against that opponent. Opponents
 infer in batches: all envs playing the same snapshot form one
 :class:`~parllel.multiagent.PolicyMapping` policy, so one call per distinct
 snapshot and step.
+
+The rest of self-play is where the layers put it: the runner callback that
+snapshots the learner (:class:`~parllel.runners.SelfPlayCallback`, above
+this package) and the torch snapshots and opponents
+(:mod:`parllel.torch.selfplay`; the core does not import torch).
 """
 
 from __future__ import annotations
@@ -45,43 +50,13 @@ def game_outcome(agent_returns: Any, seat: int) -> str:
 class SelfPlay:
     """A learner Handler playing against snapshots from an opponent pool.
 
-    The learner's rows have ``agent_info.policy_index == 0``; opponents'
-    rows have the index of the batch their snapshot is inferred in (>= 1,
-    reused as snapshots come and go). An env keeps its opponent until its
-    episode ends, even if the pool evicts that snapshot meanwhile.
-    Opponent handlers are built by ``opponent_factory(snapshot, n_rows)``
-    (``n_rows = n_envs * n_agents``) and cached by snapshot id: those in use
-    plus the ``handler_cache_size`` most recently used others are kept.
-
-    The sampler calls :meth:`reset` before the first batch (every env starts
-    a game) and :meth:`episodes_ended` with the TrajInfos of finished
-    episodes (each with ``env_index`` and ``agent_returns`` ``[A]``) before
-    the next action. :meth:`metrics` gives the outcome rates over the last
-    ``window`` games (as the runner's train statistics average the last
-    episodes: the metrics of every update are up to date, whichever are logged).
-    With ``mirror_share > 0``, that share of games is played by the learner
-    in every seat (all rows ``policy_index == 0``, so all are trained on): the
-    moves that beat the learner are learned by the learner itself, the
-    fastest way for its mistakes to be punished. Mirror games are counted in
-    ``selfplay/mirror_games`` but not in the outcome rates or the ratings.
-    For checkpoints, pass the SelfPlay as a runner checkpoint object: its
-    :meth:`state_dict` holds the pool, the seat generator and the counters.
-
-    Args:
-        learner: the learner's feed-forward handler, built for
-            ``n_envs * n_agents`` rows.
-        opponent_factory: builds a frozen opponent handler from a snapshot.
-        pool: the opponent pool.
-        n_envs: number of envs ``B``.
-        n_agents: number of seats per game ``A`` (>= 2).
-        snapshot_learner: returns a snapshot of the learner now; used to
-            fill an empty pool when games start (None: the pool must hold a
-            snapshot by then).
-        handler_cache_size: opponent handlers kept besides those in use.
-        window: games the outcome rates of :meth:`metrics` are taken over.
-        mirror_share: share of games the learner plays against itself (in
-            ``[0, 1)``; 0: every game is against the pool).
-        seed: seed of the seat generator.
+    A Handler over ``[B, A]`` rows: the learner's rows have
+    ``agent_info.policy_index == 0``, the opponents' the index of the batch
+    their snapshot is inferred in. ``opponent_factory(snapshot, n_rows)``
+    builds an opponent's handler; checkpoint the SelfPlay as a runner
+    checkpoint object. The seating, the handler cache, mirror games, the
+    metrics and every argument are described in docs/multiagent.md
+    ("Self-play").
 
     Raises:
         ConfigError: a bad argument, a learner (or a handler the opponent
