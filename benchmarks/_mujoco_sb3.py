@@ -94,20 +94,20 @@ def learn_timed(model: Any, total_steps: int, venv: Any) -> Timed:
     return timed
 
 
-def run_ppo(hp: dict, seed: int, vec: str, fused_adam: bool) -> Timed:
-    """SB3's PPO with ``hp`` (CleanRL's MuJoCo settings) under VecNormalize."""
-    import torch
-    from stable_baselines3 import PPO
+def normalized_vec(hp: dict, seed: int, vec: str) -> Any:
+    """The PPO runs' vector env: ``hp``'s envs under VecNormalize."""
     from stable_baselines3.common.vec_env import VecNormalize
 
     venv = make_vec(hp["env_id"], hp["n_envs"], seed, vec, hp["episode_steps"])
-    venv = VecNormalize(
+    return VecNormalize(
         venv, gamma=hp["gamma"], clip_obs=hp["clip"], clip_reward=hp["clip"]
     )
+
+
+def ppo_options(hp: dict, seed: int) -> dict[str, Any]:
+    """The PPO settings SB3's and SBX's side share (CleanRL's MuJoCo ones)."""
     lr = hp["learning_rate"]
-    model = PPO(
-        "MlpPolicy",
-        venv,
+    return dict(
         n_steps=hp["n_steps"],
         batch_size=hp["n_envs"] * hp["n_steps"] // hp["minibatches"],
         n_epochs=hp["epochs"],
@@ -115,19 +115,50 @@ def run_ppo(hp: dict, seed: int, vec: str, fused_adam: bool) -> Timed:
         gae_lambda=hp["gae_lambda"],
         learning_rate=lambda remaining: lr * remaining,
         clip_range=hp["clip_range"],
-        clip_range_vf=hp["clip_range"],
         ent_coef=0.0,
-        vf_coef=0.25,  # CleanRL's 0.5 x (0.5 x MSE); SB3's value loss is the MSE
+        # CleanRL's 0.5 x (0.5 x MSE); SB3's value loss is the MSE (SBX: a
+        # separate Adam, where it scales the clip only)
+        vf_coef=0.25,
         max_grad_norm=0.5,
+        seed=seed,
+        verbose=0,
+    )
+
+
+def sac_options(hp: dict, seed: int) -> dict[str, Any]:
+    """The SAC settings SB3's and SBX's side share: one update per step."""
+    return dict(
+        buffer_size=hp["replay_size"],
+        learning_starts=hp["learning_starts"],
+        batch_size=hp["batch_size"],
+        tau=hp["tau"],
+        gamma=hp["gamma"],
+        train_freq=1,
+        gradient_steps=1,
+        ent_coef="auto_1.0",
+        seed=seed,
+        verbose=0,
+    )
+
+
+def run_ppo(hp: dict, seed: int, vec: str, fused_adam: bool) -> Timed:
+    """SB3's PPO with ``hp`` (CleanRL's MuJoCo settings) under VecNormalize."""
+    import torch
+    from stable_baselines3 import PPO
+
+    venv = normalized_vec(hp, seed, vec)
+    model = PPO(
+        "MlpPolicy",
+        venv,
+        clip_range_vf=hp["clip_range"],
         policy_kwargs=dict(
             net_arch=dict(pi=[64, 64], vf=[64, 64]),
             activation_fn=torch.nn.Tanh,
             log_std_init=0.0,
             optimizer_kwargs=dict(eps=1e-5, fused=fused_adam),
         ),
-        seed=seed,
         device="cpu",
-        verbose=0,
+        **ppo_options(hp, seed),
     )
     return learn_timed(model, hp["total_steps"], venv)
 
@@ -151,19 +182,10 @@ def run_sac(hp: dict, seed: int, fused_adam: bool) -> Timed:
         "MlpPolicy",
         venv,
         learning_rate=hp["q_lr"],
-        buffer_size=hp["replay_size"],
-        learning_starts=hp["learning_starts"],
-        batch_size=hp["batch_size"],
-        tau=hp["tau"],
-        gamma=hp["gamma"],
-        train_freq=1,
-        gradient_steps=1,
-        ent_coef="auto_1.0",
         policy_kwargs=dict(
             net_arch=[256, 256], optimizer_kwargs=dict(fused=fused_adam)
         ),
-        seed=seed,
         device="cpu",
-        verbose=0,
+        **sac_options(hp, seed),
     )
     return learn_timed(model, hp["total_steps"], venv)

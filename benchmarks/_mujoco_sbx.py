@@ -8,7 +8,14 @@ so the caller sets ``XLA_FLAGS`` (the learner's threads) first.
 
 from __future__ import annotations
 
-from _mujoco_sb3 import Timed, learn_timed, make_vec
+from _mujoco_sb3 import (
+    Timed,
+    learn_timed,
+    make_vec,
+    normalized_vec,
+    ppo_options,
+    sac_options,
+)
 
 SBX_PPO_DIFFERENCES = (
     "SBX PPO: no value clipping (clip_range_vf is accepted and ignored); "
@@ -30,26 +37,11 @@ def run_sbx_ppo(hp: dict, seed: int, vec: str) -> Timed:
     """SBX's PPO with ``hp`` (CleanRL's MuJoCo settings) under VecNormalize."""
     import flax.linen as nn
     from sbx import PPO
-    from stable_baselines3.common.vec_env import VecNormalize
 
-    venv = make_vec(hp["env_id"], hp["n_envs"], seed, vec, hp["episode_steps"])
-    venv = VecNormalize(
-        venv, gamma=hp["gamma"], clip_obs=hp["clip"], clip_reward=hp["clip"]
-    )
-    lr = hp["learning_rate"]
+    venv = normalized_vec(hp, seed, vec)
     model = PPO(
         "MlpPolicy",
         venv,
-        n_steps=hp["n_steps"],
-        batch_size=hp["n_envs"] * hp["n_steps"] // hp["minibatches"],
-        n_epochs=hp["epochs"],
-        gamma=hp["gamma"],
-        gae_lambda=hp["gae_lambda"],
-        learning_rate=lambda remaining: lr * remaining,
-        clip_range=hp["clip_range"],
-        ent_coef=0.0,
-        vf_coef=0.25,  # as SB3's side (a separate Adam: it scales the clip only)
-        max_grad_norm=0.5,
         policy_kwargs=dict(
             net_arch=dict(pi=[64, 64], vf=[64, 64]),
             activation_fn=nn.tanh,
@@ -57,8 +49,7 @@ def run_sbx_ppo(hp: dict, seed: int, vec: str) -> Timed:
             ortho_init=True,
             optimizer_kwargs=dict(eps=1e-5),
         ),
-        seed=seed,
-        verbose=0,
+        **ppo_options(hp, seed),
     )
     return learn_timed(model, hp["total_steps"], venv)
 
@@ -73,16 +64,7 @@ def run_sbx_sac(hp: dict, seed: int) -> Timed:
         venv,
         learning_rate=hp["policy_lr"],
         qf_learning_rate=hp["q_lr"],
-        buffer_size=hp["replay_size"],
-        learning_starts=hp["learning_starts"],
-        batch_size=hp["batch_size"],
-        tau=hp["tau"],
-        gamma=hp["gamma"],
-        train_freq=1,
-        gradient_steps=1,
-        ent_coef="auto_1.0",
         policy_kwargs=dict(net_arch=[256, 256]),
-        seed=seed,
-        verbose=0,
+        **sac_options(hp, seed),
     )
     return learn_timed(model, hp["total_steps"], venv)

@@ -414,7 +414,7 @@ def sac_jax(shapes: Shapes, quick: bool, steps: int = 1) -> Contender:
 
     from parllel.jax.agents import build_sac_agent
     from parllel.jax.algos import SAC, EntropyCoefficient, build_sac_optimizers
-    from parllel.jax.algos.sac import SacBatch
+    from parllel.jax.algos.replay_updates import ReplayArrays
 
     agent = build_sac_agent(
         *shapes.spaces(), seed=0, hidden_sizes=(shapes.sac_hidden,) * 2
@@ -426,7 +426,9 @@ def sac_jax(shapes: Shapes, quick: bool, steps: int = 1) -> Contender:
         seed=0,
         tau=0.005,
     )
-    batches = SacBatch.stack([sac_replay_batch(shapes, to_torch=False)] * steps)
+    batches = ReplayArrays.stack(
+        [sac_replay_batch(shapes, to_torch=False)] * steps, np.float32
+    )
     return first_call(lambda: sac.update_batches(batches), steps)
 
 

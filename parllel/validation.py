@@ -22,6 +22,7 @@ __all__ = [
     "check_fraction",
     "check_positive",
     "check_positive_or_schedule",
+    "check_ppo_options",
     "check_target_update",
 ]
 
@@ -109,3 +110,37 @@ def check_target_update(interval: int | None, tau: float | None) -> int | None:
     interval = 1000 if interval is None else interval
     check_at_least("target_update_interval (or give tau)", interval)
     return interval
+
+
+def check_ppo_options(
+    *,
+    learning_rate: Any,
+    clip_range: Any,
+    value_clip_range: Any,
+    value_loss_coef: float,
+    entropy_coef: float,
+    max_grad_norm: float | None,
+    target_kl: float | None,
+    epochs: int,
+    minibatches: int,
+    total_updates: int | None,
+) -> None:
+    """The hyperparameters both backends' PPO take: positive rates and clip
+    ranges (numbers or schedules), non-negative loss weights, positive limits,
+    counts of at least 1."""
+    check_positive_or_schedule("learning_rate", learning_rate, allow_none=True)
+    check_positive_or_schedule("clip_range", clip_range, allow_none=False)
+    check_positive_or_schedule("value_clip_range", value_clip_range, True)
+    for name, value in (
+        ("value_loss_coef", value_loss_coef),
+        ("entropy_coef", entropy_coef),
+    ):
+        if not (value >= 0 and math.isfinite(value)):
+            raise ConfigError(f"{name} must be non-negative; got {value}")
+    for name, limit in (("max_grad_norm", max_grad_norm), ("target_kl", target_kl)):
+        if limit is not None:
+            check_positive(name, limit, allow_inf=True)
+    check_count("epochs", epochs)
+    check_count("minibatches", minibatches)
+    if total_updates is not None:
+        check_at_least("total_updates", total_updates)

@@ -9,6 +9,11 @@ records the learner's win, draw or loss against that opponent. Opponents
 infer in batches: all envs playing the same snapshot form one
 :class:`~parllel.multiagent.PolicyMapping` policy, so one call per distinct
 snapshot and step.
+
+The rest of self-play is where the layers put it: the runner callback that
+snapshots the learner (:class:`~parllel.runners.SelfPlayCallback`, above
+this package) and the torch snapshots and opponents
+(:mod:`parllel.torch.selfplay`; the core does not import torch).
 """
 
 from __future__ import annotations
@@ -45,16 +50,13 @@ def game_outcome(agent_returns: Any, seat: int) -> str:
 class SelfPlay:
     """A learner Handler playing against snapshots from an opponent pool.
 
-    The learner's rows have ``agent_info.policy_index == 0``; each env keeps its
-    opponent (built by ``opponent_factory(snapshot, n_rows)``, cached) until its
-    episode ends. The sampler calls :meth:`reset` and :meth:`episodes_ended`;
-    pass the SelfPlay to the runner as a checkpoint object. Mirror games and
-    metrics: docs/multiagent.md ("Self-play").
-
-    Args:
-        opponent_factory: builds a frozen opponent handler from a snapshot.
-        snapshot_learner: returns a snapshot of the learner, for an empty pool.
-        mirror_share: share of games the learner plays in every seat, in ``[0, 1)``.
+    A Handler over ``[B, A]`` rows: the learner's rows have
+    ``agent_info.policy_index == 0``, the opponents' the index of the batch
+    their snapshot is inferred in. ``opponent_factory(snapshot, n_rows)``
+    builds an opponent's handler; checkpoint the SelfPlay as a runner
+    checkpoint object. The seating, the handler cache, mirror games, the
+    metrics and every argument are described in docs/multiagent.md
+    ("Self-play").
 
     Raises:
         ConfigError: a bad argument, a handler not built for ``n_envs *

@@ -1,11 +1,12 @@
-"""A runner's checkpoint files: writing one (never with NaN weights) and
-reading one back, every object checked before any is loaded."""
+"""A runner's checkpoint files: the state of a run they hold, writing one
+(never with NaN weights) and reading one back, every object checked before
+any is loaded."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from parllel.checkpoints.checkpoint import (
     load_checkpoint,
@@ -21,9 +22,65 @@ from parllel.checkpoints.compatibility import (
 )
 from parllel.checkpoints.finite import refuse_nonfinite_state
 from parllel.errors import CheckpointError, CheckpointMismatchError
+from parllel.logging import EpisodeStats
 from parllel.runners.callbacks import Stateful
 
-__all__ = ["read_checkpoint", "restore_objects", "write_checkpoint"]
+__all__ = [
+    "SavedCounters",
+    "read_checkpoint",
+    "restore_objects",
+    "run_state",
+    "write_checkpoint",
+]
+
+
+def run_state(
+    *,
+    env_steps: int,
+    updates: int,
+    train_stats: EpisodeStats,
+    total_steps: int,
+    elapsed_s: float,
+    rng: Mapping[str, Any],
+    config: Mapping[str, Any],
+    objects: Mapping[str, Stateful],
+) -> dict[str, Any]:
+    """A run's checkpoint state: its counters, RNG states, config and the
+    ``state_dict()`` of every checkpoint object."""
+    return {
+        "runner": {
+            "env_steps": env_steps,
+            "updates": updates,
+            "train_stats": train_stats.state_dict(),
+            "total_steps": total_steps,
+            "elapsed_s": elapsed_s,
+        },
+        "rng": rng,
+        "config": config,
+        "objects": {name: obj.state_dict() for name, obj in objects.items()},
+    }
+
+
+class SavedCounters(NamedTuple):
+    """The counters a checkpoint's :func:`run_state` holds."""
+
+    env_steps: int
+    updates: int
+    elapsed_s: float
+    total_steps: int | None
+
+    @classmethod
+    def of(cls, state: Mapping[str, Any], train_stats: EpisodeStats) -> SavedCounters:
+        """The counters of ``state``; ``train_stats`` takes its statistics."""
+        runner = state["runner"]
+        train_stats.load_state_dict(runner["train_stats"])
+        total = runner.get("total_steps")
+        return cls(
+            int(runner["env_steps"]),
+            int(runner["updates"]),
+            float(runner.get("elapsed_s", 0.0)),
+            None if total is None else int(total),
+        )
 
 
 def write_checkpoint(

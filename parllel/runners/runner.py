@@ -21,8 +21,10 @@ from parllel.logging import EpisodeStats, Logger
 from parllel.runners.batches import batches_of
 from parllel.runners.callbacks import Callback, Stateful
 from parllel.runners.checkpoints import (
+    SavedCounters,
     read_checkpoint,
     restore_objects,
+    run_state,
     write_checkpoint,
 )
 from parllel.runners.interrupt import SIGNAL_NAMES, InterruptHandler
@@ -58,67 +60,10 @@ def _schedule(interval: int | None, name: str) -> int | None:
 class Runner(Generic[AlgorithmT]):
     """The outer training loop; subclasses define one iteration.
 
-    Each iteration (:meth:`_iterate`) collects env steps and updates the
-    algorithm; around it the runner keeps counters, logs every
-    ``log_interval_steps`` (train-episode statistics, algorithm metrics,
-    throughput), evaluates every ``eval_interval_steps`` with
-    ``eval_sampler.collect()``, and checkpoints every
-    ``checkpoint_interval_steps`` every object in ``checkpoint_objects`` plus
-    counters, RNG states and config. Callbacks see every phase.
-
-    Ctrl-C (SIGINT) or SIGTERM (``kill PID``) during :meth:`run` stops
-    training after the current iteration, logs the step reached and writes a
-    checkpoint (then ``runner.interrupted`` is True and
-    ``runner.stop_signals`` lists the signals); a second one raises
-    ``KeyboardInterrupt`` at once. Where SIGINT is ignored (a background job
-    ``cmd &`` of a shell script), :meth:`run` warns with
-    :class:`~parllel.errors.ParllelWarning`.
-
-    Every log line says where the time went since the previous one
-    (:mod:`parllel.runners.metrics`).
-
-    With an :class:`~parllel.samplers.protocols.AsyncSampler` (a
-    :class:`~parllel.samplers.BackgroundSampler`, a
-    :class:`~parllel.distributed.RaySampler`) the next batch is collected
-    while the algorithm trains; see :mod:`parllel.runners.batches` for what
-    the runner then publishes, checks, logs and checkpoints.
-
-    Args:
-        sampler: a :class:`~parllel.samplers.protocols.TrainingSampler`
-            (``collect_batch() -> (batch, traj_infos)``, a ``sample_tree``:
-            env steps per batch = T * B), or an
-            :class:`~parllel.samplers.protocols.AsyncSampler`
-            (``collect_batch(learner_version) -> BackgroundBatch``).
-        algorithm: the learner; what is called on it depends on the subclass.
-        total_steps: env steps to train for.
-        eval_sampler: an :class:`~parllel.samplers.protocols.EvalSource`
-            (``collect() -> traj_infos``; None: no evaluation).
-        eval_interval_steps: env steps between evaluations (also one at the end).
-        logger: a :class:`~parllel.logging.Logger` (None: no logging).
-        log_interval_steps: env steps between log lines (None: every iteration).
-        checkpoint_dir: where checkpoints go (None: no checkpoints).
-        checkpoint_interval_steps: env steps between checkpoints (also one at
-            the end).
-        keep_checkpoints: how many checkpoints to keep.
-        checkpoint_objects: name -> object with ``state_dict`` /
-            ``load_state_dict`` (model, algorithm, transforms, replay, ...).
-        config: the run's resolved config (saved in checkpoints).
-        config_keys: config keys that must match on resume (``total_steps``
-            never has to); a mapping also says what each one fixes, for the
-            message (``{"envs": "training episodes: ..."}``). None: no config
-            key is compared; the shapes of every checkpoint object's tensors
-            and arrays always are.
-        callbacks: :class:`Callback` objects.
-        episode_window: train episodes averaged in the logged statistics.
-        rng: the numpy Generator of the run (its state is checkpointed).
-        handle_interrupt: stop gracefully on the first Ctrl-C or SIGTERM
-            (only when :meth:`run` is called from the main thread).
-        publisher: a :class:`~parllel.samplers.protocols.WeightPublisher`,
-            the learner's handler after ``share_weights()``: its weights are
-            published after every iteration (also after :meth:`load`), for
-            a sampler that follows them in another process. A sampler that
-            publishes itself (a :class:`~parllel.distributed.RaySampler`) is
-            its own publisher: ``publisher=sampler``.
+    Around each iteration (:meth:`_iterate`: collect and update) it counts
+    env steps, logs, evaluates and checkpoints on schedules in env steps,
+    calls the callbacks, and stops cleanly on Ctrl-C or SIGTERM. Its
+    arguments and behaviour are described in docs/training.md ("The runner").
 
     Raises:
         ConfigError: a bad interval or count, or a background sampler that
@@ -388,20 +333,16 @@ class Runner(Generic[AlgorithmT]):
 
     def state_dict(self) -> dict[str, Any]:
         """Counters, statistics, RNG states, config and every checkpoint object."""
-        return {
-            "runner": {
-                "env_steps": self.env_steps,
-                "updates": self.updates,
-                "train_stats": self.train_stats.state_dict(),
-                "total_steps": self.total_steps,
-                "elapsed_s": self._elapsed(),
-            },
-            "rng": capture_rng_state(self.rng, self.batches.rng_generators()),
-            "config": self.config,
-            "objects": {
-                name: obj.state_dict() for name, obj in self.checkpoint_objects.items()
-            },
-        }
+        return run_state(
+            env_steps=self.env_steps,
+            updates=self.updates,
+            train_stats=self.train_stats,
+            total_steps=self.total_steps,
+            elapsed_s=self._elapsed(),
+            rng=capture_rng_state(self.rng, self.batches.rng_generators()),
+            config=self.config,
+            objects=self.checkpoint_objects,
+        )
 
     def save(self) -> Path:
         """Write a checkpoint now (atomically); return its path.
@@ -448,16 +389,15 @@ class Runner(Generic[AlgorithmT]):
         )
         if self.publisher is not None:  # the restored weights reach the sampler
             self.publisher.publish_weights()
-        runner = state["runner"]
-        self.env_steps = int(runner["env_steps"])
-        self.updates = int(runner["updates"])
-        self._elapsed_before = float(runner.get("elapsed_s", 0.0))
-        self.train_stats.load_state_dict(runner["train_stats"])
+        saved = SavedCounters.of(state, self.train_stats)
+        self.env_steps, self.updates = saved.env_steps, saved.updates
+        self._elapsed_before = saved.elapsed_s
         restore_rng_state(state["rng"], self.rng, self.batches.rng_generators())
         self.resumed_from = path
         self.sampler.reset()
         if isinstance(self.logger, Rewindable):
             self.logger.rewind(self.env_steps)
-        saved_total = runner.get("total_steps")
-        if saved_total is not None and not self.finished:
-            warn_total_steps_changed(self.env_steps, int(saved_total), self.total_steps)
+        if saved.total_steps is not None and not self.finished:
+            warn_total_steps_changed(
+                self.env_steps, saved.total_steps, self.total_steps
+            )

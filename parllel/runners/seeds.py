@@ -1,16 +1,7 @@
-"""SeedsRunner: K runs of one configuration trained as one program, each
-written to its own run directory.
-
-One sampler steps every run's envs (``K * B`` columns of one sample tree,
-run ``k`` owning columns ``k * B .. (k + 1) * B``) and one algorithm updates
-every run at once: on-policy from the batch (e.g.
-:class:`~parllel.jax.algos.SeededPPO`), or off-policy from a
-:class:`~parllel.replays.per_run.PerRunReplay` the batch is recorded into
-(e.g. :class:`~parllel.jax.algos.SeededSAC`). The runner keeps what a single
-:class:`~parllel.runners.OnPolicyRunner` or
-:class:`~parllel.runners.OffPolicyRunner` keeps, once per run: its episodes, its algorithm metrics, its log (``progress.csv``,
-TensorBoard) and its checkpoints, in the format of a single run's. See
-``docs/seeds.md``.
+"""SeedsRunner: K runs of one configuration trained as one program (one
+sampler, one algorithm updating every run at once), each written to its own
+run directory in a single run's format (docs/seeds.md); its algorithm
+protocols and the run it is given (:class:`SeedRun`).
 """
 
 from __future__ import annotations
@@ -19,26 +10,28 @@ import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from statistics import median
 from time import perf_counter as clock
 from typing import Any, Protocol, cast
 
 from parllel.backends import StatefulGenerator
 from parllel.checkpoints.checkpoint import capture_rng_state, restore_rng_state
 from parllel.errors import CheckpointError, ConfigError, ParllelWarning
-from parllel.logging import EpisodeStats, Logger
+from parllel.logging import Logger
 from parllel.replays.per_run import PerRunReplay
 from parllel.runners.batches import steps_per_batch
 from parllel.runners.callbacks import Callback, Stateful
 from parllel.runners.checkpoints import (
+    SavedCounters,
     read_checkpoint,
     restore_objects,
+    run_state,
     write_checkpoint,
 )
 from parllel.runners.interrupt import InterruptHandler
-from parllel.runners.metrics import MetricWindow, progress_metrics
+from parllel.runners.metrics import progress_metrics
 from parllel.runners.notices import warn_total_steps_changed
 from parllel.runners.run_directory import RunDirectory
+from parllel.runners.seed_metrics import SeedMetrics, median_over_runs
 from parllel.samplers.base import BatchSampler
 from parllel.samplers.protocols import EvalSource, TrainingSampler
 from parllel.transforms import (
@@ -146,58 +139,12 @@ class SeedRun:
 class SeedsRunner:
     """Training of K runs at once, each with its own outputs.
 
-    Every iteration collects one ``[T, K * B]`` batch and calls
-    ``algorithm.optimize(batch, progress)`` once (on-policy); with a
-    ``replay`` it records the batch there instead and, once
-    ``replay.ready``, calls ``algorithm.optimize(replay, new_steps=T * B)``
-    (off-policy: each run samples its own columns). Each run counts ``T * B``
-    env steps of its own, so ``total_steps`` is per run, as a single run's.
-    Every ``log_interval_steps`` each run's logger gets that run's metrics
-    (its episodes, its algorithm metrics over the window, the program's
-    throughput), and ``console`` (if given) the median over the runs, with
-    the range of every ``*return_mean`` (``seeds/<key>_min``, ``_max``). Every
-    ``checkpoint_interval_steps`` (and at the end) each run writes a
-    checkpoint to its own directory in a single run's format.
-
-    A run the algorithm stops (a non-finite loss with
-    ``on_nonfinite="stop_run"``) is reported with its seed by a
-    :class:`~parllel.errors.ParllelWarning`, recorded in its
-    ``metadata.json`` (``stopped``), checkpointed once with its last finite
-    weights and logged no more; the others train on.
-
-    Ctrl-C or SIGTERM stops after the current iteration and checkpoints
-    every run.
-
-    Args:
-        sampler: steps the K runs' envs (one sample tree of ``K * B`` columns).
-        algorithm: a :class:`SeededAlgorithm`, or with ``replay`` a
-            :class:`SeededOffPolicyAlgorithm`.
-        total_steps: env steps per run.
-        runs: the K :class:`SeedRun` s, in column order.
-        log_interval_steps: env steps (per run) between log lines (None:
-            every iteration).
-        checkpoint_interval_steps: env steps between checkpoints (None:
-            only at the end, if the runs have directories).
-        keep_checkpoints: how many checkpoints each run keeps.
-        config: the resolved config (saved in every checkpoint).
-        config_keys: config keys that must match on resume.
-        console: a logger for the median over the runs (e.g. the terminal).
-        eval_sampler: evaluates every run at once (e.g. an
-            :class:`~parllel.samplers.EvalSampler` with a
-            :class:`~parllel.jax.seeds.SeededHandler` of ``eval_envs_per_run``
-            envs per run); each run's episodes give its ``eval/...`` metrics.
-        eval_interval_steps: env steps between evaluations (also one at the end).
-        eval_envs_per_run: the eval envs of each run (their columns, in run
-            order, as the training envs').
-        episode_window: train episodes averaged in each run's statistics.
-        handle_interrupt: stop gracefully on the first Ctrl-C or SIGTERM.
-        replay: the runs' :class:`~parllel.replays.per_run.PerRunReplay`
-            (off-policy; None: on-policy).
-        callbacks: :class:`~parllel.runners.Callback` s; the runner calls
-            ``on_train_start``, ``on_update_end`` (what they add to the
-            metrics goes to every run's log) and ``on_train_end`` (e.g. an
-            :class:`~parllel.runners.off_policy.AttributeSchedule` of the
-            warm-up).
+    Each iteration collects one ``[T, K * B]`` batch and updates every run
+    with one call: ``algorithm.optimize(batch, progress)`` (on-policy) or,
+    with a ``replay``, ``algorithm.optimize(replay, new_steps=T * B)``
+    (off-policy). ``total_steps`` and the intervals count env steps per run.
+    Its iteration, logs, checkpoints and arguments are described in
+    docs/seeds.md ("The seeds runner").
 
     Raises:
         ConfigError: no runs, or a batch whose columns do not split into them.
@@ -258,12 +205,8 @@ class SeedsRunner:
         self.eval_sampler = eval_sampler
         self.eval_interval_steps = eval_interval_steps
         self.eval_envs_per_run = int(eval_envs_per_run)
-        self._eval: list[dict[str, float]] = [{} for _ in runs]
         self.handle_interrupt = bool(handle_interrupt)
-        self.train_stats = [
-            EpisodeStats(window=episode_window, prefix="train/") for _ in runs
-        ]
-        self._windows = [MetricWindow() for _ in runs]
+        self.metrics = SeedMetrics(len(runs), self.envs_per_run, episode_window)
         self.env_steps = 0
         self.updates = 0
         self.interrupted = False
@@ -328,15 +271,12 @@ class SeedsRunner:
             while not (self.finished or self._stop) and self.active_runs:
                 batch, traj_infos = self.sampler.collect_batch()
                 self.env_steps += self.steps_per_batch
-                for traj in traj_infos:
-                    self.train_stats[traj.env_index // self.envs_per_run].extend([traj])
+                self.metrics.add_episodes(traj_infos)
                 metrics = self._optimize(batch)
                 shared: dict[str, float] = {}
                 for callback in self.callbacks:
                     callback.on_update_end(self, shared)
-                for run, values in enumerate(metrics):
-                    if values is not None:
-                        self._windows[run].add({**values, **shared})
+                self.metrics.add_updates(metrics, shared)
                 self._report_stopped()
                 done = self.finished or self._stop or not self.active_runs
                 evaluate = self.eval_sampler is not None and (
@@ -415,30 +355,12 @@ class SeedsRunner:
             now - since,
         )
         shared["time/seeds"] = float(len(self.active_runs))
-        per_run: list[dict[str, float]] = []
-        for run, record in enumerate(self.runs):
-            if run in self.algorithm.stopped:
-                per_run.append({})
-                continue
-            metrics = {f"algo/{k}": v for k, v in self._windows[run].take().items()}
-            metrics.update(self.train_stats[run].metrics())
-            metrics.update(self._eval[run])
-            metrics.update(shared)
-            per_run.append(metrics)
-            if record.logger is not None:
+        per_run = self.metrics.take(self.algorithm.stopped, shared)
+        for record, metrics in zip(self.runs, per_run):
+            if metrics and record.logger is not None:
                 record.logger.log(self.env_steps, metrics)
-        self._eval = [{} for _ in self.runs]  # logged once
         if self.console is not None:
-            active = [m for m in per_run if m]
-            keys = set().union(*active) if active else set()
-            summary = {
-                key: median(m[key] for m in active if key in m) for key in sorted(keys)
-            }
-            for key in sorted(k for k in keys if k.endswith("return_mean")):
-                values = [m[key] for m in active if key in m]
-                summary[f"seeds/{key}_min"] = min(values)
-                summary[f"seeds/{key}_max"] = max(values)
-            self.console.log(self.env_steps, summary)
+            self.console.log(self.env_steps, median_over_runs(per_run))
         return per_run
 
     def evaluate(self) -> list[dict[str, float]]:
@@ -446,31 +368,24 @@ class SeedsRunner:
         return each run's ``eval/...`` metrics (also logged with the next line)."""
         if self.eval_sampler is None:
             raise ConfigError("no eval_sampler was given to the runner")
-        stats = [EpisodeStats(window=10**9, prefix="eval/") for _ in self.runs]
-        for traj in self.eval_sampler.collect():
-            stats[traj.env_index // self.eval_envs_per_run].extend([traj])
-        self._eval = [s.metrics() for s in stats]
-        return self._eval
+        return self.metrics.evaluated(
+            self.eval_sampler.collect(), self.eval_envs_per_run
+        )
 
     # -- checkpoints ---------------------------------------------------------------
     def _run_state(self, run: int) -> dict[str, Any]:
         record = self.runs[run]
         generators = {} if record.action_key is None else {"actions": record.action_key}
-        return {
-            "runner": {
-                "env_steps": self.env_steps,
-                "updates": self.updates,
-                "train_stats": self.train_stats[run].state_dict(),
-                "total_steps": self.total_steps,
-                "elapsed_s": self._elapsed_before + clock() - self._start,
-            },
-            "rng": capture_rng_state(None, generators),
-            "config": self.config,
-            "objects": {
-                name: obj.state_dict()
-                for name, obj in record.checkpoint_objects.items()
-            },
-        }
+        return run_state(
+            env_steps=self.env_steps,
+            updates=self.updates,
+            train_stats=self.metrics.train_stats[run],
+            total_steps=self.total_steps,
+            elapsed_s=self._elapsed_before + clock() - self._start,
+            rng=capture_rng_state(None, generators),
+            config=self.config,
+            objects=record.checkpoint_objects,
+        )
 
     def _save_run(self, run: int) -> Path:
         return write_checkpoint(
@@ -513,18 +428,17 @@ class SeedsRunner:
                 {} if record.action_key is None else {"actions": record.action_key}
             )
             restore_rng_state(state["rng"], None, generators)
-            saved = state["runner"]
-            self.train_stats[run].load_state_dict(saved["train_stats"])
+            saved = SavedCounters.of(state, self.metrics.train_stats[run])
             stopped = record.directory.read_metadata().get("stopped")
             if stopped is not None:
                 self.algorithm.stop(run, CheckpointError(str(stopped["error"])))
                 self._saved_stopped.add(run)
                 continue
-            steps[run] = int(saved["env_steps"])
-            if saved.get("total_steps") is not None:
-                saved_totals.add(int(saved["total_steps"]))
-            self.updates = int(saved["updates"])
-            self._elapsed_before = float(saved.get("elapsed_s", 0.0))
+            steps[run] = saved.env_steps
+            if saved.total_steps is not None:
+                saved_totals.add(saved.total_steps)
+            self.updates = saved.updates
+            self._elapsed_before = saved.elapsed_s
         if len(set(steps.values())) > 1:
             raise CheckpointError(
                 "the runs' newest checkpoints are of different steps "

@@ -1,4 +1,10 @@
-"""SelfPlayCallback: adds learner snapshots to the pool and logs self-play metrics."""
+"""SelfPlayCallback: the runner's side of self-play (snapshots, metrics).
+
+Self-play lives in :mod:`parllel.multiagent.selfplay`; this callback stays
+here because it subclasses the runners' :class:`~parllel.runners.Callback`,
+and ``parllel.multiagent`` sits below ``parllel.runners`` in the layers
+(docs/multiagent.md "Self-play").
+"""
 
 from __future__ import annotations
 
@@ -13,24 +19,15 @@ from parllel.runners.callbacks import Callback
 class SelfPlayCallback(Callback):
     """Runner callback for self-play: snapshots and metrics.
 
-    After every ``snapshot_interval`` updates it adds
-    ``snapshot_learner()`` to the pool (at the runner's env step), and after
-    every update it adds :meth:`SelfPlay.metrics
-    <parllel.multiagent.SelfPlay.metrics>` (``selfplay/...``) to the
-    metrics the runner logs. At the start of training it fills an empty pool
-    with a first snapshot. The pool is checkpointed with the SelfPlay: pass
-    it to the runner as a checkpoint object (``checkpoint_objects={...,
-    "selfplay": selfplay}``); callbacks are not checkpointed.
-
-    Args:
-        selfplay: the :class:`~parllel.multiagent.SelfPlay` handler.
-        snapshot_learner: returns a frozen snapshot of the learner (e.g.
-            ``lambda: snapshot_state(agent)``); default: the SelfPlay's.
-        snapshot_interval: updates between snapshots.
+    Every ``snapshot_interval`` updates it adds ``snapshot_learner()`` (default:
+    the SelfPlay's) to the pool, fills an empty pool when training starts,
+    and adds :meth:`SelfPlay.metrics <parllel.multiagent.SelfPlay.metrics>`
+    to every update's metrics. Checkpoint the ``selfplay`` itself, as a
+    checkpoint object of the runner (callbacks are not checkpointed).
 
     Example:
-        >>> callback = SelfPlayCallback(selfplay, snapshot_interval=10)
-        >>> runner = OnPolicyRunner(sampler, ppo, total_steps, callbacks=[callback],
+        >>> runner = OnPolicyRunner(sampler, ppo, total_steps,
+        ...                         callbacks=[SelfPlayCallback(selfplay)],
         ...                         checkpoint_objects={"selfplay": selfplay, ...})
     """
 

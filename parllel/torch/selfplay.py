@@ -1,5 +1,9 @@
 """Self-play with torch agents: learner snapshots and frozen opponent handlers.
 
+Self-play lives in :mod:`parllel.multiagent.selfplay`; these helpers stay in
+the torch backend because they copy torch modules, and the core does not
+import torch (docs/multiagent.md "Self-play").
+
 A snapshot is a CPU copy of the state dicts of the agent's modules (see
 :func:`~parllel.torch.weights.agent_modules`), the opaque object an
 :class:`~parllel.multiagent.OpponentPool` stores and checkpoints. An

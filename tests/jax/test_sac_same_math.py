@@ -12,7 +12,8 @@ from parllel.jax.agents.sac_agent import (
     twin_q_from_torch,
     twin_q_to_torch,
 )
-from parllel.jax.algos.sac import SAC, EntropyCoefficient, SacBatch
+from parllel.jax.algos.replay_updates import ReplayArrays
+from parllel.jax.algos.sac import SAC, EntropyCoefficient
 from parllel.jax.algos.sac_setup import build_sac_optimizers
 from parllel.jax.models import params_from_torch, params_to_torch
 from parllel.replays import ReplayBatch
@@ -132,7 +133,8 @@ def test_jax_updates_give_torch_parameters(policy_delay, learn_alpha, max_grad_n
     # the six JAX updates in two compiled calls of three
     metrics = [
         sac.update_batches(
-            SacBatch.stack(batches[i : i + 3]), np.stack(noises[i : i + 3])
+            ReplayArrays.stack(batches[i : i + 3], np.float32),
+            np.stack(noises[i : i + 3]),
         )
         for i in (0, 3)
     ]

@@ -34,12 +34,7 @@ from parllel.jax.algos.ppo_math import (
 )
 from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.schedules import Schedule
-from parllel.validation import (
-    check_at_least,
-    check_count,
-    check_positive,
-    check_positive_or_schedule,
-)
+from parllel.validation import check_ppo_options
 
 __all__ = ["PPO", "minibatch_permutations"]
 
@@ -99,22 +94,18 @@ class PPO:
                 "agent must have params and evaluate(params, observation, action); "
                 f"got {type(agent).__name__}"
             )
-        check_positive_or_schedule("learning_rate", learning_rate, allow_none=True)
-        check_positive_or_schedule("clip_range", clip_range, allow_none=False)
-        check_positive_or_schedule("value_clip_range", value_clip_range, True)
-        for name, value in (
-            ("value_loss_coef", value_loss_coef),
-            ("entropy_coef", entropy_coef),
-        ):
-            if not (value >= 0 and math.isfinite(value)):
-                raise ConfigError(f"{name} must be non-negative; got {value}")
-        for name, limit in (("max_grad_norm", max_grad_norm), ("target_kl", target_kl)):
-            if limit is not None:
-                check_positive(name, limit, allow_inf=True)
-        check_count("epochs", epochs)
-        check_count("minibatches", minibatches)
-        if total_updates is not None:
-            check_at_least("total_updates", total_updates)
+        check_ppo_options(
+            learning_rate=learning_rate,
+            clip_range=clip_range,
+            value_clip_range=value_clip_range,
+            value_loss_coef=value_loss_coef,
+            entropy_coef=entropy_coef,
+            max_grad_norm=max_grad_norm,
+            target_kl=target_kl,
+            epochs=epochs,
+            minibatches=minibatches,
+            total_updates=total_updates,
+        )
         if batch_shape is not None and (batch_shape[0] * batch_shape[1]) % minibatches:
             raise ConfigError(
                 f"batch_shape {tuple(batch_shape)}: T * B = "

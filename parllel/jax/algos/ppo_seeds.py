@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -12,13 +12,11 @@ import numpy as np
 from parllel.checkpoints.finite import check_finite_update
 from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax.algos.ppo import PPO
+from parllel.jax.algos.seeded import OnNonFinite, SeededRuns
 from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.jax.seeds import SeedStack, put_run, stack_trees, take_run
 
-__all__ = ["OnNonFinite", "SeededPPO"]
-
-OnNonFinite = Literal["stop_run", "stop_all"]
-"""What a non-finite loss in one run does: freeze that run, or raise."""
+__all__ = ["SeededPPO"]
 
 _STATIC = (
     "value_loss_coef",
@@ -31,7 +29,7 @@ _STATIC = (
 )
 
 
-class SeededPPO:
+class SeededPPO(SeededRuns):
     """K runs of :class:`~parllel.jax.algos.PPO`, updated in one call.
 
     Each run keeps its own parameters, optimizer state, PRNG key and schedules;
@@ -64,33 +62,12 @@ class SeededPPO:
         seeds: Sequence[int],
         on_nonfinite: OnNonFinite = "stop_all",
     ) -> None:
-        if len(ppos) != stack.n_runs or len(seeds) != stack.n_runs:
-            raise ConfigError(
-                f"SeededPPO needs one PPO and one seed per run: {stack.n_runs} "
-                f"runs, {len(ppos)} PPOs, {len(seeds)} seeds"
-            )
-        if on_nonfinite not in ("stop_run", "stop_all"):
-            raise ConfigError(
-                f"on_nonfinite must be 'stop_run' or 'stop_all'; got {on_nonfinite!r}"
-            )
-        first = ppos[0]
-        for run, ppo in enumerate(ppos[1:], start=1):
-            for name in _STATIC:
-                if getattr(ppo, name) != getattr(first, name):
-                    raise ConfigError(
-                        f"run {run}'s PPO has {name} = {getattr(ppo, name)!r}, run "
-                        f"0's {getattr(first, name)!r}: the runs share one "
-                        "configuration"
-                    )
+        super().__init__("PPO", ppos, stack, seeds, on_nonfinite, _STATIC)
         self.ppos = list(ppos)
-        self.stack = stack
         self.envs_per_run = int(envs_per_run)
-        self.seeds = [int(seed) for seed in seeds]
-        self.on_nonfinite = on_nonfinite
         self.opt_state = stack_trees([ppo.opt_state for ppo in ppos])
-        self.stopped: dict[int, Exception] = {}
         self._update = jax.jit(
-            jax.vmap(first._update_fn, in_axes=(0, 0, 0, 0, 0, 0, 0, None))
+            jax.vmap(ppos[0]._update_fn, in_axes=(0, 0, 0, 0, 0, 0, 0, None))
         )
         self._keep = jax.jit(
             lambda active, new, old: jax.tree.map(
@@ -99,16 +76,6 @@ class SeededPPO:
                 old,
             )
         )
-
-    @property
-    def n_runs(self) -> int:
-        """K, the number of runs."""
-        return len(self.ppos)
-
-    def stop(self, run: int, error: Exception) -> None:
-        """Stop run ``run``: its weights and optimizer state never change
-        again (e.g. a run stopped before the checkpoint it resumes from)."""
-        self.stopped[run] = error
 
     def run_state(self, run: int) -> RunPPOState:
         """Run ``run``'s optimizer state, key and count, as a checkpoint object."""
@@ -210,12 +177,9 @@ class SeededPPO:
                         grad_norm=float(run_out["bad_grad_norm"]),
                     )
                 except NonFiniteLossError as error:
-                    self.stopped[run] = NonFiniteLossError(
-                        f"run {run} (seed {self.seeds[run]}): {error}", error.terms
-                    )
+                    self._stop_nonfinite(run, error)
                 metrics[run] = None
-        if failed and self.on_nonfinite == "stop_all":
-            raise self.stopped[failed[0]]
+        self._raise_if_stop_all(failed)
         return metrics
 
 

@@ -12,18 +12,19 @@ import numpy as np
 
 from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
 from parllel.jax.agents.sac_agent import SacAgent
+from parllel.jax.algos.replay_updates import ReplayArrays, run_update_calls
 from parllel.jax.algos.sac_setup import (
     EntropyCoefficient,
     SacOptimizers,
     build_sac_optimizers,
 )
-from parllel.jax.algos.sac_update import SacBatch, SacState, SacUpdate
+from parllel.jax.algos.sac_update import SacState, SacUpdate
 from parllel.jax.models.params import load_params, params_to_numpy
-from parllel.replays.updates import Replay, UpdateCount, takes_priorities
+from parllel.replays.updates import Replay, UpdateCount
 from parllel.seeding import check_seed
 from parllel.validation import check_count, check_fraction, check_positive
 
-__all__ = ["SAC", "EntropyCoefficient", "SacBatch", "build_sac_optimizers"]
+__all__ = ["SAC", "EntropyCoefficient", "build_sac_optimizers"]
 
 _TAG = 0x5AC  # folded into the seed's key: SAC's noise, not the agent's init
 _ACTOR_METRICS = ("pi_loss", "alpha_loss", "entropy", "actor_grad_norm")
@@ -141,12 +142,14 @@ class SAC:
             np.int32(self.updates_done),
         )
 
-    def update_batches(self, batches: SacBatch, noise: Any = None) -> dict[str, Any]:
+    def update_batches(
+        self, batches: ReplayArrays, noise: Any = None
+    ) -> dict[str, Any]:
         """Run ``K`` updates on stacked ``[K, batch, ...]`` batches in one call.
 
         Args:
-            batches: a :class:`SacBatch` with a leading ``K`` dim
-                (:meth:`SacBatch.stack`).
+            batches: replay batches stacked ``[K, batch, ...]``
+                (``ReplayArrays.stack(batches, np.float32)``).
             noise: optional standard-normal reparameterization noise
                 ``[K, 1 + policy_delay, batch, A]`` (row 0 the target's, then
                 each actor step's); default drawn from :attr:`key`.
@@ -220,17 +223,13 @@ class SAC:
         count = self.update_count(new_steps)
         if count == 0:
             return {"updates": 0.0}
-        if takes_priorities(replay):
-            history = []
-            for _ in range(count):
-                batch = replay.sample()
-                history.append(self.update_batches(SacBatch.stack([batch])))
-                assert self.last_td_error is not None
-                replay.update_priorities(batch.indices, self.last_td_error)
-            metrics = {k: np.concatenate([h[k] for h in history]) for k in history[0]}
-        else:
-            batches = SacBatch.stack([replay.sample() for _ in range(count)])
-            metrics = self.update_batches(batches)
+        metrics = run_update_calls(
+            replay,
+            count,
+            lambda batches: self.update_batches(
+                ReplayArrays.stack(batches, np.float32)
+            ),
+        )
         return _mean_metrics(metrics)
 
     # -- checkpoints -------------------------------------------------------------

@@ -11,9 +11,9 @@ import numpy as np
 
 from parllel.errors import ConfigError, NonFiniteLossError
 from parllel.jax.agents.sac_agent import SacPolicyParams
-from parllel.jax.algos.ppo_seeds import OnNonFinite
+from parllel.jax.algos.replay_updates import ReplayArrays
 from parllel.jax.algos.sac import SAC, _mean_metrics
-from parllel.jax.algos.sac_update import SacBatch
+from parllel.jax.algos.seeded import OnNonFinite, SeededRuns
 from parllel.jax.seeds import SeedStack, put_run, stack_trees, take_run
 from parllel.replays.per_run import PerRunReplay
 
@@ -22,7 +22,7 @@ __all__ = ["SeededSAC"]
 _STATIC = ("tau", "max_grad_norm", "learn_alpha", "target_entropy", "policy_delay")
 
 
-class SeededSAC:
+class SeededSAC(SeededRuns):
     """K runs of :class:`~parllel.jax.algos.SAC`, updated in one call.
 
     Each run keeps its own actor, critics, ``log_alpha``, optimizer states and
@@ -55,40 +55,15 @@ class SeededSAC:
         seeds: Sequence[int],
         on_nonfinite: OnNonFinite = "stop_all",
     ) -> None:
-        if len(sacs) != stack.n_runs or len(seeds) != stack.n_runs:
-            raise ConfigError(
-                f"SeededSAC needs one SAC and one seed per run: {stack.n_runs} "
-                f"runs, {len(sacs)} SACs, {len(seeds)} seeds"
-            )
-        if on_nonfinite not in ("stop_run", "stop_all"):
-            raise ConfigError(
-                f"on_nonfinite must be 'stop_run' or 'stop_all'; got {on_nonfinite!r}"
-            )
-        first = sacs[0]
-        for run, sac in enumerate(sacs[1:], start=1):
-            for name in _STATIC:
-                if getattr(sac, name) != getattr(first, name):
-                    raise ConfigError(
-                        f"run {run}'s SAC has {name} = {getattr(sac, name)!r}, run "
-                        f"0's {getattr(first, name)!r}: the runs share one "
-                        "configuration"
-                    )
+        super().__init__("SAC", sacs, stack, seeds, on_nonfinite, _STATIC)
+        for run, sac in enumerate(sacs):
             if sac.agent is not stack.agents[run]:
                 raise ConfigError(f"run {run}'s SAC must train stack.agents[{run}]")
         self.sacs = list(sacs)
-        self.stack = stack
-        self.seeds = [int(seed) for seed in seeds]
-        self.on_nonfinite = on_nonfinite
-        self.stopped: dict[int, Exception] = {}
         self.state = stack_trees([sac._state() for sac in sacs])
         self.keys = jnp.stack([sac.key for sac in sacs])
-        self._scan = jax.jit(jax.vmap(first.program.scan_with_keys))
+        self._scan = jax.jit(jax.vmap(sacs[0].program.scan_with_keys))
         self._set_policy()
-
-    @property
-    def n_runs(self) -> int:
-        """K, the number of runs."""
-        return len(self.sacs)
 
     @property
     def random_actions(self) -> bool:
@@ -106,10 +81,6 @@ class SeededSAC:
         """The stack's acting parameters: every run's actor and warm-up flag."""
         flags = np.array([sac.agent.random_actions for sac in self.sacs], np.bool_)
         self.stack.params = SacPolicyParams(self.state.actor, flags)
-
-    def stop(self, run: int, error: Exception) -> None:
-        """Stop run ``run``: its state never changes again."""
-        self.stopped[run] = error
 
     def optimize(
         self, replay: PerRunReplay, new_steps: int | None = None
@@ -136,7 +107,9 @@ class SeededSAC:
                 None if run in self.stopped else {"updates": 0.0}
                 for run in range(self.n_runs)
             ]
-        batches = SacBatch.from_replay(replay.sample_runs(count))  # [K, count, ...]
+        batches = ReplayArrays.from_replay(  # [K, count, ...]
+            replay.sample_runs(count), np.float32
+        )
         new_state, (vectors, td_errors), keys = self._scan(
             self.state, batches, self.keys
         )
@@ -155,9 +128,7 @@ class SeededSAC:
             try:
                 sac._check_finite(values)
             except NonFiniteLossError as error:
-                self.stopped[run] = NonFiniteLossError(
-                    f"run {run} (seed {self.seeds[run]}): {error}", error.terms
-                )
+                self._stop_nonfinite(run, error)
                 active[run] = False
                 failed.append(run)
                 metrics.append(None)
@@ -169,8 +140,7 @@ class SeededSAC:
             keys = keys.at[stopped].set(self.keys[stopped])
         self.state, self.keys = new_state, keys
         self._set_policy()
-        if failed and self.on_nonfinite == "stop_all":
-            raise self.stopped[failed[0]]
+        self._raise_if_stop_all(failed)
         return metrics
 
     def run_agent(self, run: int) -> RunSacAgent:

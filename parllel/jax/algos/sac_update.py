@@ -7,48 +7,14 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from parllel.jax.agents.sac_agent import SacAgent
 from parllel.jax.algos.optimizers import clip_grad_norm
+from parllel.jax.algos.replay_updates import ReplayArrays
 from parllel.jax.algos.sac_setup import SacOptimizers
-from parllel.replays.transitions import ReplayBatch
 
-__all__ = ["SacBatch", "SacState", "SacUpdate"]
-
-
-class SacBatch(NamedTuple):
-    """The fields of a :class:`~parllel.replays.ReplayBatch` an update reads,
-    ``[batch, ...]`` (or ``[K, batch, ...]`` for K updates)."""
-
-    observation: Any
-    action: Any
-    reward: Any
-    next_observation: Any
-    terminated: Any
-    discount: Any
-    weights: Any
-
-    @classmethod
-    def from_replay(cls, batch: ReplayBatch) -> SacBatch:
-        """The fields of a numpy ``ReplayBatch`` (float32 actions and rewards)."""
-        return cls(
-            batch.observation,
-            np.asarray(batch.action, np.float32),
-            np.asarray(batch.reward, np.float32),
-            batch.next_observation,
-            np.asarray(batch.terminated, bool),
-            np.asarray(batch.discount, np.float32),
-            np.asarray(batch.weights, np.float32),
-        )
-
-    @classmethod
-    def stack(cls, batches: list[ReplayBatch]) -> SacBatch:
-        """``K`` replay batches as one ``[K, batch, ...]`` batch."""
-        return jax.tree.map(
-            lambda *leaves: np.stack(leaves), *[cls.from_replay(b) for b in batches]
-        )
+__all__ = ["SacState", "SacUpdate"]
 
 
 class SacState(NamedTuple):
@@ -123,7 +89,7 @@ class SacUpdate:
         q = self.agent.q_values(critic_params, observation, action)  # [2, batch]
         return jnp.minimum(q[0], q[1])
 
-    def _target_q(self, state: SacState, batch: SacBatch, noise: Any) -> Any:
+    def _target_q(self, state: SacState, batch: ReplayArrays, noise: Any) -> Any:
         next_action, next_log_prob = self._squashed(
             state.actor, batch.next_observation, noise
         )
@@ -133,7 +99,7 @@ class SacUpdate:
         target = batch.reward + batch.discount * not_terminated * soft_value
         return jax.lax.stop_gradient(target)
 
-    def _critic_loss(self, critic_params: Any, batch: SacBatch, target: Any) -> Any:
+    def _critic_loss(self, critic_params: Any, batch: ReplayArrays, target: Any) -> Any:
         q = self.agent.q_values(critic_params, batch.observation, batch.action)
         td = q - target  # [2, batch]
         losses = 0.5 * jnp.mean(batch.weights * jnp.square(td), axis=-1)
@@ -163,7 +129,7 @@ class SacUpdate:
         return optax.apply_updates(params, updates), opt_state
 
     def _critic_step(
-        self, state: SacState, batch: SacBatch, noise: Any, metrics: dict[str, Any]
+        self, state: SacState, batch: ReplayArrays, noise: Any, metrics: dict[str, Any]
     ) -> tuple[Any, Any, Any]:
         target = self._target_q(state, batch, noise)
         grads, (losses, q, td) = jax.grad(self._critic_loss, has_aux=True)(
@@ -212,7 +178,7 @@ class SacUpdate:
         return (actor, log_alpha, actor_opt, alpha_opt), metrics
 
     def update(
-        self, state: SacState, batch: SacBatch, noise: Any
+        self, state: SacState, batch: ReplayArrays, noise: Any
     ) -> tuple[SacState, tuple[Any, Any]]:
         """One update; ``noise [1 + policy_delay, batch, A]``: the target's, then
         each actor step's. Returns the new state and ``(the scalar metrics as a
@@ -274,14 +240,16 @@ class SacUpdate:
         )
         return new_state, (vector, td_error)
 
-    def _noise_shape(self, batch: SacBatch) -> tuple[int, ...]:
+    def _noise_shape(self, batch: ReplayArrays) -> tuple[int, ...]:
         batch_size = batch.reward.shape[-1]
         return (1 + self.policy_delay, batch_size, self.agent.action_dim)
 
-    def scan_with_noise(self, state: SacState, batches: SacBatch, noise: Any) -> Any:
+    def scan_with_noise(
+        self, state: SacState, batches: ReplayArrays, noise: Any
+    ) -> Any:
         return jax.lax.scan(lambda s, x: self.update(s, *x), state, (batches, noise))
 
-    def scan_with_keys(self, state: SacState, batches: SacBatch, key: Any) -> Any:
+    def scan_with_keys(self, state: SacState, batches: ReplayArrays, key: Any) -> Any:
         count = batches.reward.shape[0]
         key, *keys = jax.random.split(key, count + 1)
         shape = self._noise_shape(batches)

@@ -15,128 +15,32 @@ from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
 from parllel.torch.algos.frame_batch import refuse_frames
 from parllel.torch.algos.gradients import clip_grad_norm
+from parllel.torch.algos.ppo_loss import (
+    STAT_NAMES,
+    clipped_surrogate_loss,
+    explained_variance,
+)
 from parllel.torch.algos.vtrace_correction import VTraceCorrection
 from parllel.torch.utils import check_device, numpy_to_torch_tree
-from parllel.validation import (
-    check_at_least,
-    check_count,
-    check_positive,
-    check_positive_or_schedule,
-)
+from parllel.validation import check_ppo_options
 
 __all__ = ["PPO"]
-
-_STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-
-
-def _masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    if mask is None:
-        return x.mean()
-    # ``where`` rather than a product: invalid steps may hold anything, even NaN.
-    total = torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device))
-    return total.sum() / mask.sum().clamp(min=1).to(x.dtype)
-
-
-def _normalized(advantage: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """``(a - mean) / (std + 1e-8)`` over the valid entries, with the sample std
-    (``ddof=1``) as SB3 and CleanRL; fewer than two entries stay as they are."""
-    n = (
-        torch.tensor(advantage.numel(), dtype=advantage.dtype, device=advantage.device)
-        if mask is None
-        else mask.sum().to(advantage.dtype)
-    )
-    mean = _masked_mean(advantage, mask)
-    bessel = n / (n - 1).clamp(min=1)
-    std = (_masked_mean((advantage - mean).pow(2), mask) * bessel).sqrt()
-    return torch.where(n > 1, (advantage - mean) / (std + 1e-8), advantage)
-
-
-def _explained_variance(
-    prediction: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None
-) -> float:
-    """``1 - Var(target - prediction) / Var(target)`` (NaN if the target is constant)."""
-    if mask is not None:
-        prediction, target = prediction[mask], target[mask]
-    if target.numel() < 2:
-        return math.nan
-    target_var = target.var()
-    if target_var <= 0:
-        return math.nan
-    return float(1.0 - (target - prediction).var() / target_var)
 
 
 class PPO:
     """PPO with clipped surrogate, optional value clipping and KL early stopping.
 
-    Each :meth:`optimize` call runs ``epochs`` passes over one batch, each
-    split into ``minibatches`` shuffled minibatches, one optimizer step per
-    minibatch. Per minibatch (masked by ``VALID`` where present)::
-
-        ratio       = exp(log_prob - old_log_prob)
-        policy_loss = -mean(min(ratio * A, clip(ratio, 1 - c, 1 + c) * A))
-        value_loss  = 0.5 * mean((value - return)^2)   # or the max with the
-                                                       # clipped value's error
-        loss        = policy_loss + value_loss_coef * value_loss
-                      - entropy_coef * mean(entropy)
-
-    Feed-forward minibatches shuffle all ``T * B`` samples; recurrent ones
-    (``recurrent=True``) shuffle env columns and keep whole sequences with
-    their ``INITIAL_STATE`` and resets. With ``target_kl``, the update stops
-    as soon as a minibatch's approximate KL (``mean((r - 1) - log r)``,
-    measured before its step) exceeds ``target_kl``; that step is skipped.
-
-    Under policy lag (asynchronous sampling), ``old_log_prob`` is the
-    behaviour policy's, recorded while sampling: the ratio is ``pi / mu``.
-    ``correction=VTraceCorrection(...)`` also replaces the batch's advantages
-    and value targets by V-trace's, computed from the current policy at the
-    start of each :meth:`optimize` (see :class:`VTraceCorrection`).
-
-    Schedules are callables of training progress in ``[0, 1]`` (see
-    :mod:`parllel.schedules`). Progress is passed to
-    :meth:`optimize`, or derived from ``total_updates`` and the number of
-    calls so far.
+    Each :meth:`optimize` runs ``epochs`` passes over one batch, each split
+    into ``minibatches`` shuffled minibatches (whole env columns with
+    ``recurrent=True``), one optimizer step per minibatch. The loss, masks,
+    schedules, V-trace ``correction``, ``compile`` and every option are
+    described in docs/torch.md ("PPO").
 
     Example:
-        >>> model, distribution = build_actor_critic(obs_space, action_space)
-        >>> optimizer = torch.optim.Adam(model.parameters(), lr=3e-4)
-        >>> ppo = PPO(ActorCriticEvaluator(model, distribution), optimizer,
+        >>> ppo = PPO(ActorCriticEvaluator(model, distribution),
+        ...           torch.optim.Adam(model.parameters(), lr=3e-4),
         ...           epochs=4, minibatches=4, target_kl=0.02)
         >>> metrics = ppo.optimize(numpy_to_torch_tree(sample_tree))
-
-    Args:
-        evaluator: the agent side; see :class:`PolicyEvaluator`.
-        optimizer: optimizer over the evaluator's parameters (gradients are
-            clipped over all of its parameter groups).
-        learning_rate: None (keep the optimizer's), a float, or a schedule;
-            set on every parameter group at each :meth:`optimize`.
-        clip_range: ratio clip ``c`` (float or schedule).
-        value_clip_range: if given, clip the value change from the old value
-            to this range (float or schedule).
-        value_loss_coef: weight of the value loss.
-        entropy_coef: weight of the entropy bonus.
-        max_grad_norm: clip the global gradient norm (None: no clipping;
-            the norm is still reported).
-        epochs: passes over each batch.
-        minibatches: minibatches per pass.
-        target_kl: optional KL threshold for early stopping.
-        normalize_advantage: normalize advantages per minibatch (masked), on
-            by default as in SB3 and CleanRL.
-        recurrent: minibatch over whole env columns and pass states/resets.
-        batch_shape: optional ``(T, B)``, checked against ``minibatches`` now
-            rather than at the first batch.
-        total_updates: number of :meth:`optimize` calls in training, used to
-            compute progress when it is not passed.
-        extra_input_fields: batch fields passed to the evaluator as keyword
-            arguments (e.g. ``(fields.PREV_ACTION, fields.PREV_REWARD)``).
-        device: if given, the batch is moved there first.
-        correction: None (use the batch's ``ADVANTAGE`` and ``RETURN``) or a
-            :class:`VTraceCorrection` (off-policy targets for lagged samples).
-        compile: ``torch.compile`` each minibatch's gradient computation
-            (loss, backward, clipping) and the optimizer's step: True with
-            inductor, or a backend's name. Small networks on a CPU, where
-            per-call overhead dominates, gain most; the first update compiles
-            (tens of seconds). The optimizer's learning rates become 0-dim
-            tensors, so a schedule does not recompile the step.
 
     Raises:
         ConfigError: any invalid hyperparameter, with the reason.
@@ -174,27 +78,23 @@ class PPO:
             raise ConfigError(
                 f"optimizer must be a torch.optim.Optimizer; got {type(optimizer).__name__}"
             )
-        check_positive_or_schedule("learning_rate", learning_rate, allow_none=True)
-        check_positive_or_schedule("clip_range", clip_range, allow_none=False)
-        check_positive_or_schedule("value_clip_range", value_clip_range, True)
-        for name, value in (
-            ("value_loss_coef", value_loss_coef),
-            ("entropy_coef", entropy_coef),
-        ):
-            if not (value >= 0 and math.isfinite(value)):
-                raise ConfigError(f"{name} must be non-negative; got {value}")
-        for name, limit in (("max_grad_norm", max_grad_norm), ("target_kl", target_kl)):
-            if limit is not None:
-                check_positive(name, limit, allow_inf=True)
-        check_count("epochs", epochs)
-        check_count("minibatches", minibatches)
+        check_ppo_options(
+            learning_rate=learning_rate,
+            clip_range=clip_range,
+            value_clip_range=value_clip_range,
+            value_loss_coef=value_loss_coef,
+            entropy_coef=entropy_coef,
+            max_grad_norm=max_grad_norm,
+            target_kl=target_kl,
+            epochs=epochs,
+            minibatches=minibatches,
+            total_updates=total_updates,
+        )
         if correction is not None and not isinstance(correction, VTraceCorrection):
             raise ConfigError(
                 "correction must be None or a VTraceCorrection (e.g. "
                 f"VTraceCorrection(gamma=0.99, trace_lambda=0.95)); got {correction!r}"
             )
-        if total_updates is not None:
-            check_at_least("total_updates", total_updates)
         if batch_shape is not None:
             T, B = batch_shape
             units, what = (B, "env columns B") if recurrent else (T * B, "T * B")
@@ -369,10 +269,10 @@ class PPO:
         self.updates_done += 1
 
         means = torch.stack(stat_rows).mean(dim=0).tolist() if stat_rows else []
-        metrics = dict(zip(_STAT_NAMES, means))
+        metrics = dict(zip(STAT_NAMES, means))
         metrics.update(
             grad_norm=float(torch.stack(grad_norms).mean()) if steps else 0.0,
-            explained_variance=_explained_variance(
+            explained_variance=explained_variance(
                 data.old_value.detach(), data.return_.detach(), data.valid
             ),
             learning_rate=float(self.optimizer.param_groups[0]["lr"]),
@@ -416,7 +316,7 @@ class PPO:
         clip_range: torch.Tensor,
         value_clip_range: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Loss of one minibatch and its detached statistics (``_STAT_NAMES``)."""
+        """Loss of one minibatch and its detached statistics (``STAT_NAMES``)."""
         evaluation = PolicyEvaluation(
             *self.evaluator.evaluate(
                 minibatch.observation,
@@ -426,51 +326,12 @@ class PPO:
                 **minibatch.extra_inputs,
             )
         )
-        mask = minibatch.valid
-        advantage, return_ = minibatch.advantage, minibatch.return_
-        old_log_prob, old_value = minibatch.old_log_prob, minibatch.old_value
-        if mask is not None:
-            # Zero stored data at invalid steps: masking the loss alone would
-            # still let NaN there reach the gradients (0 * NaN).
-            advantage, return_, old_log_prob, old_value = (
-                torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device))
-                for x in (advantage, return_, old_log_prob, old_value)
-            )
-        if self.normalize_advantage:
-            advantage = _normalized(advantage, mask)
-
-        log_ratio = evaluation.log_prob - old_log_prob
-        ratio = log_ratio.exp()
-        surrogate = torch.min(
-            ratio * advantage,
-            ratio.clamp(1.0 - clip_range, 1.0 + clip_range) * advantage,
+        return clipped_surrogate_loss(
+            evaluation,
+            minibatch,
+            clip_range,
+            value_clip_range,
+            value_loss_coef=self.value_loss_coef,
+            entropy_coef=self.entropy_coef,
+            normalize_advantage=self.normalize_advantage,
         )
-        policy_loss = -_masked_mean(surrogate, mask)
-
-        value_error = (evaluation.value - return_).pow(2)
-        if value_clip_range is not None:
-            clipped_value = old_value + (evaluation.value - old_value).clamp(
-                -value_clip_range, value_clip_range
-            )
-            value_error = torch.max(value_error, (clipped_value - return_).pow(2))
-        value_loss = 0.5 * _masked_mean(value_error, mask)
-        loss = policy_loss + self.value_loss_coef * value_loss
-        if self.entropy_coef:
-            entropy = _masked_mean(evaluation.entropy, mask)
-            loss = loss - self.entropy_coef * entropy
-        with torch.no_grad():
-            if not self.entropy_coef:  # only a statistic: keep it off the graph
-                entropy = _masked_mean(evaluation.entropy.detach(), mask)
-            approx_kl = _masked_mean((ratio - 1.0) - log_ratio, mask)
-            clipped = ((ratio - 1.0).abs() > clip_range).to(ratio.dtype)
-            clip_fraction = _masked_mean(clipped, mask)
-            stats = torch.stack(
-                [
-                    policy_loss.detach(),
-                    value_loss.detach(),
-                    entropy.detach(),
-                    approx_kl,
-                    clip_fraction,
-                ]
-            ).to(torch.float64)  # in the order of _STAT_NAMES
-        return loss, stats

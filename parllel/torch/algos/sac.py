@@ -31,64 +31,16 @@ __all__ = ["SAC", "EntropyCoefficient", "build_sac_optimizer"]
 class SAC:
     """Soft Actor-Critic over batches sampled from a replay.
 
-    Per update, on a batch ``(s, a, r, s', terminated, discount, weights)``
-    (``discount = gamma^k`` from an n-step replay, ``weights`` importance
-    weights, ones for uniform replay)::
-
-        a', log_pi' ~ pi(s')
-        y       = r + discount * (1 - terminated)
-                      * (min_i Q_targ_i(s', a') - alpha * log_pi')
-        q_loss  = mean(weights * ((Q_1(s, a) - y)^2 + (Q_2(s, a) - y)^2)) / 2
-        pi_loss = mean(alpha * log_pi(a~|s) - min_i Q_i(s, a~)),  a~ ~ pi(s)
-        alpha_loss = -mean(log_alpha * (log_pi(a~|s) + target_entropy))
-        one backward pass of q_loss + pi_loss + alpha_loss, every optimizer steps
-        Q_targ <- (1 - tau) * Q_targ + tau * Q
-
-    (with ``policy_delay=d > 1``: the critic steps on ``q_loss`` alone, and
-    every ``d``-th update the actor and alpha step ``d`` times on ``pi_loss +
-    alpha_loss`` against the updated critic, as CleanRL's ``policy_frequency``)
-
-    All three losses use the parameters before the step (the actor's loss
-    does not reach the critic's parameters), so one backward pass serves
-    them all; with one env and one update per step this halves the autograd
-    work per step compared with updating critic and actor one after another.
-    The usual optimizer is one fused Adam (:func:`build_sac_optimizer`);
-    targets are computed under ``torch.no_grad``; the target update is one
-    fused ``lerp`` over all tensors.
-
-    A truncated step bootstraps from its final observation (the replay's
-    ``next_observation``); only ``terminated`` stops the bootstrap.
+    Twin Q with a polyak-averaged target, a squashed Gaussian actor and
+    automatic entropy tuning; the losses, the one-backward-pass update,
+    ``policy_delay`` and every option are described in docs/off_policy.md
+    ("SAC").
 
     Example:
-        >>> agent = build_sac_agent(obs_space, action_space)
         >>> alpha = EntropyCoefficient(1.0)  # learned; a float fixes alpha
         >>> optimizer = build_sac_optimizer(agent, alpha, learning_rate=3e-4)
         >>> sac = SAC(agent, optimizer, alpha, replay_ratio=1.0)
         >>> metrics = sac.optimize(replay, new_steps=T * B)
-
-    Args:
-        agent: a :class:`~parllel.torch.agents.sac_agent.SacAgent` (or any
-            object with ``actor`` and ``critic`` modules, ``action_dim`` and
-            ``sample_with_log_prob(observation)``; ``critic(observation,
-            action)`` returns ``(q1, q2)``).
-        optimizer: one optimizer over every parameter of the actor, the
-            critic and a learned ``alpha`` (parameter groups may differ in
-            learning rate); :func:`build_sac_optimizer` builds the usual one,
-            a fused Adam with a group each.
-        alpha: the entropy coefficient: an :class:`EntropyCoefficient`
-            (learned or fixed), or a float for a fixed alpha.
-        target_entropy: default ``-action_dim``.
-        tau: polyak coefficient of the target update, in ``(0, 1]``.
-        updates_per_optimize: fixed gradient updates per :meth:`optimize`.
-        replay_ratio: or gradient updates per environment step.
-        max_grad_norm: optional gradient-norm clip for actor and critic.
-        policy_delay: 1 (default): critic, actor and alpha step together from
-            one backward pass. ``d > 1`` (CleanRL's ``policy_frequency``, TD3's
-            delay): the critic steps alone after every batch, and after every
-            ``d``-th batch the actor and alpha take ``d`` steps one after
-            another against the updated critic (as many actor steps in all,
-            delayed); each step is its own backward pass.
-        device: where batches are moved (default: the critic's device).
 
     Raises:
         ConfigError: invalid hyperparameters, or an optimizer that misses
