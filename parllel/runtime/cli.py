@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union
 from parllel._warnings import warn_at_caller
 from parllel.errors import (
     ConfigError,
+    EnvError,
     MissingDependencyError,
     ParllelWarning,
     RunDirectoryError,
@@ -297,14 +298,33 @@ def run_main(
     flags that do not go together) is printed as one line ``error: ...`` on
     stderr, without a traceback, and exits with status 2, as a bad flag does.
 
+    An env id that gymnasium does not know (a typo'd ``--env-id``: an
+    :class:`~parllel.errors.EnvError` caused by gymnasium's
+    ``UnregisteredEnv`` or ``DeprecatedEnv``) is such a mistake too: one
+    line naming the id's error and the flag to check, status 2.
+
     Raises:
-        SystemExit: status 2 on a ``ConfigError``.
+        SystemExit: status 2 on a ``ConfigError`` or an unknown env id.
     """
     try:
         return main(*parsed)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    except EnvError as error:
+        if not _is_unknown_env_id(error.__cause__):
+            raise
+        print(f"error: {error.__cause__} (check the env id: --env-id)", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _is_unknown_env_id(cause: BaseException | None) -> bool:
+    """Whether ``cause`` is gymnasium's error for an id it cannot make."""
+    try:
+        from gymnasium import error as gym_error
+    except ImportError:  # pragma: no cover - gymnasium is a core dependency
+        return False
+    return isinstance(cause, (gym_error.UnregisteredEnv, gym_error.DeprecatedEnv))
 
 
 def _strip_resume(args: Sequence[str]) -> list[str]:
