@@ -303,11 +303,24 @@ def run_main(
     ``UnregisteredEnv`` or ``DeprecatedEnv``) is such a mistake too: one
     line naming the id's error and the flag to check, status 2.
 
+    A Ctrl-C that reaches it (one outside training: while the script
+    imports, builds its cages or compiles, before the runner handles
+    interrupts) is one line too, with status 130, as a program killed by
+    SIGINT; during training the runner and :func:`report_outcome` handle it.
+
     Raises:
-        SystemExit: status 2 on a ``ConfigError`` or an unknown env id.
+        SystemExit: status 2 on a ``ConfigError`` or an unknown env id,
+            130 on a ``KeyboardInterrupt``.
     """
     try:
         return main(*parsed)
+    except KeyboardInterrupt:
+        print(
+            "interrupted (Ctrl-C) outside training, before it started or after it "
+            "ended: no checkpoint written by this interruption",
+            file=sys.stderr,
+        )
+        raise SystemExit(128 + SIGINT) from None
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

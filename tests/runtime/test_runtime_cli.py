@@ -283,3 +283,14 @@ def test_run_main_prints_an_unknown_env_id_as_one_line_with_status_2(capsys):
 
     with pytest.raises(EnvError, match="boom"):
         run_main(broken, parse_config(Config, argv=[]))
+
+
+def test_run_main_prints_a_ctrl_c_during_setup_as_one_line_with_status_130(capsys):
+    def main(config: Config, resume: str | None) -> int:
+        raise KeyboardInterrupt  # Ctrl-C while the script builds its cages
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(main, parse_config(Config, argv=[]))
+    assert exit_info.value.code == 130  # as a program killed by SIGINT
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("interrupted (Ctrl-C) outside training")
