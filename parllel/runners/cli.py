@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union
 from parllel._warnings import warn_at_caller
 from parllel.errors import (
     ConfigError,
+    EnvError,
     MissingDependencyError,
     ParllelWarning,
     RunDirectoryError,
@@ -274,14 +275,46 @@ def run_main(
     flags that do not go together) is printed as one line ``error: ...`` on
     stderr, without a traceback, and exits with status 2, as a bad flag does.
 
+    An env id that gymnasium does not know (a typo'd ``--env-id``: an
+    :class:`~parllel.errors.EnvError` caused by gymnasium's
+    ``UnregisteredEnv`` or ``DeprecatedEnv``) is such a mistake too: one
+    line naming the id's error and the flag to check, status 2.
+
+    A Ctrl-C that reaches it (one outside training: while the script
+    imports, builds its cages or compiles, before the runner handles
+    interrupts) is one line too, with status 130, as a program killed by
+    SIGINT; during training the runner and :func:`report_outcome` handle it.
+
     Raises:
-        SystemExit: status 2 on a ``ConfigError``.
+        SystemExit: status 2 on a ``ConfigError`` or an unknown env id,
+            130 on a ``KeyboardInterrupt``.
     """
     try:
         return main(*parsed)
+    except KeyboardInterrupt:
+        print(
+            "interrupted (Ctrl-C) outside training, before it started or after it "
+            "ended: no checkpoint written by this interruption",
+            file=sys.stderr,
+        )
+        raise SystemExit(128 + SIGINT) from None
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    except EnvError as error:
+        if not _is_unknown_env_id(error.__cause__):
+            raise
+        print(f"error: {error.__cause__} (check the env id: --env-id)", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _is_unknown_env_id(cause: BaseException | None) -> bool:
+    """Whether ``cause`` is gymnasium's error for an id it cannot make."""
+    try:
+        from gymnasium import error as gym_error
+    except ImportError:  # pragma: no cover - gymnasium is a core dependency
+        return False
+    return isinstance(cause, (gym_error.UnregisteredEnv, gym_error.DeprecatedEnv))
 
 
 def _strip_resume(args: Sequence[str]) -> list[str]:

@@ -259,3 +259,38 @@ def test_resume_keeps_the_scripts_nested_defaults_the_saved_config_lacks(tmp_pat
     run = RunDirectory.create(tmp_path, "old", config={"run": {"console": "auto"}})
     config = config_from_run(ScriptDefaults, run.path)
     assert config.run == Settings(console="auto", sizes=(7,))  # not Settings().sizes
+
+
+def test_run_main_prints_an_unknown_env_id_as_one_line_with_status_2(capsys):
+    import gymnasium as gym
+
+    from parllel.cages import SerialCage
+    from parllel.errors import EnvError
+
+    def main(config: Config, resume: str | None) -> int:
+        SerialCage(lambda: gym.make("CartPol-v1"), n_envs=1)  # a typo'd id
+        return 0
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(main, parse_config(Config, argv=[]))
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: Environment `CartPol` doesn't exist.")
+    assert "Did you mean: `CartPole`?" in line and line.endswith("--env-id)")
+
+    def broken(config: Config, resume: str | None) -> int:  # other env errors raise
+        raise EnvError("env 0 raised ValueError in its construction: boom")
+
+    with pytest.raises(EnvError, match="boom"):
+        run_main(broken, parse_config(Config, argv=[]))
+
+
+def test_run_main_prints_a_ctrl_c_during_setup_as_one_line_with_status_130(capsys):
+    def main(config: Config, resume: str | None) -> int:
+        raise KeyboardInterrupt  # Ctrl-C while the script builds its cages
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(main, parse_config(Config, argv=[]))
+    assert exit_info.value.code == 130  # as a program killed by SIGINT
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("interrupted (Ctrl-C) outside training")
