@@ -11,9 +11,9 @@ message). Import them from here (``from parllel.errors import EnvError``); the
 modules hold one layer each:
 
 ``base`` (the bases, errors of every layer), ``arrays`` (arrays, trees),
-``cages``, ``samplers``, ``distributed``, ``replays``, ``interop``,
-``multiagent``, ``learning`` (the torch layer: losses, policy export) and
-``runtime`` (run directories, checkpoints). The interop errors that are also
+``cages``, ``samplers``, ``distributed``, ``replays``, ``multiagent``,
+``export`` (policy files) and ``runtime`` (run directories,
+checkpoints). The interop errors that are also
 gymnasium's vector-env exception types are in :mod:`parllel.errors.vector_env`
 (it imports gymnasium, so this package does not import it).
 """
@@ -23,7 +23,6 @@ from __future__ import annotations
 from parllel.errors.arrays import (
     ArrayClosedError,
     DtypeError,
-    NotSharedError,
     ShapeError,
     TreeStructureError,
 )
@@ -43,23 +42,14 @@ from parllel.errors.cages import (
     EnvError,
     EnvIndexError,
     InvalidActionError,
-    MainGuardError,
     SpaceMismatchError,
     StepTimeoutError,
     UnknownOptionError,
     WorkerDiedError,
 )
 from parllel.errors.distributed import DistributedSamplerError
-from parllel.errors.interop import UnsupportedVectorEnvError
-from parllel.errors.learning import (
-    NonFiniteLossError,
-    PolicyExportError,
-    PolicyFileError,
-)
-from parllel.errors.multiagent import (
-    MismatchedAgentsError,
-    UnknownSnapshotError,
-)
+from parllel.errors.export import PolicyFileError
+from parllel.errors.multiagent import MismatchedAgentsError
 from parllel.errors.replays import ReplayError
 from parllel.errors.runtime import (
     CheckpointError,
@@ -69,7 +59,6 @@ from parllel.errors.runtime import (
 from parllel.errors.samplers import (
     BackgroundSamplerError,
     PolicyLagError,
-    TreeRingClosedError,
     TreeRingError,
 )
 
@@ -89,15 +78,11 @@ __all__ = [
     "EnvError",
     "EnvIndexError",
     "InvalidActionError",
-    "MainGuardError",
     "MismatchedAgentsError",
     "MissingDependencyError",
     "NonFiniteError",
-    "NonFiniteLossError",
-    "NotSharedError",
     "ParllelError",
     "ParllelWarning",
-    "PolicyExportError",
     "PolicyFileError",
     "PolicyLagError",
     "ReplayError",
@@ -105,12 +90,9 @@ __all__ = [
     "ShapeError",
     "SpaceMismatchError",
     "StepTimeoutError",
-    "TreeRingClosedError",
     "TreeRingError",
     "TreeStructureError",
     "UnknownOptionError",
-    "UnknownSnapshotError",
-    "UnsupportedVectorEnvError",
     "WorkerDiedError",
 ]
 

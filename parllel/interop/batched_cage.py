@@ -20,7 +20,7 @@ from gymnasium.vector.utils import iterate
 from parllel.cages import Cage, CageOptions, EnvSpaces, TrajInfo
 from parllel.cages.cage_checks import raise_closed_slot
 from parllel.cages.env_info import InfoSlotTables
-from parllel.errors import EnvError, ParllelError, UnsupportedVectorEnvError
+from parllel.errors import ConfigError, EnvError, ParllelError
 from parllel.interop.vector_env_access import vector_error
 from parllel.interop.vector_episodes import EpisodeRecorder
 from parllel.interop.vector_spaces import ObservationWriter, vector_actions
@@ -67,7 +67,7 @@ class BatchedEnvCage(Cage):
                 if reset_mode == "wait"
                 else "samplers need 'auto', and the batched env already is one"
             )
-            raise UnsupportedVectorEnvError(
+            raise ConfigError(
                 f"{type(self).__name__} cannot run reset_mode={reset_mode!r}: "
                 f"{self.batched_env} steps every env at each step, so {why}. Use "
                 "reset_mode='auto' (FeedForwardSampler, AlternatingSampler, "

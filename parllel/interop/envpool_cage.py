@@ -17,7 +17,6 @@ from parllel.cages.env_info import KeptInfos
 from parllel.cages.probe import spaces_example
 from parllel.errors import (
     ConfigError,
-    UnsupportedVectorEnvError,
 )
 from parllel.interop.batched_cage import BatchedEnvCage, StepResult
 from parllel.interop.envpool_pool import (
@@ -85,7 +84,7 @@ class EnvPoolCage(BatchedEnvCage):
     exists. :meth:`render` works if the pool was built with
     ``render_mode="rgb_array"``; other env access (``call``, ``get_attr``,
     ``set_attr``, ``apply``) has no Python envs to reach and raises
-    :class:`~parllel.errors.UnsupportedVectorEnvError`.
+    :class:`~parllel.errors.ConfigError`.
 
     Args:
         pool: an EnvPool with the gymnasium API in sync mode (``batch_size``
@@ -305,7 +304,7 @@ class EnvPoolCage(BatchedEnvCage):
         self, name: str, args: tuple, kwargs: dict, indices: list[int]
     ) -> list[Any]:
         if name != "render" or args or kwargs:
-            raise UnsupportedVectorEnvError(
+            raise ConfigError(
                 f"EnvPoolCage cannot call {name!r} on its envs: EnvPool's envs are "
                 "C++ objects without Python attributes (only render() is "
                 f"forwarded). Read the pool's settings from cage.pool.config"
@@ -314,7 +313,7 @@ class EnvPoolCage(BatchedEnvCage):
         return list(frames)
 
     def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"EnvPoolCage cannot set {name!r} on its envs: EnvPool's envs are C++ "
             "objects configured when the pool is built (envpool.make_gymnasium"
             "(task_id, ...) keyword arguments)"

@@ -31,7 +31,7 @@ from envpool.python.gymnasium_envpool import GymnasiumEnvPoolMixin
 
 from parllel.cages.probe import env_error, step_example
 from parllel.cages.spaces import EnvSpaces
-from parllel.errors import UnsupportedVectorEnvError
+from parllel.errors import ConfigError
 from parllel.interop.vector_infos import info_row
 from parllel.seeding import action_space_seed
 from parllel.tree import tree_map
@@ -61,7 +61,7 @@ def pool_name(pool: Any) -> str:
 
 
 def check_pool(pool: Any) -> None:
-    """Raise :class:`UnsupportedVectorEnvError` unless an EnvPoolCage can step ``pool``.
+    """Raise :class:`ConfigError` unless an EnvPoolCage can step ``pool``.
 
     It must be an EnvPool with the gymnasium API (``envpool.make_gymnasium``,
     or ``envpool.make(..., env_type="gymnasium")`` / ``"gym"``), open, in sync
@@ -69,31 +69,31 @@ def check_pool(pool: Any) -> None:
     one player per env.
     """
     if isinstance(pool, EnvPoolMixin) and not isinstance(pool, GymnasiumEnvPoolMixin):
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"{type(pool).__name__} is an EnvPool with the dm_env API "
             "(env_type='dm'); EnvPoolCage needs EnvPool's gymnasium API: build it "
             "with envpool.make_gymnasium(task_id, ...) or envpool.make(task_id, "
             "env_type='gymnasium', ...)"
         )
     if not isinstance(pool, GymnasiumEnvPoolMixin):
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"EnvPoolCage needs an EnvPool built by envpool.make_gymnasium(...), got "
             f"{type(pool).__name__}; for other gymnasium vector envs use "
             "VectorEnvCage, for env factories SerialCage or ProcessCage"
         )
     env: Any = pool  # an EnvPool: its config and mode come from its C++ side
     if getattr(env, "closed", False):
-        raise UnsupportedVectorEnvError(f"the EnvPool {pool_name(env)} is closed")
+        raise ConfigError(f"the EnvPool {pool_name(env)} is closed")
     config = env.config
     if env.is_async:
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"the EnvPool {pool_name(pool)} is asynchronous (batch_size="
             f"{config['batch_size']} < num_envs={config['num_envs']}): each step "
             "would return a different subset of envs, but a cage steps every env "
             "each step. Build it with batch_size=num_envs (EnvPool's default)"
         )
     if int(config.get("max_num_players", 1)) != 1:
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"the EnvPool {pool_name(pool)} has max_num_players="
             f"{config['max_num_players']}; EnvPoolCage steps one player per env"
         )

@@ -60,7 +60,7 @@ class VectorEnvCage(BatchedEnvCage):
     ``info["final_obs"]``) or not at all (``DISABLED``: the cage resets the
     finished envs with ``reset(options={"reset_mask": done})`` right after
     the step). ``NEXT_STEP`` (gymnasium's default) is refused with
-    :class:`~parllel.errors.UnsupportedVectorEnvError`, which says how to
+    :class:`~parllel.errors.ConfigError`, which says how to
     build the vector env instead. Only ``reset_mode="auto"`` exists: a
     vector env steps every env at each ``step()``, so a finished env cannot
     idle until the sampler resets it (wait mode).
@@ -88,7 +88,7 @@ class VectorEnvCage(BatchedEnvCage):
     :meth:`render` delegate to the vector env's ``call`` / ``set_attr``.
     Some of the envs only (``env_indices``) and :meth:`apply` need the envs
     themselves, which a ``SyncVectorEnv`` has; other vector envs refuse them
-    with :class:`~parllel.errors.UnsupportedVectorEnvError`.
+    with :class:`~parllel.errors.ConfigError`.
 
     Args:
         vector_env: the vector env (``SyncVectorEnv``, ``AsyncVectorEnv`` or

@@ -31,7 +31,7 @@ import gymnasium as gym
 import numpy as np
 from flax import linen as nn
 
-from parllel.errors import PolicyExportError
+from parllel.errors import ConfigError
 from parllel.export.factory import factory_reference
 from parllel.export.header import policy_header
 from parllel.export.network import ACTIVATIONS
@@ -73,7 +73,7 @@ def _field_to_data(value: Any, path: str) -> Any:
         return np.dtype(value).name
     if callable(value) and value in _ACTIVATION_NAMES:
         return _ACTIVATION_NAMES[value]
-    raise PolicyExportError(
+    raise ConfigError(
         f"{path}={value!r} cannot be stored in a numpy policy file: the "
         f"activations it knows are {sorted(ACTIVATIONS)} (flax.linen's), other "
         "fields must be numbers, strings, lists, dicts or modules"
@@ -85,7 +85,7 @@ def describe_module(module: nn.Module) -> dict[str, Any]:
     described likewise, activations by name, dtypes by name).
 
     Raises:
-        PolicyExportError: a field with no plain form (a custom activation).
+        ConfigError: a field with no plain form (a custom activation).
     """
     data: dict[str, Any] = {"type": type(module).__name__}
     for field in dataclasses.fields(module):
@@ -104,7 +104,7 @@ def describe_distribution(distribution: Any) -> dict[str, Any]:
     """A JAX action distribution as plain data (what acting needs of it).
 
     Raises:
-        PolicyExportError: a distribution this version cannot play in numpy.
+        ConfigError: a distribution this version cannot play in numpy.
     """
     if isinstance(distribution, Categorical):
         return {"type": "Categorical", "num_actions": distribution.num_actions}
@@ -126,7 +126,7 @@ def describe_distribution(distribution: Any) -> dict[str, Any]:
             "min_log_std": distribution.min_log_std,
             "max_log_std": distribution.max_log_std,
         }
-    raise PolicyExportError(
+    raise ConfigError(
         f"cannot export a policy with distribution {type(distribution).__name__}: "
         "Categorical, Gaussian and SquashedGaussian play in numpy"
     )
@@ -166,7 +166,7 @@ def _acting(agent: Any) -> _Acting:
     if isinstance(agent, DqnAgent):
         epsilon = {"type": "EpsilonGreedy", "epsilon": float(agent.epsilon)}
         return _Acting("dqn", "q_network", agent.q_network, epsilon, None)
-    raise PolicyExportError(
+    raise ConfigError(
         f"cannot export a {type(agent).__name__}: parllel.jax.export exports "
         "ActorCriticAgent, SacAgent and DqnAgent (and a seed run's RunView or "
         "SeededSAC.run_agent(k))"
@@ -180,7 +180,7 @@ def _header(
     **describe: Any,
 ) -> tuple[dict[str, Any], _Acting]:
     if observation_space is None or action_space is None:
-        raise PolicyExportError(
+        raise ConfigError(
             "a JAX agent does not record its spaces: pass observation_space= and "
             "action_space= (the env's)"
         )
@@ -245,7 +245,7 @@ def export_policy(
         The file written (atomically).
 
     Raises:
-        PolicyExportError: no spaces given, an agent, distribution or
+        ConfigError: no spaces given, an agent, distribution or
             activation that cannot be exported.
     """
     path = Path(path)

@@ -11,7 +11,7 @@ import optax
 import pytest
 
 from parllel import fields
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax.agents import ActorCriticAgent
 from parllel.jax.algos import PPO, adam, minibatch_permutations
 from parllel.jax.models import build_actor_critic, params_from_torch, params_to_torch
@@ -164,5 +164,5 @@ def test_state_dict_round_trip_and_refusals():
     bad = _batch(gym.spaces.Discrete(3), 0)
     bad[fields.ADVANTAGE][0, 0] = np.inf
     bad[fields.VALID][:] = True
-    with pytest.raises(NonFiniteLossError):
+    with pytest.raises(NonFiniteError):
         ppo.optimize(bad)

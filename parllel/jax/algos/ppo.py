@@ -66,7 +66,7 @@ class PPO:
     Schedules (learning rate, clip ranges) are evaluated on the host once
     per call and enter as arguments (no recompilation). A non-finite loss or
     gradient norm stops the update at that step (the weights stay those of
-    the last finite step) and raises :class:`~parllel.errors.NonFiniteLossError`.
+    the last finite step) and raises :class:`~parllel.errors.NonFiniteError`.
 
     Example:
         >>> ppo = PPO(agent, adam(3e-4), learning_rate=linear_schedule(3e-4, 0.0),
@@ -245,7 +245,7 @@ class PPO:
             ``epochs_run``, ``minibatch_updates``, ``early_stopped``.
 
         Raises:
-            NonFiniteLossError: a loss or gradient norm was NaN or infinite.
+            NonFiniteError: a loss or gradient norm was NaN or infinite.
         """
         progress = self._progress(progress)
         data = self._data(batch)

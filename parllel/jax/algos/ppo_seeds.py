@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax.algos.ppo import PPO
 from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.jax.seeds import SeedStack, put_run, stack_trees, take_run
@@ -43,7 +43,7 @@ class SeededPPO:
     A non-finite loss in run ``k`` leaves its weights at its last finite
     step (as a single PPO does) and never touches another run. With
     ``on_nonfinite="stop_all"`` the update then raises
-    :class:`~parllel.errors.NonFiniteLossError` naming the run and its seed;
+    :class:`~parllel.errors.NonFiniteError` naming the run and its seed;
     with ``"stop_run"`` that run is frozen (its weights and optimizer state
     never change again, :attr:`stopped` holds its error) and the others
     train on.
@@ -170,7 +170,7 @@ class SeededPPO:
             loss (now or before).
 
         Raises:
-            NonFiniteLossError: with ``on_nonfinite="stop_all"``, a run's loss
+            NonFiniteError: with ``on_nonfinite="stop_all"``, a run's loss
                 or gradient norm was NaN or infinite (its seed is named).
         """
         data = self._run_data(batch)
@@ -219,8 +219,8 @@ class SeededPPO:
                         loss=float(run_out["bad_loss"]),
                         grad_norm=float(run_out["bad_grad_norm"]),
                     )
-                except NonFiniteLossError as error:
-                    self.stopped[run] = NonFiniteLossError(
+                except NonFiniteError as error:
+                    self.stopped[run] = NonFiniteError(
                         f"run {run} (seed {self.seeds[run]}): {error}", error.terms
                     )
                 metrics[run] = None

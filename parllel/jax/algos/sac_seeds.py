@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax.agents.sac_agent import SacPolicyParams
 from parllel.jax.algos.ppo_seeds import OnNonFinite
 from parllel.jax.algos.sac import SAC, _mean_metrics
@@ -38,7 +38,7 @@ class SeededSAC:
     A non-finite loss or gradient norm in run ``k`` keeps nothing of that
     call for run ``k`` (as a single SAC) and never touches another run. With
     ``on_nonfinite="stop_all"`` it raises
-    :class:`~parllel.errors.NonFiniteLossError` naming the run and its seed;
+    :class:`~parllel.errors.NonFiniteError` naming the run and its seed;
     with ``"stop_run"`` the run is frozen and the others train on.
 
     Example:
@@ -137,7 +137,7 @@ class SeededSAC:
             <parllel.jax.algos.SAC.optimize>`); None for a stopped run.
 
         Raises:
-            NonFiniteLossError: with ``on_nonfinite="stop_all"``, a run's
+            NonFiniteError: with ``on_nonfinite="stop_all"``, a run's
                 loss or gradient norm was NaN or infinite (its seed is named).
         """
         counts = {sac.update_count(new_steps) for sac in self.sacs}
@@ -165,8 +165,8 @@ class SeededSAC:
             values["td_error"] = td_errors[run]
             try:
                 sac._check_finite(values)
-            except NonFiniteLossError as error:
-                self.stopped[run] = NonFiniteLossError(
+            except NonFiniteError as error:
+                self.stopped[run] = NonFiniteError(
                     f"run {run} (seed {self.seeds[run]}): {error}", error.terms
                 )
                 active[run] = False
