@@ -14,7 +14,6 @@ No torch is imported here.
 
 from parllel.cages.building import build_cages
 from parllel.cages.cage import Cage
-from parllel.cages.env_info import numeric_info_example
 from parllel.cages.factories import PerEnvFactories
 from parllel.cages.layout.balance import LoadBalancer
 from parllel.cages.layout.policy import ProcessLayout
@@ -35,5 +34,4 @@ __all__ = [
     "SerialCage",
     "TrajInfo",
     "build_cages",
-    "numeric_info_example",
 ]

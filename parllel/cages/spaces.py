@@ -68,7 +68,7 @@ def env_spaces(env: Any) -> EnvSpaces:
         if multiagent:
             reason = (
                 "a PettingZoo env (its spaces are per-agent methods): give the cage "
-                "parllel.multiagent.ParallelEnvAdapter(factory) for a ParallelEnv, "
+                "parllel.multiagent.parallel_env.ParallelEnvAdapter(factory) for a ParallelEnv, "
                 "or AECEnvAdapter for an AECEnv (docs/multiagent.md)"
             )
         else:

@@ -14,7 +14,7 @@ arrays and the observation normalizer's statistics.
     policy = load_numpy_policy(run.path)
 
 Exportable agents: :class:`~parllel.jax.agents.ActorCriticAgent` (PPO),
-:class:`~parllel.jax.agents.SacAgent` and the JAX DQN agent, and one run of a
+:class:`~parllel.jax.agents.sac_agent.SacAgent` and the JAX DQN agent, and one run of a
 seed group (:class:`~parllel.jax.seeds.RunView`, ``SeededSAC.run_agent(k)``):
 its run's parameters with the group's networks.
 """
@@ -40,7 +40,9 @@ from parllel.export.npz import NPZ_POLICY_FILE, write_npz_policy
 from parllel.export.numpy_policy import WEIGHTS
 from parllel.export.run_export import PolicyExporter
 from parllel.export.spec import write_spec_file
-from parllel.jax.agents import ActorCriticAgent, DqnAgent, SacAgent
+from parllel.jax.agents import ActorCriticAgent
+from parllel.jax.agents.dqn_agent import DqnAgent
+from parllel.jax.agents.sac_agent import SacAgent
 from parllel.jax.algos.sac_seeds import RunSacAgent
 from parllel.jax.distributions import Categorical, Gaussian, SquashedGaussian
 from parllel.jax.seeds import RunView

@@ -38,7 +38,7 @@ class UniformReplay:
 
     A sample's ``next_observation`` is the episode's ``FINAL_OBSERVATION``
     where the step ended an episode, never the next episode's reset
-    observation; see :class:`~parllel.replays.ReplayBatch` for n-step samples.
+    observation; see :class:`~parllel.replays.transitions.ReplayBatch` for n-step samples.
 
     Example:
         >>> tree = build_replay_tree(cage, handler, batch_T=T, full_size=100_000)

@@ -20,7 +20,8 @@ envpool = pytest.importorskip("envpool")
 
 from parllel import fields  # noqa: E402
 from parllel.agents import NumpyHandler, RandomAgent, ScriptedAgent  # noqa: E402
-from parllel.cages import CageOptions, TrajInfo, numeric_info_example  # noqa: E402
+from parllel.cages import CageOptions, TrajInfo  # noqa: E402
+from parllel.cages.env_info import numeric_info_example  # noqa: E402
 from parllel.interop import make_envpool_cage  # noqa: E402
 from parllel.patterns import build_sample_tree  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402

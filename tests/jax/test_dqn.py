@@ -14,7 +14,7 @@ from parllel.jax.algos.dqn import DQN
 from parllel.jax.algos.dqn_update import huber
 from parllel.jax.algos.optimizers import adam
 from parllel.jax.models.params import params_to_numpy
-from parllel.replays import ReplayBatch
+from parllel.replays.transitions import ReplayBatch
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT = gym.spaces.Discrete(5)

@@ -13,8 +13,10 @@ import pytest
 from parllel import fields
 from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax.agents import ActorCriticAgent
-from parllel.jax.algos import PPO, adam, minibatch_permutations
-from parllel.jax.models import build_actor_critic, params_from_torch, params_to_torch
+from parllel.jax.algos import PPO, adam
+from parllel.jax.algos.ppo_batch import minibatch_permutations
+from parllel.jax.models import build_actor_critic
+from parllel.jax.models.params import params_from_torch, params_to_torch
 
 torch = pytest.importorskip("torch")
 torch_models = pytest.importorskip("parllel.torch.models")

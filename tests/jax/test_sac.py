@@ -12,7 +12,7 @@ from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteError
 from parllel.jax.agents.sac_agent import SacAgent, build_sac_agent
 from parllel.jax.algos.sac import SAC, EntropyCoefficient
 from parllel.jax.algos.sac_setup import build_sac_optimizers
-from parllel.replays import ReplayBatch
+from parllel.replays.transitions import ReplayBatch
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACT = gym.spaces.Box(

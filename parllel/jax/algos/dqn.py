@@ -17,7 +17,7 @@ from parllel.jax.algos.dqn_update import METRIC_NAMES, DqnState, DqnUpdate
 from parllel.jax.algos.replay_updates import ReplayArrays, run_update_calls
 from parllel.jax.models.encoders import is_image_encoder
 from parllel.jax.models.params import load_params, params_to_numpy
-from parllel.replays import ReplayBatch
+from parllel.replays.transitions import ReplayBatch
 from parllel.replays.updates import Replay, UpdateCount
 from parllel.validation import check_positive, check_target_update
 
@@ -53,7 +53,7 @@ class DQN:
         >>> metrics = dqn.optimize(replay, new_steps=T * B)
 
     Args:
-        agent: the :class:`~parllel.jax.agents.DqnAgent` (its parameters are
+        agent: the :class:`~parllel.jax.agents.dqn_agent.DqnAgent` (its parameters are
             trained and written back after every call).
         optimizer: an optax transformation of the Q-network's parameters
             (e.g. :func:`~parllel.jax.algos.adam`, torch's Adam).

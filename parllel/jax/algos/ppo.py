@@ -41,7 +41,7 @@ from parllel.validation import (
     check_positive_or_schedule,
 )
 
-__all__ = ["PPO", "minibatch_permutations"]
+__all__ = ["PPO"]
 
 
 _STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")

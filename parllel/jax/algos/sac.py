@@ -54,7 +54,7 @@ class SAC:
         >>> metrics = sac.optimize(replay, new_steps=T * B)
 
     Args:
-        agent: the :class:`~parllel.jax.agents.SacAgent` (its parameters are
+        agent: the :class:`~parllel.jax.agents.sac_agent.SacAgent` (its parameters are
             trained and written back after every call).
         optimizers: :class:`~parllel.jax.algos.SacOptimizers`
             (:func:`build_sac_optimizers`).

@@ -213,7 +213,7 @@ class SeededSAC:
 
 class RunSacAgent:
     """One run's agent as a checkpoint object (a single run's
-    :class:`~parllel.jax.agents.SacAgent` ``state_dict``: actor, critic)."""
+    :class:`~parllel.jax.agents.sac_agent.SacAgent` ``state_dict``: actor, critic)."""
 
     def __init__(self, seeded: SeededSAC, run: int) -> None:
         self.seeded = seeded

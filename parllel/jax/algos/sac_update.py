@@ -19,7 +19,7 @@ __all__ = ["SacBatch", "SacState", "SacUpdate"]
 
 
 class SacBatch(NamedTuple):
-    """The fields of a :class:`~parllel.replays.ReplayBatch` an update reads,
+    """The fields of a :class:`~parllel.replays.transitions.ReplayBatch` an update reads,
     ``[batch, ...]`` (or ``[K, batch, ...]`` for K updates)."""
 
     observation: Any
@@ -75,7 +75,7 @@ class SacUpdate:
     :attr:`metric_names`) and the ``|TD error|`` of every sample.
 
     Args:
-        agent: the :class:`~parllel.jax.agents.SacAgent` (its networks and
+        agent: the :class:`~parllel.jax.agents.sac_agent.SacAgent` (its networks and
             distribution; its parameters are in the state).
         optimizers: the :class:`~parllel.jax.algos.SacOptimizers`.
         tau: polyak coefficient of the target update.

@@ -12,7 +12,9 @@
 
 :func:`export_policy`, :func:`load_policy`, :class:`Policy` and
 :class:`PolicyExport` are imported from :mod:`parllel.torch`; this package
-exports the tools for custom agents and policy files.
+exports :func:`register_agent_builder`; reading and describing a file
+(``read_policy_file``, ``describe_policy``) are in
+:mod:`parllel.torch.export.artifact`.
 
 Example::
 
@@ -22,12 +24,8 @@ Example::
     action = policy.act(observation)
 """
 
-from parllel.torch.export.artifact import describe_policy, read_policy_file
-from parllel.torch.export.builders import AgentBuilder, register_agent_builder
+from parllel.torch.export.builders import register_agent_builder
 
 __all__ = [
-    "AgentBuilder",
-    "describe_policy",
-    "read_policy_file",
     "register_agent_builder",
 ]
