@@ -44,8 +44,8 @@ def check_vector_env(vector_env: Any) -> None:
     """Refuse what is no open gymnasium vector env, or is an EnvPool.
 
     Raises:
-        ConfigError: not a ``gymnasium.vector.VectorEnv``, or closed.
-        ConfigError: an EnvPool (it has its own cage).
+        ConfigError: not a ``gymnasium.vector.VectorEnv``, closed, or an
+            EnvPool (it has its own cage).
     """
     if not isinstance(vector_env, gym.vector.VectorEnv):
         raise ConfigError(

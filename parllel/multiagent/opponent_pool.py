@@ -339,8 +339,8 @@ class OpponentPool:
         is the learner's, against snapshot ``snapshot_id``.
 
         Raises:
-            ConfigError: an unknown outcome.
-            ConfigError: a snapshot never added, or evicted long ago.
+            ConfigError: an unknown outcome, or a snapshot never added or
+                evicted long ago.
         """
         if outcome not in OUTCOMES:
             raise ConfigError(

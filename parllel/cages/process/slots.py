@@ -76,9 +76,8 @@ class SlotRegistry:
         """Ids (and messages for what is new) for a tree of ``[n_envs]`` slots.
 
         Raises:
-            ConfigError: a slot's leading dimension is not ``n_envs``, or the
-                tree has too many leaves.
-            ConfigError: a slot is not in shared memory.
+            ConfigError: a slot's leading dimension is not ``n_envs``, the
+                tree has too many leaves, or a slot is not in shared memory.
             ArrayClosedError: a slot's Array was closed.
         """
         views = tree_to_ndarray(ArrayDict(tree))  # nested dicts become ArrayDicts
