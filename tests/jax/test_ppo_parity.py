@@ -17,6 +17,7 @@ from parllel.jax.algos import PPO, adam
 from parllel.jax.algos.ppo_batch import minibatch_permutations
 from parllel.jax.models import build_actor_critic
 from parllel.jax.models.params import params_from_torch, params_to_torch
+from parllel.schedules import linear_schedule
 
 torch = pytest.importorskip("torch")
 torch_models = pytest.importorskip("parllel.torch.models")
@@ -73,7 +74,7 @@ def test_jax_updates_give_torch_parameters(action_space, monkeypatch):
     torch_ppo = torch_algos.PPO(
         torch_algos.ActorCriticEvaluator(model, distribution),
         optimizer,
-        learning_rate=torch_algos.linear_schedule(1e-3, 1e-4),
+        learning_rate=linear_schedule(1e-3, 1e-4),
         **SETTINGS,
     )
     network, jax_distribution = build_actor_critic(
@@ -84,7 +85,7 @@ def test_jax_updates_give_torch_parameters(action_space, monkeypatch):
     jax_ppo = PPO(
         agent,
         adam(1e-3),
-        learning_rate=torch_algos.linear_schedule(1e-3, 1e-4),
+        learning_rate=linear_schedule(1e-3, 1e-4),
         **SETTINGS,
     )
     key = jax.random.key(7)
