@@ -44,13 +44,8 @@ from _common import (  # noqa: E402
 from synthetic_envs import Atari84Env, CpuBoundEnv, busy_iterations  # noqa: E402
 
 from parllel import fields  # noqa: E402
-from parllel.cages import (  # noqa: E402
-    CageOptions,
-    ProcessCage,
-    ProcessLayout,
-    SerialCage,
-    numeric_info_example,
-)
+from parllel.cages import CageOptions, ProcessCage, ProcessLayout, SerialCage
+from parllel.cages.env_info import numeric_info_example
 from parllel.tree import buffer_from_example  # noqa: E402
 
 

@@ -231,7 +231,8 @@ def ppo_batch(shapes: Shapes) -> dict[str, Any]:
 
 def ppo_torch(shapes: Shapes, quick: bool, compiled: bool) -> Contender:
     """parllel.torch PPO (``compiled``: ``compile=True``)."""
-    from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
+    from parllel.schedules import linear_schedule
+    from parllel.torch.algos import PPO, ActorCriticEvaluator
     from parllel.torch.models import build_actor_critic
 
     torch.manual_seed(0)

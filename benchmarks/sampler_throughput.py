@@ -59,7 +59,8 @@ from parllel.samplers import (  # noqa: E402
 )
 from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
-from parllel.torch.distributions import Categorical, DistParams  # noqa: E402
+from parllel.torch.distributions import Categorical  # noqa: E402
+from parllel.torch.distributions.base import DistParams  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.transforms import EstimateAdvantage  # noqa: E402
 

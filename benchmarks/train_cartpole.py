@@ -90,10 +90,11 @@ from parllel.cages import (
 )
 from parllel.runners import Callback, OnPolicyRunner  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
+from parllel.schedules import linear_schedule  # noqa: E402
 from parllel.seeding import Seeds, seed_everything  # noqa: E402
 from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
-from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule  # noqa: E402
+from parllel.torch.algos import PPO, ActorCriticEvaluator  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
 from parllel.transforms import Compose  # noqa: E402
 

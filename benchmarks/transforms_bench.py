@@ -45,8 +45,10 @@ sys.path.insert(0, os.path.join(REPO_ROOT, "benchmarks"))
 
 from _common import median_time  # noqa: E402
 
-from parllel.transforms import vtrace  # noqa: E402
-from parllel.transforms.functional import generalized_advantage_estimation  # noqa: E402
+from parllel.transforms.functional import (  # noqa: E402
+    generalized_advantage_estimation,
+    vtrace,
+)
 from parllel.transforms.kernels.gae import gae_kernel  # noqa: E402
 
 

@@ -47,10 +47,11 @@ from parllel.runners import OffPolicyRunner, RunSettings
 from parllel.runners.cli import parse_config, run_main
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.samplers import FeedForwardSampler
+from parllel.schedules import epsilon_schedule
 from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import build_dqn_agent
-from parllel.torch.algos import DQN, epsilon_schedule
+from parllel.torch.algos import DQN
 from parllel.transforms import Compose
 
 N_EVAL_ENVS = 4

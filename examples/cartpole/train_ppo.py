@@ -46,16 +46,11 @@ from parllel.errors import ConfigError
 from parllel.runners import OnPolicyRunner, RunSettings
 from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import AlternatingSampler, BackgroundSampler, FeedForwardSampler
+from parllel.schedules import linear_schedule
 from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, SharedWeights, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.algos import (
-    PPO,
-    ActorCriticEvaluator,
-    VTraceCorrection,
-    adam,
-    linear_schedule,
-)
+from parllel.torch.algos import PPO, ActorCriticEvaluator, VTraceCorrection, adam
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import Compose
 

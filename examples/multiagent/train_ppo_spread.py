@@ -9,7 +9,7 @@ Three agents must cover three landmarks without colliding. Each agent's
 reward is half the shared distance term (minus the sum over landmarks of
 the distance to the nearest agent) and half its own collision penalty
 (simple_spread's ``local_ratio=0.5``). The PettingZoo parallel env runs in worker
-processes through :class:`~parllel.multiagent.ParallelEnvAdapter`: the agents
+processes through :class:`~parllel.multiagent.parallel_env.ParallelEnvAdapter`: the agents
 are one more dimension of the sample tree (``[T, B, A, ...]``). One
 actor-critic, built from one agent's spaces, acts for every agent (it sees
 ``[B, A, obs]`` observations); :class:`~parllel.transforms.MultiAgentGAE`
@@ -46,16 +46,11 @@ from parllel.multiagent import (
 from parllel.runners import Callback, OnPolicyRunner, RunSettings
 from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
+from parllel.schedules import linear_schedule
 from parllel.seeding import Seeds
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.algos import (
-    PPO,
-    ActorCriticEvaluator,
-    FlattenAgents,
-    adam,
-    linear_schedule,
-)
+from parllel.torch.algos import PPO, ActorCriticEvaluator, FlattenAgents, adam
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import Compose, MultiAgentGAE, NormalizeRewards
 

@@ -33,10 +33,11 @@ from parllel.cages import CageOptions, build_cage
 from parllel.runners import OnPolicyRunner, RunSettings
 from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
+from parllel.schedules import linear_schedule
 from parllel.seeding import Seeds
 from parllel.torch import PolicyExport, TorchHandler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.algos import PPO, ActorCriticEvaluator, adam, linear_schedule
+from parllel.torch.algos import PPO, ActorCriticEvaluator, adam
 from parllel.torch.models import build_actor_critic
 from parllel.transforms import Compose
 

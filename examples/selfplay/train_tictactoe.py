@@ -6,7 +6,7 @@
     python examples/selfplay/train_tictactoe.py --resume runs/tictactoe-selfplay-...
 
 Games run in worker processes (``tictactoe_v3`` through
-:class:`~parllel.multiagent.AECEnvAdapter`: one env step is one move, the
+:class:`~parllel.multiagent.aec_env.AECEnvAdapter`: one env step is one move, the
 two seats are the agent dimension of the sample tree). In a share of the
 games (``mirror_share``) the learner plays both seats. In the others it takes
 a random seat; the other seat plays a frozen snapshot of the learner drawn
@@ -61,16 +61,11 @@ from parllel.plot import find_progress_csv, plot_learning_curve
 from parllel.runners import Callback, OnPolicyRunner, RunSettings, SelfPlayCallback
 from parllel.runners.cli import parse_config, run_main
 from parllel.samplers import FeedForwardSampler
+from parllel.schedules import linear_schedule
 from parllel.seeding import Seeds
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
-from parllel.torch.algos import (
-    PPO,
-    ActorCriticEvaluator,
-    FlattenAgents,
-    adam,
-    linear_schedule,
-)
+from parllel.torch.algos import PPO, ActorCriticEvaluator, FlattenAgents, adam
 from parllel.torch.models import build_actor_critic
 from parllel.torch.selfplay import frozen_opponent, snapshot_state
 from parllel.transforms import MultiAgentGAE

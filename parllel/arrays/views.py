@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from parllel.arrays.shared_memory import SharedSegment, segment_path
-from parllel.errors import ArrayClosedError, NotSharedError
+from parllel.errors import ArrayClosedError, ConfigError
 
 # id(mmap) -> (name, size, owner pid, start address); an entry is dropped when
 # its mmap is garbage collected (so ids are never confused after reuse)
@@ -58,7 +58,7 @@ def describe_view(view: np.ndarray) -> ViewDescriptor:
     """Describe ``view`` (any numpy view of a shared Array) for another process.
 
     Raises:
-        NotSharedError: ``view`` is not backed by a parllel shared segment.
+        ConfigError: ``view`` is not backed by a parllel shared segment.
         ArrayClosedError: the segment was released (its Array was closed).
     """
     base = view
@@ -68,7 +68,7 @@ def describe_view(view: np.ndarray) -> ViewDescriptor:
         base = base.obj
     entry = _REGISTRY.get(id(base)) if isinstance(base, mmap.mmap) else None
     if entry is None:
-        raise NotSharedError(
+        raise ConfigError(
             f"this array (shape {view.shape}, dtype {view.dtype}) is not in shared "
             "memory; worker processes can only write into buffers allocated with "
             "storage='shared'"

@@ -11,9 +11,8 @@ Example:
     >>> print(format_table(report))
 """
 
-from parllel.bench.run import BenchReport, run_bench
+from parllel.bench.run import run_bench
 
 __all__ = [
-    "BenchReport",
     "run_bench",
 ]

@@ -15,7 +15,6 @@ No torch is imported here.
 from parllel.cages.building import build_cage
 from parllel.cages.cage import Cage
 from parllel.cages.env_factories import PerEnvFactories
-from parllel.cages.env_info import numeric_info_example
 from parllel.cages.layout.balance import LoadBalancer
 from parllel.cages.layout.process_layout import ProcessLayout
 from parllel.cages.options import CageOptions
@@ -35,5 +34,4 @@ __all__ = [
     "SerialCage",
     "TrajInfo",
     "build_cage",
-    "numeric_info_example",
 ]

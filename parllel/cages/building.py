@@ -10,9 +10,10 @@ from typing import Any
 
 from parllel._warnings import warn_at_caller
 from parllel.cages.cage import Cage
-from parllel.cages.child_processes import usable_cores
+from parllel.cages.child_processes import start_context, usable_cores
 from parllel.cages.layout.cost_model import measure_step_seconds, suggest_layout
 from parllel.cages.layout.process_layout import ProcessLayout
+from parllel.cages.main_guard import unguarded_main_line
 from parllel.cages.options import CageOptions
 from parllel.cages.process.cage import ProcessCage
 from parllel.cages.process.step_overhead import measure_step_overhead_seconds
@@ -20,7 +21,6 @@ from parllel.cages.serial import SerialCage
 from parllel.errors import (
     ConfigError,
     EnvError,
-    MainGuardError,
     ParllelWarning,
     UnknownOptionError,
 )
@@ -100,32 +100,36 @@ def build_cage(
     check_process_options(process_kwargs)
     if parallel == "serial":
         return SerialCage(env_factory, n_envs, env_kwargs, options=options)
-    try:
-        if layout is None:
-            layout = _measured_layout(
-                env_factory, n_envs, env_kwargs, parallel, process_kwargs
-            )
-        if layout is None:
-            return SerialCage(env_factory, n_envs, env_kwargs, options=options)
-        return ProcessCage(
-            env_factory,
-            n_envs,
-            env_kwargs,
-            layout=layout,
-            options=options,
-            **process_kwargs,
+    if parallel == "auto" and _main_unguarded(process_kwargs.get("start_method")):
+        warn_at_caller(
+            'parallel="auto" steps the envs in this process: worker processes '
+            "cannot start from top-level code of the main script outside an "
+            '`if __name__ == "__main__":` block (put the code under it to let '
+            "processes step the envs)",
+            ParllelWarning,
         )
-    except MainGuardError:
-        if parallel != "auto":
-            raise
-    warn_at_caller(
-        'parallel="auto" steps the envs in this process: worker processes '
-        "cannot start from top-level code of the main script outside an "
-        '`if __name__ == "__main__":` block (put the code under it to let '
-        "processes step the envs)",
-        ParllelWarning,
+        return SerialCage(env_factory, n_envs, env_kwargs, options=options)
+    if layout is None:
+        layout = _measured_layout(
+            env_factory, n_envs, env_kwargs, parallel, process_kwargs
+        )
+    if layout is None:
+        return SerialCage(env_factory, n_envs, env_kwargs, options=options)
+    return ProcessCage(
+        env_factory,
+        n_envs,
+        env_kwargs,
+        layout=layout,
+        options=options,
+        **process_kwargs,
     )
-    return SerialCage(env_factory, n_envs, env_kwargs, options=options)
+
+
+def _main_unguarded(start_method: str | None) -> bool:
+    """True if worker processes started now would re-run unguarded top-level
+    code of the main script (process cages refuse to start them)."""
+    method = start_context(start_method).get_start_method()
+    return unguarded_main_line(method) is not None
 
 
 def _measured_layout(

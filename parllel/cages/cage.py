@@ -341,7 +341,7 @@ class Cage(ABC):
         (``observation``, ``reward``, ``terminated``, ``truncated``,
         ``env_info``, ``final_observation``): a closed Array raises
         :class:`~parllel.errors.ArrayClosedError`; a process cage also needs
-        shared memory (:class:`~parllel.arrays.NotSharedError`). Samplers call
+        shared memory (:class:`~parllel.errors.ConfigError`). Samplers call
         this when they are given the tree, so a bad leaf is named there, not
         in the middle of sampling.
         """

@@ -13,7 +13,7 @@ from parllel.arrays import Array
 from parllel.arrays.views import describe_view
 from parllel.arrays.writing import closed_error
 from parllel.cages.code_sources import collect_sources
-from parllel.errors import ArrayClosedError, ConfigError, NotSharedError
+from parllel.errors import ArrayClosedError, ConfigError
 from parllel.tree import tree_items
 
 # sample-tree fields a cage reads (action) or writes
@@ -34,7 +34,7 @@ def _is_shared(leaf: Any) -> bool:
         return leaf.storage == "shared"
     try:
         describe_view(np.asarray(leaf))
-    except NotSharedError:
+    except ConfigError:
         return False
     return True
 
@@ -110,7 +110,7 @@ def check_slot_tree(
             if isinstance(leaf, Array) and leaf.closed:
                 raise closed_error(f"hand sample-tree leaf {path!r} to a cage")
             if needs_shared_memory and not _is_shared(leaf):
-                raise NotSharedError(
+                raise ConfigError(
                     f"sample-tree leaf {path!r} is not in shared memory, but "
                     f"{cage_name} workers write into it (or read "
                     "actions from it); allocate it with storage='shared'"

@@ -20,7 +20,7 @@ import sys
 from multiprocessing import process
 from types import FrameType, ModuleType
 
-from parllel.errors import ConfigError, MainGuardError
+from parllel.errors import ConfigError
 
 GUARD = 'if __name__ == "__main__":'
 
@@ -33,33 +33,17 @@ def check_main_guard(
         'parallel="serial" / False in build_cage and parllel.interop)'
     ),
 ) -> None:
-    """Raise ConfigError if starting workers now would re-run this call in them.
+    """Raise ConfigError if starting workers now would re-run this call in them
+    (see :func:`unguarded_main_line`).
 
     ``what`` names the processes in the message (``"... started from
     top-level code"``), ``instead`` the way out other than the guard.
-
-    That is the case when ``start_method`` re-imports the main script in
-    children (``spawn``, ``forkserver``) and the caller runs, directly or
-    through functions it called, at a line of the main script's top-level
-    code that is not inside an ``if __name__ == "__main__":`` block.
     """
-    if start_method not in ("spawn", "forkserver"):
+    found = unguarded_main_line(start_method)
+    if found is None:
         return
-    main = sys.modules.get("__main__")
-    if main is None:
-        return
-    source = _rerun_source(main)
-    if source is None:
-        return
-    _check_rerunnable(source, start_method)
-    frame = _main_module_frame(main)
-    if frame is None or not _same_file(frame.f_code.co_filename, source):
-        return
-    filename, line = frame.f_code.co_filename, frame.f_lineno
-    guarded = guarded_lines(filename)
-    if guarded is None or line in guarded:
-        return
-    raise MainGuardError(
+    filename, line = found
+    raise ConfigError(
         f"{what} started from top-level code of your main "
         f"script ({filename}, {_quote_statement(filename, line)}), outside an "
         f"`{GUARD}` block. With the {start_method!r} start method every new "
@@ -67,6 +51,36 @@ def check_main_guard(
         f"again and die. Put the script's top-level code (or a call to main()) "
         f"under `{GUARD}`, {instead}."
     )
+
+
+def unguarded_main_line(start_method: str) -> tuple[str, int] | None:
+    """The main script's file and line that new processes would re-run, or None.
+
+    That is the case when ``start_method`` re-imports the main script in
+    children (``spawn``, ``forkserver``) and the caller runs, directly or
+    through functions it called, at a line of the main script's top-level
+    code that is not inside an ``if __name__ == "__main__":`` block.
+
+    Raises:
+        ConfigError: the main script has no file new processes can re-run.
+    """
+    if start_method not in ("spawn", "forkserver"):
+        return None
+    main = sys.modules.get("__main__")
+    if main is None:
+        return None
+    source = _rerun_source(main)
+    if source is None:
+        return None
+    _check_rerunnable(source, start_method)
+    frame = _main_module_frame(main)
+    if frame is None or not _same_file(frame.f_code.co_filename, source):
+        return None
+    filename, line = frame.f_code.co_filename, frame.f_lineno
+    guarded = guarded_lines(filename)
+    if guarded is None or line in guarded:
+        return None
+    return filename, line
 
 
 STDIN = "<stdin>"

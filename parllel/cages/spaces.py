@@ -68,8 +68,9 @@ def env_spaces(env: Any) -> EnvSpaces:
         if multiagent:
             reason = (
                 "a PettingZoo env (its spaces are per-agent methods): give the cage "
-                "parllel.multiagent.ParallelEnvAdapter(factory) for a ParallelEnv, "
-                "or AECEnvAdapter for an AECEnv (docs/multiagent.md)"
+                "parllel.multiagent.make_parallel_env_factory(env_fn) (each env in a "
+                "ParallelEnvAdapter) for a ParallelEnv, or make_aec_env_factory "
+                "(AECEnvAdapter) for an AECEnv (docs/multiagent.md)"
             )
         else:
             described = "a method" if callable(bad) else f"{type(bad).__name__}"

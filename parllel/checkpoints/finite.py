@@ -21,7 +21,7 @@ import numpy as np
 
 from parllel.backends import loaded_backends
 from parllel.checkpoints.checkpoint import latest_checkpoint
-from parllel.errors import NonFiniteError, NonFiniteLossError
+from parllel.errors import NonFiniteError
 from parllel.tree import tree_items
 
 
@@ -65,7 +65,7 @@ def is_finite(value: Any) -> bool:
 
 
 def check_finite_update(algorithm: str, update: int, **values: Any) -> None:
-    """Raise :class:`~parllel.errors.NonFiniteLossError` naming every non-finite value.
+    """Raise :class:`~parllel.errors.NonFiniteError` naming every non-finite value.
 
     Algorithms call it after computing an update's losses and gradient norms
     and before applying it: when all are finite, one check of their sum (one
@@ -90,7 +90,7 @@ def check_finite_update(algorithm: str, update: int, **values: Any) -> None:
     if not bad:  # the sum overflowed, no value did
         return
     shown = ", ".join(f"{name} = {numbers[name]}" for name in bad)
-    raise NonFiniteLossError(
+    raise NonFiniteError(
         f"{algorithm} update {update}: non-finite {shown}. The update was not "
         "applied, so the weights are those of the last finite update, and the "
         "newest checkpoint on disk is the last good one. Usual causes: NaN/inf "

@@ -4,10 +4,9 @@ Every error parllel raises on purpose derives from :class:`ParllelError`
 (and, where it helps, from the matching builtin); every warning is a
 :class:`ParllelWarning`. Import them from here (``from parllel.errors import
 EnvError``); the modules hold one layer each (``base``, ``arrays``,
-``cages``, ``samplers``, ``distributed``, ``replays``, ``interop``,
-``multiagent``, ``learning``, ``runtime``), and
-:mod:`parllel.errors.vector_env` the ones that need gymnasium. See
-docs/architecture.md ("Decisions worth knowing").
+``cages``, ``samplers``, ``distributed``, ``replays``, ``multiagent``,
+``export``, ``runtime``), and :mod:`parllel.errors.vector_env` the ones
+that need gymnasium. See docs/architecture.md ("Decisions worth knowing").
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from __future__ import annotations
 from parllel.errors.arrays import (
     ArrayClosedError,
     DtypeError,
-    NotSharedError,
     ShapeError,
     TreeStructureError,
 )
@@ -35,23 +33,14 @@ from parllel.errors.cages import (
     EnvError,
     EnvIndexError,
     InvalidActionError,
-    MainGuardError,
     SpaceMismatchError,
     StepTimeoutError,
     UnknownOptionError,
     WorkerDiedError,
 )
 from parllel.errors.distributed import DistributedSamplerError
-from parllel.errors.interop import UnsupportedVectorEnvError
-from parllel.errors.learning import (
-    NonFiniteLossError,
-    PolicyExportError,
-    PolicyFileError,
-)
-from parllel.errors.multiagent import (
-    MismatchedAgentsError,
-    UnknownSnapshotError,
-)
+from parllel.errors.export import PolicyFileError
+from parllel.errors.multiagent import MismatchedAgentsError
 from parllel.errors.replays import ReplayError
 from parllel.errors.runtime import (
     CheckpointError,
@@ -61,7 +50,6 @@ from parllel.errors.runtime import (
 from parllel.errors.samplers import (
     BackgroundSamplerError,
     PolicyLagError,
-    TreeRingClosedError,
     TreeRingError,
 )
 
@@ -81,15 +69,11 @@ __all__ = [
     "EnvError",
     "EnvIndexError",
     "InvalidActionError",
-    "MainGuardError",
     "MismatchedAgentsError",
     "MissingDependencyError",
     "NonFiniteError",
-    "NonFiniteLossError",
-    "NotSharedError",
     "ParllelError",
     "ParllelWarning",
-    "PolicyExportError",
     "PolicyFileError",
     "PolicyLagError",
     "ReplayError",
@@ -97,12 +81,9 @@ __all__ = [
     "ShapeError",
     "SpaceMismatchError",
     "StepTimeoutError",
-    "TreeRingClosedError",
     "TreeRingError",
     "TreeStructureError",
     "UnknownOptionError",
-    "UnknownSnapshotError",
-    "UnsupportedVectorEnvError",
     "WorkerDiedError",
 ]
 

@@ -7,7 +7,6 @@ from parllel.errors.base import ParllelError
 __all__ = [
     "ArrayClosedError",
     "DtypeError",
-    "NotSharedError",
     "ShapeError",
     "TreeStructureError",
 ]
@@ -34,7 +33,3 @@ class TreeStructureError(ParllelError, KeyError):
 class ArrayClosedError(ParllelError, RuntimeError):
     """An array whose shared memory was released was used again (or a
     handler's transfer whose page-locked memory ``close()`` unlocked)."""
-
-
-class NotSharedError(ParllelError, ValueError):
-    """A view that must live in shared memory does not (allocate with storage='shared')."""

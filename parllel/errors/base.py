@@ -36,7 +36,18 @@ class MissingDependencyError(ParllelError, ImportError):
 
 class NonFiniteError(ParllelError, FloatingPointError):
     """A value that must be finite is NaN or infinite: an env's observation or
-    reward (the sampler's check), or a tensor of a checkpoint being saved."""
+    reward (the sampler's check), a tensor of a checkpoint being saved, or an
+    algorithm's loss or gradient norm (raised before the optimizer step, so the
+    weights are those of the last finite update).
+
+    Attributes:
+        terms: names of the non-finite loss terms / gradient norms (empty for
+            the other checks).
+    """
+
+    def __init__(self, message: str, terms: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.terms = terms
 
 
 def install_hint(*extras: str) -> str:

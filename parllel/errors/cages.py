@@ -13,7 +13,6 @@ __all__ = [
     "EnvError",
     "EnvIndexError",
     "InvalidActionError",
-    "MainGuardError",
     "SpaceMismatchError",
     "StepTimeoutError",
     "UnknownOptionError",
@@ -138,15 +137,6 @@ class DynamicSpaceError(ConfigError, TypeError):
     """A space without fixed shape and dtype where values must live in shared memory.
 
     Also a ``TypeError``, as gymnasium raises for such spaces in shared memory.
-    """
-
-
-class MainGuardError(ConfigError):
-    """Worker processes would start from unguarded top-level code of the main script.
-
-    With the ``spawn`` / ``forkserver`` start methods every worker first
-    re-runs the main script; the message quotes the line and says how to
-    guard it (or to step the envs in this process instead).
     """
 
 

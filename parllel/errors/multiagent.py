@@ -6,7 +6,6 @@ from parllel.errors.base import ParllelError
 
 __all__ = [
     "MismatchedAgentsError",
-    "UnknownSnapshotError",
 ]
 
 
@@ -15,7 +14,3 @@ class MismatchedAgentsError(ParllelError, ValueError):
     ``possible_agents``, or not for the agents that acted, or a dict action
     names an agent outside ``possible_agents`` or one that does not act at
     this step; the message names them."""
-
-
-class UnknownSnapshotError(ParllelError, KeyError):
-    """An opponent id names no snapshot the pool holds (never added, or evicted)."""

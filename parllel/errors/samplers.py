@@ -7,18 +7,14 @@ from parllel.errors.base import ParllelError
 __all__ = [
     "BackgroundSamplerError",
     "PolicyLagError",
-    "TreeRingClosedError",
     "TreeRingError",
 ]
 
 
 class TreeRingError(ParllelError, RuntimeError):
     """A :class:`~parllel.samplers.tree_ring.TreeRing` was used out of turn (e.g. two
-    ``begin_write`` without ``end_write``)."""
-
-
-class TreeRingClosedError(TreeRingError):
-    """A :class:`~parllel.samplers.tree_ring.TreeRing` was closed while (or before) waiting on it."""
+    ``begin_write`` without ``end_write``), or was closed while (or before)
+    waiting on it (as is the background sampler after ``close()``)."""
 
 
 class BackgroundSamplerError(ParllelError, RuntimeError):

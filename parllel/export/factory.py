@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from parllel.errors import PolicyExportError
+from parllel.errors import ConfigError
 
 __all__ = ["factory_reference"]
 
@@ -28,7 +28,7 @@ def factory_reference(
     ``"module:function"`` string stays as given.
 
     Raises:
-        PolicyExportError: a callable without a module-level name.
+        ConfigError: a callable without a module-level name.
     """
     if env_factory is None:
         return None
@@ -38,7 +38,7 @@ def factory_reference(
         module = sys.modules.get(module_name or "")
         file = getattr(module, "__file__", None)
         if module is None or not name.isidentifier() or file is None:
-            raise PolicyExportError(
+            raise ConfigError(
                 f"env_factory {env_factory!r} has no importable name: give a "
                 "module-level function, or 'module:function' / 'file.py:function'"
             )

@@ -22,7 +22,7 @@ from typing import Any
 
 from parllel import DISTRIBUTION
 from parllel.checkpoints.checkpoint import CHECKPOINT_PATTERN
-from parllel.errors import PolicyExportError, PolicyFileError
+from parllel.errors import ConfigError, PolicyFileError
 from parllel.export.spaces import space_to_data
 
 __all__ = [
@@ -77,15 +77,15 @@ def policy_header(
         metadata: more plain values to store.
 
     Raises:
-        PolicyExportError: a space with no plain form.
+        ConfigError: a space with no plain form.
     """
     data: dict[str, Any] = {}
     for name, (given, recorded) in spaces.items():
         space = given if given is not None else recorded
         try:
             data[name] = space_to_data(space)
-        except PolicyExportError as error:
-            raise PolicyExportError(
+        except ConfigError as error:
+            raise ConfigError(
                 f"{name}: {error} (the agent was built from {recorded!r}; pass "
                 f"{name}= the env's space)"
             ) from None

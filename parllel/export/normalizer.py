@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from parllel.cages.spaces import value_at
-from parllel.errors import PolicyExportError, PolicyFileError
+from parllel.errors import ConfigError, PolicyFileError
 from parllel.transforms.running_stats import RunningMeanStd
 
 __all__ = ["FrozenObservationNormalizer", "normalizer_to_data"]
@@ -27,7 +27,7 @@ def _stats_of(normalizer: Any) -> Mapping[str, RunningMeanStd]:
     if not isinstance(stats, Mapping) or not all(
         isinstance(s, RunningMeanStd) for s in stats.values()
     ):
-        raise PolicyExportError(
+        raise ConfigError(
             f"{type(normalizer).__name__} is not an observation normalizer: "
             "expected a parllel.transforms.NormalizeObservations (with .stats, "
             ".clip and .epsilon)"

@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from parllel.errors import PolicyExportError, PolicyFileError
+from parllel.errors import ConfigError, PolicyFileError
 
 __all__ = ["register_space_reader", "space_from_data", "space_to_data"]
 
@@ -44,9 +44,9 @@ def space_to_data(space: Any) -> dict[str, Any]:
     """A space as a dict of plain values with its type name under ``"type"``.
 
     Raises:
-        PolicyExportError: for a space type with no registered conversion.
+        ConfigError: for a space type with no registered conversion.
     """
-    raise PolicyExportError(
+    raise ConfigError(
         f"cannot store space {space!r} in a policy file: register its conversion "
         "with parllel.export.spaces.space_to_data.register and "
         "register_space_reader"

@@ -27,9 +27,9 @@ from parllel.cages.cage_checks import raise_closed_slot
 from parllel.cages.env_info import InfoSlotTables, KeptInfos
 from parllel.errors import (
     CageStateError,
+    ConfigError,
     EnvError,
     ParllelError,
-    UnsupportedVectorEnvError,
 )
 from parllel.interop.batching import ObservationWriter, vector_actions
 
@@ -246,7 +246,7 @@ class BatchedEnvCage(Cage):
                 if reset_mode == "wait"
                 else "samplers need 'auto', and the batched env already is one"
             )
-            raise UnsupportedVectorEnvError(
+            raise ConfigError(
                 f"{type(self).__name__} cannot run reset_mode={reset_mode!r}: "
                 f"{self.batched_env} steps every env at each step, so {why}. Use "
                 "reset_mode='auto' (FeedForwardSampler, AlternatingSampler, "

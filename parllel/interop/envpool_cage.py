@@ -44,7 +44,6 @@ from parllel.cages.env_info import KeptInfos
 from parllel.cages.probe import env_error, spaces_example, step_example
 from parllel.errors import (
     ConfigError,
-    UnsupportedVectorEnvError,
 )
 from parllel.interop.batched_cage import (
     BatchedEnvCage,
@@ -72,7 +71,7 @@ def pool_name(pool: Any) -> str:
 
 
 def check_pool(pool: Any) -> None:
-    """Raise :class:`UnsupportedVectorEnvError` unless an EnvPoolCage can step ``pool``.
+    """Raise :class:`ConfigError` unless an EnvPoolCage can step ``pool``.
 
     It must be an EnvPool with the gymnasium API (``envpool.make_gymnasium``,
     or ``envpool.make(..., env_type="gymnasium")`` / ``"gym"``), open, in sync
@@ -80,31 +79,31 @@ def check_pool(pool: Any) -> None:
     one player per env.
     """
     if isinstance(pool, EnvPoolMixin) and not isinstance(pool, GymnasiumEnvPoolMixin):
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"{type(pool).__name__} is an EnvPool with the dm_env API "
             "(env_type='dm'); EnvPoolCage needs EnvPool's gymnasium API: build it "
             "with envpool.make_gymnasium(task_id, ...) or envpool.make(task_id, "
             "env_type='gymnasium', ...)"
         )
     if not isinstance(pool, GymnasiumEnvPoolMixin):
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"EnvPoolCage needs an EnvPool built by envpool.make_gymnasium(...), got "
             f"{type(pool).__name__}; for other gymnasium vector envs use "
             "VectorEnvCage, for env factories SerialCage or ProcessCage"
         )
     env: Any = pool  # an EnvPool: its config and mode come from its C++ side
     if getattr(env, "closed", False):
-        raise UnsupportedVectorEnvError(f"the EnvPool {pool_name(env)} is closed")
+        raise ConfigError(f"the EnvPool {pool_name(env)} is closed")
     config = env.config
     if env.is_async:
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"the EnvPool {pool_name(pool)} is asynchronous (batch_size="
             f"{config['batch_size']} < num_envs={config['num_envs']}): each step "
             "would return a different subset of envs, but a cage steps every env "
             "each step. Build it with batch_size=num_envs (EnvPool's default)"
         )
     if int(config.get("max_num_players", 1)) != 1:
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"the EnvPool {pool_name(pool)} has max_num_players="
             f"{config['max_num_players']}; EnvPoolCage steps one player per env"
         )
@@ -440,7 +439,7 @@ class EnvPoolCage(BatchedEnvCage):
         self, name: str, args: tuple, kwargs: dict, indices: list[int]
     ) -> list[Any]:
         if name != "render" or args or kwargs:
-            raise UnsupportedVectorEnvError(
+            raise ConfigError(
                 f"EnvPoolCage cannot call {name!r} on its envs: EnvPool's envs are "
                 "C++ objects without Python attributes (only render() is "
                 f"forwarded). Read the pool's settings from cage.pool.config"
@@ -449,7 +448,7 @@ class EnvPoolCage(BatchedEnvCage):
         return list(frames)
 
     def _set_attr(self, name: str, values: list[Any], indices: list[int]) -> None:
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"EnvPoolCage cannot set {name!r} on its envs: EnvPool's envs are C++ "
             "objects configured when the pool is built (envpool.make_gymnasium"
             "(task_id, ...) keyword arguments)"

@@ -18,9 +18,9 @@ from gymnasium.vector import SyncVectorEnv
 from parllel.cages.env_access import apply_to_env, call_env, set_env_attr
 from parllel.cages.spaces import env_name
 from parllel.errors import (
+    ConfigError,
     EnvAttributeError,
     ParllelError,
-    UnsupportedVectorEnvError,
 )
 from parllel.interop.batched_cage import vector_error
 
@@ -44,7 +44,7 @@ def _with_methods(vector_env: gym.vector.VectorEnv) -> Any:
             getattr(candidate, "set_attr", None)
         ):
             return candidate
-    raise UnsupportedVectorEnvError(
+    raise ConfigError(
         f"{vector_env} has no call() and set_attr(), through which a cage reaches "
         "its envs (gymnasium's SyncVectorEnv and AsyncVectorEnv have them)"
     )
@@ -68,7 +68,7 @@ def _envs_of(
     if not isinstance(unwrapped, SyncVectorEnv):
         where = "" if every_env_too else f" for envs {list(indices)} only"
         hint = "" if every_env_too else "leave env_indices out (every env), or "
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"cannot {what}{where}: {type(unwrapped).__name__} reaches its envs "
             f"only all together, through VectorEnv.call/set_attr; {hint}use a "
             "SyncVectorEnv, whose envs live in this process"
@@ -99,7 +99,7 @@ def call_envs(
     Raises:
         EnvAttributeError: no env has ``name``.
         EnvError: the call raised.
-        UnsupportedVectorEnvError: a subset of the envs of a vector env that
+        ConfigError: a subset of the envs of a vector env that
             only reaches all of them.
     """
     envs = _envs_of(vector_env, indices, f"call {name!r}")
@@ -156,7 +156,7 @@ def apply_envs(
     """``function(env, *args, **kwargs)`` for the envs ``indices``, as ``Cage.apply``.
 
     Only a ``SyncVectorEnv`` holds its envs where a function can reach them;
-    other vector envs raise :class:`~parllel.errors.UnsupportedVectorEnvError`.
+    other vector envs raise :class:`~parllel.errors.ConfigError`.
     """
     name = getattr(function, "__name__", repr(function))
     envs = _envs_of(vector_env, indices, f"apply {name}", every_env_too=True)

@@ -26,7 +26,7 @@ from parllel.cages.cage import ResetRequest
 from parllel.cages.cage_checks import raise_closed_slot
 from parllel.cages.env_info import KeptInfos
 from parllel.cages.probe import probe_env, spaces_example, step_example
-from parllel.errors import ConfigError, EnvError, UnsupportedVectorEnvError
+from parllel.errors import ConfigError, EnvError
 from parllel.interop.batched_cage import (
     BatchedEnvCage,
     StepResult,
@@ -65,7 +65,7 @@ def check_vector_env(vector_env: Any) -> None:
 
     Raises:
         ConfigError: not a ``gymnasium.vector.VectorEnv``, or closed.
-        UnsupportedVectorEnvError: an EnvPool (it has its own cage).
+        ConfigError: an EnvPool (it has its own cage).
     """
     if not isinstance(vector_env, gym.vector.VectorEnv):
         raise ConfigError(
@@ -76,7 +76,7 @@ def check_vector_env(vector_env: Any) -> None:
     if getattr(vector_env, "closed", False):
         raise ConfigError(f"the vector env {vector_env} is closed")
     if _is_envpool(vector_env):
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"{type(vector_env).__name__} is an EnvPool, whose autoreset "
             "(NEXT_STEP), spaces, action dtype and seeds a VectorEnvCage "
             "cannot take: use parllel.interop.EnvPoolCage(pool), or "
@@ -99,7 +99,7 @@ def autoreset_mode(vector_env: gym.vector.VectorEnv) -> AutoresetMode:
     ``"SameStep"``).
 
     Raises:
-        UnsupportedVectorEnvError: the mode is ``NEXT_STEP``, missing (gymnasium
+        ConfigError: the mode is ``NEXT_STEP``, missing (gymnasium
             then assumes ``NEXT_STEP``) or unknown. In the step that ends an
             episode a cage must write both the episode's final observation
             and the next episode's first one; a ``NEXT_STEP`` vector env only
@@ -108,7 +108,7 @@ def autoreset_mode(vector_env: gym.vector.VectorEnv) -> AutoresetMode:
     """
     mode = getattr(vector_env, "metadata", {}).get("autoreset_mode")
     if mode is None:
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"{vector_env} has no metadata['autoreset_mode'], so gymnasium assumes "
             "NEXT_STEP, which a cage cannot use (it needs the final and the reset "
             "observation in the step that ends an episode). If the vector env "
@@ -118,12 +118,12 @@ def autoreset_mode(vector_env: gym.vector.VectorEnv) -> AutoresetMode:
     try:
         mode = mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
     except ValueError:
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"{vector_env} has metadata['autoreset_mode'] = {mode!r}, which is not "
             f"one of gymnasium's autoreset modes {[m.value for m in AutoresetMode]}"
         ) from None
     if mode is AutoresetMode.NEXT_STEP:
-        raise UnsupportedVectorEnvError(
+        raise ConfigError(
             f"{vector_env} uses autoreset mode NEXT_STEP: it resets a finished env "
             "only during the following step() (which steps every other env too), "
             "but a cage must write, in the step that ends an episode, both its "

@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 from flax import linen as nn
 
-from parllel.errors import PolicyExportError
+from parllel.errors import ConfigError
 from parllel.export.factory import factory_reference
 from parllel.export.header import policy_header
 from parllel.export.network import ACTIVATIONS
@@ -30,7 +30,9 @@ from parllel.export.npz import NPZ_POLICY_FILE, write_npz_policy
 from parllel.export.numpy_policy import WEIGHTS
 from parllel.export.run_export import PolicyExporter
 from parllel.export.spec import write_spec_file
-from parllel.jax.agents import ActorCriticAgent, DqnAgent, SacAgent
+from parllel.jax.agents import ActorCriticAgent
+from parllel.jax.agents.dqn_agent import DqnAgent
+from parllel.jax.agents.sac_agent import SacAgent
 from parllel.jax.algos.sac_seeds import RunSacAgent
 from parllel.jax.distributions import Categorical, Gaussian, SquashedGaussian
 from parllel.jax.seeds import RunView
@@ -63,7 +65,7 @@ def _field_to_data(value: Any, path: str) -> Any:
         return np.dtype(value).name
     if callable(value) and value in _ACTIVATION_NAMES:
         return _ACTIVATION_NAMES[value]
-    raise PolicyExportError(
+    raise ConfigError(
         f"{path}={value!r} cannot be stored in a numpy policy file: the "
         f"activations it knows are {sorted(ACTIVATIONS)} (flax.linen's), other "
         "fields must be numbers, strings, lists, dicts or modules"
@@ -75,7 +77,7 @@ def describe_module(module: nn.Module) -> dict[str, Any]:
     described likewise, activations by name, dtypes by name).
 
     Raises:
-        PolicyExportError: a field with no plain form (a custom activation).
+        ConfigError: a field with no plain form (a custom activation).
     """
     data: dict[str, Any] = {"type": type(module).__name__}
     for field in dataclasses.fields(module):
@@ -94,7 +96,7 @@ def describe_distribution(distribution: Any) -> dict[str, Any]:
     """A JAX action distribution as plain data (what acting needs of it).
 
     Raises:
-        PolicyExportError: a distribution this version cannot play in numpy.
+        ConfigError: a distribution this version cannot play in numpy.
     """
     if isinstance(distribution, Categorical):
         return {"type": "Categorical", "num_actions": distribution.num_actions}
@@ -116,7 +118,7 @@ def describe_distribution(distribution: Any) -> dict[str, Any]:
             "min_log_std": distribution.min_log_std,
             "max_log_std": distribution.max_log_std,
         }
-    raise PolicyExportError(
+    raise ConfigError(
         f"cannot export a policy with distribution {type(distribution).__name__}: "
         "Categorical, Gaussian and SquashedGaussian play in numpy"
     )
@@ -156,7 +158,7 @@ def _acting(agent: Any) -> _Acting:
     if isinstance(agent, DqnAgent):
         epsilon = {"type": "EpsilonGreedy", "epsilon": float(agent.epsilon)}
         return _Acting("dqn", "q_network", agent.q_network, epsilon, None)
-    raise PolicyExportError(
+    raise ConfigError(
         f"cannot export a {type(agent).__name__}: parllel.jax.export exports "
         "ActorCriticAgent, SacAgent and DqnAgent (and a seed run's RunView or "
         "SeededSAC.run_agent(k))"
@@ -170,7 +172,7 @@ def _header(
     **describe: Any,
 ) -> tuple[dict[str, Any], _Acting]:
     if observation_space is None or action_space is None:
-        raise PolicyExportError(
+        raise ConfigError(
             "a JAX agent does not record its spaces: pass observation_space= and "
             "action_space= (the env's)"
         )
@@ -230,7 +232,7 @@ def export_policy(
         The file written (atomically).
 
     Raises:
-        PolicyExportError: no spaces given, or a part that cannot be exported.
+        ConfigError: no spaces given, or a part that cannot be exported.
     """
     path = Path(path)
     file = path / NPZ_POLICY_FILE if path.is_dir() else path

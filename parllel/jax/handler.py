@@ -56,7 +56,7 @@ def _host(tree: Any) -> Any:
 
 
 class JaxHandler(AgentHandler):
-    """:class:`~parllel.agents.Handler` for a :class:`~parllel.jax.agents.JaxAgent`.
+    """:class:`~parllel.agents.Handler` for a :class:`~parllel.jax.agents.base.JaxAgent`.
 
     Each step is one ``jax.jit``-compiled call of the agent's ``policy_step``
     with ``agent.params`` and the handler's PRNG key; outputs are copied into

@@ -65,7 +65,7 @@ class SeedStack:
         >>> stack.params  # every leaf [K, ...]
 
     Args:
-        agents: one :class:`~parllel.jax.agents.JaxAgent` per run.
+        agents: one :class:`~parllel.jax.agents.base.JaxAgent` per run.
 
     Raises:
         ConfigError: no agents, or parameters of other shapes.

@@ -15,26 +15,20 @@ is never imported here: any object with its API works.
 
 from __future__ import annotations
 
-from parllel.multiagent.aec_env import AECEnvAdapter, make_aec_env_factory
+from parllel.multiagent.aec_env import make_aec_env_factory
 from parllel.multiagent.opponent_pool import OpponentPool
-from parllel.multiagent.parallel_env import (
-    ParallelEnvAdapter,
-    make_parallel_env_factory,
-)
+from parllel.multiagent.parallel_env import make_parallel_env_factory
 from parllel.multiagent.policy_mapping import PolicyMapping
 from parllel.multiagent.selfplay import SelfPlay
-from parllel.multiagent.spaces import stack_space, unstack_space
+from parllel.multiagent.spaces import unstack_space
 from parllel.multiagent.traj_info import MultiAgentTrajInfo
 
 __all__ = [
-    "AECEnvAdapter",
     "MultiAgentTrajInfo",
     "OpponentPool",
-    "ParallelEnvAdapter",
     "PolicyMapping",
     "SelfPlay",
     "make_aec_env_factory",
     "make_parallel_env_factory",
-    "stack_space",
     "unstack_space",
 ]

@@ -183,8 +183,8 @@ def add_agent_infos(info: dict[str, Any], agent_infos: Mapping[str, Any]) -> Non
 class StackedAgentsEnv(gym.Env):
     """A PettingZoo env of the API ``api`` as one gymnasium env, agents stacked.
 
-    The base of :class:`~parllel.multiagent.AECEnvAdapter` and
-    :class:`~parllel.multiagent.ParallelEnvAdapter`: the agent table, the
+    The base of :class:`~parllel.multiagent.aec_env.AECEnvAdapter` and
+    :class:`~parllel.multiagent.parallel_env.ParallelEnvAdapter`: the agent table, the
     stacked spaces and observation, and what passes straight to the env.
     """
 

@@ -20,7 +20,6 @@ from parllel.errors import (
     ConfigError,
     MissingDependencyError,
     ParllelError,
-    UnknownSnapshotError,
 )
 from parllel.errors.base import install_hint
 from parllel.validation import check_at_least, check_fraction
@@ -165,13 +164,13 @@ class OpponentPool:
     def get(self, snapshot_id: int) -> Any:
         """The snapshot object of ``snapshot_id``."""
         if snapshot_id not in self._snapshots:
-            raise UnknownSnapshotError(self._unknown(snapshot_id))
+            raise ConfigError(self._unknown(snapshot_id))
         return self._snapshots[snapshot_id]
 
     def info(self, snapshot_id: int) -> SnapshotInfo:
         """The metadata of ``snapshot_id`` (a copy)."""
         if snapshot_id not in self._info:
-            raise UnknownSnapshotError(self._unknown(snapshot_id))
+            raise ConfigError(self._unknown(snapshot_id))
         return dataclasses.replace(self._info[snapshot_id])
 
     @property
@@ -314,8 +313,8 @@ class OpponentPool:
         is the learner's, against snapshot ``snapshot_id``.
 
         Raises:
-            ConfigError: an unknown outcome.
-            UnknownSnapshotError: a snapshot never added, or evicted long ago.
+            ConfigError: an unknown outcome, or a snapshot never added or
+                evicted long ago.
         """
         if outcome not in OUTCOMES:
             raise ConfigError(
@@ -323,7 +322,7 @@ class OpponentPool:
             )
         info = self._info.get(snapshot_id)
         if info is None and snapshot_id not in self._evicted:
-            raise UnknownSnapshotError(self._unknown(snapshot_id))
+            raise ConfigError(self._unknown(snapshot_id))
         mu, sigma = (info.mu, info.sigma) if info else self._evicted[snapshot_id]
         model = self._rating_model()
         learner = model.rating(mu=self.learner_mu, sigma=self.learner_sigma)

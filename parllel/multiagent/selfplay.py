@@ -26,7 +26,7 @@ import numpy as np
 
 from parllel.agents.base import AgentExample, Handler
 from parllel.agents.state import ALL, as_index
-from parllel.errors import ConfigError, UnknownSnapshotError
+from parllel.errors import ConfigError
 from parllel.multiagent.opponent_pool import OpponentPool
 from parllel.multiagent.policy_mapping import PolicyMapping
 from parllel.validation import check_at_least, check_fraction
@@ -186,7 +186,7 @@ class SelfPlay:
             self.total[outcome] += 1
             try:
                 self.pool.record(int(self.opponent[env]), outcome)
-            except UnknownSnapshotError:
+            except ConfigError:
                 pass  # evicted long ago: its rating is forgotten
         if ended:
             self.start_games(np.asarray(ended, dtype=np.int64))

@@ -6,21 +6,17 @@ read from those rows in place:
 
 - :class:`UniformReplay`: uniform sampling, optional n-step returns.
 - :class:`PrioritizedReplay`: proportional prioritization (numba sum tree).
-- :class:`ReplayBatch`: what both return.
-- :class:`ReplayStorage`: the shared bookkeeping of which rows are stored.
-- :class:`FinalObservations`: the final observations of ended episodes, kept
-  sparsely in a fixed-capacity table (not a full-size copy of the observation).
 - :class:`ReplayRatio`: whole gradient updates per collected batch.
+
+Both return a :class:`~parllel.replays.transitions.ReplayBatch`.
 """
 
 from parllel.replays.prioritized import PrioritizedReplay
 from parllel.replays.ratio import ReplayRatio
-from parllel.replays.transitions import ReplayBatch
 from parllel.replays.uniform import UniformReplay
 
 __all__ = [
     "PrioritizedReplay",
-    "ReplayBatch",
     "ReplayRatio",
     "UniformReplay",
 ]

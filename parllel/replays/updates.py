@@ -27,7 +27,7 @@ class Replay(Protocol):
     """What off-policy algorithms need from a replay (see :mod:`parllel.replays`)."""
 
     def sample(self) -> ReplayBatch:
-        """A :class:`~parllel.replays.ReplayBatch` of numpy arrays."""
+        """A :class:`~parllel.replays.transitions.ReplayBatch` of numpy arrays."""
         ...
 
 

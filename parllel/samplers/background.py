@@ -41,7 +41,7 @@ from parllel.cages.main_guard import check_main_guard
 from parllel.errors import (
     BackgroundSamplerError,
     ConfigError,
-    TreeRingClosedError,
+    TreeRingError,
 )
 from parllel.samplers.background_batch import BackgroundBatch, checked_batch
 from parllel.samplers.background_launch import (
@@ -368,7 +368,7 @@ class BackgroundSampler(AsyncSampler):
                 learner, waiting for this batch, never published.
         """
         if self._closed:
-            raise TreeRingClosedError("the background sampler is closed")
+            raise TreeRingError("the background sampler is closed")
         ring = self.ring
         if not self._started:
             self._started = True

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from parllel.cages.child_processes import ParentGone, parent_check
-from parllel.errors import ConfigError, TreeRingClosedError
+from parllel.errors import ConfigError, TreeRingError
 from parllel.samplers.tree_ring import Handover, TreeRing, tree_layout
 
 
@@ -149,7 +149,7 @@ def run_background_sampler(
 
         def check_alive() -> None:
             if ring.closed:
-                raise TreeRingClosedError("the learner closed the background sampler")
+                raise TreeRingError("the learner closed the background sampler")
             check_parent()
 
         while not conn.poll(0.1):  # sampling starts at the first collect_batch
@@ -184,9 +184,11 @@ def run_background_sampler(
             conn.send(("batch", n, completed, sampler_state(sampler), times))
             ring.end_write(stamp=version)
             n += 1
-    except (TreeRingClosedError, ParentGone, BrokenPipeError, ConnectionResetError):
-        pass  # the learner closed (or is gone): a normal end
+    except (ParentGone, BrokenPipeError, ConnectionResetError):
+        pass  # the learner is gone: a normal end
     except BaseException as exc:
+        if isinstance(exc, TreeRingError) and ring is not None and ring.closed:
+            return  # the learner closed the ring: a normal end (finally runs)
         try:
             conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         except Exception:

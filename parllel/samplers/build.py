@@ -12,7 +12,7 @@ from numpy.typing import DTypeLike
 from parllel import fields
 from parllel.arrays import Array
 from parllel.arrays.array import Storage
-from parllel.cages import numeric_info_example
+from parllel.cages.env_info import numeric_info_example
 from parllel.errors import ConfigError
 from parllel.frame_stacks.sample_tree import allocate_frame_fields
 from parllel.tree import ArrayDict, buffer_from_example, tree_map

@@ -27,7 +27,7 @@ import numpy as np
 from parllel.arrays import Array
 from parllel.cages.child_processes import start_context
 from parllel.cages.process.channel import wait_for
-from parllel.errors import ConfigError, TreeRingClosedError, TreeRingError
+from parllel.errors import ConfigError, TreeRingError
 from parllel.tree import ArrayDict
 
 # header slots of the shared int64 array; the K stamps follow
@@ -264,7 +264,7 @@ class TreeRing:
     ) -> bool:
         def check() -> None:
             if self.closed:
-                raise TreeRingClosedError("the TreeRing was closed while waiting on it")
+                raise TreeRingError("the TreeRing was closed while waiting on it")
             if check_alive is not None:
                 check_alive()
 
@@ -275,7 +275,7 @@ class TreeRing:
         else:
             wait_for(semaphore, 0.0, check)
         if self.closed:  # woken by close()
-            raise TreeRingClosedError("the TreeRing was closed while waiting on it")
+            raise TreeRingError("the TreeRing was closed while waiting on it")
         return True
 
     # -- writer ------------------------------------------------------------
@@ -375,7 +375,7 @@ class TreeRing:
         old.close()
 
     def close(self) -> None:
-        """Close the ring for both sides (waiters raise TreeRingClosedError);
+        """Close the ring for both sides (waiters raise TreeRingError);
         in the process that allocated them, free the trees and the header."""
         self.handover.close()
         for tree in self.trees:

@@ -14,7 +14,6 @@ sampler runs after every batch. Imports numpy and numba only, never torch.
 
 from parllel.transforms.advantage import EstimateAdvantage, NormalizeAdvantage
 from parllel.transforms.base import Compose, Transform
-from parllel.transforms.functional import vtrace
 from parllel.transforms.multiagent_advantage import MultiAgentGAE
 from parllel.transforms.observation import NormalizeObservations
 from parllel.transforms.off_policy import ComputeVTrace
@@ -35,5 +34,4 @@ __all__ = [
     "PerRunObservations",
     "PerRunTransform",
     "Transform",
-    "vtrace",
 ]

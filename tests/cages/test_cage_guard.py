@@ -85,7 +85,7 @@ def test_unguarded_script_gets_a_config_error_naming_the_guard(
     assert result.returncode == 1, result.stdout + result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(
-        "parllel.errors.MainGuardError: ProcessCage workers are started"
+        "parllel.errors.ConfigError: ProcessCage workers are started"
     )
     assert 'if __name__ == "__main__":' in last
     assert 'parallel="serial"' in last  # the other way out

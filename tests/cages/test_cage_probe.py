@@ -127,7 +127,7 @@ def _worker_only_factory():
 
 def test_knights_archers_zombies_through_the_adapter_equals_the_bare_env():
     kaz = pytest.importorskip("pettingzoo.butterfly.knights_archers_zombies_v11")
-    from parllel.multiagent import ParallelEnvAdapter
+    from parllel.multiagent.parallel_env import ParallelEnvAdapter
 
     def make():
         return ParallelEnvAdapter(kaz.parallel_env())

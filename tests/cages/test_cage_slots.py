@@ -8,7 +8,7 @@ import pytest
 from parllel.cages import CageOptions, ProcessCage, SerialCage
 from parllel.cages.process.channel import Layout, Views
 from parllel.cages.process.slots import SlotRegistry
-from parllel.errors import NotSharedError
+from parllel.errors import ConfigError
 from parllel.tree import ArrayDict, buffer_from_example, tree_items, tree_map
 from tests.helpers.cage_helpers import allocate, run
 from tests.helpers.envs import CountingEnv
@@ -29,7 +29,7 @@ def _rebuild(registered, layout: Layout, views: dict[int, np.ndarray]):
 def test_a_refused_tree_leaves_nothing_half_registered():
     registry = SlotRegistry(N_ENVS)
     good, local = _shared(), np.zeros(N_ENVS, np.float32)
-    with pytest.raises(NotSharedError, match="observation"):
+    with pytest.raises(ConfigError, match="observation"):
         registry.register({"observation": local, "reward": good})
     # the same layout again, now valid: its layout and every view are sent
     registered = registry.register({"observation": _shared(), "reward": good})
@@ -79,7 +79,7 @@ def test_a_cage_recovers_from_a_refused_slot_tree():
         CountingEnv, N_ENVS, options=CageOptions(seed=0), start_method="fork"
     ) as cage:
         local = allocate(cage, 4, storage="local")
-        with pytest.raises(NotSharedError):
+        with pytest.raises(ConfigError):
             cage.reset(local.observation[0])
         arrays, trajs = run(cage, 4)  # same layout, shared slots: workers learn it
     with SerialCage(CountingEnv, N_ENVS, options=CageOptions(seed=0)) as cage:

@@ -19,7 +19,6 @@ from parllel.errors import (
     ConfigError,
     EnvError,
     InvalidActionError,
-    NotSharedError,
     SpaceMismatchError,
     WorkerDiedError,
 )
@@ -297,7 +296,7 @@ def test_stepping_before_reset_is_refused():
 def test_process_cage_needs_shared_buffers():
     with fork_cage(CountingEnv, 2, options=CageOptions(seed=0)) as cage:
         with allocate(cage, 2, storage="local") as tree:
-            with pytest.raises(NotSharedError, match="observation"):
+            with pytest.raises(ConfigError, match="observation"):
                 cage.reset(tree.observation[0])
 
 

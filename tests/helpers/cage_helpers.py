@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from parllel import fields
-from parllel.cages import numeric_info_example
+from parllel.cages.env_info import numeric_info_example
 from parllel.tree import ArrayDict, buffer_from_example
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +102,16 @@ def test_every_error_imports_from_parllel_errors(name: str) -> None:
     assert issubclass(cls, (ParllelError, ParllelWarning))
     # tracebacks and pickles name the public path, whichever module defines it
     assert cls.__module__ == "parllel.errors"
+
+
+def test_every_listed_error_is_used_outside_parllel_errors() -> None:
+    # a class no module raises, derives from or catches is surface without a use
+    # (issue 40 folded such one-purpose classes into their parents)
+    root = Path(parllel.__file__).parent
+    source = "\n".join(
+        path.read_text() for path in root.rglob("*.py") if path.parent.name != "errors"
+    )
+    unused = [
+        name for name in parllel.errors.__all__ if not re.search(rf"\b{name}\b", source)
+    ]
+    assert not unused, f"no module outside parllel.errors uses {unused}"

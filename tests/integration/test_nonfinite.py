@@ -25,7 +25,6 @@ from parllel.checkpoints.checkpoint import (
 from parllel.errors import (
     ConfigError,
     NonFiniteError,
-    NonFiniteLossError,
 )
 from parllel.runners import OnPolicyRunner
 from parllel.samplers import AlternatingSampler, FeedForwardSampler, RecurrentSampler
@@ -263,14 +262,14 @@ def test_ppo_stops_before_a_non_finite_step():
     batch = _rollout(model, dist, seed=1)
     batch[fields.ADVANTAGE][5, 1] = float("nan")
     before = snapshot(model)
-    with pytest.raises(NonFiniteLossError, match="PPO update 1: non-finite loss"):
+    with pytest.raises(NonFiniteError, match="PPO update 1: non-finite loss"):
         ppo.optimize(batch)
     assert_unchanged(before, model)
     # with minibatches, those before the bad one were applied: finite weights
     model, dist, ppo = _make(minibatches=4)
     batch = _rollout(model, dist, T=8, B=4)
     batch[fields.ADVANTAGE][7, 3] = float("nan")  # in one of the minibatches
-    with pytest.raises(NonFiniteLossError):
+    with pytest.raises(NonFiniteError):
         ppo.optimize(batch)
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
@@ -280,7 +279,7 @@ def test_dqn_stops_before_a_non_finite_step():
     dqn = DQN(agent, adam(agent.q_network.parameters(), 1e-3), target_update_interval=1)
     before = snapshot(agent.q_network)
     reward = torch.tensor([1.0, float("inf"), 3.0, 4.0])
-    with pytest.raises(NonFiniteLossError, match="DQN update 0") as caught:
+    with pytest.raises(NonFiniteError, match="DQN update 0") as caught:
         dqn.update(dqn_batch(reward=reward))
     assert caught.value.terms == ("loss",)  # Huber: finite gradient, infinite loss
     assert_unchanged(before, agent.q_network)
@@ -294,7 +293,7 @@ def test_sac_stops_before_a_non_finite_step():
     before = snapshot(agent.actor, agent.critic, sac.target_critic)
     log_alpha = sac.log_alpha.detach().clone()
     reward = torch.tensor([1.0, float("nan"), 3.0, 4.0])
-    with pytest.raises(NonFiniteLossError, match="SAC update 0") as caught:
+    with pytest.raises(NonFiniteError, match="SAC update 0") as caught:
         sac.update(sac_batch(reward=reward))
     assert {"q1_loss", "q2_loss"} <= set(caught.value.terms)
     assert_unchanged(before, agent.actor, agent.critic, sac.target_critic)
@@ -358,7 +357,7 @@ def test_non_finite_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_p
         checkpoint_dir=tmp_path, checkpoint_interval_steps=32,
         checkpoint_objects={"model": model, "ppo": ppo},
     )  # fmt: skip
-    with pytest.raises(NonFiniteLossError):
+    with pytest.raises(NonFiniteError):
         runner.run()
     saved = assert_newest_checkpoint_is(tmp_path, 64, model)
     for key, value in model.state_dict().items():  # no step was taken since

@@ -21,8 +21,13 @@ import parllel
 # (DQN, DqnAgent, build_dqn_agent); a JAX run's policy in numpy 1; CageOptions and
 # ProcessLayout 2 (issue 40 item 2, the shared cage options); issue 40 moved 18 helpers
 # (shared-memory hygiene, space plumbing, RNG and checkpoint internals, the
-# functional GAE forms, TreeRing) to their modules
-PUBLIC_NAME_BUDGET = 162
+# functional GAE forms, TreeRing) to their modules. From issue 40 item 1 on the
+# budget counts the error classes too (200 names, 38 of them errors): seven
+# one-purpose errors folded into their parents, and 35 names listed in their
+# modules only (encoders, params conversions, agent classes their builders
+# build, protocols, the functional V-trace, stack_space, ReplayBatch,
+# BenchReport, ...; the two schedules in parllel.schedules): 158
+PUBLIC_NAME_BUDGET = 158
 
 # names a package imports on first use, with the package they need
 LAZY = {
@@ -50,8 +55,7 @@ def _all_of(name: str) -> list[str]:
 
 
 def test_public_names_within_budget() -> None:
-    # parllel.errors lists every error class (tests/integration/test_error_hierarchy.py)
-    counts = {name: len(_all_of(name)) for name in PACKAGES if name != "parllel.errors"}
+    counts = {name: len(_all_of(name)) for name in PACKAGES}
     total = sum(counts.values())
     assert total <= PUBLIC_NAME_BUDGET, (
         f"{total} public names (budget {PUBLIC_NAME_BUDGET}): {counts}; "

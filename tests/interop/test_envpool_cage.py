@@ -21,7 +21,8 @@ envpool = pytest.importorskip("envpool")
 from parllel import fields  # noqa: E402
 from parllel.agents import NumpyHandler, RandomAgent, ScriptedAgent  # noqa: E402
 from parllel.builders import build_sample_tree  # noqa: E402
-from parllel.cages import CageOptions, TrajInfo, numeric_info_example  # noqa: E402
+from parllel.cages import CageOptions, TrajInfo  # noqa: E402
+from parllel.cages.env_info import numeric_info_example  # noqa: E402
 from parllel.interop import make_envpool_cage  # noqa: E402
 from parllel.samplers import FeedForwardSampler  # noqa: E402
 from parllel.seeding import Seeds  # noqa: E402

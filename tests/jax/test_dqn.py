@@ -8,13 +8,13 @@ import jax
 import numpy as np
 import pytest
 
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax.agents.dqn_agent import build_dqn_agent
 from parllel.jax.algos.dqn import DQN
 from parllel.jax.algos.dqn_update import huber
 from parllel.jax.algos.optimizers import adam
 from parllel.jax.models.params import params_to_numpy
-from parllel.replays import ReplayBatch
+from parllel.replays.transitions import ReplayBatch
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT = gym.spaces.Discrete(5)
@@ -141,7 +141,7 @@ def test_non_finite_loss_keeps_the_weights():
     before = _leaves(dqn.agent.q_params)
     batches = _batches(2)
     batches[1].reward[3] = np.nan
-    with pytest.raises(NonFiniteLossError, match="DQN update 1: non-finite loss"):
+    with pytest.raises(NonFiniteError, match="DQN update 1: non-finite loss"):
         dqn.update_batches(batches)
     for x, y in zip(before, _leaves(dqn.agent.q_params)):
         np.testing.assert_array_equal(x, y)

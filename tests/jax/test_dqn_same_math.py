@@ -10,8 +10,8 @@ import pytest
 from parllel.jax.agents.dqn_agent import build_dqn_agent
 from parllel.jax.algos.dqn import DQN
 from parllel.jax.algos.optimizers import adam
-from parllel.jax.models import params_from_torch, params_to_torch
-from parllel.replays import ReplayBatch
+from parllel.jax.models.params import params_from_torch, params_to_torch
+from parllel.replays.transitions import ReplayBatch
 
 torch = pytest.importorskip("torch")
 torch_agents = pytest.importorskip("parllel.torch.agents")

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel.checkpoints.checkpoint import save_checkpoint
-from parllel.errors import PolicyExportError, PolicyFileError
+from parllel.errors import ConfigError, PolicyFileError
 from parllel.export.network import ACTIVATIONS, apply_module
 from parllel.export.numpy_policy import load_numpy_policy, plays_in_numpy
 from parllel.export.spec import SPEC_FILE
@@ -272,7 +272,7 @@ def test_bad_files_get_clear_errors(tmp_path):
         load_numpy_policy(other)
     env = gym.make("CartPole-v1")
     agent = _agent("ppo", env.observation_space, env.action_space)
-    with pytest.raises(PolicyExportError, match="observation_space"):
+    with pytest.raises(ConfigError, match="observation_space"):
         export_policy(tmp_path, agent)
     good = export_policy(
         tmp_path / "good.npz",

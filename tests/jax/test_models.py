@@ -15,12 +15,8 @@ from parllel.jax.distributions import (
     GaussianParams,
     SquashedGaussian,
 )
-from parllel.jax.models import (
-    build_actor_critic,
-    init_params,
-    params_from_torch,
-    params_to_torch,
-)
+from parllel.jax.models import build_actor_critic
+from parllel.jax.models.params import init_params, params_from_torch, params_to_torch
 
 torch = pytest.importorskip("torch")
 torch_models = pytest.importorskip("parllel.torch.models")

@@ -11,10 +11,13 @@ import optax
 import pytest
 
 from parllel import fields
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax.agents import ActorCriticAgent
-from parllel.jax.algos import PPO, adam, minibatch_permutations
-from parllel.jax.models import build_actor_critic, params_from_torch, params_to_torch
+from parllel.jax.algos import PPO, adam
+from parllel.jax.algos.ppo_batch import minibatch_permutations
+from parllel.jax.models import build_actor_critic
+from parllel.jax.models.params import params_from_torch, params_to_torch
+from parllel.schedules import linear_schedule
 
 torch = pytest.importorskip("torch")
 torch_models = pytest.importorskip("parllel.torch.models")
@@ -71,7 +74,7 @@ def test_jax_updates_give_torch_parameters(action_space, monkeypatch):
     torch_ppo = torch_algos.PPO(
         torch_algos.ActorCriticEvaluator(model, distribution),
         optimizer,
-        learning_rate=torch_algos.linear_schedule(1e-3, 1e-4),
+        learning_rate=linear_schedule(1e-3, 1e-4),
         **SETTINGS,
     )
     network, jax_distribution = build_actor_critic(
@@ -82,7 +85,7 @@ def test_jax_updates_give_torch_parameters(action_space, monkeypatch):
     jax_ppo = PPO(
         agent,
         adam(1e-3),
-        learning_rate=torch_algos.linear_schedule(1e-3, 1e-4),
+        learning_rate=linear_schedule(1e-3, 1e-4),
         **SETTINGS,
     )
     key = jax.random.key(7)
@@ -164,5 +167,5 @@ def test_state_dict_round_trip_and_refusals():
     bad = _batch(gym.spaces.Discrete(3), 0)
     bad[fields.ADVANTAGE][0, 0] = np.inf
     bad[fields.VALID][:] = True
-    with pytest.raises(NonFiniteLossError):
+    with pytest.raises(NonFiniteError):
         ppo.optimize(bad)

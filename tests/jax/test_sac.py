@@ -8,11 +8,11 @@ import jax
 import numpy as np
 import pytest
 
-from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
+from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteError
 from parllel.jax.agents.sac_agent import SacAgent, build_sac_agent
 from parllel.jax.algos.sac import SAC, EntropyCoefficient
 from parllel.jax.algos.sac_setup import build_sac_optimizers
-from parllel.replays import ReplayBatch
+from parllel.replays.transitions import ReplayBatch
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACT = gym.spaces.Box(
@@ -145,7 +145,7 @@ def test_state_dict_of_another_size_is_refused():
 def test_non_finite_update_is_refused_and_not_kept():
     sac = make_sac(updates_per_optimize=2)
     before = leaves(sac.agent.critic_params)
-    with pytest.raises(NonFiniteLossError, match="SAC update 1") as error:
+    with pytest.raises(NonFiniteError, match="SAC update 1") as error:
         sac.optimize(FakeReplay(nan_reward_at=1))
     assert "q1_loss" in error.value.terms
     for a, b in zip(before, leaves(sac.agent.critic_params)):

@@ -15,8 +15,8 @@ from parllel.jax.agents.sac_agent import (
 from parllel.jax.algos.replay_updates import ReplayArrays
 from parllel.jax.algos.sac import SAC, EntropyCoefficient
 from parllel.jax.algos.sac_setup import build_sac_optimizers
-from parllel.jax.models import params_from_torch, params_to_torch
-from parllel.replays import ReplayBatch
+from parllel.jax.models.params import params_from_torch, params_to_torch
+from parllel.replays.transitions import ReplayBatch
 
 torch = pytest.importorskip("torch")
 torch_agents = pytest.importorskip("parllel.torch.agents")

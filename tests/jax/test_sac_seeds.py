@@ -11,7 +11,7 @@ import pytest
 
 from parllel.builders import build_replay_tree
 from parllel.cages import CageOptions, build_cage
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax import JaxHandler
 from parllel.jax.agents import build_sac_agent
 from parllel.jax.algos import SAC, EntropyCoefficient, SeededSAC, build_sac_optimizers
@@ -165,7 +165,7 @@ def test_nonfinite_sac_run_stops_alone() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_nonfinite_sac_run_stops_all() -> None:
-    with pytest.raises(NonFiniteLossError, match=f"seed {MASTERS[0]}"):
+    with pytest.raises(NonFiniteError, match=f"seed {MASTERS[0]}"):
         seeded_run(MASTERS, "stop_all", poison=0)
 
 

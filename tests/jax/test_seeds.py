@@ -11,7 +11,7 @@ import pytest
 
 from parllel.builders import add_advantage_estimation, build_sample_tree
 from parllel.cages import CageOptions, EnvSpaces, build_cage
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax import JaxHandler
 from parllel.jax.agents import build_actor_critic_agent
 from parllel.jax.algos import PPO, SeededPPO, adam
@@ -148,7 +148,7 @@ def test_nonfinite_run_stops_alone() -> None:
 
 @pytest.mark.slow
 def test_nonfinite_run_stops_all() -> None:
-    with pytest.raises(NonFiniteLossError, match=f"seed {MASTERS[0]}"):
+    with pytest.raises(NonFiniteError, match=f"seed {MASTERS[0]}"):
         seeded_run(MASTERS, "stop_all", poison=0)
 
 

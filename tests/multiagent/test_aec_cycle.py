@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from parllel.multiagent import ParallelEnvAdapter
 from parllel.multiagent.aec_cycle import aec_cycle_of, step_aec_cycle
+from parllel.multiagent.parallel_env import ParallelEnvAdapter
 
 
 def spread():

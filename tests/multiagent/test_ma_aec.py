@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.multiagent import AECEnvAdapter, make_aec_env_factory
+from parllel.multiagent import make_aec_env_factory
+from parllel.multiagent.aec_env import AECEnvAdapter
 from tests.helpers.ma_envs import AGENTS, TurnAECEnv, agent_reward, ends_terminated
 from tests.multiagent.ma_reference import (
     A,

@@ -8,11 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel import fields
-from parllel.multiagent import (
-    MultiAgentTrajInfo,
-    ParallelEnvAdapter,
-    make_parallel_env_factory,
-)
+from parllel.multiagent import MultiAgentTrajInfo, make_parallel_env_factory
+from parllel.multiagent.parallel_env import ParallelEnvAdapter
 from tests.helpers.ma_envs import DropoutParallelEnv
 from tests.multiagent.ma_reference import (
     A,

@@ -7,21 +7,20 @@ import numpy as np
 import pytest
 
 from parllel import fields
-from parllel.cages import numeric_info_example
+from parllel.cages.env_info import numeric_info_example
 from parllel.errors import (
     ConfigError,
     MismatchedAgentsError,
     ShapeError,
 )
 from parllel.multiagent import (
-    AECEnvAdapter,
-    ParallelEnvAdapter,
     make_aec_env_factory,
     make_parallel_env_factory,
-    stack_space,
     unstack_space,
 )
-from parllel.multiagent.spaces import shared_space, write_row
+from parllel.multiagent.aec_env import AECEnvAdapter
+from parllel.multiagent.parallel_env import ParallelEnvAdapter
+from parllel.multiagent.spaces import shared_space, stack_space, write_row
 from tests.helpers.ma_envs import DropoutParallelEnv, TurnAECEnv
 
 

@@ -67,7 +67,7 @@ def test_random_start_makes_one_seeded_random_move_in_its_share_of_games():
     pytest.importorskip("openskill")
     from train_tictactoe import tictactoe_env
 
-    from parllel.multiagent import AECEnvAdapter
+    from parllel.multiagent.aec_env import AECEnvAdapter
 
     def first_marks(share, seed, games=40, moves=1):
         env = AECEnvAdapter(tictactoe_env(share, moves))

@@ -19,16 +19,10 @@ from parllel.replays.transitions import gather_transitions
 from parllel.runners import Callback, OffPolicyRunner
 from parllel.runners.off_policy import AttributeSchedule
 from parllel.samplers import FeedForwardSampler
+from parllel.schedules import epsilon_schedule
 from parllel.torch import TorchHandler
 from parllel.torch.agents import build_dqn_agent, build_sac_agent
-from parllel.torch.algos import (
-    DQN,
-    SAC,
-    EntropyCoefficient,
-    adam,
-    build_sac_optimizer,
-    epsilon_schedule,
-)
+from parllel.torch.algos import DQN, SAC, EntropyCoefficient, adam, build_sac_optimizer
 from tests.helpers.replay_helpers import assert_equal_trees
 
 pytestmark = pytest.mark.timeout(90)

@@ -177,4 +177,4 @@ def test_a_script_without_the_main_guard_is_told_so(tmp_path):
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode != 0
-    assert "MainGuardError: the background sampler's process is started" in done.stderr
+    assert "ConfigError: the background sampler's process is started" in done.stderr

@@ -16,7 +16,7 @@ from parllel.errors import (
     BackgroundSamplerError,
     ConfigError,
     PolicyLagError,
-    TreeRingClosedError,
+    TreeRingError,
 )
 from parllel.samplers.background import BackgroundSampler
 from tests.helpers.background_helpers import (
@@ -151,7 +151,7 @@ def test_env_error_mid_run_is_raised_in_the_learner():
         with pytest.raises(BackgroundSamplerError, match="failed on purpose"):
             for _ in range(10):
                 background.collect_batch()
-        with pytest.raises(TreeRingClosedError):
+        with pytest.raises(TreeRingError):
             background.collect_batch()
 
 
@@ -188,7 +188,7 @@ def test_closing_stops_the_process_and_its_workers_and_frees_memory(how):
     wait_gone(owners)
     for pid in owners:
         assert not list_segments(pid)
-    with pytest.raises(TreeRingClosedError):
+    with pytest.raises(TreeRingError):
         background.collect_batch()
 
 

@@ -14,13 +14,8 @@ from parllel.errors import ConfigError
 from parllel.seeding import Seeds, actions_seed
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent, build_dqn_agent, build_sac_agent
-from parllel.torch.distributions import (
-    Categorical,
-    DistParams,
-    Gaussian,
-    SquashedGaussian,
-)
-from parllel.torch.distributions.base import GaussianParams
+from parllel.torch.distributions import Categorical, Gaussian, SquashedGaussian
+from parllel.torch.distributions.base import DistParams, GaussianParams
 from parllel.torch.models import build_actor_critic
 from parllel.torch.selfplay import frozen_opponent, snapshot_state
 

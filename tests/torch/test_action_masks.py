@@ -13,7 +13,8 @@ from parllel import fields
 from parllel.errors import ConfigError, ShapeError
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.algos import ActorCriticEvaluator
-from parllel.torch.distributions import Categorical, DistParams, Gaussian
+from parllel.torch.distributions import Categorical, Gaussian
+from parllel.torch.distributions.base import DistParams
 from parllel.torch.models import build_actor_critic
 
 SETTINGS = settings(

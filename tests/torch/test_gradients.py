@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel.checkpoints.finite import check_finite_update
-from parllel.errors import NonFiniteLossError
+from parllel.errors import NonFiniteError
 from parllel.torch.algos.gradients import clip_grad_norm
 
 shapes = st.lists(
@@ -81,7 +81,7 @@ def test_finite_check_passes_finite_values_whose_sum_overflows():
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_finite_check_names_the_non_finite_value(bad):
-    with pytest.raises(NonFiniteLossError, match="grad_norm = "):
+    with pytest.raises(NonFiniteError, match="grad_norm = "):
         check_finite_update(
             "PPO", 3, loss=torch.tensor(1.0), grad_norm=torch.tensor(bad)
         )

@@ -12,13 +12,9 @@ from torch import nn
 
 from parllel.errors import ConfigError, ShapeError
 from parllel.torch.agents import build_dqn_agent
-from parllel.torch.models import (
-    CnnEncoder,
-    FlattenEncoder,
-    build_actor_critic,
-    build_encoder,
-)
-from parllel.torch.models.encoders import is_image_shape
+from parllel.torch.models import build_actor_critic
+from parllel.torch.models.cnn import CnnEncoder
+from parllel.torch.models.encoders import FlattenEncoder, build_encoder, is_image_shape
 
 ACTIONS = gym.spaces.Discrete(6)
 

@@ -16,8 +16,8 @@ from torch import nn
 from parllel.checkpoints import save_checkpoint
 from parllel.checkpoints.checkpoint import latest_checkpoint
 from parllel.errors import (
+    ConfigError,
     ParllelWarning,
-    PolicyExportError,
     PolicyFileError,
 )
 from parllel.export.checkpoints import newest_checkpoint_step
@@ -164,15 +164,15 @@ def test_agents_that_cannot_be_described(tmp_path):
     class Homemade:
         model = nn.Linear(4, 2)
 
-    with pytest.raises(PolicyExportError, match="no recorded architecture"):
+    with pytest.raises(ConfigError, match="no recorded architecture"):
         export_policy(tmp_path, Homemade())
     custom = ActorCriticAgent(
         *build_actor_critic(OBS, ACTIONS, activation=lambda: nn.Tanh())
     )
-    with pytest.raises(PolicyExportError, match="activation=.*cannot be stored"):
+    with pytest.raises(ConfigError, match="activation=.*cannot be stored"):
         export_policy(tmp_path, custom)
     from_example = build_dqn_agent(np.zeros(4, np.float32), ACTIONS)
-    with pytest.raises(PolicyExportError, match="pass observation_space="):
+    with pytest.raises(ConfigError, match="pass observation_space="):
         export_policy(tmp_path, from_example)
     policy = load_policy(export_policy(tmp_path, from_example, observation_space=OBS))
     assert policy.observation_space == OBS
@@ -330,7 +330,7 @@ def test_builder_arguments_round_trip_through_plain_data():
     assert data["heads"]["pi"] == [{"torch.nn": "Tanh"}, 3]
     assert data["sizes"] == [8, 8]  # plain data: tuples become lists
     assert kwargs_from_data(data) == {**kwargs, "sizes": [8, 8]}
-    with pytest.raises(PolicyExportError, match=r"argument heads.pi.1=.*cannot be"):
+    with pytest.raises(ConfigError, match=r"argument heads.pi.1=.*cannot be"):
         kwargs_to_data({"heads": {"pi": [nn.Tanh, object()]}})
     with pytest.raises(PolicyFileError, match="no class 'Nope'"):
         kwargs_from_data({"act": {"torch.nn": "Nope"}})

@@ -7,7 +7,8 @@ import numpy as np
 import torch
 
 from parllel import fields
-from parllel.torch.algos import PPO, ActorCriticEvaluator, linear_schedule
+from parllel.schedules import linear_schedule
+from parllel.torch.algos import PPO, ActorCriticEvaluator
 from parllel.torch.models import build_actor_critic
 
 

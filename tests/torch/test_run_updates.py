@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from parllel.errors import ParllelError
-from parllel.replays import ReplayBatch
+from parllel.replays.transitions import ReplayBatch
 from parllel.torch.algos.off_policy import run_updates
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from parllel.errors import ConfigError
-from parllel.replays import ReplayBatch
+from parllel.replays.transitions import ReplayBatch
 from parllel.torch.agents.sac_agent import build_sac_agent
 from parllel.torch.algos.sac import SAC, EntropyCoefficient, build_sac_optimizer
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from parllel.errors import ConfigError
-from parllel.replays import ReplayBatch
+from parllel.replays.transitions import ReplayBatch
 from parllel.torch.agents import build_dqn_agent, build_sac_agent
 from parllel.torch.algos import (
     DQN,

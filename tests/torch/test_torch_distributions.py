@@ -11,14 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parllel.errors import ConfigError, ShapeError
-from parllel.torch.distributions import (
-    Categorical,
-    DistParams,
-    Distribution,
-    Gaussian,
-    SquashedGaussian,
-)
-from parllel.torch.distributions.base import GaussianParams
+from parllel.torch.distributions import Categorical, Gaussian, SquashedGaussian
+from parllel.torch.distributions.base import DistParams, Distribution, GaussianParams
 
 SETTINGS = settings(max_examples=30, deadline=None)
 

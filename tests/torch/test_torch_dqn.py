@@ -10,10 +10,12 @@ from torch import nn
 
 from parllel import fields
 from parllel.errors import ConfigError
-from parllel.replays import PrioritizedReplay, ReplayBatch
+from parllel.replays import PrioritizedReplay
+from parllel.replays.transitions import ReplayBatch
+from parllel.schedules import epsilon_schedule
 from parllel.torch.agents.dqn_agent import DqnAgent, build_dqn_agent
 from parllel.torch.algos import adam
-from parllel.torch.algos.dqn import DQN, epsilon_schedule
+from parllel.torch.algos.dqn import DQN
 from parllel.tree import ArrayDict, buffer_from_example
 
 

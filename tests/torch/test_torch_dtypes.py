@@ -23,14 +23,10 @@ from parllel.errors import ConfigError, DtypeError
 from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent, build_sac_agent
-from parllel.torch.models import (
-    CnnEncoder,
-    FlattenEncoder,
-    OneHotEncoder,
-    build_actor_critic,
-    build_encoder,
-)
+from parllel.torch.models import build_actor_critic
+from parllel.torch.models.cnn import CnnEncoder
 from parllel.torch.models.dtypes import to_model_dtype
+from parllel.torch.models.encoders import FlattenEncoder, OneHotEncoder, build_encoder
 
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.int64, torch.uint8]
 

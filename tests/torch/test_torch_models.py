@@ -11,15 +11,13 @@ from hypothesis import strategies as st
 
 from parllel.errors import ConfigError, ShapeError
 from parllel.torch.distributions import Categorical, Gaussian, SquashedGaussian
-from parllel.torch.models import (
-    MLP,
-    ActorCriticModel,
-    CnnEncoder,
+from parllel.torch.models import MLP, build_actor_critic
+from parllel.torch.models.actor_critic import ActorCriticModel
+from parllel.torch.models.cnn import CnnEncoder
+from parllel.torch.models.encoders import (
     DictEncoder,
     FlattenEncoder,
     OneHotEncoder,
-    RecurrentCore,
-    build_actor_critic,
     build_encoder,
 )
 from parllel.torch.models.heads import CategoricalHead, GaussianHead, ValueHead
@@ -28,6 +26,7 @@ from parllel.torch.models.leading_dims import (
     infer_leading_dims,
     restore_leading_dims,
 )
+from parllel.torch.models.recurrent import RecurrentCore
 
 
 def test_leading_dims_roundtrip():

@@ -11,14 +11,11 @@ import torch
 
 from parllel import fields
 from parllel.errors import ConfigError, ShapeError, TreeStructureError
-from parllel.torch.algos import (
-    PPO,
-    ActorCriticEvaluator,
-    PolicyEvaluator,
-    linear_schedule,
-)
-from parllel.torch.algos.evaluator import PolicyEvaluation
-from parllel.torch.models import RecurrentCore, build_actor_critic
+from parllel.schedules import linear_schedule
+from parllel.torch.algos import PPO, ActorCriticEvaluator
+from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
+from parllel.torch.models import build_actor_critic
+from parllel.torch.models.recurrent import RecurrentCore
 
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
 

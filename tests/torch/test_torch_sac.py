@@ -10,7 +10,8 @@ from torch import nn
 
 from parllel import fields
 from parllel.errors import ConfigError
-from parllel.replays import ReplayBatch, UniformReplay
+from parllel.replays import UniformReplay
+from parllel.replays.transitions import ReplayBatch
 from parllel.torch.agents.sac_agent import SacAgent, build_sac_agent
 from parllel.torch.algos.sac import SAC, EntropyCoefficient, build_sac_optimizer
 from parllel.torch.distributions.base import GaussianParams

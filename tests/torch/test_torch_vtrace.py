@@ -18,7 +18,8 @@ from parllel.samplers import FeedForwardSampler
 from parllel.torch import TorchHandler
 from parllel.torch.agents import ActorCriticAgent
 from parllel.torch.models import build_actor_critic
-from parllel.transforms import ComputeVTrace, EstimateAdvantage, vtrace
+from parllel.transforms import ComputeVTrace, EstimateAdvantage
+from parllel.transforms.functional import vtrace
 
 
 @pytest.mark.timeout(60)

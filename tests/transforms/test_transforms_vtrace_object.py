@@ -12,8 +12,8 @@ from parllel.transforms import (
     ComputeVTrace,
     EstimateAdvantage,
     NormalizeAdvantage,
-    vtrace,
 )
+from parllel.transforms.functional import vtrace
 from parllel.tree import ArrayDict
 from tests.transforms.test_transforms_objects import make_tree, nd, without
 

@@ -30,7 +30,7 @@ from parllel.cages.process.channel import (
     ResetArgs,
     Views,
 )
-from parllel.errors import ArrayClosedError, ConfigError, NotSharedError
+from parllel.errors import ArrayClosedError, ConfigError
 from parllel.tree import ArrayDict, tree_map
 from parllel.tree.utils import tree_to_ndarray
 
@@ -76,9 +76,8 @@ class SlotRegistry:
         """Ids (and messages for what is new) for a tree of ``[n_envs]`` slots.
 
         Raises:
-            ConfigError: a slot's leading dimension is not ``n_envs``, or the
-                tree has too many leaves.
-            NotSharedError: a slot is not in shared memory.
+            ConfigError: a slot's leading dimension is not ``n_envs``, the
+                tree has too many leaves, or a slot is not in shared memory.
             ArrayClosedError: a slot's Array was closed.
         """
         views = tree_to_ndarray(ArrayDict(tree))  # nested dicts become ArrayDicts
@@ -133,8 +132,8 @@ class SlotRegistry:
             )
         try:
             descriptor = describe_view(view)
-        except NotSharedError as exc:
-            raise NotSharedError(
+        except ConfigError as exc:
+            raise ConfigError(
                 f"slot {slot_name(path)!r}: {exc}. ProcessCage workers "
                 "write straight into the buffer"
             ) from None

@@ -30,7 +30,7 @@ ACTION_MASK = "action_mask"
 
 
 class ActorCriticAgent:
-    """:class:`~parllel.jax.agents.JaxAgent` for an :class:`ActorCriticNetwork`.
+    """:class:`~parllel.jax.agents.base.JaxAgent` for an :class:`ActorCriticNetwork`.
 
     ``policy_step`` samples actions (the mode when ``deterministic``) and
     records ``agent_info = {log_prob, value}``, as the torch

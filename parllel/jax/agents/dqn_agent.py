@@ -29,7 +29,7 @@ class QNetwork(nn.Module):
     """Encoder and MLP to one Q value per action, ``[..., num_actions]``.
 
     Parameter names are the torch ``QNetwork``'s (``encoder``, ``mlp``), so
-    :func:`~parllel.jax.models.params_from_torch` converts its state dict.
+    :func:`~parllel.jax.models.params.params_from_torch` converts its state dict.
 
     Attributes:
         encoder: observation encoder (e.g. from ``build_encoder``).
@@ -65,7 +65,7 @@ class DqnPolicyParams(NamedTuple):
 
 
 class DqnAgent:
-    """:class:`~parllel.jax.agents.JaxAgent` acting epsilon-greedily on a Q-network.
+    """:class:`~parllel.jax.agents.base.JaxAgent` acting epsilon-greedily on a Q-network.
 
     ``policy_step`` takes the greedy action, replaced by a uniform one with
     probability :attr:`epsilon` (both draws from the handler's key); the

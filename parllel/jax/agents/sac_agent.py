@@ -43,7 +43,7 @@ class SacActor(nn.Module):
     """Encoder, MLP trunk and a state-dependent Gaussian head (pre-squash).
 
     Parameter names are the torch ``SacActor``'s (``trunk``, ``head``), so
-    :func:`~parllel.jax.models.params_from_torch` converts its state dict.
+    :func:`~parllel.jax.models.params.params_from_torch` converts its state dict.
 
     Attributes:
         encoder: observation encoder (e.g. from ``build_encoder``).
@@ -158,7 +158,7 @@ class SacPolicyParams(NamedTuple):
 
 
 class SacAgent:
-    """:class:`~parllel.jax.agents.JaxAgent` for SAC: actor, twin critic, distribution.
+    """:class:`~parllel.jax.agents.base.JaxAgent` for SAC: actor, twin critic, distribution.
 
     ``policy_step`` samples squashed actions (deterministic: ``squash(mean)``)
     and records no ``agent_info``. While :attr:`random_actions` is true (and

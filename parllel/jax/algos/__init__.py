@@ -1,11 +1,10 @@
 """JAX algorithms: :class:`PPO` (one compiled update), :class:`SeededPPO` (K
 runs in one call), :class:`SAC` (K updates in one call), :class:`SeededSAC` (K runs' SAC in one
-call), optimizers with torch's semantics (:func:`adam`,
-:func:`clip_grad_norm`)."""
+call), DQN, and Adam with torch's semantics (:func:`adam`)."""
 
 from parllel.jax.algos.dqn import DQN
-from parllel.jax.algos.optimizers import adam, clip_grad_norm
-from parllel.jax.algos.ppo import PPO, minibatch_permutations
+from parllel.jax.algos.optimizers import adam
+from parllel.jax.algos.ppo import PPO
 from parllel.jax.algos.ppo_seeds import SeededPPO
 from parllel.jax.algos.sac import SAC
 from parllel.jax.algos.sac_seeds import SeededSAC
@@ -20,6 +19,4 @@ __all__ = [
     "SeededSAC",
     "adam",
     "build_sac_optimizers",
-    "clip_grad_norm",
-    "minibatch_permutations",
 ]

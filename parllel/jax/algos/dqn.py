@@ -11,13 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax.agents.dqn_agent import DqnAgent
 from parllel.jax.algos.dqn_update import METRIC_NAMES, DqnState, DqnUpdate
 from parllel.jax.algos.replay_updates import ReplayArrays, run_update_calls
 from parllel.jax.models.encoders import is_image_encoder
 from parllel.jax.models.params import load_params, params_to_numpy
-from parllel.replays import ReplayBatch
+from parllel.replays.transitions import ReplayBatch
 from parllel.replays.updates import Replay, UpdateCount
 from parllel.validation import check_positive, check_target_update
 
@@ -115,7 +115,7 @@ class DQN:
             the new priorities).
 
         Raises:
-            NonFiniteLossError: a loss or gradient norm is NaN or infinite;
+            NonFiniteError: a loss or gradient norm is NaN or infinite;
                 nothing of this call is kept (parameters, optimizer state and
                 counters are those before it).
         """
@@ -158,7 +158,7 @@ class DQN:
         first = min(int(np.flatnonzero(~np.isfinite(metrics[n]))[0]) for n in bad)
         terms = tuple(n for n in bad if not np.isfinite(metrics[n][first]))
         shown = ", ".join(f"{n} = {metrics[n][first]}" for n in terms)
-        raise NonFiniteLossError(
+        raise NonFiniteError(
             f"DQN update {self.updates_done + first}: non-finite {shown}. This "
             "call's updates were not kept, so the weights are those before it, and "
             "the newest checkpoint on disk is the last good one. Usual causes: "

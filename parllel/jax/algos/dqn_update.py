@@ -51,7 +51,7 @@ class DqnUpdate:
     of every sample, ``[K, batch]``.
 
     Args:
-        agent: the :class:`~parllel.jax.agents.DqnAgent` (its pure Q function).
+        agent: the :class:`~parllel.jax.agents.dqn_agent.DqnAgent` (its pure Q function).
         optimizer: the optax transformation of the Q-network's parameters.
         double_dqn: choose next actions with the online network.
         target_update_interval: hard target copy every this many updates

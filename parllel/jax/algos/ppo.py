@@ -36,7 +36,7 @@ from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.schedules import Schedule
 from parllel.validation import check_ppo_options
 
-__all__ = ["PPO", "minibatch_permutations"]
+__all__ = ["PPO"]
 
 
 _STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
@@ -49,7 +49,7 @@ class PPO:
     :meth:`optimize` runs every epoch and minibatch in one ``jax.lax.scan`` of
     one jitted call; schedules enter as arguments (no recompilation). A
     non-finite loss keeps the last finite weights and raises
-    :class:`~parllel.errors.NonFiniteLossError`. Hyperparameters as the torch
+    :class:`~parllel.errors.NonFiniteError`. Hyperparameters as the torch
     PPO's (see docs/jax.md).
 
     Example:
@@ -209,7 +209,7 @@ class PPO:
             ``epochs_run``, ``minibatch_updates``, ``early_stopped``.
 
         Raises:
-            NonFiniteLossError: a loss or gradient norm was NaN or infinite.
+            NonFiniteError: a loss or gradient norm was NaN or infinite.
         """
         progress = self._progress(progress)
         data = self._data(batch)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from parllel.checkpoints.finite import check_finite_update
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax.algos.ppo import PPO
 from parllel.jax.algos.seeded import OnNonFinite, SeededRuns
 from parllel.jax.models.params import load_params, params_to_numpy
@@ -127,7 +127,7 @@ class SeededPPO(SeededRuns):
             loss (now or before).
 
         Raises:
-            NonFiniteLossError: with ``on_nonfinite="stop_all"``, a run's loss
+            NonFiniteError: with ``on_nonfinite="stop_all"``, a run's loss
                 or gradient norm was NaN or infinite (its seed is named).
         """
         data = self._run_data(batch)
@@ -176,7 +176,7 @@ class SeededPPO(SeededRuns):
                         loss=float(run_out["bad_loss"]),
                         grad_norm=float(run_out["bad_grad_norm"]),
                     )
-                except NonFiniteLossError as error:
+                except NonFiniteError as error:
                     self._stop_nonfinite(run, error)
                 metrics[run] = None
         self._raise_if_stop_all(failed)

@@ -18,7 +18,7 @@ __all__ = ["ReplayArrays", "run_update_calls"]
 
 
 class ReplayArrays(NamedTuple):
-    """The fields of a :class:`~parllel.replays.ReplayBatch` an update reads,
+    """The fields of a :class:`~parllel.replays.transitions.ReplayBatch` an update reads,
     ``[batch, ...]`` (or ``[K, batch, ...]`` for K updates), as jit arguments."""
 
     observation: Any

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
+from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteError
 from parllel.jax.agents.sac_agent import SacAgent
 from parllel.jax.algos.replay_updates import ReplayArrays, run_update_calls
 from parllel.jax.algos.sac_setup import (
@@ -159,7 +159,7 @@ class SAC:
             ``[K, batch]``, ``actor_stepped`` whether the actor stepped).
 
         Raises:
-            NonFiniteLossError: a loss or gradient norm is NaN or infinite;
+            NonFiniteError: a loss or gradient norm is NaN or infinite;
                 nothing of this call is kept (parameters, optimizer states and
                 counters are those before it).
         """
@@ -200,7 +200,7 @@ class SAC:
         first = min(int(where[0]) for where in bad.values())
         terms = tuple(name for name, where in bad.items() if first in where)
         shown = ", ".join(f"{name} = {metrics[name][first]}" for name in terms)
-        raise NonFiniteLossError(
+        raise NonFiniteError(
             f"SAC update {self.updates_done + first}: non-finite {shown}. This "
             "call's updates were not kept, so the weights are those before it, and "
             "the newest checkpoint on disk is the last good one. Usual causes: "

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax.agents.sac_agent import SacPolicyParams
 from parllel.jax.algos.replay_updates import ReplayArrays
 from parllel.jax.algos.sac import SAC, _mean_metrics
@@ -97,7 +97,7 @@ class SeededSAC(SeededRuns):
             <parllel.jax.algos.SAC.optimize>`); None for a stopped run.
 
         Raises:
-            NonFiniteLossError: with ``on_nonfinite="stop_all"``, a run's
+            NonFiniteError: with ``on_nonfinite="stop_all"``, a run's
                 loss or gradient norm was NaN or infinite (its seed is named).
         """
         counts = {sac.update_count(new_steps) for sac in self.sacs}
@@ -127,7 +127,7 @@ class SeededSAC(SeededRuns):
             values["td_error"] = td_errors[run]
             try:
                 sac._check_finite(values)
-            except NonFiniteLossError as error:
+            except NonFiniteError as error:
                 self._stop_nonfinite(run, error)
                 active[run] = False
                 failed.append(run)
@@ -172,7 +172,7 @@ class SeededSAC(SeededRuns):
 
 class RunSacAgent:
     """One run's agent as a checkpoint object (a single run's
-    :class:`~parllel.jax.agents.SacAgent` ``state_dict``: actor, critic)."""
+    :class:`~parllel.jax.agents.sac_agent.SacAgent` ``state_dict``: actor, critic)."""
 
     def __init__(self, seeded: SeededSAC, run: int) -> None:
         self.seeded = seeded

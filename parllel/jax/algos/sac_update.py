@@ -41,7 +41,7 @@ class SacUpdate:
     :attr:`metric_names`) and the ``|TD error|`` of every sample.
 
     Args:
-        agent: the :class:`~parllel.jax.agents.SacAgent` (its networks and
+        agent: the :class:`~parllel.jax.agents.sac_agent.SacAgent` (its networks and
             distribution; its parameters are in the state).
         optimizers: the :class:`~parllel.jax.algos.SacOptimizers`.
         tau: polyak coefficient of the target update.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from parllel.errors import ConfigError, NonFiniteLossError
+from parllel.errors import ConfigError, NonFiniteError
 from parllel.jax.seeds import SeedStack
 
 __all__ = ["OnNonFinite", "SeededRuns"]
@@ -74,9 +74,9 @@ class SeededRuns:
         again (e.g. a run stopped before the checkpoint it resumes from)."""
         self.stopped[run] = error
 
-    def _stop_nonfinite(self, run: int, error: NonFiniteLossError) -> None:
+    def _stop_nonfinite(self, run: int, error: NonFiniteError) -> None:
         """Stop run ``run`` for ``error``, naming the run and its seed."""
-        self.stopped[run] = NonFiniteLossError(
+        self.stopped[run] = NonFiniteError(
             f"run {run} (seed {self.seeds[run]}): {error}", error.terms
         )
 

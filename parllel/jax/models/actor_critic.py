@@ -34,7 +34,7 @@ class ActorCriticNetwork(nn.Module):
     ``observation [*lead, ...] -> encoder -> trunk (shared) -> policy_trunk
     -> policy_head`` and ``-> value_trunk -> value_head``, the layout of the
     torch ``ActorCriticModel`` (with the same submodule names, so
-    :func:`~parllel.jax.models.params_from_torch` converts its state dict).
+    :func:`~parllel.jax.models.params.params_from_torch` converts its state dict).
     Any leading dims.
 
     Attributes:
@@ -87,7 +87,7 @@ def build_actor_critic(
 
     Returns:
         ``(network, distribution)``; initialize parameters with
-        :func:`~parllel.jax.models.init_params`.
+        :func:`~parllel.jax.models.params.init_params`.
 
     Raises:
         ConfigError: unsupported action space, or ``squash`` with infinite bounds.

@@ -3,7 +3,7 @@
 Each maps an observation with any leading dims ``[..., *feature]`` to flat
 features ``[..., F]`` in the model's dtype, as the torch encoders do
 (``uint8`` images scaled by 1/255). :func:`build_encoder` picks them from a
-gymnasium space with the torch :func:`~parllel.torch.models.build_encoder`'s
+gymnasium space with the torch :func:`~parllel.torch.models.encoders.build_encoder`'s
 rules.
 """
 
@@ -33,7 +33,7 @@ __all__ = [
 NATURE_CNN: dict[str, Any] = dict(
     channels=(32, 64, 64), kernel_sizes=(8, 4, 3), strides=(4, 2, 1), output_size=512
 )
-"""The Nature-DQN encoder settings, as :data:`parllel.torch.models.NATURE_CNN`."""
+"""The Nature-DQN encoder settings, as :data:`parllel.torch.models.cnn.NATURE_CNN`."""
 
 
 class FlattenEncoder(nn.Module):

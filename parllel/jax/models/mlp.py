@@ -20,7 +20,7 @@ class MLP(nn.Module):
     ``output_size`` the last hidden layer (activated) is the output (a
     trunk); with it a final linear layer follows (a head). Parameter names
     follow the torch ``MLP``'s ``nn.Sequential`` (``layers_0``, ``layers_2``,
-    ...), so :func:`~parllel.jax.models.params_from_torch` maps them.
+    ...), so :func:`~parllel.jax.models.params.params_from_torch` maps them.
 
     Example:
         >>> mlp = MLP(hidden_sizes=(64, 64), output_size=2)

@@ -52,7 +52,7 @@ class DqnAgent:
     """:class:`~parllel.agents.Agent` acting epsilon-greedily on a Q-network.
 
     Set :attr:`epsilon` from a schedule as training goes (see
-    :func:`parllel.torch.algos.dqn.epsilon_schedule`); ``"eval"`` mode acts
+    :func:`parllel.schedules.epsilon_schedule`); ``"eval"`` mode acts
     greedily (or with :attr:`eval_epsilon`).
 
     Example:
@@ -141,8 +141,8 @@ def build_dqn_agent(
 ) -> DqnAgent:
     """Build a :class:`DqnAgent` with an MLP :class:`QNetwork`.
 
-    Image observations (see :func:`~parllel.torch.models.build_encoder`) get
-    the Nature-DQN network: :data:`~parllel.torch.models.NATURE_CNN` (three
+    Image observations (see :func:`~parllel.torch.models.encoders.build_encoder`) get
+    the Nature-DQN network: :data:`~parllel.torch.models.cnn.NATURE_CNN` (three
     convs and a 512-unit ReLU layer; ``cnn=`` updates its settings), then a
     linear layer to the Q values (``hidden_sizes`` ``()``).
     ``hidden_sizes=None`` means ``(64, 64)`` for other observations.

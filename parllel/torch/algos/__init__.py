@@ -5,9 +5,8 @@ Every algorithm receives its optimizer (``PPO(evaluator, optimizer)``,
 :func:`build_sac_optimizer` build the usual ones.
 """
 
-from parllel.schedules import linear_schedule
-from parllel.torch.algos.dqn import DQN, epsilon_schedule
-from parllel.torch.algos.evaluator import ActorCriticEvaluator, PolicyEvaluator
+from parllel.torch.algos.dqn import DQN
+from parllel.torch.algos.evaluator import ActorCriticEvaluator
 from parllel.torch.algos.multiagent import FlattenAgents, PerPolicy
 from parllel.torch.algos.optimizers import adam
 from parllel.torch.algos.ppo import PPO
@@ -23,10 +22,7 @@ __all__ = [
     "EntropyCoefficient",
     "FlattenAgents",
     "PerPolicy",
-    "PolicyEvaluator",
     "VTraceCorrection",
     "adam",
     "build_sac_optimizer",
-    "epsilon_schedule",
-    "linear_schedule",
 ]

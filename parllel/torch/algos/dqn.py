@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -21,41 +21,11 @@ from parllel.torch.algos.off_policy import (
 )
 from parllel.torch.utils import check_device
 from parllel.validation import (
-    check_at_least,
-    check_fraction,
     check_positive,
     check_target_update,
 )
 
-__all__ = ["DQN", "epsilon_schedule"]
-
-
-def epsilon_schedule(
-    start: float = 1.0, end: float = 0.05, decay_steps: int = 10_000
-) -> Callable[[int], float]:
-    """Epsilon for epsilon-greedy exploration as a function of the env step.
-
-    Decays linearly from ``start`` to ``end`` over ``decay_steps`` steps, then
-    stays at ``end``.
-
-    Example:
-        >>> schedule = epsilon_schedule(1.0, 0.1, decay_steps=100)
-        >>> schedule(0), schedule(50), schedule(1000)
-        (1.0, 0.55, 0.1)
-
-    Raises:
-        ConfigError: epsilons outside ``[0, 1]`` or ``decay_steps < 1``.
-    """
-    check_fraction("start", start)
-    check_fraction("end", end)
-    check_at_least("decay_steps", decay_steps)
-
-    def schedule(step: int) -> float:
-        if step >= decay_steps:
-            return end
-        return start + (end - start) * max(step, 0) / decay_steps
-
-    return schedule
+__all__ = ["DQN"]
 
 
 class DQN:

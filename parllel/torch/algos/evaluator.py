@@ -5,7 +5,7 @@ PPO does not know models or distributions. It calls
 back, for the stored actions, their log-probabilities under the current
 policy, the policy's entropy and the current value estimates. Any agent
 exposing such a method works; :class:`ActorCriticEvaluator` provides one for
-an :class:`~parllel.torch.models.ActorCriticModel` and a distribution.
+an :class:`~parllel.torch.models.actor_critic.ActorCriticModel` and a distribution.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class ActorCriticEvaluator:
     """:class:`PolicyEvaluator` for an :class:`ActorCriticModel` and a distribution.
 
     A stored recurrent state ``[B, num_states, num_layers, H]`` (see
-    :meth:`~parllel.torch.models.RecurrentCore.state_to_batch_first`) is
+    :meth:`~parllel.torch.models.recurrent.RecurrentCore.state_to_batch_first`) is
     unpacked for the model's core; ``None`` starts from zeros. A dict
     observation with an ``action_mask_key`` leaf masks the distribution as
     :class:`~parllel.torch.agents.ActorCriticAgent` did while sampling, so

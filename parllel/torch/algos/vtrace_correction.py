@@ -24,7 +24,7 @@ from parllel.torch.algos.batch import PolicyBatch
 from parllel.torch.algos.evaluator import PolicyEvaluation, PolicyEvaluator
 from parllel.torch.transfer import batch_to_device
 from parllel.torch.utils import numpy_to_torch_tree, tree_index
-from parllel.transforms import vtrace
+from parllel.transforms.functional import vtrace
 from parllel.tree import tree_items, tree_map
 from parllel.validation import check_fraction, check_positive
 

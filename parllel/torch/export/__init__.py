@@ -11,12 +11,8 @@ policy and watching it")::
     action = load_policy(run.path).act(observation)
 """
 
-from parllel.torch.export.artifact import describe_policy, read_policy_file
-from parllel.torch.export.builders import AgentBuilder, register_agent_builder
+from parllel.torch.export.builders import register_agent_builder
 
 __all__ = [
-    "AgentBuilder",
-    "describe_policy",
-    "read_policy_file",
     "register_agent_builder",
 ]

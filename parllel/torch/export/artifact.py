@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from parllel.errors import PolicyExportError, PolicyFileError
+from parllel.errors import ConfigError, PolicyFileError
 from parllel.export.factory import factory_reference
 from parllel.export.header import FORMAT, check_header, check_policy_path, policy_header
 from parllel.export.normalizer import normalizer_to_data
@@ -81,12 +81,12 @@ def describe_policy(
     Arguments as for :func:`export_policy`.
 
     Raises:
-        PolicyExportError: if the agent has no recorded architecture, or its
+        ConfigError: if the agent has no recorded architecture, or its
             spaces or arguments have no plain form.
     """
     architecture = architecture_of(agent)
     if architecture is None:
-        raise PolicyExportError(
+        raise ConfigError(
             f"{type(agent).__name__} has no recorded architecture: build it with "
             "build_actor_critic, build_sac_agent or build_dqn_agent (they record "
             "their arguments), or attach an Architecture naming a builder "
@@ -156,7 +156,7 @@ def export_policy(
         The file written (atomically).
 
     Raises:
-        PolicyExportError: if the agent cannot be described.
+        ConfigError: if the agent cannot be described.
     """
     file = _as_file(path, POLICY_FILE)
     header = describe_policy(

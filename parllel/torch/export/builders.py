@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 from torch import nn
 
-from parllel.errors import PolicyExportError, PolicyFileError
+from parllel.errors import ConfigError, PolicyFileError
 from parllel.torch.agents import (
     ActorCriticAgent,
     build_dqn_agent,
@@ -109,13 +109,13 @@ def kwargs_to_data(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     become dicts, tuples and lists become lists.
 
     Raises:
-        PolicyExportError: for a value that has no plain form (a custom
+        ConfigError: for a value that has no plain form (a custom
             activation function, a tensor, an object), naming its path.
     """
     for path, value in tree_items(kwargs):
         plain = value is None or isinstance(value, (bool, int, float, str))
         if not plain and not _is_nn_class(value):
-            raise PolicyExportError(
+            raise ConfigError(
                 f"argument {path}={value!r} cannot be stored in a policy file: only "
                 "numbers, strings, lists, dicts and torch.nn classes (activations) "
                 "can; rebuild the agent with such arguments or register a builder "
