@@ -31,7 +31,7 @@ Getting CleanRL's script (never committed here) and its environment::
         HEAD:cleanrl/ppo_continuous_action.py > /tmp/cleanrl_ppo_continuous_action.py
     python3.11 -m venv /tmp/cleanrl-venv
     /tmp/cleanrl-venv/bin/pip install gymnasium==0.28.1 mujoco==2.3.3 \\
-        "numpy<2" torch==2.13.0 tyro tensorboard
+        "numpy<2" torch==2.13.0 tyro tensorboard imageio
 
 Usage: python benchmarks/reproduce_cleanrl.py [--quick] [--envs ...]
        [--sides ...] [--seeds N] [--halfcheetah-seeds N] [--steps N]

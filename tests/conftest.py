@@ -20,6 +20,11 @@ os.environ.setdefault(
     str(Path(tempfile.gettempdir()) / "parllel-tests-jax-cache"),
 )
 
+# two CPU devices for JAX, as on a 2-core machine where the examples ask for
+# one per core: the seed-axis tests run with the runs split over both
+# (parllel.jax.seed_devices), the single-run tests on the first
+os.environ.setdefault("JAX_NUM_CPU_DEVICES", "2")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Give the test process the default Ctrl-C handling.

@@ -250,9 +250,12 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     from parllel.jax.algos import SeededPPO
     from parllel.jax.algos import adam as jax_adam
     from parllel.jax.export import PolicyExport as JaxPolicyExport
+    from parllel.jax.seed_devices import request_cpu_devices
     from parllel.jax.seeds import RunView, SeededHandler, SeedStack
     from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
+
+    request_cpu_devices()  # each core updates a share of the runs (docs/seeds.md)
 
     n_eval = config.run.eval_episodes  # eval envs per run, one episode each
     runs = start_seed_runs(

@@ -411,10 +411,13 @@ def train_seeds(
     from parllel.jax.agents import build_actor_critic_agent
     from parllel.jax.algos import SeededPPO
     from parllel.jax.export import PolicyExport as JaxPolicyExport
+    from parllel.jax.seed_devices import request_cpu_devices
     from parllel.jax.seeds import RunView, SeededHandler, SeedStack
     from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
     from parllel.transforms import PerRunObservations, PerRunTransform
+
+    request_cpu_devices()  # each core updates a share of the runs (docs/seeds.md)
 
     K, B, n_eval = config.seeds, config.n_envs, config.run.eval_episodes
     runs = start_seed_runs(

@@ -225,10 +225,13 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     transitions with its own replay RNG and writes an ordinary run directory
     inside the group directory (docs/seeds.md)."""
     from parllel.jax.algos import SeededSAC
+    from parllel.jax.seed_devices import request_cpu_devices
     from parllel.jax.seeds import SeededHandler, SeedStack
     from parllel.replays.per_run import PerRunReplay
     from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
+
+    request_cpu_devices()  # each core updates a share of the runs (docs/seeds.md)
 
     K, n_eval = config.seeds, config.run.eval_episodes  # eval envs per run
     runs = start_seed_runs(

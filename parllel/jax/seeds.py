@@ -26,6 +26,7 @@ from parllel.errors import ConfigError, ShapeError
 from parllel.jax.agents.base import JaxAgent
 from parllel.jax.inputs import host_arrays, jax_input
 from parllel.jax.models.params import load_params, params_to_numpy
+from parllel.jax.seed_devices import place_runs, seed_sharding
 from parllel.seeding import check_seed
 from parllel.tree import tree_map
 
@@ -85,7 +86,13 @@ class SeedStack:
                 )
         self.agents = list(agents)
         self.agent = agents[0]
-        self.params = stack_trees([agent.params for agent in agents])
+        self.sharding = seed_sharding(len(agents))
+        self.params = self.place(stack_trees([agent.params for agent in agents]))
+
+    def place(self, tree: Any) -> Any:
+        """``tree``'s ``[K, ...]`` leaves split over the devices as the
+        parameters are (:mod:`parllel.jax.seed_devices`)."""
+        return place_runs(tree, self.sharding)
 
     @property
     def n_runs(self) -> int:
@@ -191,6 +198,7 @@ class SeededHandler(AgentHandler):
         self.keys = jnp.stack(
             [jax.random.key(check_seed("seed", seed)) for seed in seeds]
         )
+        self._acting: tuple[Any, Any] = (None, None)
         policy_step = agent.policy_step
 
         def sample(params: Any, observation: Any, key: jax.Array) -> Any:
@@ -206,6 +214,16 @@ class SeededHandler(AgentHandler):
         value = getattr(agent, "policy_value", None)
         self._value = None if value is None else jax.jit(value)
         self._values = None if value is None else jax.jit(jax.vmap(value))
+
+    def _acting_params(self) -> Any:
+        """The stack's parameters on one device: a step of a few envs costs
+        less there than split over devices (copied once per update)."""
+        params = self.stack.params
+        if self.stack.sharding is None:
+            return params
+        if self._acting[0] is not params:
+            self._acting = (params, jax.device_put(params, jax.devices()[0]))
+        return self._acting[1]
 
     def action_key(self, run: int) -> RunActionKey:
         """Run ``run``'s action key, as a checkpoint object."""
@@ -266,7 +284,7 @@ class SeededHandler(AgentHandler):
     ) -> None:
         """Every run's actions in one call, written into the slots."""
         observation = self._by_run(observation)
-        params = self.stack.params
+        params = self._acting_params()
         if self._mode == "eval":
             action, info = self._greedy(params, observation)
         else:
@@ -291,7 +309,7 @@ class SeededHandler(AgentHandler):
                 "observation): it cannot bootstrap an on-policy batch"
             )
         if env_indices is ALL or env_indices is None:
-            values = self._values(self.stack.params, self._by_run(observation))
+            values = self._values(self._acting_params(), self._by_run(observation))
             return np.asarray(values).reshape(-1)
         runs = np.asarray(env_indices) // self.envs_per_run
         inputs = jax_input(observation)

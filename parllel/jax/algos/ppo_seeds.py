@@ -65,7 +65,7 @@ class SeededPPO(SeededRuns):
         super().__init__("PPO", ppos, stack, seeds, on_nonfinite, _STATIC)
         self.ppos = list(ppos)
         self.envs_per_run = int(envs_per_run)
-        self.opt_state = stack_trees([ppo.opt_state for ppo in ppos])
+        self.opt_state = stack.place(stack_trees([ppo.opt_state for ppo in ppos]))
         self._update = jax.jit(
             jax.vmap(ppos[0]._update_fn, in_axes=(0, 0, 0, 0, 0, 0, 0, None))
         )
@@ -101,7 +101,7 @@ class SeededPPO(SeededRuns):
                 K, T * B, *leaf.shape[1:]
             )
 
-        return jax.tree.map(by_run, data)
+        return self.stack.place(jax.tree.map(by_run, data))
 
     def _schedule(self, name: str, progress: float | None) -> Any:
         values = [
@@ -110,7 +110,7 @@ class SeededPPO(SeededRuns):
         ]
         if values[0] is None:
             return None, values
-        return jnp.asarray(values, jnp.float32), values
+        return self.stack.place(jnp.asarray(values, jnp.float32)), values
 
     def optimize(
         self, batch: Mapping[str, Any], progress: float | None = None
@@ -144,7 +144,7 @@ class SeededPPO(SeededRuns):
         params, opt_state, out = self._update(
             self.stack.params,
             self.opt_state,
-            jnp.stack(keys),
+            self.stack.place(jnp.stack(keys)),
             data,
             learning_rate,
             clip_range,

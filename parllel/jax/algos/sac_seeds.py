@@ -60,8 +60,8 @@ class SeededSAC(SeededRuns):
             if sac.agent is not stack.agents[run]:
                 raise ConfigError(f"run {run}'s SAC must train stack.agents[{run}]")
         self.sacs = list(sacs)
-        self.state = stack_trees([sac._state() for sac in sacs])
-        self.keys = jnp.stack([sac.key for sac in sacs])
+        self.state = stack.place(stack_trees([sac._state() for sac in sacs]))
+        self.keys = stack.place(jnp.stack([sac.key for sac in sacs]))
         self._scan = jax.jit(jax.vmap(sacs[0].program.scan_with_keys))
         self._set_policy()
 
@@ -107,9 +107,9 @@ class SeededSAC(SeededRuns):
                 None if run in self.stopped else {"updates": 0.0}
                 for run in range(self.n_runs)
             ]
-        batches = ReplayArrays.from_replay(  # [K, count, ...]
-            replay.sample_runs(count), np.float32
-        )
+        batches = self.stack.place(
+            ReplayArrays.from_replay(replay.sample_runs(count), np.float32)
+        )  # [K, count, ...]
         new_state, (vectors, td_errors), keys = self._scan(
             self.state, batches, self.keys
         )

@@ -12,6 +12,7 @@ give numpy arrays, so neither side imports the other framework: pass
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,8 +41,18 @@ def init_params(network: nn.Module, example_observation: Any, key: jax.Array) ->
     Returns:
         The parameter pytree (``variables["params"]``).
     """
-    # jitted: one compiled program instead of one dispatch per eager op
-    return jax.jit(network.init)(key, example_observation)["params"]
+    try:
+        hash(network)
+    except TypeError:  # e.g. a dict of encoders: compiled for this call only
+        return jax.jit(network.init)(key, example_observation)["params"]
+    return _jitted_init(network, key, example_observation)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jitted_init(network: nn.Module, key: jax.Array, example_observation: Any) -> Any:
+    """One compiled program per network configuration: flax modules compare
+    by their fields, so K equal networks (K seeds) compile it once."""
+    return network.init(key, example_observation)["params"]
 
 
 def _flax_path(torch_name: str) -> tuple[tuple[str, ...], str, str]:
