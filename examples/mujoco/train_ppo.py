@@ -5,7 +5,7 @@
     python examples/mujoco/train_ppo.py --quick                 # a tiny smoke run
     python examples/mujoco/train_ppo.py --parallel process      # envs in worker processes
     python examples/mujoco/train_ppo.py --backend jax           # the JAX PPO (the jax extra)
-    python examples/mujoco/train_ppo.py --backend jax --seeds 8 # 8 seeds, one program
+    python examples/mujoco/train_ppo.py --backend jax --seeds 8 --parallel auto  # 8 seeds, one program
     python examples/mujoco/train_ppo.py --resume runs/mujoco-ppo-HalfCheetah-v4-...
     python examples/mujoco/train_ppo.py --preset cleanrl        # CleanRL-exact mode
     python examples/mujoco/train_ppo.py --help                  # every Config field is a flag

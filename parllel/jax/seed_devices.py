@@ -39,7 +39,8 @@ def request_cpu_devices(n_devices: int | None = None) -> int:
         n_devices = len(os.sched_getaffinity(0))
     if n_devices < 1:
         raise ConfigError(f"n_devices must be >= 1, got {n_devices}")
-    if jax.config.jax_num_cpu_devices == -1:  # nobody has chosen a count yet
+    chosen = getattr(jax.config, "jax_num_cpu_devices", -1)
+    if chosen == -1:  # nobody has chosen a count yet
         try:
             jax.config.update("jax_num_cpu_devices", int(n_devices))
         except RuntimeError:  # JAX has already computed: its count stays
