@@ -20,8 +20,10 @@ included; JAX's persistent compilation cache off, so every run compiles):
 and the ratios ``ppo_seeds8_vs_seeds1_wall``, ``ppo_seeds4_vs_seeds1_wall``
 and ``ppo_seeds8_vs_8_separate_runs_wall``. Each run's final
 ``train/return_mean`` is read from its ``progress.csv``: their medians
-(``ppo_seeds8_return_median``, ``ppo_separate8_return_median``) say whether
-the seeds learned what separate runs learn. The single and separate runs
+(``ppo_seeds8_return_median``, ``ppo_separate8_return_median``, each with
+its bootstrap interval, and ``ppo_seeds8_minus_separate8_return``: the
+difference of the medians, its interval and verdict) say whether the seeds
+learned what separate runs learn. The single and separate runs
 evaluate once at the end (one episode), the seed runs do not.
 
 SAC on Pendulum-v1 (examples/pendulum/train_sac.py --backend jax: one env
@@ -54,6 +56,7 @@ import time
 from pathlib import Path
 
 from _common import pin_threads, print_result, ratio
+from _stats import difference_verdict, median_difference_interval, median_interval
 from _torch_func_seeds import measure as measure_torch_func
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,6 +135,27 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def interval(values: list[float]) -> list[float] | None:
+    """The median's 95% bootstrap interval (None under 2 runs)."""
+    if len(values) < 2:
+        return None
+    _, low, high = median_interval(values)
+    return [round(low, 1), round(high, 1)]
+
+
+def difference(ours: list[float], theirs: list[float]) -> dict[str, object] | None:
+    """``median(ours) - median(theirs)``, its 95% bootstrap interval and what
+    the interval allows one to say (None under 2 runs a side)."""
+    if len(ours) < 2 or len(theirs) < 2:
+        return None
+    diff, low, high = median_difference_interval(ours, theirs)
+    return {
+        "diff": round(diff, 1),
+        "interval": [round(low, 1), round(high, 1)],
+        "verdict": difference_verdict(low, high),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tiny smoke run")
@@ -207,6 +231,7 @@ def measure_ppo(quick: bool, steps: int, stand_in: dict[int, int]) -> dict[str, 
             result[f"ppo_seeds{K}_wall_s"] = round(walls[K], 2)
         returns = final_returns(root / f"seeds{stand_in[8]}")
         result["ppo_seeds8_return_median"] = median(returns)
+        result["ppo_seeds8_return_interval"] = interval(returns)
         separate_root = root / "separate"
         separate = timed(
             [
@@ -215,7 +240,12 @@ def measure_ppo(quick: bool, steps: int, stand_in: dict[int, int]) -> dict[str, 
             ]
         )
         result["ppo_separate8_wall_s"] = round(separate, 2)
-        result["ppo_separate8_return_median"] = median(final_returns(separate_root))
+        separate_returns = final_returns(separate_root)
+        result["ppo_separate8_return_median"] = median(separate_returns)
+        result["ppo_separate8_return_interval"] = interval(separate_returns)
+        result["ppo_seeds8_minus_separate8_return"] = difference(
+            returns, separate_returns
+        )
     result["ppo_seeds8_vs_seeds1_wall"] = ratio(walls[8], walls[1])
     result["ppo_seeds4_vs_seeds1_wall"] = ratio(walls[4], walls[1])
     result["ppo_seeds8_vs_8_separate_runs_wall"] = ratio(walls[8], separate)

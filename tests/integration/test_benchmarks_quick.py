@@ -52,6 +52,7 @@ EXPECTED_KEYS = {
         "ppo_seeds8_vs_8_separate_runs_wall",
         "ppo_seeds8_return_median",
         "ppo_separate8_return_median",
+        "ppo_seeds8_minus_separate8_return",
         "sac_seeds8_vs_seeds1_wall",
         "sac_seeds8_return_median",
         "torch_func_seeds8_vs_8_sequential",
