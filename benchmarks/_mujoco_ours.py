@@ -95,9 +95,12 @@ def timed_run(runner: Any, timed: Timed) -> Timed:
 def ppo_cage(hp: dict, seed: int, parallel: str) -> Cage:
     """PPO's ``hp["n_envs"]`` envs, actions clipped."""
     factory = functools.partial(make_env, hp["env_id"], hp["episode_steps"], True)
-    return build_cage(
+    cage = build_cage(
         factory, hp["n_envs"], parallel=parallel, options=CageOptions(seed=seed)
     )
+    layout = getattr(cage, "layout", None)
+    print(f"    cage ({parallel}): {type(cage).__name__} {layout or ''}", flush=True)
+    return cage
 
 
 def ppo_sampler(cage: Cage, handler: Any, hp: dict) -> FeedForwardSampler:

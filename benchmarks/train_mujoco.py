@@ -10,6 +10,9 @@ vector env), ``ours_async`` (torch, ``BackgroundSampler`` max_lag 1),
 ``ours_jax`` (parllel sampling, ``parllel.jax`` PPO: the whole update one
 compiled call) and ``sbx`` (SBX's PPO on SB3's vector env and
 ``VecNormalize``; where SBX cannot take a setting the run prints it).
+parllel's PPO cage is ``--parallel auto`` (the layout ``build_cage``
+measures: serial, or envs split between the main process and workers; the
+run prints the one it took), like ``--sb3-vec auto``: each side's faster.
 **SAC** (one env, one update per step, batch 256, 256x256 ReLU, actor lr
 3e-4, critics and alpha 1e-3, alpha from 1, 5,000 random steps): ``ours``,
 ``sb3``, ``ours_jax``, ``sbx``. Per run: wall per env step of the training
@@ -241,7 +244,10 @@ def main() -> None:
     parser.add_argument("--sac-steps", type=int, default=50_000)
     parser.add_argument("--sac-seeds", type=int, default=2)
     parser.add_argument("--last-episodes", type=int, default=10)
-    parser.add_argument("--parallel", default="serial", choices=["serial", "process"])
+    parser.add_argument(
+        "--parallel", default="auto", choices=["auto", "serial", "process"],
+        help="parllel's PPO cage (auto: the measured layout, as --sb3-vec auto)",
+    )  # fmt: skip
     parser.add_argument(
         "--sb3-vec", default="auto", choices=["auto", "dummy", "subproc"]
     )
