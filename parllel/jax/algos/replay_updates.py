@@ -45,11 +45,12 @@ class ReplayArrays(NamedTuple):
 
     @classmethod
     def stack(cls, batches: Sequence[ReplayBatch], action_dtype: Any) -> ReplayArrays:
-        """``K`` replay batches as one ``[K, batch, ...]`` batch."""
-        return jax.tree.map(
-            lambda *leaves: np.stack(leaves),
-            *[cls.from_replay(batch, action_dtype) for batch in batches],
-        )
+        """``K`` replay batches as one ``[K, batch, ...]`` batch (one batch:
+        views with a leading axis of 1, no copy)."""
+        arrays = [cls.from_replay(batch, action_dtype) for batch in batches]
+        if len(arrays) == 1:
+            return jax.tree.map(lambda leaf: leaf[np.newaxis], arrays[0])
+        return jax.tree.map(lambda *leaves: np.stack(leaves), *arrays)
 
 
 def run_update_calls(

@@ -284,16 +284,20 @@ class SAC:
 
 
 def _mean_metrics(metrics: Mapping[str, np.ndarray]) -> dict[str, float]:
-    """Means over the updates, actor metrics over those where the actor stepped."""
+    """Means over the updates, actor metrics over those where the actor stepped
+    (two reductions over a ``[K, metrics]`` table: this runs every env step)."""
     stepped = np.asarray(metrics["actor_stepped"], bool)
-    means = {}
-    for name, values in metrics.items():
-        if name in ("actor_stepped", "td_error"):
-            continue
-        if name in _ACTOR_METRICS:
-            if not stepped.any():
-                continue
-            values = values[stepped]
-        means[name] = float(np.mean(values, dtype=np.float64))
-    means["updates"] = float(len(stepped))
-    return means
+    names = [name for name in metrics if name not in ("actor_stepped", "td_error")]
+    table = np.stack([metrics[name] for name in names], axis=1)
+    means = table.mean(axis=0, dtype=np.float64)
+    actor_means = (
+        table[stepped].mean(axis=0, dtype=np.float64) if stepped.any() else None
+    )
+    result = {}
+    for i, name in enumerate(names):
+        if name not in _ACTOR_METRICS:
+            result[name] = float(means[i])
+        elif actor_means is not None:
+            result[name] = float(actor_means[i])
+    result["updates"] = float(len(stepped))
+    return result
