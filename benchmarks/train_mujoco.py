@@ -39,6 +39,7 @@ Last line: one JSON object (``ppo_wall_ratio``, ``ppo_jax_wall_ratio``,
 ``sac_jax_vs_sbx``, ``ppo_1m_minutes`` among others).
 Usage: python benchmarks/train_mujoco.py [--quick] [--steps N] [--repeats N]
        [--sac-steps N] [--sac-seeds N] [--return-seeds K] [--ppo-1m]
+       [--ppo-contenders NAME ...] [--sac-contenders NAME ...]
 """
 
 from __future__ import annotations
@@ -117,6 +118,18 @@ def set_learner_threads(threads: int) -> None:
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     torch.set_num_threads(threads)
+
+
+def chosen(
+    parser: argparse.ArgumentParser, flag: str, contenders: dict, names: list | None
+) -> dict:
+    """The contenders ``names`` picks (all if None); an unknown name is an error."""
+    if names is None:
+        return contenders
+    unknown = set(names) - set(contenders)
+    if unknown:
+        parser.error(f"{flag} {sorted(unknown)}: not among {sorted(contenders)}")
+    return {name: contenders[name] for name in names}
 
 
 # -- summary ---------------------------------------------------------------------
@@ -274,6 +287,10 @@ def main() -> None:
         help="PPO contenders to time (default: all; e.g. ours_jax_ppo sb3_ppo sbx_ppo)",
     )  # fmt: skip
     parser.add_argument(
+        "--sac-contenders", nargs="+", default=None,
+        help="SAC contenders to time (default: all; e.g. ours_jax_sac sbx_sac)",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-compile-cache", action="store_true",
         help="JAX compiles in every run (no persistent compilation cache)",
     )  # fmt: skip
@@ -347,12 +364,7 @@ def main() -> None:
             "ours_jax_ppo": lambda s: run_jax_ppo(ppo_hp, s, args.parallel),
             "sbx_ppo": lambda s: run_sbx_ppo(ppo_hp, s, vec),
         }
-        if args.ppo_contenders:
-            unknown = set(args.ppo_contenders) - set(contenders)
-            if unknown:
-                parser.error(f"--ppo-contenders {sorted(unknown)}: not among "
-                             f"{sorted(contenders)}")  # fmt: skip
-            contenders = {k: contenders[k] for k in args.ppo_contenders}
+        contenders = chosen(parser, "--ppo-contenders", contenders, args.ppo_contenders)
         runs.update(interleaved(contenders, args.repeats, args.last_episodes))
     sac_contenders = {
         "ours_sac": lambda s: run_ours_sac(sac_hp, s, args.fused_adam),
@@ -360,6 +372,9 @@ def main() -> None:
         "ours_jax_sac": lambda s: run_jax_sac(sac_hp, s),
         "sbx_sac": lambda s: run_sbx_sac(sac_hp, s),
     }
+    sac_contenders = chosen(
+        parser, "--sac-contenders", sac_contenders, args.sac_contenders
+    )
     if timing:
         runs.update(interleaved(sac_contenders, args.sac_seeds, args.last_episodes))
     for name, timed in runs.items():
@@ -375,10 +390,13 @@ def main() -> None:
             compare(result, ours, theirs, key)
     if "ours_jax_ppo" in runs:
         ppo_1m_estimate(runs["ours_jax_ppo"], result)
-    if timing:
-        compare(result, "ours_sac", "sb3_sac", "sac_wall_ratio")
-        compare(result, "ours_jax_sac", "sb3_sac", "sac_jax_wall_ratio")
-        compare(result, "ours_jax_sac", "sbx_sac", "sac_jax_vs_sbx")
+    for ours, theirs, key in (
+        ("ours_sac", "sb3_sac", "sac_wall_ratio"),
+        ("ours_jax_sac", "sb3_sac", "sac_jax_wall_ratio"),
+        ("ours_jax_sac", "sbx_sac", "sac_jax_vs_sbx"),
+    ):
+        if timing and ours in runs and theirs in runs:
+            compare(result, ours, theirs, key)
     for key in [k for k in result if k.startswith("_")]:
         del result[key]
     if args.return_seeds and args.only in (None, "returns"):
