@@ -165,7 +165,8 @@ def run_cage(
 ) -> float:
     """Steady-state steps/s of a cage writing into ``[rows, B]`` slots
     (:func:`cage_slots`; ``info``: the env info too), one step a row of
-    ``actions`` (each of its items counts as a step).
+    ``actions`` (each of its items counts as a step: discrete actions
+    ``[steps, envs]``, or ``[steps, envs, agents]`` counting agent-steps).
 
     Slots are reused cyclically, as a sampler reuses its batch buffer; one
     warm-up pass over the rows (workers learn the slots) is not timed.
