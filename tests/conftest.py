@@ -22,7 +22,7 @@ os.environ.setdefault(
 
 # two CPU devices for JAX, as on a 2-core machine where the examples ask for
 # one per core: the seed-axis tests run with the runs split over both
-# (parllel.jax.seed_devices), the single-run tests on the first
+# (parllel.jax.cpu_backend), the single-run tests on the first
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "2")
 
 

@@ -176,10 +176,12 @@ def build_dqn(config: Config, agent: Any) -> Any:
 
 
 def main(config: Config, resume: str | None = None) -> dict:
-    if config.backend == "jax":  # later runs of this setup load its compiled programs
+    if config.backend == "jax":  # JAX set up before its first computation
         from parllel.jax.compilation_cache import enable_compilation_cache
+        from parllel.jax.cpu_backend import configure_cpu_backend
 
-        enable_compilation_cache()
+        enable_compilation_cache()  # later runs of this setup load its programs
+        configure_cpu_backend()  # compiled calls on this thread (docs/jax.md)
     torch.set_num_threads(1)
     seeds = Seeds.from_master(
         config.seed, n_envs=config.n_envs, n_eval_envs=N_EVAL_ENVS

@@ -250,12 +250,9 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     from parllel.jax.algos import SeededPPO
     from parllel.jax.algos import adam as jax_adam
     from parllel.jax.export import PolicyExport as JaxPolicyExport
-    from parllel.jax.seed_devices import request_cpu_devices
     from parllel.jax.seeds import RunView, SeededHandler, SeedStack
     from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
-
-    request_cpu_devices()  # each core updates a share of the runs (docs/seeds.md)
 
     n_eval = config.run.eval_episodes  # eval envs per run, one episode each
     runs = start_seed_runs(
@@ -334,10 +331,13 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:
-    if config.backend == "jax":  # later runs of this setup load its compiled programs
+    if config.backend == "jax":  # JAX set up before its first computation
         from parllel.jax.compilation_cache import enable_compilation_cache
+        from parllel.jax.cpu_backend import configure_cpu_backend
 
-        enable_compilation_cache()
+        enable_compilation_cache()  # later runs of this setup load its programs
+        # compiled calls on this thread; a seed group's updates over every core
+        configure_cpu_backend(devices="cores" if config.seeds > 1 else None)
     torch.set_num_threads(1)
     if config.seeds > 1:
         if config.backend != "jax" or config.async_sampling or config.vtrace:

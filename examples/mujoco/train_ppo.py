@@ -411,13 +411,10 @@ def train_seeds(
     from parllel.jax.agents import build_actor_critic_agent
     from parllel.jax.algos import SeededPPO
     from parllel.jax.export import PolicyExport as JaxPolicyExport
-    from parllel.jax.seed_devices import request_cpu_devices
     from parllel.jax.seeds import RunView, SeededHandler, SeedStack
     from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
     from parllel.transforms import PerRunObservations, PerRunTransform
-
-    request_cpu_devices()  # each core updates a share of the runs (docs/seeds.md)
 
     K, B, n_eval = config.seeds, config.n_envs, config.run.eval_episodes
     runs = start_seed_runs(
@@ -517,10 +514,13 @@ def train_seeds(
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:
-    if config.backend == "jax":  # later runs of this setup load its compiled programs
+    if config.backend == "jax":  # JAX set up before its first computation
         from parllel.jax.compilation_cache import enable_compilation_cache
+        from parllel.jax.cpu_backend import configure_cpu_backend
 
-        enable_compilation_cache()
+        enable_compilation_cache()  # later runs of this setup load its programs
+        # compiled calls on this thread; a seed group's updates over every core
+        configure_cpu_backend(devices="cores" if config.seeds > 1 else None)
     torch.set_num_threads(1)
     # environments and a Gaussian actor-critic: separate 64x64 tanh trunks,
     # orthogonal initialization, a state-independent log-std

@@ -207,13 +207,10 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
     transitions with its own replay RNG and writes an ordinary run directory
     inside the group directory (docs/seeds.md)."""
     from parllel.jax.algos import SeededSAC
-    from parllel.jax.seed_devices import request_cpu_devices
     from parllel.jax.seeds import SeededHandler, SeedStack
     from parllel.replays.per_run import PerRunReplay
     from parllel.runners.seed_runs import start_seed_runs
     from parllel.runners.seeds import SeedsRunner
-
-    request_cpu_devices()  # each core updates a share of the runs (docs/seeds.md)
 
     K, n_eval = config.seeds, config.run.eval_episodes  # eval envs per run
     runs = start_seed_runs(
@@ -291,10 +288,13 @@ def train_seeds(config: Config, resume: str | None) -> list[dict]:
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:
-    if config.backend == "jax":  # later runs of this setup load its compiled programs
+    if config.backend == "jax":  # JAX set up before its first computation
         from parllel.jax.compilation_cache import enable_compilation_cache
+        from parllel.jax.cpu_backend import configure_cpu_backend
 
-        enable_compilation_cache()
+        enable_compilation_cache()  # later runs of this setup load its programs
+        # compiled calls on this thread; a seed group's updates over every core
+        configure_cpu_backend(devices="cores" if config.seeds > 1 else None)
     torch.set_num_threads(1)
     if config.seeds > 1:
         if config.backend != "jax" or config.checkpoint_replay_contents:

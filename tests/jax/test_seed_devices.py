@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import gymnasium as gym
 import jax
 import numpy as np
-import pytest
 
-from parllel.errors import ConfigError
 from parllel.jax.agents import build_actor_critic_agent
-from parllel.jax.seed_devices import place_runs, request_cpu_devices, seed_sharding
+from parllel.jax.seed_devices import place_runs, seed_sharding
 from parllel.jax.seeds import SeededHandler, SeedStack
 
 OBSERVATION = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
@@ -51,27 +45,3 @@ def test_stack_is_split_and_the_handler_acts_on_one_device() -> None:
     for leaf in jax.tree.leaves(handler._acting_params()):
         assert devices_of(leaf) == {jax.devices()[0]}
     assert handler._acting_params() is handler._acting_params()  # copied once
-
-
-def test_request_keeps_a_started_backend_and_refuses_zero() -> None:
-    assert request_cpu_devices(8) == 2  # JAX has computed: its count stays
-    with pytest.raises(ConfigError, match="n_devices must be >= 1"):
-        request_cpu_devices(0)
-
-
-def test_request_before_the_first_computation_sets_the_count() -> None:
-    code = (
-        "from parllel.jax.seed_devices import request_cpu_devices\n"
-        "print(request_cpu_devices(3))\n"
-    )
-    env = dict(os.environ)
-    env.pop("JAX_NUM_CPU_DEVICES", None)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "3"

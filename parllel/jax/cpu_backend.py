@@ -1,0 +1,121 @@
+"""JAX's CPU backend set up for reinforcement learning's many small calls.
+
+Two settings are fixed when JAX starts its backends (its first
+computation), so a program chooses them before that:
+
+- **synchronous calls**: by default JAX's CPU client runs each compiled call
+  on a dispatch thread of its own and the caller waits for it. A policy step
+  between env steps finds that thread asleep and pays its wake-up, more
+  than the small network's arithmetic; run on the calling thread, the step
+  skips it (docs/jax.md, "The CPU backend");
+- **devices**: how many CPU devices JAX makes, so that a seed group's
+  ``[K, ...]`` updates split over the cores (docs/seeds.md);
+- **threads**: XLA's threads inside one call (``XLA_FLAGS``), e.g. one when
+  another process (a second run, env workers) has the other cores.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+import jax
+from jax._src import xla_bridge
+
+from parllel._warnings import warn_at_caller
+from parllel.cages.child_processes import usable_cores
+from parllel.errors import ConfigError, ParllelWarning
+
+__all__ = ["configure_cpu_backend"]
+
+_ASYNC_OPTION = "jax_cpu_enable_async_dispatch"
+
+
+def configure_cpu_backend(
+    *,
+    devices: int | Literal["cores"] | None = None,
+    synchronous: bool = True,
+    threads: int | None = None,
+) -> int:
+    """Set up JAX's CPU backend; call it before the program's first JAX computation.
+
+    Args:
+        devices: CPU devices for a seed group's split updates (``"cores"``:
+            one per core this process may use); None keeps JAX's count (one,
+            unless the user chose one through ``JAX_NUM_CPU_DEVICES``, which
+            is kept whatever is asked here).
+        synchronous: compiled calls run on the calling thread (JAX's
+            ``jax_cpu_enable_async_dispatch`` off).
+        threads: XLA's intra-op threads per call (added to ``XLA_FLAGS``);
+            None leaves XLA's default (a pool of one thread per core).
+
+    Returns:
+        The CPU devices JAX uses.
+
+    Raises:
+        ConfigError: ``devices`` or ``threads`` is below 1 (or ``devices``
+            another string).
+
+    Once JAX has computed, nothing can change: a :class:`ParllelWarning`
+    says which request was too late, and the backend stays as it is.
+
+    Example:
+        >>> configure_cpu_backend()  # a single run: calls on this thread
+        >>> configure_cpu_backend(devices="cores")  # a seed group
+    """
+    if devices == "cores":
+        devices = usable_cores()
+    if devices is not None and (not isinstance(devices, int) or devices < 1):
+        raise ConfigError(
+            f'devices must be an int >= 1, "cores" or None, got {devices!r}'
+        )
+    if threads is not None and threads < 1:
+        raise ConfigError(f"threads must be >= 1, got {threads}")
+    started = xla_bridge.backends_are_initialized()
+    late = []
+    if threads is not None:
+        if started:
+            late.append(f"threads={threads}")
+        else:
+            _set_xla_threads(threads)
+    if synchronous != _async_dispatch_off():
+        if started:
+            late.append(f"synchronous={synchronous}")
+        else:
+            jax.config.update(_ASYNC_OPTION, not synchronous)
+    chosen = getattr(jax.config, "jax_num_cpu_devices", -1)
+    if devices is not None and chosen == -1:  # nobody has chosen a count yet
+        if started:
+            late.append(f"devices={devices}")
+        else:
+            jax.config.update("jax_num_cpu_devices", int(devices))
+    if late:
+        warn_at_caller(
+            f"configure_cpu_backend({', '.join(late)}) came after JAX's first "
+            "computation, which fixed its CPU backend: call it at the start of "
+            "the program, before any JAX array is made",
+            ParllelWarning,
+        )
+    return len(jax.devices("cpu"))
+
+
+def _async_dispatch_off() -> bool:
+    """Whether JAX's CPU client is (or will be) made synchronous."""
+    return not jax.config.read(_ASYNC_OPTION)
+
+
+def _set_xla_threads(threads: int) -> None:
+    """XLA's intra-op threads in ``XLA_FLAGS`` (read when the backend starts)."""
+    eigen = "true" if threads > 1 else "false"
+    flags = [
+        flag
+        for flag in os.environ.get("XLA_FLAGS", "").split()
+        if not flag.startswith(
+            ("--xla_cpu_multi_thread_eigen=", "intra_op_parallelism_threads=")
+        )
+    ]
+    flags += [
+        f"--xla_cpu_multi_thread_eigen={eigen}",
+        f"intra_op_parallelism_threads={threads}",
+    ]
+    os.environ["XLA_FLAGS"] = " ".join(flags)

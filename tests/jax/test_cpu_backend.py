@@ -1,0 +1,105 @@
+"""configure_cpu_backend: JAX's CPU backend chosen before its first computation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from parllel.errors import ConfigError, ParllelWarning
+from parllel.jax.cpu_backend import configure_cpu_backend
+
+
+def run_python(code: str, **env: str) -> str:
+    """``code``'s stdout in a fresh interpreter (no JAX_NUM_CPU_DEVICES unless given)."""
+    environment = {k: v for k, v in os.environ.items() if k != "JAX_NUM_CPU_DEVICES"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**environment, **env},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_before_the_first_computation_it_sets_devices_and_synchronous_calls() -> None:
+    code = (
+        "import warnings; warnings.simplefilter('error')\n"
+        "import jax, jax.numpy as jnp\n"
+        "from parllel.jax.cpu_backend import configure_cpu_backend\n"
+        "n = configure_cpu_backend(devices=3)\n"
+        "y = jax.jit(lambda x: x * 2)(jnp.arange(3.0))\n"
+        "print(n, jax.config.read('jax_cpu_enable_async_dispatch'), y.tolist())\n"
+    )
+    assert run_python(code) == "3 False [0.0, 2.0, 4.0]"
+
+
+def test_cores_gives_one_device_per_usable_core_and_none_keeps_the_users_count() -> (
+    None
+):
+    code = (
+        "import os\n"
+        "from parllel.jax.cpu_backend import configure_cpu_backend\n"
+        "print(configure_cpu_backend(devices='cores'), "
+        "len(os.sched_getaffinity(0)))\n"
+    )
+    n, cores = run_python(code).split()
+    assert n == cores
+    code = (
+        "from parllel.jax.cpu_backend import configure_cpu_backend\n"
+        "print(configure_cpu_backend(devices=5))\n"
+    )
+    assert run_python(code, JAX_NUM_CPU_DEVICES="2") == "2"  # the user's count stays
+
+
+def test_asynchronous_calls_stay_available() -> None:
+    code = (
+        "import jax\n"
+        "from parllel.jax.cpu_backend import configure_cpu_backend\n"
+        "configure_cpu_backend(synchronous=False)\n"
+        "print(jax.config.read('jax_cpu_enable_async_dispatch'))\n"
+    )
+    assert run_python(code) == "True"
+
+
+def test_after_the_first_computation_it_warns_and_changes_nothing() -> None:
+    jax.numpy.ones(1).block_until_ready()  # the backend has started
+    asynchronous = jax.config.read("jax_cpu_enable_async_dispatch")
+    late = rf"synchronous={asynchronous}\) came after JAX's first computation"
+    with pytest.warns(ParllelWarning, match=late):  # asks for the other mode
+        assert configure_cpu_backend(synchronous=asynchronous) == len(jax.devices())
+    assert jax.config.read("jax_cpu_enable_async_dispatch") == asynchronous
+
+
+@pytest.mark.parametrize("devices", [0, -2, "all"])
+def test_refuses_a_count_below_one_or_another_word(devices: object) -> None:
+    with pytest.raises(ConfigError, match="devices must be an int >= 1"):
+        configure_cpu_backend(devices=devices)  # type: ignore[arg-type]
+
+
+def test_threads_go_into_xla_flags_beside_the_users_own() -> None:
+    code = (
+        "import os, jax, jax.numpy as jnp\n"
+        "from parllel.jax.cpu_backend import configure_cpu_backend\n"
+        "configure_cpu_backend(threads=1)\n"
+        "print(float(jax.jit(lambda x: x.sum())(jnp.ones(4))))\n"
+        "print(os.environ['XLA_FLAGS'])\n"
+    )
+    user_flags = "--xla_cpu_multi_thread_eigen=true --xla_cpu_enable_fast_math=false"
+    total, flags = run_python(code, XLA_FLAGS=user_flags).splitlines()
+    assert total == "4.0"
+    assert flags.split() == [
+        "--xla_cpu_enable_fast_math=false",  # the user's other flag stays
+        "--xla_cpu_multi_thread_eigen=false",
+        "intra_op_parallelism_threads=1",
+    ]
+
+
+def test_refuses_fewer_than_one_thread() -> None:
+    with pytest.raises(ConfigError, match="threads must be >= 1"):
+        configure_cpu_backend(threads=0)
