@@ -11,8 +11,9 @@ device-to-host fetch and the writes into the slots.
 Last line: one JSON object with ``torch_step_us_{B}``, ``jax_step_us_{B}``,
 ``jax_call_us_{B}`` and ``jax_vs_torch_{B}`` (JAX step time / torch's).
 
-Usage: ``XLA_FLAGS="--xla_cpu_multi_thread_eigen=false
-intra_op_parallelism_threads=1" python benchmarks/handler_step.py [--quick]``.
+JAX's CPU backend is set up as the JAX examples set it
+(``configure_cpu_backend``: compiled calls on the calling thread), with
+one XLA thread. Usage: ``python benchmarks/handler_step.py [--quick]``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.setdefault(
-    "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-)
 
 import gymnasium as gym  # noqa: E402
 import jax  # noqa: E402
@@ -39,6 +37,7 @@ from _common import median_time, pin_threads, print_result, ratio  # noqa: E402
 from parllel import fields  # noqa: E402
 from parllel.jax import JaxHandler  # noqa: E402
 from parllel.jax.agents import build_actor_critic_agent  # noqa: E402
+from parllel.jax.cpu_backend import configure_cpu_backend  # noqa: E402
 from parllel.torch import TorchHandler  # noqa: E402
 from parllel.torch.agents import ActorCriticAgent  # noqa: E402
 from parllel.torch.models import build_actor_critic  # noqa: E402
@@ -82,6 +81,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few repeats")
     args = parser.parse_args()
     pin_threads()
+    configure_cpu_backend(threads=1)  # before the first JAX computation
     repeats, number = (3, 20) if args.quick else (15, 500)
     result: dict[str, float | None] = {}
     for n_envs in (8, 64):

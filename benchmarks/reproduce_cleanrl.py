@@ -90,8 +90,11 @@ QUICK_CLEANRL = [
 
 
 def one_thread_env() -> dict[str, str]:
-    """The environment of a run: torch and BLAS on one thread (both sides)."""
+    """The environment of a run: torch, BLAS and XLA on one thread (both sides)."""
+    from parllel.jax.cpu_backend import xla_flags_with_threads
+
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env["XLA_FLAGS"] = xla_flags_with_threads(1, env.get("XLA_FLAGS", ""))
     env["PYTHONWARNINGS"] = "ignore"
     return env
 

@@ -27,8 +27,9 @@ for ``ours_jax`` and ``sbx``: the first repeat of each compiles (cold,
 compiles in every run.
 
 Learners take ``--learner-threads`` (1) threads on every side: torch's, and
-XLA's (``XLA_FLAGS``, set before JAX is imported); ``--only sac
---learner-threads 2`` times SAC with the learner on both cores, every side.
+XLA's (``configure_cpu_backend``, which also runs JAX's compiled calls on
+the calling thread, as the JAX examples do, for SBX as for parllel);
+``--only sac --learner-threads 2`` times SAC with the learner on both cores, every side.
 ``--return-seeds K`` compares PPO's final returns (mean of the last 100
 training episodes) over K seeds per side at ``--return-steps``: parllel's JAX
 seeds in one program (``examples/mujoco/train_ppo.py --backend jax --seeds
@@ -109,16 +110,13 @@ SAC_HP: dict[str, Any] = dict(
 
 
 def set_learner_threads(threads: int) -> None:
-    """The learner's threads on every side: torch's, and XLA's (its flags are
-    read when JAX is first imported, so this runs before any import of it)."""
-    if "jax" in sys.modules:
-        raise RuntimeError("set_learner_threads must run before JAX is imported")
-    eigen = "true" if threads > 1 else "false"
-    flags = (
-        f"--xla_cpu_multi_thread_eigen={eigen} intra_op_parallelism_threads={threads}"
-    )
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
+    """The learner's threads on every side: torch's, and XLA's, with JAX's
+    CPU backend as the JAX examples set it (compiled calls on the calling
+    thread); before JAX's first computation, for SBX's runs as for ours."""
+    from parllel.jax.cpu_backend import configure_cpu_backend
+
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    configure_cpu_backend(threads=threads)
     torch.set_num_threads(threads)
 
 
@@ -304,7 +302,7 @@ def main() -> None:
     args = parser.parse_args()
     pin_threads()
     set_learner_threads(args.learner_threads)
-    from _mujoco_jax import run_jax_ppo, run_jax_sac  # JAX after XLA_FLAGS
+    from _mujoco_jax import run_jax_ppo, run_jax_sac  # after the CPU backend is set
 
     from parllel.jax.compilation_cache import CACHE_ENV, enable_compilation_cache
 

@@ -26,7 +26,7 @@ from parllel._warnings import warn_at_caller
 from parllel.cages.child_processes import usable_cores
 from parllel.errors import ConfigError, ParllelWarning
 
-__all__ = ["configure_cpu_backend"]
+__all__ = ["configure_cpu_backend", "xla_flags_with_threads"]
 
 _ASYNC_OPTION = "jax_cpu_enable_async_dispatch"
 
@@ -77,7 +77,8 @@ def configure_cpu_backend(
         if started:
             late.append(f"threads={threads}")
         else:
-            _set_xla_threads(threads)
+            flags = os.environ.get("XLA_FLAGS", "")
+            os.environ["XLA_FLAGS"] = xla_flags_with_threads(threads, flags)
     if synchronous != _async_dispatch_off():
         if started:
             late.append(f"synchronous={synchronous}")
@@ -104,18 +105,19 @@ def _async_dispatch_off() -> bool:
     return not jax.config.read(_ASYNC_OPTION)
 
 
-def _set_xla_threads(threads: int) -> None:
-    """XLA's intra-op threads in ``XLA_FLAGS`` (read when the backend starts)."""
+def xla_flags_with_threads(threads: int, flags: str = "") -> str:
+    """``flags`` (an ``XLA_FLAGS`` value) with XLA's intra-op threads set to
+    ``threads`` (for a child process's environment; the rest is kept)."""
     eigen = "true" if threads > 1 else "false"
-    flags = [
+    kept = [
         flag
-        for flag in os.environ.get("XLA_FLAGS", "").split()
+        for flag in flags.split()
         if not flag.startswith(
             ("--xla_cpu_multi_thread_eigen=", "intra_op_parallelism_threads=")
         )
     ]
-    flags += [
+    kept += [
         f"--xla_cpu_multi_thread_eigen={eigen}",
         f"intra_op_parallelism_threads={threads}",
     ]
-    os.environ["XLA_FLAGS"] = " ".join(flags)
+    return " ".join(kept)
