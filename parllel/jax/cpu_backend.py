@@ -1,6 +1,6 @@
 """JAX's CPU backend set up for reinforcement learning's many small calls.
 
-Two settings are fixed when JAX starts its backends (its first
+Three settings are fixed when JAX starts its backends (its first
 computation), so a program chooses them before that:
 
 - **synchronous calls**: by default JAX's CPU client runs each compiled call
