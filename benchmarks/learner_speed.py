@@ -75,12 +75,6 @@ Usage: python benchmarks/learner_speed.py [--quick] [--repeats N] [--algos ppo,s
 
 from __future__ import annotations
 
-import os
-
-# XLA reads its flags when JAX is first imported: one thread, as torch
-_XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_XLA_ONE_THREAD}".strip()
-
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import importlib  # noqa: E402
@@ -95,6 +89,10 @@ import numpy as np  # noqa: E402
 from _common import have, interleaved_medians, pin_threads, print_result  # noqa: E402
 
 pin_threads()
+if have("jax"):  # XLA's pool of one thread, as torch's, before JAX computes
+    from parllel.jax.cpu_backend import configure_cpu_backend
+
+    configure_cpu_backend(threads=1)
 
 import torch  # noqa: E402
 

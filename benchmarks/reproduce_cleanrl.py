@@ -90,11 +90,9 @@ QUICK_CLEANRL = [
 
 
 def one_thread_env() -> dict[str, str]:
-    """The environment of a run: torch, BLAS and XLA on one thread (both sides)."""
-    from parllel.jax.cpu_backend import xla_flags_with_threads
-
+    """The environment of a run: torch and BLAS on one thread (parllel's
+    examples also size XLA's pool to one thread, configure_cpu_backend)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    env["XLA_FLAGS"] = xla_flags_with_threads(1, env.get("XLA_FLAGS", ""))
     env["PYTHONWARNINGS"] = "ignore"
     return env
 

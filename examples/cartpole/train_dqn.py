@@ -171,7 +171,7 @@ def main(config: Config, resume: str | None = None) -> dict:
         from parllel.jax.cpu_backend import configure_cpu_backend
 
         enable_compilation_cache()  # later runs of this setup load its programs
-        configure_cpu_backend()  # compiled calls on this thread (docs/jax.md)
+        configure_cpu_backend(threads=1)  # on this thread, as torch's (docs/jax.md)
     torch.set_num_threads(1)
     seeds = Seeds.from_master(
         config.seed, n_envs=config.n_envs, n_eval_envs=config.run.eval_episodes

@@ -293,8 +293,12 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
         from parllel.jax.cpu_backend import configure_cpu_backend
 
         enable_compilation_cache()  # later runs of this setup load its programs
-        # compiled calls on this thread; a seed group's updates over every core
-        configure_cpu_backend(devices="cores" if config.seeds > 1 else None)
+        # compiled calls on this thread: a single run on one thread (as torch
+        # below), a seed group's updates over every core (docs/jax.md)
+        if config.seeds > 1:
+            configure_cpu_backend(devices="cores")
+        else:
+            configure_cpu_backend(threads=1)
     torch.set_num_threads(1)
     if config.seeds > 1:
         if config.backend != "jax" or config.checkpoint_replay_contents:

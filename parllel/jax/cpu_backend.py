@@ -10,13 +10,18 @@ computation), so a program chooses them before that:
   skips it (docs/jax.md, "The CPU backend");
 - **devices**: how many CPU devices JAX makes, so that a seed group's
   ``[K, ...]`` updates split over the cores (docs/seeds.md);
-- **threads**: XLA's threads inside one call (``XLA_FLAGS``), e.g. one when
-  another process (a second run, env workers) has the other cores.
+- **threads**: the size of XLA's intra-op thread pool, e.g. one when the
+  env workers (or a second run) have the other cores. No XLA flag sets it:
+  XLA sizes the pool by the CPUs the starting thread may run on, so the
+  backend starts under an affinity mask of that many CPUs, and every thread
+  gets the process's mask back after (docs/jax.md, "The CPU backend").
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from typing import Literal
 
 import jax
@@ -26,7 +31,7 @@ from parllel._warnings import warn_at_caller
 from parllel.cages.child_processes import usable_cores
 from parllel.errors import ConfigError, ParllelWarning
 
-__all__ = ["configure_cpu_backend", "xla_flags_with_threads"]
+__all__ = ["configure_cpu_backend"]
 
 _ASYNC_OPTION = "jax_cpu_enable_async_dispatch"
 
@@ -46,8 +51,10 @@ def configure_cpu_backend(
             is kept whatever is asked here).
         synchronous: compiled calls run on the calling thread (JAX's
             ``jax_cpu_enable_async_dispatch`` off).
-        threads: XLA's intra-op threads per call (added to ``XLA_FLAGS``);
-            None leaves XLA's default (a pool of one thread per core).
+        threads: the threads of XLA's intra-op pool, shared by every CPU
+            device (Linux: set through the CPU affinity the backend starts
+            under, which starts it now); None leaves XLA's default, one
+            thread per core this process may use.
 
     Returns:
         The CPU devices JAX uses.
@@ -73,12 +80,8 @@ def configure_cpu_backend(
         raise ConfigError(f"threads must be >= 1, got {threads}")
     started = xla_bridge.backends_are_initialized()
     late = []
-    if threads is not None:
-        if started:
-            late.append(f"threads={threads}")
-        else:
-            flags = os.environ.get("XLA_FLAGS", "")
-            os.environ["XLA_FLAGS"] = xla_flags_with_threads(threads, flags)
+    if threads is not None and started:
+        late.append(f"threads={threads}")
     if synchronous != _async_dispatch_off():
         if started:
             late.append(f"synchronous={synchronous}")
@@ -97,6 +100,8 @@ def configure_cpu_backend(
             "the program, before any JAX array is made",
             ParllelWarning,
         )
+    if threads is not None and not started:
+        _start_with_threads(threads)
     return len(jax.devices("cpu"))
 
 
@@ -105,19 +110,33 @@ def _async_dispatch_off() -> bool:
     return not jax.config.read(_ASYNC_OPTION)
 
 
-def xla_flags_with_threads(threads: int, flags: str = "") -> str:
-    """``flags`` (an ``XLA_FLAGS`` value) with XLA's intra-op threads set to
-    ``threads`` (for a child process's environment; the rest is kept)."""
-    eigen = "true" if threads > 1 else "false"
-    kept = [
-        flag
-        for flag in flags.split()
-        if not flag.startswith(
-            ("--xla_cpu_multi_thread_eigen=", "intra_op_parallelism_threads=")
+def _start_with_threads(threads: int) -> None:
+    """Start JAX's backends with an XLA intra-op pool of ``threads`` threads.
+
+    The pool's size is fixed when it is made, from the affinity mask of the
+    thread that makes it: start under a mask of ``threads`` CPUs, then give
+    this thread and every thread made meanwhile the process's mask back.
+    """
+    if not hasattr(os, "sched_setaffinity"):
+        warn_at_caller(
+            f"configure_cpu_backend(threads={threads}): {sys.platform} has no "
+            "CPU affinity masks, through which XLA's thread pool is sized; "
+            "it keeps one thread per core",
+            ParllelWarning,
         )
-    ]
-    kept += [
-        f"--xla_cpu_multi_thread_eigen={eigen}",
-        f"intra_op_parallelism_threads={threads}",
-    ]
-    return " ".join(kept)
+        return
+    allowed = os.sched_getaffinity(0)
+    if threads >= len(allowed):
+        jax.devices()
+        return
+    before = set(os.listdir("/proc/self/task"))
+    os.sched_setaffinity(0, sorted(allowed)[:threads])
+    try:
+        jax.devices()
+    finally:
+        for task in os.listdir("/proc/self/task"):
+            if task not in before or int(task) == threading.get_native_id():
+                try:
+                    os.sched_setaffinity(int(task), allowed)
+                except OSError:  # the thread ended meanwhile
+                    pass

@@ -82,22 +82,32 @@ def test_refuses_a_count_below_one_or_another_word(devices: object) -> None:
         configure_cpu_backend(devices=devices)  # type: ignore[arg-type]
 
 
-def test_threads_go_into_xla_flags_beside_the_users_own() -> None:
-    code = (
-        "import os, jax, jax.numpy as jnp\n"
-        "from parllel.jax.cpu_backend import configure_cpu_backend\n"
-        "configure_cpu_backend(threads=1)\n"
-        "print(float(jax.jit(lambda x: x.sum())(jnp.ones(4))))\n"
-        "print(os.environ['XLA_FLAGS'])\n"
-    )
-    user_flags = "--xla_cpu_multi_thread_eigen=true --xla_cpu_enable_fast_math=false"
-    total, flags = run_python(code, XLA_FLAGS=user_flags).splitlines()
-    assert total == "4.0"
-    assert flags.split() == [
-        "--xla_cpu_enable_fast_math=false",  # the user's other flag stays
-        "--xla_cpu_multi_thread_eigen=false",
-        "intra_op_parallelism_threads=1",
-    ]
+_POOL_AND_MASKS = (
+    "import os, jax, jax.numpy as jnp\n"
+    "from parllel.jax.cpu_backend import configure_cpu_backend\n"
+    "{call}\n"
+    "print(float(jax.jit(lambda x: x.sum())(jnp.ones(4))))\n"
+    "tasks = os.listdir('/proc/self/task')\n"
+    "names = [open(f'/proc/self/task/{{t}}/comm').read().strip() for t in tasks]\n"
+    "print(names.count('tf_XLAEigen'))\n"
+    "print(len({{frozenset(os.sched_getaffinity(int(t))) for t in tasks}}))\n"
+)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity masks and two usable cores",
+)
+def test_threads_size_xla_pool_and_leave_every_thread_its_mask() -> None:
+    # XLA_FLAGS cannot size the pool (it is sized from the affinity mask):
+    # with the old flags alone it keeps one thread per core
+    cores = len(os.sched_getaffinity(0))
+    flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    default = run_python(_POOL_AND_MASKS.format(call="pass"), XLA_FLAGS=flags)
+    assert default.splitlines() == ["4.0", str(cores), "1"]
+    one = run_python(_POOL_AND_MASKS.format(call="configure_cpu_backend(threads=1)"))
+    # one pool thread, and every thread (the pool's too) on every core again
+    assert one.splitlines() == ["4.0", "1", "1"]
 
 
 def test_refuses_fewer_than_one_thread() -> None:
