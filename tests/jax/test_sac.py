@@ -7,10 +7,12 @@ import gymnasium as gym
 import jax
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteError
 from parllel.jax.agents.sac_agent import SacAgent, build_sac_agent
-from parllel.jax.algos.sac import SAC, EntropyCoefficient
+from parllel.jax.algos.sac import SAC, EntropyCoefficient, _mean_metrics
 from parllel.jax.algos.sac_setup import build_sac_optimizers
 from parllel.replays.transitions import ReplayBatch
 
@@ -191,3 +193,38 @@ def test_agent_actions_in_bounds_random_and_deterministic():
     assert uniform[:, 0].min() < -1.5 and uniform[:, 0].max() > 1.5
     still, _ = policy_step(agent.params, observation, key, True)
     np.testing.assert_array_equal(still, deterministic)  # eval ignores the warm-up
+
+
+NAMES = ("q1_loss", "actor_stepped", "pi_loss", "alpha", "entropy")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 6).flatmap(
+        lambda k: st.tuples(
+            st.lists(st.booleans(), min_size=k, max_size=k),
+            st.lists(
+                st.lists(st.floats(-1e3, 1e3, width=32), min_size=4, max_size=4),
+                min_size=k,
+                max_size=k,
+            ),
+        )
+    )
+)
+def test_mean_metrics_match_a_plain_mean_per_name(rows) -> None:
+    stepped, values = rows
+    table = np.array(
+        [[v[0], float(s), v[1], v[2], v[3]] for s, v in zip(stepped, values)],
+        np.float32,
+    )
+    got = _mean_metrics(NAMES, table)
+    mask = np.array(stepped)
+    expected = {"q1_loss": table[:, 0].mean(dtype=np.float64)}
+    expected["alpha"] = table[:, 3].mean(dtype=np.float64)
+    if mask.any():  # the actor's metrics over the updates where it stepped
+        expected["pi_loss"] = table[mask, 2].mean(dtype=np.float64)
+        expected["entropy"] = table[mask, 4].mean(dtype=np.float64)
+    expected["updates"] = float(len(table))
+    assert got.keys() == expected.keys()
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, rel=1e-6, abs=1e-6), name

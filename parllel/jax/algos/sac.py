@@ -3,7 +3,7 @@ compiled ``lax.scan`` (critic, actor, alpha and target update per step)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -20,7 +20,7 @@ from parllel.jax.algos.sac_setup import (
 )
 from parllel.jax.algos.sac_update import SacState, SacUpdate
 from parllel.jax.models.params import load_params, params_to_numpy
-from parllel.replays.updates import Replay, UpdateCount
+from parllel.replays.updates import Replay, UpdateCount, takes_priorities
 from parllel.seeding import check_seed
 from parllel.validation import check_count, check_fraction, check_positive
 
@@ -29,6 +29,7 @@ __all__ = ["SAC", "EntropyCoefficient", "build_sac_optimizers"]
 _TAG = 0x5AC  # folded into the seed's key: SAC's noise, not the agent's init
 _ACTOR_METRICS = ("pi_loss", "alpha_loss", "entropy", "actor_grad_norm")
 _CHECKED = ("q1_loss", "q2_loss", "pi_loss", "alpha_loss")
+_GRAD_NORMS = ("critic_grad_norm", "actor_grad_norm")
 
 
 class SAC:
@@ -121,6 +122,10 @@ class SAC:
             policy_delay=self.policy_delay,
         )
         self._with_keys = jax.jit(self.program.scan_with_keys)
+        names = self.program.metric_names
+        self._checked_columns = [
+            i for i, name in enumerate(names) if name in (*_CHECKED, *_GRAD_NORMS)
+        ]
         self._with_noise = jax.jit(self.program.scan_with_noise)
 
     @property
@@ -163,33 +168,44 @@ class SAC:
                 nothing of this call is kept (parameters, optimizer states and
                 counters are those before it).
         """
+        return self._metrics(*self._update(batches, noise))
+
+    def _update(
+        self, batches: ReplayArrays, noise: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`update_batches`' work: the metrics as host arrays (``[K,
+        metrics]`` in ``program.metric_names``' order, ``|TD error| [K,
+        batch]``), checked finite, then the new state kept. The hot path of
+        :meth:`optimize`: few host operations, as caches are cold after the
+        compiled call."""
         state = self._state()
         if noise is None:
             new_state, metrics, key = self._with_keys(state, batches, self.key)
         else:
             new_state, metrics = self._with_noise(state, batches, noise)
             key = self.key
-        vectors, td_errors = jax.device_get(metrics)
-        metrics = {
-            name: vectors[:, i] for i, name in enumerate(self.program.metric_names)
-        }
-        metrics["actor_stepped"] = metrics["actor_stepped"] != 0
-        metrics["td_error"] = td_errors
-        self._check_finite(metrics)
+        vectors, td_errors = (np.asarray(metric) for metric in metrics)
+        if not np.isfinite(vectors[:, self._checked_columns]).all():
+            self._check_finite(self._metrics(vectors, td_errors))
         self.key = key
         self.agent.actor_params, self.agent.critic_params = new_state[:2]
         self.target_critic, self.log_alpha = new_state[2:4]
         self.opt_states = tuple(new_state[4:7])
-        self.updates_done += int(metrics["alpha"].shape[0])
-        self.last_td_error = metrics["td_error"][-1]
+        self.updates_done += len(vectors)
+        self.last_td_error = td_errors[-1]
+        return vectors, td_errors
+
+    def _metrics(self, vectors: np.ndarray, td_errors: np.ndarray) -> dict[str, Any]:
+        """Per-update metrics by name from :meth:`_update`'s arrays."""
+        metrics: dict[str, Any] = {
+            name: vectors[:, i] for i, name in enumerate(self.program.metric_names)
+        }
+        metrics["actor_stepped"] = metrics["actor_stepped"] != 0
+        metrics["td_error"] = td_errors
         return metrics
 
     def _check_finite(self, metrics: Mapping[str, np.ndarray]) -> None:
-        names = [
-            name
-            for name in (*_CHECKED, "critic_grad_norm", "actor_grad_norm")
-            if name in metrics
-        ]
+        names = [name for name in (*_CHECKED, *_GRAD_NORMS) if name in metrics]
         bad = {
             name: np.flatnonzero(~np.isfinite(metrics[name]))
             for name in names
@@ -223,6 +239,11 @@ class SAC:
         count = self.update_count(new_steps)
         if count == 0:
             return {"updates": 0.0}
+        names = self.program.metric_names
+        if not takes_priorities(replay):  # one call, no per-update dict
+            batches = [replay.sample() for _ in range(count)]
+            vectors, _ = self._update(ReplayArrays.stack(batches, np.float32))
+            return _mean_metrics(names, vectors)
         metrics = run_update_calls(
             replay,
             count,
@@ -230,7 +251,7 @@ class SAC:
                 ReplayArrays.stack(batches, np.float32)
             ),
         )
-        return _mean_metrics(metrics)
+        return _mean_metrics(names, np.stack([metrics[n] for n in names], axis=1))
 
     # -- checkpoints -------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -283,21 +304,27 @@ class SAC:
         self.update_count.load_state_dict(state["update_count"])
 
 
-def _mean_metrics(metrics: Mapping[str, np.ndarray]) -> dict[str, float]:
-    """Means over the updates, actor metrics over those where the actor stepped
-    (two reductions over a ``[K, metrics]`` table: this runs every env step)."""
-    stepped = np.asarray(metrics["actor_stepped"], bool)
-    names = [name for name in metrics if name not in ("actor_stepped", "td_error")]
-    table = np.stack([metrics[name] for name in names], axis=1)
-    means = table.mean(axis=0, dtype=np.float64)
-    actor_means = (
-        table[stepped].mean(axis=0, dtype=np.float64) if stepped.any() else None
-    )
+def _mean_metrics(names: Sequence[str], table: np.ndarray) -> dict[str, float]:
+    """Means over the updates (rows) of a ``[K, metrics]`` table with columns
+    ``names``, the actor's metrics over the updates where it stepped; one
+    update's row is its own mean (this runs every env step)."""
+    stepped = table[:, names.index("actor_stepped")] != 0
+    if len(table) == 1:
+        means = actor_means = table[0].tolist()
+    else:
+        means = table.mean(axis=0, dtype=np.float64).tolist()
+        actor_means = (
+            table[stepped].mean(axis=0, dtype=np.float64).tolist()
+            if stepped.any()
+            else means
+        )
     result = {}
-    for i, name in enumerate(names):
+    for name, mean, actor_mean in zip(names, means, actor_means):
+        if name == "actor_stepped":
+            continue
         if name not in _ACTOR_METRICS:
-            result[name] = float(means[i])
-        elif actor_means is not None:
-            result[name] = float(actor_means[i])
-    result["updates"] = float(len(stepped))
+            result[name] = float(mean)
+        elif stepped.any():
+            result[name] = float(actor_mean)
+    result["updates"] = float(len(table))
     return result

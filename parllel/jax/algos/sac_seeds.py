@@ -122,11 +122,8 @@ class SeededSAC(SeededRuns):
             if not active[run]:
                 metrics.append(None)
                 continue
-            values = {name: vectors[run, :, i] for i, name in enumerate(names)}
-            values["actor_stepped"] = values["actor_stepped"] != 0
-            values["td_error"] = td_errors[run]
             try:
-                sac._check_finite(values)
+                sac._check_finite(sac._metrics(vectors[run], td_errors[run]))
             except NonFiniteError as error:
                 self._stop_nonfinite(run, error)
                 active[run] = False
@@ -134,7 +131,7 @@ class SeededSAC(SeededRuns):
                 metrics.append(None)
                 continue
             sac.updates_done += count
-            metrics.append(_mean_metrics(values))
+            metrics.append(_mean_metrics(names, vectors[run]))
         for stopped in map(int, np.flatnonzero(~active)):  # nothing of this call
             new_state = put_run(new_state, stopped, take_run(self.state, stopped))
             keys = keys.at[stopped].set(self.keys[stopped])
