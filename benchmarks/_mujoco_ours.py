@@ -197,14 +197,20 @@ def sac_replay(
 def run_sac_runner(
     hp: dict, agent: Any, sampler: FeedForwardSampler, replay: Any, sac: Any
 ) -> Timed:
-    """The off-policy run (random actions until learning starts), timed; the
-    cage and the replay tree closed afterwards."""
+    """The off-policy run (random actions until learning starts, a log line
+    every 5,000 steps as the example's), timed; the cage and the replay tree
+    closed afterwards."""
     timed = Timed()
     warmup = AttributeSchedule(
         agent, "random_actions", lambda step: step < hp["learning_starts"]
     )
     runner = OffPolicyRunner(
-        sampler, replay, sac, hp["total_steps"], callbacks=[warmup, Record(timed)]
+        sampler,
+        replay,
+        sac,
+        hp["total_steps"],
+        callbacks=[warmup, Record(timed)],
+        log_interval_steps=5_000,  # as examples/mujoco/train_sac.py
     )
     try:
         return timed_run(runner, timed)

@@ -52,6 +52,9 @@ class EpisodeStats:
         self._values: dict[str, deque[float]] = {
             name: deque(maxlen=window) for name in FIELDS
         }
+        # the summaries, until an episode changes the window: a runner asks
+        # every iteration (every env step off-policy), episodes end far less
+        self._summary: dict[str, float] | None = None
 
     def __len__(self) -> int:
         return len(self._values["return_"])
@@ -71,6 +74,7 @@ class EpisodeStats:
         for name in FIELDS:
             self._values[name].append(_field(traj_info, name))
         self.episodes += 1
+        self._summary = None
 
     def extend(self, traj_infos: Iterable[Any]) -> None:
         """Record several finished episodes."""
@@ -81,6 +85,7 @@ class EpisodeStats:
         """Forget the window (the total episode count is kept)."""
         for values in self._values.values():
             values.clear()
+        self._summary = None
 
     def metrics(self) -> dict[str, float]:
         """Summaries of the window, plus ``{prefix}episodes`` (all-time count).
@@ -89,6 +94,11 @@ class EpisodeStats:
             ``{prefix}{return,length,discounted_return}_{mean,std,min,max}``;
             only the episode count while the window is empty.
         """
+        if self._summary is None:
+            self._summary = self._summarize()
+        return dict(self._summary)
+
+    def _summarize(self) -> dict[str, float]:
         out: dict[str, float] = {f"{self.prefix}episodes": self.episodes}
         if not len(self):
             return out
@@ -115,3 +125,4 @@ class EpisodeStats:
             self._values[name] = deque(
                 (float(v) for v in state[name]), maxlen=self.window
             )
+        self._summary = None

@@ -39,6 +39,25 @@ def test_episode_stats_window_summaries():
     assert stats.metrics() == {"train/episodes": 4}
 
 
+def test_episode_stats_summaries_follow_every_change_and_are_copies():
+    # summaries are kept between episodes: each change must still show
+    stats = EpisodeStats(window=2)
+    stats.add(traj(1.0, 10))
+    first = stats.metrics()
+    first["train/return_mean"] = -99.0  # the caller's copy, not the stats'
+    assert stats.metrics()["train/return_mean"] == 1.0
+    stats.add(traj(3.0, 10))
+    assert stats.metrics()["train/return_mean"] == 2.0
+    stats.add({"return_": 5.0, "length": 1, "partial": True})  # skipped
+    assert stats.metrics()["train/return_mean"] == 2.0
+    restored = EpisodeStats(window=2)
+    restored.metrics()
+    restored.load_state_dict({**stats.state_dict(), "return_": [7.0, 9.0]})
+    assert restored.metrics()["train/return_mean"] == 8.0
+    stats.clear()
+    assert stats.metrics() == {"train/episodes": 2}
+
+
 def test_episode_stats_state_dict_round_trip():
     stats = EpisodeStats(window=5, prefix="eval/")
     stats.extend(traj(float(i), i) for i in range(7))
