@@ -176,12 +176,10 @@ def build_dqn(config: Config, agent: Any) -> Any:
 
 
 def main(config: Config, resume: str | None = None) -> dict:
-    if config.backend == "jax":  # JAX set up before its first computation
-        from parllel.jax.compilation_cache import enable_compilation_cache
-        from parllel.jax.cpu_backend import configure_cpu_backend
+    if config.backend == "jax":  # before JAX's first computation (docs/jax.md)
+        from parllel.jax.training_setup import prepare_jax_for_training
 
-        enable_compilation_cache()  # later runs of this setup load its programs
-        configure_cpu_backend(threads=1)  # on this thread, as torch's (docs/jax.md)
+        prepare_jax_for_training()
     torch.set_num_threads(1)
     seeds = Seeds.from_master(
         config.seed, n_envs=config.n_envs, n_eval_envs=N_EVAL_ENVS

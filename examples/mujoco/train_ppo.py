@@ -514,17 +514,10 @@ def train_seeds(
 
 
 def main(config: Config, resume: str | None = None) -> dict | list[dict]:
-    if config.backend == "jax":  # JAX set up before its first computation
-        from parllel.jax.compilation_cache import enable_compilation_cache
-        from parllel.jax.cpu_backend import configure_cpu_backend
+    if config.backend == "jax":  # before JAX's first computation (docs/jax.md)
+        from parllel.jax.training_setup import prepare_jax_for_training
 
-        enable_compilation_cache()  # later runs of this setup load its programs
-        # compiled calls on this thread: a single run on one thread (as torch
-        # below), a seed group's updates over every core (docs/jax.md)
-        if config.seeds > 1:
-            configure_cpu_backend(devices="cores")
-        else:
-            configure_cpu_backend(threads=1)
+        prepare_jax_for_training(runs=config.seeds)
     torch.set_num_threads(1)
     # environments and a Gaussian actor-critic: separate 64x64 tanh trunks,
     # orthogonal initialization, a state-independent log-std

@@ -113,3 +113,35 @@ def test_threads_size_xla_pool_and_leave_every_thread_its_mask() -> None:
 def test_refuses_fewer_than_one_thread() -> None:
     with pytest.raises(ConfigError, match="threads must be >= 1"):
         configure_cpu_backend(threads=0)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity masks and two usable cores",
+)
+def test_training_setup_caches_and_gives_a_run_one_thread_a_group_every_core(
+    tmp_path,
+) -> None:
+    cores = len(os.sched_getaffinity(0))
+    setup = (
+        "from parllel.jax.training_setup import prepare_jax_for_training\n"
+        "devices = prepare_jax_for_training({runs})\n"
+        "print(devices, jax.config.jax_compilation_cache_dir)"
+    )
+    one = run_python(
+        _POOL_AND_MASKS.format(call=setup.format(runs=1)),
+        PARLLEL_JAX_CACHE_DIR=str(tmp_path),
+    )
+    assert one.splitlines() == [f"1 {tmp_path}", "4.0", "1", "1"]
+    group = run_python(
+        _POOL_AND_MASKS.format(call=setup.format(runs=3)),
+        PARLLEL_JAX_CACHE_DIR=str(tmp_path),
+    )
+    assert group.splitlines() == [f"{cores} {tmp_path}", "4.0", str(cores), "1"]
+
+
+def test_training_setup_refuses_fewer_than_one_run() -> None:
+    from parllel.jax.training_setup import prepare_jax_for_training
+
+    with pytest.raises(ConfigError, match="runs must be an integer >= 1"):
+        prepare_jax_for_training(0)

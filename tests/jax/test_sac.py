@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from parllel.errors import CheckpointMismatchError, ConfigError, NonFiniteError
 from parllel.jax.agents.sac_agent import SacAgent, build_sac_agent
+from parllel.jax.algos.replay_updates import ReplayArrays
 from parllel.jax.algos.sac import SAC, EntropyCoefficient, _mean_metrics
 from parllel.jax.algos.sac_setup import build_sac_optimizers
 from parllel.replays.transitions import ReplayBatch
@@ -144,15 +145,59 @@ def test_state_dict_of_another_size_is_refused():
         bigger.load_state_dict(sac.state_dict())
 
 
-def test_non_finite_update_is_refused_and_not_kept():
-    sac = make_sac(updates_per_optimize=2)
-    before = leaves(sac.agent.critic_params)
+def state_leaves(sac: SAC) -> list[np.ndarray]:
+    return leaves(
+        (
+            sac.agent.actor_params,
+            sac.agent.critic_params,
+            sac.target_critic,
+            sac.log_alpha,
+            sac.opt_states,
+        )
+    )
+
+
+@pytest.mark.parametrize("policy_delay", [1, 2])
+def test_non_finite_update_and_every_later_one_are_not_kept(policy_delay):
+    source = FakeReplay(nan_reward_at=1)
+    batches = [source.sample() for _ in range(3)]
+    noise = np.random.default_rng(1).normal(size=(3, 1 + policy_delay, BATCH, 2))
+    noise = noise.astype(np.float32)
+    sac, reference = (make_sac(policy_delay=policy_delay) for _ in range(2))
+    before = state_leaves(sac)
+    reference.update_batches(ReplayArrays.stack(batches[:1], np.float32), noise[:1])
     with pytest.raises(NonFiniteError, match="SAC update 1") as error:
-        sac.optimize(FakeReplay(nan_reward_at=1))
+        sac.update_batches(ReplayArrays.stack(batches, np.float32), noise)
     assert "q1_loss" in error.value.terms
-    for a, b in zip(before, leaves(sac.agent.critic_params)):
+    assert sac.updates_done == reference.updates_done == 1
+    for a, b in zip(state_leaves(sac), state_leaves(reference)):
         np.testing.assert_array_equal(a, b)
-    assert sac.updates_done == 0
+    # the caller's arrays from before the call are intact
+    for a, b in zip(before, state_leaves(make_sac(policy_delay=policy_delay))):
+        np.testing.assert_array_equal(a, b)
+    # and training goes on from the kept state
+    good = ReplayArrays.stack([FakeReplay(seed=2).sample()], np.float32)
+    for algo in (sac, reference):
+        algo.update_batches(good, noise[:1])
+    for a, b in zip(state_leaves(sac), state_leaves(reference)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_state_is_updated_in_place_and_arrays_set_from_outside_stay_valid():
+    sac = make_sac()
+    replay = FakeReplay()
+    mine = sac.agent.actor_params  # not the program's own output: copied once
+    sac.optimize(replay)
+    assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(mine))
+    last = sac.agent.actor_params
+    sac.optimize(replay)  # the last call's outputs: donated
+    assert all(leaf.is_deleted() for leaf in jax.tree.leaves(last))
+    loaded = make_sac(seed=1)
+    loaded.agent.load_state_dict(sac.agent.state_dict())
+    loaded.load_state_dict(sac.state_dict())
+    held = (loaded.agent.critic_params, loaded.target_critic, loaded.opt_states)
+    loaded.optimize(replay)
+    assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(held))
 
 
 def test_prioritized_replay_gets_td_errors_per_update():

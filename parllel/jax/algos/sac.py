@@ -18,7 +18,7 @@ from parllel.jax.algos.sac_setup import (
     SacOptimizers,
     build_sac_optimizers,
 )
-from parllel.jax.algos.sac_update import SacState, SacUpdate
+from parllel.jax.algos.sac_update import CHECKED_METRICS, SacState, SacUpdate
 from parllel.jax.models.params import load_params, params_to_numpy
 from parllel.replays.updates import Replay, UpdateCount, takes_priorities
 from parllel.seeding import check_seed
@@ -28,8 +28,6 @@ __all__ = ["SAC", "EntropyCoefficient", "build_sac_optimizers"]
 
 _TAG = 0x5AC  # folded into the seed's key: SAC's noise, not the agent's init
 _ACTOR_METRICS = ("pi_loss", "alpha_loss", "entropy", "actor_grad_norm")
-_CHECKED = ("q1_loss", "q2_loss", "pi_loss", "alpha_loss")
-_GRAD_NORMS = ("critic_grad_norm", "actor_grad_norm")
 
 
 class SAC:
@@ -121,12 +119,14 @@ class SAC:
             max_grad_norm=self.max_grad_norm,
             policy_delay=self.policy_delay,
         )
-        self._with_keys = jax.jit(self.program.scan_with_keys)
+        # the state is donated: updated in place, as the last call's outputs
+        self._with_keys = jax.jit(self.program.scan_with_keys, donate_argnums=0)
+        self._with_noise = jax.jit(self.program.scan_with_noise, donate_argnums=0)
+        self._owned: SacState | None = None
         names = self.program.metric_names
         self._checked_columns = [
-            i for i, name in enumerate(names) if name in (*_CHECKED, *_GRAD_NORMS)
+            i for i, name in enumerate(names) if name in CHECKED_METRICS
         ]
-        self._with_noise = jax.jit(self.program.scan_with_noise)
 
     @property
     def alpha(self) -> float:
@@ -135,8 +135,11 @@ class SAC:
 
     # -- the host side ---------------------------------------------------------
     def _state(self) -> SacState:
+        """The state the next call donates: the last call's own outputs, or a
+        copy where anything else was set (a loaded checkpoint, new weights), so
+        arrays the caller holds stay valid and no buffer is donated twice."""
         actor_opt, critic_opt, alpha_opt = self.opt_states
-        return SacState(
+        state = SacState(
             self.agent.actor_params,
             self.agent.critic_params,
             self.target_critic,
@@ -146,6 +149,17 @@ class SAC:
             alpha_opt,
             np.int32(self.updates_done),
         )
+        owned = self._owned
+        if owned is None or any(a is not b for a, b in zip(state[:7], owned[:7])):
+            state = jax.tree.map(lambda leaf: jnp.array(leaf, copy=True), state)
+        return state
+
+    def _keep(self, state: SacState) -> None:
+        """Make a call's output state the current one (agent, target, optimizers)."""
+        self._owned = state
+        self.agent.actor_params, self.agent.critic_params = state[:2]
+        self.target_critic, self.log_alpha = state[2:4]
+        self.opt_states = tuple(state[4:7])
 
     def update_batches(
         self, batches: ReplayArrays, noise: Any = None
@@ -164,9 +178,9 @@ class SAC:
             ``[K, batch]``, ``actor_stepped`` whether the actor stepped).
 
         Raises:
-            NonFiniteError: a loss or gradient norm is NaN or infinite;
-                nothing of this call is kept (parameters, optimizer states and
-                counters are those before it).
+            NonFiniteError: a loss or gradient norm is NaN or infinite; that
+                update and every later one of the call are not kept (the
+                parameters, optimizer states and counters are those before it).
         """
         return self._metrics(*self._update(batches, noise))
 
@@ -184,13 +198,17 @@ class SAC:
         else:
             new_state, metrics = self._with_noise(state, batches, noise)
             key = self.key
+        self._keep(new_state)  # donated: the old state is gone either way
         vectors, td_errors = (np.asarray(metric) for metric in metrics)
-        if not np.isfinite(vectors[:, self._checked_columns]).all():
-            self._check_finite(self._metrics(vectors, td_errors))
+        checked = vectors[:, self._checked_columns]
+        if not np.isfinite(checked).all():
+            # the program kept the state before the first bad update
+            first = int(np.flatnonzero(~np.isfinite(checked).all(axis=1))[0])
+            try:
+                self._check_finite(self._metrics(vectors, td_errors))
+            finally:
+                self.updates_done += first
         self.key = key
-        self.agent.actor_params, self.agent.critic_params = new_state[:2]
-        self.target_critic, self.log_alpha = new_state[2:4]
-        self.opt_states = tuple(new_state[4:7])
         self.updates_done += len(vectors)
         self.last_td_error = td_errors[-1]
         return vectors, td_errors
@@ -205,7 +223,7 @@ class SAC:
         return metrics
 
     def _check_finite(self, metrics: Mapping[str, np.ndarray]) -> None:
-        names = [name for name in (*_CHECKED, *_GRAD_NORMS) if name in metrics]
+        names = [name for name in CHECKED_METRICS if name in metrics]
         bad = {
             name: np.flatnonzero(~np.isfinite(metrics[name]))
             for name in names
@@ -217,8 +235,9 @@ class SAC:
         terms = tuple(name for name, where in bad.items() if first in where)
         shown = ", ".join(f"{name} = {metrics[name][first]}" for name in terms)
         raise NonFiniteError(
-            f"SAC update {self.updates_done + first}: non-finite {shown}. This "
-            "call's updates were not kept, so the weights are those before it, and "
+            f"SAC update {self.updates_done + first}: non-finite {shown}. It and "
+            "any later update of the call were not kept, so the weights are those "
+            "before it, and "
             "the newest checkpoint on disk is the last good one. Usual causes: "
             "NaN/inf in the batch, a learning rate that makes the weights "
             "diverge, log(0) or x/0 in a custom model",

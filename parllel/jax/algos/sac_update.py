@@ -1,5 +1,10 @@
 """The compiled part of the JAX SAC: one update (critic, actor, alpha, polyak
-target) as a pure function of the state, and ``K`` of them as a ``lax.scan``."""
+target) as a pure function of the state, and ``K`` of them as a ``lax.scan``.
+
+An update whose losses or gradient norms are not finite changes nothing, nor
+does any later update of the same scan: the steps run in a branch taken only
+when every checked value is finite, so the state can be donated (updated in
+place) and still ends before the first bad update (docs/jax.md, "SAC")."""
 
 from __future__ import annotations
 
@@ -14,7 +19,12 @@ from parllel.jax.algos.optimizers import clip_grad_norm
 from parllel.jax.algos.replay_updates import ReplayArrays
 from parllel.jax.algos.sac_setup import SacOptimizers
 
-__all__ = ["SacState", "SacUpdate"]
+__all__ = ["CHECKED_METRICS", "SacState", "SacUpdate"]
+
+CHECKED_METRICS = (
+    "q1_loss", "q2_loss", "pi_loss", "alpha_loss", "critic_grad_norm", "actor_grad_norm"
+)  # fmt: skip
+"""The metrics whose non-finite value stops an update (and every later one)."""
 
 
 class SacState(NamedTuple):
@@ -128,9 +138,15 @@ class SacUpdate:
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
-    def _critic_step(
+    def _polyak(self, target: Any, online: Any) -> Any:
+        """The target critic moved ``tau`` of the way to the online one."""
+        tau = self.tau
+        return jax.tree.map(lambda t, c: t + tau * (c - t), target, online)
+
+    def _critic_grads(
         self, state: SacState, batch: ReplayArrays, noise: Any, metrics: dict[str, Any]
-    ) -> tuple[Any, Any, Any]:
+    ) -> Any:
+        """The twin critics' (clipped) gradients; their metrics into ``metrics``."""
         target = self._target_q(state, batch, noise)
         grads, (losses, q, td) = jax.grad(self._critic_loss, has_aux=True)(
             state.critic, batch, target
@@ -139,9 +155,6 @@ class SacUpdate:
             grads, metrics["critic_grad_norm"] = clip_grad_norm(
                 grads, self.max_grad_norm
             )
-        critic, critic_opt = self._step(
-            self.optimizers.critic, grads, state.critic_opt, state.critic
-        )
         q_mean = q.mean(axis=-1)
         metrics.update(
             q1_loss=losses[0],
@@ -151,12 +164,13 @@ class SacUpdate:
             target_q=target.mean(),
             td_error=0.5 * (jnp.abs(td[0]) + jnp.abs(td[1])),
         )
-        return critic, critic_opt, metrics
+        return grads
 
-    def _actor_step(
+    def _actor_grads(
         self, parts: tuple[Any, Any, Any, Any], critic: Any, obs: Any, noise: Any
-    ) -> tuple[tuple[Any, Any, Any, Any], dict[str, Any]]:
-        actor, log_alpha, actor_opt, alpha_opt = parts
+    ) -> tuple[tuple[Any, Any], dict[str, Any]]:
+        """The actor's (clipped) and ``log_alpha``'s gradients, and their metrics."""
+        actor, log_alpha = parts[:2]
         grad_fn = jax.grad(self._actor_loss, argnums=(0, 1), has_aux=True)
         (actor_grads, alpha_grad), (pi_loss, alpha_loss, entropy) = grad_fn(
             actor, log_alpha, critic, obs, noise
@@ -168,6 +182,14 @@ class SacUpdate:
             actor_grads, metrics["actor_grad_norm"] = clip_grad_norm(
                 actor_grads, self.max_grad_norm
             )
+        return (actor_grads, alpha_grad), metrics
+
+    def _actor_apply(
+        self, parts: tuple[Any, Any, Any, Any], grads: tuple[Any, Any]
+    ) -> tuple[Any, Any, Any, Any]:
+        """Actor's and alpha's optimizer steps on ``grads``."""
+        actor, log_alpha, actor_opt, alpha_opt = parts
+        actor_grads, alpha_grad = grads
         actor, actor_opt = self._step(
             self.optimizers.actor, actor_grads, actor_opt, actor
         )
@@ -175,36 +197,60 @@ class SacUpdate:
             log_alpha, alpha_opt = self._step(
                 self.optimizers.alpha, alpha_grad, alpha_opt, log_alpha
             )
-        return (actor, log_alpha, actor_opt, alpha_opt), metrics
+        return actor, log_alpha, actor_opt, alpha_opt
 
     def update(
-        self, state: SacState, batch: ReplayArrays, noise: Any
-    ) -> tuple[SacState, tuple[Any, Any]]:
+        self, state: SacState, batch: ReplayArrays, noise: Any, healthy: Any = True
+    ) -> tuple[SacState, Any, tuple[Any, Any]]:
         """One update; ``noise [1 + policy_delay, batch, A]``: the target's, then
-        each actor step's. Returns the new state and ``(the scalar metrics as a
-        vector in the order of _metric_names, |TD error| [batch])``."""
+        each actor step's. Unless ``healthy`` and every checked loss and
+        gradient norm is finite, the state stays as it was.
+
+        Returns:
+            The new state, whether it is still healthy, and ``(the scalar
+            metrics as a vector in metric_names' order, |TD error| [batch])``.
+        """
         metrics: dict[str, Any] = {}
         parts = (state.actor, state.log_alpha, state.actor_opt, state.alpha_opt)
         if self.policy_delay == 1:
-            # every loss on the parameters before this step, as one backward pass
-            parts, actor_metrics = self._actor_step(
+            # every loss on the parameters before this step, so every gradient
+            # and the finite check come before the first write
+            actor_grads, actor_metrics = self._actor_grads(
                 parts, state.critic, batch.observation, noise[1]
             )
-            critic, critic_opt, metrics = self._critic_step(
-                state, batch, noise[0], metrics
+            critic_grads = self._critic_grads(state, batch, noise[0], metrics)
+            keep = jnp.logical_and(healthy, _all_finite(metrics, actor_metrics))
+
+            def apply(operands: Any) -> Any:
+                parts, critic, critic_opt, target_critic = operands
+                parts = self._actor_apply(parts, actor_grads)
+                critic, critic_opt = self._step(
+                    self.optimizers.critic, critic_grads, critic_opt, critic
+                )
+                return parts, critic, critic_opt, self._polyak(target_critic, critic)
+
+            # a branch, not a select: a donated state is written in place
+            parts, critic, critic_opt, target_critic = jax.lax.cond(
+                keep,
+                apply,
+                lambda operands: operands,
+                (parts, state.critic, state.critic_opt, state.target_critic),
             )
             stepped = jnp.asarray(True)
         else:
-            critic, critic_opt, metrics = self._critic_step(
-                state, batch, noise[0], metrics
+            # the actor's losses read the stepped critic: select afterwards
+            critic_grads = self._critic_grads(state, batch, noise[0], metrics)
+            critic, critic_opt = self._step(
+                self.optimizers.critic, critic_grads, state.critic_opt, state.critic
             )
             stepped = state.updates_done % self.policy_delay == 0
 
             def actor_steps(parts: Any) -> Any:
                 def one(carry: Any, step_noise: Any) -> Any:
-                    return self._actor_step(
+                    grads, step_metrics = self._actor_grads(
                         carry, critic, batch.observation, step_noise
                     )
+                    return self._actor_apply(carry, grads), step_metrics
 
                 parts, history = jax.lax.scan(one, parts, noise[1:])
                 return parts, jax.tree.map(lambda x: x[-1], history)
@@ -216,11 +262,17 @@ class SacUpdate:
                 )
 
             parts, actor_metrics = jax.lax.cond(stepped, actor_steps, skip, parts)
+            keep = jnp.logical_and(healthy, _all_finite(metrics, actor_metrics))
+            parts = _select(
+                keep, parts, (state.actor, state.log_alpha, state.actor_opt,
+                              state.alpha_opt),
+            )  # fmt: skip
+            critic, critic_opt, target_critic = _select(
+                keep,
+                (critic, critic_opt, self._polyak(state.target_critic, critic)),
+                (state.critic, state.critic_opt, state.target_critic),
+            )
         actor, log_alpha, actor_opt, alpha_opt = parts
-        tau = self.tau
-        target_critic = jax.tree.map(
-            lambda t, c: t + tau * (c - t), state.target_critic, critic
-        )
         metrics.update(actor_metrics)
         metrics.update(alpha=jnp.exp(log_alpha), actor_stepped=stepped)
         td_error = metrics.pop("td_error")
@@ -236,9 +288,9 @@ class SacUpdate:
             actor_opt,
             critic_opt,
             alpha_opt,
-            state.updates_done + 1,
+            state.updates_done + keep.astype(state.updates_done.dtype),
         )
-        return new_state, (vector, td_error)
+        return new_state, keep, (vector, td_error)
 
     def _noise_shape(self, batch: ReplayArrays) -> tuple[int, ...]:
         batch_size = batch.reward.shape[-1]
@@ -247,17 +299,48 @@ class SacUpdate:
     def scan_with_noise(
         self, state: SacState, batches: ReplayArrays, noise: Any
     ) -> Any:
-        return jax.lax.scan(lambda s, x: self.update(s, *x), state, (batches, noise))
+        """``K`` updates on ``batches [K, ...]`` with ``noise [K, ...]``:
+        ``(state, (vectors [K, metrics], td_errors [K, batch]))``."""
+        return self._scan(state, (batches, noise), lambda inputs: inputs[1])
 
     def scan_with_keys(self, state: SacState, batches: ReplayArrays, key: Any) -> Any:
+        """``K`` updates on ``batches [K, ...]``, noise drawn from ``key``:
+        ``(state, (vectors, td_errors), the next key)``."""
         count = batches.reward.shape[0]
         key, *keys = jax.random.split(key, count + 1)
         shape = self._noise_shape(batches)
-
-        def body(state: SacState, inputs: Any) -> Any:
-            batch, step_key = inputs
-            noise = jax.random.normal(step_key, shape, jnp.float32)
-            return self.update(state, batch, noise)
-
-        state, metrics = jax.lax.scan(body, state, (batches, jnp.stack(keys)))
+        state, metrics = self._scan(
+            state,
+            (batches, jnp.stack(keys)),
+            lambda inputs: jax.random.normal(inputs[1], shape, jnp.float32),
+        )
         return state, metrics, key
+
+    def _scan(self, state: SacState, inputs: Any, noise_of: Any) -> Any:
+        """The updates as one ``lax.scan`` over ``(batch, ...)`` inputs; once
+        an update is not finite, it and every later one leave the state."""
+
+        def body(carry: Any, step_inputs: Any) -> Any:
+            state, healthy, out = self.update(
+                carry[0], step_inputs[0], noise_of(step_inputs), carry[1]
+            )
+            return (state, healthy), out
+
+        (state, _), metrics = jax.lax.scan(body, (state, jnp.asarray(True)), inputs)
+        return state, metrics
+
+
+def _select(keep: Any, new: Any, old: Any) -> Any:
+    """``new`` where ``keep``, else ``old``, leaf by leaf."""
+    return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, old)
+
+
+def _all_finite(*metric_dicts: dict[str, Any]) -> Any:
+    """Whether every checked loss and gradient norm in the dicts is finite."""
+    checked = [
+        jnp.isfinite(metrics[name])
+        for metrics in metric_dicts
+        for name in CHECKED_METRICS
+        if name in metrics
+    ]
+    return jnp.stack(checked).all()
