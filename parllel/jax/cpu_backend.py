@@ -34,6 +34,7 @@ from parllel.errors import ConfigError, ParllelWarning
 __all__ = ["configure_cpu_backend"]
 
 _ASYNC_OPTION = "jax_cpu_enable_async_dispatch"
+_pool_threads_set: int | None = None  # the pool size this module started XLA with
 
 
 def configure_cpu_backend(
@@ -80,7 +81,7 @@ def configure_cpu_backend(
         raise ConfigError(f"threads must be >= 1, got {threads}")
     started = xla_bridge.backends_are_initialized()
     late = []
-    if threads is not None and started:
+    if threads is not None and started and threads != _pool_threads_set:
         late.append(f"threads={threads}")
     if synchronous != _async_dispatch_off():
         if started:
@@ -89,15 +90,19 @@ def configure_cpu_backend(
             jax.config.update(_ASYNC_OPTION, not synchronous)
     chosen = getattr(jax.config, "jax_num_cpu_devices", -1)
     if devices is not None and chosen == -1:  # nobody has chosen a count yet
-        if started:
-            late.append(f"devices={devices}")
-        else:
+        if not started:
             jax.config.update("jax_num_cpu_devices", int(devices))
+        elif devices != len(jax.devices("cpu")):
+            late.append(f"devices={devices}")
     if late:
+        calls = "synchronous" if _async_dispatch_off() else "asynchronous"
         warn_at_caller(
-            f"configure_cpu_backend({', '.join(late)}) came after JAX's first "
-            "computation, which fixed its CPU backend: call it at the start of "
-            "the program, before any JAX array is made",
+            f"JAX's CPU backend had already started (any JAX array, "
+            f"jax.devices() or a built model starts it), so {', '.join(late)} "
+            f"cannot apply: it keeps {len(jax.devices('cpu'))} CPU device(s), "
+            f"{calls} calls and XLA's thread pool as it started. Call "
+            "configure_cpu_backend (or prepare_jax_for_training) at the start "
+            "of the program, before anything JAX runs",
             ParllelWarning,
         )
     if threads is not None and not started:
@@ -125,7 +130,9 @@ def _start_with_threads(threads: int) -> None:
             ParllelWarning,
         )
         return
+    global _pool_threads_set
     allowed = os.sched_getaffinity(0)
+    _pool_threads_set = threads
     if threads >= len(allowed):
         jax.devices()
         return

@@ -108,7 +108,7 @@ class Runner(Generic[AlgorithmT]):
             checkpoint_interval_steps, "checkpoint_interval_steps"
         )
         self.keep_checkpoints = int(keep_checkpoints)
-        self.checkpoint_objects = dict(checkpoint_objects or {})
+        self.checkpoint_objects = _checked_stateful(checkpoint_objects or {})
         self.publisher = publisher
         # a synchronous sampler, or an asynchronous one (the learner's version
         # goes to collect_batch; lags, restarts, dropped batches are logged)
@@ -401,3 +401,19 @@ class Runner(Generic[AlgorithmT]):
             warn_total_steps_changed(
                 self.env_steps, saved.total_steps, self.total_steps
             )
+
+
+def _checked_stateful(objects: Mapping[str, Any]) -> dict[str, Stateful]:
+    """``objects`` as a dict, each with ``state_dict`` and ``load_state_dict``
+    (refused now, not at the first checkpoint, steps into the run)."""
+    for name, obj in objects.items():
+        methods = (getattr(obj, m, None) for m in ("state_dict", "load_state_dict"))
+        if not all(callable(method) for method in methods):
+            raise ConfigError(
+                f"checkpoint_objects[{name!r}] ({type(obj).__name__}) has no "
+                "state_dict() and load_state_dict(), through which a checkpoint "
+                "saves and restores it. A JAX network is saved by its agent "
+                "(checkpoint_objects={'agent': agent, 'sac': sac}), a torch "
+                "network by itself or its agent"
+            )
+    return dict(objects)

@@ -70,7 +70,11 @@ def test_asynchronous_calls_stay_available() -> None:
 def test_after_the_first_computation_it_warns_and_changes_nothing() -> None:
     jax.numpy.ones(1).block_until_ready()  # the backend has started
     asynchronous = jax.config.read("jax_cpu_enable_async_dispatch")
-    late = rf"synchronous={asynchronous}\) came after JAX's first computation"
+    late = (
+        rf"already started .*, so synchronous={asynchronous} cannot apply: it "
+        rf"keeps {len(jax.devices())} CPU device\(s\), "
+        f"{'asynchronous' if asynchronous else 'synchronous'} calls"
+    )
     with pytest.warns(ParllelWarning, match=late):  # asks for the other mode
         assert configure_cpu_backend(synchronous=asynchronous) == len(jax.devices())
     assert jax.config.read("jax_cpu_enable_async_dispatch") == asynchronous
@@ -145,3 +149,20 @@ def test_training_setup_refuses_fewer_than_one_run() -> None:
 
     with pytest.raises(ConfigError, match="runs must be an integer >= 1"):
         prepare_jax_for_training(0)
+
+
+def test_a_repeated_setup_is_silent_and_a_late_group_is_told_its_devices() -> None:
+    code = (
+        "import warnings\n"
+        "from parllel.jax.training_setup import prepare_jax_for_training\n"
+        "prepare_jax_for_training()\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    prepare_jax_for_training()\n"
+        "    print(len(caught))\n"
+        "    prepare_jax_for_training(runs=4)\n"
+        "    print(caught[-1].message)\n"
+    )
+    repeated, late = run_python(code, PARLLEL_JAX_CACHE_DIR="off").splitlines()
+    assert repeated == "0"
+    assert "devices=" in late and "it keeps 1 CPU device(s)" in late

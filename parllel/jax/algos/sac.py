@@ -278,7 +278,7 @@ class SAC:
         the agent); numpy leaves."""
         return {
             "optimizers": {
-                name: [np.asarray(leaf) for leaf in jax.tree.leaves(opt_state)]
+                name: [np.array(leaf, copy=True) for leaf in jax.tree.leaves(opt_state)]
                 for name, opt_state in zip(SacOptimizers._fields, self.opt_states)
             },
             "target_critic": params_to_numpy(self.target_critic),

@@ -148,8 +148,10 @@ def _torch_parts(flax_name: str) -> list[str]:
 
 
 def params_to_numpy(params: Any) -> Any:
-    """The pytree with numpy leaves (for checkpoints and pickling)."""
-    return jax.tree.map(np.asarray, params)
+    """The pytree with numpy leaves (for checkpoints and pickling): copies,
+    writable and independent of JAX's buffers (on a CPU ``np.asarray`` would
+    give read-only views, which keep a donated buffer from being reused)."""
+    return jax.tree.map(lambda leaf: np.array(leaf, copy=True), params)
 
 
 def load_params(current: Any, saved: Any, what: str = "params") -> Any:
