@@ -5,7 +5,8 @@
 - :class:`RunSettings` (what every script shares besides its algorithm),
   :func:`run_training` and :func:`build_run_logger`: a run's wiring;
 - :class:`RunDirectory`: a run's config, metadata, logs and checkpoints;
-  :mod:`parllel.runners.cli`: a script's command line and its end.
+  :mod:`parllel.runners.cli`: a script's command line and its start;
+  :mod:`parllel.runners.outcome`: how training ended, printed (``report_outcome``).
 
 Checkpoint files are in :mod:`parllel.checkpoints`, the seed scheme in
 :mod:`parllel.seeding`.

@@ -21,7 +21,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from parllel.runners.cli import report_outcome
+from parllel.runners.outcome import report_outcome
 from parllel.runners.run_directory import RunDirectory
 from parllel.runners.training import build_run_logger, run_training
 from parllel.seeding import Seeds, seed_everything
@@ -141,7 +141,7 @@ class TrainingRun:
     ) -> dict[str, float]:
         """Resume if asked, train, export ``policy``, close ``close``, plot
         (:func:`~parllel.runners.run_training`), then print how it ended and
-        exit with its status unless 0 (:func:`~parllel.runners.cli.report_outcome`);
+        exit with its status unless 0 (:func:`~parllel.runners.outcome.report_outcome`);
         return the last metrics."""
         outcome = run_training(
             runner,

@@ -20,7 +20,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
-from parllel.runners.cli import TrainingOutcome, report_outcome
+from parllel.runners.outcome import TrainingOutcome, report_outcome
 from parllel.runners.run_directory import RunDirectory
 from parllel.runners.training import build_run_logger
 from parllel.seeding import Seeds, check_seed, seed_everything

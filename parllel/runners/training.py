@@ -1,7 +1,7 @@
 """The run logger and the run loop wrapper shared by the example scripts.
 
 What a script prints and exits with when training ends is
-:mod:`parllel.runners.cli`'s (:func:`~parllel.runners.cli.report_outcome`).
+:mod:`parllel.runners.outcome`'s (:func:`~parllel.runners.outcome.report_outcome`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
-from parllel.runners.cli import TrainingOutcome
+from parllel.runners.outcome import TrainingOutcome
 
 if TYPE_CHECKING:  # a backend is imported where the script asks for it
     from parllel.export.run_export import PolicyExporter
@@ -95,7 +95,7 @@ def run_training(
     once; the outcome says why. ``close`` holds anything with ``close()``; with ``policy`` (a torch or
     JAX ``PolicyExport``) the run writes ``policy_spec.json`` before training
     and exports the policy after it. Pass the outcome to
-    :func:`parllel.runners.cli.report_outcome` (see docs/training.md).
+    :func:`parllel.runners.outcome.report_outcome` (see docs/training.md).
     """
     from parllel.plot import plot_learning_curve
 

@@ -179,7 +179,7 @@ assert list((tmp / "video").glob("*.mp4"))
     "parllel.runners.training": """
 from parllel.runners import build_run_logger, run_training
 from parllel.runners import RunDirectory
-from parllel.runners.cli import report_outcome
+from parllel.runners.outcome import report_outcome
 
 class Runner:  # the little of a runner run_training uses
     finished = interrupted = False

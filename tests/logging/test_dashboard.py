@@ -619,7 +619,7 @@ def test_build_run_logger_refuses_an_unknown_console(run):
 
 def test_run_training_summary_is_readable_after_the_live_display(run, capsys):
     from parllel.runners import run_training
-    from parllel.runners.cli import report_outcome
+    from parllel.runners.outcome import report_outcome
     from tests.runners.test_resume_hardening import build
 
     console = recording_console()
@@ -638,7 +638,7 @@ def test_run_training_summary_is_readable_after_the_live_display(run, capsys):
 
 def test_ctrl_c_stops_the_live_display_before_the_messages(run, capsys):
     from parllel.runners import run_training
-    from parllel.runners.cli import report_outcome
+    from parllel.runners.outcome import report_outcome
 
     console = recording_console()
     board = Dashboard(1000, console=console, live=True, system=False)

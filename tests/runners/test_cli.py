@@ -17,9 +17,9 @@ from parllel.runners.cli import (
     apply_preset,
     config_from_run,
     parse_config,
-    resume_command,
     run_main,
 )
+from parllel.runners.outcome import resume_command
 
 pytest.importorskip("tyro")
 

@@ -198,7 +198,7 @@ def test_resuming_a_finished_run_adds_nothing(tmp_path):
 
 def test_run_training_says_a_resumed_run_is_finished(tmp_path, capsys):
     from parllel.runners import run_training
-    from parllel.runners.cli import report_outcome
+    from parllel.runners.outcome import report_outcome
 
     run = RunDirectory.create(tmp_path, "fake", config={"total_steps": 128})
     first, _, _ = build(run.checkpoints_dir, total=128)

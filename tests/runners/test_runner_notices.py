@@ -21,8 +21,8 @@ from parllel.errors import (
     ParllelWarning,
 )
 from parllel.runners import Callback, RunDirectory, run_training
-from parllel.runners.cli import report_outcome
 from parllel.runners.interrupt import InterruptHandler
+from parllel.runners.outcome import report_outcome
 from tests.helpers.envs import CountingEnv
 from tests.runners.test_resume_hardening import StopAt, build
 

@@ -286,7 +286,7 @@ def test_spec_naming_objects_the_checkpoint_lacks(tmp_path):
 
 def test_run_training_writes_spec_and_export(tmp_path, capsys):
     from parllel.runners import run_training
-    from parllel.runners.cli import report_outcome
+    from parllel.runners.outcome import report_outcome
 
     agent, normalizer = agent_and_normalizer()
 
