@@ -32,7 +32,7 @@ from parllel.interop.batched_cage import (
     write_final_observations,
     write_flags,
 )
-from parllel.interop.batching import info_row, write_info_slots
+from parllel.interop.batched_infos import info_row, write_info_slots
 from parllel.interop.envpool_rules import (
     check_pool,
     check_task_id,

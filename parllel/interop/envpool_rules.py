@@ -36,7 +36,7 @@ from envpool.python.gymnasium_envpool import GymnasiumEnvPoolMixin
 from parllel.cages import EnvSpaces
 from parllel.cages.probe import env_error, step_example
 from parllel.errors import ConfigError
-from parllel.interop.batching import info_row
+from parllel.interop.batched_infos import info_row
 from parllel.seeding import action_space_seed
 from parllel.tree import tree_map
 

@@ -29,7 +29,7 @@ from parllel.interop.batched_cage import (
     write_final_observations,
     write_flags,
 )
-from parllel.interop.batching import (
+from parllel.interop.batched_infos import (
     FINAL_KEYS,
     StepInfos,
     info_row,

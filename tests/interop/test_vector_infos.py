@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from parllel.cages.env_info import info_slots, write_info_value
 from parllel.errors import EnvError
-from parllel.interop.batching import StepInfos, info_row, write_info_slots
+from parllel.interop.batched_infos import StepInfos, info_row, write_info_slots
 
 N = 5
 _batcher = gym.vector.SyncVectorEnv.__new__(gym.vector.SyncVectorEnv)
