@@ -246,7 +246,12 @@ def summarize(results: Sequence[dict[str, Any]], envs: Sequence[str]) -> dict:
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny runs, 2 seeds")
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="a check of the pipeline, not a comparison: 2 seeds of the first "
+        "env, CleanRL's script for 2,048 steps, parllel's --quick preset "
+        "(episodes cut at 64 steps); no exact_bootstrap",
+    )  # fmt: skip
     parser.add_argument("--envs", nargs="+", default=list(PUBLISHED))
     parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
     parser.add_argument(
@@ -272,6 +277,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.cleanrl_script is not None and not args.cleanrl_script.is_file():
         parser.error(f"--cleanrl-script {args.cleanrl_script}: no such file "
                      "(the module docstring says how to get it)")  # fmt: skip
+    if args.cleanrl_python is not None and not os.access(args.cleanrl_python, os.X_OK):
+        parser.error(f"--cleanrl-python {args.cleanrl_python}: no such executable "
+                     "(the venv the module docstring makes)")  # fmt: skip
     if args.quick:
         args.envs, args.seeds, args.halfcheetah_seeds = args.envs[:1], 2, 2
         args.sides = [s for s in args.sides if s != "exact_bootstrap"]
@@ -294,9 +302,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         results_path.parent.mkdir(parents=True, exist_ok=True)
         results = [r for r in read_results(results_path) if r["quick"] == args.quick]
         done = {(r["side"], r["env_id"], r["seed"], r["steps"]) for r in results}
-        for side, env_id, seed in plan(args):  # a finished cell, either backend
-            if (side, env_id, seed, args.steps) in done:
-                continue
+        jobs = plan(args)
+        todo = [job for job in jobs if (*job, args.steps) not in done]
+        if len(todo) < len(jobs):  # a finished cell, either backend
+            print(f"{len(jobs) - len(todo)} of the {len(jobs)} runs already in "
+                  f"{results_path}: skipped", flush=True)  # fmt: skip
+        for side, env_id, seed in todo:
             record = run_one(args, side, env_id, seed, run_root)
             with results_path.open("a") as file:  # kept as soon as it finishes
                 file.write(json.dumps(record, sort_keys=True) + "\n")
@@ -312,6 +323,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     for key, value in summary.items():
         if key.endswith(("_ci", "_effect")):
             print(f"{key}: {value}")
+    if args.quick:
+        print("--quick: tiny runs whose episodes differ by side (parllel's cut at "
+              "64 steps): the figures check the pipeline and compare nothing")  # fmt: skip
     print_result(dict(summary, quick=args.quick, results=str(results_path)))
 
 

@@ -116,7 +116,7 @@ class Config:
     epochs: int = 10
     """passes over each batch"""
     minibatches: int = 32
-    """minibatches per epoch (64 samples each)"""
+    """minibatches per epoch (64 samples each at the default batch of 2,048)"""
     obs_clip: float = 10.0
     """normalized observations are clipped to +-obs_clip"""
     reward_clip: float = 10.0
@@ -198,10 +198,19 @@ class ClipActionInBounds(gym.ActionWrapper):
     (``load_policy(run, clip_actions=True)`` needs them).
     """
 
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        if not isinstance(env.action_space, gym.spaces.Box):
+            raise ConfigError(
+                f"{env.spec.id if env.spec else env} has the action space "
+                f"{env.action_space}: this script trains a Gaussian policy on "
+                "continuous (Box) actions (MuJoCo's, say); for discrete actions "
+                "use examples/cartpole/train_ppo.py"
+            )
+        self.low, self.high = env.action_space.low, env.action_space.high
+
     def action(self, action: np.ndarray) -> np.ndarray:
-        space = self.action_space
-        assert isinstance(space, gym.spaces.Box)
-        return np.clip(action, space.low, space.high)
+        return np.clip(action, self.low, self.high)
 
 
 def run_name(config: Config) -> str:
@@ -267,6 +276,18 @@ def build_normalizers(config: Config, sample_tree: Any) -> tuple[Any, list, list
     return PerRunObservations(per_env, 1), per_env, [per_env_rewards]
 
 
+def advantage_estimation(config: Config, sample_tree: Any) -> list:
+    """GAE on the (scaled) rewards, a truncation bootstrapped or, with
+    ``truncation_as_termination`` (CleanRL's rule), an episode end: the one
+    estimate of every run of the script, one seed or many."""
+    return add_advantage_estimation(
+        sample_tree,
+        config.gamma,
+        config.gae_lambda,
+        truncation_as_termination=config.truncation_as_termination,
+    )
+
+
 def build_sampling(
     config: Config, cage: Cage, handler: Any
 ) -> tuple[FeedForwardSampler, Any, list]:
@@ -280,15 +301,7 @@ def build_sampling(
     observation_normalizer, normalizers, rewards = build_normalizers(
         config, sample_tree
     )
-    transform = Compose(
-        rewards
-        + add_advantage_estimation(
-            sample_tree,
-            config.gamma,
-            config.gae_lambda,
-            truncation_as_termination=config.truncation_as_termination,
-        )
-    )
+    transform = Compose(rewards + advantage_estimation(config, sample_tree))
     sampler = FeedForwardSampler(
         cage,
         handler,
@@ -455,12 +468,7 @@ def train_seeds(
         fields=("reward", "terminated", "truncated"),
         writes=("reward",),
     )
-    transform = Compose(
-        [
-            rewards,
-            *add_advantage_estimation(sample_tree, config.gamma, config.gae_lambda),
-        ]
-    )
+    transform = Compose([rewards, *advantage_estimation(config, sample_tree)])
     sampler = FeedForwardSampler(
         cage,
         handler,

@@ -38,7 +38,11 @@ from parllel.errors import (
     RunDirectoryError,
 )
 from parllel.errors.base import install_hint
-from parllel.runners.run_directory import RunDirectory
+from parllel.runners.run_directory import (
+    RunDirectory,
+    created_count,
+    remove_unstarted,
+)
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -277,7 +281,8 @@ def run_main(
     An env id that gymnasium does not know (a typo'd ``--env-id``: an
     :class:`~parllel.errors.EnvError` caused by gymnasium's
     ``UnregisteredEnv`` or ``DeprecatedEnv``) is such a mistake too: one
-    line naming the id's error and the flag to check, status 2.
+    line naming the id's error and the flag to check, status 2; so is an
+    env factory's own ``ConfigError`` (an env the script cannot train).
 
     A Ctrl-C that reaches it (one outside training: while the script
     imports, builds its cages or compiles, before the runner handles
@@ -285,10 +290,31 @@ def run_main(
     SIGINT; during training the runner and
     :func:`~parllel.runners.outcome.report_outcome` handle it.
 
+    A run directory the script created but wrote nothing to before it
+    stopped (any error before training) is removed, with a line saying so.
+
     Raises:
         SystemExit: status 2 on a ``ConfigError`` or an unknown env id,
             130 on a ``KeyboardInterrupt``.
     """
+    mark = created_count()
+    try:
+        return _call_main(main, parsed)
+    except BaseException:
+        for path in remove_unstarted(mark):
+            print(
+                f"removed the run directory {path}: the script stopped before "
+                "writing to it",
+                file=sys.stderr,
+            )
+        raise
+
+
+def _call_main(
+    main: Callable[[ConfigT, str | None], ResultT],
+    parsed: tuple[ConfigT, str | None],
+) -> ResultT:
+    """``main(*parsed)``, a configuration mistake or an early Ctrl-C as one line."""
     try:
         return main(*parsed)
     except KeyboardInterrupt:
@@ -302,6 +328,9 @@ def run_main(
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     except EnvError as error:
+        if isinstance(error.__cause__, ConfigError):  # the env factory refused
+            print(f"error: {error.__cause__}", file=sys.stderr)
+            raise SystemExit(2) from None
         if not _is_unknown_env_id(error.__cause__):
             raise
         print(f"error: {error.__cause__} (check the env id: --env-id)", file=sys.stderr)

@@ -27,7 +27,7 @@ def warn_partial_batch(env_steps: int, total_steps: int, steps_per_batch: int) -
         warn_at_caller(
             f"total_steps={total_steps} is not a whole number of batches "
             f"of {steps_per_batch} env steps: training runs {batches} "
-            f"batches and stops at {final} env steps",
+            f"batch{'es' if batches != 1 else ''} and stops at {final} env steps",
             ParllelWarning,
         )
 

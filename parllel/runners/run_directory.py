@@ -43,6 +43,8 @@ _VERSIONED_PACKAGES = {
 } | {"parllel": DISTRIBUTION}
 _MAX_DEPTH = 32
 _MAX_ARRAY_SIZE = 1000
+#: the run directories :meth:`RunDirectory.create` made in this process, in order
+_CREATED: list[Path] = []
 
 
 def to_jsonable(value: Any, _depth: int = 0) -> Any:
@@ -235,6 +237,7 @@ class RunDirectory:
                 continue
         else:
             raise RunDirectoryError(f"could not create a new run directory in {root}")
+        _CREATED.append(path)
         run = cls(path)
         run.logs_dir.mkdir()
         run.checkpoints_dir.mkdir()
@@ -368,3 +371,44 @@ class RunDirectory:
     def latest_checkpoint(self) -> Path | None:
         """The newest ``checkpoints/checkpoint_<step>.pt``, or None."""
         return latest_checkpoint(self.checkpoints_dir)
+
+
+def created_count() -> int:
+    """How many run directories this process has created (a mark for
+    :func:`remove_unstarted`)."""
+    return len(_CREATED)
+
+
+def remove_unstarted(since: int) -> list[Path]:
+    """Remove the run directories created after mark ``since`` that nothing
+    was written to, newest first; return them.
+
+    Such a directory holds only ``config.json``, ``metadata.json`` and empty
+    ``logs/`` and ``checkpoints/`` (a seed group's directory also the seed
+    runs' directories removed before it): a script that failed before
+    training (a bad flag, an env that cannot be built) leaves no half-made
+    run behind. Directories with a log or a checkpoint are kept.
+    """
+    removed = []
+    for path in reversed(_CREATED[since:]):
+        if path.is_dir() and _unstarted(path):
+            for name in (CONFIG_FILE, METADATA_FILE):
+                (path / name).unlink(missing_ok=True)
+            for name in ("logs", "checkpoints"):
+                if (path / name).is_dir():
+                    (path / name).rmdir()
+            path.rmdir()
+            removed.append(path)
+    del _CREATED[since:]
+    return removed
+
+
+def _unstarted(path: Path) -> bool:
+    for entry in path.iterdir():
+        if entry.name in (CONFIG_FILE, METADATA_FILE) and entry.is_file():
+            continue
+        if entry.name in ("logs", "checkpoints") and entry.is_dir():
+            if not any(entry.iterdir()):
+                continue
+        return False
+    return True

@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("tyro")
@@ -50,3 +51,31 @@ def test_learning_rate_per_iteration_as_cleanrl(example, from_batch_start):
     lost = 0 if from_batch_start else 1
     expected = [3e-4 * (1 - (i - 1 + lost) / 4) for i in range(1, 5)]
     assert rates == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("preset", ["cleanrl", "default"])
+def test_every_run_of_the_script_estimates_advantages_by_the_preset_rule(
+    example, preset
+):
+    from parllel.arrays import Array
+    from parllel.tree import ArrayDict
+
+    config, _ = example.parse(["--preset", preset])
+    T, B = 4, 2
+    tree = ArrayDict(
+        {
+            name: Array(feature_shape=(), dtype=np.float32, batch_shape=(T, B))
+            for name in ("reward", "advantage", "return_")
+        }
+    )
+    tree["terminated"] = Array(feature_shape=(), dtype=bool, batch_shape=(T, B))
+    tree["truncated"] = Array(feature_shape=(), dtype=bool, batch_shape=(T, B))
+    tree["agent_info"] = ArrayDict(
+        {"value": Array(feature_shape=(), dtype=np.float32, batch_shape=(T, B))}
+    )
+    tree["bootstrap_value"] = Array(
+        feature_shape=(), dtype=np.float32, batch_shape=(B,)
+    )
+    tree["final_value"] = Array(feature_shape=(), dtype=np.float32, batch_shape=(T, B))
+    (gae,) = example.advantage_estimation(config, tree)
+    assert gae.truncation_as_termination is (preset == "cleanrl")

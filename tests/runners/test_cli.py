@@ -294,3 +294,51 @@ def test_run_main_prints_a_ctrl_c_during_setup_as_one_line_with_status_130(capsy
     assert exit_info.value.code == 130  # as a program killed by SIGINT
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("interrupted (Ctrl-C) outside training")
+
+
+def test_run_main_prints_an_env_factorys_config_error_as_one_line(capsys):
+    import gymnasium as gym
+
+    from parllel.cages import SerialCage
+
+    def refuse() -> gym.Env:
+        raise ConfigError("CartPole-v1 has discrete actions: use the other script")
+
+    def main(config: Config, resume: str | None) -> int:
+        SerialCage(refuse, n_envs=1)
+        return 0
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(main, parse_config(Config, argv=[]))
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: CartPole-v1 has discrete actions: use the other script"
+    ]
+
+
+@pytest.mark.parametrize("error", [ConfigError("bad"), RuntimeError("crash")])
+def test_a_run_directory_nothing_was_written_to_is_removed_when_main_fails(
+    tmp_path, capsys, error
+):
+    def main(config: Config, resume: str | None) -> int:
+        kept = RunDirectory.create(tmp_path, "kept")  # one a run wrote to
+        (kept.logs_dir / "progress.csv").write_text("step\n")
+        group = RunDirectory.create(tmp_path, "group")  # a seed group's layout
+        RunDirectory.create(group.path, "seed1")
+        raise error
+
+    with pytest.raises((SystemExit, RuntimeError)):
+        run_main(main, parse_config(Config, argv=[]))
+    assert [p.name.split("-")[0] for p in tmp_path.iterdir()] == ["kept"]
+    removed = [
+        line for line in capsys.readouterr().err.splitlines() if "removed" in line
+    ]
+    assert len(removed) == 2 and all("before writing to it" in r for r in removed)
+
+
+def test_a_finished_main_leaves_its_run_directory(tmp_path):
+    def main(config: Config, resume: str | None) -> Path:
+        return RunDirectory.create(tmp_path, "run").path
+
+    path = run_main(main, parse_config(Config, argv=[]))
+    assert path.is_dir() and (path / "config.json").is_file()
