@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import math
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -322,14 +323,21 @@ def normalizer_objects(normalizers: list) -> dict[str, Any]:
 
 def learning_rate_schedule(config: Config) -> Any:
     """Linear decay to 0 over the run; with ``anneal_from_batch_start`` each
-    update gets the value before its batch (CleanRL's ``1 - (i - 1) / n`` at
-    iteration ``i`` of ``n``; the runner's progress is counted after the
-    batch)."""
+    update gets the value before its batch: CleanRL's ``lr (1 - (i - 1) / n)``
+    at batch ``i`` of the ``n`` the run trains (``total_steps`` rounded up to
+    whole batches, as the runner does), whatever ``total_steps`` is."""
     if not config.anneal_from_batch_start:
         return linear_schedule(config.learning_rate, 0.0)
-    iterations = max(config.total_steps // (config.n_envs * config.batch_T), 1)
-    step = config.learning_rate / iterations
-    return linear_schedule(config.learning_rate + step, step)
+    learning_rate, total = config.learning_rate, config.total_steps
+    batch = config.n_envs * config.batch_T
+    iterations = max(math.ceil(total / batch), 1)
+
+    def schedule(progress: float) -> float:
+        # the runner's progress after batch i is min(1, i * batch / total)
+        i = min(max(math.ceil(progress * total / batch - 1e-6), 1), iterations)
+        return learning_rate * (1 - (i - 1) / iterations)
+
+    return schedule
 
 
 def build_jax_ppo(config: Config, agent: Any, seeds: Seeds) -> Any:

@@ -53,6 +53,17 @@ def test_learning_rate_per_iteration_as_cleanrl(example, from_batch_start):
     assert rates == pytest.approx(expected)
 
 
+def test_learning_rate_starts_at_the_rate_set_whatever_total_steps(example):
+    # 5,000 steps of 2,048-step batches: the runner trains 3 batches (6,144
+    # steps) and its progress after batch i is min(1, i * 2048 / 5000)
+    config = example.Config(
+        total_steps=5_000, n_envs=1, batch_T=2048, anneal_from_batch_start=True
+    )
+    schedule = example.learning_rate_schedule(config)
+    rates = [schedule(min(1.0, i * 2048 / 5_000)) for i in range(1, 4)]
+    assert rates == pytest.approx([3e-4, 2e-4, 1e-4])
+
+
 @pytest.mark.parametrize("preset", ["cleanrl", "default"])
 def test_every_run_of_the_script_estimates_advantages_by_the_preset_rule(
     example, preset
