@@ -1,4 +1,4 @@
-"""CleanRL's MuJoCo PPO table, reproduced like for like (issue #38).
+"""CleanRL's MuJoCo PPO table, reproduced like for like.
 
 Runs, one at a time, each in its own process:
 
@@ -6,7 +6,7 @@ Runs, one at a time, each in its own process:
   in its own Python (``--cleanrl-python``, with the gymnasium and mujoco it
   needs); nothing is fetched at run time;
 - ``exact``: ``examples/mujoco/train_ppo.py --preset cleanrl`` (with
-  ``--backend``: torch, or JAX for the same update compiled whole; each
+  ``--backend``: JAX (the default: the update compiled whole) or torch; each
   record names its backend, and a cell pools both);
 - ``default``: the example's defaults;
 - ``default_truncation``: the defaults with ``--truncation-as-termination``
@@ -245,27 +245,37 @@ def summarize(results: Sequence[dict[str, Any]], envs: Sequence[str]) -> dict:
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
         "--quick", action="store_true",
         help="a check of the pipeline, not a comparison: 2 seeds of the first "
         "env, CleanRL's script for 2,048 steps, parllel's --quick preset "
         "(episodes cut at 64 steps); no exact_bootstrap",
     )  # fmt: skip
-    parser.add_argument("--envs", nargs="+", default=list(PUBLISHED))
-    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    parser.add_argument("--envs", nargs="+", default=list(PUBLISHED),
+                        help="default: the published table's three")  # fmt: skip
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
+                        help="default: all (the list above says what each is)")  # fmt: skip
     parser.add_argument(
-        "--seeds", type=int, default=3, help="seeds of Hopper, Walker2d"
+        "--seeds", type=int, default=3, help="seeds of Hopper, Walker2d (default 3)"
     )
-    parser.add_argument("--halfcheetah-seeds", type=int, default=5)
+    parser.add_argument("--halfcheetah-seeds", type=int, default=5,
+                        help="(default 5)")  # fmt: skip
     parser.add_argument("--steps", type=int, default=1_000_000,
-                        help="CleanRL's total_timesteps (488 batches of 2,048)")  # fmt: skip
+                        help="CleanRL's total_timesteps (default 1,000,000: its "
+                        "488 iterations of 2,048)")  # fmt: skip
     parser.add_argument(
-        "--backend", choices=("torch", "jax"), default="torch",
-        help="parllel's learner (the same math: tests/jax pins JAX PPO to torch's)",
+        "--backend", choices=("torch", "jax"), default="jax",
+        help="parllel's learner (default jax, as the documented table; the same "
+        "math: tests/jax pins JAX PPO to torch's)",
     )  # fmt: skip
-    parser.add_argument("--cleanrl-script", type=Path, default=None)
-    parser.add_argument("--cleanrl-python", type=Path, default=None)
+    parser.add_argument("--cleanrl-script", type=Path, default=None,
+                        help="CleanRL's ppo_continuous_action.py (above: how to get "
+                        "it); without it CleanRL's side is skipped")  # fmt: skip
+    parser.add_argument("--cleanrl-python", type=Path, default=None,
+                        help="the Python of its venv (gymnasium 0.28.1, mujoco 2.3.3)")  # fmt: skip
     parser.add_argument("--results", type=Path, default=None,
                         help=f"JSONL of finished runs (default {RESULTS}; "
                         "--quick: a temporary file)")  # fmt: skip

@@ -549,8 +549,9 @@ def main(config: Config, resume: str | None = None) -> dict | list[dict]:
             raise ConfigError("--seeds K runs with --backend jax: add --backend jax")
         if config.normalization != "shared":
             raise ConfigError(
-                "--seeds K keeps statistics per run, not per env: run "
-                "--normalization gymnasium (--preset cleanrl) one seed at a time"
+                "--seeds K keeps statistics per run, not per env: add "
+                "--normalization shared (one statistic per run over its envs), or "
+                "run --normalization gymnasium (--preset cleanrl) one seed at a time"
             )
         return train_seeds(config, resume, env_factory, network_options)
     n_eval = config.run.eval_episodes

@@ -291,7 +291,7 @@ def run_main(
     :func:`~parllel.runners.outcome.report_outcome` handle it.
 
     A run directory the script created but wrote nothing to before it
-    stopped (any error before training) is removed, with a line saying so.
+    stopped (any error before training) is removed.
 
     Raises:
         SystemExit: status 2 on a ``ConfigError`` or an unknown env id,
@@ -301,12 +301,7 @@ def run_main(
     try:
         return _call_main(main, parsed)
     except BaseException:
-        for path in remove_unstarted(mark):
-            print(
-                f"removed the run directory {path}: the script stopped before "
-                "writing to it",
-                file=sys.stderr,
-            )
+        remove_unstarted(mark)
         raise
 
 

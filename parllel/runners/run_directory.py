@@ -37,6 +37,8 @@ from parllel.seeding import Seeds
 
 CONFIG_FILE = "config.json"
 METADATA_FILE = "metadata.json"
+#: File in a seed group's directory naming its runs' directories in column order.
+RUNS_FILE = "seed_runs.txt"
 # name in metadata.json: distribution whose version is recorded
 _VERSIONED_PACKAGES = {
     name: name for name in ("numpy", "torch", "gymnasium", "numba")
@@ -384,15 +386,15 @@ def remove_unstarted(since: int) -> list[Path]:
     was written to, newest first; return them.
 
     Such a directory holds only ``config.json``, ``metadata.json`` and empty
-    ``logs/`` and ``checkpoints/`` (a seed group's directory also the seed
-    runs' directories removed before it): a script that failed before
-    training (a bad flag, an env that cannot be built) leaves no half-made
-    run behind. Directories with a log or a checkpoint are kept.
+    ``logs/`` and ``checkpoints/`` (a seed group's directory also its list
+    of runs, whose directories were removed before it): a script that failed
+    before training (a bad flag, an env that cannot be built) leaves no
+    half-made run behind. Directories with a log or a checkpoint are kept.
     """
     removed = []
     for path in reversed(_CREATED[since:]):
         if path.is_dir() and _unstarted(path):
-            for name in (CONFIG_FILE, METADATA_FILE):
+            for name in (CONFIG_FILE, METADATA_FILE, RUNS_FILE):
                 (path / name).unlink(missing_ok=True)
             for name in ("logs", "checkpoints"):
                 if (path / name).is_dir():
@@ -405,7 +407,7 @@ def remove_unstarted(since: int) -> list[Path]:
 
 def _unstarted(path: Path) -> bool:
     for entry in path.iterdir():
-        if entry.name in (CONFIG_FILE, METADATA_FILE) and entry.is_file():
+        if entry.name in (CONFIG_FILE, METADATA_FILE, RUNS_FILE) and entry.is_file():
             continue
         if entry.name in ("logs", "checkpoints") and entry.is_dir():
             if not any(entry.iterdir()):

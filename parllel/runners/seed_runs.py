@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from parllel.errors import CheckpointError, ConfigError, RunDirectoryError
 from parllel.runners.outcome import TrainingOutcome, report_outcome
-from parllel.runners.run_directory import RunDirectory
+from parllel.runners.run_directory import RUNS_FILE, RunDirectory
 from parllel.runners.training import build_run_logger
 from parllel.seeding import Seeds, check_seed, seed_everything
 
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
     from parllel.samplers.protocols import EvalSource
 
 __all__ = ["SeedRuns", "start_seed_runs"]
-
-#: File in a group directory naming its runs' directories in column order.
-RUNS_FILE = "seed_runs.txt"
 
 
 def _run_logger(directory: RunDirectory, resume: bool) -> Any:
